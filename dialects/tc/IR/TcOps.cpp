@@ -1,0 +1,656 @@
+//===- TcOps.cpp - tc dialect: verifiers, shape inference, folders --------===//
+//
+// Shape inference and verification share one set of helpers (the
+// `inferReturnTypes` of each op), so that what the importer builds and what
+// the verifier accepts cannot drift apart.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/tc/IR/TcOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace tc;
+
+#include "dialects/tc/IR/TcOpsDialect.cpp.inc"
+
+void TCDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/tc/IR/TcOps.cpp.inc"
+      >();
+}
+
+Operation *TCDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                          Type type, Location loc) {
+  auto elements = llvm::dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+void tc::registerTcDialect(DialectRegistry &registry) {
+  registry.insert<TCDialect>();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// "2x3x4" (or "scalar") for messages.
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  return llvm::join(llvm::map_range(shape,
+                                    [](int64_t d) { return std::to_string(d); }),
+                    "x");
+}
+
+RankedTensorType tensorType(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+LogicalResult emitOptionalError(std::optional<Location> loc, const Twine &msg) {
+  if (loc)
+    return emitError(*loc, msg);
+  return failure();
+}
+
+LogicalResult checkStatic(std::optional<Location> loc, StringRef what,
+                          RankedTensorType t) {
+  if (!t.hasStaticShape())
+    return emitOptionalError(loc, Twine(what) + " must have a static shape, got " +
+                                      llvm::formatv("{0}", t).str());
+  return success();
+}
+
+/// Normalises and checks one axis against a rank.
+LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
+                        StringRef what = "axis") {
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, Twine(what) + " " + Twine(axis) +
+                                      " is out of range for rank " + Twine(rank));
+  return success();
+}
+} // namespace
+
+FailureOr<SmallVector<int64_t>> tc::broadcastShapes(ArrayRef<int64_t> a,
+                                                    ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == db || db == 1)
+      out[i] = da;
+    else if (da == 1)
+      out[i] = db;
+    else
+      return failure();
+  }
+  return out;
+}
+
+namespace {
+LogicalResult inferBroadcast(std::optional<Location> loc, StringRef opName,
+                             ArrayRef<RankedTensorType> types, Type elementType,
+                             SmallVectorImpl<Type> &inferred) {
+  SmallVector<int64_t> shape;
+  for (auto [i, t] : llvm::enumerate(types)) {
+    if (failed(checkStatic(loc, "operand #" + std::to_string(i), t)))
+      return failure();
+    auto b = broadcastShapes(shape, t.getShape());
+    if (failed(b))
+      return emitOptionalError(
+          loc, Twine("'") + opName + "' operand shapes are not broadcastable: " +
+                   llvm::join(llvm::map_range(types,
+                                              [](RankedTensorType x) {
+                                                return shapeStr(x.getShape());
+                                              }),
+                              " vs "));
+    shape = *b;
+  }
+  inferred.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+template <typename Adaptor>
+LogicalResult inferBinary(std::optional<Location> loc, StringRef opName,
+                          Adaptor adaptor, bool boolResult,
+                          SmallVectorImpl<Type> &inferred) {
+  auto lhs = tensorType(adaptor.getLhs());
+  auto rhs = tensorType(adaptor.getRhs());
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, llvm::formatv(
+                                      "'{0}' operand element types differ: {1} vs {2}",
+                                      opName, lhs.getElementType(),
+                                      rhs.getElementType())
+                                      .str());
+  Type elt = boolResult ? IntegerType::get(lhs.getContext(), 1)
+                        : lhs.getElementType();
+  return inferBroadcast(loc, opName, {lhs, rhs}, elt, inferred);
+}
+} // namespace
+
+#define TC_BINARY_INFER(OP, NAME, BOOL)                                        \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &inferred) {        \
+    return inferBinary(loc, NAME, adaptor, BOOL, inferred);                    \
+  }
+TC_BINARY_INFER(AddOp, "tc.add", false)
+TC_BINARY_INFER(SubOp, "tc.sub", false)
+TC_BINARY_INFER(MulOp, "tc.mul", false)
+TC_BINARY_INFER(DivOp, "tc.div", false)
+TC_BINARY_INFER(PowOp, "tc.pow", false)
+TC_BINARY_INFER(MaxOp, "tc.max", false)
+TC_BINARY_INFER(MinOp, "tc.min", false)
+TC_BINARY_INFER(RemOp, "tc.rem", false)
+TC_BINARY_INFER(AndOp, "tc.and", false)
+TC_BINARY_INFER(OrOp, "tc.or", false)
+TC_BINARY_INFER(XorOp, "tc.xor", false)
+TC_BINARY_INFER(EqOp, "tc.eq", true)
+TC_BINARY_INFER(NeOp, "tc.ne", true)
+TC_BINARY_INFER(LtOp, "tc.lt", true)
+TC_BINARY_INFER(LeOp, "tc.le", true)
+TC_BINARY_INFER(GtOp, "tc.gt", true)
+TC_BINARY_INFER(GeOp, "tc.ge", true)
+#undef TC_BINARY_INFER
+
+//===----------------------------------------------------------------------===//
+// Leaves
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty name";
+  if (!getType().hasStaticShape())
+    return emitOpError() << "parameter '" << getName()
+                         << "' must have a static shape, got " << getType();
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
+                         << getApproximate() << "\"";
+  return success();
+}
+
+#define TC_PREDICATE_INFER(OP)                                                 \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, std::optional<Location>, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &inferred) {        \
+    inferred.push_back(RankedTensorType::get(                                  \
+        tensorType(adaptor.getInput()).getShape(), IntegerType::get(ctx, 1))); \
+    return success();                                                          \
+  }
+TC_PREDICATE_INFER(IsNanOp)
+TC_PREDICATE_INFER(IsInfOp)
+#undef TC_PREDICATE_INFER
+
+LogicalResult CastOp::verify() {
+  auto in = tensorType(getInput());
+  if (in.getShape() != getType().getShape())
+    return emitOpError() << "input shape " << shapeStr(in.getShape())
+                         << " != result shape " << shapeStr(getType().getShape());
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Ternary
+//===----------------------------------------------------------------------===//
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto c = tensorType(adaptor.getCond());
+  auto t = tensorType(adaptor.getOnTrue());
+  auto f = tensorType(adaptor.getOnFalse());
+  if (t.getElementType() != f.getElementType())
+    return emitOptionalError(
+        loc, llvm::formatv("'tc.select' branch element types differ: {0} vs {1}",
+                           t.getElementType(), f.getElementType())
+                 .str());
+  return inferBroadcast(loc, "tc.select", {c, t, f}, t.getElementType(), inferred);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+namespace {
+template <typename Adaptor>
+LogicalResult inferReduce(std::optional<Location> loc, StringRef opName,
+                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  int64_t rank = in.getRank();
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    if (a < 0 || a >= rank)
+      return emitOptionalError(loc, Twine("'") + opName + "' axis " + Twine(a) +
+                                        " is out of range for input of rank " +
+                                        Twine(rank));
+    if (i > 0 && axes[i - 1] >= a)
+      return emitOptionalError(loc, Twine("'") + opName +
+                                        "' axes must be sorted and distinct");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::is_contained(axes, d)) {
+      if (adaptor.getKeepdims())
+        shape.push_back(1);
+    } else {
+      shape.push_back(in.getDimSize(d));
+    }
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+template <typename Adaptor>
+LogicalResult inferArgReduce(MLIRContext *ctx, std::optional<Location> loc,
+                             StringRef opName, Adaptor adaptor,
+                             SmallVectorImpl<Type> &inferred) {
+  auto in = tensorType(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, in.getRank(), (Twine(opName) + " axis").str())))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (d == axis) {
+      if (adaptor.getKeepdims())
+        shape.push_back(1);
+    } else {
+      shape.push_back(in.getDimSize(d));
+    }
+  }
+  inferred.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+} // namespace
+
+#define TC_REDUCE_INFER(OP, NAME)                                              \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &inferred) {        \
+    return inferReduce(loc, NAME, adaptor, inferred);                          \
+  }
+TC_REDUCE_INFER(ReduceSumOp, "tc.reduce_sum")
+TC_REDUCE_INFER(ReduceMeanOp, "tc.reduce_mean")
+TC_REDUCE_INFER(ReduceMaxOp, "tc.reduce_max")
+TC_REDUCE_INFER(ReduceMinOp, "tc.reduce_min")
+TC_REDUCE_INFER(ReduceProdOp, "tc.reduce_prod")
+#undef TC_REDUCE_INFER
+
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *ctx,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  return inferArgReduce(ctx, loc, "tc.argmax", adaptor, inferred);
+}
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *ctx,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  return inferArgReduce(ctx, loc, "tc.argmin", adaptor, inferred);
+}
+
+LogicalResult CumSumOp::verify() {
+  return checkAxis(getLoc(), getAxis(), getType().getRank());
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, norms, losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  return checkAxis(getLoc(), getAxis(), getType().getRank());
+}
+LogicalResult LogSoftmaxOp::verify() {
+  return checkAxis(getLoc(), getAxis(), getType().getRank());
+}
+
+namespace {
+LogicalResult verifyNormOperand(Operation *op, RankedTensorType in, int64_t axis,
+                                Value v, StringRef what) {
+  if (!v)
+    return success();
+  auto t = tensorType(v);
+  ArrayRef<int64_t> expected = in.getShape().drop_front(axis);
+  if (t.getShape() != expected)
+    return op->emitOpError() << what << " shape " << shapeStr(t.getShape())
+                             << " != normalised shape " << shapeStr(expected)
+                             << " of input " << shapeStr(in.getShape());
+  if (t.getElementType() != in.getElementType())
+    return op->emitOpError() << what << " element type " << t.getElementType()
+                             << " != input element type " << in.getElementType();
+  return success();
+}
+} // namespace
+
+LogicalResult LayerNormOp::verify() {
+  auto in = tensorType(getInput());
+  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))
+    return failure();
+  if (getType() != in)
+    return emitOpError() << "result type " << getType() << " != input type " << in;
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError() << "epsilon must be non-negative";
+  if (failed(verifyNormOperand(*this, in, getAxis(), getScale(), "scale")) ||
+      failed(verifyNormOperand(*this, in, getAxis(), getBias(), "bias")))
+    return failure();
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto in = tensorType(getInput());
+  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))
+    return failure();
+  if (getType() != in)
+    return emitOpError() << "result type " << getType() << " != input type " << in;
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError() << "epsilon must be non-negative";
+  return verifyNormOperand(*this, in, getAxis(), getScale(), "scale");
+}
+
+namespace {
+template <typename Adaptor>
+LogicalResult inferLoss(std::optional<Location> loc, StringRef opName,
+                        Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = tensorType(adaptor.getInput());
+  auto labels = tensorType(adaptor.getLabels());
+  if (in.getRank() != 2)
+    return emitOptionalError(loc, Twine("'") + opName +
+                                      "' input must be [N, C], got " +
+                                      shapeStr(in.getShape()));
+  if (labels.getRank() != 1 || labels.getDimSize(0) != in.getDimSize(0))
+    return emitOptionalError(loc, Twine("'") + opName + "' labels shape " +
+                                      shapeStr(labels.getShape()) +
+                                      " does not match input rows " +
+                                      shapeStr(in.getShape()) + " (want [N])");
+  if (Value w = adaptor.getWeight()) {
+    auto wt = tensorType(w);
+    if (wt.getRank() != 1 || wt.getDimSize(0) != in.getDimSize(1))
+      return emitOptionalError(loc, Twine("'") + opName + "' weight shape " +
+                                        shapeStr(wt.getShape()) +
+                                        " does not match class count " +
+                                        Twine(in.getDimSize(1)));
+  }
+  StringRef red = adaptor.getReduction();
+  if (red == "none")
+    inferred.push_back(
+        RankedTensorType::get({in.getDimSize(0)}, in.getElementType()));
+  else if (red == "mean" || red == "sum")
+    inferred.push_back(RankedTensorType::get({}, in.getElementType()));
+  else
+    return emitOptionalError(loc, Twine("'") + opName +
+                                      "' reduction must be mean, sum or none, got " +
+                                      red);
+  return success();
+}
+} // namespace
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &inferred) {
+  return inferLoss(loc, "tc.cross_entropy", adaptor, inferred);
+}
+LogicalResult NllLossOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  return inferLoss(loc, "tc.nll_loss", adaptor, inferred);
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul, gather
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto a = tensorType(adaptor.getLhs());
+  auto b = tensorType(adaptor.getRhs());
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return emitOptionalError(loc, "'tc.matmul' operands need rank >= 2, got " +
+                                      shapeStr(a.getShape()) + " and " +
+                                      shapeStr(b.getShape()));
+  if (a.getElementType() != b.getElementType())
+    return emitOptionalError(
+        loc, llvm::formatv("'tc.matmul' operand element types differ: {0} vs {1}",
+                           a.getElementType(), b.getElementType())
+                 .str());
+  int64_t ra = a.getRank(), rb = b.getRank();
+  int64_t m = adaptor.getTransposeLhs() ? a.getDimSize(ra - 1) : a.getDimSize(ra - 2);
+  int64_t k1 = adaptor.getTransposeLhs() ? a.getDimSize(ra - 2) : a.getDimSize(ra - 1);
+  int64_t k2 = adaptor.getTransposeRhs() ? b.getDimSize(rb - 1) : b.getDimSize(rb - 2);
+  int64_t n = adaptor.getTransposeRhs() ? b.getDimSize(rb - 2) : b.getDimSize(rb - 1);
+  if (k1 != k2)
+    return emitOptionalError(loc, "'tc.matmul' lhs K " + Twine(k1) + " != rhs K " +
+                                      Twine(k2) + " (lhs " + shapeStr(a.getShape()) +
+                                      ", rhs " + shapeStr(b.getShape()) + ")");
+  auto batch = broadcastShapes(a.getShape().drop_back(2), b.getShape().drop_back(2));
+  if (failed(batch))
+    return emitOptionalError(loc, "'tc.matmul' batch dimensions do not broadcast: " +
+                                      shapeStr(a.getShape()) + " vs " +
+                                      shapeStr(b.getShape()));
+  SmallVector<int64_t> shape = *batch;
+  shape.push_back(m);
+  shape.push_back(n);
+  inferred.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto data = tensorType(adaptor.getData());
+  auto idx = tensorType(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, data.getRank(), "'tc.gather' axis")))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, idx.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  inferred.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = tensorType(getInput());
+  if (in.getElementType() != getType().getElementType())
+    return emitOpError() << "element type changes from " << in.getElementType()
+                         << " to " << getType().getElementType();
+  if (!in.hasStaticShape() || !getType().hasStaticShape())
+    return emitOpError() << "needs static shapes";
+  if (in.getNumElements() != getType().getNumElements())
+    return emitOpError() << "input " << shapeStr(in.getShape()) << " has "
+                         << in.getNumElements() << " elements but result "
+                         << shapeStr(getType().getShape()) << " has "
+                         << getType().getNumElements();
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  if (auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
+    return dense.reshape(getType());
+  return {};
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto in = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if ((int64_t)perm.size() != in.getRank())
+    return emitOptionalError(loc, "'tc.transpose' permutation has " +
+                                      Twine(perm.size()) + " entries for rank " +
+                                      Twine(in.getRank()));
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.getRank() || seen[p])
+      return emitOptionalError(loc, "'tc.transpose' permutation is not a "
+                                    "permutation of [0, rank)");
+    seen[p] = true;
+    shape.push_back(in.getDimSize(p));
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = tensorType(getInput());
+  if (in.getElementType() != getType().getElementType())
+    return emitOpError() << "element type changes from " << in.getElementType()
+                         << " to " << getType().getElementType();
+  auto b = broadcastShapes(in.getShape(), getType().getShape());
+  if (failed(b) || ArrayRef<int64_t>(*b) != getType().getShape())
+    return emitOpError() << "cannot broadcast " << shapeStr(in.getShape())
+                         << " to " << shapeStr(getType().getShape());
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  auto in = tensorType(getInput());
+  auto out = getType();
+  int64_t rank = in.getRank();
+  if (out.getRank() != rank || (int64_t)getStarts().size() != rank ||
+      (int64_t)getStrides().size() != rank)
+    return emitOpError() << "input rank " << rank << ", result rank "
+                         << out.getRank() << ", " << getStarts().size()
+                         << " starts and " << getStrides().size()
+                         << " strides must all agree";
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "element type changes";
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t s = getStarts()[d], st = getStrides()[d], n = out.getDimSize(d);
+    if (st == 0)
+      return emitOpError() << "stride of dimension " << d << " is 0";
+    if (n == 0)
+      continue;
+    int64_t last = s + (n - 1) * st;
+    if (s < 0 || s >= in.getDimSize(d) || last < 0 || last >= in.getDimSize(d))
+      return emitOpError() << "dimension " << d << ": start " << s << ", stride "
+                           << st << ", size " << n << " leave the input extent "
+                           << in.getDimSize(d);
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "'tc.concat' needs at least one input");
+  auto first = tensorType(adaptor.getInputs().front());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, first.getRank(), "'tc.concat' axis")))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (auto [i, v] : llvm::enumerate(adaptor.getInputs())) {
+    auto t = tensorType(v);
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "'tc.concat' input #" + Twine(i) +
+                                        " differs in rank or element type");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "'tc.concat' input #" + Twine(i) + " shape " +
+                                          shapeStr(t.getShape()) + " differs from " +
+                                          shapeStr(first.getShape()) +
+                                          " outside axis " + Twine(axis));
+    shape[axis] += t.getDimSize(axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  auto in = tensorType(getInput());
+  int64_t axis = getAxis();
+  if (failed(checkAxis(getLoc(), axis, in.getRank())))
+    return failure();
+  if (getResults().empty())
+    return emitOpError() << "needs at least one result";
+  int64_t total = 0;
+  for (auto [i, r] : llvm::enumerate(getResults())) {
+    auto t = tensorType(r);
+    if (t.getRank() != in.getRank() || t.getElementType() != in.getElementType())
+      return emitOpError() << "result #" << i << " differs in rank or element type";
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != in.getDimSize(d))
+        return emitOpError() << "result #" << i << " shape " << shapeStr(t.getShape())
+                             << " differs from input " << shapeStr(in.getShape())
+                             << " outside axis " << axis;
+    total += t.getDimSize(axis);
+  }
+  if (total != in.getDimSize(axis))
+    return emitOpError() << "result sizes along axis " << axis << " add up to "
+                         << total << ", input has " << in.getDimSize(axis);
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto in = tensorType(adaptor.getInput());
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
+  if ((int64_t)low.size() != in.getRank() || (int64_t)high.size() != in.getRank())
+    return emitOptionalError(loc, "'tc.pad' needs one low and one high pad per "
+                                  "dimension");
+  StringRef mode = adaptor.getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOptionalError(loc, "'tc.pad' mode must be constant, reflect or edge, got " +
+                                      mode);
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (low[d] < 0 || high[d] < 0)
+      return emitOptionalError(loc, "'tc.pad' pads must be non-negative");
+    if (mode == "reflect" && (low[d] >= in.getDimSize(d) || high[d] >= in.getDimSize(d)))
+      return emitOptionalError(loc, "'tc.pad' reflect pad must be smaller than the "
+                                    "dimension");
+    if (mode == "edge" && in.getDimSize(d) == 0 && (low[d] || high[d]))
+      return emitOptionalError(loc, "'tc.pad' edge pad of an empty dimension");
+    shape.push_back(in.getDimSize(d) + low[d] + high[d]);
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/tc/IR/TcOps.cpp.inc"

@@ -1,0 +1,541 @@
+//===- TcOps.td - tc op definitions ------------------------*- tablegen -*-===//
+//
+// Every op of the tensor-level dialect. This file is also the contract with
+// the runtime: the reference executor (runtime/src/cpu) dispatches on these op
+// names ("tc.add") and reads the attributes by the names used here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_OPS_TD
+#define TC_OPS_TD
+
+include "dialects/tc/IR/TcDialect.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class TC_Op<string mnemonic, list<Trait> traits = []>
+    : Op<TC_Dialect, mnemonic, traits>;
+
+def TC_Tensor : RankedTensorOf<[AnyType]>;
+def TC_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def TC_NumericTensor : RankedTensorOf<[AnyFloat, AnyInteger]>;
+def TC_BoolTensor : RankedTensorOf<[I1]>;
+def TC_IndexTensor : RankedTensorOf<[AnySignlessInteger, AnyUnsignedInteger]>;
+
+//===----------------------------------------------------------------------===//
+// Leaves
+//===----------------------------------------------------------------------===//
+
+def TC_ParameterOp : TC_Op<"parameter", [Pure]> {
+  let summary = "A named model parameter or buffer";
+  let description = [{
+    Reads the parameter `name` (the ONNX initializer name) from the artifact's
+    parameter table. `trainable` marks it for the autodiff pass.
+
+    ```mlir
+    %w = tc.parameter "transformer.wte.weight" {trainable} : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def TC_ConstantOp : TC_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "A constant tensor";
+  let description = [{
+    ```mlir
+    %c = tc.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let builders = [OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+    build($_builder, $_state, value.getType(), value);
+  }]>];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+class TC_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : TC_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let summary = "Elementwise " # mnemonic;
+  let description = [{
+    Applies `}] # mnemonic # [{` to every element; the result has the type of
+    the operand.
+
+    ```mlir
+    %y = tc.}] # mnemonic # [{ %x : tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def TC_NegOp : TC_UnaryOp<"neg", TC_NumericTensor>;
+def TC_AbsOp : TC_UnaryOp<"abs", TC_NumericTensor>;
+def TC_SignOp : TC_UnaryOp<"sign", TC_NumericTensor>;
+def TC_ReluOp : TC_UnaryOp<"relu", TC_NumericTensor>;
+def TC_ExpOp : TC_UnaryOp<"exp", TC_FloatTensor>;
+def TC_LogOp : TC_UnaryOp<"log", TC_FloatTensor>;
+def TC_SqrtOp : TC_UnaryOp<"sqrt", TC_FloatTensor>;
+def TC_RsqrtOp : TC_UnaryOp<"rsqrt", TC_FloatTensor>;
+def TC_ReciprocalOp : TC_UnaryOp<"reciprocal", TC_FloatTensor>;
+def TC_TanhOp : TC_UnaryOp<"tanh", TC_FloatTensor>;
+def TC_SigmoidOp : TC_UnaryOp<"sigmoid", TC_FloatTensor>;
+def TC_ErfOp : TC_UnaryOp<"erf", TC_FloatTensor>;
+def TC_SiluOp : TC_UnaryOp<"silu", TC_FloatTensor>;
+def TC_SinOp : TC_UnaryOp<"sin", TC_FloatTensor>;
+def TC_CosOp : TC_UnaryOp<"cos", TC_FloatTensor>;
+def TC_TanOp : TC_UnaryOp<"tan", TC_FloatTensor>;
+def TC_AsinOp : TC_UnaryOp<"asin", TC_FloatTensor>;
+def TC_AcosOp : TC_UnaryOp<"acos", TC_FloatTensor>;
+def TC_AtanOp : TC_UnaryOp<"atan", TC_FloatTensor>;
+def TC_SinhOp : TC_UnaryOp<"sinh", TC_FloatTensor>;
+def TC_CoshOp : TC_UnaryOp<"cosh", TC_FloatTensor>;
+def TC_AsinhOp : TC_UnaryOp<"asinh", TC_FloatTensor>;
+def TC_AcoshOp : TC_UnaryOp<"acosh", TC_FloatTensor>;
+def TC_AtanhOp : TC_UnaryOp<"atanh", TC_FloatTensor>;
+def TC_FloorOp : TC_UnaryOp<"floor", TC_FloatTensor>;
+def TC_CeilOp : TC_UnaryOp<"ceil", TC_FloatTensor>;
+// Rounds half to even, like ONNX Round and torch.round.
+def TC_RoundOp : TC_UnaryOp<"round", TC_FloatTensor>;
+def TC_NotOp : TC_UnaryOp<"not", TC_BoolTensor>;
+
+def TC_GeluOp : TC_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise GELU";
+  let description = [{
+    `approximate = "none"` is x * Phi(x) (erf form); `"tanh"` is the tanh
+    approximation used by GPT-2.
+
+    ```mlir
+    %y = tc.gelu %x {approximate = "tanh"} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+class TC_FloatPredicateOp<string mnemonic>
+    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise " # mnemonic # " test";
+  let description = [{
+    Result is i1 with the operand's shape.
+
+    ```mlir
+    %m = tc.}] # mnemonic # [{ %x : tensor<4xf32> -> tensor<4xi1>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input);
+  let results = (outs TC_BoolTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def TC_IsNanOp : TC_FloatPredicateOp<"isnan">;
+def TC_IsInfOp : TC_FloatPredicateOp<"isinf">;
+
+def TC_CastOp : TC_Op<"cast", [Pure]> {
+  let summary = "Element type conversion";
+  let description = [{
+    Converts every element to the result's element type with round to nearest
+    even; float to integer truncates toward zero; anything to i1 is `!= 0`.
+    With `saturate` (the default, as in ONNX), out-of-range values converted
+    to a float8 type clamp to its largest finite value.
+
+    ```mlir
+    %y = tc.cast %x : tensor<4xf32> to tensor<4xbf16>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input,
+                   DefaultValuedAttr<BoolAttr, "true">:$saturate);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary and ternary (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+class TC_BinaryOp<string mnemonic, Type operandType, Type resultType,
+                  list<Trait> traits = []>
+    : TC_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let summary = "Elementwise " # mnemonic # " with broadcasting";
+  let description = [{
+    Both operands have one element type; their shapes broadcast like numpy
+    (aligned on the right, a dimension of 1 stretches).
+
+    ```mlir
+    %z = tc.}] # mnemonic # [{ %x, %y : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs resultType:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+}
+
+def TC_AddOp : TC_BinaryOp<"add", TC_NumericTensor, TC_NumericTensor, [Commutative]>;
+def TC_SubOp : TC_BinaryOp<"sub", TC_NumericTensor, TC_NumericTensor>;
+def TC_MulOp : TC_BinaryOp<"mul", TC_NumericTensor, TC_NumericTensor, [Commutative]>;
+// Integer division truncates toward zero (C semantics, as ONNX Div).
+def TC_DivOp : TC_BinaryOp<"div", TC_NumericTensor, TC_NumericTensor>;
+def TC_PowOp : TC_BinaryOp<"pow", TC_NumericTensor, TC_NumericTensor>;
+def TC_MaxOp : TC_BinaryOp<"max", TC_NumericTensor, TC_NumericTensor, [Commutative]>;
+def TC_MinOp : TC_BinaryOp<"min", TC_NumericTensor, TC_NumericTensor, [Commutative]>;
+def TC_AndOp : TC_BinaryOp<"and", TC_BoolTensor, TC_BoolTensor, [Commutative]>;
+def TC_OrOp : TC_BinaryOp<"or", TC_BoolTensor, TC_BoolTensor, [Commutative]>;
+def TC_XorOp : TC_BinaryOp<"xor", TC_BoolTensor, TC_BoolTensor, [Commutative]>;
+def TC_EqOp : TC_BinaryOp<"eq", TC_Tensor, TC_BoolTensor, [Commutative]>;
+def TC_NeOp : TC_BinaryOp<"ne", TC_Tensor, TC_BoolTensor, [Commutative]>;
+def TC_LtOp : TC_BinaryOp<"lt", TC_NumericTensor, TC_BoolTensor>;
+def TC_LeOp : TC_BinaryOp<"le", TC_NumericTensor, TC_BoolTensor>;
+def TC_GtOp : TC_BinaryOp<"gt", TC_NumericTensor, TC_BoolTensor>;
+def TC_GeOp : TC_BinaryOp<"ge", TC_NumericTensor, TC_BoolTensor>;
+
+def TC_RemOp : TC_Op<"rem", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise remainder with broadcasting";
+  let description = [{
+    `fmod = false`: the result takes the sign of the divisor (Python `%`,
+    ONNX Mod fmod=0, integers only); `fmod = true`: C `fmod`, the sign of the
+    dividend.
+
+    ```mlir
+    %z = tc.rem %x, %y {fmod = true} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins TC_NumericTensor:$lhs, TC_NumericTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$fmod);
+  let results = (outs TC_NumericTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+}
+
+def TC_SelectOp : TC_Op<"select", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise choice with broadcasting (ONNX Where)";
+  let description = [{
+    `result = cond ? on_true : on_false`; the three shapes broadcast.
+
+    ```mlir
+    %z = tc.select %m, %x, %y : tensor<4x4xi1>, tensor<4x4xf32>, tensor<f32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins TC_BoolTensor:$cond, TC_Tensor:$on_true,
+                   TC_Tensor:$on_false);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` "
+                       "type($cond) `,` type($on_true) `,` type($on_false) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and scans
+//===----------------------------------------------------------------------===//
+
+class TC_ReduceOp<string mnemonic, Type operandType>
+    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Reduction (" # mnemonic # ") over `axes`";
+  let description = [{
+    `axes` are distinct, sorted and in [0, rank); an empty list reduces
+    nothing. `keepdims` keeps reduced axes as size 1. Reducing an empty axis
+    gives the identity of the reduction (0, 1, -inf, +inf; mean is NaN).
+
+    ```mlir
+    %s = tc.}] # mnemonic # [{ %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+    ```
+  }];
+  let arguments = (ins operandType:$input, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "false">:$keepdims);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def TC_ReduceSumOp : TC_ReduceOp<"reduce_sum", TC_NumericTensor>;
+def TC_ReduceMeanOp : TC_ReduceOp<"reduce_mean", TC_NumericTensor>;
+def TC_ReduceMaxOp : TC_ReduceOp<"reduce_max", TC_NumericTensor>;
+def TC_ReduceMinOp : TC_ReduceOp<"reduce_min", TC_NumericTensor>;
+def TC_ReduceProdOp : TC_ReduceOp<"reduce_prod", TC_NumericTensor>;
+
+class TC_ArgReduceOp<string mnemonic>
+    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Index of the " # mnemonic # " along `axis` (i64 result)";
+  let description = [{
+    Ties go to the first index, or the last with `select_last_index`.
+
+    ```mlir
+    %i = tc.}] # mnemonic # [{ %x {axis = 1 : i64} : tensor<4x8xf32> -> tensor<4xi64>
+    ```
+  }];
+  let arguments = (ins TC_NumericTensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$keepdims,
+                   DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs RankedTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def TC_ArgMaxOp : TC_ArgReduceOp<"argmax">;
+def TC_ArgMinOp : TC_ArgReduceOp<"argmin">;
+
+def TC_CumSumOp : TC_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "Cumulative sum along `axis`";
+  let description = [{
+    `exclusive` starts from 0 (element i sums 0..i-1); `reverse` sums from
+    the end.
+
+    ```mlir
+    %c = tc.cumsum %x {axis = 1 : i64} : tensor<2x8xi64>
+    ```
+  }];
+  let arguments = (ins TC_NumericTensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs TC_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, softmax, losses (kept in high precision by the planner)
+//===----------------------------------------------------------------------===//
+
+class TC_SoftmaxLikeOp<string mnemonic>
+    : TC_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = mnemonic # " along `axis`";
+  let description = [{
+    ```mlir
+    %p = tc.}] # mnemonic # [{ %x {axis = 1 : i64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def TC_SoftmaxOp : TC_SoftmaxLikeOp<"softmax">;
+def TC_LogSoftmaxOp : TC_SoftmaxLikeOp<"log_softmax">;
+
+def TC_LayerNormOp : TC_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Layer normalisation over the axes from `axis` to the end";
+  let description = [{
+    y = (x - mean) / sqrt(var + epsilon) * scale + bias, with the biased
+    variance over axes [axis, rank). `scale` and `bias`, when present, have
+    the shape of those axes.
+
+    ```mlir
+    %y = tc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64}
+        : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$scale,
+                   Optional<TC_FloatTensor>:$bias, I64Attr:$axis,
+                   F64Attr:$epsilon);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input (`,` `scale` $scale^)? (`,` `bias` $bias^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def TC_RmsNormOp : TC_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalisation over the axes from `axis` to the end";
+  let description = [{
+    y = x / sqrt(mean(x^2) + epsilon) * scale.
+
+    ```mlir
+    %y = tc.rms_norm %x, scale %g {axis = 2 : i64, epsilon = 1.0e-06 : f64}
+        : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$scale,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input (`,` `scale` $scale^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class TC_LossOp<string mnemonic, string what>
+    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = what;
+  let description = [{
+    `input` is [N, C] (class axis last), `labels` [N] integer class indices,
+    `weight` (optional) [C]. Rows whose label equals `ignore_index` add
+    nothing. `reduction` is "mean" (weighted mean over the rows not ignored),
+    "sum" (both scalars) or "none" ([N]).
+
+    ```mlir
+    %l = tc.}] # mnemonic # [{ %x, %y {ignore_index = -100 : i64, reduction = "mean"}
+        : (tensor<32x256xf32>, tensor<32xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, TC_IndexTensor:$labels,
+                   Optional<TC_FloatTensor>:$weight,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $labels (`,` `weight` $weight^)? attr-dict "
+                       "`:` functional-type(operands, results)";
+}
+
+def TC_CrossEntropyOp : TC_LossOp<"cross_entropy",
+    "Softmax cross-entropy of logits against class labels">;
+def TC_NllLossOp : TC_LossOp<"nll_loss",
+    "Negative log-likelihood of log-probabilities against class labels">;
+
+//===----------------------------------------------------------------------===//
+// Contractions and gathers
+//===----------------------------------------------------------------------===//
+
+def TC_MatmulOp : TC_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Batched matrix product";
+  let description = [{
+    lhs is [..., M, K] ([..., K, M] with `transpose_lhs`), rhs is [..., K, N]
+    ([..., N, K] with `transpose_rhs`); both have rank >= 2 and the batch
+    dimensions broadcast. Accumulation is in at least fp32.
+
+    ```mlir
+    %y = tc.matmul %a, %b {transpose_rhs = true} : tensor<32x64xf32>, tensor<256x64xf32> -> tensor<32x256xf32>
+    ```
+  }];
+  let arguments = (ins TC_NumericTensor:$lhs, TC_NumericTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs TC_NumericTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+}
+
+def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gather slices along `axis` (ONNX Gather; embedding lookup)";
+  let description = [{
+    result shape = data.shape[:axis] + indices.shape + data.shape[axis+1:].
+    Negative indices count from the end; an index out of range is a run-time
+    error.
+
+    ```mlir
+    %e = tc.gather %wte, %ids {axis = 0 : i64} : tensor<256x64xf32>, tensor<2x16xi64> -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$data, TC_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` type($data) `,` type($indices) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def TC_ReshapeOp : TC_Op<"reshape", [Pure]> {
+  let summary = "Same elements, new shape (row-major)";
+  let description = [{
+    ```mlir
+    %y = tc.reshape %x : tensor<2x16x64xf32> to tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TC_TransposeOp : TC_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permute dimensions: result dim i is input dim permutation[i]";
+  let description = [{
+    ```mlir
+    %y = tc.transpose %x {permutation = array<i64: 0, 2, 1>} : tensor<2x16x64xf32> -> tensor<2x64x16xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def TC_BroadcastOp : TC_Op<"broadcast", [Pure]> {
+  let summary = "Broadcast to the result shape (numpy rules; ONNX Expand)";
+  let description = [{
+    ```mlir
+    %y = tc.broadcast %x : tensor<1x64xf32> to tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def TC_SliceOp : TC_Op<"slice", [Pure]> {
+  let summary = "Strided slice; the result type gives the extent";
+  let description = [{
+    result[i0, i1, ...] = input[starts[0] + i0 * strides[0], ...]. One start
+    and one non-zero stride per dimension; a negative stride walks backwards.
+    Every index touched must lie inside the input.
+
+    ```mlir
+    %y = tc.slice %x {starts = array<i64: 0, 64>, strides = array<i64: 1, 1>}
+        : tensor<16x192xf32> to tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def TC_ConcatOp : TC_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Concatenate along `axis`";
+  let description = [{
+    ```mlir
+    %y = tc.concat %a, %b {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<TC_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+}
+
+def TC_SplitOp : TC_Op<"split", [Pure]> {
+  let summary = "Split along `axis` into consecutive pieces (result types give the sizes)";
+  let description = [{
+    ```mlir
+    %q, %k, %v = tc.split %x {axis = 2 : i64} : tensor<2x16x192xf32>
+        -> tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<TC_Tensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def TC_PadOp : TC_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Pad each dimension by `low` before and `high` after";
+  let description = [{
+    `mode` is "constant" (fill with `value`), "reflect" or "edge". Pads are
+    non-negative.
+
+    ```mlir
+    %y = tc.pad %x {low = array<i64: 0, 1>, high = array<i64: 0, 2>, value = 0.0 : f64} : tensor<2x3xf32> -> tensor<2x6xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$input, DenseI64ArrayAttr:$low,
+                   DenseI64ArrayAttr:$high,
+                   DefaultValuedAttr<F64Attr, "0.0">:$value,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+#endif // TC_OPS_TD

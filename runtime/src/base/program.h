@@ -1,0 +1,103 @@
+//===- program.h - the op-level program an artifact carries -----*- C++ -*-===//
+//
+// The contract between the compiler and the runtime. The compiler lowers a
+// tc-dialect function into a `Function` (one `Op` per tc op, named exactly as
+// the MLIR op, "tc.add", with its attributes by their ODS names) and writes it
+// into the artifact; the CPU reference executor interprets it. Nothing here
+// depends on LLVM or MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_BASE_PROGRAM_H
+#define TC_RUNTIME_BASE_PROGRAM_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/src/base/dtype.h"
+
+namespace tc::rt {
+
+/// A statically shaped tensor type. Rank 0 is a scalar.
+struct TensorType {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t numElements() const;
+  bool operator==(const TensorType &o) const {
+    return dtype == o.dtype && shape == o.shape;
+  }
+  bool operator!=(const TensorType &o) const { return !(*this == o); }
+};
+
+/// A tensor on the host in its storage format: `data` holds numElements()
+/// elements of `type.dtype`, row-major, little-endian, each of
+/// dtypeStorageBytes(dtype) bytes (sub-byte types such as f4E2M1FN use one
+/// byte per element, value in the low bits; i1 is one byte, 0 or 1).
+struct HostTensor {
+  TensorType type;
+  std::vector<uint8_t> data;
+};
+
+/// An op attribute. Integers and bools are Int; enumerations are String.
+struct Attr {
+  enum class Kind : uint8_t { Int = 0, Float = 1, String = 2, Ints = 3, Floats = 4, Tensor = 5 };
+  Kind kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  HostTensor tensor;
+};
+
+/// One op. Operands and results index Function::values.
+struct Op {
+  std::string name; // "tc.add"
+  std::vector<int32_t> operands;
+  std::vector<int32_t> results;
+  std::map<std::string, Attr> attrs;
+};
+
+/// A straight-line function in SSA form, ops in execution order.
+struct Function {
+  std::string name; // "infer", "eval_step", "train_step"
+  std::vector<TensorType> values; // type of every SSA value
+  std::vector<int32_t> inputs;    // value ids of the arguments
+  std::vector<std::string> inputNames;
+  std::vector<int32_t> outputs;   // value ids returned
+  std::vector<std::string> outputNames;
+  std::vector<Op> ops;
+};
+
+/// One entry of the parameter/state table. Its bytes are
+/// Artifact::weights[offset, offset + bytes) in storage format, or absent
+/// (hasData == false) for a model compiled without weights.
+struct Parameter {
+  std::string name;
+  TensorType type;
+  bool trainable = false;
+  bool hasData = true;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+/// Everything one artifact file holds. See artifact.h for the file format.
+struct Artifact {
+  static constexpr uint32_t kFormatVersion = 1;
+  uint32_t formatVersion = kFormatVersion;
+  std::string target;   // "cpu", "sm_90", "sm_120a"
+  std::string producer; // "tc-compile <version>"
+  std::vector<Function> functions;
+  std::vector<Parameter> params;
+  std::vector<uint8_t> weights;
+  std::map<std::string, std::string> reports; // "memory", "precision", ...
+
+  const Function *findFunction(const std::string &name) const;
+  const Parameter *findParam(const std::string &name) const;
+};
+
+} // namespace tc::rt
+
+#endif // TC_RUNTIME_BASE_PROGRAM_H

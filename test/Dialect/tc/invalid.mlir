@@ -1,0 +1,279 @@
+// RUN: tc-opt %s --split-input-file --verify-diagnostics
+
+// Tests that non-broadcastable operands name both shapes.
+func.func @add_shapes(%x: tensor<2x3xf32>, %y: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+2 {{operand shapes are not broadcastable: 2x3 vs 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.add %x, %y : tensor<2x3xf32>, tensor<4xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that mixed element types are rejected.
+func.func @add_types(%x: tensor<2xf32>, %y: tensor<2xf16>) -> tensor<2xf32> {
+  // expected-error @+2 {{operand element types differ: f32 vs f16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.add %x, %y : tensor<2xf32>, tensor<2xf16> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// Tests that a declared result type must match the inferred one.
+func.func @add_result(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> tensor<3x3xf32> {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.add %x, %y : tensor<2x3xf32>, tensor<3xf32> -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+// Tests that math ops reject integer tensors.
+func.func @exp_int(%x: tensor<2xi32>) -> tensor<2xi32> {
+  // expected-error @+1 {{must be ranked tensor of floating-point values}}
+  %0 = tc.exp %x : tensor<2xi32>
+  return %0 : tensor<2xi32>
+}
+
+// -----
+
+func.func @gelu_mode(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{approximate must be "none" or "tanh", got "fast"}}
+  %0 = tc.gelu %x {approximate = "fast"} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<2x3xf32>) -> tensor<6xbf16> {
+  // expected-error @+1 {{input shape 2x3 != result shape 6}}
+  %0 = tc.cast %x : tensor<2x3xf32> to tensor<6xbf16>
+  return %0 : tensor<6xbf16>
+}
+
+// -----
+
+func.func @reduce_axis(%x: tensor<2x3xf32>) -> tensor<2xf32> {
+  // expected-error @+2 {{axis 2 is out of range for input of rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.reduce_sum %x {axes = array<i64: 2>} : tensor<2x3xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @reduce_unsorted(%x: tensor<2x3xf32>) -> tensor<f32> {
+  // expected-error @+2 {{axes must be sorted and distinct}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.reduce_max %x {axes = array<i64: 1, 0>} : tensor<2x3xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @argmax_axis(%x: tensor<2x3xf32>) -> tensor<2xi64> {
+  // expected-error @+2 {{tc.argmax axis -1 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.argmax %x {axis = -1 : i64} : tensor<2x3xf32> -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = tc.softmax %x {axis = 2 : i64} : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @cumsum_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{axis 5 is out of range for rank 2}}
+  %0 = tc.cumsum %x {axis = 5 : i64} : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that layer_norm names the scale shape it wanted.
+func.func @layer_norm_scale(%x: tensor<2x4x8xf32>, %g: tensor<4xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{scale shape 4 != normalised shape 8 of input 2x4x8}}
+  %0 = tc.layer_norm %x, scale %g {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4x8xf32>, tensor<4xf32>) -> tensor<2x4x8xf32>
+  return %0 : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_eps(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{epsilon must be non-negative}}
+  %0 = tc.layer_norm %x {axis = 1 : i64, epsilon = -1.0 : f64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_scale(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{scale shape 2x8 != normalised shape 8 of input 2x8}}
+  %0 = tc.rms_norm %x, scale %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @ce_rank(%x: tensor<2x4x8xf32>, %y: tensor<2x4xi64>) -> tensor<f32> {
+  // expected-error @+2 {{'tc.cross_entropy' input must be [N, C], got 2x4x8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.cross_entropy %x, %y : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @ce_labels(%x: tensor<8x5xf32>, %y: tensor<7xi64>) -> tensor<f32> {
+  // expected-error @+2 {{labels shape 7 does not match input rows 8x5 (want [N])}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.cross_entropy %x, %y : (tensor<8x5xf32>, tensor<7xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @nll_weight(%x: tensor<8x5xf32>, %y: tensor<8xi64>, %w: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+2 {{weight shape 4 does not match class count 5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.nll_loss %x, %y, weight %w : (tensor<8x5xf32>, tensor<8xi64>, tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @ce_reduction(%x: tensor<8x5xf32>, %y: tensor<8xi64>) -> tensor<f32> {
+  // expected-error @+2 {{reduction must be mean, sum or none, got avg}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.cross_entropy %x, %y {reduction = "avg"} : (tensor<8x5xf32>, tensor<8xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that matmul names both shapes when K differs.
+func.func @matmul_k(%a: tensor<4x8xf32>, %b: tensor<7x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+2 {{'tc.matmul' lhs K 8 != rhs K 7 (lhs 4x8, rhs 7x3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.matmul %a, %b : tensor<4x8xf32>, tensor<7x3xf32> -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<8xf32>, %b: tensor<8x3xf32>) -> tensor<3xf32> {
+  // expected-error @+2 {{'tc.matmul' operands need rank >= 2, got 8 and 8x3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.matmul %a, %b : tensor<8xf32>, tensor<8x3xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x3xf32>) -> tensor<2x4x3xf32> {
+  // expected-error @+2 {{batch dimensions do not broadcast: 2x4x8 vs 3x8x3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.matmul %a, %b : tensor<2x4x8xf32>, tensor<3x8x3xf32> -> tensor<2x4x3xf32>
+  return %0 : tensor<2x4x3xf32>
+}
+
+// -----
+
+func.func @gather_axis(%d: tensor<4x8xf32>, %i: tensor<3xi64>) -> tensor<3x8xf32> {
+  // expected-error @+2 {{'tc.gather' axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.gather %d, %i {axis = 2 : i64} : tensor<4x8xf32>, tensor<3xi64> -> tensor<3x8xf32>
+  return %0 : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x3xf32>) -> tensor<7xf32> {
+  // expected-error @+1 {{input 2x3 has 6 elements but result 7 has 7}}
+  %0 = tc.reshape %x : tensor<2x3xf32> to tensor<7xf32>
+  return %0 : tensor<7xf32>
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<2x3xf32>) -> tensor<3x3xf32> {
+  // expected-error @+2 {{permutation is not a permutation of [0, rank)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.transpose %x {permutation = array<i64: 1, 1>} : tensor<2x3xf32> -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+func.func @broadcast_bad(%x: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{cannot broadcast 2x3 to 4x3}}
+  %0 = tc.broadcast %x : tensor<2x3xf32> to tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @slice_bounds(%x: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{dimension 0: start 6, stride 1, size 4 leave the input extent 8}}
+  %0 = tc.slice %x {starts = array<i64: 6>, strides = array<i64: 1>} : tensor<8xf32> to tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @slice_stride(%x: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{stride of dimension 0 is 0}}
+  %0 = tc.slice %x {starts = array<i64: 0>, strides = array<i64: 0>} : tensor<8xf32> to tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @concat_shape(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) -> tensor<2x6xf32> {
+  // expected-error @+2 {{'tc.concat' input #1 shape 3x3 differs from 2x3 outside axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.concat %a, %b {axis = 1 : i64} : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<2x6xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{result sizes along axis 1 add up to 5, input has 6}}
+  %0:2 = tc.split %x {axis = 1 : i64} : tensor<2x6xf32> -> tensor<2x2xf32>, tensor<2x3xf32>
+  return %0#0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @pad_mode(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+2 {{'tc.pad' mode must be constant, reflect or edge, got wrap}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.pad %x {low = array<i64: 0, 0>, high = array<i64: 0, 0>, mode = "wrap"} : tensor<2x3xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @select_types(%c: tensor<2xi1>, %a: tensor<2xf32>, %b: tensor<2xi32>) -> tensor<2xf32> {
+  // expected-error @+2 {{'tc.select' branch element types differ: f32 vs i32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tc.select %c, %a, %b : tensor<2xi1>, tensor<2xf32>, tensor<2xi32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @parameter_name() -> tensor<2xf32> {
+  // expected-error @+1 {{needs a non-empty name}}
+  %0 = tc.parameter "" : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

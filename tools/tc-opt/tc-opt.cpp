@@ -1,0 +1,20 @@
+//===- tc-opt.cpp - the tc optimizer driver --------------------------------===//
+//
+// MlirOptMain with the tc dialect, func, and every tc pass: lit's workhorse.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/tc/IR/TcOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect>();
+  tc::registerTcDialect(registry);
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "tc optimizer driver\n", registry));
+}
