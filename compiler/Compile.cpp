@@ -3,6 +3,7 @@
 #include "compiler/Compile.h"
 
 #include "compiler/Program.h"
+#include "compiler/Transforms/Passes.h"
 #include "dialects/tc/IR/TcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,7 +43,9 @@ LogicalResult runImportCleanup(ModuleOp module, std::string *error) {
   DiagnosticCollector diags(*module.getContext());
   PassManager pm(module.getContext());
   pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
   pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
   if (failed(pm.run(module))) {
     *error = diags.text.empty() ? "the import-cleanup pipeline failed" : diags.text;
     return failure();

@@ -3,6 +3,7 @@
 // MlirOptMain with the tc dialect, func, and every tc pass: lit's workhorse.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Transforms/Passes.h"
 #include "dialects/tc/IR/TcOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
   tc::registerTcDialect(registry);
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
+  tc::registerTcCompilerPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tc optimizer driver\n", registry));
 }

@@ -1,0 +1,89 @@
+//===- artifact.h - the artifact file: read, write, validate ----*- C++ -*-===//
+//
+// One artifact file holds everything needed to run a compiled model: the
+// target, the functions (the op-level reference program), the parameter
+// table, the weights and the reports. Its format, version 1:
+//
+// All integers are little-endian; floats are IEEE-754 binary64 bit patterns.
+//
+//   offset  size    field
+//   0       8       magic: 0x89 'T' 'C' 'A' '\r' '\n' 0x1A '\n'
+//   8       4       u32 format version (Artifact::kFormatVersion)
+//   12      4       u32 section count S (1 <= S <= 64)
+//   16      8       u64 total file size in bytes (detects truncation at once)
+//   24      24*S    section table, one entry per section:
+//                     u32 kind, u32 CRC-32 (zlib polynomial) of the payload,
+//                     u64 offset of the payload, u64 size of the payload
+//   ...             payloads, each starting at a 64-byte aligned offset,
+//                   inside the file and not overlapping the header, the
+//                   table or each other.
+//
+// Section kinds (each at most once):
+//   1 META       str target, str producer                       (required)
+//   2 FUNCTIONS  u32 count, then `function` * count              (required)
+//   3 PARAMS     u32 count, then `param` * count                 (required)
+//   4 WEIGHTS    raw bytes: Artifact::weights                    (required)
+//   5 REPORTS    u32 count, then (str key, str value) * count    (optional)
+// Readers skip sections of unknown kind, so a newer writer may add some.
+//
+// Encodings inside the sections:
+//   str       u32 length, then that many bytes (UTF-8)
+//   type      u8 dtype (dtype.h numbering), u32 rank, i64 dim * rank
+//   function  str name; u32 nvalues, type * nvalues; u32 ninputs,
+//             (i32 value id, str name) * ninputs; u32 noutputs,
+//             (i32 value id, str name) * noutputs; u32 nops, op * nops
+//   op        str name ("tc.add"); u32 n, i32 operand * n; u32 n,
+//             i32 result * n; u32 nattrs, (str key, attr) * nattrs
+//   attr      u8 kind (Attr::Kind), then by kind: Int i64 | Float f64 |
+//             String str | Ints u32 n, i64 * n | Floats u32 n, f64 * n |
+//             Tensor type, u64 nbytes, bytes (storage format)
+//   param     str name, type, u8 flags (bit 0 trainable, bit 1 has data),
+//             u64 offset into WEIGHTS, u64 bytes
+//
+// Every count and length is checked against the bytes that remain before
+// anything is allocated, every checksum is verified, and the result is
+// validated (validateArtifact) before a reader returns it: a truncated,
+// corrupted or hostile file gives a DataLoss/InvalidArgument status, never
+// a crash or a huge allocation.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_BASE_ARTIFACT_H
+#define TC_RUNTIME_BASE_ARTIFACT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/src/base/program.h"
+#include "runtime/src/base/status.h"
+
+namespace tc::rt {
+
+/// Writes `artifact` to `path` atomically (temporary file in the same folder,
+/// fsync, rename). Fails without touching `path` if the artifact is invalid.
+Status writeArtifact(const Artifact &artifact, const std::string &path);
+/// Reads and validates the artifact at `path`.
+Status readArtifact(const std::string &path, Artifact *out);
+
+/// In-memory variants of the two above. `name` is used in error messages.
+Status serializeArtifact(const Artifact &artifact, std::vector<uint8_t> *out);
+Status parseArtifact(const uint8_t *data, size_t size, Artifact *out,
+                     const std::string &name = "<memory>");
+
+/// Structural checks: dtypes and shapes valid, value ids in range, every op
+/// operand defined before use, names per input/output, constant tensors and
+/// parameter byte ranges consistent with their types and the weights.
+Status validateArtifact(const Artifact &artifact);
+Status validateFunction(const Function &fn);
+
+/// Appends `t` to the weights (at a 64-byte aligned offset) and adds a
+/// parameter entry for it. Returns the new entry.
+Parameter &appendParameter(Artifact *artifact, const std::string &name,
+                           const HostTensor &t, bool trainable = false);
+
+/// CRC-32 (IEEE 802.3 / zlib polynomial) of `size` bytes, continuing `crc`.
+uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc = 0);
+
+} // namespace tc::rt
+
+#endif // TC_RUNTIME_BASE_ARTIFACT_H

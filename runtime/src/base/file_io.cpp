@@ -1,0 +1,122 @@
+//===- file_io.cpp - whole-file reads and atomic writes -------------------===//
+#include "runtime/src/base/file_io.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tc::rt {
+
+namespace {
+std::string errnoText() { return std::strerror(errno); }
+
+/// A file descriptor closed on scope exit.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+Status writeAll(int fd, const uint8_t *data, size_t size, const std::string &path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return ioError("cannot write '" + path + "': " + errnoText());
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+} // namespace
+
+Status readFileBytes(const std::string &path, std::vector<uint8_t> *out) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) {
+    if (errno == ENOENT)
+      return notFound("cannot open '" + path + "': no such file");
+    return ioError("cannot open '" + path + "': " + errnoText());
+  }
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0)
+    return ioError("cannot stat '" + path + "': " + errnoText());
+  if (S_ISDIR(st.st_mode))
+    return invalidArgument("'" + path + "' is a directory, not a file");
+  out->clear();
+  try {
+    out->resize(static_cast<size_t>(st.st_size));
+  } catch (const std::bad_alloc &) {
+    return Status(StatusCode::ResourceExhausted,
+                  "cannot allocate " + std::to_string(st.st_size) + " bytes for '" +
+                      path + "'");
+  }
+  size_t got = 0;
+  while (got < out->size()) {
+    ssize_t n = ::read(f.fd, out->data() + got, out->size() - got);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return ioError("cannot read '" + path + "': " + errnoText());
+    }
+    if (n == 0)
+      break; // the file shrank meanwhile
+    got += static_cast<size_t>(n);
+  }
+  out->resize(got);
+  return Status::ok();
+}
+
+Status writeFileAtomic(const std::string &path, const uint8_t *data, size_t size) {
+  return writeFileAtomic(path, {{data, size}});
+}
+
+Status writeFileAtomic(const std::string &path,
+                       const std::vector<std::pair<const uint8_t *, size_t>> &chunks) {
+  std::string dir = ".";
+  size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos)
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+  std::string tmpl = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    return ioError("cannot create a temporary file next to '" + path +
+                   "': " + errnoText());
+  std::string tmp(name.data());
+  Status st;
+  for (const auto &c : chunks) {
+    st = writeAll(fd, c.first, c.second, tmp);
+    if (!st.isOk())
+      break;
+  }
+  if (st.isOk() && ::fchmod(fd, 0644) != 0)
+    st = ioError("cannot chmod '" + tmp + "': " + errnoText());
+  if (st.isOk() && ::fsync(fd) != 0)
+    st = ioError("cannot fsync '" + tmp + "': " + errnoText());
+  if (::close(fd) != 0 && st.isOk())
+    st = ioError("cannot close '" + tmp + "': " + errnoText());
+  if (st.isOk() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = ioError("cannot rename '" + tmp + "' to '" + path + "': " + errnoText());
+  if (!st.isOk()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  // Make the rename itself durable. Failure here is not fatal: the data is
+  // complete and in place.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::ok();
+}
+
+} // namespace tc::rt

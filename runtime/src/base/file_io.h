@@ -1,0 +1,27 @@
+//===- file_io.h - whole-file reads and atomic writes -----------*- C++ -*-===//
+#ifndef TC_RUNTIME_BASE_FILE_IO_H
+#define TC_RUNTIME_BASE_FILE_IO_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/src/base/status.h"
+
+namespace tc::rt {
+
+/// Reads the whole file. NotFound when it does not exist, IoError otherwise.
+Status readFileBytes(const std::string &path, std::vector<uint8_t> *out);
+
+/// Writes `size` bytes to `path` atomically: a temporary file in the same
+/// folder, fsync, rename over `path`, fsync of the folder. Readers see either
+/// the old file or the complete new one.
+Status writeFileAtomic(const std::string &path, const uint8_t *data, size_t size);
+
+/// Gathers `chunks` in order into one atomic write (avoids one big copy).
+Status writeFileAtomic(const std::string &path,
+                       const std::vector<std::pair<const uint8_t *, size_t>> &chunks);
+
+} // namespace tc::rt
+
+#endif // TC_RUNTIME_BASE_FILE_IO_H

@@ -1,0 +1,27 @@
+//===- program.cpp - the op-level program an artifact carries -------------===//
+#include "runtime/src/base/program.h"
+
+namespace tc::rt {
+
+int64_t TensorType::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+const Function *Artifact::findFunction(const std::string &name) const {
+  for (const Function &f : functions)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+const Parameter *Artifact::findParam(const std::string &name) const {
+  for (const Parameter &p : params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+} // namespace tc::rt

@@ -1,0 +1,191 @@
+//===- executor.cpp - the CPU reference executor --------------------------===//
+#include "runtime/src/cpu/executor.h"
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <new>
+#include <unistd.h>
+
+#include "runtime/src/base/artifact.h"
+#include "runtime/src/base/float_format.h"
+#include "runtime/src/base/host_tensor.h"
+#include "runtime/src/cpu/kernel.h"
+
+namespace tc::rt {
+
+using cpu::Buffer;
+using cpu::KernelContext;
+using cpu::KernelError;
+using cpu::KernelTable;
+
+namespace {
+
+/// Bytes of RAM of this machine (0 when unknown). A value that needs more
+/// cannot be computed here: failing early beats the OOM killer.
+uint64_t physicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
+}
+
+const KernelTable &kernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    cpu::registerLeafKernels(t);
+    cpu::registerElementwiseKernels(t);
+    cpu::registerReduceKernels(t);
+    cpu::registerNormKernels(t);
+    cpu::registerLossKernels(t);
+    cpu::registerMatmulKernels(t);
+    cpu::registerShapeKernels(t);
+    return t;
+  }();
+  return table;
+}
+
+/// Rounds a freshly computed result to its declared type.
+void roundToDeclared(Buffer &b, RefPrecision precision) {
+  DType t = b.type.dtype;
+  if (b.isFloat) {
+    if (t == DType::F64 || (t == DType::F32 && precision == RefPrecision::F64))
+      return;
+    if (t == DType::F32) {
+      for (double &v : b.f)
+        v = static_cast<double>(static_cast<float>(v));
+      return;
+    }
+    for (double &v : b.f)
+      v = roundToFloatDType(v, t);
+    return;
+  }
+  if (t == DType::I64 || t == DType::U64)
+    return;
+  for (int64_t &v : b.i)
+    v = cpu::wrapInt(v, t);
+}
+
+std::string opWhere(const Function &fn, size_t k, const Op &op) {
+  std::string s = "op '" + op.name + "' #" + std::to_string(k) + " in function '" +
+                  fn.name + "'";
+  if (!op.results.empty()) {
+    s += " (result";
+    for (int32_t r : op.results)
+      s += " %" + std::to_string(r);
+    s += ")";
+  }
+  return s;
+}
+
+} // namespace
+
+bool isSupportedOp(const std::string &name) { return kernelTable().count(name) != 0; }
+
+std::vector<std::string> supportedOps() {
+  std::vector<std::string> names;
+  for (const auto &kv : kernelTable())
+    names.push_back(kv.first);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs) {
+  if (inputs.size() != fn.inputs.size()) {
+    std::string names;
+    for (const std::string &n : fn.inputNames)
+      names += (names.empty() ? "" : ", ") + n;
+    return invalidArgument("function '" + fn.name + "' takes " +
+                           std::to_string(fn.inputs.size()) + " inputs (" + names +
+                           "), got " + std::to_string(inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int32_t id = fn.inputs[i];
+    std::string name = i < fn.inputNames.size() ? fn.inputNames[i] : std::to_string(i);
+    if (id < 0 || static_cast<size_t>(id) >= fn.values.size())
+      return invalidArgument("function '" + fn.name + "': input '" + name +
+                             "' has no type");
+    const TensorType &want = fn.values[id];
+    const HostTensor &got = inputs[i];
+    if (got.type != want)
+      return invalidArgument("input '" + name + "': expected " + typeToString(want) +
+                             ", got " + typeToString(got.type));
+    TC_RETURN_IF_ERROR(checkHostTensor(got, "input '" + name + "'"));
+  }
+  return Status::ok();
+}
+
+Status runFunction(const Artifact &artifact, const Function &fn,
+                   const std::vector<HostTensor> &inputs,
+                   std::vector<HostTensor> *outputs, const ExecOptions &opts,
+                   const std::map<std::string, HostTensor> *overrides) {
+  TC_RETURN_IF_ERROR(validateFunction(fn));
+  TC_RETURN_IF_ERROR(checkInputs(fn, inputs));
+  const KernelTable &table = kernelTable();
+  for (const Op &op : fn.ops)
+    if (!table.count(op.name))
+      return unimplemented("unsupported op '" + op.name + "' in function '" +
+                           fn.name + "'");
+  static const uint64_t ram = physicalMemoryBytes();
+  for (size_t v = 0; v < fn.values.size(); ++v) {
+    // Every value is held as 8-byte doubles or int64s while computing.
+    uint64_t bytes = static_cast<uint64_t>(fn.values[v].numElements()) * 8;
+    if (ram && bytes > ram)
+      return Status(StatusCode::ResourceExhausted,
+                    "function '" + fn.name + "': value %" + std::to_string(v) + " (" +
+                        typeToString(fn.values[v]) + ") needs " + std::to_string(bytes >> 20) +
+                        " MiB, more than this machine's " + std::to_string(ram >> 20) +
+                        " MiB of memory");
+  }
+
+  // Free every value after its last use (outputs live to the end).
+  size_t nvalues = fn.values.size();
+  std::vector<size_t> lastUse(nvalues, 0);
+  std::vector<bool> keep(nvalues, false);
+  for (size_t k = 0; k < fn.ops.size(); ++k)
+    for (int32_t id : fn.ops[k].operands)
+      lastUse[id] = k;
+  for (int32_t id : fn.outputs)
+    keep[id] = true;
+
+  std::vector<std::unique_ptr<Buffer>> values(nvalues);
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      values[fn.inputs[i]] = std::make_unique<Buffer>(
+          cpu::decodeBuffer(inputs[i].type, inputs[i].data.data()));
+
+    for (size_t k = 0; k < fn.ops.size(); ++k) {
+      const Op &op = fn.ops[k];
+      KernelContext ctx(op, fn, artifact, opts, overrides);
+      for (int32_t id : op.operands)
+        ctx.in.push_back(values[id].get());
+      for (int32_t id : op.results) {
+        values[id] = std::make_unique<Buffer>(cpu::makeBuffer(fn.values[id]));
+        ctx.out.push_back(values[id].get());
+      }
+      try {
+        table.at(op.name)(ctx);
+      } catch (const KernelError &e) {
+        return Status(e.code, opWhere(fn, k, op) + ": " + e.message);
+      }
+      for (Buffer *b : ctx.out)
+        roundToDeclared(*b, opts.precision);
+      for (int32_t id : op.operands)
+        if (!keep[id] && lastUse[id] == k)
+          values[id].reset();
+      for (int32_t id : op.results)
+        if (!keep[id] && lastUse[id] <= k)
+          values[id].reset(); // never used
+    }
+
+    outputs->clear();
+    for (int32_t id : fn.outputs)
+      outputs->push_back(cpu::encodeBuffer(*values[id]));
+  } catch (const std::bad_alloc &) {
+    return Status(StatusCode::ResourceExhausted,
+                  "out of memory running function '" + fn.name + "'");
+  } catch (const std::exception &e) {
+    return internalError("function '" + fn.name + "': " + e.what());
+  }
+  return Status::ok();
+}
+
+} // namespace tc::rt

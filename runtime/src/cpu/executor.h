@@ -1,0 +1,58 @@
+//===- executor.h - the CPU reference executor ------------------*- C++ -*-===//
+//
+// Interprets a Function of an Artifact op by op on the host. It is the
+// numerical oracle of tc: plain loops, computing in double, with exact
+// emulation of every storage format at op boundaries:
+//   - values declared f32 are rounded to float after every op in
+//     RefPrecision::F32 (the default) and kept in double in RefPrecision::F64;
+//   - values declared bf16/f16/fp8/fp4 are always rounded to their format
+//     (round to nearest even; overflow as float_format.h describes);
+//   - integers are computed in int64 and wrapped to their declared width;
+//   - reductions, softmax, norms and losses accumulate in double.
+// Errors (bad inputs, unknown ops, out-of-range indices, parameters without
+// data) come back as a Status naming the op and the value, never a crash.
+//
+// Thread-safety: runFunction only reads the artifact and the function, so
+// any number of threads may call it concurrently on the same artifact.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_CPU_EXECUTOR_H
+#define TC_RUNTIME_CPU_EXECUTOR_H
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/src/base/program.h"
+#include "runtime/src/base/status.h"
+
+namespace tc::rt {
+
+enum class RefPrecision { F32, F64 };
+
+struct ExecOptions {
+  RefPrecision precision = RefPrecision::F32;
+};
+
+/// Runs `fn` (a function of `artifact`) on `inputs`, given in the order of
+/// fn.inputs, and returns the results in the order of fn.outputs, each typed
+/// as fn.values declares. Parameters are looked up by name: first in
+/// `overrides` (if non-null), then in the artifact's weights.
+Status runFunction(const Artifact &artifact, const Function &fn,
+                   const std::vector<HostTensor> &inputs,
+                   std::vector<HostTensor> *outputs, const ExecOptions &opts = {},
+                   const std::map<std::string, HostTensor> *overrides = nullptr);
+
+/// The input checks runFunction does first: the count, then every input's
+/// dtype, shape and byte size against fn.values ("input 'ids': expected i64
+/// 2x16, got i32 2x16"). InvalidArgument on mismatch.
+Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs);
+
+/// Whether the executor implements op `name` ("tc.add").
+bool isSupportedOp(const std::string &name);
+/// Every op name the executor implements, sorted.
+std::vector<std::string> supportedOps();
+
+} // namespace tc::rt
+
+#endif // TC_RUNTIME_CPU_EXECUTOR_H

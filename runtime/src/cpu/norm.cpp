@@ -1,0 +1,117 @@
+//===- norm.cpp - softmax, log_softmax, layer_norm, rms_norm --------------===//
+//
+// All statistics accumulate in double; softmax subtracts the row maximum.
+//
+//===----------------------------------------------------------------------===//
+#include <cmath>
+#include <limits>
+
+#include "runtime/src/cpu/kernel.h"
+
+namespace tc::rt::cpu {
+
+namespace {
+
+template <bool Log> void softmaxKernel(KernelContext &c) {
+  c.expectOperands(1);
+  c.expectResults(1);
+  const Buffer &x = *c.in[0];
+  Buffer &y = *c.out[0];
+  c.expectFloat(x, "input");
+  c.expectSameDType(x, y, "result");
+  c.expectShape(y, x.shape(), "result");
+  int64_t axis = c.axisAttr("axis", x.rank());
+  int64_t outer = 1, len = x.shape()[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape()[d];
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    inner *= x.shape()[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      int64_t base = o * len * inner + in;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < len; ++j) {
+        double v = x.f[base + j * inner];
+        if (v > m || std::isnan(v))
+          m = std::isnan(m) ? m : v;
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < len; ++j)
+        sum += std::exp(x.f[base + j * inner] - m);
+      double logSum = std::log(sum);
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t k = base + j * inner;
+        y.f[k] = Log ? x.f[k] - m - logSum : std::exp(x.f[k] - m) / sum;
+      }
+    }
+}
+
+/// Checks an optional scale/bias operand against the normalised shape.
+void checkAffine(KernelContext &c, const Buffer *p, const Buffer &x, int64_t axis,
+                 const char *what) {
+  if (!p)
+    return;
+  c.expectSameDType(*p, x, what);
+  std::vector<int64_t> want(x.shape().begin() + axis, x.shape().end());
+  c.expectShape(*p, want, what);
+}
+
+template <bool Rms> void normKernel(KernelContext &c) {
+  c.expectResults(1);
+  std::vector<const Buffer *> ops = c.optionalOperands(Rms ? 2 : 3);
+  if (!ops[0])
+    c.fail("needs an input operand");
+  const Buffer &x = *ops[0];
+  const Buffer *scale = ops[1];
+  const Buffer *bias = Rms ? nullptr : ops[2];
+  Buffer &y = *c.out[0];
+  c.expectFloat(x, "input");
+  c.expectSameDType(x, y, "result");
+  c.expectShape(y, x.shape(), "result");
+  int64_t axis = c.axisAttr("axis", x.rank());
+  double eps = c.floatAttr("epsilon");
+  checkAffine(c, scale, x, axis, "scale");
+  checkAffine(c, bias, x, axis, "bias");
+  int64_t rows = 1, n = 1;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    (d < axis ? rows : n) *= x.shape()[d];
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *px = x.f.data() + r * n;
+    double *py = y.f.data() + r * n;
+    double mean = 0, denom;
+    if (Rms) {
+      double ss = 0;
+      for (int64_t j = 0; j < n; ++j)
+        ss += px[j] * px[j];
+      denom = std::sqrt(ss / static_cast<double>(n) + eps);
+    } else {
+      for (int64_t j = 0; j < n; ++j)
+        mean += px[j];
+      mean /= static_cast<double>(n);
+      double var = 0;
+      for (int64_t j = 0; j < n; ++j)
+        var += (px[j] - mean) * (px[j] - mean);
+      var /= static_cast<double>(n);
+      denom = std::sqrt(var + eps);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      double v = (px[j] - mean) / denom;
+      if (scale)
+        v *= scale->f[j];
+      if (bias)
+        v += bias->f[j];
+      py[j] = v;
+    }
+  }
+}
+
+} // namespace
+
+void registerNormKernels(KernelTable &t) {
+  t["tc.softmax"] = softmaxKernel<false>;
+  t["tc.log_softmax"] = softmaxKernel<true>;
+  t["tc.layer_norm"] = normKernel<false>;
+  t["tc.rms_norm"] = normKernel<true>;
+}
+
+} // namespace tc::rt::cpu

@@ -1,0 +1,335 @@
+//===- artifact_test.cpp - the artifact file format -----------------------===//
+#include <cstdio>
+#include <dirent.h>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/src/base/artifact.h"
+#include "runtime/src/base/file_io.h"
+#include "test_util.h"
+
+namespace tc::rt {
+namespace {
+
+using namespace tc::rt::test;
+
+/// A small artifact using every attribute kind, two functions, parameters
+/// with and without data, and reports.
+Artifact sampleArtifact() {
+  Artifact a;
+  a.target = "cpu";
+  a.producer = "tc-compile test";
+  appendParameter(&a, "w", tensor(f32({2, 2}), {1, 2, 3, 4}), true);
+  appendParameter(&a, "b", tensor(f32({2}), {0.5, -0.5}));
+  Parameter nodata;
+  nodata.name = "frozen";
+  nodata.type = f32({3});
+  nodata.hasData = false;
+  a.params.push_back(nodata);
+
+  FnBuilder f("infer");
+  int32_t x = f.input("x", f32({1, 2}));
+  int32_t w = f.op("tc.parameter", {}, f32({2, 2}), {{"name", aStr("w")}, {"trainable", aInt(1)}});
+  int32_t b = f.op("tc.parameter", {}, f32({2}), {{"name", aStr("b")}});
+  int32_t y = f.op("tc.matmul", {x, w}, f32({1, 2}), {{"transpose_rhs", aInt(0)}});
+  int32_t z = f.op("tc.add", {y, b}, f32({1, 2}));
+  Attr floats;
+  floats.kind = Attr::Kind::Floats;
+  floats.floats = {1.5, -2};
+  int32_t c = f.op("tc.constant", {}, f32({2}),
+                   {{"value", aTensor(tensor(f32({2}), {10, 20}))}, {"note", floats},
+                    {"eps", aFloat(1e-5)}, {"perm", aInts({0, -1})}});
+  int32_t out = f.op("tc.add", {z, c}, f32({1, 2}));
+  f.output("out", out);
+  a.functions.push_back(f.fn);
+
+  FnBuilder g("eval_step");
+  int32_t i = g.input("ids", i64({4}));
+  g.output("ids_out", i);
+  a.functions.push_back(g.fn);
+
+  a.reports["memory"] = "peak 1 KiB";
+  a.reports["precision"] = "all f32";
+  return a;
+}
+
+void expectSameArtifact(const Artifact &a, const Artifact &b) {
+  EXPECT_EQ(a.formatVersion, b.formatVersion);
+  EXPECT_EQ(a.target, b.target);
+  EXPECT_EQ(a.producer, b.producer);
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.reports, b.reports);
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_EQ(a.params[i].name, b.params[i].name);
+    EXPECT_EQ(a.params[i].type, b.params[i].type);
+    EXPECT_EQ(a.params[i].trainable, b.params[i].trainable);
+    EXPECT_EQ(a.params[i].hasData, b.params[i].hasData);
+    EXPECT_EQ(a.params[i].offset, b.params[i].offset);
+    EXPECT_EQ(a.params[i].bytes, b.params[i].bytes);
+  }
+  ASSERT_EQ(a.functions.size(), b.functions.size());
+  for (size_t i = 0; i < a.functions.size(); ++i) {
+    const Function &f = a.functions[i], &g = b.functions[i];
+    EXPECT_EQ(f.name, g.name);
+    EXPECT_EQ(f.values, g.values);
+    EXPECT_EQ(f.inputs, g.inputs);
+    EXPECT_EQ(f.inputNames, g.inputNames);
+    EXPECT_EQ(f.outputs, g.outputs);
+    EXPECT_EQ(f.outputNames, g.outputNames);
+    ASSERT_EQ(f.ops.size(), g.ops.size());
+    for (size_t k = 0; k < f.ops.size(); ++k) {
+      EXPECT_EQ(f.ops[k].name, g.ops[k].name);
+      EXPECT_EQ(f.ops[k].operands, g.ops[k].operands);
+      EXPECT_EQ(f.ops[k].results, g.ops[k].results);
+      ASSERT_EQ(f.ops[k].attrs.size(), g.ops[k].attrs.size());
+      for (const auto &[key, x] : f.ops[k].attrs) {
+        const Attr &y = g.ops[k].attrs.at(key);
+        EXPECT_EQ(x.kind, y.kind) << key;
+        EXPECT_EQ(x.i, y.i) << key;
+        EXPECT_EQ(x.f, y.f) << key;
+        EXPECT_EQ(x.s, y.s) << key;
+        EXPECT_EQ(x.ints, y.ints) << key;
+        EXPECT_EQ(x.floats, y.floats) << key;
+        EXPECT_EQ(x.tensor.type, y.tensor.type) << key;
+        EXPECT_EQ(x.tensor.data, y.tensor.data) << key;
+      }
+    }
+  }
+}
+
+TEST(Artifact, MemoryRoundTrip) {
+  Artifact a = sampleArtifact();
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(a, &bytes).isOk());
+  EXPECT_EQ(bytes.size() % 64, 0u);
+  Artifact b;
+  Status st = parseArtifact(bytes.data(), bytes.size(), &b);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  expectSameArtifact(a, b);
+  // The loaded artifact runs.
+  std::vector<HostTensor> outs;
+  st = runFunction(b, *b.findFunction("infer"), {tensor(f32({1, 2}), {1, 1})}, &outs);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  expectValues(outs[0], {1 + 3 + 0.5 + 10, 2 + 4 - 0.5 + 20});
+}
+
+TEST(Artifact, FileRoundTripIsAtomic) {
+  std::string dir = ::testing::TempDir() + "/tc_artifact_test";
+  std::string cmd = "mkdir -p " + dir;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string path = dir + "/m.tca";
+  Artifact a = sampleArtifact();
+  ASSERT_TRUE(writeArtifact(a, path).isOk());
+  ASSERT_TRUE(writeArtifact(a, path).isOk()); // overwrite
+  Artifact b;
+  Status st = readArtifact(path, &b);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  expectSameArtifact(a, b);
+  // The file equals the in-memory encoding, and no temporary is left over.
+  std::vector<uint8_t> onDisk, inMemory;
+  ASSERT_TRUE(readFileBytes(path, &onDisk).isOk());
+  ASSERT_TRUE(serializeArtifact(a, &inMemory).isOk());
+  EXPECT_EQ(onDisk, inMemory);
+  DIR *d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr);
+  int files = 0;
+  while (dirent *e = readdir(d))
+    if (e->d_name[0] != '.')
+      ++files;
+  closedir(d);
+  EXPECT_EQ(files, 1);
+  std::remove(path.c_str());
+
+  st = readArtifact(dir + "/missing.tca", &b);
+  EXPECT_EQ(st.code(), StatusCode::NotFound);
+  EXPECT_NE(st.message().find("missing.tca"), std::string::npos);
+  st = writeArtifact(a, dir + "/no/such/folder/m.tca");
+  EXPECT_EQ(st.code(), StatusCode::IoError);
+}
+
+TEST(Artifact, EveryTruncationErrors) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + n); // exact-size buffer
+    Artifact out;
+    Status st = parseArtifact(prefix.data(), prefix.size(), &out, "t.tca");
+    ASSERT_FALSE(st.isOk()) << "prefix of " << n << " bytes parsed";
+    EXPECT_NE(st.message().find("t.tca"), std::string::npos) << st.message();
+  }
+  // The same through the file reader, for a few lengths.
+  std::string path = ::testing::TempDir() + "/tc_trunc.tca";
+  for (size_t n : {size_t{0}, size_t{5}, size_t{24}, size_t{100}, bytes.size() - 1}) {
+    ASSERT_TRUE(writeFileAtomic(path, bytes.data(), n).isOk());
+    Artifact out;
+    Status st = readArtifact(path, &out);
+    EXPECT_EQ(st.code(), StatusCode::DataLoss) << n << ": " << st.toString();
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Artifact, EveryByteFlipIsSafe) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
+  int errors = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<uint8_t> bad = bytes;
+    bad[i] ^= 0x5A;
+    Artifact out;
+    if (!parseArtifact(bad.data(), bad.size(), &out).isOk())
+      ++errors;
+  }
+  // Only alignment padding is not covered by a checksum or a check.
+  EXPECT_GT(errors, static_cast<int>(bytes.size()) / 2);
+}
+
+/// Rewrites the payload of section `kind` and fixes its checksum, so that
+/// the decoder itself (not the CRC) must catch the damage.
+std::vector<uint8_t> patchSection(std::vector<uint8_t> bytes, uint32_t kind,
+                                  size_t at, std::vector<uint8_t> patch,
+                                  bool fixCrc = true) {
+  auto rd32 = [&](size_t o) {
+    return bytes[o] | bytes[o + 1] << 8 | bytes[o + 2] << 16 | (uint32_t)bytes[o + 3] << 24;
+  };
+  auto rd64 = [&](size_t o) { return rd32(o) | (uint64_t)rd32(o + 4) << 32; };
+  uint32_t count = rd32(12);
+  for (uint32_t s = 0; s < count; ++s) {
+    size_t e = 24 + 24 * s;
+    if (rd32(e) != kind)
+      continue;
+    uint64_t off = rd64(e + 8), size = rd64(e + 16);
+    for (size_t k = 0; k < patch.size(); ++k)
+      if (at + k < size)
+        bytes[off + at + k] = patch[k];
+    if (!fixCrc)
+      continue;
+    uint32_t crc = crc32(bytes.data() + off, size);
+    for (int k = 0; k < 4; ++k)
+      bytes[e + 4 + k] = (crc >> (8 * k)) & 0xFF;
+  }
+  return bytes;
+}
+
+TEST(Artifact, HostileCountsAreRejectedWithoutAllocating) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
+  // FUNCTIONS (kind 2): a function count of 2^32 - 1.
+  std::vector<uint8_t> bad = patchSection(bytes, 2, 0, {0xFF, 0xFF, 0xFF, 0xFF});
+  Artifact out;
+  Status st = parseArtifact(bad.data(), bad.size(), &out, "h.tca");
+  EXPECT_EQ(st.code(), StatusCode::DataLoss);
+  EXPECT_NE(st.message().find("count"), std::string::npos) << st.message();
+  // The first function's name length: huge.
+  bad = patchSection(bytes, 2, 4, {0xF0, 0xFF, 0xFF, 0x7F});
+  st = parseArtifact(bad.data(), bad.size(), &out, "h.tca");
+  EXPECT_EQ(st.code(), StatusCode::DataLoss);
+  EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.message();
+  // PARAMS (kind 3): the first parameter's dtype becomes 200.
+  bad = patchSection(bytes, 3, 4 + 4 + 1, {200});
+  st = parseArtifact(bad.data(), bad.size(), &out, "h.tca");
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("dtype"), std::string::npos) << st.message();
+  // A corrupted payload with the old checksum.
+  bad = patchSection(bytes, 4, 0, {0x42}, /*fixCrc=*/false);
+  st = parseArtifact(bad.data(), bad.size(), &out, "h.tca");
+  EXPECT_EQ(st.code(), StatusCode::DataLoss);
+  EXPECT_NE(st.message().find("WEIGHTS checksum mismatch"), std::string::npos) << st.message();
+}
+
+/// Random damage behind valid checksums: the decoder and validator must
+/// reject it or produce an artifact that the executor runs or rejects
+/// cleanly (this test is most useful under ASan/UBSan).
+TEST(Artifact, RandomMutationsWithFixedChecksums) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  int parsed = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    uint32_t kind = 2 + next() % 2; // FUNCTIONS or PARAMS
+    std::vector<uint8_t> bad = bytes;
+    int flips = 1 + next() % 3;
+    for (int k = 0; k < flips; ++k) {
+      size_t at = next() % 200;
+      bad = patchSection(bad, kind, at, {static_cast<uint8_t>(next())});
+    }
+    Artifact out;
+    if (!parseArtifact(bad.data(), bad.size(), &out).isOk())
+      continue;
+    ++parsed;
+    for (const Function &f : out.functions) {
+      bool small = true;
+      for (const TensorType &t : f.values)
+        small &= t.numElements() <= (1 << 20);
+      if (!small)
+        continue; // legal but too big to run in a unit test
+      std::vector<HostTensor> ins;
+      for (int32_t id : f.inputs) {
+        HostTensor t;
+        t.type = f.values[id];
+        t.data.assign(storageBytes(t.type), 0);
+        ins.push_back(t);
+      }
+      std::vector<HostTensor> outs;
+      (void)runFunction(out, f, ins, &outs); // any status, no crash
+    }
+  }
+  std::printf("%d of 3000 mutated artifacts still parsed\n", parsed);
+}
+
+TEST(Artifact, HeaderErrors) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
+  Artifact out;
+  std::vector<uint8_t> bad = bytes;
+  bad[1] = 'X';
+  EXPECT_NE(parseArtifact(bad.data(), bad.size(), &out).message().find("bad magic"),
+            std::string::npos);
+  bad = bytes;
+  bad[8] = 9; // format version 9
+  Status st = parseArtifact(bad.data(), bad.size(), &out);
+  EXPECT_EQ(st.code(), StatusCode::Unimplemented);
+  EXPECT_NE(st.message().find("version 9"), std::string::npos);
+  bad = bytes;
+  bad.push_back(0); // the size no longer matches the header
+  EXPECT_EQ(parseArtifact(bad.data(), bad.size(), &out).code(), StatusCode::DataLoss);
+}
+
+TEST(Artifact, ValidationCatchesBrokenPrograms) {
+  Artifact a = sampleArtifact();
+  std::vector<uint8_t> bytes;
+  Artifact bad = a;
+  bad.functions[0].ops[2].operands[0] = 99;
+  Status st = serializeArtifact(bad, &bytes);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("%99"), std::string::npos) << st.message();
+  bad = a;
+  std::swap(bad.functions[0].ops[2], bad.functions[0].ops[3]); // use before def
+  st = validateArtifact(bad);
+  EXPECT_NE(st.message().find("before it is defined"), std::string::npos) << st.message();
+  bad = a;
+  bad.params[0].offset = 1 << 20;
+  st = validateArtifact(bad);
+  EXPECT_NE(st.message().find("parameter 'w'"), std::string::npos) << st.message();
+  bad = a;
+  bad.functions[0].outputNames.clear();
+  EXPECT_FALSE(validateArtifact(bad).isOk());
+  bad = a;
+  bad.functions.push_back(bad.functions[0]);
+  EXPECT_NE(validateArtifact(bad).message().find("duplicate function"), std::string::npos);
+}
+
+TEST(Artifact, Crc32KnownValue) {
+  const char *s = "123456789";
+  EXPECT_EQ(crc32(reinterpret_cast<const uint8_t *>(s), 9), 0xCBF43926u);
+}
+
+} // namespace
+} // namespace tc::rt
