@@ -1,0 +1,86 @@
+//===- Import.h - ONNX model -> tc dialect ----------------------*- C++ -*-===//
+//
+// The public entry of the ONNX frontend. A model (binary .onnx or ONNX's
+// textual syntax, .onnxtxt) becomes one `func.func @infer` of tc ops with
+// static shapes:
+//
+//   func.func @infer(%a: tensor<2x16xi64> {tc.name = "input_ids"}, ...)
+//       -> (tensor<f32> {tc.name = "loss"}, ...)
+//
+// Floating-point initializers become `tc.parameter` (their bytes are returned
+// in ImportResult::weights), everything computable at import time (shape
+// sub-graphs, integer initializers) becomes `tc.constant`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_FRONTENDS_ONNX_IMPORT_H
+#define TC_FRONTENDS_ONNX_IMPORT_H
+
+#include "runtime/src/base/program.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tc::onnx_import {
+
+/// Prefix of the error text when a node needs the value of a graph input
+/// that is not bound to a constant (Reshape's shape, ReduceSum's axes, ...
+/// given as graph inputs, as ONNX's node tests do). The full text is
+///   "needs-constant-input: NAME: input 'NAME' of node 'N' (Reshape) must be a constant"
+/// A caller that knows NAME's value (the conformance runner) binds it in
+/// ImportOptions::constantInputs and imports again; that may repeat once per
+/// such input.
+inline constexpr const char kNeedsConstantInputPrefix[] = "needs-constant-input: ";
+
+/// How to import a model.
+struct ImportOptions {
+  /// --input NAME=2x16: the full shape of graph input NAME. It fixes dynamic
+  /// dims and must agree with the static ones; naming no graph input is an
+  /// error.
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Graph inputs bound to known values: they become tc.constant instead of
+  /// function arguments (their type must match the declared one).
+  std::map<std::string, rt::HostTensor> constantInputs;
+  /// false: tc.parameter ops get their types only and ImportedWeight::tensor
+  /// has empty data (no tensor data, internal or external, is read for them).
+  bool loadWeights = true;
+};
+
+/// The value of one tc.parameter (storage format of rt::HostTensor).
+struct ImportedWeight {
+  std::string name;
+  rt::HostTensor tensor; ///< data empty when !ImportOptions::loadWeights
+};
+
+/// What a successful import gives.
+struct ImportResult {
+  /// One func.func @infer, verified.
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// One entry per tc.parameter in the function, in order of appearance,
+  /// with the same names.
+  std::vector<ImportedWeight> weights;
+  /// Always empty after a successful import. A failed one that needs a graph
+  /// input's value reports it in the error text instead (see
+  /// kNeedsConstantInputPrefix); kept so callers can share one struct.
+  std::vector<std::string> needConstantInputs;
+};
+
+/// Reads and imports `path`: binary ModelProto (any extension but .onnxtxt)
+/// or ONNX's textual syntax (.onnxtxt, read with onnx::OnnxParser; `#` starts
+/// a comment). Loads the tc and func dialects into `ctx`. On failure returns
+/// failure and a message in `*error` (naming the node, tensor or file
+/// involved); never aborts on bad input.
+mlir::FailureOr<ImportResult> importOnnxFile(mlir::MLIRContext &ctx,
+                                             const std::string &path,
+                                             const ImportOptions &opts,
+                                             std::string *error);
+
+} // namespace tc::onnx_import
+
+#endif // TC_FRONTENDS_ONNX_IMPORT_H

@@ -1,0 +1,1018 @@
+//===- Importer.cpp - ONNX ModelProto -> func.func @infer of tc ops -------===//
+//
+// The driver of the ONNX frontend: reads and checks the model, creates the
+// function (graph inputs -> arguments, initializers -> tc.parameter or
+// tc.constant), imports the nodes in topological order through the handler
+// table, and returns the graph outputs. Also implements NodeContext, the
+// helpers every handler uses.
+//
+// Order of the checks, so that the error a user sees is the most specific:
+//   1. parse (size limit, malformed protobuf / text)
+//   2. tc's structural checks: opset imports, unique names, every input
+//      defined, topological order (sorting when needed, cycles reported)
+//   3. initializer data (sizes, external data paths)
+//   4. libonnx's checker, where 1.12 understands the model (IR <= 8, opsets
+//      it knows), on the sorted graph
+//   5. import, node by node
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/Importer.h"
+#include "frontends/onnx/OnnxLib.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <climits>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using namespace mlir;
+
+namespace tc::onnx_import {
+
+DiagnosticCapture::DiagnosticCapture(MLIRContext *ctx)
+    : handler_(ctx, [this](Diagnostic &d) {
+        if (!messages_.empty())
+          messages_ += "; ";
+        messages_ += d.str();
+        return success();
+      }) {}
+
+const std::vector<HandlerEntry> &handlerTable() {
+  static const std::vector<HandlerEntry> table = [] {
+    std::vector<HandlerEntry> t;
+    registerElementwiseHandlers(t);
+    registerReduceHandlers(t);
+    registerShapeHandlers(t);
+    registerNnHandlers(t);
+    registerLossHandlers(t);
+    registerSequenceHandlers(t);
+    registerQuantizeHandlers(t);
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+std::string canonicalDomain(const std::string &d) { return d == "ai.onnx" ? "" : d; }
+std::string domainLabel(const std::string &d) { return d.empty() ? "ai.onnx" : d; }
+std::string nodeLabel(const onnx::NodeProto &n) {
+  if (!n.name().empty())
+    return n.name();
+  if (n.output_size() > 0 && !n.output(0).empty())
+    return n.output(0);
+  return n.op_type();
+}
+std::string joinShape(ArrayRef<int64_t> s) {
+  return llvm::join(llvm::map_range(s, [](int64_t d) { return std::to_string(d); }), "x");
+}
+} // namespace
+
+/// Imports one model. Lives for one importOnnxFile call.
+class Importer {
+public:
+  Importer(MLIRContext &ctx, const std::string &path, const ImportOptions &opts)
+      : ctx_(ctx), builder_(&ctx), path_(path), opts_(opts) {
+    std::filesystem::path p(path);
+    modelDir_ = p.has_parent_path() ? p.parent_path().string() : ".";
+  }
+
+  FailureOr<ImportResult> run();
+
+  /// Records the first error (later ones are consequences).
+  Failure fail(const Twine &msg) {
+    if (error_.empty())
+      error_ = msg.str();
+    return Failure();
+  }
+  const std::string &error() const { return error_; }
+  OpBuilder &builder() { return builder_; }
+  MLIRContext &context() { return ctx_; }
+  const std::string &modelDir() const { return modelDir_; }
+
+  /// Binds `name` in the current scope.
+  void bind(const std::string &name, OnnxValue v) { (*scope_)[name] = std::move(v); }
+
+  /// Graph inputs that `v` is computed from (for needs-constant errors).
+  std::vector<std::string> graphInputsOf(Value v);
+
+private:
+  using Scope = std::map<std::string, OnnxValue>;
+  using OpsetMap = std::map<std::string, int64_t>;
+
+  LogicalResult readModel(onnx::ModelProto &model);
+  LogicalResult checkOpsets(const onnx::ModelProto &model);
+  LogicalResult checkAndSortGraph(onnx::GraphProto &graph);
+  LogicalResult readInitializers(const onnx::GraphProto &graph);
+  LogicalResult createFunction(const onnx::GraphProto &graph);
+  LogicalResult importNode(const onnx::NodeProto &node, const OpsetMap &opsets,
+                           const std::string &namePrefix);
+  LogicalResult inlineFunction(const onnx::NodeProto &node,
+                               const onnx::FunctionProto &fn,
+                               std::vector<const OnnxValue *> inputs,
+                               const std::string &namePrefix);
+  LogicalResult finishFunction(const onnx::GraphProto &graph);
+  FailureOr<RankedTensorType> graphInputType(const onnx::ValueInfoProto &vi);
+
+  MLIRContext &ctx_;
+  OpBuilder builder_;
+  std::string path_;
+  std::string modelDir_;
+  const ImportOptions &opts_;
+  std::string error_;
+
+  OwningOpRef<ModuleOp> module_;
+  func::FuncOp func_;
+  Scope mainScope_;
+  Scope *scope_ = &mainScope_;
+  OpsetMap modelOpsets_;
+  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto *> functions_;
+  /// Initializer name -> its data (absent for parameters when !loadWeights).
+  std::map<std::string, rt::HostTensor> initData_;
+  std::map<std::string, RankedTensorType> initTypes_;
+  std::vector<std::string> argNames_;
+  int inlineDepth_ = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Reading and checking
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::readModel(onnx::ModelProto &model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_regular_file(path_, ec))
+    return fail("cannot open '" + path_ + "'");
+  uintmax_t size = fs::file_size(path_, ec);
+  if (ec)
+    return fail("cannot read '" + path_ + "'");
+  bool text = llvm::StringRef(path_).ends_with(".onnxtxt");
+  if (!text && size > (uintmax_t)INT_MAX)
+    return fail("'" + path_ + "' is " + std::to_string(size) +
+                " bytes; protobuf cannot parse messages of 2 GiB or more (store the "
+                "weights as external data)");
+  std::ifstream in(path_, std::ios::binary);
+  std::string bytes(size, '\0');
+  if (size > 0)
+    in.read(bytes.data(), size);
+  if (!in)
+    return fail("cannot read '" + path_ + "'");
+  std::string err = text ? lib::parseTextModel(bytes, model)
+                         : lib::parseBinaryModel(bytes.data(), bytes.size(), model);
+  if (!err.empty())
+    return fail("'" + path_ + "' is not a valid ONNX model: " + err);
+  if (!model.has_graph())
+    return fail("'" + path_ + "' is not a valid ONNX model: it has no graph");
+  return success();
+}
+
+LogicalResult Importer::checkOpsets(const onnx::ModelProto &model) {
+  if (model.opset_import_size() == 0)
+    return fail("the model has no opset_import");
+  for (const auto &fn : model.functions())
+    functions_[{fn.domain(), fn.name()}] = &fn;
+  for (const auto &imp : model.opset_import()) {
+    std::string d = canonicalDomain(imp.domain());
+    int64_t v = imp.version();
+    if (d.empty()) {
+      if (v < 1 || v > kMaxOnnxOpset)
+        return fail("unsupported opset ai.onnx version " + std::to_string(v) +
+                    " (tc handles 1.." + std::to_string(kMaxOnnxOpset) + ")");
+    } else if (d == "ai.onnx.ml") {
+      if (v < 1 || v > kMaxOnnxMlOpset)
+        return fail("unsupported opset ai.onnx.ml version " + std::to_string(v));
+    }
+    // Other domains (model-local function libraries such as the dynamo
+    // exporter's "pkg.onnxscript.torch_lib") are accepted here; a node that
+    // uses a domain tc does not know fails as an unsupported op.
+    modelOpsets_[d] = v;
+  }
+  if (!modelOpsets_.count(""))
+    modelOpsets_[""] = 1; // ONNX: an absent default domain means opset 1
+  return success();
+}
+
+LogicalResult Importer::checkAndSortGraph(onnx::GraphProto &graph) {
+  std::set<std::string> defined;
+  for (const auto &init : graph.initializer()) {
+    if (init.name().empty())
+      return fail("an initializer has no name");
+    if (!defined.insert(init.name()).second)
+      return fail("initializer '" + init.name() + "' is defined twice");
+  }
+  std::set<std::string> inputNames;
+  for (const auto &in : graph.input()) {
+    if (!inputNames.insert(in.name()).second)
+      return fail("graph input '" + in.name() + "' is listed twice");
+    defined.insert(in.name()); // old-style models also list initializers here
+  }
+  std::map<std::string, int> producer;
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const auto &out : graph.node(i).output()) {
+      if (out.empty())
+        continue;
+      if (defined.count(out) || !producer.emplace(out, i).second)
+        return fail("value '" + out + "' (output of node '" + nodeLabel(graph.node(i)) +
+                    "') is defined more than once");
+    }
+  bool sorted = true;
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const auto &in : graph.node(i).input()) {
+      if (in.empty() || defined.count(in))
+        continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return fail("input '" + in + "' of node '" + nodeLabel(graph.node(i)) +
+                    "' is not produced by any node, initializer or graph input");
+      if (it->second >= i)
+        sorted = false;
+    }
+  for (const auto &out : graph.output())
+    if (!defined.count(out.name()) && !producer.count(out.name()))
+      return fail("graph output '" + out.name() + "' is not produced by any node");
+  if (sorted)
+    return success();
+
+  // Kahn's algorithm, keeping the original order among ready nodes.
+  int n = graph.node_size();
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int i = 0; i < n; ++i)
+    for (const auto &in : graph.node(i).input()) {
+      if (in.empty() || defined.count(in))
+        continue;
+      int p = producer[in];
+      users[p].push_back(i);
+      ++pending[i];
+    }
+  std::set<int> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[i] == 0)
+      ready.insert(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (int u : users[i])
+      if (--pending[u] == 0)
+        ready.insert(u);
+  }
+  if ((int)order.size() != n) {
+    for (int i = 0; i < n; ++i)
+      if (pending[i] > 0)
+        return fail("graph has a cycle through node '" + nodeLabel(graph.node(i)) + "'");
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> sortedNodes;
+  for (int i : order)
+    *sortedNodes.Add() = graph.node(i);
+  graph.mutable_node()->Swap(&sortedNodes);
+  return success();
+}
+
+LogicalResult Importer::readInitializers(const onnx::GraphProto &graph) {
+  for (const auto &init : graph.initializer()) {
+    auto type = tensorProtoType(&ctx_, init, &error_);
+    if (failed(type))
+      return failure();
+    if (init.data_type() == 8 /*STRING*/)
+      return fail("tensor '" + init.name() + "' has unsupported element type STRING");
+    initTypes_[init.name()] = *type;
+    bool isParam = isa<FloatType>(type->getElementType()) && type->getRank() >= 1 &&
+                   type->getNumElements() >= 1;
+    if (isParam && !opts_.loadWeights)
+      continue;
+    auto host = readTensorProto(&ctx_, init, modelDir_, &error_);
+    if (failed(host))
+      return failure();
+    initData_[init.name()] = std::move(*host);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Function, inputs, initializers
+//===----------------------------------------------------------------------===//
+
+FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto &vi) {
+  const std::string &name = vi.name();
+  if (!vi.has_type() || !vi.type().has_tensor_type())
+    return fail("graph input '" + name + "' is not a tensor (sequence, map and optional "
+                "inputs are unsupported)"),
+           failure();
+  const auto &tt = vi.type().tensor_type();
+  Type elt = elementTypeFromOnnx(&ctx_, tt.elem_type());
+  if (!elt)
+    return fail("graph input '" + name + "' has unsupported element type " +
+                onnxTypeName(tt.elem_type())),
+           failure();
+  auto override = opts_.inputShapes.find(name);
+  if (!tt.has_shape()) {
+    if (override == opts_.inputShapes.end())
+      return fail("input '" + name + "' has no shape; give it with --input " + name +
+                  "=2x16 (its full shape)"),
+             failure();
+    return RankedTensorType::get(override->second, elt);
+  }
+  const auto &shape = tt.shape();
+  SmallVector<int64_t> dims;
+  if (override != opts_.inputShapes.end() &&
+      (int64_t)override->second.size() != shape.dim_size())
+    return fail("--input " + name + "=" + joinShape(override->second) + " has rank " +
+                std::to_string(override->second.size()) + " but input '" + name +
+                "' has rank " + std::to_string(shape.dim_size())),
+           failure();
+  for (int d = 0; d < shape.dim_size(); ++d) {
+    const auto &dim = shape.dim(d);
+    bool isStatic = dim.has_dim_value() && dim.dim_value() >= 0;
+    if (override != opts_.inputShapes.end()) {
+      int64_t want = override->second[d];
+      if (want < 0)
+        return fail("--input " + name + " axis " + std::to_string(d) + " is negative"),
+               failure();
+      if (isStatic && dim.dim_value() != want)
+        return fail("--input " + name + "=" + joinShape(override->second) +
+                    " conflicts with the static shape of input '" + name + "': axis " +
+                    std::to_string(d) + " is " + std::to_string(dim.dim_value())),
+               failure();
+      dims.push_back(want);
+      continue;
+    }
+    if (!isStatic) {
+      std::string param = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
+      std::string example;
+      for (int e = 0; e < shape.dim_size(); ++e) {
+        const auto &de = shape.dim(e);
+        example += (e ? "x" : "") + (de.has_dim_value() ? std::to_string(de.dim_value())
+                                                         : std::string(e == 0 ? "2" : "16"));
+      }
+      return fail("input '" + name + "' axis " + std::to_string(d) + param +
+                  " is dynamic; fix it with --input " + name + "=" + example),
+             failure();
+    }
+    dims.push_back(dim.dim_value());
+  }
+  return RankedTensorType::get(dims, elt);
+}
+
+LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
+  for (const auto &[name, shape] : opts_.inputShapes) {
+    bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
+      return vi.name() == name;
+    });
+    if (!found || initTypes_.count(name))
+      return fail("--input names '" + name + "', which is not a graph input");
+  }
+  for (const auto &[name, value] : opts_.constantInputs) {
+    bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
+      return vi.name() == name;
+    });
+    if (!found)
+      return fail("constant input '" + name + "' is not a graph input");
+  }
+
+  Location fileLoc = FileLineColLoc::get(&ctx_, path_, 0, 0);
+  module_ = ModuleOp::create(fileLoc);
+  builder_.setInsertionPointToEnd(module_->getBody());
+  func_ = func::FuncOp::create(builder_, NameLoc::get(StringAttr::get(&ctx_, graph.name()), fileLoc),
+                               "infer", builder_.getFunctionType({}, {}));
+  Block *body = func_.addEntryBlock();
+  builder_.setInsertionPointToEnd(body);
+
+  // Graph inputs: arguments, or constants when bound by the caller.
+  SmallVector<Type> argTypes;
+  SmallVector<Attribute> argAttrs;
+  for (const auto &vi : graph.input()) {
+    if (initTypes_.count(vi.name()))
+      continue; // an initializer listed as input (IR < 4 style)
+    auto type = graphInputType(vi);
+    if (failed(type)) {
+      // A bound constant input needs no shape from the model.
+      auto c = opts_.constantInputs.find(vi.name());
+      if (c == opts_.constantInputs.end())
+        return failure();
+      error_.clear();
+      Type elt = elementTypeFromOnnx(&ctx_, vi.type().tensor_type().elem_type());
+      if (!elt)
+        return fail("graph input '" + vi.name() + "' has an unsupported type");
+      type = RankedTensorType::get(c->second.type.shape, elt);
+    }
+    Location loc = NameLoc::get(StringAttr::get(&ctx_, vi.name()), fileLoc);
+    auto c = opts_.constantInputs.find(vi.name());
+    if (c != opts_.constantInputs.end()) {
+      const rt::HostTensor &t = c->second;
+      auto dt = dtypeOf(type->getElementType());
+      if (!dt || *dt != t.type.dtype)
+        return fail("constant input '" + vi.name() + "' has dtype " +
+                    rt::dtypeName(t.type.dtype) + " but the model declares " +
+                    onnxTypeName(vi.type().tensor_type().elem_type()));
+      RankedTensorType ct = RankedTensorType::get(t.type.shape, type->getElementType());
+      if (ct.getRank() != type->getRank())
+        return fail("constant input '" + vi.name() + "' has the wrong rank");
+      for (int64_t d = 0; d < ct.getRank(); ++d) {
+        const auto &dim = vi.type().tensor_type().shape().dim(d);
+        if (dim.has_dim_value() && dim.dim_value() != ct.getDimSize(d))
+          return fail("constant input '" + vi.name() + "' shape " + joinShape(ct.getShape()) +
+                      " does not match the model's");
+      }
+      int64_t eb = t.type.dtype == rt::DType::I1 ? 1 : (ct.getElementTypeBitWidth() + 7) / 8;
+      if ((int64_t)t.data.size() != ct.getNumElements() * eb)
+        return fail("constant input '" + vi.name() + "' has " + std::to_string(t.data.size()) +
+                    " bytes, its shape needs " + std::to_string(ct.getNumElements() * eb));
+      Value v = tc::ConstantOp::create(builder_, loc, denseFromStorage(ct, t.data));
+      bind(vi.name(), OnnxValue{v});
+      continue;
+    }
+    BlockArgument arg = body->addArgument(*type, loc);
+    argTypes.push_back(*type);
+    argNames_.push_back(vi.name());
+    bind(vi.name(), OnnxValue{arg});
+    argAttrs.push_back(builder_.getDictionaryAttr(
+        builder_.getNamedAttr("tc.name", builder_.getStringAttr(vi.name()))));
+  }
+  func_.setType(builder_.getFunctionType(argTypes, {}));
+  func_.setAllArgAttrs(argAttrs);
+
+  // Initializers: float tensors with elements are trainable parameters; the
+  // rest (integer/bool tables, scalars) are constants.
+  for (const auto &init : graph.initializer()) {
+    RankedTensorType type = initTypes_[init.name()];
+    Location loc = NameLoc::get(StringAttr::get(&ctx_, init.name()), fileLoc);
+    bool isParam = isa<FloatType>(type.getElementType()) && type.getRank() >= 1 &&
+                   type.getNumElements() >= 1;
+    Value v;
+    if (isParam) {
+      v = tc::ParameterOp::create(builder_, loc, type, builder_.getStringAttr(init.name()),
+                                  builder_.getUnitAttr());
+    } else {
+      v = tc::ConstantOp::create(builder_, loc, denseFromStorage(type, initData_[init.name()].data));
+    }
+    bind(init.name(), OnnxValue{v});
+  }
+  return success();
+}
+
+std::vector<std::string> Importer::graphInputsOf(Value v) {
+  std::vector<std::string> names;
+  llvm::SetVector<Value> seen;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value cur = work.pop_back_val();
+    if (!seen.insert(cur))
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(cur)) {
+      if (arg.getArgNumber() < argNames_.size())
+        names.push_back(argNames_[arg.getArgNumber()]);
+      continue;
+    }
+    if (Operation *def = cur.getDefiningOp())
+      for (Value o : def->getOperands())
+        work.push_back(o);
+  }
+  return names;
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::importNode(const onnx::NodeProto &node, const OpsetMap &opsets,
+                                   const std::string &namePrefix) {
+  std::string domain = canonicalDomain(node.domain());
+  std::string label = namePrefix + nodeLabel(node);
+  std::vector<const OnnxValue *> inputs;
+  for (const auto &in : node.input()) {
+    if (in.empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto it = scope_->find(in);
+    if (it == scope_->end()) {
+      // A function's formal input left unbound by the caller (an omitted
+      // optional input) reads as absent.
+      if (inlineDepth_ > 0 && scope_->count("\x01" + in)) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      return fail("input '" + in + "' of node '" + label + "' is not defined");
+    }
+    inputs.push_back(&it->second);
+  }
+
+  auto fnIt = functions_.find({node.domain(), node.op_type()});
+  if (fnIt != functions_.end())
+    return inlineFunction(node, *fnIt->second, inputs, label + "/");
+
+  auto opsetIt = opsets.find(domain);
+  int64_t opset = opsetIt == opsets.end() ? -1 : opsetIt->second;
+  const HandlerEntry *handler = nullptr;
+  for (const auto &e : handlerTable())
+    if (e.domain == domain && e.opType == node.op_type() && opset >= e.minOpset &&
+        opset <= e.maxOpset) {
+      handler = &e;
+      break;
+    }
+  if (!handler)
+    return fail("unsupported op: node '" + label + "' op_type '" + node.op_type() +
+                "' domain '" + domainLabel(domain) + "' opset " + std::to_string(opset));
+
+  Location loc = NameLoc::get(StringAttr::get(&ctx_, label),
+                              FileLineColLoc::get(&ctx_, path_, 0, 0));
+  onnx::NodeProto named = node;
+  named.set_name(label);
+  NodeContext nc(*this, named, opset, loc, std::move(inputs));
+  if (failed(handler->fn(nc)))
+    return fail(nc.describe() + ": import failed");
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && !scope_->count(node.output(i)))
+      return fail(nc.describe() + ": output #" + std::to_string(i) + " ('" + node.output(i) +
+                  "') is not supported by tc's importer");
+  return success();
+}
+
+LogicalResult Importer::inlineFunction(const onnx::NodeProto &node,
+                                       const onnx::FunctionProto &fn,
+                                       std::vector<const OnnxValue *> inputs,
+                                       const std::string &namePrefix) {
+  if (inlineDepth_ > 32)
+    return fail("model-local function '" + fn.name() + "' is nested too deeply (recursive?)");
+  Scope inner;
+  for (int i = 0; i < fn.input_size(); ++i) {
+    if (i < (int)inputs.size() && inputs[i])
+      inner[fn.input(i)] = *inputs[i];
+    else
+      inner["\x01" + fn.input(i)] = OnnxValue{}; // marks an omitted optional input
+  }
+  OpsetMap opsets = modelOpsets_;
+  for (const auto &imp : fn.opset_import())
+    opsets[canonicalDomain(imp.domain())] = imp.version();
+  std::map<std::string, const onnx::AttributeProto *> callerAttrs;
+  for (const auto &a : node.attribute())
+    callerAttrs[a.name()] = &a;
+
+  Scope *outer = scope_;
+  scope_ = &inner;
+  ++inlineDepth_;
+  LogicalResult result = success();
+  for (const auto &inner_node : fn.node()) {
+    onnx::NodeProto copy = inner_node;
+    // Attribute references (ref_attr_name) take the caller's value or, when
+    // the caller does not set it, are dropped (the op's default applies).
+    copy.clear_attribute();
+    for (const auto &a : inner_node.attribute()) {
+      if (a.has_ref_attr_name() && !a.ref_attr_name().empty()) {
+        auto it = callerAttrs.find(a.ref_attr_name());
+        if (it == callerAttrs.end())
+          continue;
+        onnx::AttributeProto *b = copy.add_attribute();
+        *b = *it->second;
+        b->set_name(a.name());
+      } else {
+        *copy.add_attribute() = a;
+      }
+    }
+    if (failed(importNode(copy, opsets, namePrefix))) {
+      result = failure();
+      break;
+    }
+  }
+  --inlineDepth_;
+  scope_ = outer;
+  if (failed(result))
+    return failure();
+  for (int i = 0; i < node.output_size() && i < fn.output_size(); ++i) {
+    if (node.output(i).empty())
+      continue;
+    auto it = inner.find(fn.output(i));
+    if (it == inner.end())
+      return fail("model-local function '" + fn.name() + "' does not produce output '" +
+                  fn.output(i) + "'");
+    bind(node.output(i), it->second);
+  }
+  return success();
+}
+
+LogicalResult Importer::finishFunction(const onnx::GraphProto &graph) {
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  SmallVector<Attribute> resultAttrs;
+  for (const auto &out : graph.output()) {
+    auto it = mainScope_.find(out.name());
+    if (it == mainScope_.end())
+      return fail("graph output '" + out.name() + "' is not defined");
+    if (it->second.isSequence)
+      return fail("graph output '" + out.name() + "' is a sequence; tc functions return tensors");
+    Value v = it->second.value;
+    auto type = cast<RankedTensorType>(v.getType());
+    // The model's declared type must agree with what tc computed (dims the
+    // model leaves symbolic are free).
+    if (out.has_type() && out.type().has_tensor_type()) {
+      const auto &tt = out.type().tensor_type();
+      Type declared = elementTypeFromOnnx(&ctx_, tt.elem_type());
+      if (tt.elem_type() != 0 && declared && declared != type.getElementType())
+        return fail("graph output '" + out.name() + "' is declared " +
+                    onnxTypeName(tt.elem_type()) + " but computes " +
+                    llvm::formatv("{0}", type.getElementType()).str());
+      if (tt.has_shape()) {
+        bool mismatch = tt.shape().dim_size() != type.getRank();
+        for (int d = 0; !mismatch && d < tt.shape().dim_size(); ++d)
+          if (tt.shape().dim(d).has_dim_value() &&
+              tt.shape().dim(d).dim_value() != type.getDimSize(d))
+            mismatch = true;
+        if (mismatch)
+          return fail("graph output '" + out.name() + "' is declared with another shape "
+                      "than the computed " + joinShape(type.getShape()));
+      }
+    }
+    results.push_back(v);
+    resultTypes.push_back(type);
+    resultAttrs.push_back(builder_.getDictionaryAttr(
+        builder_.getNamedAttr("tc.name", builder_.getStringAttr(out.name()))));
+  }
+  func::ReturnOp::create(builder_, func_.getLoc(), results);
+  func_.setType(builder_.getFunctionType(func_.getArgumentTypes(), resultTypes));
+  func_.setAllResultAttrs(resultAttrs);
+
+  // Drop what the outputs do not use (shape sub-graph leftovers, unused
+  // optional outputs, initializers only used for shapes): tc ops are pure.
+  Block &body = func_.getBody().front();
+  for (Operation *op = body.getTerminator()->getPrevNode(); op;) {
+    Operation *prev = op->getPrevNode();
+    if (op->use_empty())
+      op->erase();
+    op = prev;
+  }
+  return success();
+}
+
+FailureOr<ImportResult> Importer::run() {
+  ctx_.loadDialect<tc::TCDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (failed(readModel(model)) || failed(checkOpsets(model)) ||
+      failed(checkAndSortGraph(*model.mutable_graph())) ||
+      failed(readInitializers(model.graph())))
+    return failure();
+
+  // libonnx 1.12's checker knows IR <= 8 and its own opsets only; for newer
+  // models (torch's dynamo exporter: IR 10, opset 18) tc's own checks above
+  // and the per-node checks below are all there is.
+  bool checkerKnows = model.ir_version() <= 8;
+  for (const auto &imp : model.opset_import()) {
+    int known = lib::knownOpsetVersion(imp.domain());
+    if (known < 0 || imp.version() > known)
+      checkerKnows = false;
+  }
+  if (checkerKnows) {
+    std::string err = lib::checkModel(model, modelDir_);
+    if (!err.empty())
+      return fail("the ONNX checker rejects '" + path_ + "': " + err), failure();
+  }
+
+  if (failed(createFunction(model.graph())))
+    return failure();
+  for (const auto &node : model.graph().node())
+    if (failed(importNode(node, modelOpsets_, "")))
+      return failure();
+  if (failed(finishFunction(model.graph())))
+    return failure();
+
+  {
+    DiagnosticCapture diag(&ctx_);
+    if (failed(mlir::verify(*module_)))
+      return fail("internal error: the imported module does not verify: " + diag.messages()),
+             failure();
+  }
+
+  ImportResult result;
+  func_.walk([&](tc::ParameterOp p) {
+    ImportedWeight w;
+    w.name = p.getName().str();
+    auto it = initData_.find(w.name);
+    if (it != initData_.end()) {
+      w.tensor = std::move(it->second);
+      initData_.erase(it);
+    } else {
+      auto t = p.getType();
+      w.tensor.type.dtype = *dtypeOf(t.getElementType());
+      w.tensor.type.shape.assign(t.getShape().begin(), t.getShape().end());
+    }
+    result.weights.push_back(std::move(w));
+  });
+  result.module = std::move(module_);
+  return result;
+}
+
+FailureOr<ImportResult> importOnnxFile(MLIRContext &ctx, const std::string &path,
+                                       const ImportOptions &opts, std::string *error) {
+  Importer importer(ctx, path, opts);
+  auto result = importer.run();
+  if (failed(result)) {
+    if (error)
+      *error = importer.error().empty() ? "import failed" : importer.error();
+    return failure();
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+NodeContext::NodeContext(Importer &importer, const onnx::NodeProto &node, int64_t opset,
+                         Location loc, std::vector<const OnnxValue *> inputs)
+    : importer_(importer), node_(node), opset_(opset), loc_(loc),
+      inputs_(std::move(inputs)) {}
+
+OpBuilder &NodeContext::builder() { return importer_.builder(); }
+MLIRContext *NodeContext::context() { return &importer_.context(); }
+
+std::string NodeContext::describe() const {
+  return "node '" + node_.name() + "' (" + node_.op_type() + ")";
+}
+
+Failure NodeContext::fail(const Twine &msg) {
+  return importer_.fail(describe() + ": " + msg);
+}
+
+Failure NodeContext::failAttr(StringRef name, const Twine &msg) {
+  return importer_.fail(describe() + ": unsupported attribute " + name + ": " + msg);
+}
+
+Value NodeContext::input(size_t i) const {
+  const OnnxValue *e = inputEntry(i);
+  return e && !e->isSequence ? e->value : Value();
+}
+
+FailureOr<Value> NodeContext::requiredInput(size_t i) {
+  const OnnxValue *e = inputEntry(i);
+  if (!e)
+    return fail("input #" + Twine(i) + " is required"), failure();
+  if (e->isSequence)
+    return fail("input #" + Twine(i) + " is a sequence, a tensor is needed"), failure();
+  return e->value;
+}
+
+RankedTensorType NodeContext::inputType(size_t i) const {
+  Value v = input(i);
+  return v ? llvm::cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+FailureOr<DenseElementsAttr> NodeContext::constantInput(size_t i) {
+  auto v = requiredInput(i);
+  if (failed(v))
+    return failure();
+  if (auto c = v->getDefiningOp<tc::ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue()))
+      return dense;
+  std::string what = "input '" + node_.input(i) + "' of " + describe();
+  std::vector<std::string> from = importer_.graphInputsOf(*v);
+  if (!from.empty())
+    return importer_.fail(std::string(kNeedsConstantInputPrefix) + from.front() + ": " +
+                          what + " must be a constant (it depends on graph input '" +
+                          from.front() + "')"),
+           failure();
+  return importer_.fail(what + " must be a constant, but it could not be computed at "
+                               "import time"),
+         failure();
+}
+
+FailureOr<SmallVector<int64_t>> NodeContext::constantInts(size_t i) {
+  auto c = constantInput(i);
+  if (failed(c))
+    return failure();
+  if (!isa<IntegerType>(c->getElementType()))
+    return fail("input #" + Twine(i) + " must be an integer tensor"), failure();
+  return denseToInts(*c);
+}
+
+FailureOr<SmallVector<double>> NodeContext::constantDoubles(size_t i) {
+  auto c = constantInput(i);
+  if (failed(c))
+    return failure();
+  return denseToDoubles(*c);
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node_.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+float NodeContext::attrFloat(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+std::string NodeContext::attrString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+std::optional<SmallVector<float>> NodeContext::attrFloats(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<float>(a->floats().begin(), a->floats().end());
+}
+
+FailureOr<DenseElementsAttr> NodeContext::attrTensor(StringRef name) {
+  const auto *a = attr(name);
+  if (!a || !a->has_t())
+    return fail("attribute " + name + " must be a tensor"), failure();
+  std::string err;
+  auto host = readTensorProto(context(), a->t(), importer_.modelDir(), &err);
+  if (failed(host))
+    return fail("attribute " + name + ": " + err), failure();
+  auto type = tensorProtoType(context(), a->t(), &err);
+  return denseFromStorage(*type, host->data);
+}
+
+LogicalResult NodeContext::setOutput(size_t i, Value v) {
+  if (!outputUsed(i))
+    return success();
+  importer_.bind(node_.output(i), OnnxValue{v});
+  return success();
+}
+
+LogicalResult NodeContext::setOutputSequence(size_t i, ArrayRef<Value> elems, Type elt) {
+  if (!outputUsed(i))
+    return success();
+  OnnxValue v;
+  v.isSequence = true;
+  v.elements.assign(elems.begin(), elems.end());
+  v.sequenceElementType = elt;
+  importer_.bind(node_.output(i), std::move(v));
+  return success();
+}
+
+FailureOr<SmallVector<Value>> NodeContext::finishOp(Operation *op) {
+  {
+    DiagnosticCapture diag(context());
+    if (failed(mlir::verify(op))) {
+      std::string msg = diag.messages();
+      op->erase();
+      return fail(msg.empty() ? "invalid op" : msg), failure();
+    }
+  }
+  bool allConstant = op->getNumOperands() > 0 &&
+                     llvm::all_of(op->getOperands(), [](Value v) {
+                       return v.getDefiningOp<tc::ConstantOp>() != nullptr;
+                     });
+  bool small = llvm::all_of(op->getResultTypes(), [](Type t) {
+    return llvm::cast<RankedTensorType>(t).getNumElements() <= kMaxFoldElements;
+  });
+  if (allConstant && small && !isa<tc::ConstantOp, tc::ParameterOp>(op)) {
+    auto folded = evaluateConstantOp(op);
+    if (succeeded(folded) && folded->size() == op->getNumResults()) {
+      SmallVector<Value> values;
+      for (auto [r, attr] : llvm::zip(op->getResults(), *folded)) {
+        if (!attr || attr.getType() != r.getType())
+          return SmallVector<Value>(op->getResults());
+      }
+      for (DenseElementsAttr attr : *folded)
+        values.push_back(tc::ConstantOp::create(builder(), loc_, attr));
+      op->erase();
+      return values;
+    }
+  }
+  return SmallVector<Value>(op->getResults());
+}
+
+Value NodeContext::constant(DenseElementsAttr value) {
+  return tc::ConstantOp::create(builder(), loc_, value);
+}
+
+Value NodeContext::splat(double v, Type elementType, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, elementType);
+  if (isa<IntegerType>(elementType)) {
+    SmallVector<int64_t> vals(type.getNumElements(), (int64_t)v);
+    return constant(denseFromInts(type, vals));
+  }
+  SmallVector<double> vals(type.getNumElements(), v);
+  return constant(denseFromDoubles(type, vals));
+}
+
+Value NodeContext::constI64(ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({(int64_t)values.size()}, builder().getI64Type());
+  return constant(denseFromInts(type, values));
+}
+
+FailureOr<Value> NodeContext::cast(Value v, Type elementType) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  if (t.getElementType() == elementType)
+    return v;
+  return make<tc::CastOp>({v}, {}, RankedTensorType::get(t.getShape(), elementType));
+}
+
+FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return fail("cannot reshape to a shape with negative dimension " + joinShape(shape)),
+             failure();
+    n *= d;
+  }
+  if (n != t.getNumElements())
+    return fail("cannot reshape " + joinShape(t.getShape()) + " (" +
+                Twine(t.getNumElements()) + " elements) to " + joinShape(shape)),
+           failure();
+  return make<tc::ReshapeOp>({v}, {}, RankedTensorType::get(shape, t.getElementType()));
+}
+
+FailureOr<Value> NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  auto b = tc::broadcastShapes(t.getShape(), shape);
+  if (failed(b) || ArrayRef<int64_t>(*b) != shape)
+    return fail("cannot broadcast " + joinShape(t.getShape()) + " to " + joinShape(shape)),
+           failure();
+  return make<tc::BroadcastOp>({v}, {}, RankedTensorType::get(shape, t.getElementType()));
+}
+
+FailureOr<Value> NodeContext::transpose(Value v, ArrayRef<int64_t> perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity &= perm[i] == (int64_t)i;
+  if (identity && (int64_t)perm.size() == llvm::cast<RankedTensorType>(v.getType()).getRank())
+    return v;
+  return make<tc::TransposeOp>({v}, {namedI64Array("permutation", perm)});
+}
+
+FailureOr<Value> NodeContext::slice(Value v, ArrayRef<int64_t> starts,
+                                    ArrayRef<int64_t> strides, ArrayRef<int64_t> sizes) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  bool identity = t.getShape() == sizes;
+  for (size_t d = 0; identity && d < starts.size(); ++d)
+    identity = starts[d] == 0 && strides[d] == 1;
+  if (identity)
+    return v;
+  return make<tc::SliceOp>({v}, {namedI64Array("starts", starts), namedI64Array("strides", strides)},
+                           RankedTensorType::get(sizes, t.getElementType()));
+}
+
+FailureOr<Value> NodeContext::sliceAxis(Value v, int64_t axis, int64_t start, int64_t size) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> starts(t.getRank(), 0), strides(t.getRank(), 1);
+  SmallVector<int64_t> sizes(t.getShape());
+  starts[axis] = start;
+  sizes[axis] = size;
+  return slice(v, starts, strides, sizes);
+}
+
+FailureOr<Value> NodeContext::reduce(StringRef kind, Value v, ArrayRef<int64_t> axes,
+                                     bool keepdims) {
+  SmallVector<NamedAttribute> attrs{namedI64Array("axes", axes), namedBool("keepdims", keepdims)};
+  if (kind == "reduce_sum") return make<tc::ReduceSumOp>({v}, attrs);
+  if (kind == "reduce_mean") return make<tc::ReduceMeanOp>({v}, attrs);
+  if (kind == "reduce_max") return make<tc::ReduceMaxOp>({v}, attrs);
+  if (kind == "reduce_min") return make<tc::ReduceMinOp>({v}, attrs);
+  if (kind == "reduce_prod") return make<tc::ReduceProdOp>({v}, attrs);
+  return fail("internal: unknown reduction " + kind), failure();
+}
+
+FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank, StringRef what,
+                                              bool inclusive) {
+  int64_t hi = inclusive ? rank + 1 : rank;
+  if (axis < -hi || axis >= hi)
+    return fail(what + " " + Twine(axis) + " is out of range for rank " + Twine(rank)),
+           failure();
+  return axis < 0 ? axis + hi : axis;
+}
+
+NamedAttribute NodeContext::namedI64(StringRef name, int64_t v) {
+  return builder().getNamedAttr(name, builder().getI64IntegerAttr(v));
+}
+NamedAttribute NodeContext::namedBool(StringRef name, bool v) {
+  return builder().getNamedAttr(name, builder().getBoolAttr(v));
+}
+NamedAttribute NodeContext::namedF64(StringRef name, double v) {
+  return builder().getNamedAttr(name, builder().getF64FloatAttr(v));
+}
+NamedAttribute NodeContext::namedStr(StringRef name, StringRef v) {
+  return builder().getNamedAttr(name, builder().getStringAttr(v));
+}
+NamedAttribute NodeContext::namedI64Array(StringRef name, ArrayRef<int64_t> v) {
+  return builder().getNamedAttr(name, builder().getDenseI64ArrayAttr(v));
+}
+
+} // namespace tc::onnx_import

@@ -1,0 +1,349 @@
+//===- Nn.cpp - contractions, softmax and normalisation ONNX ops ----------===//
+//
+// MatMul (numpy 1-D rules), Gemm, Softmax / LogSoftmax / Hardmax (opset < 13
+// flattens at `axis`, >= 13 works on one axis), LayerNormalization (with the
+// optional Mean / InvStdDev outputs), RMSNormalization, and the inference
+// forms of BatchNormalization, InstanceNormalization, LpNormalization and
+// MeanVarianceNormalization.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/Importer.h"
+
+using namespace mlir;
+
+namespace tc::onnx_import {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Chains FailureOr results: the first failure sticks, later steps are
+/// skipped.
+struct Chain {
+  NodeContext &nc;
+  bool ok = true;
+  Value operator()(FailureOr<Value> v) {
+    if (!ok || failed(v)) {
+      ok = false;
+      return {};
+    }
+    return *v;
+  }
+  template <typename OpTy> Value bin(Value a, Value b) {
+    if (!ok) return {};
+    return (*this)(nc.make<OpTy>({a, b}));
+  }
+  template <typename OpTy> Value un(Value a) {
+    if (!ok) return {};
+    return (*this)(nc.make<OpTy>({a}, {}, a.getType()));
+  }
+  Value c(Value like, double x) {
+    if (!ok) return {};
+    return nc.splat(x, typeOf(like).getElementType());
+  }
+  LogicalResult out(size_t i, Value v) {
+    if (!ok)
+      return failure();
+    return nc.setOutput(i, v);
+  }
+};
+
+LogicalResult matmul(NodeContext &nc) {
+  auto a = nc.requiredInput(0), b = nc.requiredInput(1);
+  if (failed(a) || failed(b))
+    return failure();
+  Chain ch{nc};
+  Value lhs = *a, rhs = *b;
+  auto at = typeOf(lhs), bt = typeOf(rhs);
+  if (at.getRank() == 0 || bt.getRank() == 0)
+    return nc.fail("operands must have rank >= 1");
+  bool lhsVec = at.getRank() == 1, rhsVec = bt.getRank() == 1;
+  if (lhsVec)
+    lhs = ch(nc.reshape(lhs, {1, at.getDimSize(0)}));
+  if (rhsVec)
+    rhs = ch(nc.reshape(rhs, {bt.getDimSize(0), 1}));
+  Value r = ch.ok ? ch(nc.make<tc::MatmulOp>({lhs, rhs})) : Value();
+  if (!ch.ok)
+    return failure();
+  if (lhsVec || rhsVec) {
+    SmallVector<int64_t> shape(typeOf(r).getShape());
+    if (rhsVec)
+      shape.pop_back();
+    if (lhsVec)
+      shape.erase(shape.end() - (rhsVec ? 1 : 2));
+    r = ch(nc.reshape(r, shape));
+  }
+  return ch.out(0, r);
+}
+
+LogicalResult gemm(NodeContext &nc) {
+  auto a = nc.requiredInput(0), b = nc.requiredInput(1);
+  if (failed(a) || failed(b))
+    return failure();
+  if (typeOf(*a).getRank() != 2 || typeOf(*b).getRank() != 2)
+    return nc.fail("A and B must be matrices");
+  Chain ch{nc};
+  double alpha = nc.attrFloat("alpha", 1.0f), beta = nc.attrFloat("beta", 1.0f);
+  Value y = ch(nc.make<tc::MatmulOp>({*a, *b}, {nc.namedBool("transpose_lhs", nc.attrInt("transA", 0) != 0),
+                                                nc.namedBool("transpose_rhs", nc.attrInt("transB", 0) != 0)}));
+  if (ch.ok && alpha != 1.0)
+    y = ch.bin<tc::MulOp>(y, ch.c(y, alpha));
+  if (Value c = nc.input(2); c && ch.ok) {
+    if (beta != 1.0)
+      c = ch.bin<tc::MulOp>(c, ch.c(c, beta));
+    y = ch.bin<tc::AddOp>(y, c);
+  }
+  return ch.out(0, y);
+}
+
+/// Softmax / LogSoftmax / Hardmax.
+LogicalResult softmaxLike(NodeContext &nc, StringRef kind) {
+  auto x = nc.requiredInput(0);
+  if (failed(x))
+    return failure();
+  auto t = typeOf(*x);
+  Chain ch{nc};
+  bool legacy = nc.opset() < 13;
+  auto axisR = nc.normalizeAxis(nc.attrInt("axis", legacy ? 1 : -1), t.getRank());
+  if (failed(axisR))
+    return failure();
+  int64_t axis = *axisR;
+  Value v = *x;
+  if (legacy) {
+    // Opset < 13: the input is coerced to 2-D [prod(:axis), prod(axis:)].
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      (d < axis ? outer : inner) *= t.getDimSize(d);
+    v = ch(nc.reshape(v, {outer, inner}));
+    axis = 1;
+  }
+  Value r;
+  if (kind == "Softmax")
+    r = ch.ok ? ch(nc.make<tc::SoftmaxOp>({v}, {nc.namedI64("axis", axis)}, v.getType())) : Value();
+  else if (kind == "LogSoftmax")
+    r = ch.ok ? ch(nc.make<tc::LogSoftmaxOp>({v}, {nc.namedI64("axis", axis)}, v.getType())) : Value();
+  else if (ch.ok) {
+    // Hardmax: one-hot of the first maximum along the axis.
+    auto vt = typeOf(v);
+    Value am = ch(nc.make<tc::ArgMaxOp>({v}, {nc.namedI64("axis", axis), nc.namedBool("keepdims", true)}));
+    SmallVector<int64_t> iotaShape(vt.getRank(), 1), iota;
+    iotaShape[axis] = vt.getDimSize(axis);
+    for (int64_t i = 0; i < vt.getDimSize(axis); ++i)
+      iota.push_back(i);
+    Value io = nc.constant(denseFromInts(RankedTensorType::get(iotaShape, nc.builder().getI64Type()), iota));
+    Value eq = ch.bin<tc::EqOp>(am, io);
+    r = ch.ok ? ch(nc.cast(eq, vt.getElementType())) : Value();
+    if (ch.ok)
+      r = ch(nc.broadcastTo(r, vt.getShape()));
+  }
+  if (legacy && ch.ok)
+    r = ch(nc.reshape(r, t.getShape()));
+  return ch.out(0, r);
+}
+
+/// Scale/bias of a norm broadcast to the normalised shape, in x's type.
+FailureOr<Value> normOperand(NodeContext &nc, Value v, RankedTensorType xt, int64_t axis) {
+  SmallVector<int64_t> shape(xt.getShape().drop_front(axis));
+  auto c = nc.cast(v, xt.getElementType());
+  if (failed(c))
+    return failure();
+  auto vt = typeOf(*c);
+  // Drop leading 1s beyond the normalised rank, then broadcast.
+  if (vt.getRank() > (int64_t)shape.size()) {
+    SmallVector<int64_t> trimmed(vt.getShape().take_back(shape.size()));
+    for (int64_t d : vt.getShape().drop_back(shape.size()))
+      if (d != 1)
+        return nc.fail("scale/bias shape does not broadcast to the normalised shape"), failure();
+    c = nc.reshape(*c, trimmed);
+    if (failed(c))
+      return failure();
+  }
+  return nc.broadcastTo(*c, shape);
+}
+
+LogicalResult layerNorm(NodeContext &nc, bool rms) {
+  auto x = nc.requiredInput(0);
+  if (failed(x))
+    return failure();
+  auto xt = typeOf(*x);
+  auto axis = nc.normalizeAxis(nc.attrInt("axis", -1), xt.getRank());
+  if (failed(axis))
+    return failure();
+  double eps = nc.attrFloat("epsilon", rms ? 1e-5f : 1e-5f);
+  SmallVector<Value> operands{*x};
+  int32_t hasScale = 0, hasBias = 0;
+  if (Value s = nc.input(1)) {
+    auto v = normOperand(nc, s, xt, *axis);
+    if (failed(v))
+      return failure();
+    operands.push_back(*v);
+    hasScale = 1;
+  }
+  if (!rms) {
+    if (Value b = nc.input(2)) {
+      auto v = normOperand(nc, b, xt, *axis);
+      if (failed(v))
+        return failure();
+      operands.push_back(*v);
+      hasBias = 1;
+    }
+  }
+  SmallVector<NamedAttribute> attrs{nc.namedI64("axis", *axis), nc.namedF64("epsilon", eps)};
+  FailureOr<Value> y;
+  if (rms) {
+    y = nc.make<tc::RmsNormOp>(operands, attrs, xt);
+  } else {
+    attrs.push_back(nc.builder().getNamedAttr(
+        "operandSegmentSizes", nc.builder().getDenseI32ArrayAttr({1, hasScale, hasBias})));
+    y = nc.make<tc::LayerNormOp>(operands, attrs, xt);
+  }
+  if (failed(y) || failed(nc.setOutput(0, *y)))
+    return failure();
+  if (rms || (!nc.outputUsed(1) && !nc.outputUsed(2)))
+    return success();
+  // Optional outputs: Mean and InvStdDev over the normalised axes (keepdims),
+  // computed with primitive ops (stash_type = float, the input's type here).
+  Chain ch{nc};
+  SmallVector<int64_t> axes;
+  for (int64_t d = *axis; d < xt.getRank(); ++d)
+    axes.push_back(d);
+  Value mean = ch(nc.reduce("reduce_mean", *x, axes, true));
+  Value diff = ch.bin<tc::SubOp>(*x, mean);
+  Value var = ch.ok ? ch(nc.reduce("reduce_mean", ch.bin<tc::MulOp>(diff, diff), axes, true)) : Value();
+  Value inv = ch.un<tc::RsqrtOp>(ch.bin<tc::AddOp>(var, ch.c(var, eps)));
+  if (!ch.ok || failed(nc.setOutput(1, mean)))
+    return failure();
+  return ch.out(2, inv);
+}
+
+/// x reshaped-broadcast helper: [C] -> [1, C, 1, ...] for NCHW ops.
+FailureOr<Value> channelVector(NodeContext &nc, Value v, int64_t rank) {
+  auto t = typeOf(v);
+  SmallVector<int64_t> shape(rank, 1);
+  if (rank < 2)
+    return nc.fail("input must have rank >= 2"), failure();
+  shape[1] = t.getNumElements();
+  return nc.reshape(v, shape);
+}
+
+LogicalResult batchNorm(NodeContext &nc) {
+  if (nc.attrInt("training_mode", 0) != 0)
+    return nc.failAttr("training_mode", "only inference (training_mode = 0) is supported");
+  if (nc.outputUsed(1) || nc.outputUsed(2) || nc.outputUsed(3) || nc.outputUsed(4))
+    return nc.fail("the running statistics outputs (training) are unsupported");
+  SmallVector<Value> in;
+  for (int i = 0; i < 5; ++i) {
+    auto v = nc.requiredInput(i);
+    if (failed(v))
+      return failure();
+    in.push_back(*v);
+  }
+  int64_t rank = typeOf(in[0]).getRank();
+  double eps = nc.attrFloat("epsilon", 1e-5f);
+  Chain ch{nc};
+  Value scale = ch(channelVector(nc, in[1], rank)), bias = ch(channelVector(nc, in[2], rank));
+  Value mean = ch(channelVector(nc, in[3], rank)), var = ch(channelVector(nc, in[4], rank));
+  if (!ch.ok)
+    return failure();
+  Value inv = ch.un<tc::RsqrtOp>(ch.bin<tc::AddOp>(var, ch.c(var, eps)));
+  Value y = ch.bin<tc::MulOp>(ch.bin<tc::SubOp>(in[0], mean), ch.bin<tc::MulOp>(inv, scale));
+  return ch.out(0, ch.bin<tc::AddOp>(y, bias));
+}
+
+/// (x - mean) / sqrt(var + eps) over `axes` (keepdims).
+Value normalizeOver(Chain &ch, NodeContext &nc, Value x, ArrayRef<int64_t> axes, double eps) {
+  Value mean = ch(nc.reduce("reduce_mean", x, axes, true));
+  Value diff = ch.bin<tc::SubOp>(x, mean);
+  Value var = ch.ok ? ch(nc.reduce("reduce_mean", ch.bin<tc::MulOp>(diff, diff), axes, true)) : Value();
+  if (eps != 0)
+    var = ch.bin<tc::AddOp>(var, ch.c(var, eps));
+  return ch.bin<tc::MulOp>(diff, ch.un<tc::RsqrtOp>(var));
+}
+
+LogicalResult instanceNorm(NodeContext &nc) {
+  auto x = nc.requiredInput(0), s = nc.requiredInput(1), b = nc.requiredInput(2);
+  if (failed(x) || failed(s) || failed(b))
+    return failure();
+  int64_t rank = typeOf(*x).getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  Chain ch{nc};
+  Value n = normalizeOver(ch, nc, *x, axes, nc.attrFloat("epsilon", 1e-5f));
+  Value scale = ch(channelVector(nc, *s, rank)), bias = ch(channelVector(nc, *b, rank));
+  return ch.out(0, ch.bin<tc::AddOp>(ch.bin<tc::MulOp>(n, scale), bias));
+}
+
+LogicalResult meanVarianceNorm(NodeContext &nc) {
+  auto x = nc.requiredInput(0);
+  if (failed(x))
+    return failure();
+  int64_t rank = typeOf(*x).getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t a : nc.attrInts("axes").value_or(SmallVector<int64_t>{0, 2, 3})) {
+    auto n = nc.normalizeAxis(a, rank, "axes entry");
+    if (failed(n))
+      return failure();
+    axes.push_back(*n);
+  }
+  llvm::sort(axes);
+  Chain ch{nc};
+  // ONNX's function body: (X - E[X]) / sqrt(E[X^2] - E[X]^2), no epsilon.
+  return ch.out(0, normalizeOver(ch, nc, *x, axes, 0));
+}
+
+LogicalResult lpNorm(NodeContext &nc) {
+  auto x = nc.requiredInput(0);
+  if (failed(x))
+    return failure();
+  int64_t p = nc.attrInt("p", 2);
+  if (p != 1 && p != 2)
+    return nc.failAttr("p", "must be 1 or 2");
+  auto axis = nc.normalizeAxis(nc.attrInt("axis", -1), typeOf(*x).getRank());
+  if (failed(axis))
+    return failure();
+  Chain ch{nc};
+  Value v = p == 1 ? ch.un<tc::AbsOp>(*x) : ch.bin<tc::MulOp>(*x, *x);
+  Value s = ch.ok ? ch(nc.reduce("reduce_sum", v, {*axis}, true)) : Value();
+  if (p == 2)
+    s = ch.un<tc::SqrtOp>(s);
+  return ch.out(0, ch.bin<tc::DivOp>(*x, s));
+}
+
+LogicalResult globalPool(NodeContext &nc, StringRef kind) {
+  auto x = nc.requiredInput(0);
+  if (failed(x))
+    return failure();
+  int64_t rank = typeOf(*x).getRank();
+  if (rank < 2)
+    return nc.fail("input must be [N, C, ...]");
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  if (axes.empty())
+    return nc.setOutput(0, *x);
+  auto r = nc.reduce(kind, *x, axes, true);
+  if (failed(r))
+    return failure();
+  return nc.setOutput(0, *r);
+}
+
+} // namespace
+
+void registerNnHandlers(std::vector<HandlerEntry> &t) {
+  const int64_t M = kMaxOnnxOpset;
+  addHandler(t, "MatMul", 1, M, matmul);
+  addHandler(t, "Gemm", 1, M, gemm);
+  addHandler(t, "Softmax", 1, M, [](NodeContext &nc) { return softmaxLike(nc, "Softmax"); });
+  addHandler(t, "LogSoftmax", 1, M, [](NodeContext &nc) { return softmaxLike(nc, "LogSoftmax"); });
+  addHandler(t, "Hardmax", 1, M, [](NodeContext &nc) { return softmaxLike(nc, "Hardmax"); });
+  addHandler(t, "LayerNormalization", 17, M, [](NodeContext &nc) { return layerNorm(nc, false); });
+  addHandler(t, "RMSNormalization", 23, M, [](NodeContext &nc) { return layerNorm(nc, true); });
+  addHandler(t, "BatchNormalization", 6, M, batchNorm);
+  addHandler(t, "InstanceNormalization", 1, M, instanceNorm);
+  addHandler(t, "MeanVarianceNormalization", 9, M, meanVarianceNorm);
+  addHandler(t, "LpNormalization", 1, M, lpNorm);
+  addHandler(t, "GlobalAveragePool", 1, M, [](NodeContext &nc) { return globalPool(nc, "reduce_mean"); });
+  addHandler(t, "GlobalMaxPool", 1, M, [](NodeContext &nc) { return globalPool(nc, "reduce_max"); });
+}
+
+} // namespace tc::onnx_import
