@@ -16,6 +16,7 @@ config.substitutions.append(("%fixtures", os.path.join(config.tc_src_root, "test
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.with_environment("PATH", config.tc_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.tc_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["not", "count", "split-file"], [config.llvm_tools_dir])
 tools = ["tc-opt", "tc-compile", "tc-run"]
 llvm_config.add_tool_substitutions(tools, [config.tc_tools_dir])

@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compile.h"
-#include "frontends/onnx/TensorData.h"
+#include "frontends/onnx/Importer.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
 
@@ -76,11 +76,49 @@ bool loadTensor(const std::string &path, HostTensor *out, std::string *err) {
     *err = "malformed TensorProto " + path;
     return false;
   }
-  auto t = tc::onnx_import::tensorFromProto(proto, /*modelDir=*/"", err);
+  static mlir::MLIRContext ctx;
+  auto t = tc::onnx_import::readTensorProto(&ctx, proto, /*modelDir=*/"", err);
   if (mlir::failed(t))
     return false;
   *out = std::move(*t);
   return true;
+}
+
+/// Tests whose expected data in Debian's ONNX 1.12 test data contradicts the
+/// ONNX specification; they are skipped with the reason (newer ONNX releases
+/// regenerated them).
+const std::map<std::string, std::string> &knownBadTestData() {
+  static const std::map<std::string, std::string> table = {
+      {"test_cast_FLOAT_to_BFLOAT16",
+       "known-bad test data: ONNX 1.12 truncates to bfloat16, the spec rounds to nearest even"},
+      {"test_castlike_FLOAT_to_BFLOAT16",
+       "known-bad test data: input 'like' is stored with rank 1, the model declares rank 2"},
+      {"test_castlike_FLOAT_to_BFLOAT16_expanded",
+       "known-bad test data: input 'like' is stored with rank 1, the model declares rank 2"},
+      {"test_castlike_BFLOAT16_to_FLOAT",
+       "known-bad test data: input 'like' is stored with rank 1, the model declares rank 2"},
+      {"test_castlike_BFLOAT16_to_FLOAT_expanded",
+       "known-bad test data: input 'like' is stored with rank 1, the model declares rank 2"},
+  };
+  return table;
+}
+
+/// "sequence" / "optional" / "map" for a non-tensor value type, "" for tensors.
+std::string nonTensorKind(const onnx::TypeProto &t) {
+  switch (t.value_case()) {
+  case onnx::TypeProto::kTensorType:
+    return "";
+  case onnx::TypeProto::kSequenceType:
+    return "sequence";
+  case onnx::TypeProto::kOptionalType:
+    return "optional";
+  case onnx::TypeProto::kMapType:
+    return "map";
+  case onnx::TypeProto::kSparseTensorType:
+    return "sparse tensor";
+  default:
+    return "untyped";
+  }
 }
 
 /// Messages the importer/runtime use for features tc does not have.
@@ -94,7 +132,10 @@ std::string firstLine(const std::string &s) {
   return l.size() > 300 ? l.substr(0, 300) + "..." : l;
 }
 
-bool compareTensors(const HostTensor &got, const HostTensor &want, std::string *why) {
+bool compareTensors(const HostTensor &got, HostTensor want, std::string *why) {
+  // ONNX 1.12's test data stores bfloat16 tensors as UINT16 bit patterns.
+  if (got.type.dtype == tc::rt::DType::BF16 && want.type.dtype == tc::rt::DType::U16)
+    want.type.dtype = tc::rt::DType::BF16;
   if (got.type.dtype != want.type.dtype) {
     *why = std::string("dtype ") + tc::rt::dtypeName(got.type.dtype) + " != expected " +
            tc::rt::dtypeName(want.type.dtype);
@@ -148,8 +189,30 @@ Outcome runTest(const std::string &dir) {
     r.reason = "model.onnx is not a ModelProto";
     return r;
   }
+  std::string base = dir.substr(dir.find_last_of('/') + 1);
+  auto bad = knownBadTestData().find(base);
+  if (bad != knownBadTestData().end()) {
+    r.kind = Outcome::Skip;
+    r.reason = bad->second;
+    return r;
+  }
+  // tc functions take and return tensors only: sequence/optional graph inputs
+  // and outputs (whose .pb files are SequenceProto/OptionalProto) are skipped.
+  for (const auto &io : {model.graph().input(), model.graph().output()})
+    for (const auto &v : io) {
+      std::string kind = nonTensorKind(v.type());
+      if (!kind.empty()) {
+        r.kind = Outcome::Skip;
+        r.reason = "unsupported " + kind + " graph input/output '" + v.name() + "'";
+        return r;
+      }
+    }
   // Graph inputs that are not initializers, in order: input_N.pb feeds the Nth.
   std::vector<std::string> inputNames;
+  std::map<std::string, int> declaredElemType;
+  for (const auto &in : model.graph().input())
+    if (in.type().has_tensor_type())
+      declaredElemType[in.name()] = in.type().tensor_type().elem_type();
   {
     std::vector<std::string> inits;
     for (const auto &t : model.graph().initializer())
@@ -175,6 +238,10 @@ Outcome runTest(const std::string &dir) {
       r.reason = "more input files than graph inputs";
       return r;
     }
+    // ONNX 1.12's test data stores bfloat16 tensors as UINT16 bit patterns.
+    if (t.type.dtype == tc::rt::DType::U16 &&
+        declaredElemType[inputNames[i]] == onnx::TensorProto::BFLOAT16)
+      t.type.dtype = tc::rt::DType::BF16;
     inputs[inputNames[i]] = std::move(t);
   }
   if (inputs.size() < inputNames.size()) {
@@ -200,9 +267,10 @@ Outcome runTest(const std::string &dir) {
   opts.modelPath = modelPath;
   for (auto &[name, t] : inputs)
     opts.import.inputShapes[name] = t.type.shape;
-  tc::CompileResult result;
+  // The context must outlive the modules in `result`.
   mlir::MLIRContext ctx;
   tc::loadCompilerDialects(ctx);
+  tc::CompileResult result;
   ctx.printOpOnDiagnostic(false);
   for (int attempt = 0;; ++attempt) {
     tc::CompileError error;
