@@ -13,6 +13,8 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cstdio>
+
 using namespace mlir;
 
 namespace tc {
@@ -49,6 +51,98 @@ LogicalResult runImportCleanup(ModuleOp module, std::string *error) {
   pm.addPass(createCanonicalizerPass());
   if (failed(pm.run(module))) {
     *error = diags.text.empty() ? "the import-cleanup pipeline failed" : diags.text;
+    return failure();
+  }
+  return success();
+}
+
+namespace {
+std::string jsonQuote(llvm::StringRef s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string jsonDouble(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+/// reports["training"]: what tc-run needs to drive the step functions.
+std::string trainingConfigJson(ModuleOp module, const TrainOptions &t) {
+  std::string loss = t.loss;
+  if (auto grad = module.lookupSymbol<func::FuncOp>("grad_step"))
+    if (auto n = grad.getResultAttrOfType<StringAttr>(0, "tc.name"))
+      loss = n.getValue().str();
+  double wd = t.weightDecay >= 0 ? t.weightDecay : (t.optimizer == "adamw" ? 0.01 : 0.0);
+  std::string s = "{\"loss\": " + jsonQuote(loss) + ", \"optimizer\": " + jsonQuote(t.optimizer) +
+                  ", \"lr\": " + jsonDouble(t.lr) + ", \"momentum\": " + jsonDouble(t.momentum) +
+                  ", \"beta1\": " + jsonDouble(t.beta1) + ", \"beta2\": " + jsonDouble(t.beta2) +
+                  ", \"eps\": " + jsonDouble(t.eps) + ", \"weight_decay\": " + jsonDouble(wd) +
+                  ", \"no_decay\": [";
+  for (size_t i = 0; i < t.noDecay.size(); ++i)
+    s += (i ? ", " : "") + jsonQuote(t.noDecay[i]);
+  s += "], \"grad_accum\": " + std::to_string(t.gradAccum) +
+       ", \"clip_grad_norm\": " + jsonDouble(t.clipGradNorm) + "}";
+  return s;
+}
+} // namespace
+
+LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
+                                  std::string *error) {
+  const TrainOptions &t = opts.train;
+  if (t.enabled) {
+    if (t.optimizer != "sgd" && t.optimizer != "adamw") {
+      *error = "--optimizer must be sgd or adamw, got '" + t.optimizer + "'";
+      return failure();
+    }
+    if (t.gradAccum < 1) {
+      *error = "--grad-accum must be at least 1";
+      return failure();
+    }
+    if (!module.lookupSymbol<func::FuncOp>("infer")) {
+      *error = "--train needs a model with func.func @infer";
+      return failure();
+    }
+  }
+  if (opts.trainable.empty() && opts.freeze.empty() && !t.enabled)
+    return success();
+  DiagnosticCollector diags(*module.getContext());
+  PassManager pm(module.getContext());
+  TcMarkTrainableOptions mark;
+  mark.trainable.assign(opts.trainable.begin(), opts.trainable.end());
+  mark.freeze.assign(opts.freeze.begin(), opts.freeze.end());
+  pm.addPass(createTcMarkTrainable(mark));
+  if (t.enabled) {
+    TcAutodiffOptions ad;
+    ad.loss = t.loss;
+    pm.addPass(createTcAutodiff(ad));
+    TcOptimizerOptions o;
+    o.optimizer = t.optimizer;
+    o.momentum = t.momentum;
+    o.beta1 = t.beta1;
+    o.beta2 = t.beta2;
+    o.eps = t.eps;
+    o.weightDecay = t.weightDecay;
+    o.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
+    o.clipGradNorm = t.clipGradNorm;
+    pm.addPass(createTcOptimizer(o));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (failed(pm.run(module))) {
+    *error = diags.text.empty() ? "the training pipeline failed" : diags.text;
     return failure();
   }
   return success();
@@ -107,17 +201,50 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
     error->message = msg;
     return false;
   }
+  if (failed(runTrainingPipeline(*result->module, opts, &msg))) {
+    // Bad regexes, a missing loss, an op without a gradient rule: all are
+    // about the model or the flags the user gave.
+    error->kind = CompileErrorKind::BadInput;
+    error->message = msg;
+    return false;
+  }
   rt::Artifact &a = result->artifact;
   a.target = opts.target;
   a.producer = "tc-compile 0.1";
-  // Mark parameters trainable as the IR says.
+  // Trainability and optimizer state as the IR says.
   llvm::StringSet<> trainable;
+  std::vector<std::pair<std::string, rt::TensorType>> state;
+  llvm::StringSet<> seenState;
   result->module->walk([&](ParameterOp p) {
     if (p.getTrainable())
       trainable.insert(p.getName());
+    if (p->hasAttr("tc.optimizer_state") && seenState.insert(p.getName()).second)
+      if (auto t = toTensorType(p.getType()))
+        state.push_back({p.getName().str(), *t});
   });
-  for (rt::Parameter &p : a.params)
+  for (rt::Parameter &p : a.params) {
     p.trainable = trainable.contains(p.name);
+    p.kind = rt::dtypeIsFloat(p.type.dtype) ? rt::ParamKind::Parameter : rt::ParamKind::Buffer;
+  }
+  for (auto &[name, type] : state) {
+    if (a.findParam(name)) {
+      error->kind = CompileErrorKind::BadInput;
+      error->message = "optimizer state '" + name + "' clashes with a model initializer";
+      return false;
+    }
+    rt::Parameter p;
+    p.name = name;
+    p.type = type;
+    p.kind = rt::ParamKind::OptimizerState;
+    p.init = rt::ParamInit::Zeros;
+    p.hasData = false;
+    a.params.push_back(std::move(p));
+  }
+  if (opts.train.enabled && trainable.empty()) {
+    error->kind = CompileErrorKind::BadInput;
+    error->message = "--train: no parameter is trainable (check --trainable/--freeze)";
+    return false;
+  }
   for (auto fn : result->module->getOps<func::FuncOp>()) {
     std::string name = fn.getName().str();
     auto program = lowerToProgram(fn, name, &msg);
@@ -127,7 +254,14 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
       return false;
     }
     a.functions.push_back(std::move(*program));
+    if (opts.train.enabled && name == "infer") {
+      rt::Function eval = a.functions.back();
+      eval.name = "eval_step";
+      a.functions.push_back(std::move(eval));
+    }
   }
+  if (opts.train.enabled)
+    a.reports["training"] = trainingConfigJson(*result->module, opts.train);
   return true;
 }
 

@@ -15,16 +15,36 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <string>
+#include <vector>
 
 namespace tc {
 
 /// Registers every dialect the compiler uses with `ctx`.
 void loadCompilerDialects(mlir::MLIRContext &ctx);
 
+/// What `--train` adds (see compile()). Semantics follow torch.optim.SGD /
+/// torch.optim.AdamW; `lr` is only the default of tc-run's run-time input.
+struct TrainOptions {
+  bool enabled = false;
+  std::string loss;                // tc.name of the loss ("" = the only scalar)
+  std::string optimizer = "adamw"; // "sgd" or "adamw"
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = -1.0;       // < 0: torch's default (sgd 0, adamw 0.01)
+  std::vector<std::string> noDecay; // regexes: parameters without decay
+  int64_t gradAccum = 1;           // micro-batches per step (tc-run averages)
+  double clipGradNorm = 0.0;       // 0: no clipping
+};
+
 struct CompileOptions {
   std::string modelPath;
   onnx_import::ImportOptions import;
   std::string target = "cpu";
+  /// Trainability (tc-mark-trainable): regexes on the parameter names; empty
+  /// `trainable` means every floating-point parameter.
+  std::vector<std::string> trainable, freeze;
+  TrainOptions train;
 };
 
 struct CompileResult {
@@ -46,12 +66,23 @@ struct CompileError {
 bool importModel(mlir::MLIRContext &ctx, const CompileOptions &opts,
                  CompileResult *result, CompileError *error);
 
-/// Import + pipeline + artifact.
+/// Import + pipeline + artifact. With train.enabled the pipeline adds
+/// tc-autodiff and tc-optimizer, and the artifact holds "infer", "eval_step"
+/// (the same program), "grad_step", "apply_step" and "train_step", optimizer
+/// state entries (kind OptimizerState, zeros) and reports["training"], a JSON
+/// object with the optimizer settings, the loss name and "grad_accum" (read
+/// by tc-run).
 bool compile(mlir::MLIRContext &ctx, const CompileOptions &opts,
              CompileResult *result, CompileError *error);
 
 /// The import-cleanup pipeline (canonicalize, CSE) on a module.
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error);
+
+/// tc-mark-trainable (when regexes are given or training), then with
+/// opts.train.enabled tc-autodiff, tc-optimizer and a canonicalize/CSE
+/// cleanup. On failure `error` holds the diagnostics.
+mlir::LogicalResult runTrainingPipeline(mlir::ModuleOp module, const CompileOptions &opts,
+                                        std::string *error);
 
 } // namespace tc
 

@@ -34,4 +34,136 @@ def TcFoldConstants : Pass<"tc-fold-constants", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Add @grad_step: the loss of @infer and its gradients";
+  let description = [{
+    Reverse-mode differentiation of `func.func @infer`. Adds
+    `func.func @grad_step` with @infer's arguments and, as results, first the
+    loss (the result named by `loss`), then one gradient per trainable
+    parameter (`tc.parameter ... {trainable}`), in order of first appearance,
+    named "grad:<parameter name>" and typed like the parameter. A parameter
+    read several times (tied weights) gets one gradient: the sum. Integer and
+    boolean values carry no gradient; broadcast operands get gradients
+    summed over the broadcast axes. @infer is left unchanged; forward values
+    that neither the loss nor the backward needs are not copied.
+
+    Before:
+    ```mlir
+    func.func @infer() -> (tensor<f32> {tc.name = "loss"}) {
+      %w = tc.parameter "w" {trainable} : tensor<4xf32>
+      %l = tc.reduce_sum %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    ```
+    After (added):
+    ```mlir
+    func.func @grad_step() -> (tensor<f32> {tc.name = "loss"},
+                               tensor<4xf32> {tc.name = "grad:w"}) {
+      %w = tc.parameter "w" {trainable} : tensor<4xf32>
+      %l = tc.reduce_sum %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+      %one = tc.constant dense<1.0> : tensor<f32>
+      %0 = tc.reshape %one : tensor<f32> to tensor<1xf32>
+      %dw = tc.broadcast %0 : tensor<1xf32> to tensor<4xf32>
+      return %l, %dw : tensor<f32>, tensor<4xf32>
+    }
+    ```
+    Fails, naming the op, when the loss is missing or not a floating scalar,
+    or when an op between a trainable parameter and the loss has no gradient
+    rule. Not differentiated: the class weight of cross_entropy/nll_loss
+    (an error if it depends on a trainable parameter), tc.pad in "reflect"
+    and "edge" modes (an error), the loss-gradient ops themselves.
+    Conventions: floor/ceil/round/sign have zero gradient; relu and abs at 0
+    give 0; max/min (binary and reductions) split ties evenly.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "tc.name of the loss result of @infer (default: its only scalar "
+           "floating result)">
+  ];
+  let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
+}
+
+def TcMarkTrainable : Pass<"tc-mark-trainable", "mlir::ModuleOp"> {
+  let summary = "Choose the trainable parameters by regexes on their names";
+  let description = [{
+    Sets or clears the `trainable` unit attribute of every `tc.parameter`.
+    A parameter is trainable when its element type is floating point, its
+    name matches one of `trainable` (every name matches when the list is
+    empty) and it matches none of `freeze`. Regexes are POSIX extended
+    (llvm::Regex) and search the name (unanchored, like Python's re.search);
+    anchor them with ^ and $ to match whole names.
+
+    Before (`freeze=inv_freq`):
+    ```mlir
+    %f = tc.parameter "model.rotary_emb.inv_freq" {trainable} : tensor<4xf32>
+    %w = tc.parameter "lm_head.weight" : tensor<256x32xf32>
+    ```
+    After:
+    ```mlir
+    %f = tc.parameter "model.rotary_emb.inv_freq" : tensor<4xf32>
+    %w = tc.parameter "lm_head.weight" {trainable} : tensor<256x32xf32>
+    ```
+    Fails on a regex that does not compile, naming it.
+  }];
+  let options = [
+    ListOption<"trainable", "trainable", "std::string",
+               "Regexes of the parameters to train (default: all)">,
+    ListOption<"freeze", "freeze", "std::string",
+               "Regexes of the parameters to keep frozen">
+  ];
+}
+
+def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
+  let summary = "Add @apply_step and @train_step: the optimizer update after @grad_step";
+  let description = [{
+    Reads `func.func @grad_step` (results: the loss, then "grad:<name>" per
+    trainable parameter, as tc-autodiff makes it) and adds:
+
+    - `@apply_step(grad:<p>..., lr, step)`: clips the gradients by their
+      global L2 norm (when `clip-grad-norm` > 0, scale min(1, max/(norm+1e-6))
+      like torch.nn.utils.clip_grad_norm_), then applies one step of
+      torch.optim.SGD (momentum, no dampening, no nesterov; weight decay
+      added to the gradient) or torch.optim.AdamW (decoupled decay
+      p *= 1 - lr*wd first, bias correction with `step`, eps after the
+      square root). Results: "grad_norm" (before clipping), then per
+      parameter "update:<p>" and its state "update:<state>:<p>".
+    - `@train_step(<grad_step's arguments>, lr, step)`: @grad_step and
+      @apply_step in one function; results "loss", then @apply_step's.
+
+    `lr` and `step` are f32 scalars (`step` counts from 1). Optimizer state
+    (SGD "momentum_buffer:<p>", AdamW "exp_avg:<p>" and "exp_avg_sq:<p>") is
+    read with `tc.parameter` ops marked `tc.optimizer_state` (zeros
+    before the first step; the runtime stores each "update:" result back).
+
+    Before:
+    ```mlir
+    func.func @grad_step() -> (tensor<f32> {tc.name = "loss"}, tensor<4xf32> {tc.name = "grad:w"})
+    ```
+    After (added, optimizer=sgd momentum=0.9):
+    ```mlir
+    func.func @apply_step(%g: tensor<4xf32> {tc.name = "grad:w"}, %lr: tensor<f32> {tc.name = "lr"},
+                          %step: tensor<f32> {tc.name = "step"})
+        -> (tensor<f32> {tc.name = "grad_norm"}, tensor<4xf32> {tc.name = "update:w"},
+            tensor<4xf32> {tc.name = "update:momentum_buffer:w"})
+    ```
+    Fails when @grad_step is missing, a result is not named "grad:<p>", or
+    `optimizer` is unknown.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "sgd or adamw">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "Weight decay (negative: torch's default, 0 for sgd, 0.01 for adamw)">,
+    ListOption<"noDecay", "no-decay", "std::string",
+               "Regexes of parameters without weight decay">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
+           "Clip the global gradient norm to this (0: off)">
+  ];
+  let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // TC_COMPILER_TRANSFORMS_PASSES_TD

@@ -10,6 +10,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -29,11 +30,37 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          tc (after the compiler pipeline), program (the
                          reference program summary)
   -h, --help             this text
+
+Training (the artifact gets eval_step, grad_step, apply_step, train_step):
+  --train                build the training step
+  --loss NAME            the loss output (default: the only scalar output)
+  --optimizer sgd|adamw  torch.optim.SGD / torch.optim.AdamW (default adamw)
+  --lr X                 default learning rate (tc-run --lr overrides; 1e-3)
+  --momentum X           SGD momentum (0)
+  --beta1 X --beta2 X    AdamW betas (0.9, 0.999)
+  --eps X                AdamW eps (1e-8)
+  --weight-decay X       sgd: added to the gradient; adamw: decoupled
+                         (default: torch's, 0 for sgd, 0.01 for adamw)
+  --no-decay REGEX       no weight decay for matching parameters (repeatable)
+  --grad-accum N         micro-batches per step, gradients averaged (1)
+  --clip-grad-norm X     clip the global gradient L2 norm to X (0: off)
+  --trainable REGEX      train only matching parameters (repeatable; default:
+                         every floating-point initializer)
+  --freeze REGEX         never train matching parameters (repeatable)
+Regexes are POSIX extended, searched in the ONNX initializer names.
 )";
 
 [[noreturn]] void fail(int code, const std::string &msg) {
   std::fprintf(stderr, "tc-compile: error: %s\n", msg.c_str());
   std::exit(code);
+}
+
+double parseNumber(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(d))
+    fail(2, flag + " wants a number, got '" + v + "'");
+  return d;
 }
 
 bool parseDims(const std::string &s, std::vector<int64_t> *dims) {
@@ -84,6 +111,44 @@ int main(int argc, char **argv) {
       if (eq == std::string::npos || eq == 0 || !parseDims(v.substr(eq + 1), &dims))
         fail(2, "--input wants NAME=DIMS like input_ids=2x16, got '" + v + "'");
       opts.import.inputShapes[v.substr(0, eq)] = dims;
+    } else if (a == "--train") {
+      opts.train.enabled = true;
+    } else if (is("--loss")) {
+      opts.train.loss = value("--loss");
+    } else if (is("--optimizer")) {
+      opts.train.optimizer = value("--optimizer");
+      if (opts.train.optimizer != "sgd" && opts.train.optimizer != "adamw")
+        fail(2, "--optimizer must be sgd or adamw, got '" + opts.train.optimizer + "'");
+    } else if (is("--lr")) {
+      opts.train.lr = parseNumber("--lr", value("--lr"));
+    } else if (is("--momentum")) {
+      opts.train.momentum = parseNumber("--momentum", value("--momentum"));
+    } else if (is("--beta1")) {
+      opts.train.beta1 = parseNumber("--beta1", value("--beta1"));
+    } else if (is("--beta2")) {
+      opts.train.beta2 = parseNumber("--beta2", value("--beta2"));
+    } else if (is("--eps")) {
+      opts.train.eps = parseNumber("--eps", value("--eps"));
+    } else if (is("--weight-decay")) {
+      opts.train.weightDecay = parseNumber("--weight-decay", value("--weight-decay"));
+      if (opts.train.weightDecay < 0)
+        fail(2, "--weight-decay must be >= 0");
+    } else if (is("--no-decay")) {
+      opts.train.noDecay.push_back(value("--no-decay"));
+    } else if (is("--grad-accum")) {
+      std::string v = value("--grad-accum");
+      double n = parseNumber("--grad-accum", v);
+      if (n < 1 || n != static_cast<double>(static_cast<int64_t>(n)) || n > 1e6)
+        fail(2, "--grad-accum wants a whole number >= 1, got '" + v + "'");
+      opts.train.gradAccum = static_cast<int64_t>(n);
+    } else if (is("--clip-grad-norm")) {
+      opts.train.clipGradNorm = parseNumber("--clip-grad-norm", value("--clip-grad-norm"));
+      if (opts.train.clipGradNorm < 0)
+        fail(2, "--clip-grad-norm must be >= 0");
+    } else if (is("--trainable")) {
+      opts.trainable.push_back(value("--trainable"));
+    } else if (is("--freeze")) {
+      opts.freeze.push_back(value("--freeze"));
     } else if (is("--target")) {
       opts.target = value("--target");
     } else if (is("--emit")) {
@@ -134,11 +199,29 @@ int main(int argc, char **argv) {
   tc::rt::Status st = tc::rt::writeArtifact(result.artifact, outPath);
   if (!st.isOk())
     fail(2, "writing '" + outPath + "': " + st.message());
-  size_t params = result.artifact.params.size();
-  int64_t elements = 0;
-  for (const auto &p : result.artifact.params)
-    elements += p.type.numElements();
+  size_t params = 0, trainable = 0;
+  int64_t elements = 0, trainElements = 0, trainBytes = 0, stateBytes = 0;
+  for (const auto &p : result.artifact.params) {
+    int64_t n = p.type.numElements();
+    int64_t bytes = n * tc::rt::dtypeStorageBytes(p.type.dtype);
+    if (p.kind == tc::rt::ParamKind::OptimizerState) {
+      stateBytes += bytes;
+      continue;
+    }
+    ++params;
+    elements += n;
+    if (p.trainable) {
+      ++trainable;
+      trainElements += n;
+      trainBytes += bytes;
+    }
+  }
   std::fprintf(stderr, "tc-compile: wrote %s (%zu parameters, %lld elements)\n",
                outPath.c_str(), params, (long long)elements);
+  std::fprintf(stderr,
+               "tc-compile: trainable: %zu tensors, %lld elements, %lld bytes; "
+               "optimizer state: %lld bytes\n",
+               trainable, (long long)trainElements, (long long)trainBytes,
+               (long long)stateBytes);
   return 0;
 }

@@ -3,6 +3,15 @@
 //   tc-run MODEL.tca [--device cpu|cuda] --eval [--function NAME]
 //          --feed NAME=FILE.npy ... [--metrics out.jsonl]
 //          [--ref-precision f32|f64] [--save-outputs DIR]
+//   tc-run MODEL.tca --steps N (--feed NAME=FILE.npy ... | --data TOKENS.bin
+//          [--batch B --seq T --dtype uint16|uint32 --seed S]) [--lr X]
+//          [--warmup W] [--lr-schedule constant|cosine] [--metrics out.jsonl]
+//          [--save DIR --save-every K] [--resume DIR] [--init W.safetensors]
+//          [--ref-precision f32|f64] [--log-every K]
+//
+// Trains (with --steps): runs the artifact's training step (see
+// runtime/src/session/trainer.h) from the checkpoint's step (or 0) up to
+// step N, writing one JSON line per step to --metrics.
 //
 // Evaluates: runs "eval_step" if the artifact has it, else "infer" (or
 // --function), prints every output, appends one JSON object per evaluation
@@ -14,7 +23,9 @@
 // is one line on stderr starting with "tc-run: error: ".
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +38,10 @@
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/npy.h"
 #include "runtime/src/cpu/executor.h"
+#include "runtime/src/session/trainer.h"
+
+#include <chrono>
+#include <unistd.h>
 
 using namespace tc::rt;
 
@@ -48,7 +63,22 @@ void usage(std::FILE *out) {
   std::fprintf(out,
                "usage: tc-run MODEL.tca [--device cpu|cuda] --eval [--function NAME]\n"
                "              --feed NAME=FILE.npy ... [--metrics OUT.jsonl]\n"
-               "              [--ref-precision f32|f64] [--save-outputs DIR]\n");
+               "              [--ref-precision f32|f64] [--save-outputs DIR]\n"
+               "       tc-run MODEL.tca --steps N (--feed NAME=FILE.npy ... | --data TOKENS.bin\n"
+               "              [--batch B] [--seq T] [--dtype uint16|uint32] [--seed S])\n"
+               "              [--lr X] [--warmup W] [--lr-schedule constant|cosine]\n"
+               "              [--metrics OUT.jsonl] [--save DIR] [--save-every K]\n"
+               "              [--resume DIR] [--init WEIGHTS.safetensors]\n"
+               "              [--ref-precision f32|f64] [--log-every K]\n"
+               "\n"
+               "Training: --steps is the total step count (a resumed run continues to it).\n"
+               "--lr defaults to the value given to tc-compile; --warmup W ramps it\n"
+               "linearly over steps 1..W; cosine then decays it to 0.1*lr at step N\n"
+               "(nanoGPT's schedule). --data reads a flat token file (nanoGPT/llm.c\n"
+               ".bin, no header): random windows, labels = input_ids shifted by one.\n"
+               "--save writes DIR/model.safetensors (the model's own names),\n"
+               "DIR/optimizer.safetensors and DIR/state.json (step, RNG, data position,\n"
+               "artifact hash) every K steps and at the end, atomically.\n");
 }
 
 struct Options {
@@ -60,7 +90,27 @@ struct Options {
   std::string refPrecision = "f32";
   std::string saveDir;
   bool help = false;
+  bool eval = false;
+  // Training.
+  int64_t steps = -1;
+  std::string data, dataDtype = "uint16";
+  int64_t batch = -1, seq = -1, warmup = 0, saveEvery = 0, logEvery = 10;
+  uint64_t seed = 1337;
+  double lr = -1;
+  std::string schedule = "constant";
+  std::string save, resume, init;
 };
+
+/// A non-negative integer flag value.
+std::string parseInt(const std::string &flag, const std::string &v, int64_t lo, int64_t *out) {
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || x < lo)
+    return flag + " wants a whole number >= " + std::to_string(lo) + ", got '" + v + "'";
+  *out = x;
+  return "";
+}
 
 /// Parses argv; returns an error message or "".
 std::string parseArgs(int argc, char **argv, Options *o) {
@@ -94,6 +144,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     } else if (flag == "--eval") {
       if (hasValue)
         return "flag --eval takes no value";
+      o->eval = true;
     } else if (flag == "--device") {
       err = takeValue(&o->device);
       if (err.empty() && o->device != "cpu" && o->device != "cuda")
@@ -117,6 +168,49 @@ std::string parseArgs(int argc, char **argv, Options *o) {
         return "--ref-precision must be f32 or f64, got '" + o->refPrecision + "'";
     } else if (flag == "--save-outputs") {
       err = takeValue(&o->saveDir);
+    } else if (flag == "--steps" || flag == "--batch" || flag == "--seq" ||
+               flag == "--warmup" || flag == "--save-every" || flag == "--log-every" ||
+               flag == "--seed") {
+      std::string v;
+      err = takeValue(&v);
+      int64_t x = 0;
+      int64_t lo = (flag == "--batch" || flag == "--seq") ? 1 : 0;
+      if (err.empty())
+        err = parseInt(flag, v, lo, &x);
+      if (err.empty()) {
+        if (flag == "--steps") o->steps = x;
+        else if (flag == "--batch") o->batch = x;
+        else if (flag == "--seq") o->seq = x;
+        else if (flag == "--warmup") o->warmup = x;
+        else if (flag == "--save-every") o->saveEvery = x;
+        else if (flag == "--log-every") o->logEvery = x;
+        else o->seed = static_cast<uint64_t>(x);
+      }
+    } else if (flag == "--lr") {
+      std::string v;
+      err = takeValue(&v);
+      char *end = nullptr;
+      if (err.empty()) {
+        o->lr = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !std::isfinite(o->lr) || o->lr < 0)
+          return "--lr wants a number >= 0, got '" + v + "'";
+      }
+    } else if (flag == "--lr-schedule") {
+      err = takeValue(&o->schedule);
+      if (err.empty() && o->schedule != "constant" && o->schedule != "cosine")
+        return "--lr-schedule must be constant or cosine, got '" + o->schedule + "'";
+    } else if (flag == "--data") {
+      err = takeValue(&o->data);
+    } else if (flag == "--dtype") {
+      err = takeValue(&o->dataDtype);
+      if (err.empty() && o->dataDtype != "uint16" && o->dataDtype != "uint32")
+        return "--dtype must be uint16 or uint32, got '" + o->dataDtype + "'";
+    } else if (flag == "--save") {
+      err = takeValue(&o->save);
+    } else if (flag == "--resume") {
+      err = takeValue(&o->resume);
+    } else if (flag == "--init") {
+      err = takeValue(&o->init);
     } else {
       return "unknown flag '" + flag + "' (see tc-run --help)";
     }
@@ -215,6 +309,227 @@ bool makeDirs(const std::string &dir) {
   return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/// The shortest decimal that reads back as exactly `v`.
+std::string exactNumber(double v) {
+  char buf[40];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+/// Everything --steps does. Returns the exit code.
+int runTraining(const Options &o, const Artifact &artifact) {
+  if (o.steps < 0)
+    return fail(kExitUsage, "training needs --steps N");
+  if (!o.data.empty() && !o.feeds.empty())
+    return fail(kExitUsage, "give either --data or --feed, not both");
+  if (o.data.empty() && (o.batch > 0 || o.seq > 0))
+    return fail(kExitUsage, "--batch and --seq go with --data");
+  if (o.saveEvery > 0 && o.save.empty())
+    return fail(kExitUsage, "--save-every needs --save DIR");
+  if (!o.resume.empty() && !o.init.empty())
+    return fail(kExitUsage, "give either --resume or --init, not both");
+
+  ExecOptions exec;
+  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
+  Trainer trainer;
+  Status st = trainer.init(&artifact, exec);
+  if (!st.isOk())
+    return fail(kExitUsage, st.message());
+  std::string hash;
+  st = artifactHash(o.model, &hash);
+  if (!st.isOk())
+    return fail(kExitUsage, st.message());
+  const TrainConfig &cfg = trainer.config();
+  const std::vector<std::string> &names = trainer.dataInputNames();
+  const std::vector<TensorType> &types = trainer.dataInputTypes();
+
+  // The batch: fixed feeds or windows of a token file.
+  std::vector<HostTensor> fixed(names.size());
+  TokenData data;
+  Rng rng;
+  rng.state = o.seed * 0x9e3779b97f4a7c15ULL + 1;
+  int idsIndex = -1, labelsIndex = -1;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "input_ids")
+      idsIndex = static_cast<int>(i);
+    if (names[i] == "labels")
+      labelsIndex = static_cast<int>(i);
+  }
+  if (!o.data.empty()) {
+    if (names.size() != 2 || idsIndex < 0 || labelsIndex < 0)
+      return fail(kExitUsage, "--data needs a model whose inputs are input_ids and labels");
+    const TensorType &t = types[idsIndex];
+    if (t.shape.size() != 2 || types[labelsIndex] != t || !dtypeIsInteger(t.dtype))
+      return fail(kExitUsage, "--data needs integer input_ids and labels of shape [batch, seq] "
+                              "(the model has " + typeToString(t) + ")");
+    if ((o.batch > 0 && o.batch != t.shape[0]) || (o.seq > 0 && o.seq != t.shape[1]))
+      return fail(kExitUsage, "--batch/--seq " + std::to_string(o.batch) + "x" +
+                                  std::to_string(o.seq) + " do not match the compiled input " +
+                                  shapeToString(t.shape) + " (recompile with --input)");
+    st = data.open(o.data, o.dataDtype == "uint32" ? 4 : 2);
+    if (!st.isOk())
+      return fail(kExitUsage, st.message());
+    if (data.numTokens() < t.shape[1] + 1)
+      return fail(kExitUsage, "token file '" + o.data + "' has " +
+                                  std::to_string(data.numTokens()) + " tokens, fewer than seq+1");
+  } else {
+    std::map<std::string, std::string> feedFiles;
+    for (const auto &[name, file] : o.feeds)
+      if (!feedFiles.emplace(name, file).second)
+        return fail(kExitUsage, "--feed '" + name + "' is given twice");
+    for (const auto &kv : feedFiles)
+      if (std::find(names.begin(), names.end(), kv.first) == names.end())
+        return fail(kExitUsage, "--feed '" + kv.first + "': the training step has no input '" +
+                                    kv.first + "'");
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto it = feedFiles.find(names[i]);
+      if (it == feedFiles.end())
+        return fail(kExitUsage, "missing --feed for input '" + names[i] + "' (" +
+                                    typeToString(types[i]) + "), or use --data");
+      st = readNpy(it->second, &fixed[i]);
+      if (!st.isOk())
+        return fail(kExitUsage, "--feed '" + names[i] + "': " + st.message());
+      if (fixed[i].type != types[i])
+        return fail(kExitUsage, "--feed '" + names[i] + "': expected " + typeToString(types[i]) +
+                                    ", got " + typeToString(fixed[i].type));
+    }
+  }
+  int64_t tokensPerMicro = 0;
+  {
+    int k = idsIndex >= 0 ? idsIndex : 0;
+    tokensPerMicro = names.empty() ? 0 : types[k].numElements();
+  }
+
+  int64_t start = 0;
+  if (!o.init.empty()) {
+    st = trainer.loadWeights(o.init);
+    if (!st.isOk())
+      return fail(kExitUsage, st.message());
+  }
+  if (!o.resume.empty()) {
+    CheckpointMeta meta;
+    st = trainer.loadCheckpoint(o.resume, hash, &meta);
+    if (!st.isOk())
+      return fail(kExitUsage, st.message());
+    start = meta.step;
+    rng.state = meta.rngState;
+    data.position = meta.dataPosition;
+    if (start > o.steps)
+      return fail(kExitUsage, "checkpoint '" + o.resume + "' is at step " +
+                                  std::to_string(start) + ", beyond --steps " +
+                                  std::to_string(o.steps));
+  }
+  double baseLr = o.lr >= 0 ? o.lr : cfg.lr;
+
+  std::FILE *metrics = nullptr;
+  if (!o.metrics.empty()) {
+    metrics = std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a");
+    if (!metrics)
+      return fail(kExitRuntime, "cannot open metrics file '" + o.metrics + "': " +
+                                    std::strerror(errno));
+  }
+  auto save = [&](int64_t step) -> int {
+    CheckpointMeta meta;
+    meta.step = step;
+    meta.rngState = rng.state;
+    meta.dataPosition = data.position;
+    meta.artifactHash = hash;
+    meta.precision = o.refPrecision;
+    Status s2 = trainer.saveCheckpoint(o.save, meta);
+    if (!s2.isOk())
+      return fail(kExitRuntime, "saving checkpoint '" + o.save + "': " + s2.message());
+    return 0;
+  };
+
+  bool tty = ::isatty(2);
+  auto clock = std::chrono::steady_clock::now;
+  auto t0 = clock();
+  double firstLoss = NAN, lastLoss = NAN;
+  int64_t savedAt = -1;
+  for (int64_t step = start + 1; step <= o.steps; ++step) {
+    double lr = learningRate(step, o.steps, baseLr, o.warmup, o.schedule);
+    std::vector<std::vector<HostTensor>> micro(cfg.gradAccum);
+    for (auto &mb : micro) {
+      if (o.data.empty()) {
+        mb = fixed;
+        continue;
+      }
+      mb.resize(2);
+      st = data.nextBatch(types[idsIndex].shape[0], types[idsIndex].shape[1],
+                          types[idsIndex].dtype, &rng, &mb[idsIndex], &mb[labelsIndex]);
+      if (!st.isOk())
+        return fail(kExitRuntime, st.message());
+    }
+    auto ts = clock();
+    StepResult r;
+    st = trainer.step(step, lr, micro, &r);
+    if (!st.isOk())
+      return fail(kExitRuntime, "step " + std::to_string(step) + ": " + st.message());
+    double dt = std::chrono::duration<double>(clock() - ts).count();
+    double tokPerS = dt > 0 ? static_cast<double>(tokensPerMicro * cfg.gradAccum) / dt : 0;
+    if (!std::isfinite(r.loss)) {
+      if (tty)
+        std::fputc('\n', stderr);
+      return fail(kExitRuntime, std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
+                                    " at step " + std::to_string(step));
+    }
+    if (std::isnan(firstLoss))
+      firstLoss = r.loss;
+    lastLoss = r.loss;
+    if (metrics) {
+      char tail[128];
+      std::snprintf(tail, sizeof tail, ", \"tokens\": %lld, \"tokens_per_s\": %.1f, "
+                    "\"step_time_s\": %.4f}\n",
+                    static_cast<long long>(tokensPerMicro * cfg.gradAccum), tokPerS, dt);
+      std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " +
+                         exactNumber(r.loss) + ", \"lr\": " + exactNumber(lr) +
+                         ", \"grad_norm\": " +
+                         (std::isfinite(r.gradNorm) ? exactNumber(r.gradNorm) : "null") + tail;
+      if (std::fputs(line.c_str(), metrics) < 0 || std::fflush(metrics) != 0)
+        return fail(kExitRuntime, "cannot write metrics file '" + o.metrics + "'");
+    }
+    if (tty) {
+      int width = 30;
+      int filled = static_cast<int>(width * step / std::max<int64_t>(o.steps, 1));
+      std::string bar(filled, '#');
+      bar += std::string(width - filled, '.');
+      std::fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ",
+                   bar.c_str(), static_cast<long long>(step), static_cast<long long>(o.steps),
+                   r.loss, lr, r.gradNorm, tokPerS);
+      if (step == o.steps)
+        std::fputc('\n', stderr);
+    } else if (o.logEvery > 0 && (step % o.logEvery == 0 || step == start + 1 || step == o.steps)) {
+      std::printf("step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s\n",
+                  static_cast<long long>(step), static_cast<long long>(o.steps), r.loss, lr,
+                  r.gradNorm, tokPerS);
+      std::fflush(stdout);
+    }
+    if (!o.save.empty() && o.saveEvery > 0 && step % o.saveEvery == 0) {
+      if (int rc = save(step))
+        return rc;
+      savedAt = step;
+    }
+  }
+  if (metrics)
+    std::fclose(metrics);
+  if (!o.save.empty() && savedAt != o.steps)
+    if (int rc = save(o.steps))
+      return rc;
+  double secs = std::chrono::duration<double>(clock() - t0).count();
+  if (o.steps > start)
+    std::printf("trained steps %lld..%lld in %.1f s: loss %.4f -> %.4f\n",
+                static_cast<long long>(start + 1), static_cast<long long>(o.steps), secs,
+                firstLoss, lastLoss);
+  else
+    std::printf("nothing to do: already at step %lld of %lld\n", static_cast<long long>(start),
+                static_cast<long long>(o.steps));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -233,6 +548,12 @@ int main(int argc, char **argv) {
   Status st = readArtifact(o.model, &artifact);
   if (!st.isOk())
     return fail(kExitUsage, st.message());
+  bool training = o.steps >= 0 || !o.data.empty() || !o.save.empty() || !o.resume.empty() ||
+                  !o.init.empty();
+  if (training && o.eval)
+    return fail(kExitUsage, "--eval does not go with the training flags");
+  if (training)
+    return runTraining(o, artifact);
 
   std::string fnName = o.function;
   if (fnName.empty())

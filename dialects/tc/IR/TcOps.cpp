@@ -652,5 +652,90 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Gradient support
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScatterAddOp::verify() {
+  auto upd = tensorType(getUpdates());
+  auto idx = tensorType(getIndices());
+  auto out = getType();
+  if (failed(checkStatic(getLoc(), "result", out)))
+    return failure();
+  int64_t axis = getAxis();
+  if (failed(checkAxis(getLoc(), axis, out.getRank())))
+    return failure();
+  if (upd.getElementType() != out.getElementType())
+    return emitOpError() << "updates element type " << upd.getElementType()
+                         << " != result element type " << out.getElementType();
+  SmallVector<int64_t> expected(out.getShape().take_front(axis));
+  llvm::append_range(expected, idx.getShape());
+  llvm::append_range(expected, out.getShape().drop_front(axis + 1));
+  if (upd.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "updates shape " << shapeStr(upd.getShape())
+                         << " != " << shapeStr(expected)
+                         << " (result shape before axis " << axis
+                         << ", indices shape, result shape after it)";
+  return success();
+}
+
+LogicalResult InsertSliceOp::verify() {
+  auto src = tensorType(getSource());
+  auto out = getType();
+  int64_t rank = out.getRank();
+  if (src.getRank() != rank || (int64_t)getStarts().size() != rank ||
+      (int64_t)getStrides().size() != rank)
+    return emitOpError() << "source rank " << src.getRank() << ", result rank "
+                         << rank << ", " << getStarts().size() << " starts and "
+                         << getStrides().size() << " strides must all agree";
+  if (src.getElementType() != out.getElementType())
+    return emitOpError() << "element type changes from " << src.getElementType()
+                         << " to " << out.getElementType();
+  if (failed(checkStatic(getLoc(), "result", out)) ||
+      failed(checkStatic(getLoc(), "source", src)))
+    return failure();
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t s = getStarts()[d], st = getStrides()[d], n = src.getDimSize(d);
+    if (st == 0)
+      return emitOpError() << "stride of dimension " << d << " is 0";
+    if (n == 0)
+      continue;
+    int64_t last = s + (n - 1) * st;
+    if (s < 0 || s >= out.getDimSize(d) || last < 0 || last >= out.getDimSize(d))
+      return emitOpError() << "dimension " << d << ": start " << s << ", stride "
+                           << st << ", size " << n << " leave the result extent "
+                           << out.getDimSize(d);
+  }
+  return success();
+}
+
+namespace {
+/// The loss-gradient ops accept exactly what their forward op accepts (the
+/// same helper checks both), `grad` has the forward result's type and the
+/// result has the input's type.
+template <typename OpT>
+LogicalResult verifyLossGrad(OpT op, StringRef forwardName) {
+  SmallVector<Type> forward;
+  if (failed(inferLoss(op.getLoc(), forwardName, op, forward)))
+    return failure();
+  if (op.getGrad().getType() != forward.front())
+    return op.emitOpError() << "grad type " << op.getGrad().getType()
+                            << " != the type of the " << forwardName
+                            << " result " << forward.front() << " (reduction \""
+                            << op.getReduction() << "\")";
+  if (op.getType() != op.getInput().getType())
+    return op.emitOpError() << "result type " << op.getType()
+                            << " != input type " << op.getInput().getType();
+  return success();
+}
+} // namespace
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyLossGrad(*this, "tc.cross_entropy");
+}
+LogicalResult NllLossGradOp::verify() {
+  return verifyLossGrad(*this, "tc.nll_loss");
+}
+
 #define GET_OP_CLASSES
 #include "dialects/tc/IR/TcOps.cpp.inc"

@@ -538,4 +538,85 @@ def TC_PadOp : TC_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Gradient support (built by tc-autodiff; each is the transpose or the fused
+// derivative of a forward op above)
+//===----------------------------------------------------------------------===//
+
+def TC_ScatterAddOp : TC_Op<"scatter_add", [Pure]> {
+  let summary = "Add slices into zeros along `axis` (the transpose of tc.gather)";
+  let description = [{
+    The result (of the type written after `->`) starts as zeros; then, for
+    every index position j of `indices`,
+    `result[a..., indices[j], b...] += updates[a..., j..., b...]`.
+    updates shape = result.shape[:axis] + indices.shape + result.shape[axis+1:].
+    Negative indices count from the end; repeated indices accumulate (this is
+    the embedding gradient); an index out of range is a run-time error.
+
+    ```mlir
+    %dw = tc.scatter_add %de, %ids {axis = 0 : i64} : tensor<2x16x64xf32>, tensor<2x16xi64> -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins TC_NumericTensor:$updates, TC_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs TC_NumericTensor:$result);
+  let assemblyFormat = "$updates `,` $indices attr-dict `:` type($updates) `,` "
+                       "type($indices) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def TC_InsertSliceOp : TC_Op<"insert_slice", [Pure]> {
+  let summary = "Place a tensor into zeros at a strided window (the transpose of tc.slice)";
+  let description = [{
+    The result (of the type written after `to`) is zero everywhere except
+    `result[starts[0] + i0 * strides[0], ...] = source[i0, i1, ...]`: exactly
+    the elements a `tc.slice` with the same `starts` and `strides` would read
+    from a tensor of the result's type. Strides are non-zero and may be
+    negative; every index written must lie inside the result.
+
+    ```mlir
+    %dx = tc.insert_slice %dy {starts = array<i64: 7, 0>, strides = array<i64: -2, 3>}
+        : tensor<4x6xf32> to tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins TC_Tensor:$source, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs TC_Tensor:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+class TC_LossGradOp<string mnemonic, string forward>
+    : TC_Op<mnemonic, [Pure]> {
+  let summary = "Gradient of tc." # forward # " with respect to its input";
+  let description = [{
+    d(loss)/d(input) of `tc.}] # forward # [{` with the same `input`, `labels`,
+    `weight`, `ignore_index` and `reduction`, scaled by `grad`, the gradient
+    flowing into the loss (a scalar for "mean" and "sum", [N] for "none").
+    The result has the input's type. Rows whose label is `ignore_index` get
+    zeros; with "mean" every row is divided by the sum of the weights of the
+    rows not ignored. cross_entropy: `coef * (softmax(input[r]) - onehot(label))`;
+    nll_loss: `-coef` at the label, zero elsewhere (coef = grad * weight[label],
+    divided by the weight sum for "mean").
+
+    ```mlir
+    %dx = tc.}] # mnemonic # [{ %x, %y, grad %g {ignore_index = -100 : i64, reduction = "mean"}
+        : (tensor<32x256xf32>, tensor<32xi64>, tensor<f32>) -> tensor<32x256xf32>
+    ```
+  }];
+  // The optional operand comes last, so the runtime fills the operand slots
+  // in order (no operand_present needed).
+  let arguments = (ins TC_FloatTensor:$input, TC_IndexTensor:$labels,
+                   TC_FloatTensor:$grad, Optional<TC_FloatTensor>:$weight,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $labels `,` `grad` $grad (`,` `weight` $weight^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def TC_CrossEntropyGradOp : TC_LossGradOp<"cross_entropy_grad", "cross_entropy">;
+def TC_NllLossGradOp : TC_LossGradOp<"nll_loss_grad", "nll_loss">;
+
 #endif // TC_OPS_TD

@@ -140,6 +140,8 @@ void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storag
       w.str(p.name);
       writeType(w, p.type);
       w.u8(static_cast<uint8_t>((p.trainable ? 1 : 0) | (p.hasData ? 2 : 0)));
+      w.u8(static_cast<uint8_t>(p.kind));
+      w.u8(static_cast<uint8_t>(p.init));
       w.u64(p.offset);
       w.u64(p.bytes);
     }
@@ -325,6 +327,20 @@ Status decodeSection(uint32_t kind, const uint8_t *data, size_t size,
       TC_RETURN_IF_ERROR(r.u8(&flags, "param flags"));
       p.trainable = flags & 1;
       p.hasData = flags & 2;
+      if (flags & ~3u)
+        return r.error("parameter '" + p.name + "' has unknown flags " +
+                       std::to_string(flags));
+      uint8_t kind, init;
+      TC_RETURN_IF_ERROR(r.u8(&kind, "param kind"));
+      TC_RETURN_IF_ERROR(r.u8(&init, "param initialiser"));
+      if (kind > static_cast<uint8_t>(ParamKind::OptimizerState))
+        return r.error("parameter '" + p.name + "' has unknown kind " +
+                       std::to_string(kind));
+      if (init > static_cast<uint8_t>(ParamInit::Zeros))
+        return r.error("parameter '" + p.name + "' has unknown initialiser " +
+                       std::to_string(init));
+      p.kind = static_cast<ParamKind>(kind);
+      p.init = static_cast<ParamInit>(init);
       TC_RETURN_IF_ERROR(r.u64(&p.offset, "param offset"));
       TC_RETURN_IF_ERROR(r.u64(&p.bytes, "param bytes"));
     }
@@ -372,6 +388,12 @@ Status parseHeader(const uint8_t *head, size_t headSize, uint64_t fileSize,
   TC_RETURN_IF_ERROR(r.u32(&version, "version"));
   TC_RETURN_IF_ERROR(r.u32(count, "section count"));
   TC_RETURN_IF_ERROR(r.u64(&declared, "file size"));
+  if (version != 0 && version < Artifact::kFormatVersion)
+    return Status(StatusCode::Unimplemented,
+                  "artifact '" + name + "': format version " + std::to_string(version) +
+                      " is too old: this runtime reads version " +
+                      std::to_string(Artifact::kFormatVersion) +
+                      " only (recompile the model with this tc-compile)");
   if (version == 0 || version > Artifact::kFormatVersion)
     return Status(StatusCode::Unimplemented,
                   "artifact '" + name + "': format version " +
@@ -640,6 +662,12 @@ Status validateArtifact(const Artifact &a) {
       return invalidArgument(where + " has an invalid dtype");
     int64_t n;
     TC_RETURN_IF_ERROR(checkedNumElements(p.type.shape, &n).withPrefix(where));
+    if (p.init != ParamInit::Data && p.hasData)
+      return invalidArgument(where + " has data but a " +
+                             std::string(p.init == ParamInit::Zeros ? "zeros" : "non-data") +
+                             " initialiser");
+    if (p.kind == ParamKind::OptimizerState && p.trainable)
+      return invalidArgument(where + " is optimizer state and cannot be trainable");
     if (!p.hasData)
       continue;
     uint64_t want = static_cast<uint64_t>(n) * dtypeStorageBytes(p.type.dtype);

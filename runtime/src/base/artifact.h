@@ -2,7 +2,8 @@
 //
 // One artifact file holds everything needed to run a compiled model: the
 // target, the functions (the op-level reference program), the parameter
-// table, the weights and the reports. Its format, version 1:
+// table, the weights and the reports. Its format, version 2
+// (version 1 files are rejected with a message asking to recompile):
 //
 // All integers are little-endian; floats are IEEE-754 binary64 bit patterns.
 //
@@ -38,6 +39,8 @@
 //             String str | Ints u32 n, i64 * n | Floats u32 n, f64 * n |
 //             Tensor type, u64 nbytes, bytes (storage format)
 //   param     str name, type, u8 flags (bit 0 trainable, bit 1 has data),
+//             u8 kind (ParamKind: 0 parameter, 1 buffer, 2 optimizer state),
+//             u8 initialiser (ParamInit: 0 data, 1 zeros),
 //             u64 offset into WEIGHTS, u64 bytes
 //
 // Every count and length is checked against the bytes that remain before

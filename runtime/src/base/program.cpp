@@ -17,6 +17,18 @@ const Function *Artifact::findFunction(const std::string &name) const {
   return nullptr;
 }
 
+const char *paramKindName(ParamKind k) {
+  switch (k) {
+  case ParamKind::Parameter:
+    return "parameter";
+  case ParamKind::Buffer:
+    return "buffer";
+  case ParamKind::OptimizerState:
+    return "optimizer-state";
+  }
+  return "?";
+}
+
 const Parameter *Artifact::findParam(const std::string &name) const {
   for (const Parameter &p : params)
     if (p.name == name)

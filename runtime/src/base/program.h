@@ -71,21 +71,41 @@ struct Function {
   std::vector<Op> ops;
 };
 
+/// What an entry of the parameter/state table is. The numbers are part of the
+/// artifact format.
+enum class ParamKind : uint8_t {
+  Parameter = 0,      // a model weight (an ONNX initializer), trainable or frozen
+  Buffer = 1,         // model state that is not a weight (masks, rotary tables)
+  OptimizerState = 2, // created by the optimizer pass: "exp_avg:<param>", ...
+};
+
+/// How an entry gets its first value. The numbers are part of the format.
+enum class ParamInit : uint8_t {
+  Data = 0,  // the bytes in Artifact::weights
+  Zeros = 1, // all zeros (optimizer state); hasData is false
+};
+
+const char *paramKindName(ParamKind k); // "parameter", "buffer", "optimizer-state"
+
 /// One entry of the parameter/state table. Its bytes are
 /// Artifact::weights[offset, offset + bytes) in storage format, or absent
-/// (hasData == false) for a model compiled without weights.
+/// (hasData == false) for a model compiled without weights or for an entry
+/// whose initialiser is not Data.
 struct Parameter {
   std::string name;
   TensorType type;
   bool trainable = false;
   bool hasData = true;
+  ParamKind kind = ParamKind::Parameter;
+  ParamInit init = ParamInit::Data;
   uint64_t offset = 0;
   uint64_t bytes = 0;
 };
 
 /// Everything one artifact file holds. See artifact.h for the file format.
 struct Artifact {
-  static constexpr uint32_t kFormatVersion = 1;
+  /// 2: parameter entries carry a kind and an initialiser (training).
+  static constexpr uint32_t kFormatVersion = 2;
   uint32_t formatVersion = kFormatVersion;
   std::string target;   // "cpu", "sm_90", "sm_120a"
   std::string producer; // "tc-compile <version>"

@@ -38,6 +38,7 @@ const KernelTable &kernelTable() {
     cpu::registerLossKernels(t);
     cpu::registerMatmulKernels(t);
     cpu::registerShapeKernels(t);
+    cpu::registerGradKernels(t);
     return t;
   }();
   return table;
@@ -88,7 +89,8 @@ std::vector<std::string> supportedOps() {
   return names;
 }
 
-Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs) {
+Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs,
+                   bool acceptF64ForF32) {
   if (inputs.size() != fn.inputs.size()) {
     std::string names;
     for (const std::string &n : fn.inputNames)
@@ -105,7 +107,9 @@ Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs) {
                              "' has no type");
     const TensorType &want = fn.values[id];
     const HostTensor &got = inputs[i];
-    if (got.type != want)
+    bool widened = acceptF64ForF32 && want.dtype == DType::F32 &&
+                   got.type.dtype == DType::F64 && got.type.shape == want.shape;
+    if (got.type != want && !widened)
       return invalidArgument("input '" + name + "': expected " + typeToString(want) +
                              ", got " + typeToString(got.type));
     TC_RETURN_IF_ERROR(checkHostTensor(got, "input '" + name + "'"));
@@ -118,7 +122,8 @@ Status runFunction(const Artifact &artifact, const Function &fn,
                    std::vector<HostTensor> *outputs, const ExecOptions &opts,
                    const std::map<std::string, HostTensor> *overrides) {
   TC_RETURN_IF_ERROR(validateFunction(fn));
-  TC_RETURN_IF_ERROR(checkInputs(fn, inputs));
+  const bool wide = opts.wideF32 && opts.precision == RefPrecision::F64;
+  TC_RETURN_IF_ERROR(checkInputs(fn, inputs, wide));
   const KernelTable &table = kernelTable();
   for (const Op &op : fn.ops)
     if (!table.count(op.name))
@@ -148,9 +153,11 @@ Status runFunction(const Artifact &artifact, const Function &fn,
 
   std::vector<std::unique_ptr<Buffer>> values(nvalues);
   try {
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t i = 0; i < inputs.size(); ++i) {
       values[fn.inputs[i]] = std::make_unique<Buffer>(
           cpu::decodeBuffer(inputs[i].type, inputs[i].data.data()));
+      values[fn.inputs[i]]->type = fn.values[fn.inputs[i]]; // f64 fed as f32
+    }
 
     for (size_t k = 0; k < fn.ops.size(); ++k) {
       const Op &op = fn.ops[k];
@@ -177,8 +184,15 @@ Status runFunction(const Artifact &artifact, const Function &fn,
     }
 
     outputs->clear();
-    for (int32_t id : fn.outputs)
-      outputs->push_back(cpu::encodeBuffer(*values[id]));
+    for (int32_t id : fn.outputs) {
+      if (wide && values[id]->type.dtype == DType::F32) {
+        Buffer b = *values[id];
+        b.type.dtype = DType::F64;
+        outputs->push_back(cpu::encodeBuffer(b));
+      } else {
+        outputs->push_back(cpu::encodeBuffer(*values[id]));
+      }
+    }
   } catch (const std::bad_alloc &) {
     return Status(StatusCode::ResourceExhausted,
                   "out of memory running function '" + fn.name + "'");

@@ -32,6 +32,11 @@ enum class RefPrecision { F32, F64 };
 
 struct ExecOptions {
   RefPrecision precision = RefPrecision::F32;
+  /// With RefPrecision::F64: f32 values crossing the function boundary
+  /// (inputs, parameter overrides, outputs) may be / are exchanged as f64
+  /// host tensors, so that state kept between calls (a training loop's
+  /// parameters and optimizer state) is never rounded to f32.
+  bool wideF32 = false;
 };
 
 /// Runs `fn` (a function of `artifact`) on `inputs`, given in the order of
@@ -46,7 +51,9 @@ Status runFunction(const Artifact &artifact, const Function &fn,
 /// The input checks runFunction does first: the count, then every input's
 /// dtype, shape and byte size against fn.values ("input 'ids': expected i64
 /// 2x16, got i32 2x16"). InvalidArgument on mismatch.
-Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs);
+/// With `acceptF64ForF32`, an f64 input is also accepted where f32 is declared.
+Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs,
+                   bool acceptF64ForF32 = false);
 
 /// Whether the executor implements op `name` ("tc.add").
 bool isSupportedOp(const std::string &name);

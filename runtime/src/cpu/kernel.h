@@ -122,6 +122,7 @@ void registerNormKernels(KernelTable &t);        // norm.cpp
 void registerLossKernels(KernelTable &t);        // loss.cpp
 void registerMatmulKernels(KernelTable &t);      // matmul.cpp
 void registerShapeKernels(KernelTable &t);       // shape.cpp
+void registerGradKernels(KernelTable &t);        // grad.cpp
 
 /// Row-major strides of `shape`.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);

@@ -277,3 +277,82 @@ func.func @parameter_name() -> tensor<2xf32> {
   %0 = tc.parameter "" : tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+// Tests that scatter_add checks the updates against the result and indices.
+func.func @scatter_add_shape(%u: tensor<2x3x8xf32>, %i: tensor<2x4xi64>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{updates shape 2x3x8 != 2x4x8 (result shape before axis 0, indices shape, result shape after it)}}
+  %0 = tc.scatter_add %u, %i {axis = 0 : i64} : tensor<2x3x8xf32>, tensor<2x4xi64> -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+
+// Tests that scatter_add checks its axis.
+func.func @scatter_add_axis(%u: tensor<4xf32>, %i: tensor<4xi64>) -> tensor<16xf32> {
+  // expected-error @+1 {{axis 1 is out of range for rank 1}}
+  %0 = tc.scatter_add %u, %i {axis = 1 : i64} : tensor<4xf32>, tensor<4xi64> -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+
+// -----
+
+// Tests that scatter_add keeps the element type.
+func.func @scatter_add_type(%u: tensor<4xf32>, %i: tensor<4xi64>) -> tensor<16xf16> {
+  // expected-error @+1 {{updates element type 'f32' != result element type 'f16'}}
+  %0 = tc.scatter_add %u, %i {axis = 0 : i64} : tensor<4xf32>, tensor<4xi64> -> tensor<16xf16>
+  return %0 : tensor<16xf16>
+}
+
+// -----
+
+// Tests that insert_slice writes inside the result only.
+func.func @insert_slice_extent(%x: tensor<4x6xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{dimension 1: start 0, stride 4, size 6 leave the result extent 16}}
+  %0 = tc.insert_slice %x {starts = array<i64: 7, 0>, strides = array<i64: -2, 4>} : tensor<4x6xf32> to tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that insert_slice needs one start and one non-zero stride per dimension.
+func.func @insert_slice_stride(%x: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{stride of dimension 0 is 0}}
+  %0 = tc.insert_slice %x {starts = array<i64: 0>, strides = array<i64: 0>} : tensor<4xf32> to tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @insert_slice_rank(%x: tensor<4xf32>) -> tensor<8x2xf32> {
+  // expected-error @+1 {{source rank 1, result rank 2, 1 starts and 1 strides must all agree}}
+  %0 = tc.insert_slice %x {starts = array<i64: 0>, strides = array<i64: 1>} : tensor<4xf32> to tensor<8x2xf32>
+  return %0 : tensor<8x2xf32>
+}
+
+// -----
+
+// Tests that the upstream gradient of a loss gradient has the loss's type.
+func.func @cross_entropy_grad_grad(%l: tensor<8x5xf32>, %y: tensor<8xi64>, %g: tensor<8xf32>) -> tensor<8x5xf32> {
+  // expected-error @+1 {{grad type 'tensor<8xf32>' != the type of the tc.cross_entropy result 'tensor<f32>' (reduction "mean")}}
+  %0 = tc.cross_entropy_grad %l, %y, grad %g : (tensor<8x5xf32>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x5xf32>
+  return %0 : tensor<8x5xf32>
+}
+
+// -----
+
+// Tests that the loss gradients check labels like their forward op.
+func.func @nll_loss_grad_labels(%l: tensor<8x5xf32>, %y: tensor<7xi64>, %g: tensor<f32>) -> tensor<8x5xf32> {
+  // expected-error @+1 {{'tc.nll_loss' labels shape 7 does not match input rows 8x5 (want [N])}}
+  %0 = tc.nll_loss_grad %l, %y, grad %g : (tensor<8x5xf32>, tensor<7xi64>, tensor<f32>) -> tensor<8x5xf32>
+  return %0 : tensor<8x5xf32>
+}
+
+// -----
+
+func.func @cross_entropy_grad_result(%l: tensor<8x5xf32>, %y: tensor<8xi64>, %g: tensor<f32>) -> tensor<8x5xf64> {
+  // expected-error @+1 {{result type 'tensor<8x5xf64>' != input type 'tensor<8x5xf32>'}}
+  %0 = tc.cross_entropy_grad %l, %y, grad %g : (tensor<8x5xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x5xf64>
+  return %0 : tensor<8x5xf64>
+}

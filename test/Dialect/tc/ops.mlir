@@ -192,3 +192,21 @@ func.func @shape_and_data(%ids: tensor<2x4xi64>) -> tensor<9x19xf32> {
   %pad = tc.pad %r {high = array<i64: 0, 2>, low = array<i64: 1, 1>, mode = "reflect"} : tensor<8x16xf32> -> tensor<9x19xf32>
   return %pad : tensor<9x19xf32>
 }
+
+// -----
+
+// Tests that the gradient-support ops print and parse back unchanged.
+// CHECK-LABEL: func.func @gradient_ops
+// CHECK: tc.scatter_add %{{.*}}, %{{.*}} {axis = 0 : i64} : tensor<2x4x8xf32>, tensor<2x4xi64> -> tensor<16x8xf32>
+// CHECK: tc.insert_slice %{{.*}} {starts = array<i64: 7, 0>, strides = array<i64: -2, 3>} : tensor<4x6xf32> to tensor<8x16xf32>
+// CHECK: tc.cross_entropy_grad %{{.*}}, %{{.*}}, grad %{{.*}} {ignore_index = -1 : i64} : (tensor<8x5xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x5xf32>
+// CHECK: tc.nll_loss_grad %{{.*}}, %{{.*}}, grad %{{.*}}, weight %{{.*}} {reduction = "none"} : (tensor<8x5xf32>, tensor<8xi64>, tensor<8xf32>, tensor<5xf32>) -> tensor<8x5xf32>
+func.func @gradient_ops(%de: tensor<2x4x8xf32>, %ids: tensor<2x4xi64>, %ds: tensor<4x6xf32>,
+                        %l: tensor<8x5xf32>, %y: tensor<8xi64>, %g: tensor<f32>,
+                        %gr: tensor<8xf32>, %w: tensor<5xf32>) -> tensor<8x5xf32> {
+  %dw = tc.scatter_add %de, %ids {axis = 0 : i64} : tensor<2x4x8xf32>, tensor<2x4xi64> -> tensor<16x8xf32>
+  %dx = tc.insert_slice %ds {starts = array<i64: 7, 0>, strides = array<i64: -2, 3>} : tensor<4x6xf32> to tensor<8x16xf32>
+  %dl = tc.cross_entropy_grad %l, %y, grad %g {ignore_index = -1 : i64} : (tensor<8x5xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x5xf32>
+  %dn = tc.nll_loss_grad %l, %y, grad %gr, weight %w {reduction = "none"} : (tensor<8x5xf32>, tensor<8xi64>, tensor<8xf32>, tensor<5xf32>) -> tensor<8x5xf32>
+  return %dn : tensor<8x5xf32>
+}

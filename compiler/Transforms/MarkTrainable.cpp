@@ -1,0 +1,59 @@
+//===- MarkTrainable.cpp - tc-mark-trainable -------------------------------===//
+//
+// ONNX does not say which initializers are trainable. This pass decides it
+// from regexes on the parameter names (tc-compile's --trainable / --freeze):
+// floating-point parameters matching a --trainable regex (all, when none is
+// given) and no --freeze regex are trainable; everything else is frozen.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Regex.h"
+
+namespace tc {
+#define GEN_PASS_DEF_TCMARKTRAINABLE
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace tc
+
+using namespace mlir;
+
+namespace {
+
+/// Compiles every regex; emits an error naming the bad one.
+LogicalResult compileAll(ModuleOp module, ArrayRef<std::string> patterns,
+                         StringRef flag, std::vector<llvm::Regex> *out) {
+  for (const std::string &p : patterns) {
+    llvm::Regex re(p);
+    std::string why;
+    if (!re.isValid(why))
+      return module.emitError() << "invalid " << flag << " regex '" << p << "': " << why;
+    out->push_back(std::move(re));
+  }
+  return success();
+}
+
+struct MarkTrainablePass : tc::impl::TcMarkTrainableBase<MarkTrainablePass> {
+  using TcMarkTrainableBase::TcMarkTrainableBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::vector<llvm::Regex> train, freezeRe;
+    if (failed(compileAll(module, trainable, "--trainable", &train)) ||
+        failed(compileAll(module, freeze, "--freeze", &freezeRe)))
+      return signalPassFailure();
+    auto anyMatch = [](std::vector<llvm::Regex> &res, StringRef name) {
+      return llvm::any_of(res, [&](llvm::Regex &re) { return re.match(name); });
+    };
+    module.walk([&](tc::ParameterOp p) {
+      auto type = llvm::cast<RankedTensorType>(p.getType());
+      StringRef name = p.getName();
+      bool on = llvm::isa<FloatType>(type.getElementType()) &&
+                (train.empty() || anyMatch(train, name)) && !anyMatch(freezeRe, name);
+      p.setTrainable(on);
+    });
+  }
+};
+
+} // namespace

@@ -1,0 +1,494 @@
+//===- trainer.cpp - the training loop's engine ---------------------------===//
+#include "runtime/src/session/trainer.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <set>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime/src/base/artifact.h"
+#include "runtime/src/base/file_io.h"
+#include "runtime/src/base/host_tensor.h"
+#include "runtime/src/base/json.h"
+#include "runtime/src/base/safetensors.h"
+
+namespace tc::rt {
+
+namespace {
+
+constexpr const char *kModelFile = "model.safetensors";
+constexpr const char *kOptimizerFile = "optimizer.safetensors";
+constexpr const char *kStateFile = "state.json";
+constexpr int kCheckpointVersion = 1;
+
+std::string errnoText() { return std::strerror(errno); }
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string joinNames(const std::vector<std::string> &names, size_t max = 20) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < max; ++i)
+    s += (i ? ", " : "") + names[i];
+  if (names.size() > max)
+    s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+/// A float tensor converted to `dtype` (f32 <-> f64; exact or rounding).
+HostTensor convertFloat(const HostTensor &t, DType dtype) {
+  if (t.type.dtype == dtype)
+    return t;
+  return makeHostTensor({dtype, t.type.shape}, hostTensorToDoubles(t));
+}
+
+bool isDir(const std::string &p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void fsyncPath(const std::string &p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Removes a checkpoint folder made by tc: its known files, leftover
+/// temporaries, then the folder (left in place if anything else is inside).
+void removeCheckpointDir(const std::string &dir) {
+  if (DIR *d = ::opendir(dir.c_str())) {
+    std::vector<std::string> names;
+    while (dirent *e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == kModelFile || n == kOptimizerFile || n == kStateFile ||
+          n.find(".tmp.") != std::string::npos)
+        names.push_back(n);
+    }
+    ::closedir(d);
+    for (const std::string &n : names)
+      ::unlink((dir + "/" + n).c_str());
+  }
+  ::rmdir(dir.c_str());
+}
+
+std::string parentDir(const std::string &p) {
+  size_t s = p.find_last_of('/');
+  if (s == std::string::npos)
+    return ".";
+  return s == 0 ? "/" : p.substr(0, s);
+}
+
+} // namespace
+
+Status readTrainConfig(const Artifact &artifact, TrainConfig *out) {
+  auto it = artifact.reports.find("training");
+  if (it == artifact.reports.end())
+    return failedPrecondition("the artifact has no training step (compile it with "
+                              "tc-compile --train)");
+  JsonValue v;
+  TC_RETURN_IF_ERROR(parseJson(it->second, &v, "the artifact's training report"));
+  if (!v.isObject())
+    return dataLoss("the artifact's training report is not a JSON object");
+  if (const JsonValue *x = v.find("loss"); x && x->isString())
+    out->loss = x->str;
+  if (const JsonValue *x = v.find("optimizer"); x && x->isString())
+    out->optimizer = x->str;
+  if (const JsonValue *x = v.find("lr"); x && x->isNumber())
+    out->lr = x->num;
+  if (const JsonValue *x = v.find("grad_accum"); x && x->isNumber())
+    out->gradAccum = static_cast<int64_t>(x->num);
+  if (const JsonValue *x = v.find("clip_grad_norm"); x && x->isNumber())
+    out->clipGradNorm = x->num;
+  if (out->gradAccum < 1)
+    return dataLoss("the artifact's training report has grad_accum < 1");
+  return Status::ok();
+}
+
+double learningRate(int64_t step, int64_t total, double base, int64_t warmup,
+                    const std::string &schedule) {
+  if (warmup > 0 && step <= warmup)
+    return base * static_cast<double>(step) / static_cast<double>(warmup);
+  if (schedule != "cosine")
+    return base;
+  int64_t span = total - warmup - 1;
+  double progress = span > 0 ? static_cast<double>(step - warmup - 1) / static_cast<double>(span) : 0.0;
+  progress = std::min(1.0, std::max(0.0, progress));
+  double minLr = 0.1 * base;
+  return minLr + 0.5 * (1.0 + std::cos(M_PI * progress)) * (base - minLr);
+}
+
+uint64_t Rng::next() {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+TokenData::~TokenData() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status TokenData::open(const std::string &path, int tokenBytes) {
+  path_ = path;
+  tokenBytes_ = tokenBytes;
+  fd_ = ::open(path.c_str(), O_RDONLY);
+  if (fd_ < 0)
+    return (errno == ENOENT ? notFound : ioError)("cannot open token file '" + path +
+                                                   "': " + errnoText());
+  struct stat st;
+  if (::fstat(fd_, &st) != 0)
+    return ioError("cannot stat '" + path + "': " + errnoText());
+  if (st.st_size % tokenBytes != 0)
+    return invalidArgument("token file '" + path + "' has " + std::to_string(st.st_size) +
+                           " bytes, not a multiple of " + std::to_string(tokenBytes) +
+                           " (wrong --dtype?)");
+  count_ = st.st_size / tokenBytes;
+  return Status::ok();
+}
+
+Status TokenData::nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng,
+                            HostTensor *inputIds, HostTensor *labels) {
+  if (count_ < seq + 1)
+    return invalidArgument("token file '" + path_ + "' has " + std::to_string(count_) +
+                           " tokens, fewer than --seq + 1 = " + std::to_string(seq + 1));
+  std::vector<int64_t> ids(batch * seq), lab(batch * seq);
+  std::vector<uint8_t> buf((seq + 1) * tokenBytes_);
+  uint64_t windows = static_cast<uint64_t>(count_ - seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    uint64_t o = rng->next() % windows;
+    ++position;
+    ssize_t got = ::pread(fd_, buf.data(), buf.size(), static_cast<off_t>(o * tokenBytes_));
+    if (got != static_cast<ssize_t>(buf.size()))
+      return ioError("cannot read token file '" + path_ + "' at token " + std::to_string(o));
+    for (int64_t t = 0; t <= seq; ++t) {
+      const uint8_t *p = buf.data() + t * tokenBytes_;
+      int64_t tok = tokenBytes_ == 2 ? (p[0] | (p[1] << 8))
+                                     : static_cast<int64_t>(p[0] | (p[1] << 8) | (p[2] << 16) |
+                                                            (static_cast<uint32_t>(p[3]) << 24));
+      if (t < seq)
+        ids[b * seq + t] = tok;
+      if (t > 0)
+        lab[b * seq + t - 1] = tok;
+    }
+  }
+  *inputIds = makeHostTensorInts({dtype, {batch, seq}}, ids);
+  *labels = makeHostTensorInts({dtype, {batch, seq}}, lab);
+  return Status::ok();
+}
+
+Status artifactHash(const std::string &artifactPath, std::string *out) {
+  std::vector<uint8_t> bytes;
+  TC_RETURN_IF_ERROR(readFileBytes(artifactPath, &bytes));
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint8_t b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ULL;
+  }
+  *out = hex64(h);
+  return Status::ok();
+}
+
+Status Trainer::init(const Artifact *artifact, const ExecOptions &opts) {
+  artifact_ = artifact;
+  opts_ = opts;
+  wide_ = opts.precision == RefPrecision::F64;
+  opts_.wideF32 = wide_;
+  TC_RETURN_IF_ERROR(readTrainConfig(*artifact, &config_));
+  train_ = artifact->findFunction("train_step");
+  grad_ = artifact->findFunction("grad_step");
+  apply_ = artifact->findFunction("apply_step");
+  if (!grad_ || !apply_ || (config_.gradAccum == 1 && !train_))
+    return failedPrecondition("the artifact lacks grad_step/apply_step/train_step (compile "
+                              "it with tc-compile --train)");
+  dataNames_ = grad_->inputNames;
+  dataTypes_.clear();
+  for (int32_t id : grad_->inputs)
+    dataTypes_.push_back(grad_->values[id]);
+  if (grad_->outputs.empty())
+    return dataLoss("grad_step has no outputs");
+  if (apply_->inputs.size() < 2 || apply_->inputNames[apply_->inputs.size() - 2] != "lr" ||
+      apply_->inputNames.back() != "step")
+    return dataLoss("apply_step does not end with the inputs lr, step");
+  state_.clear();
+  for (const Parameter &p : artifact->params) {
+    HostTensor t;
+    if (p.init == ParamInit::Zeros) {
+      t.type = p.type;
+      t.data.assign(static_cast<size_t>(storageBytes(p.type)), 0);
+    } else if (p.hasData) {
+      t.type = p.type;
+      t.data.assign(artifact->weights.begin() + p.offset,
+                    artifact->weights.begin() + p.offset + p.bytes);
+    } else {
+      return failedPrecondition("parameter '" + p.name +
+                                "' has no data in the artifact (give --init FILE.safetensors)");
+    }
+    if (wide_ && t.type.dtype == DType::F32)
+      t = convertFloat(t, DType::F64);
+    state_[p.name] = std::move(t);
+  }
+  return Status::ok();
+}
+
+HostTensor Trainer::scalar(double v) const {
+  return makeHostTensor({wide_ ? DType::F64 : DType::F32, {}}, {v});
+}
+
+Status Trainer::applyUpdates(const Function &fn, std::vector<HostTensor> &outputs, size_t first) {
+  for (size_t i = first; i < outputs.size(); ++i) {
+    const std::string &n = fn.outputNames[i];
+    if (n.compare(0, 7, "update:") != 0)
+      continue;
+    std::string entry = n.substr(7);
+    auto it = state_.find(entry);
+    if (it == state_.end())
+      return dataLoss("function '" + fn.name + "' updates '" + entry +
+                      "', which is not in the parameter/state table");
+    if (it->second.type != outputs[i].type)
+      return internalError("update of '" + entry + "' is " + typeToString(outputs[i].type) +
+                           ", the entry is " + typeToString(it->second.type));
+    it->second = std::move(outputs[i]);
+  }
+  return Status::ok();
+}
+
+Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
+                     StepResult *out) {
+  if (static_cast<int64_t>(micro.size()) != config_.gradAccum)
+    return invalidArgument("a step takes " + std::to_string(config_.gradAccum) +
+                           " micro-batches, got " + std::to_string(micro.size()));
+  std::vector<HostTensor> outputs;
+  if (config_.gradAccum == 1) {
+    std::vector<HostTensor> inputs = micro[0];
+    inputs.push_back(scalar(lr));
+    inputs.push_back(scalar(static_cast<double>(step)));
+    TC_RETURN_IF_ERROR(runFunction(*artifact_, *train_, inputs, &outputs, opts_, &state_));
+    out->loss = hostTensorToDoubles(outputs[0])[0];
+    out->gradNorm = hostTensorToDoubles(outputs[1])[0];
+    return applyUpdates(*train_, outputs, 2);
+  }
+  // Gradient accumulation: sum in double, then average.
+  size_t ngrads = grad_->outputs.size() - 1;
+  std::vector<std::vector<double>> sums(ngrads);
+  double lossSum = 0;
+  for (const std::vector<HostTensor> &mb : micro) {
+    TC_RETURN_IF_ERROR(runFunction(*artifact_, *grad_, mb, &outputs, opts_, &state_));
+    lossSum += hostTensorToDoubles(outputs[0])[0];
+    for (size_t g = 0; g < ngrads; ++g) {
+      std::vector<double> v = hostTensorToDoubles(outputs[g + 1]);
+      if (sums[g].empty())
+        sums[g].assign(v.size(), 0.0);
+      for (size_t k = 0; k < v.size(); ++k)
+        sums[g][k] += v[k];
+    }
+  }
+  double n = static_cast<double>(micro.size());
+  std::vector<HostTensor> inputs;
+  for (size_t g = 0; g < ngrads; ++g) {
+    for (double &x : sums[g])
+      x /= n;
+    inputs.push_back(makeHostTensor(outputs[g + 1].type, sums[g]));
+  }
+  inputs.push_back(scalar(lr));
+  inputs.push_back(scalar(static_cast<double>(step)));
+  TC_RETURN_IF_ERROR(runFunction(*artifact_, *apply_, inputs, &outputs, opts_, &state_));
+  out->loss = lossSum / n;
+  out->gradNorm = hostTensorToDoubles(outputs[0])[0];
+  return applyUpdates(*apply_, outputs, 1);
+}
+
+Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
+                           const std::string &what) {
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> wanted;
+  for (const Parameter &p : artifact_->params) {
+    if ((p.kind == ParamKind::OptimizerState) != optimizerState)
+      continue;
+    wanted.insert(p.name);
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) {
+      missing.push_back(p.name);
+      continue;
+    }
+    const HostTensor &t = it->second;
+    bool floats = dtypeIsFloat(t.type.dtype) && dtypeIsFloat(p.type.dtype);
+    if (t.type.shape != p.type.shape || (!floats && t.type.dtype != p.type.dtype))
+      mismatched.push_back(p.name + " (file " + typeToString(t.type) + ", model " +
+                           typeToString(p.type) + ")");
+  }
+  for (const auto &kv : tensors)
+    if (!wanted.count(kv.first))
+      unexpected.push_back(kv.first);
+  std::string msg;
+  if (!missing.empty())
+    msg += "; missing: " + joinNames(missing);
+  if (!unexpected.empty())
+    msg += "; unexpected: " + joinNames(unexpected);
+  if (!mismatched.empty())
+    msg += "; shape/dtype mismatch: " + joinNames(mismatched);
+  if (!msg.empty())
+    return invalidArgument(what + " does not match the model" + msg);
+  for (const std::string &name : wanted) {
+    HostTensor &dst = state_[name];
+    const HostTensor &src = tensors.at(name);
+    dst = dtypeIsFloat(src.type.dtype) ? convertFloat(src, dst.type.dtype) : src;
+  }
+  return Status::ok();
+}
+
+Status Trainer::loadWeights(const std::string &path) {
+  SafetensorsFile f;
+  TC_RETURN_IF_ERROR(readSafetensors(path, &f));
+  return setEntries(f.tensors, false, "--init '" + path + "'");
+}
+
+Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &meta) const {
+  SafetensorsFile model, opt;
+  model.metadata["format"] = "pt";
+  opt.metadata["format"] = "pt";
+  for (const Parameter &p : artifact_->params)
+    (p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name] = state_.at(p.name);
+  std::vector<uint8_t> modelBytes, optBytes;
+  TC_RETURN_IF_ERROR(serializeSafetensors(model, &modelBytes));
+  TC_RETURN_IF_ERROR(serializeSafetensors(opt, &optBytes));
+  std::string json = "{\n  \"format\": \"tc-checkpoint\",\n  \"version\": " +
+                     std::to_string(kCheckpointVersion) + ",\n  \"step\": " +
+                     std::to_string(meta.step) + ",\n  \"rng_state\": \"" +
+                     std::to_string(meta.rngState) + "\",\n  \"data_position\": \"" +
+                     std::to_string(meta.dataPosition) + "\",\n  \"artifact\": " +
+                     jsonQuote(meta.artifactHash) + ",\n  \"precision\": " +
+                     jsonQuote(meta.precision) + ",\n  \"files\": {\n    \"" + kModelFile +
+                     "\": {\"bytes\": " + std::to_string(modelBytes.size()) +
+                     ", \"crc32\": " + std::to_string(crc32(modelBytes.data(), modelBytes.size())) +
+                     "},\n    \"" + kOptimizerFile + "\": {\"bytes\": " +
+                     std::to_string(optBytes.size()) + ", \"crc32\": " +
+                     std::to_string(crc32(optBytes.data(), optBytes.size())) + "}\n  }\n}\n";
+
+  // Write a complete new folder next to `dir`, then swap it in.
+  std::string target = dir;
+  while (target.size() > 1 && target.back() == '/')
+    target.pop_back();
+  if (isDir(target)) {
+    struct stat st;
+    std::string probe = target + "/" + kStateFile;
+    DIR *d = ::opendir(target.c_str());
+    int entries = 0;
+    if (d) {
+      while (dirent *e = ::readdir(d))
+        entries += std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..");
+      ::closedir(d);
+    }
+    if (entries > 0 && ::stat(probe.c_str(), &st) != 0)
+      return failedPrecondition("--save '" + dir +
+                                "' exists and is not a tc checkpoint folder (no state.json)");
+  }
+  std::string tmp = target + ".tmp";
+  removeCheckpointDir(tmp);
+  if (::mkdir(tmp.c_str(), 0755) != 0)
+    return ioError("cannot create '" + tmp + "': " + errnoText());
+  Status st = writeFileAtomic(tmp + "/" + kModelFile, modelBytes.data(), modelBytes.size());
+  if (st.isOk())
+    st = writeFileAtomic(tmp + "/" + kOptimizerFile, optBytes.data(), optBytes.size());
+  if (st.isOk())
+    st = writeFileAtomic(tmp + "/" + kStateFile,
+                         reinterpret_cast<const uint8_t *>(json.data()), json.size());
+  if (!st.isOk()) {
+    removeCheckpointDir(tmp);
+    return st;
+  }
+  fsyncPath(tmp);
+  if (isDir(target)) {
+#ifdef SYS_renameat2
+    // Atomic exchange: readers see the old or the new folder, never neither.
+    if (::syscall(SYS_renameat2, AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
+                  2 /*RENAME_EXCHANGE*/) == 0) {
+      removeCheckpointDir(tmp); // now the old checkpoint
+      fsyncPath(parentDir(target));
+      return Status::ok();
+    }
+#endif
+    // No exchange on this filesystem: move the old one aside first.
+    std::string old = target + ".old";
+    removeCheckpointDir(old);
+    if (::rename(target.c_str(), old.c_str()) != 0)
+      return ioError("cannot move '" + target + "' aside: " + errnoText());
+    if (::rename(tmp.c_str(), target.c_str()) != 0)
+      return ioError("cannot rename '" + tmp + "' to '" + target + "': " + errnoText());
+    removeCheckpointDir(old);
+  } else if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    return ioError("cannot rename '" + tmp + "' to '" + target + "': " + errnoText());
+  }
+  fsyncPath(parentDir(target));
+  return Status::ok();
+}
+
+Status Trainer::loadCheckpoint(const std::string &dir, const std::string &expectedHash,
+                               CheckpointMeta *meta) {
+  std::string where = "checkpoint '" + dir + "'";
+  if (!isDir(dir))
+    return notFound(where + " does not exist or is not a folder");
+  std::vector<uint8_t> bytes;
+  Status st = readFileBytes(dir + "/" + kStateFile, &bytes);
+  if (!st.isOk())
+    return dataLoss(where + " is incomplete: " + st.message());
+  JsonValue v;
+  TC_RETURN_IF_ERROR(parseJson(std::string(bytes.begin(), bytes.end()), &v,
+                               where + " " + kStateFile));
+  const JsonValue *fmt = v.find("format"), *ver = v.find("version"), *stp = v.find("step"),
+                  *rng = v.find("rng_state"), *pos = v.find("data_position"),
+                  *art = v.find("artifact"), *prec = v.find("precision"),
+                  *files = v.find("files");
+  if (!v.isObject() || !fmt || fmt->str != "tc-checkpoint" || !ver || !ver->isNumber() ||
+      !stp || !stp->isNumber() || !rng || !rng->isString() || !pos || !pos->isString() ||
+      !art || !art->isString() || !prec || !prec->isString() || !files || !files->isObject())
+    return dataLoss(where + ": " + kStateFile + " is not a tc checkpoint state");
+  if (ver->num != kCheckpointVersion)
+    return unimplemented(where + " has version " + ver->str + ", this tc-run reads " +
+                         std::to_string(kCheckpointVersion));
+  if (art->str != expectedHash)
+    return failedPrecondition(where + " was made with another artifact (" + art->str +
+                              ", this one is " + expectedHash + ")");
+  std::string precision = wide_ ? "f64" : "f32";
+  if (prec->str != precision)
+    return failedPrecondition(where + " was trained with --ref-precision " + prec->str +
+                              ", this run uses " + precision);
+  meta->step = static_cast<int64_t>(stp->num);
+  meta->rngState = std::strtoull(rng->str.c_str(), nullptr, 10);
+  meta->dataPosition = std::strtoull(pos->str.c_str(), nullptr, 10);
+  meta->artifactHash = art->str;
+  meta->precision = prec->str;
+  std::map<std::string, SafetensorsFile> loaded;
+  for (const char *file : {kModelFile, kOptimizerFile}) {
+    const JsonValue *info = files->find(file);
+    const JsonValue *nb = info ? info->find("bytes") : nullptr;
+    const JsonValue *crc = info ? info->find("crc32") : nullptr;
+    if (!nb || !crc)
+      return dataLoss(where + ": " + kStateFile + " does not describe " + file);
+    std::string path = dir + "/" + file;
+    st = readFileBytes(path, &bytes);
+    if (!st.isOk())
+      return dataLoss(where + " is incomplete: " + st.message());
+    if (static_cast<double>(bytes.size()) != nb->num)
+      return dataLoss(where + ": " + file + " has " + std::to_string(bytes.size()) +
+                      " bytes, the checkpoint says " + nb->str + " (truncated or corrupted)");
+    if (static_cast<double>(crc32(bytes.data(), bytes.size())) != crc->num)
+      return dataLoss(where + ": " + file + " fails its CRC-32 check (corrupted)");
+    TC_RETURN_IF_ERROR(parseSafetensors(bytes.data(), bytes.size(), &loaded[file], path));
+  }
+  TC_RETURN_IF_ERROR(setEntries(loaded[kModelFile].tensors, false, where + " " + kModelFile));
+  return setEntries(loaded[kOptimizerFile].tensors, true, where + " " + kOptimizerFile);
+}
+
+} // namespace tc::rt

@@ -1,0 +1,140 @@
+//===- trainer.h - the training loop's engine (CPU reference) ---*- C++ -*-===//
+//
+// What tc-run --steps (and, later, the C API) drives: the parameter/state
+// table of an artifact compiled with `tc-compile --train`, one optimizer step
+// at a time, checkpoints, token data and the learning-rate schedule.
+//
+// A step with grad_accum == 1 runs "train_step" (loss, grad_norm,
+// update:<entry>...); with grad_accum N > 1 it runs "grad_step" once per
+// micro-batch, averages the gradients (and the losses) and runs "apply_step".
+// After a call every "update:<name>" output becomes the new value of entry
+// <name>. With --ref-precision f64 (ExecOptions F64 + wideF32) the f32 entries
+// are held in f64 between steps, so a float64 run never rounds to f32.
+//
+// Not thread-safe: one Trainer per thread.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_SESSION_TRAINER_H
+#define TC_RUNTIME_SESSION_TRAINER_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/src/base/program.h"
+#include "runtime/src/base/status.h"
+#include "runtime/src/cpu/executor.h"
+
+namespace tc::rt {
+
+/// reports["training"] of an artifact (written by tc-compile --train).
+struct TrainConfig {
+  std::string loss = "loss";
+  std::string optimizer;
+  double lr = 1e-3;
+  int64_t gradAccum = 1;
+  double clipGradNorm = 0;
+};
+Status readTrainConfig(const Artifact &artifact, TrainConfig *out);
+
+/// The learning rate of `step` (1-based) of `total`: linear warmup from
+/// base/warmup to base over steps 1..warmup, then "constant" (base) or
+/// "cosine" from base at step warmup+1 down to 0.1*base at step `total`
+/// (nanoGPT's schedule with min_lr = lr/10).
+double learningRate(int64_t step, int64_t total, double base, int64_t warmup,
+                    const std::string &schedule);
+
+/// splitmix64: a tiny, well-mixed, fully reproducible generator.
+struct Rng {
+  uint64_t state = 0x853c49e6748fea9bULL;
+  uint64_t next();
+};
+
+/// A flat token file (nanoGPT / llm.c .bin: raw little-endian uint16 or
+/// uint32 tokens, no header). Batches are random windows: input_ids =
+/// tokens[o, o+T), labels = tokens[o+1, o+T+1), o drawn by the Rng.
+class TokenData {
+public:
+  ~TokenData();
+  Status open(const std::string &path, int tokenBytes);
+  int64_t numTokens() const { return count_; }
+  /// Fills a [batch, seq] input_ids and labels of `dtype` (an integer type).
+  Status nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng, HostTensor *inputIds,
+                   HostTensor *labels);
+  /// Windows drawn so far (saved in checkpoints).
+  uint64_t position = 0;
+
+private:
+  int fd_ = -1;
+  int tokenBytes_ = 2;
+  int64_t count_ = 0;
+  std::string path_;
+};
+
+struct StepResult {
+  double loss = 0;
+  double gradNorm = 0;
+};
+
+/// What a checkpoint holds besides tensors.
+struct CheckpointMeta {
+  int64_t step = 0;
+  uint64_t rngState = 0;
+  uint64_t dataPosition = 0;
+  std::string artifactHash;
+  std::string precision = "f32";
+};
+
+/// FNV-1a 64 of the artifact file's bytes, as 16 hex digits: the identity a
+/// checkpoint is tied to.
+Status artifactHash(const std::string &artifactPath, std::string *out);
+
+class Trainer {
+public:
+  /// Takes the artifact (which must outlive the Trainer) and its training
+  /// functions; fills the state table from the weights and zeros.
+  Status init(const Artifact *artifact, const ExecOptions &opts);
+
+  const TrainConfig &config() const { return config_; }
+  /// The data inputs of one micro-batch, in order (grad_step's inputs).
+  const std::vector<std::string> &dataInputNames() const { return dataNames_; }
+  const std::vector<TensorType> &dataInputTypes() const { return dataTypes_; }
+
+  /// One optimizer step: `micro` holds config().gradAccum micro-batches.
+  Status step(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
+              StepResult *out);
+
+  /// Replaces the model entries (parameters and buffers) by those of a
+  /// safetensors file; names and shapes must match exactly (the error lists
+  /// every missing, unexpected and mismatched name).
+  Status loadWeights(const std::string &path);
+
+  /// DIR/model.safetensors (parameters and buffers by their model names),
+  /// DIR/optimizer.safetensors (optimizer state), DIR/state.json. Every file
+  /// is written atomically and the folder is replaced atomically.
+  Status saveCheckpoint(const std::string &dir, const CheckpointMeta &meta) const;
+  Status loadCheckpoint(const std::string &dir, const std::string &expectedHash,
+                        CheckpointMeta *meta);
+
+  const std::map<std::string, HostTensor> &state() const { return state_; }
+
+private:
+  HostTensor scalar(double v) const;
+  Status applyUpdates(const Function &fn, std::vector<HostTensor> &outputs, size_t first);
+  Status setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
+                    const std::string &what);
+
+  const Artifact *artifact_ = nullptr;
+  ExecOptions opts_;
+  bool wide_ = false;
+  TrainConfig config_;
+  const Function *train_ = nullptr, *grad_ = nullptr, *apply_ = nullptr;
+  std::vector<std::string> dataNames_;
+  std::vector<TensorType> dataTypes_;
+  std::map<std::string, HostTensor> state_;
+};
+
+} // namespace tc::rt
+
+#endif // TC_RUNTIME_SESSION_TRAINER_H
