@@ -1,0 +1,439 @@
+//===- cublaslt.cpp - the one matmul wrapper (cuBLASLt) -------------------===//
+#include "runtime/src/cuda/cublaslt.h"
+
+#include <algorithm>
+
+#include "runtime/src/cuda/device.h"
+
+namespace tc::rt::cuda {
+
+Status cublasStatus(cublasStatus_t st, const std::string &call) {
+  if (st == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  StatusCode code = StatusCode::Internal;
+  switch (st) {
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    code = StatusCode::ResourceExhausted;
+    break;
+  case CUBLAS_STATUS_INVALID_VALUE:
+    code = StatusCode::InvalidArgument;
+    break;
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    code = StatusCode::Unimplemented;
+    break;
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+    code = StatusCode::FailedPrecondition;
+    break;
+  default:
+    break;
+  }
+  return Status(code,
+                call + ": " + cublasLtGetStatusString(st) + " (" + cublasLtGetStatusName(st) + ")");
+}
+
+#define TC_CUBLAS_RETURN_IF_ERROR(expr)                                                            \
+  do {                                                                                             \
+    cublasStatus_t tc_cublas_st_ = (expr);                                                         \
+    if (tc_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                    \
+      return ::tc::rt::cuda::cublasStatus(tc_cublas_st_, #expr);                                   \
+  } while (0)
+
+const char *matmulEpilogueName(MatmulEpilogue e) {
+  switch (e) {
+  case MatmulEpilogue::None:
+    return "none";
+  case MatmulEpilogue::Bias:
+    return "bias";
+  case MatmulEpilogue::Gelu:
+    return "gelu";
+  case MatmulEpilogue::BiasGelu:
+    return "bias+gelu";
+  case MatmulEpilogue::GeluAux:
+    return "gelu+aux";
+  case MatmulEpilogue::BiasGeluAux:
+    return "bias+gelu+aux";
+  }
+  return "?";
+}
+
+std::string MatmulDesc::toString() const {
+  std::string s = std::string(dtypeName(dtype)) + (tf32 ? "(tf32)" : "") +
+                  " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
+  if (batch != 1)
+    s += " batch " + std::to_string(batch);
+  if (transposeLhs)
+    s += " lhs^T";
+  if (transposeRhs)
+    s += " rhs^T";
+  if (epilogue != MatmulEpilogue::None)
+    s += std::string(" +") + matmulEpilogueName(epilogue);
+  return s;
+}
+
+namespace {
+
+bool hasBias(MatmulEpilogue e) {
+  return e == MatmulEpilogue::Bias || e == MatmulEpilogue::BiasGelu ||
+         e == MatmulEpilogue::BiasGeluAux;
+}
+bool hasAux(MatmulEpilogue e) {
+  return e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::BiasGeluAux;
+}
+
+cublasLtEpilogue_t toCublas(MatmulEpilogue e) {
+  switch (e) {
+  case MatmulEpilogue::None:
+    return CUBLASLT_EPILOGUE_DEFAULT;
+  case MatmulEpilogue::Bias:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case MatmulEpilogue::Gelu:
+    return CUBLASLT_EPILOGUE_GELU;
+  case MatmulEpilogue::BiasGelu:
+    return CUBLASLT_EPILOGUE_GELU_BIAS;
+  case MatmulEpilogue::GeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX;
+  case MatmulEpilogue::BiasGeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+/// Largest power of two dividing the address, at most 256 (cuBLASLt's
+/// heuristic picks vectorised kernels from it).
+uint32_t alignmentOf(const void *p) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  if (v == 0)
+    return 256;
+  uintptr_t a = v & (~v + 1);
+  return static_cast<uint32_t>(a > 256 ? 256 : a);
+}
+
+int64_t elementBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+/// The strides of `d` with -1 resolved.
+struct Strides {
+  int64_t lhs, rhs, out;
+};
+Strides resolveStrides(const MatmulDesc &d) {
+  return {d.strideLhs < 0 ? d.m * d.k : d.strideLhs, d.strideRhs < 0 ? d.k * d.n : d.strideRhs,
+          d.strideOut < 0 ? d.m * d.n : d.strideOut};
+}
+
+Status setBatch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
+  if (batch == 1)
+    return Status::ok();
+  int32_t count = static_cast<int32_t>(batch);
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                             &count, sizeof count));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  return Status::ok();
+}
+
+} // namespace
+
+struct Matmul::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (op)
+      cublasLtMatmulDescDestroy(op);
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (c)
+      cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+Status Matmul::create(std::unique_ptr<Matmul> *out, void *workspace, size_t workspaceBytes) {
+  TC_RETURN_IF_ERROR(requireGpu());
+  std::unique_ptr<Matmul> mm(new Matmul());
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&mm->handle_));
+  if (workspace) {
+    mm->workspace_ = workspace;
+    mm->workspaceBytes_ = workspaceBytes;
+  } else {
+    mm->workspaceBytes_ = workspaceBytes ? workspaceBytes : kDefaultWorkspaceBytes;
+    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&mm->workspace_, mm->workspaceBytes_),
+                                  "cudaMalloc(" + std::to_string(mm->workspaceBytes_) +
+                                      " bytes) for the cuBLASLt workspace"));
+    mm->ownsWorkspace_ = true;
+  }
+  *out = std::move(mm);
+  return Status::ok();
+}
+
+Matmul::~Matmul() {
+  plans_.clear();
+  if (handle_)
+    cublasLtDestroy(handle_);
+  if (ownsWorkspace_ && workspace_)
+    (void)cudaFree(workspace_);
+}
+
+Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                       const void *bias, void *aux, Plan **result) {
+  Strides st = resolveStrides(d);
+  // cuBLASLt "A" is our rhs, "B" our lhs, "C"/"D" our out (transposed view).
+  uint32_t alignA = alignmentOf(rhs), alignB = alignmentOf(lhs), alignC = alignmentOf(out);
+  uint32_t alignBias = hasBias(d.epilogue) ? alignmentOf(bias) : 0;
+  uint32_t alignAux = hasAux(d.epilogue) ? alignmentOf(aux) : 0;
+  const int64_t key[] = {d.m,
+                         d.n,
+                         d.k,
+                         d.batch,
+                         st.lhs,
+                         st.rhs,
+                         st.out,
+                         alignA,
+                         alignB,
+                         alignC,
+                         alignBias,
+                         alignAux,
+                         static_cast<int64_t>(d.dtype),
+                         d.tf32,
+                         d.transposeLhs,
+                         d.transposeRhs,
+                         static_cast<int64_t>(d.epilogue),
+                         d.beta != 0.0f};
+  std::string keyBytes(reinterpret_cast<const char *>(key), sizeof key);
+  auto it = plans_.find(keyBytes);
+  if (it != plans_.end()) {
+    *result = it->second.get();
+    return Status::ok();
+  }
+
+  auto plan = std::make_unique<Plan>();
+  cudaDataType_t type = d.dtype == DType::F32    ? CUDA_R_32F
+                        : d.dtype == DType::BF16 ? CUDA_R_16BF
+                                                 : CUDA_R_16F;
+  cublasComputeType_t compute =
+      d.dtype == DType::F32 && d.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
+  cublasOperation_t opA = d.transposeRhs ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = d.transposeLhs ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  cublasLtEpilogue_t epi = toCublas(d.epilogue);
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (hasBias(d.epilogue))
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (hasAux(d.epilogue)) {
+    int64_t ld = d.n, stride = d.m * d.n;
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    if (d.batch > 1)
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride, sizeof stride));
+  }
+
+  // Column-major views (see the file comment of cublaslt.h).
+  uint64_t aRows = d.transposeRhs ? d.k : d.n, aCols = d.transposeRhs ? d.n : d.k;
+  uint64_t bRows = d.transposeLhs ? d.m : d.k, bCols = d.transposeLhs ? d.k : d.m;
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->a, type, aRows, aCols, static_cast<int64_t>(aRows)));
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->b, type, bRows, bCols, static_cast<int64_t>(bRows)));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, type, d.n, d.m, d.n));
+  TC_RETURN_IF_ERROR(setBatch(plan->a, d.batch, st.rhs));
+  TC_RETURN_IF_ERROR(setBatch(plan->b, d.batch, st.lhs));
+  TC_RETURN_IF_ERROR(setBatch(plan->c, d.batch, st.out));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } guard{pref};
+  uint64_t ws = workspaceBytes_;
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
+
+  cublasLtMatmulHeuristicResult_t heur{};
+  int returned = 0;
+  TC_RETURN_IF_ERROR(
+      cublasStatus(cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c,
+                                                  plan->c, pref, 1, &heur, &returned),
+                   "cublasLtMatmulAlgoGetHeuristic for " + d.toString()));
+  if (returned == 0)
+    return unimplemented("cuBLASLt has no algorithm for " + d.toString());
+  plan->algo = heur.algo;
+  *result = plan.get();
+  plans_.emplace(std::move(keyBytes), std::move(plan));
+  return Status::ok();
+}
+
+Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                   cudaStream_t stream, const void *bias, void *aux) {
+  if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
+    return invalidArgument(std::string("matmul: dtype must be f32, bf16 or f16, got ") +
+                           dtypeName(d.dtype));
+  if (d.tf32 && d.dtype != DType::F32)
+    return invalidArgument("matmul: tf32 applies to f32 only (" + d.toString() + ")");
+  if (d.m < 0 || d.n < 0 || d.k < 0 || d.batch < 0)
+    return invalidArgument("matmul: negative size (" + d.toString() + ")");
+  if (d.m == 0 || d.n == 0 || d.batch == 0)
+    return Status::ok();
+  if (d.k == 0)
+    return unimplemented("matmul: K == 0 (" + d.toString() + ")");
+  if (d.batch > INT32_MAX)
+    return invalidArgument("matmul: batch above 2^31 (" + d.toString() + ")");
+  if (!lhs || !rhs || !out)
+    return invalidArgument("matmul: null operand (" + d.toString() + ")");
+  if (hasBias(d.epilogue) && !bias)
+    return invalidArgument("matmul: the epilogue needs a bias (" + d.toString() + ")");
+  if (hasAux(d.epilogue)) {
+    if (!aux)
+      return invalidArgument("matmul: the epilogue needs an aux buffer (" + d.toString() + ")");
+    if (d.n % 8 != 0)
+      return invalidArgument("matmul: a GELU aux output needs N % 8 == 0 (" + d.toString() + ")");
+  }
+  Strides st = resolveStrides(d);
+  if (st.out == 0 && d.batch > 1)
+    return invalidArgument("matmul: out stride 0 with batch > 1 (" + d.toString() + ")");
+
+  Plan *plan = nullptr;
+  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, bias, aux, &plan));
+  // Pointer attributes change per call; the plan's alignment matches them.
+  if (hasBias(d.epilogue))
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (hasAux(d.epilogue))
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+  float alpha = d.alpha, beta = d.beta;
+  TC_RETURN_IF_ERROR(cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs,
+                                                 plan->b, &beta, out, plan->c, out, plan->c,
+                                                 &plan->algo, workspace_, workspaceBytes_, stream),
+                                  "cublasLtMatmul " + d.toString()));
+  return Status::ok();
+}
+
+Status planBatches(const std::vector<int64_t> &lhsBatch, const std::vector<int64_t> &rhsBatch,
+                   BatchPlan *out) {
+  size_t r = std::max(lhsBatch.size(), rhsBatch.size());
+  std::vector<int64_t> a(r, 1), b(r, 1), o(r, 1);
+  std::copy(lhsBatch.begin(), lhsBatch.end(), a.begin() + (r - lhsBatch.size()));
+  std::copy(rhsBatch.begin(), rhsBatch.end(), b.begin() + (r - rhsBatch.size()));
+  for (size_t d = 0; d < r; ++d) {
+    if (a[d] < 0 || b[d] < 0)
+      return invalidArgument("matmul: negative batch dimension");
+    if (a[d] == b[d] || b[d] == 1)
+      o[d] = a[d];
+    else if (a[d] == 1)
+      o[d] = b[d];
+    else
+      return invalidArgument("matmul: batch dimension " + std::to_string(d) + " of lhs (" +
+                             std::to_string(a[d]) + ") and rhs (" + std::to_string(b[d]) +
+                             ") do not broadcast");
+  }
+  BatchPlan plan;
+  plan.outBatch = o;
+  // The innermost run of batch dims [j, r) over which each operand is either
+  // entirely present (its index follows the output's: stride one matrix) or
+  // entirely broadcast (stride 0). Dims of size 1 in the output fit both.
+  enum Cls { None, Present, Broadcast };
+  Cls ca = None, cb = None;
+  auto fits = [](Cls &run, int64_t opDim, int64_t outDim) {
+    if (outDim == 1)
+      return true;
+    Cls c = opDim == outDim ? Present : Broadcast;
+    if (run == None)
+      run = c;
+    return run == c;
+  };
+  size_t j = r;
+  while (j > 0) {
+    Cls na = ca, nb = cb;
+    if (!fits(na, a[j - 1], o[j - 1]) || !fits(nb, b[j - 1], o[j - 1]))
+      break;
+    ca = na;
+    cb = nb;
+    --j;
+  }
+  int64_t inner = 1, outer = 1;
+  for (size_t d = j; d < r; ++d)
+    inner *= o[d];
+  for (size_t d = 0; d < j; ++d)
+    outer *= o[d];
+  plan.batchPerCall = inner;
+  plan.lhsStrided = ca != Broadcast;
+  plan.rhsStrided = cb != Broadcast;
+  if (inner == 0 || outer == 0) {
+    *out = std::move(plan);
+    return Status::ok();
+  }
+  // Row-major strides (in matrices) of the padded operand batch shapes.
+  std::vector<int64_t> sa(r, 1), sb(r, 1);
+  for (size_t d = r; d-- > 1;) {
+    sa[d - 1] = sa[d] * a[d];
+    sb[d - 1] = sb[d] * b[d];
+  }
+  std::vector<int64_t> idx(j, 0);
+  for (int64_t c = 0; c < outer; ++c) {
+    BatchPlan::Call call;
+    for (size_t d = 0; d < j; ++d) {
+      call.lhs += (a[d] == 1 ? 0 : idx[d]) * sa[d];
+      call.rhs += (b[d] == 1 ? 0 : idx[d]) * sb[d];
+    }
+    call.out = c * inner;
+    plan.calls.push_back(call);
+    for (size_t d = j; d-- > 0;) {
+      if (++idx[d] < o[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  *out = std::move(plan);
+  return Status::ok();
+}
+
+Status Matmul::runBroadcast(const MatmulDesc &d, const std::vector<int64_t> &lhsBatch,
+                            const std::vector<int64_t> &rhsBatch, const void *lhs, const void *rhs,
+                            void *out, cudaStream_t stream, const void *bias) {
+  if (hasAux(d.epilogue))
+    return invalidArgument("matmul: runBroadcast does not take an aux epilogue");
+  BatchPlan plan;
+  TC_RETURN_IF_ERROR(planBatches(lhsBatch, rhsBatch, &plan));
+  MatmulDesc call = d;
+  if (plan.lhsStrided && !plan.rhsStrided && !d.transposeLhs) {
+    // One rhs for a run of packed lhs matrices (a Linear layer over
+    // [batch..., M, K]): the run is a single GEMM with M * batch rows.
+    call.m = d.m * plan.batchPerCall;
+    call.batch = 1;
+    call.strideLhs = call.strideRhs = call.strideOut = -1;
+  } else {
+    call.batch = plan.batchPerCall;
+    call.strideLhs = plan.lhsStrided ? d.m * d.k : 0;
+    call.strideRhs = plan.rhsStrided ? d.k * d.n : 0;
+    call.strideOut = d.m * d.n;
+  }
+  int64_t eb = elementBytes(d.dtype);
+  for (const BatchPlan::Call &c : plan.calls) {
+    const char *l = static_cast<const char *>(lhs) + c.lhs * d.m * d.k * eb;
+    const char *rr = static_cast<const char *>(rhs) + c.rhs * d.k * d.n * eb;
+    char *o = static_cast<char *>(out) + c.out * d.m * d.n * eb;
+    TC_RETURN_IF_ERROR(run(call, l, rr, o, stream, bias));
+  }
+  return Status::ok();
+}
+
+} // namespace tc::rt::cuda

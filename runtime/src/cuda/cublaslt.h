@@ -1,0 +1,144 @@
+//===- cublaslt.h - the one matmul wrapper (cuBLASLt) ------------*- C++ -*-===//
+//
+// Every matmul of the CUDA backend goes through Matmul::run: the compiler
+// targets this wrapper, never raw GEMM calls. Semantics are tc.matmul's, in
+// row-major terms:
+//
+//   out[b, M, N] = alpha * op(lhs[b]) op(rhs[b]) + beta * out[b]  (+ bias[N])
+//                  (then GELU, tanh approximation, when asked)
+//   lhs [b, M, K] ([b, K, M] with transposeLhs), rhs [b, K, N] ([b, N, K]
+//   with transposeRhs), b strided (stride 0 broadcasts one matrix to every
+//   batch); runBroadcast takes tc.matmul's numpy-style batch dimensions.
+//
+// Row-major is mapped onto cuBLASLt's column-major by computing
+// out^T = op(rhs)^T op(lhs)^T: cuBLASLt's "A" is our rhs and its "B" our lhs,
+// so bias[N] is the per-row bias of cuBLASLt's D (its native epilogue).
+//
+// dtypes: f32 (compute f32, or TF32 tensor cores with `tf32`), bf16 and f16
+// (fp32 accumulation and scaling, bf16/f16 bias). The algorithm is chosen by
+// cuBLASLt's heuristic once per (problem, pointer alignment) and cached; the
+// workspace is preallocated (an arena slice, or 32 MiB of its own).
+//
+// Not thread-safe: one Matmul per stream/thread.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_CUDA_CUBLASLT_H
+#define TC_RUNTIME_CUDA_CUBLASLT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "runtime/src/base/dtype.h"
+#include "runtime/src/base/status.h"
+
+namespace tc::rt::cuda {
+
+/// OK for CUBLAS_STATUS_SUCCESS; otherwise "<call>: <cuBLASLt status string>
+/// (<status name>)" (InvalidArgument, Unimplemented, ResourceExhausted,
+/// FailedPrecondition or Internal).
+Status cublasStatus(cublasStatus_t st, const std::string &call);
+
+/// What runs after the product (cuBLASLt epilogues).
+enum class MatmulEpilogue : uint8_t {
+  None,
+  Bias,        // + bias[N]
+  Gelu,        // gelu_tanh(x)
+  BiasGelu,    // gelu_tanh(x + bias[N])
+  GeluAux,     // gelu_tanh(x), and x (the GELU input) stored to `aux`
+  BiasGeluAux, // gelu_tanh(x + bias[N]), and x + bias stored to `aux`
+};
+const char *matmulEpilogueName(MatmulEpilogue e);
+
+/// One matmul problem, tc.matmul's attributes in row-major terms.
+struct MatmulDesc {
+  DType dtype = DType::F32; // lhs, rhs, out, bias and aux: F32, BF16 or F16
+  bool tf32 = false;        // F32 only: allow TF32 tensor cores
+  bool transposeLhs = false;
+  bool transposeRhs = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  /// Elements between consecutive batch matrices. -1 = packed (m*k, k*n,
+  /// m*n); 0 broadcasts one matrix (lhs/rhs only).
+  int64_t strideLhs = -1, strideRhs = -1, strideOut = -1;
+  MatmulEpilogue epilogue = MatmulEpilogue::None;
+  float alpha = 1.0f;
+  /// 0 overwrites `out`; 1 accumulates into it (gradient accumulation).
+  float beta = 0.0f;
+
+  /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
+  std::string toString() const;
+};
+
+class Matmul {
+public:
+  static constexpr size_t kDefaultWorkspaceBytes = 32u << 20; // 32 MiB
+
+  /// Creates the cuBLASLt handle. `workspace` (device memory of
+  /// workspaceBytes, e.g. an arena slice, 256-byte aligned) is used by every
+  /// call; when null, the Matmul allocates kDefaultWorkspaceBytes itself.
+  static Status create(std::unique_ptr<Matmul> *out, void *workspace = nullptr,
+                       size_t workspaceBytes = kDefaultWorkspaceBytes);
+  ~Matmul();
+  Matmul(const Matmul &) = delete;
+  Matmul &operator=(const Matmul &) = delete;
+
+  /// Runs `d` on `stream`. lhs/rhs/out (and bias [n], aux [batch, m, n] when
+  /// the epilogue uses them) are device pointers of d.dtype. m, n or batch
+  /// of 0 is a no-op; k == 0 is Unimplemented.
+  Status run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, cudaStream_t stream,
+             const void *bias = nullptr, void *aux = nullptr);
+
+  /// tc.matmul with numpy-broadcast batch dimensions: lhs [lhsBatch..., M, K],
+  /// rhs [rhsBatch..., K, N] (transposes as in `d`), out
+  /// [broadcast(lhsBatch, rhsBatch)..., M, N], all packed. d.batch and the
+  /// strides are ignored: the broadcast is split into as few strided-batched
+  /// calls as possible (one when the batch dims allow it; see planBatches),
+  /// and a run of packed lhs matrices sharing one rhs (a Linear layer) becomes
+  /// one GEMM of M * batch rows.
+  Status runBroadcast(const MatmulDesc &d, const std::vector<int64_t> &lhsBatch,
+                      const std::vector<int64_t> &rhsBatch, const void *lhs, const void *rhs,
+                      void *out, cudaStream_t stream, const void *bias = nullptr);
+
+  /// Number of cached (problem, alignment) -> algorithm entries.
+  size_t cachedPlans() const { return plans_.size(); }
+  size_t workspaceBytes() const { return workspaceBytes_; }
+
+private:
+  struct Plan;
+  Matmul() = default;
+  Status getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, const void *bias,
+                 void *aux, Plan **result);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  bool ownsWorkspace_ = false;
+  std::unordered_map<std::string, std::unique_ptr<Plan>> plans_;
+};
+
+/// How a broadcast batch splits into strided-batched calls (host only; public
+/// for tests). Offsets are in matrices (multiply by the matrix size).
+struct BatchPlan {
+  std::vector<int64_t> outBatch; // broadcast batch shape
+  int64_t batchPerCall = 1;      // matrices per call
+  bool lhsStrided = true;        // false: one lhs matrix broadcast in a call
+  bool rhsStrided = true;
+  struct Call {
+    int64_t lhs = 0, rhs = 0, out = 0;
+  };
+  std::vector<Call> calls;
+};
+/// InvalidArgument when the batch dimensions do not broadcast.
+Status planBatches(const std::vector<int64_t> &lhsBatch, const std::vector<int64_t> &rhsBatch,
+                   BatchPlan *out);
+
+} // namespace tc::rt::cuda
+
+#endif // TC_RUNTIME_CUDA_CUBLASLT_H

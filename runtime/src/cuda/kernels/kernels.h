@@ -1,0 +1,205 @@
+//===- kernels.h - launchers of tc's hand-written CUDA kernels ---*- C++ -*-===//
+//
+// One launcher per kernel (the kernels live in kernels/*.cu, one op family
+// per file). Every launcher
+//   - takes device pointers, sizes and an explicit cudaStream_t, and enqueues
+//     asynchronously (nothing synchronises the host),
+//   - returns a Status: "no CUDA GPU available: ..." without a GPU,
+//     InvalidArgument for a bad dtype/size/null pointer, and the launch error
+//     naming the kernel otherwise (cudaGetLastError right after the launch),
+//   - takes storage dtype F32 or BF16 (bf16 storage, fp32 math), and
+//   - is deterministic: the same inputs give the same bits run to run (no
+//     float atomics; reductions have an order fixed by the sizes only).
+// Scratch buffers (fp32 or int32 device memory, e.g. arena slices) are sized
+// by the matching *ScratchBytes function and may be reused between calls.
+// Shapes are written next to the pointers; "rows" is the product of the
+// leading dims, the op's axis is the last one.
+//
+// Thread-safety: launchers are thread-safe (they keep no state).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_CUDA_KERNELS_KERNELS_H
+#define TC_RUNTIME_CUDA_KERNELS_KERNELS_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/src/base/dtype.h"
+#include "runtime/src/base/status.h"
+
+namespace tc::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// softmax.cu
+//===----------------------------------------------------------------------===//
+
+/// y[rows, cols] = softmax(x[rows, cols]) along the last axis (log_softmax
+/// with `log`). Max-subtracted, fp32 math. y may alias x.
+Status softmaxForward(DType dt, const void *x, void *y, int64_t rows, int64_t cols, bool log,
+                      cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// norm.cu: layer_norm and rms_norm over the last axis
+//===----------------------------------------------------------------------===//
+
+/// y[rows, cols] = (x - mean) * rstd * weight[cols] + bias[cols], with
+/// rstd = 1 / sqrt(var + eps) (biased variance, as torch). weight and bias
+/// (dtype dt) may be null. mean[rows] and rstd[rows] (fp32) are written when
+/// non-null, for the backward.
+Status layerNormForward(DType dt, const void *x, const void *weight, const void *bias, void *y,
+                        float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
+                        cudaStream_t stream);
+
+/// Backward of layerNormForward from its saved mean/rstd:
+///   dx[rows, cols], dweight[cols] (when weight and dweight are non-null),
+///   dbias[cols] (when non-null). With `accumulate` the results are added to
+///   what dx/dweight/dbias hold (gradient accumulation, a residual's second
+///   use); otherwise they are overwritten. dx may be null (parameter grads
+///   only). dweight/dbias are summed over rows in fixed chunks of
+///   kNormBackwardChunkRows rows (deterministic), through `scratch`
+///   (normBackwardScratchBytes(rows, cols) bytes).
+Status layerNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+                         const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
+                         void *scratch, int64_t rows, int64_t cols, bool accumulate,
+                         cudaStream_t stream);
+
+/// y = x * rstd * weight[cols], rstd = 1 / sqrt(mean(x^2) + eps); weight may
+/// be null; rstd[rows] (fp32) written when non-null.
+Status rmsNormForward(DType dt, const void *x, const void *weight, void *y, float *rstd,
+                      int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+
+/// Backward of rmsNormForward: dx, dweight (when weight and dweight are
+/// non-null); `accumulate` and `scratch` as for layerNormBackward.
+Status rmsNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+                       const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
+                       int64_t cols, bool accumulate, cudaStream_t stream);
+
+constexpr int64_t kNormBackwardChunkRows = 64;
+size_t normBackwardScratchBytes(int64_t rows, int64_t cols);
+
+//===----------------------------------------------------------------------===//
+// cross_entropy.cu: softmax cross-entropy over the last axis, fused backward
+//===----------------------------------------------------------------------===//
+
+/// For logits[rows, cols] and labels[rows] (labelType I32 or I64):
+///   losses[r] = logsumexp(logits[r]) - logits[r, labels[r]], 0 for rows whose
+///               label is ignoreIndex (fp32, written when non-null);
+///   *lossMean = sum(losses) / count(rows not ignored) (fp32 scalar, NaN when
+///               every row is ignored, as torch; written when non-null);
+///   dlogits[rows, cols] (dtype dt, when non-null) = d(lossMean)/d(logits) *
+///               gradScale = (softmax - onehot) * gradScale / count, 0 on
+///               ignored rows. dlogits may alias logits (in place).
+/// A label outside [0, cols) that is not ignoreIndex gives a NaN loss (and
+/// NaN gradient row). `scratch`: crossEntropyScratchBytes(rows) bytes. The
+/// sum over rows has a fixed order (deterministic). rows < 2^24.
+Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType,
+                                   const void *labels, float *losses, float *lossMean,
+                                   void *dlogits, void *scratch, int64_t rows, int64_t cols,
+                                   int64_t ignoreIndex, float gradScale, cudaStream_t stream);
+size_t crossEntropyScratchBytes(int64_t rows);
+
+//===----------------------------------------------------------------------===//
+// embedding.cu: gather of table rows and its deterministic scatter-add
+//===----------------------------------------------------------------------===//
+
+/// out[count, dim] = table[ids[count], dim] (idType I32 or I64; a negative id
+/// counts from the end as in tc.gather). An id outside [-vocab, vocab) gives
+/// a row of NaN (the reference executor reports an error instead).
+Status embeddingForward(DType dt, const void *table, DType idType, const void *ids, void *out,
+                        int64_t count, int64_t vocab, int64_t dim, cudaStream_t stream);
+
+/// dtable[vocab, dim] (+)= sum over n with ids[n] == v of dout[n, :].
+/// Deterministic without float atomics: a stable counting sort of the token
+/// indices by id (one warp per chunk of kEmbeddingChunk tokens builds the
+/// per-chunk histograms with __match_any_sync, a column scan and a scan over
+/// the vocabulary give every token its slot), then each vocabulary row is
+/// owned by one block that sums its tokens in increasing token order. Rows no
+/// token hits are zeroed (or left alone with `accumulate`). Ids outside
+/// [-vocab, vocab) are skipped. `scratch`: embeddingBackwardScratchBytes.
+Status embeddingBackward(DType dt, const void *dout, DType idType, const void *ids, void *dtable,
+                         void *scratch, int64_t count, int64_t vocab, int64_t dim, bool accumulate,
+                         cudaStream_t stream);
+constexpr int64_t kEmbeddingChunk = 512;
+size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab);
+
+//===----------------------------------------------------------------------===//
+// elementwise.cu: GELU and casts over flat buffers
+//===----------------------------------------------------------------------===//
+
+enum class GeluApprox : uint8_t {
+  None, // 0.5 x (1 + erf(x / sqrt 2))   (tc.gelu approximate = "none")
+  Tanh, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   ("tanh")
+};
+
+/// y[n] = gelu(x[n]); y may alias x.
+Status geluForward(DType dt, GeluApprox approx, const void *x, void *y, int64_t n,
+                   cudaStream_t stream);
+/// dx[n] = dy[n] * gelu'(x[n]); dx may alias dy.
+Status geluBackward(DType dt, GeluApprox approx, const void *x, const void *dy, void *dx, int64_t n,
+                    cudaStream_t stream);
+
+/// y[n] = x[n] converted from `from` to `to` (F32 <-> BF16, round to nearest
+/// even; the same dtype copies).
+Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// optimizer.cu: fused updates over a flat buffer, global gradient norm
+//===----------------------------------------------------------------------===//
+
+/// torch.optim.AdamW (decoupled weight decay), fp32 master weights.
+struct AdamWConfig {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weightDecay = 0.01f;
+  /// 1 for the first update; bias corrections use 1 - beta^step.
+  int64_t step = 1;
+  /// > 0: scale gradients by min(1, maxGradNorm / (sqrt(*gradNormSq) + 1e-6))
+  /// (torch.nn.utils.clip_grad_norm_); needs gradNormSq.
+  float maxGradNorm = 0;
+};
+
+/// In place over n elements: params (fp32), expAvg, expAvgSq (fp32),
+/// grads (gradType F32 or BF16):
+///   p *= 1 - lr * wd; m += (1 - b1) (g - m); v = b2 v + (1 - b2) g^2;
+///   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+/// gradNormSq: device fp32 scalar (sumSquares of all gradients) or null.
+/// paramsCopy (copyType F32/BF16, or null): the updated params written again
+/// in the model's dtype (bf16 weights next to fp32 master weights).
+Status adamwUpdate(float *params, DType gradType, const void *grads, float *expAvg, float *expAvgSq,
+                   int64_t n, const AdamWConfig &cfg, const float *gradNormSq, DType copyType,
+                   void *paramsCopy, cudaStream_t stream);
+
+/// torch.optim.SGD.
+struct SgdConfig {
+  float lr = 1e-2f;
+  float momentum = 0;
+  float dampening = 0;
+  float weightDecay = 0;
+  bool nesterov = false;
+  /// 1 for the first update (the momentum buffer starts as the gradient).
+  int64_t step = 1;
+  float maxGradNorm = 0; // as AdamWConfig
+};
+
+/// In place: g += wd p; buf = step == 1 ? g : momentum buf + (1 - dampening) g;
+/// g = nesterov ? g + momentum buf : buf; p -= lr g. momentumBuf (fp32) may be
+/// null when momentum == 0. gradNormSq, copyType/paramsCopy as adamwUpdate.
+Status sgdUpdate(float *params, DType gradType, const void *grads, float *momentumBuf, int64_t n,
+                 const SgdConfig &cfg, const float *gradNormSq, DType copyType, void *paramsCopy,
+                 cudaStream_t stream);
+
+/// *out = sum(x[n]^2) (fp32 scalar on the device), or *out += ... with
+/// `accumulate` (call once per gradient tensor, accumulate after the first,
+/// then sqrt on the host or in the optimizer). Deterministic: the grid and
+/// the summation order depend on n only. `scratch`: sumSquaresScratchBytes().
+Status sumSquares(DType dt, const void *x, int64_t n, float *out, void *scratch, bool accumulate,
+                  cudaStream_t stream);
+size_t sumSquaresScratchBytes();
+
+} // namespace tc::rt::cuda
+
+#endif // TC_RUNTIME_CUDA_KERNELS_KERNELS_H

@@ -1,0 +1,360 @@
+//===- matmul_test.cpp - the cuBLASLt wrapper against tc.matmul -----------===//
+#include "test/cuda/cuda_test_util.h"
+
+#include "runtime/src/cuda/cublaslt.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+using namespace tc::rt::cuda::test;
+
+//===----------------------------------------------------------------------===//
+// Batch planning (host only)
+//===----------------------------------------------------------------------===//
+
+/// Checks a plan against the broadcast rule, output matrix by output matrix.
+void expectPlanCovers(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  BatchPlan plan;
+  ASSERT_OK(planBatches(a, b, &plan));
+  size_t r = plan.outBatch.size();
+  std::vector<int64_t> pa(r, 1), pb(r, 1);
+  std::copy(a.begin(), a.end(), pa.begin() + (r - a.size()));
+  std::copy(b.begin(), b.end(), pb.begin() + (r - b.size()));
+  int64_t total = 1;
+  for (int64_t d : plan.outBatch)
+    total *= d;
+  ASSERT_EQ(static_cast<int64_t>(plan.calls.size()) * plan.batchPerCall, total);
+  // Expected operand matrix of every output matrix.
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t o = 0; o < total; ++o) {
+    int64_t ia = 0, ib = 0;
+    for (size_t d = 0; d < r; ++d) {
+      ia = ia * pa[d] + (pa[d] == 1 ? 0 : idx[d]);
+      ib = ib * pb[d] + (pb[d] == 1 ? 0 : idx[d]);
+    }
+    const BatchPlan::Call &c = plan.calls[o / plan.batchPerCall];
+    int64_t j = o % plan.batchPerCall;
+    EXPECT_EQ(c.out + j, o);
+    EXPECT_EQ(c.lhs + (plan.lhsStrided ? j : 0), ia) << "output matrix " << o;
+    EXPECT_EQ(c.rhs + (plan.rhsStrided ? j : 0), ib) << "output matrix " << o;
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < plan.outBatch[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+TEST(CudaMatmulPlan, BroadcastBatchesBecomeFewStridedCalls) {
+  BatchPlan p;
+  ASSERT_OK(planBatches({}, {}, &p));
+  EXPECT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.batchPerCall, 1);
+  ASSERT_OK(planBatches({4, 3}, {4, 3}, &p));
+  EXPECT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.batchPerCall, 12);
+  ASSERT_OK(planBatches({4, 3}, {}, &p)); // shared weights: rhs broadcast
+  EXPECT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.batchPerCall, 12);
+  EXPECT_TRUE(p.lhsStrided);
+  EXPECT_FALSE(p.rhsStrided);
+  ASSERT_OK(planBatches({2, 1}, {3}, &p)); // tc.matmul's own example
+  EXPECT_EQ(p.outBatch, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.batchPerCall, 3);
+  EXPECT_FALSE(p.lhsStrided);
+  EXPECT_TRUE(p.rhsStrided);
+  for (auto [a, b] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{2, 1}, {3}},
+           {{5, 1, 3}, {1, 4, 3}},
+           {{2, 3, 4}, {4}},
+           {{1, 1, 6}, {2, 5, 1}},
+           {{7}, {3, 1}},
+           {{2, 1, 1, 3}, {1, 4, 2, 3}},
+       }) {
+    SCOPED_TRACE(shapeToString(a) + " x " + shapeToString(b));
+    expectPlanCovers(a, b);
+  }
+  Status st = planBatches({2}, {3}, &p);
+  EXPECT_EQ(st.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(st.message().find("do not broadcast"), std::string::npos) << st.message();
+}
+
+//===----------------------------------------------------------------------===//
+// Against the reference executor
+//===----------------------------------------------------------------------===//
+
+class CudaMatmul : public CudaTest {
+protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (IsSkipped() || HasFatalFailure())
+      return;
+    ASSERT_OK(Matmul::create(&mm));
+  }
+
+  struct Case {
+    std::string name;
+    DType dt = DType::F32;
+    std::vector<int64_t> lhs, rhs; // full shapes as stored (transposed if asked)
+    bool ta = false, tb = false, tf32 = false;
+    MatmulEpilogue epi = MatmulEpilogue::None;
+    float alpha = 1, beta = 0;
+    double tol = 0;
+  };
+
+  /// Runs `c` through Matmul (runBroadcast, or run() for the aux/beta
+  /// variants) and through the reference: tc.matmul (+ tc.add bias)
+  /// (+ tc.gelu tanh) (alpha, beta: tc.mul / tc.add).
+  void runCase(const Case &c) {
+    SCOPED_TRACE(c.name);
+    size_t ra = c.lhs.size(), rb = c.rhs.size();
+    int64_t m = c.ta ? c.lhs[ra - 1] : c.lhs[ra - 2], k = c.ta ? c.lhs[ra - 2] : c.lhs[ra - 1];
+    int64_t n = c.tb ? c.rhs[rb - 2] : c.rhs[rb - 1];
+    std::vector<int64_t> aBatch(c.lhs.begin(), c.lhs.end() - 2);
+    std::vector<int64_t> bBatch(c.rhs.begin(), c.rhs.end() - 2);
+    BatchPlan plan;
+    ASSERT_OK(planBatches(aBatch, bBatch, &plan));
+    std::vector<int64_t> outShape = plan.outBatch;
+    outShape.push_back(m);
+    outShape.push_back(n);
+    bool bias = c.epi == MatmulEpilogue::Bias || c.epi == MatmulEpilogue::BiasGelu ||
+                c.epi == MatmulEpilogue::BiasGeluAux;
+    bool gelu = c.epi != MatmulEpilogue::None && c.epi != MatmulEpilogue::Bias;
+    bool aux = c.epi == MatmulEpilogue::GeluAux || c.epi == MatmulEpilogue::BiasGeluAux;
+
+    HostTensor A = randomTensor(ty(c.dt, c.lhs), rng), B = randomTensor(ty(c.dt, c.rhs), rng);
+    HostTensor Bias = randomTensor(ty(c.dt, {n}), rng);
+    HostTensor C0 = randomTensor(ty(c.dt, outShape), rng);
+
+    // Reference.
+    FnBuilder fb;
+    int32_t a = fb.input("a", A.type), b = fb.input("b", B.type);
+    std::vector<HostTensor> ins = {A, B};
+    Attrs mmAttrs = {{"transpose_lhs", aInt(c.ta)}, {"transpose_rhs", aInt(c.tb)}};
+    int32_t y = fb.op("tc.matmul", {a, b}, ty(c.dt, outShape), mmAttrs);
+    if (c.alpha != 1) {
+      int32_t s = fb.op("tc.constant", {}, ty(c.dt, {}),
+                        {{"value", aTensor(makeHostTensor(ty(c.dt, {}), {c.alpha}))}});
+      y = fb.op("tc.mul", {y, s}, ty(c.dt, outShape));
+    }
+    if (c.beta != 0) {
+      ASSERT_EQ(c.beta, 1.0f);
+      int32_t c0 = fb.input("c0", C0.type);
+      ins.push_back(C0);
+      y = fb.op("tc.add", {y, c0}, ty(c.dt, outShape));
+    }
+    if (bias) {
+      int32_t bv = fb.input("bias", Bias.type);
+      ins.push_back(Bias);
+      y = fb.op("tc.add", {y, bv}, ty(c.dt, outShape));
+    }
+    int32_t pre = y;
+    if (gelu)
+      y = fb.op("tc.gelu", {y}, ty(c.dt, outShape), {{"approximate", aStr("tanh")}});
+    fb.output("y", y);
+    if (aux)
+      fb.output("pre", pre);
+    std::vector<HostTensor> want;
+    Artifact empty;
+    ASSERT_OK(runFunction(empty, fb.fn, ins, &want, f64Mode()));
+
+    // GPU.
+    DevBuf dA, dB, dBias, dC, dAux;
+    ASSERT_OK(upload(A, &dA, stream()));
+    ASSERT_OK(upload(B, &dB, stream()));
+    ASSERT_OK(upload(Bias, &dBias, stream()));
+    ASSERT_OK(upload(C0, &dC, stream()));
+    ASSERT_OK(devZeros(C0.data.size(), &dAux, stream()));
+    MatmulDesc d;
+    d.dtype = c.dt;
+    d.tf32 = c.tf32;
+    d.transposeLhs = c.ta;
+    d.transposeRhs = c.tb;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.epilogue = c.epi;
+    d.alpha = c.alpha;
+    d.beta = c.beta;
+    if (aux || c.beta != 0) {
+      ASSERT_TRUE(aBatch == bBatch) << "run() cases need equal batches";
+      int64_t batch = 1;
+      for (int64_t x : aBatch)
+        batch *= x;
+      d.batch = batch;
+      ASSERT_OK(mm->run(d, dA.p, dB.p, dC.p, stream(), dBias.p, dAux.p));
+    } else {
+      ASSERT_OK(mm->runBroadcast(d, aBatch, bBatch, dA.p, dB.p, dC.p, stream(), dBias.p));
+    }
+    HostTensor got;
+    ASSERT_OK(download(dC.p, ty(c.dt, outShape), &got, stream()));
+    check("matmul " + c.name, c.dt, hostTensorToDoubles(got), hostTensorToDoubles(want[0]),
+          c.tol ? c.tol : tolFor(c.dt));
+    if (aux) {
+      HostTensor gotAux;
+      ASSERT_OK(download(dAux.p, ty(c.dt, outShape), &gotAux, stream()));
+      check("matmul " + c.name + " (aux)", c.dt, hostTensorToDoubles(gotAux),
+            hostTensorToDoubles(want[1]), c.tol ? c.tol : tolFor(c.dt));
+    }
+  }
+
+  std::unique_ptr<Matmul> mm;
+};
+
+TEST_F(CudaMatmul, F32MatchesReference) {
+  using E = MatmulEpilogue;
+  for (const Case &c : std::vector<Case>{
+           {"plain", DType::F32, {64, 96}, {96, 80}},
+           {"lhs^T", DType::F32, {96, 64}, {96, 80}, true},
+           {"rhs^T", DType::F32, {64, 96}, {80, 96}, false, true},
+           {"lhs^T rhs^T", DType::F32, {96, 64}, {80, 96}, true, true},
+           {"odd sizes", DType::F32, {33, 67}, {67, 45}},
+           {"batched", DType::F32, {3, 64, 96}, {3, 96, 80}},
+           {"shared rhs", DType::F32, {4, 32, 96}, {96, 80}},
+           {"broadcast [2,1]x[3]", DType::F32, {2, 1, 32, 48}, {3, 48, 40}},
+           {"batched rhs^T", DType::F32, {2, 3, 32, 64}, {2, 3, 48, 64}, false, true},
+           {"+bias", DType::F32, {64, 96}, {96, 80}, false, false, false, E::Bias},
+           {"+gelu", DType::F32, {64, 96}, {96, 80}, false, false, false, E::Gelu},
+           {"+bias+gelu", DType::F32, {64, 96}, {96, 80}, false, false, false, E::BiasGelu},
+           {"+bias+gelu+aux", DType::F32, {64, 96}, {96, 80}, false, false, false, E::BiasGeluAux},
+           {"batched +bias+gelu+aux",
+            DType::F32,
+            {2, 64, 96},
+            {2, 96, 80},
+            false,
+            false,
+            false,
+            E::BiasGeluAux},
+           {"alpha 0.5", DType::F32, {64, 96}, {96, 80}, false, false, false, E::None, 0.5f},
+           {"beta 1 (accumulate)",
+            DType::F32,
+            {64, 96},
+            {96, 80},
+            false,
+            false,
+            false,
+            E::None,
+            1.0f,
+            1.0f},
+       })
+    runCase(c);
+}
+
+TEST_F(CudaMatmul, Tf32MatchesReferenceLoosely) {
+  // TF32 keeps 10 mantissa bits of each operand: ~5e-4 per product, a few
+  // 1e-3 at worst over the output; a loose sanity check.
+  runCase({"tf32",
+           DType::F32,
+           {128, 256},
+           {256, 96},
+           false,
+           false,
+           true,
+           MatmulEpilogue::None,
+           1,
+           0,
+           1e-2});
+  runCase({"tf32 rhs^T +bias",
+           DType::F32,
+           {128, 256},
+           {96, 256},
+           false,
+           true,
+           true,
+           MatmulEpilogue::Bias,
+           1,
+           0,
+           1e-2});
+}
+
+TEST_F(CudaMatmul, Bf16AndF16MatchReference) {
+  using E = MatmulEpilogue;
+  for (const Case &c : std::vector<Case>{
+           {"plain", DType::BF16, {64, 256}, {256, 80}},
+           {"lhs^T rhs^T", DType::BF16, {256, 64}, {80, 256}, true, true},
+           {"batched", DType::BF16, {3, 64, 128}, {3, 128, 80}},
+           {"broadcast [2,1]x[3]", DType::BF16, {2, 1, 32, 48}, {3, 48, 40}},
+           {"shared rhs +bias", DType::BF16, {2, 3, 32, 64}, {64, 48}, false, false, false,
+            E::Bias},
+           {"shared lhs", DType::BF16, {32, 64}, {3, 64, 48}},
+           {"+bias+gelu", DType::BF16, {64, 256}, {256, 80}, false, false, false, E::BiasGelu},
+           {"+bias+gelu+aux",
+            DType::BF16,
+            {64, 256},
+            {256, 80},
+            false,
+            false,
+            false,
+            E::BiasGeluAux},
+           {"beta 1 (accumulate)",
+            DType::BF16,
+            {64, 256},
+            {256, 80},
+            false,
+            false,
+            false,
+            E::None,
+            1.0f,
+            1.0f},
+           {"odd sizes", DType::BF16, {33, 67}, {67, 45}},
+           {"plain", DType::F16, {64, 256}, {256, 80}},
+           {"rhs^T +bias", DType::F16, {64, 256}, {80, 256}, false, true, false, E::Bias},
+       })
+    runCase(c);
+}
+
+TEST_F(CudaMatmul, PlansAreCachedPerShape) {
+  DevBuf a, b, c;
+  ASSERT_OK(devZeros(64 * 64 * 4, &a, stream()));
+  ASSERT_OK(devZeros(64 * 64 * 4, &b, stream()));
+  ASSERT_OK(devZeros(64 * 64 * 4, &c, stream()));
+  MatmulDesc d;
+  d.m = d.n = d.k = 64;
+  size_t before = mm->cachedPlans();
+  ASSERT_OK(mm->run(d, a.p, b.p, c.p, stream()));
+  ASSERT_OK(mm->run(d, a.p, b.p, c.p, stream()));
+  EXPECT_EQ(mm->cachedPlans(), before + 1);
+  d.transposeLhs = true;
+  ASSERT_OK(mm->run(d, a.p, b.p, c.p, stream()));
+  EXPECT_EQ(mm->cachedPlans(), before + 2);
+  // Errors are statuses naming the problem.
+  d.dtype = DType::I32;
+  Status st = mm->run(d, a.p, b.p, c.p, stream());
+  EXPECT_EQ(st.code(), StatusCode::InvalidArgument);
+  d.dtype = DType::BF16;
+  d.tf32 = true;
+  EXPECT_EQ(mm->run(d, a.p, b.p, c.p, stream()).code(), StatusCode::InvalidArgument);
+  d.tf32 = false;
+  d.epilogue = MatmulEpilogue::Bias;
+  st = mm->run(d, a.p, b.p, c.p, stream());
+  EXPECT_NE(st.message().find("needs a bias"), std::string::npos) << st.message();
+}
+
+TEST_F(CudaMatmul, GptShapesTiming) {
+  // GPT-2 124M MLP up-projection at batch 16 x 1024 tokens: [16384, 768] x
+  // [768, 3072] + bias + GELU, bf16; and the fp32 (no TF32) projection.
+  const int64_t M = 16384, K = 768, N = 3072;
+  for (DType dt : {DType::BF16, DType::F32}) {
+    size_t eb = dt == DType::F32 ? 4 : 2;
+    DevBuf a, b, bias, c;
+    ASSERT_OK(devZeros(M * K * eb, &a, stream()));
+    ASSERT_OK(devZeros(K * N * eb, &b, stream()));
+    ASSERT_OK(devZeros(N * eb, &bias, stream()));
+    ASSERT_OK(devZeros(M * N * eb, &c, stream()));
+    MatmulDesc d;
+    d.dtype = dt;
+    d.m = M;
+    d.n = N;
+    d.k = K;
+    d.epilogue = MatmulEpilogue::BiasGelu;
+    double us = timeUs(stream(), 20, [&] { return mm->run(d, a.p, b.p, c.p, stream(), bias.p); });
+    ASSERT_GT(us, 0);
+    std::printf("matmul %s %ldx%ldx%ld +bias+gelu: %.1f us, %.1f TFLOP/s\n", dtypeName(dt), (long)M,
+                (long)N, (long)K, us, 2.0 * M * N * K / (us * 1e-6) / 1e12);
+    report("matmul +bias+gelu (timing)", dt, 0, tolFor(dt), us, shapeStr({M, K, N}));
+  }
+}
+
+} // namespace
+} // namespace tc::rt::cuda
