@@ -20,3 +20,19 @@ llvm_config.with_environment("PATH", config.tc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["not", "count", "split-file"], [config.llvm_tools_dir])
 tools = ["tc-opt", "tc-compile", "tc-run"]
 llvm_config.add_tool_substitutions(tools, [config.tc_tools_dir])
+
+# CUDA codegen (test/codegen): NVRTC when tc-cuda-codegen was built with it;
+# NVIDIA's cuobjdump / nvdisasm when installed (CUDA's bin or PATH).
+import shutil
+if getattr(config, "tc_have_nvrtc", "0") in ("1", "ON", "TRUE", "True"):
+    config.available_features.add("nvrtc")
+llvm_config.add_tool_substitutions(["tc-cuda-codegen"], [config.tc_tools_dir])
+_cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
+_cuobjdump = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=_cuda_bin)
+if _cuobjdump:
+    config.available_features.add("cuobjdump")
+    config.substitutions.append(("%cuobjdump", _cuobjdump))
+    _nvdisasm = shutil.which("nvdisasm") or shutil.which("nvdisasm", path=_cuda_bin)
+    if _nvdisasm:
+        config.available_features.add("nvdisasm")
+        config.environment["PATH"] = os.path.dirname(_nvdisasm) + os.pathsep + config.environment.get("PATH", "")

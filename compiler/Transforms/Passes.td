@@ -166,4 +166,43 @@ def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
 }
 
+def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
+  let summary = "Group elementwise chains (+ one final reduction) into tc.fusion ops";
+  let description = [{
+    GPU pipeline only (the CPU reference program is built before it runs).
+    Walking the function backwards, every elementwise op (unary, binary with
+    broadcasting, select, cast, comparisons, gelu), trailing-axis
+    reduce_sum / reduce_mean / reduce_max / reduce_min and last-axis
+    softmax / log_softmax not yet grouped roots a group; the group then pulls
+    in producers greedily:
+      - an elementwise producer whose result has the group's iteration shape
+        (the root's result shape, or the reduction's input shape) and whose
+        users outside the group all come after the root (it then also
+        becomes a result of the fusion: no work is duplicated);
+      - tc.broadcast and splat tc.constant producers are cloned into the
+        body (index math / immediates; the originals stay while other users
+        remain).
+    Reductions and softmax only end a group; matmul, gather, norms, losses,
+    shape ops and ops on fp8/fp4 values are never fused. Each group becomes
+    one `tc.fusion` at the root's position; single elementwise ops become
+    fusions of one op, so every elementwise op is a generated kernel.
+
+    Before:
+    ```mlir
+    %0 = tc.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %1 = tc.tanh %0 : tensor<4x8xf32>
+    ```
+    After:
+    ```mlir
+    %1 = tc.fusion (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %0 = tc.add %a, %c : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+      %2 = tc.tanh %0 : tensor<4x8xf32>
+      tc.yield %2 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 #endif // TC_COMPILER_TRANSFORMS_PASSES_TD

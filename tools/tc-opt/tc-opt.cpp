@@ -3,8 +3,10 @@
 // MlirOptMain with the tc dialect, func, and every tc pass: lit's workhorse.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/tc/IR/TcOps.h"
+#include "dialects/tcx/IR/TcxOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -14,9 +16,11 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect>();
   tc::registerTcDialect(registry);
+  tcx::registerTcxDialect(registry);
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   tc::registerTcCompilerPasses();
+  tc::registerTcGpuPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tc optimizer driver\n", registry));
 }

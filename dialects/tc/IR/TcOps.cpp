@@ -737,5 +737,91 @@ LogicalResult NllLossGradOp::verify() {
   return verifyLossGrad(*this, "tc.nll_loss");
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+bool tc::isFusibleElementwise(Operation *op) {
+  return llvm::isa<
+      // unary
+      NegOp, AbsOp, SignOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
+      TanhOp, SigmoidOp, ErfOp, SiluOp, SinOp, CosOp, TanOp, AsinOp, AcosOp,
+      AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp, FloorOp, CeilOp,
+      RoundOp, NotOp, GeluOp, IsNanOp, IsInfOp, CastOp,
+      // binary and ternary
+      AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqOp,
+      NeOp, LtOp, LeOp, GtOp, GeOp, RemOp, SelectOp>(op);
+}
+
+bool tc::isTrailingReduction(Operation *op) {
+  if (!llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op))
+    return false;
+  auto axes = llvm::cast<DenseI64ArrayAttr>(op->getAttr("axes")).asArrayRef();
+  int64_t rank = tensorType(op->getOperand(0)).getRank();
+  if (axes.empty())
+    return false;
+  for (auto [i, a] : llvm::enumerate(axes))
+    if (a != rank - (int64_t)axes.size() + (int64_t)i)
+      return false;
+  return true;
+}
+
+bool tc::isLastAxisSoftmax(Operation *op) {
+  if (!llvm::isa<SoftmaxOp, LogSoftmaxOp>(op))
+    return false;
+  int64_t rank = tensorType(op->getOperand(0)).getRank();
+  auto axis = llvm::cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  return rank >= 1 && axis == rank - 1;
+}
+
+LogicalResult FusionOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << body.getNumArguments()
+                         << " arguments for " << getInputs().size() << " inputs";
+  for (auto [i, arg, in] : llvm::enumerate(body.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError() << "body argument #" << i << " has type "
+                           << arg.getType() << ", input #" << i << " has type "
+                           << in.getType();
+  auto yield = llvm::dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "body must end in tc.yield";
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values for " << getNumResults() << " results";
+  for (auto [i, v, r] : llvm::enumerate(yield.getValues(), getResults()))
+    if (v.getType() != r.getType())
+      return emitOpError() << "yielded value #" << i << " has type "
+                           << v.getType() << ", result #" << i << " has type "
+                           << r.getType();
+  Operation *reduction = nullptr;
+  for (Operation &op : body.without_terminator()) {
+    bool isReduction = isTrailingReduction(&op) || isLastAxisSoftmax(&op);
+    auto constant = llvm::dyn_cast<ConstantOp>(op);
+    if (constant) {
+      auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+      if (!dense || !dense.isSplat())
+        return op.emitOpError() << "in a tc.fusion body must be a splat constant";
+      continue;
+    }
+    if (!isReduction && !isFusibleElementwise(&op) && !llvm::isa<BroadcastOp>(op))
+      return op.emitOpError()
+             << "cannot be fused: a tc.fusion body holds elementwise ops, "
+                "broadcasts, splat constants and one final reduction over "
+                "trailing axes (or last-axis softmax)";
+    if (!isReduction)
+      continue;
+    if (reduction)
+      return op.emitOpError() << "is a second reduction in one tc.fusion";
+    reduction = &op;
+    for (Operation *user : op.getResult(0).getUsers())
+      if (user != yield.getOperation())
+        return op.emitOpError()
+               << "result of the fusion's reduction may only be yielded";
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/tc/IR/TcOps.cpp.inc"

@@ -21,6 +21,15 @@ namespace tc {
 /// is neither equal nor 1.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+/// Elementwise ops a tc.fusion body may hold and CUDA codegen can emit:
+/// unary math, gelu, isnan/isinf, cast, binary arithmetic/logic/comparisons
+/// (numpy broadcasting), rem and select.
+bool isFusibleElementwise(mlir::Operation *op);
+/// reduce_sum / reduce_mean / reduce_max / reduce_min over the trailing axes
+/// [rank-k, rank) of its input, k >= 1 (the reductions a fusion may end in).
+bool isTrailingReduction(mlir::Operation *op);
+/// softmax / log_softmax over the last axis (a fusion may end in one).
+bool isLastAxisSoftmax(mlir::Operation *op);
 /// Registers the tc dialect with a registry.
 void registerTcDialect(mlir::DialectRegistry &registry);
 } // namespace tc

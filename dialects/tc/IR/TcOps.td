@@ -619,4 +619,52 @@ class TC_LossGradOp<string mnemonic, string forward>
 def TC_CrossEntropyGradOp : TC_LossGradOp<"cross_entropy_grad", "cross_entropy">;
 def TC_NllLossGradOp : TC_LossGradOp<"nll_loss_grad", "nll_loss">;
 
+//===----------------------------------------------------------------------===//
+// Fusion (built by tc-fuse in the GPU pipeline; one kernel per op)
+//===----------------------------------------------------------------------===//
+
+def TC_FusionOp : TC_Op<"fusion", [IsolatedFromAbove, SingleBlock,
+    RecursiveMemoryEffects, RecursivelySpeculatable]> {
+  let summary = "A group of tc ops that runs as one generated GPU kernel";
+  let description = [{
+    The body's block arguments mirror `inputs` (same count and types); the
+    body ends in `tc.yield`, whose operand types are the result types. Body
+    ops are elementwise ops (unary, binary with broadcasting, select, cast,
+    comparisons, predicates, gelu), `tc.broadcast`, splat `tc.constant`s, and
+    at most one reduction over trailing axes (reduce_sum / reduce_mean /
+    reduce_max / reduce_min) or last-axis softmax / log_softmax, whose result
+    may only be yielded. The op exists only in the GPU pipeline (tc-fuse runs
+    after the reference program is built), so the CPU reference executor
+    never sees it. CUDA codegen (compiler/codegen/cuda) turns each one into
+    one kernel.
+
+    ```mlir
+    %y = tc.fusion (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %0 = tc.add %a, %c : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+      %1 = tc.tanh %0 : tensor<4x8xf32>
+      tc.yield %1 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<TC_Tensor>:$inputs);
+  let results = (outs Variadic<TC_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "`(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body";
+  let hasRegionVerifier = 1;
+}
+
+def TC_YieldOp : TC_Op<"yield", [Pure, Terminator,
+    HasParent<"FusionOp">]> {
+  let summary = "Terminates a tc.fusion body, naming its results";
+  let description = [{
+    ```mlir
+    tc.yield %a, %b : tensor<4x8xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<TC_Tensor>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
 #endif // TC_OPS_TD

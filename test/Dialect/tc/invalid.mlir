@@ -356,3 +356,83 @@ func.func @cross_entropy_grad_result(%l: tensor<8x5xf32>, %y: tensor<8xi64>, %g:
   %0 = tc.cross_entropy_grad %l, %y, grad %g : (tensor<8x5xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x5xf64>
   return %0 : tensor<8x5xf64>
 }
+
+// -----
+
+// Tests that a tc.fusion yields values of its result types.
+func.func @fusion_yield_type(%x: tensor<4xf32>) -> tensor<4xf16> {
+  // expected-error @+1 {{yielded value #0 has type 'tensor<4xf32>', result #0 has type 'tensor<4xf16>'}}
+  %r = tc.fusion (%x) : (tensor<4xf32>) -> tensor<4xf16> {
+  ^bb0(%a: tensor<4xf32>):
+    %0 = tc.exp %a : tensor<4xf32>
+    tc.yield %0 : tensor<4xf32>
+  }
+  return %r : tensor<4xf16>
+}
+
+// -----
+
+// Tests that the body's arguments mirror the inputs.
+func.func @fusion_args(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{body argument #0 has type 'tensor<4xf16>', input #0 has type 'tensor<4xf32>'}}
+  %r = tc.fusion (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf16>):
+    %0 = tc.cast %a : tensor<4xf16> to tensor<4xf32>
+    tc.yield %0 : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a matmul cannot be put in a tc.fusion.
+func.func @fusion_matmul(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %r = tc.fusion (%x) : (tensor<4x4xf32>) -> tensor<4x4xf32> {
+  ^bb0(%a: tensor<4x4xf32>):
+    // expected-error @+1 {{cannot be fused}}
+    %0 = tc.matmul %a, %a : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+    tc.yield %0 : tensor<4x4xf32>
+  }
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that a fusion's reduction may only be yielded (it ends the kernel).
+func.func @fusion_reduction_use(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %r = tc.fusion (%x) : (tensor<4x8xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    // expected-error @+1 {{result of the fusion's reduction may only be yielded}}
+    %0 = tc.reduce_sum %a {axes = array<i64: 1>} : tensor<4x8xf32> -> tensor<4xf32>
+    %1 = tc.exp %0 : tensor<4xf32>
+    tc.yield %1 : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a reduction over a leading axis is not fusible.
+func.func @fusion_leading_axis(%x: tensor<4x8xf32>) -> tensor<8xf32> {
+  %r = tc.fusion (%x) : (tensor<4x8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    // expected-error @+1 {{cannot be fused}}
+    %0 = tc.reduce_sum %a {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+    tc.yield %0 : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that only splat constants live in a fusion body.
+func.func @fusion_constant(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %r = tc.fusion (%x) : (tensor<2xf32>) -> tensor<2xf32> {
+  ^bb0(%a: tensor<2xf32>):
+    // expected-error @+1 {{in a tc.fusion body must be a splat constant}}
+    %c = tc.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    %0 = tc.add %a, %c : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+    tc.yield %0 : tensor<2xf32>
+  }
+  return %r : tensor<2xf32>
+}

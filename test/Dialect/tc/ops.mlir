@@ -210,3 +210,26 @@ func.func @gradient_ops(%de: tensor<2x4x8xf32>, %ids: tensor<2x4xi64>, %ds: tens
   %dn = tc.nll_loss_grad %l, %y, grad %gr, weight %w {reduction = "none"} : (tensor<8x5xf32>, tensor<8xi64>, tensor<8xf32>, tensor<5xf32>) -> tensor<8x5xf32>
   return %dn : tensor<8x5xf32>
 }
+
+// -----
+
+// Tests that tc.fusion (elementwise chain, broadcast, splat constant, final
+// trailing-axis reduction) prints and parses back unchanged.
+// CHECK-LABEL: func.func @fusion
+// CHECK: %[[R:.+]]:2 = tc.fusion(%{{.*}}, %{{.*}}) : (tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4xf32>) {
+// CHECK: ^bb0(%[[A:.+]]: tensor<4x8xbf16>, %[[B:.+]]: tensor<8xbf16>):
+// CHECK: tc.add %[[A]], %[[B]]
+// CHECK: tc.reduce_sum
+// CHECK: tc.yield %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<4xf32>
+func.func @fusion(%x: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4xf32>) {
+  %r:2 = tc.fusion (%x, %b) : (tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4x8xbf16>, %c: tensor<8xbf16>):
+    %half = tc.constant dense<5.000000e-01> : tensor<bf16>
+    %0 = tc.add %a, %c : tensor<4x8xbf16>, tensor<8xbf16> -> tensor<4x8xbf16>
+    %1 = tc.mul %0, %half : tensor<4x8xbf16>, tensor<bf16> -> tensor<4x8xbf16>
+    %2 = tc.cast %1 : tensor<4x8xbf16> to tensor<4x8xf32>
+    %3 = tc.reduce_sum %2 {axes = array<i64: 1>} : tensor<4x8xf32> -> tensor<4xf32>
+    tc.yield %1, %3 : tensor<4x8xbf16>, tensor<4xf32>
+  }
+  return %r#0, %r#1 : tensor<4x8xbf16>, tensor<4xf32>
+}

@@ -1,0 +1,184 @@
+//===- MemoryReport.cpp - the memory report of a planned step -------------===//
+
+#include "compiler/MemoryReport.h"
+
+#include "dialects/tcx/IR/TcxOps.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace tc {
+
+namespace {
+const GpuDevice kDevices[] = {
+    {"sm_90", "NVIDIA H200", 141'000'000'000ll, "141 GB"},
+    {"sm_90", "NVIDIA H100", 80'000'000'000ll, "80 GB"},
+    {"sm_120", "NVIDIA RTX 5090", 32ll << 30, "32 GiB"},
+};
+
+/// "1,234,567"
+std::string grouped(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+int64_t intAttr(func::FuncOp fn, StringRef name) {
+  if (auto a = fn->getAttrOfType<IntegerAttr>(name))
+    return a.getInt();
+  return 0;
+}
+} // namespace
+
+llvm::ArrayRef<GpuDevice> gpuDevices() { return kDevices; }
+
+std::string humanBytes(int64_t bytes) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024.0 && u < 3) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.1f ", v) << units[u];
+  return s;
+}
+
+FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *error) {
+  if (!fn->hasAttr("tcx.arena_size")) {
+    if (error)
+      *error = "@" + fn.getName().str() + " has no memory plan (run tcx-plan-memory)";
+    return failure();
+  }
+  MemoryPlanSummary s;
+  s.function = fn.getName().str();
+  s.parameters = intAttr(fn, "tcx.param_bytes");
+  s.modelBuffers = intAttr(fn, "tcx.buffer_bytes");
+  s.optimizerState = intAttr(fn, "tcx.state_bytes");
+  s.persistentGradients = intAttr(fn, "tcx.grad_bytes");
+  s.constants = intAttr(fn, "tcx.const_bytes");
+  s.inputs = intAttr(fn, "tcx.input_bytes");
+  s.activations = intAttr(fn, "tcx.activation_bytes");
+  s.backward = intAttr(fn, "tcx.backward_bytes");
+  s.peakLive = intAttr(fn, "tcx.peak_live_bytes");
+  s.arena = intAttr(fn, "tcx.arena_size");
+  bool matmul = false, trains = false;
+  llvm::StringSet<> trainable;
+  fn.walk([&](Operation *op) {
+    if (isa<tcx::MatmulOp>(op))
+      matmul = true;
+    if (auto p = llvm::dyn_cast<tcx::ParamOp>(op)) {
+      if (p.getKind() == "optimizer_state" || p.getKind() == "gradient")
+        trains = true;
+      if (p.getTrainable() && p.getKind() == "parameter" && trainable.insert(p.getName()).second)
+        s.arenaGradients += llvm::cast<tcx::BufferType>(p.getType()).getSizeInBytes();
+    }
+  });
+  // Gradients live in the arena of a step that computes them without
+  // keeping them (train_step); grad_step keeps them persistent instead.
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (auto n = fn.getResultAttrOfType<StringAttr>(i, "tc.name"))
+      if (n.getValue().starts_with("update:"))
+        trains = true;
+  if (!trains || s.persistentGradients > 0)
+    s.arenaGradients = 0;
+  s.workspace = matmul ? kCublasLtWorkspaceBytes : 0;
+  return s;
+}
+
+std::string memoryReport(const MemoryPlanSummary &s, StringRef target) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "memory plan of @" << s.function << " for " << target
+     << " (bytes exact; KiB/MiB/GiB are powers of 1024)\n";
+  auto line = [&](StringRef what, int64_t bytes, StringRef note) {
+    os << "  " << llvm::left_justify(what, 28) << llvm::right_justify(grouped(bytes), 17) << "  "
+       << llvm::left_justify("(" + humanBytes(bytes) + ")", 13);
+    if (!note.empty())
+      os << "  " << note;
+    os << "\n";
+  };
+  line("parameters", s.parameters, "persistent");
+  if (s.modelBuffers)
+    line("model buffers", s.modelBuffers, "persistent, not trained");
+  if (s.persistentGradients)
+    line("gradients", s.persistentGradients, "persistent");
+  else
+    line("gradients", s.arenaGradients, s.arenaGradients ? "in the arena (one per trainable parameter)" : "");
+  line("optimizer state", s.optimizerState, "persistent");
+  if (s.constants)
+    line("constants", s.constants, "persistent, read-only");
+  line("inputs", s.inputs, "step arguments");
+  line("activations (peak)", s.activations, "in the arena: forward values live at once");
+  if (s.backward)
+    line("backward (peak)", s.backward, "in the arena: gradients and backward temporaries");
+  line("workspace", s.workspace, s.workspace ? "cuBLASLt" : "no matmuls");
+  line("arena peak", s.arena, ("one allocation; peak live " + humanBytes(s.peakLive)).c_str());
+  int64_t total = s.total();
+  line("total", total, "what the runtime allocates");
+  bool any = false;
+  for (const GpuDevice &d : gpuDevices()) {
+    if (target != d.target)
+      continue;
+    any = true;
+    double used = 100.0 * static_cast<double>(total) / static_cast<double>(d.memoryBytes);
+    os << "  fit on " << d.name << " (" << d.memoryText << " = " << grouped(d.memoryBytes)
+       << " B): ";
+    if (total <= d.memoryBytes)
+      os << "fits, " << llvm::format("%.1f", used) << "% used, "
+         << humanBytes(d.memoryBytes - total) << " free\n";
+    else
+      os << "does NOT fit, " << humanBytes(total - d.memoryBytes) << " over ("
+         << llvm::format("%.1f", used) << "%)\n";
+  }
+  if (!any)
+    os << "  fit: no device of target " << target << " in the table (known: sm_90, sm_120)\n";
+  return out;
+}
+
+FailureOr<std::string> memoryReport(ModuleOp module, StringRef target, StringRef function,
+                                    std::string *error) {
+  SmallVector<func::FuncOp> fns;
+  if (!function.empty()) {
+    auto fn = module.lookupSymbol<func::FuncOp>(function);
+    if (!fn) {
+      if (error)
+        *error = "no function @" + function.str() + " to report";
+      return failure();
+    }
+    fns.push_back(fn);
+  } else if (auto train = module.lookupSymbol<func::FuncOp>("train_step");
+             train && train->hasAttr("tcx.arena_size")) {
+    fns.push_back(train);
+  } else {
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn->hasAttr("tcx.arena_size"))
+        fns.push_back(fn);
+  }
+  if (fns.empty()) {
+    if (error)
+      *error = "no planned function to report (run tcx-plan-memory)";
+    return failure();
+  }
+  std::string out;
+  for (func::FuncOp fn : fns) {
+    auto s = summarizeMemoryPlan(fn, error);
+    if (failed(s))
+      return failure();
+    out += memoryReport(*s, target);
+  }
+  return out;
+}
+
+} // namespace tc

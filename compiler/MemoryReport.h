@@ -1,0 +1,80 @@
+//===- MemoryReport.h - the memory report of a planned step -----*- C++ -*-===//
+//
+// What `tc-compile --report memory` prints: the bytes of every category of a
+// step planned by tcx-plan-memory, the total the runtime allocates, and
+// whether it fits each GPU of the target.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_COMPILER_MEMORYREPORT_H
+#define TC_COMPILER_MEMORYREPORT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tc {
+
+/// One GPU of the target table.
+struct GpuDevice {
+  const char *target;     // "sm_90", "sm_120"
+  const char *name;       // "NVIDIA H200"
+  int64_t memoryBytes;    // device memory as sold: 141 GB = 141e9 bytes
+  const char *memoryText; // "141 GB"
+};
+
+/// The target table (sm_90: H200 141 GB, H100 80 GB; sm_120: RTX 5090 32 GiB).
+llvm::ArrayRef<GpuDevice> gpuDevices();
+
+/// The cuBLASLt workspace the runtime preallocates when a step has matmuls
+/// (runtime/src/cuda/cublaslt.h Matmul::kDefaultWorkspaceBytes).
+constexpr int64_t kCublasLtWorkspaceBytes = 32ll << 20;
+
+/// Byte counts of one planned function (all exact).
+struct MemoryPlanSummary {
+  std::string function;
+  int64_t parameters = 0;      // tcx.param kind "parameter"
+  int64_t modelBuffers = 0;    // kind "buffer" (non-trainable model tensors)
+  int64_t optimizerState = 0;  // kind "optimizer_state"
+  int64_t persistentGradients = 0; // kind "gradient" (@grad_step results)
+  int64_t arenaGradients = 0;  // trainable parameters' bytes: their gradients, in the arena
+  int64_t constants = 0;       // tcx.const
+  int64_t inputs = 0;          // function arguments (bound by the runtime)
+  int64_t activations = 0;     // peak live "activation" allocs
+  int64_t backward = 0;        // peak live "backward" allocs
+  int64_t peakLive = 0;        // peak live bytes of every alloc
+  int64_t arena = 0;           // tcx.arena_size
+  int64_t workspace = 0;       // cuBLASLt workspace (0 without matmuls)
+  /// What the runtime allocates on the device for this step.
+  int64_t total() const {
+    return parameters + modelBuffers + optimizerState + persistentGradients + constants +
+           inputs + arena + workspace;
+  }
+};
+
+/// Reads the attributes tcx-plan-memory set on `fn`; fails (with `error`)
+/// when `fn` has no plan.
+mlir::FailureOr<MemoryPlanSummary> summarizeMemoryPlan(mlir::func::FuncOp fn,
+                                                       std::string *error);
+
+/// The table for one function and a target ("sm_90", "sm_120"): one line per
+/// category with exact bytes and binary units beside, the total, and a fit
+/// verdict per GPU of the target. An unknown target gets the table and a
+/// line saying no device of it is known.
+std::string memoryReport(const MemoryPlanSummary &summary, llvm::StringRef target);
+
+/// The report of `function` in a planned module (default: @train_step when
+/// there is one, else every planned function, one table each). Fails with
+/// `error` set when nothing is planned or `function` is missing/unplanned.
+mlir::FailureOr<std::string> memoryReport(mlir::ModuleOp module, llvm::StringRef target,
+                                          llvm::StringRef function, std::string *error);
+
+/// "1.5 MiB" (binary units, one decimal; plain bytes under 1 KiB).
+std::string humanBytes(int64_t bytes);
+
+} // namespace tc
+
+#endif // TC_COMPILER_MEMORYREPORT_H

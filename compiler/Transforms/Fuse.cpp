@@ -1,0 +1,199 @@
+//===- Fuse.cpp - tc-fuse -----------------------------------------------===//
+//
+// Greedy producer-consumer fusion of elementwise chains into tc.fusion ops,
+// one per generated CUDA kernel (compiler/codegen/cuda). Runs in the GPU
+// pipeline only; the reference program never sees tc.fusion.
+//
+// Groups are rooted at the last op of a chain (walking backwards) and pull
+// producers in while that neither duplicates work nor creates a cycle:
+// a producer may join when its result has the group's iteration shape and
+// every user outside the group comes after the root (the fusion op takes the
+// root's place, so those users still see its results).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace tc {
+#define GEN_PASS_DEF_TCFUSE
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace tc
+
+using namespace mlir;
+
+namespace {
+
+/// Element types the CUDA codegen computes with (fp8/fp4 need scaling plans
+/// and stay unfused for now).
+bool codegenType(Type t) {
+  auto rt = llvm::dyn_cast<RankedTensorType>(t);
+  if (!rt || !rt.hasStaticShape())
+    return false;
+  Type e = rt.getElementType();
+  return e.isF32() || e.isF16() || e.isBF16() || e.isF64() || llvm::isa<IntegerType>(e);
+}
+
+bool allCodegenTypes(Operation *op) {
+  return llvm::all_of(op->getOperandTypes(), codegenType) &&
+         llvm::all_of(op->getResultTypes(), codegenType);
+}
+
+bool isRoot(Operation *op) {
+  return (tc::isFusibleElementwise(op) || tc::isTrailingReduction(op) ||
+          tc::isLastAxisSoftmax(op)) &&
+         allCodegenTypes(op);
+}
+
+/// Ops cloned into every body that uses them: free in a kernel.
+bool isCloned(Operation *op) {
+  if (auto c = llvm::dyn_cast<tc::ConstantOp>(op)) {
+    auto d = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+    return d && d.isSplat() && codegenType(c.getType());
+  }
+  return llvm::isa<tc::BroadcastOp>(op) && allCodegenTypes(op);
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getShape();
+}
+
+struct Group {
+  Operation *root;
+  llvm::SmallPtrSet<Operation *, 16> members; // moved into the body
+  llvm::SmallPtrSet<Operation *, 8> cloned;   // copied into the body
+};
+
+struct FusePass : tc::impl::TcFuseBase<FusePass> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (!fn.getBody().hasOneBlock())
+      return;
+    Block &block = fn.getBody().front();
+    llvm::DenseMap<Operation *, unsigned> position;
+    unsigned pos = 0;
+    for (Operation &op : block)
+      position[&op] = pos++;
+
+    llvm::DenseSet<Operation *> grouped;
+    SmallVector<Group> groups;
+    SmallVector<Operation *> ops;
+    for (Operation &op : block)
+      ops.push_back(&op);
+    for (Operation *root : llvm::reverse(ops)) {
+      if (grouped.contains(root) || !isRoot(root))
+        continue;
+      Group g;
+      g.root = root;
+      g.members.insert(root);
+      bool reduces = tc::isTrailingReduction(root) || tc::isLastAxisSoftmax(root);
+      SmallVector<int64_t> iter(reduces ? shapeOf(root->getOperand(0))
+                                        : shapeOf(root->getResult(0)));
+      unsigned rootPos = position[root];
+      SmallVector<Operation *> worklist{root};
+      while (!worklist.empty()) {
+        Operation *user = worklist.pop_back_val();
+        for (Value v : user->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (!def || def->getBlock() != &block || g.members.contains(def) ||
+              g.cloned.contains(def))
+            continue;
+          if (isCloned(def)) {
+            g.cloned.insert(def);
+            worklist.push_back(def);
+            continue;
+          }
+          if (grouped.contains(def) || !tc::isFusibleElementwise(def) ||
+              !allCodegenTypes(def) || shapeOf(def->getResult(0)) != ArrayRef(iter))
+            continue;
+          // Users outside the group must come after the root; users inside
+          // are either members already or will be (the chain is walked from
+          // the root, so a user before the root and outside the group means
+          // the value is needed before the fusion runs).
+          bool ok = llvm::all_of(def->getUsers(), [&](Operation *u) {
+            if (g.members.contains(u))
+              return true;
+            // A cloned op (broadcast) reading the value is inside the body;
+            // it must not also stay outside, or its copy there would read
+            // the fusion's result before the fusion runs.
+            if (g.cloned.contains(u))
+              return llvm::all_of(u->getUsers(), [&](Operation *w) {
+                return g.members.contains(w);
+              });
+            return u->getBlock() == &block && position[u] > rootPos;
+          });
+          if (!ok)
+            continue;
+          g.members.insert(def);
+          worklist.push_back(def);
+        }
+      }
+      // A cloned broadcast whose operand is not available is impossible: its
+      // operand is defined before it, hence before the root.
+      for (Operation *m : g.members)
+        grouped.insert(m);
+      groups.push_back(std::move(g));
+    }
+    for (Group &g : groups)
+      buildFusion(g, block);
+  }
+
+  void buildFusion(Group &g, Block &block) {
+    // Body ops in program order.
+    SmallVector<Operation *> body;
+    for (Operation &op : block)
+      if (g.members.contains(&op) || g.cloned.contains(&op))
+        body.push_back(&op);
+    auto inBody = [&](Operation *op) {
+      return op && (g.members.contains(op) || g.cloned.contains(op));
+    };
+    llvm::SetVector<Value> inputs;
+    for (Operation *op : body)
+      for (Value v : op->getOperands())
+        if (!inBody(v.getDefiningOp()))
+          inputs.insert(v);
+    SmallVector<Value> outputs;
+    for (Operation *op : body) {
+      if (!g.members.contains(op))
+        continue;
+      for (Value r : op->getResults())
+        if (op == g.root || llvm::any_of(r.getUsers(), [&](Operation *u) {
+              return !inBody(u);
+            }))
+          outputs.push_back(r);
+    }
+    OpBuilder b(g.root);
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fusion = tc::FusionOp::create(b, g.root->getLoc(), resultTypes,
+                                       inputs.getArrayRef());
+    Block *entry = new Block();
+    fusion.getBody().push_back(entry);
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, entry->addArgument(v.getType(), v.getLoc()));
+    OpBuilder bb = OpBuilder::atBlockBegin(entry);
+    for (Operation *op : body)
+      bb.clone(*op, map);
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    tc::YieldOp::create(bb, g.root->getLoc(), yielded);
+    for (auto [v, r] : llvm::zip(outputs, fusion.getResults()))
+      v.replaceUsesWithIf(r, [&](OpOperand &use) {
+        return !inBody(use.getOwner());
+      });
+    // Erase members (users first), then clones nothing else uses.
+    for (Operation *op : llvm::reverse(body)) {
+      if (g.members.contains(op) || op->use_empty())
+        op->erase();
+    }
+  }
+};
+
+} // namespace

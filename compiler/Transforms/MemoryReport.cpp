@@ -1,0 +1,35 @@
+//===- MemoryReport.cpp - tcx-memory-report --------------------------------===//
+//
+// Prints tc::memoryReport of a planned module: lets lit check the table
+// `tc-compile --report memory` prints, from tc-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/MemoryReport.h"
+#include "compiler/Transforms/GpuPasses.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace tc {
+#define GEN_PASS_DEF_TCXMEMORYREPORT
+#include "compiler/Transforms/GpuPasses.h.inc"
+} // namespace tc
+
+using namespace mlir;
+
+namespace {
+struct TcxMemoryReport : tc::impl::TcxMemoryReportBase<TcxMemoryReport> {
+  using Base::Base;
+  void runOnOperation() override {
+    std::string error;
+    auto report = tc::memoryReport(getOperation(), target, function, &error);
+    if (failed(report)) {
+      getOperation().emitError() << "tcx-memory-report: " << error;
+      return signalPassFailure();
+    }
+    llvm::outs() << *report;
+    llvm::outs().flush();
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace

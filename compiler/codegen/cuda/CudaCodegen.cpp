@@ -1,0 +1,1110 @@
+//===- CudaCodegen.cpp - CUDA C++ source for tc kernels --------------------===//
+//
+// Three kernel shapes:
+//   - elementwise fusions: a grid-stride loop over the iteration space, every
+//     body value a per-thread scalar evaluated at the thread's index (numpy
+//     broadcasting is index projection, so it composes); a 16-byte vector
+//     path when every pointer is dense and aligned;
+//   - row fusions (a final trailing-axis reduction, or last-axis softmax):
+//     a warp (rows < 1024 elements) or a block per row, the chain recomputed
+//     per pass, warp-shuffle / shared-memory reductions;
+//   - standalone shape ops and reductions over any axes: generic strided
+//     kernels whose shapes and strides come in `meta`.
+// The ABI is documented in CudaCodegen.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/CudaCodegen.h"
+#include "compiler/codegen/cuda/Prelude.h"
+
+#include "dialects/tc/IR/TcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+
+namespace tc::cuda {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+RankedTensorType tensorOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+Type eltOf(Value v) { return tensorOf(v).getElementType(); }
+ArrayRef<int64_t> shapeOf(Value v) { return tensorOf(v).getShape(); }
+
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// C type of the storage format; empty if unsupported.
+std::string storageType(Type e) {
+  if (e.isF32())
+    return "float";
+  if (e.isF64())
+    return "double";
+  if (e.isF16() || e.isBF16())
+    return "unsigned short";
+  if (auto it = llvm::dyn_cast<IntegerType>(e)) {
+    bool u = it.isUnsigned();
+    switch (it.getWidth()) {
+    case 1:
+      return "unsigned char";
+    case 8:
+      return u ? "unsigned char" : "signed char";
+    case 16:
+      return u ? "unsigned short" : "short";
+    case 32:
+      return u ? "unsigned int" : "int";
+    case 64:
+      return u ? "unsigned long long" : "long long";
+    default:
+      return "";
+    }
+  }
+  if (auto ft = llvm::dyn_cast<FloatType>(e))
+    if (ft.getWidth() <= 8)
+      return "unsigned char"; // fp8 / fp4: raw bytes, copies only
+  return "";
+}
+
+int64_t storageBytes(Type e) {
+  if (auto it = llvm::dyn_cast<IntegerType>(e))
+    return it.getWidth() == 1 ? 1 : it.getWidth() / 8;
+  return std::max<int64_t>(1, llvm::cast<FloatType>(e).getWidth() / 8);
+}
+
+/// Whether elementwise math is generated for this element type.
+bool computable(Type e) {
+  return e.isF32() || e.isF64() || e.isF16() || e.isBF16() ||
+         (llvm::isa<IntegerType>(e) && !storageType(e).empty());
+}
+
+bool isFloat(Type e) { return llvm::isa<FloatType>(e); }
+bool isBool(Type e) { return e.isInteger(1); }
+bool isU64(Type e) { return e.isUnsignedInteger(64); }
+
+/// C type values of this element type are computed in.
+std::string computeType(Type e) {
+  if (e.isF64())
+    return "double";
+  if (isFloat(e))
+    return "float";
+  if (isBool(e))
+    return "bool";
+  return isU64(e) ? "unsigned long long" : "long long";
+}
+
+std::string loadExpr(Type e, const std::string &raw) {
+  if (e.isBF16())
+    return "tc_bf16_f32(" + raw + ")";
+  if (e.isF16())
+    return "tc_f16_f32(" + raw + ")";
+  if (isBool(e))
+    return "(" + raw + " != 0)";
+  if (llvm::isa<IntegerType>(e))
+    return "(" + computeType(e) + ")" + raw;
+  return raw;
+}
+
+std::string storeExpr(Type e, const std::string &v) {
+  if (e.isBF16())
+    return "tc_f32_bf16(" + v + ")";
+  if (e.isF16())
+    return "tc_f32_f16(" + v + ")";
+  if (isBool(e))
+    return "(unsigned char)(" + v + " ? 1 : 0)";
+  return "(" + storageType(e) + ")(" + v + ")";
+}
+
+/// Wraps an integer result to its declared width (the reference does after
+/// every op); 16-bit floats are not rounded between fused ops.
+std::string wrapInt(Type e, const std::string &v) {
+  auto it = llvm::dyn_cast<IntegerType>(e);
+  if (!it || it.getWidth() == 1 || it.getWidth() == 64)
+    return v;
+  return "(long long)(" + storageType(e) + ")(" + v + ")";
+}
+
+std::string floatLiteral(double v, bool isDouble) {
+  if (std::isnan(v))
+    return isDouble ? "__longlong_as_double(0x7ff8000000000000ll)" : "__int_as_float(0x7fc00000)";
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + (isDouble ? "__longlong_as_double(0x7ff0000000000000ll)"
+                                                     : "__int_as_float(0x7f800000)");
+  char buf[64];
+  if (isDouble)
+    std::snprintf(buf, sizeof buf, "%a", v);
+  else
+    std::snprintf(buf, sizeof buf, "%af", (double)(float)v);
+  return buf;
+}
+
+/// The value of a splat constant as a C literal of its compute type.
+std::string splatLiteral(tc::ConstantOp c) {
+  auto d = llvm::cast<DenseElementsAttr>(c.getValue());
+  Type e = d.getElementType();
+  if (isFloat(e)) {
+    APFloat f = d.getSplatValue<APFloat>();
+    bool lost;
+    f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+    return floatLiteral(f.convertToDouble(), e.isF64());
+  }
+  APInt i = d.getSplatValue<APInt>();
+  if (isBool(e))
+    return i.isZero() ? "false" : "true";
+  if (isU64(e))
+    return std::to_string(i.getZExtValue()) + "ull";
+  auto it = llvm::cast<IntegerType>(e);
+  int64_t v = it.isUnsigned() ? (int64_t)i.getZExtValue() : i.getSExtValue();
+  return "(" + std::to_string(v) + "ll)";
+}
+
+/// Row-major strides of `shape` as seen from an iteration space `iter`
+/// (numpy broadcasting: right-aligned, size-1 dimensions get stride 0).
+SmallVector<int64_t> broadcastStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> iter) {
+  SmallVector<int64_t> out(iter.size(), 0);
+  int64_t stride = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    int64_t od = d + (int64_t)iter.size() - (int64_t)shape.size();
+    out[od] = shape[d] == 1 && iter[od] != 1 ? 0 : stride;
+    stride *= shape[d];
+  }
+  return out;
+}
+
+SmallVector<int64_t> denseStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+int64_t product(ArrayRef<int64_t> s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+std::string hashName(llvm::StringRef kind, const std::string &source) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : source) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "tc_" << kind << "_" << llvm::format_hex_no_prefix(h, 16);
+  return s;
+}
+
+/// Replaces the placeholder NAME with the final, content-derived name.
+void finalize(KernelSource &k, llvm::StringRef kind) {
+  k.name = hashName(kind, k.source);
+  size_t p = k.source.find("@KERNEL@");
+  if (p != std::string::npos)
+    k.source.replace(p, 8, k.name);
+}
+
+int64_t gridFor(int64_t work, int64_t perBlock) {
+  int64_t g = (work + perBlock - 1) / perBlock;
+  return std::max<int64_t>(1, std::min<int64_t>(g, 8192));
+}
+
+/// Kernel parameter list and KernelParam entries for pointers.
+struct Signature {
+  std::string text;
+  std::vector<KernelParam> params;
+  void add(const std::string &decl) {
+    if (!text.empty())
+      text += ",\n    ";
+    text += decl;
+  }
+  void output(unsigned i, Value v) {
+    add(storageType(eltOf(v)) + "* __restrict__ out" + std::to_string(i));
+    params.push_back({ParamKind::Output, "out" + std::to_string(i), i, typeName(eltOf(v)),
+                      std::vector<int64_t>(shapeOf(v).begin(), shapeOf(v).end()), {}});
+  }
+  void input(unsigned i, Value v) {
+    add("const " + storageType(eltOf(v)) + "* __restrict__ in" + std::to_string(i));
+    params.push_back({ParamKind::Input, "in" + std::to_string(i), i, typeName(eltOf(v)),
+                      std::vector<int64_t>(shapeOf(v).begin(), shapeOf(v).end()), {}});
+  }
+  void tail(int64_t n, std::vector<int64_t> meta) {
+    if (meta.empty())
+      meta.push_back(0);
+    add("long long n");
+    add("const TcMeta<" + std::to_string(meta.size()) + "> meta");
+    params.push_back({ParamKind::Int64, "n", -1, "", {}, {n}});
+    params.push_back({ParamKind::Int64Array, "meta", -1, "", {}, std::move(meta)});
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise op expressions
+//===----------------------------------------------------------------------===//
+
+/// C expression of an elementwise op whose operands are the C expressions
+/// `a` (compute type of the operand element type). Empty if unsupported.
+std::string opExpr(Operation *op, ArrayRef<std::string> a) {
+  Type in = eltOf(op->getOperand(op->getNumOperands() == 3 ? 1 : 0));
+  Type out = eltOf(op->getResult(0));
+  bool fl = isFloat(in), dbl = in.isF64();
+  auto fn = [&](const char *name) { return std::string(name) + (dbl ? "" : "f"); };
+  auto call = [&](const char *name) { return fn(name) + "(" + a[0] + ")"; };
+  auto lit = [&](double v) { return floatLiteral(v, dbl); };
+  std::string x = a.empty() ? "" : a[0];
+  std::string y = a.size() > 1 ? a[1] : "";
+  llvm::StringRef name = op->getName().getStringRef();
+  std::string e;
+  if (name == "tc.neg")
+    e = fl ? "(-" + x + ")" : "(" + computeType(in) + ")(0ull - (unsigned long long)" + x + ")";
+  else if (name == "tc.abs")
+    e = fl ? call("fabs") : (isU64(in) || in.isUnsignedInteger() ? x : "(" + x + " < 0 ? -" + x + " : " + x + ")");
+  else if (name == "tc.sign")
+    e = fl ? "(" + x + " != " + x + " ? " + x + " : (" + computeType(in) + ")((" + x + " > 0) - (" + x + " < 0)))"
+           : "(" + computeType(in) + ")((" + x + " > 0) - (" + x + " < 0))";
+  else if (name == "tc.relu")
+    e = fl ? "(" + x + " > 0 || " + x + " != " + x + " ? " + x + " : " + lit(0) + ")"
+           : "(" + x + " > 0 ? " + x + " : 0)";
+  else if (name == "tc.exp") e = call("exp");
+  else if (name == "tc.log") e = call("log");
+  else if (name == "tc.sqrt") e = call("sqrt");
+  else if (name == "tc.rsqrt") e = "(" + lit(1) + " / " + call("sqrt") + ")";
+  else if (name == "tc.reciprocal") e = "(" + lit(1) + " / " + x + ")";
+  else if (name == "tc.tanh") e = call("tanh");
+  else if (name == "tc.sigmoid") e = "(" + lit(1) + " / (" + lit(1) + " + " + fn("exp") + "(-" + x + ")))";
+  else if (name == "tc.erf") e = call("erf");
+  else if (name == "tc.silu") e = "(" + x + " / (" + lit(1) + " + " + fn("exp") + "(-" + x + ")))";
+  else if (name == "tc.sin") e = call("sin");
+  else if (name == "tc.cos") e = call("cos");
+  else if (name == "tc.tan") e = call("tan");
+  else if (name == "tc.asin") e = call("asin");
+  else if (name == "tc.acos") e = call("acos");
+  else if (name == "tc.atan") e = call("atan");
+  else if (name == "tc.sinh") e = call("sinh");
+  else if (name == "tc.cosh") e = call("cosh");
+  else if (name == "tc.asinh") e = call("asinh");
+  else if (name == "tc.acosh") e = call("acosh");
+  else if (name == "tc.atanh") e = call("atanh");
+  else if (name == "tc.floor") e = call("floor");
+  else if (name == "tc.ceil") e = call("ceil");
+  else if (name == "tc.round") e = call("rint"); // half to even
+  else if (name == "tc.not") e = "(!" + x + ")";
+  else if (name == "tc.isnan") e = "(" + x + " != " + x + ")";
+  else if (name == "tc.isinf") e = "(" + call("fabs") + " == " + lit(INFINITY) + ")";
+  else if (auto g = llvm::dyn_cast<tc::GeluOp>(op)) {
+    if (g.getApproximate() == "tanh")
+      e = "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + fn("tanh") + "(" +
+          lit(0.7978845608028654) + " * (" + x + " + " + lit(0.044715) + " * " + x + " * " + x +
+          " * " + x + "))))";
+    else
+      e = "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + fn("erf") + "(" + x + " * " +
+          lit(0.70710678118654752440) + ")))";
+  } else if (llvm::isa<tc::CastOp>(op)) {
+    if (isBool(out))
+      e = "(" + x + " != 0)";
+    else if (isFloat(out)) {
+      std::string v = "(" + computeType(out) + ")(" + x + ")";
+      if (out.isBF16())
+        v = "tc_round_bf16(" + v + ")";
+      else if (out.isF16())
+        v = "tc_round_f16(" + v + ")";
+      e = v;
+    } else if (fl) {
+      // Truncation toward zero; NaN and out-of-range give 0.
+      e = "(" + x + " != " + x + " ? (" + computeType(out) + ")0 : (" + computeType(out) + ")" +
+          (isU64(out) ? "(unsigned long long)" : "(long long)") + call("trunc") + ")";
+    } else {
+      e = "(" + computeType(out) + ")(" + x + ")";
+    }
+  }
+  else if (name == "tc.add") e = "(" + x + " + " + y + ")";
+  else if (name == "tc.sub") e = "(" + x + " - " + y + ")";
+  else if (name == "tc.mul") e = "(" + x + " * " + y + ")";
+  else if (name == "tc.div")
+    e = fl || isU64(in) ? "(" + x + " / " + y + ")" : "tc_idiv(" + x + ", " + y + ")";
+  else if (name == "tc.pow") e = fl ? fn("pow") + "(" + x + ", " + y + ")" : "tc_ipow(" + x + ", " + y + ")";
+  else if (name == "tc.max") e = "tc_max(" + x + ", " + y + ")";
+  else if (name == "tc.min") e = "tc_min(" + x + ", " + y + ")";
+  else if (name == "tc.and") e = "(" + x + " && " + y + ")";
+  else if (name == "tc.or") e = "(" + x + " || " + y + ")";
+  else if (name == "tc.xor") e = "(" + x + " != " + y + ")";
+  else if (name == "tc.eq") e = "(" + x + " == " + y + ")";
+  else if (name == "tc.ne") e = "(" + x + " != " + y + ")";
+  else if (name == "tc.lt") e = "(" + x + " < " + y + ")";
+  else if (name == "tc.le") e = "(" + x + " <= " + y + ")";
+  else if (name == "tc.gt") e = "(" + x + " > " + y + ")";
+  else if (name == "tc.ge") e = "(" + x + " >= " + y + ")";
+  else if (auto r = llvm::dyn_cast<tc::RemOp>(op)) {
+    if (fl)
+      e = r.getFmod() ? fn("fmod") + "(" + x + ", " + y + ")" : "tc_pymod(" + x + ", " + y + ")";
+    else if (isU64(in))
+      e = "(" + y + " == 0 ? 0ull : " + x + " % " + y + ")";
+    else
+      e = (r.getFmod() ? "tc_ifmod(" : "tc_imod(") + x + ", " + y + ")";
+  } else if (name == "tc.select")
+    e = "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+  if (e.empty())
+    return e;
+  return wrapInt(out, e);
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion kernels
+//===----------------------------------------------------------------------===//
+
+enum class ArgMode { Full, Scalar, Strided };
+
+struct FusionGen {
+  tc::FusionOp fusion;
+  Block &body;
+  tc::YieldOp yield;
+  Operation *red = nullptr; // final reduction / softmax
+  SmallVector<int64_t> iter;
+  int64_t numel = 0, rows = 1, rowLen = 1;
+  SmallVector<ArgMode> argModes;
+  SmallVector<int64_t> argMeta;     // offset of the strides in meta (Strided)
+  SmallVector<int64_t> outMeta;     // offset of the strides (guarded outputs), -1 = dense
+  SmallVector<SmallVector<int64_t>> outGuard; // dims that must be 0 to store
+  std::vector<int64_t> meta;
+  int64_t dimsAt = -1;              // offset of the iteration dims in meta
+  bool needIdx = false;
+
+  FusionGen(tc::FusionOp f)
+      : fusion(f), body(f.getBody().front()),
+        yield(llvm::cast<tc::YieldOp>(f.getBody().front().getTerminator())) {}
+
+  LogicalResult analyse() {
+    for (Operation &op : body.without_terminator())
+      if (tc::isTrailingReduction(&op) || tc::isLastAxisSoftmax(&op))
+        red = &op;
+    for (Operation &op : body.without_terminator()) {
+      for (Type t : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
+        if (!computable(llvm::cast<RankedTensorType>(t).getElementType()))
+          return op.emitOpError() << "CUDA codegen: unsupported element type in " << t;
+    }
+    for (Value v : fusion.getInputs())
+      if (storageType(eltOf(v)).empty() || !computable(eltOf(v)))
+        return fusion.emitOpError() << "CUDA codegen: unsupported input type " << v.getType();
+    if (red) {
+      iter.assign(shapeOf(red->getOperand(0)).begin(), shapeOf(red->getOperand(0)).end());
+      int64_t k = 1;
+      if (auto axes = red->getAttrOfType<DenseI64ArrayAttr>("axes"))
+        k = axes.size();
+      rowLen = product(ArrayRef(iter).take_back(k));
+      rows = product(ArrayRef(iter).drop_back(k));
+      meta.push_back(rowLen);
+    } else {
+      // The iteration space: the broadcast of every yielded shape.
+      SmallVector<int64_t> s;
+      for (Value v : yield.getValues()) {
+        auto b = tc::broadcastShapes(s, shapeOf(v));
+        if (failed(b))
+          return fusion.emitOpError() << "CUDA codegen: results do not broadcast";
+        s = *b;
+      }
+      iter = s;
+    }
+    numel = product(iter);
+    for (BlockArgument arg : body.getArguments()) {
+      ArrayRef<int64_t> s = shapeOf(arg);
+      if (s == ArrayRef(iter))
+        argModes.push_back(ArgMode::Full);
+      else if (product(s) == 1)
+        argModes.push_back(ArgMode::Scalar);
+      else {
+        argModes.push_back(ArgMode::Strided);
+        needIdx = true;
+      }
+    }
+    for (Value v : yield.getValues()) {
+      outGuard.emplace_back();
+      if (v.getDefiningOp() == red && red && !tc::isLastAxisSoftmax(red)) {
+        outMeta.push_back(-1);
+        continue;
+      }
+      if (shapeOf(v) == ArrayRef(iter)) {
+        outMeta.push_back(-1);
+        continue;
+      }
+      // A value smaller than the iteration space: stored by the threads at
+      // index 0 of every broadcast dimension.
+      needIdx = true;
+      outMeta.push_back(0);
+      ArrayRef<int64_t> s = shapeOf(v);
+      for (size_t d = 0; d < iter.size(); ++d) {
+        int64_t sd = (int64_t)d - ((int64_t)iter.size() - (int64_t)s.size());
+        if ((sd < 0 || s[sd] == 1) && iter[d] != 1)
+          outGuard.back().push_back(d);
+      }
+    }
+    if (needIdx) {
+      dimsAt = meta.size();
+      meta.insert(meta.end(), iter.begin(), iter.end());
+    }
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      argMeta.push_back(-1);
+      if (argModes[j] != ArgMode::Strided)
+        continue;
+      argMeta.back() = meta.size();
+      auto st = broadcastStrides(shapeOf(arg), iter);
+      meta.insert(meta.end(), st.begin(), st.end());
+    }
+    for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+      if (outMeta[k] < 0)
+        continue;
+      outMeta[k] = meta.size();
+      auto st = broadcastStrides(shapeOf(v), iter);
+      meta.insert(meta.end(), st.begin(), st.end());
+    }
+    return success();
+  }
+
+  /// Index decomposition of flat `i` into idx0..idx{r-1}.
+  std::string idxCode(const std::string &ind) {
+    if (!needIdx)
+      return "";
+    std::string s = ind + "long long rem_ = i;\n";
+    for (int64_t d = (int64_t)iter.size() - 1; d >= 0; --d) {
+      std::string dim = "meta.v[" + std::to_string(dimsAt + d) + "]";
+      s += ind + "const long long idx" + std::to_string(d) + " = rem_ % " + dim + "; rem_ /= " + dim + ";\n";
+    }
+    return s;
+  }
+
+  std::string stridedOffset(int64_t at) {
+    std::string s;
+    for (size_t d = 0; d < iter.size(); ++d)
+      s += (d ? " + idx" : "idx") + std::to_string(d) + " * meta.v[" + std::to_string(at + d) + "]";
+    return s.empty() ? "0" : s;
+  }
+
+  /// Loads of the block arguments and the body (not the reduction): the
+  /// names of the values in `names`. `vecLoad` (vector path): Full inputs
+  /// come from a{j}.v[k].
+  LogicalResult evalCode(const std::string &ind, bool vecLoad, llvm::DenseMap<Value, std::string> &names,
+                         std::string &out) {
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      std::string js = std::to_string(j);
+      std::string raw;
+      switch (argModes[j]) {
+      case ArgMode::Full:
+        raw = vecLoad ? "a" + js + ".v[k]" : "in" + js + "[i]";
+        break;
+      case ArgMode::Scalar:
+        raw = "in" + js + "[0]";
+        break;
+      case ArgMode::Strided:
+        raw = "in" + js + "[" + stridedOffset(argMeta[j]) + "]";
+        break;
+      }
+      names[arg] = "x" + js;
+      out += ind + "const " + computeType(eltOf(arg)) + " x" + js + " = " + loadExpr(eltOf(arg), raw) + ";\n";
+    }
+    unsigned n = 0;
+    for (Operation &op : body.without_terminator()) {
+      if (&op == red)
+        continue;
+      Value r = op.getResult(0);
+      std::string var = "v" + std::to_string(n++);
+      std::string e;
+      if (auto c = llvm::dyn_cast<tc::ConstantOp>(op)) {
+        e = splatLiteral(c);
+      } else if (llvm::isa<tc::BroadcastOp>(op)) {
+        e = names.lookup(op.getOperand(0)); // broadcasting is index projection
+      } else {
+        SmallVector<std::string> a;
+        for (Value v : op.getOperands())
+          a.push_back(names.lookup(v));
+        e = opExpr(&op, a);
+        if (e.empty())
+          return op.emitOpError() << "CUDA codegen: no expression for this op";
+      }
+      names[r] = var;
+      out += ind + "const " + computeType(eltOf(r)) + " " + var + " = " + e + ";\n";
+    }
+    return success();
+  }
+
+  /// Stores of the yielded elementwise values at flat index `i`.
+  std::string storeCode(const std::string &ind, llvm::DenseMap<Value, std::string> &names, bool skipRed) {
+    std::string s;
+    for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+      if (skipRed && v.getDefiningOp() == red)
+        continue;
+      std::string ks = std::to_string(k);
+      std::string st = storeExpr(eltOf(v), names.lookup(v));
+      if (outMeta[k] < 0) {
+        s += ind + "out" + ks + "[i] = " + st + ";\n";
+        continue;
+      }
+      std::string cond;
+      for (int64_t d : outGuard[k])
+        cond += (cond.empty() ? "" : " && ") + std::string("idx") + std::to_string(d) + " == 0";
+      s += ind + (cond.empty() ? "" : "if (" + cond + ") ") + "out" + ks + "[" +
+           stridedOffset(outMeta[k]) + "] = " + st + ";\n";
+    }
+    return s;
+  }
+
+  FailureOr<KernelSource> generate() {
+    if (failed(analyse()))
+      return failure();
+    KernelSource k;
+    k.op = fusion;
+    Signature sig;
+    for (auto [i, v] : llvm::enumerate(fusion.getResults()))
+      sig.output(i, v);
+    for (auto [i, v] : llvm::enumerate(fusion.getInputs()))
+      sig.input(i, v);
+    std::string src = kPrelude;
+    std::string bodyText;
+    if (!red) {
+      sig.tail(numel, meta);
+      if (failed(elementwise(bodyText, k)))
+        return failure();
+    } else {
+      sig.tail(rows, meta);
+      if (failed(rowKernel(bodyText, k)))
+        return failure();
+    }
+    src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text + ") {\n" +
+           bodyText + "}\n";
+    k.source = std::move(src);
+    k.params = std::move(sig.params);
+    finalize(k, red ? (tc::isLastAxisSoftmax(red) ? "softmax" : "reduce") : "fusion");
+    return k;
+  }
+
+  LogicalResult elementwise(std::string &s, KernelSource &k) {
+    // Vector path: every pointer dense over the whole space (or a scalar).
+    bool vec = llvm::all_of(argModes, [](ArgMode m) { return m != ArgMode::Strided; }) &&
+               llvm::all_of(outMeta, [](int64_t m) { return m < 0; });
+    int64_t maxBytes = 1;
+    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+      if (argModes[j] == ArgMode::Full)
+        maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
+    for (Value v : yield.getValues())
+      maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
+    int64_t V = std::min<int64_t>(8, 16 / maxBytes);
+    vec = vec && V > 1 && numel % V == 0;
+    k.launch.block = 256;
+    k.launch.grid = gridFor(vec ? numel / V : numel, 256);
+    s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
+    if (vec) {
+      std::string VS = std::to_string(V);
+      std::string align;
+      for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+        if (argModes[j] == ArgMode::Full)
+          align += " | (unsigned long long)in" + std::to_string(j);
+      for (unsigned i = 0; i < fusion.getNumResults(); ++i)
+        align += " | (unsigned long long)out" + std::to_string(i);
+      s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
+      s += "  if (((0ull" + align + ") & 15) == 0) {\n";
+      s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+           "; b < n; b += stride * " + VS + ") {\n";
+      for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+        if (argModes[j] == ArgMode::Full) {
+          std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">";
+          s += "      const " + t + " a" + std::to_string(j) + " = *reinterpret_cast<const " + t +
+               "*>(in" + std::to_string(j) + " + b);\n";
+        }
+      for (auto [i, v] : llvm::enumerate(yield.getValues()))
+        s += "      TcVec<" + storageType(eltOf(v)) + ", " + VS + "> o" + std::to_string(i) + ";\n";
+      s += "#pragma unroll\n      for (int k = 0; k < " + VS + "; ++k) {\n";
+      llvm::DenseMap<Value, std::string> names;
+      std::string eval;
+      if (failed(evalCode("        ", true, names, eval)))
+        return failure();
+      s += eval;
+      for (auto [i, v] : llvm::enumerate(yield.getValues()))
+        s += "        o" + std::to_string(i) + ".v[k] = " + storeExpr(eltOf(v), names.lookup(v)) + ";\n";
+      s += "      }\n";
+      for (auto [i, v] : llvm::enumerate(yield.getValues())) {
+        std::string t = "TcVec<" + storageType(eltOf(v)) + ", " + VS + ">";
+        s += "      *reinterpret_cast<" + t + "*>(out" + std::to_string(i) + " + b) = o" +
+             std::to_string(i) + ";\n";
+      }
+      s += "    }\n    return;\n  }\n";
+    }
+    s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n";
+    s += idxCode("    ");
+    llvm::DenseMap<Value, std::string> names;
+    std::string eval;
+    if (failed(evalCode("    ", false, names, eval)))
+      return failure();
+    s += eval + storeCode("    ", names, false) + "  }\n";
+    return success();
+  }
+
+  LogicalResult rowKernel(std::string &s, KernelSource &k) {
+    int64_t tpr = rowLen >= 1024 ? 256 : 32;
+    k.launch.block = 256;
+    k.launch.grid = gridFor(rows, 256 / tpr);
+    Value x = red->getOperand(0);
+    Type xe = eltOf(x);
+    std::string acc = computeType(xe);
+    std::string T = std::to_string(tpr);
+    auto reduce = [&](const std::string &v, const char *op, const std::string &init) {
+      return tpr == 32 ? "tc_warp_reduce(" + v + ", " + op + "())"
+                       : "tc_block_reduce(" + v + ", " + op + "(), (" + acc + ")" + init + ")";
+    };
+    s += "  const int lane = threadIdx.x % " + T + ";\n";
+    s += "  const long long rowsPerBlock = blockDim.x / " + T + ";\n";
+    s += "  const long long rowLen = meta.v[0];\n";
+    s += "  for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / " + T +
+         "; row < n; row += (long long)gridDim.x * rowsPerBlock) {\n";
+    auto pass = [&](const std::string &before, const std::string &after, bool stores) -> LogicalResult {
+      s += "    for (long long j = lane; j < rowLen; j += " + T + ") {\n";
+      s += "      const long long i = row * rowLen + j;\n";
+      s += idxCode("      ");
+      llvm::DenseMap<Value, std::string> names;
+      std::string eval;
+      if (failed(evalCode("      ", false, names, eval)))
+        return failure();
+      s += eval;
+      std::string xv = names.lookup(x);
+      std::string a = after;
+      for (size_t p; (p = a.find("@X@")) != std::string::npos;)
+        a.replace(p, 3, xv);
+      s += a;
+      if (stores) {
+        if (tc::isLastAxisSoftmax(red))
+          names[red->getResult(0)] = "y_";
+        s += storeCode("      ", names, !tc::isLastAxisSoftmax(red));
+      }
+      s += "    }\n";
+      (void)before;
+      return success();
+    };
+    bool dbl = xe.isF64();
+    auto lit = [&](double v) { return floatLiteral(v, dbl); };
+    if (auto sm = llvm::dyn_cast<tc::SoftmaxOp>(red); sm || llvm::isa<tc::LogSoftmaxOp>(red)) {
+      std::string e = dbl ? "exp" : "expf", l = dbl ? "log" : "logf";
+      s += "    " + acc + " m_ = " + lit(-INFINITY) + ";\n";
+      if (failed(pass("", "      m_ = tc_max(m_, @X@);\n", false)))
+        return failure();
+      s += "    m_ = " + reduce("m_", "TcMax", "m_") + ";\n";
+      s += "    " + acc + " s_ = 0;\n";
+      if (failed(pass("", "      s_ += " + e + "(@X@ - m_);\n", false)))
+        return failure();
+      s += "    s_ = " + reduce("s_", "TcSum", "0") + ";\n";
+      s += "    const " + acc + " ls_ = " + l + "(s_);\n";
+      std::string y = sm ? "      const " + acc + " y_ = " + e + "(@X@ - m_) / s_;\n"
+                         : "      const " + acc + " y_ = @X@ - m_ - ls_;\n";
+      if (failed(pass("", y, true)))
+        return failure();
+      s += "  }\n";
+      return success();
+    }
+    // Trailing-axis reduction.
+    llvm::StringRef name = red->getName().getStringRef();
+    bool fl = isFloat(xe);
+    std::string init, op;
+    if (name == "tc.reduce_sum" || name == "tc.reduce_mean") {
+      init = "0";
+      op = "TcSum";
+    } else if (name == "tc.reduce_max") {
+      init = fl ? lit(-INFINITY) : (isU64(xe) ? "0ull" : "(-9223372036854775807ll - 1)");
+      op = "TcMax";
+    } else {
+      init = fl ? lit(INFINITY) : (isU64(xe) ? "~0ull" : "9223372036854775807ll");
+      op = "TcMin";
+    }
+    if (isBool(xe))
+      return red->emitOpError() << "CUDA codegen: reductions of i1 are not supported";
+    s += "    " + acc + " acc_ = " + init + ";\n";
+    if (failed(pass("", "      acc_ = " + op + "()(acc_, @X@);\n", true)))
+      return failure();
+    s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
+    if (name == "tc.reduce_mean")
+      s += "    acc_ = acc_ / (" + acc + ")rowLen;\n";
+    unsigned k2 = 0;
+    for (auto [i, v] : llvm::enumerate(yield.getValues()))
+      if (v.getDefiningOp() == red) {
+        s += "    if (lane == 0) out" + std::to_string(i) + "[row] = " + storeExpr(eltOf(v), "acc_") + ";\n";
+        ++k2;
+      }
+    s += "  }\n";
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Standalone shape ops and reductions
+//===----------------------------------------------------------------------===//
+
+std::string header(Signature &sig) {
+  return std::string(kPrelude) + "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " +
+         sig.text + ") {\n";
+}
+
+std::string outIdx(int64_t rank, int64_t dimsAt) {
+  std::string s = "    long long rem_ = i;\n";
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    std::string dim = "meta.v[" + std::to_string(dimsAt + d) + "]";
+    s += "    const long long o" + std::to_string(d) + " = rem_ % " + dim + "; rem_ /= " + dim + ";\n";
+  }
+  return s;
+}
+
+const char *kLoopBegin =
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+    " i += (long long)gridDim.x * blockDim.x) {\n";
+
+/// Storage bits of `value` in element type `e` (pad fill).
+std::string rawLiteral(Type e, double value) {
+  if (auto ft = llvm::dyn_cast<FloatType>(e)) {
+    if (e.isF32())
+      return floatLiteral(value, false);
+    if (e.isF64())
+      return floatLiteral(value, true);
+    APFloat f(value);
+    bool lost;
+    f.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    return "(" + storageType(e) + ")" + std::to_string(f.bitcastToAPInt().getZExtValue()) + "u";
+  }
+  if (isBool(e))
+    return value != 0 ? "(unsigned char)1" : "(unsigned char)0";
+  return "(" + storageType(e) + ")(" + std::to_string((long long)value) + "ll)";
+}
+
+/// out[o] = in[base + sum o_d * st_d]: transpose, slice, broadcast, reshape.
+FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> stridesOut, int64_t base,
+                                     SmallVector<int64_t> outDims) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  int64_t r = outDims.size();
+  std::vector<int64_t> meta{base};
+  meta.insert(meta.end(), outDims.begin(), outDims.end());
+  meta.insert(meta.end(), stridesOut.begin(), stridesOut.end());
+  sig.tail(product(outDims), meta);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 1);
+  std::string off = "meta.v[0]";
+  for (int64_t d = 0; d < r; ++d)
+    off += " + o" + std::to_string(d) + " * meta.v[" + std::to_string(1 + r + d) + "]";
+  s += "    out0[i] = in0[" + off + "];\n  }\n}\n";
+  KernelSource k;
+  k.op = op;
+  k.source = s;
+  k.params = std::move(sig.params);
+  k.launch.grid = gridFor(product(outDims), 256);
+  finalize(k, "gather");
+  return k;
+}
+
+FailureOr<KernelSource> padKernel(tc::PadOp op) {
+  Value in = op.getInput(), out = op.getResult();
+  ArrayRef<int64_t> is = shapeOf(in), os = shapeOf(out);
+  int64_t r = os.size();
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  std::vector<int64_t> meta(os.begin(), os.end());
+  meta.insert(meta.end(), op.getLow().begin(), op.getLow().end());
+  meta.insert(meta.end(), is.begin(), is.end());
+  auto st = denseStrides(is);
+  meta.insert(meta.end(), st.begin(), st.end());
+  sig.tail(product(os), meta);
+  std::string mode = op.getMode().str();
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0);
+  s += "    bool inside = true;\n    long long off = 0;\n";
+  for (int64_t d = 0; d < r; ++d) {
+    std::string ds = std::to_string(d);
+    std::string low = "meta.v[" + std::to_string(r + d) + "]", dim = "meta.v[" + std::to_string(2 * r + d) + "]";
+    s += "    long long q" + ds + " = o" + ds + " - " + low + ";\n";
+    if (mode == "reflect")
+      s += "    if (q" + ds + " < 0) q" + ds + " = -q" + ds + ";\n    if (q" + ds + " >= " + dim + ") q" + ds +
+           " = " + dim + " == 1 ? 0 : 2 * (" + dim + " - 1) - q" + ds + ";\n";
+    else if (mode == "edge")
+      s += "    q" + ds + " = q" + ds + " < 0 ? 0 : (q" + ds + " >= " + dim + " ? " + dim + " - 1 : q" + ds + ");\n";
+    else
+      s += "    inside = inside && q" + ds + " >= 0 && q" + ds + " < " + dim + ";\n";
+    s += "    off += q" + ds + " * meta.v[" + std::to_string(3 * r + d) + "];\n";
+  }
+  s += "    out0[i] = inside ? in0[off] : " + rawLiteral(eltOf(out), op.getValue().convertToDouble()) +
+       ";\n  }\n}\n";
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return op.emitOpError() << "CUDA codegen: unknown pad mode '" << mode << "'";
+  KernelSource k;
+  k.op = op;
+  k.source = s;
+  k.params = std::move(sig.params);
+  k.launch.grid = gridFor(product(os), 256);
+  finalize(k, "pad");
+  return k;
+}
+
+FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
+  Value in = op.getSource(), out = op.getResult();
+  ArrayRef<int64_t> is = shapeOf(in), os = shapeOf(out);
+  int64_t r = os.size();
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  std::vector<int64_t> meta(os.begin(), os.end());
+  meta.insert(meta.end(), op.getStarts().begin(), op.getStarts().end());
+  meta.insert(meta.end(), op.getStrides().begin(), op.getStrides().end());
+  meta.insert(meta.end(), is.begin(), is.end());
+  auto st = denseStrides(is);
+  meta.insert(meta.end(), st.begin(), st.end());
+  sig.tail(product(os), meta);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0);
+  s += "    bool inside = true;\n    long long off = 0;\n";
+  for (int64_t d = 0; d < r; ++d) {
+    std::string ds = std::to_string(d);
+    auto m = [&](int64_t block) { return "meta.v[" + std::to_string(block * r + d) + "]"; };
+    s += "    { const long long t = o" + ds + " - " + m(1) + ", q = t / " + m(2) + ";\n";
+    s += "      inside = inside && t % " + m(2) + " == 0 && q >= 0 && q < " + m(3) + ";\n";
+    s += "      off += q * " + m(4) + "; }\n";
+  }
+  s += "    out0[i] = inside ? in0[off] : " + rawLiteral(eltOf(out), 0.0) + ";\n  }\n}\n";
+  KernelSource k;
+  k.op = op;
+  k.source = s;
+  k.params = std::move(sig.params);
+  k.launch.grid = gridFor(product(os), 256);
+  finalize(k, "insert_slice");
+  return k;
+}
+
+FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
+  Value out = op.getResult();
+  ArrayRef<int64_t> os = shapeOf(out);
+  int64_t r = os.size(), axis = op.getAxis();
+  Signature sig;
+  sig.output(0, out);
+  std::vector<int64_t> meta(os.begin(), os.end());
+  for (auto [j, v] : llvm::enumerate(op.getInputs()))
+    sig.input(j, v);
+  // Per input: its end offset along the axis, then its dense strides.
+  int64_t end = 0;
+  for (Value v : op.getInputs()) {
+    end += shapeOf(v)[axis];
+    meta.push_back(end);
+    auto st = denseStrides(shapeOf(v));
+    meta.insert(meta.end(), st.begin(), st.end());
+  }
+  sig.tail(product(os), meta);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0);
+  std::string a = "o" + std::to_string(axis);
+  int64_t at = r;
+  std::string prevEnd = "0";
+  for (auto [j, v] : llvm::enumerate(op.getInputs())) {
+    std::string endS = "meta.v[" + std::to_string(at) + "]";
+    std::string off;
+    for (int64_t d = 0; d < r; ++d) {
+      std::string idx = d == axis ? "(" + a + " - " + prevEnd + ")" : "o" + std::to_string(d);
+      off += (d ? " + " : "") + idx + " * meta.v[" + std::to_string(at + 1 + d) + "]";
+    }
+    if (off.empty())
+      off = "0";
+    s += std::string("    ") + (j ? "else " : "") + "if (" + a + " < " + endS + ") out0[i] = in" +
+         std::to_string(j) + "[" + off + "];\n";
+    prevEnd = endS;
+    at += 1 + r;
+  }
+  s += "  }\n}\n";
+  KernelSource k;
+  k.op = op;
+  k.source = s;
+  k.params = std::move(sig.params);
+  k.launch.grid = gridFor(product(os), 256);
+  finalize(k, "concat");
+  return k;
+}
+
+/// Any reduction over any axes: one thread per result element.
+FailureOr<KernelSource> reduceKernel(Operation *op) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  Type e = eltOf(in);
+  if (!computable(e) || isBool(e))
+    return op->emitOpError() << "CUDA codegen: unsupported element type " << e;
+  ArrayRef<int64_t> is = shapeOf(in);
+  auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  auto st = denseStrides(is);
+  SmallVector<int64_t> keptDims, keptSt, redDims, redSt;
+  for (int64_t d = 0; d < (int64_t)is.size(); ++d) {
+    if (llvm::is_contained(axes, d)) {
+      redDims.push_back(is[d]);
+      redSt.push_back(st[d]);
+    } else {
+      keptDims.push_back(is[d]);
+      keptSt.push_back(st[d]);
+    }
+  }
+  int64_t kr = keptDims.size(), rr = redDims.size();
+  std::vector<int64_t> meta(keptDims.begin(), keptDims.end());
+  meta.insert(meta.end(), keptSt.begin(), keptSt.end());
+  meta.insert(meta.end(), redDims.begin(), redDims.end());
+  meta.insert(meta.end(), redSt.begin(), redSt.end());
+  meta.push_back(product(redDims));
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  sig.tail(product(keptDims), meta);
+  llvm::StringRef name = op->getName().getStringRef();
+  std::string acc = computeType(e);
+  bool fl = isFloat(e), dbl = e.isF64();
+  std::string init, comb;
+  if (name == "tc.reduce_sum" || name == "tc.reduce_mean") {
+    init = "0";
+    comb = "acc + x";
+  } else if (name == "tc.reduce_prod") {
+    init = "1";
+    comb = "acc * x";
+  } else if (name == "tc.reduce_max") {
+    init = fl ? floatLiteral(-INFINITY, dbl) : (isU64(e) ? "0ull" : "(-9223372036854775807ll - 1)");
+    comb = "tc_max(acc, x)";
+  } else {
+    init = fl ? floatLiteral(INFINITY, dbl) : (isU64(e) ? "~0ull" : "9223372036854775807ll");
+    comb = "tc_min(acc, x)";
+  }
+  std::string s = header(sig) + kLoopBegin + outIdx(kr, 0);
+  s += "    long long base = 0;\n";
+  for (int64_t d = 0; d < kr; ++d)
+    s += "    base += o" + std::to_string(d) + " * meta.v[" + std::to_string(kr + d) + "];\n";
+  std::string m = "meta.v[" + std::to_string(2 * kr + 2 * rr) + "]";
+  s += "    " + acc + " acc = " + init + ";\n";
+  s += "    for (long long r = 0; r < " + m + "; ++r) {\n      long long rr_ = r, off = base;\n";
+  for (int64_t d = rr - 1; d >= 0; --d) {
+    std::string dim = "meta.v[" + std::to_string(2 * kr + d) + "]";
+    s += "      off += (rr_ % " + dim + ") * meta.v[" + std::to_string(2 * kr + rr + d) + "]; rr_ /= " + dim + ";\n";
+  }
+  s += "      const " + acc + " x = " + loadExpr(e, "in0[off]") + ";\n      acc = " + comb + ";\n    }\n";
+  if (name == "tc.reduce_mean")
+    s += "    acc = acc / (" + acc + ")" + m + ";\n";
+  s += "    out0[i] = " + storeExpr(eltOf(out), "acc") + ";\n  }\n}\n";
+  KernelSource k;
+  k.op = op;
+  k.source = s;
+  k.params = std::move(sig.params);
+  k.launch.grid = gridFor(product(keptDims), 256);
+  finalize(k, "reduce_any");
+  return k;
+}
+
+} // namespace
+
+bool isKernelOp(Operation *op) {
+  return llvm::isa<tc::FusionOp, tc::TransposeOp, tc::SliceOp, tc::BroadcastOp, tc::ReshapeOp,
+                   tc::ConcatOp, tc::PadOp, tc::InsertSliceOp, tc::ReduceSumOp, tc::ReduceMeanOp,
+                   tc::ReduceMaxOp, tc::ReduceMinOp, tc::ReduceProdOp>(op);
+}
+
+FailureOr<KernelSource> generateKernel(Operation *op) {
+  for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto rt = llvm::dyn_cast<RankedTensorType>(t);
+    if (!rt || !rt.hasStaticShape() || storageType(rt.getElementType()).empty())
+      return op->emitOpError() << "CUDA codegen: unsupported type " << t;
+  }
+  if (auto f = llvm::dyn_cast<tc::FusionOp>(op))
+    return FusionGen(f).generate();
+  Value in = op->getNumOperands() ? op->getOperand(0) : Value();
+  if (auto t = llvm::dyn_cast<tc::TransposeOp>(op)) {
+    auto st = denseStrides(shapeOf(in));
+    SmallVector<int64_t> s;
+    for (int64_t p : t.getPermutation())
+      s.push_back(st[p]);
+    return gatherKernel(op, s, 0, SmallVector<int64_t>(shapeOf(t.getResult())));
+  }
+  if (auto sl = llvm::dyn_cast<tc::SliceOp>(op)) {
+    auto st = denseStrides(shapeOf(in));
+    SmallVector<int64_t> s;
+    int64_t base = 0;
+    for (size_t d = 0; d < st.size(); ++d) {
+      s.push_back(st[d] * sl.getStrides()[d]);
+      base += sl.getStarts()[d] * st[d];
+    }
+    return gatherKernel(op, s, base, SmallVector<int64_t>(shapeOf(sl.getResult())));
+  }
+  if (auto b = llvm::dyn_cast<tc::BroadcastOp>(op)) {
+    auto os = shapeOf(b.getResult());
+    return gatherKernel(op, broadcastStrides(shapeOf(in), os), 0, SmallVector<int64_t>(os));
+  }
+  if (llvm::isa<tc::ReshapeOp>(op)) {
+    int64_t n = product(shapeOf(in));
+    return gatherKernel(op, {1}, 0, {n});
+  }
+  if (auto c = llvm::dyn_cast<tc::ConcatOp>(op))
+    return concatKernel(c);
+  if (auto p = llvm::dyn_cast<tc::PadOp>(op))
+    return padKernel(p);
+  if (auto s = llvm::dyn_cast<tc::InsertSliceOp>(op))
+    return insertSliceKernel(s);
+  if (llvm::isa<tc::ReduceSumOp, tc::ReduceMeanOp, tc::ReduceMaxOp, tc::ReduceMinOp, tc::ReduceProdOp>(op))
+    return reduceKernel(op);
+  return op->emitOpError() << "CUDA codegen: no kernel for this op";
+}
+
+FailureOr<std::vector<KernelSource>> generateKernels(ModuleOp module) {
+  std::vector<KernelSource> out;
+  bool ok = true;
+  module.walk([&](Operation *op) {
+    if (!isKernelOp(op) || llvm::isa<tc::FusionOp>(op->getParentOp()))
+      return;
+    auto k = generateKernel(op);
+    if (failed(k)) {
+      ok = false;
+      return;
+    }
+    out.push_back(std::move(*k));
+  });
+  if (!ok)
+    return failure();
+  return out;
+}
+
+std::string nvrtcArch(llvm::StringRef target) {
+  if (target == "sm_90" || target == "sm_90a")
+    return target.str();
+  if (target == "sm_120" || target == "sm_120a")
+    return "sm_120a";
+  if (target == "sm_100" || target == "sm_100a")
+    return "sm_100a";
+  return "";
+}
+
+std::optional<std::string> cubinArch(llvm::ArrayRef<uint8_t> c) {
+  // ELF64 little-endian with e_machine EM_CUDA (190). With the CUDA 13 ELF
+  // ABI (e_ident[EI_ABIVERSION] = 8) the SM number is e_flags bits 8..15
+  // (0x5a = 90, 0x78 = 120), the same for sm_120, sm_120a and sm_120f; the
+  // variant is recorded in the toolkit-info note ptxas writes
+  // (".note.nv.tkinfo": "... -arch sm_120a -m 64"), which is where cuobjdump
+  // reads it too. The note must agree with e_flags.
+  if (c.size() < 64 || c[0] != 0x7f || c[1] != 'E' || c[2] != 'L' || c[3] != 'F' || c[4] != 2)
+    return std::nullopt;
+  uint16_t machine = c[18] | (c[19] << 8);
+  if (machine != 190)
+    return std::nullopt;
+  uint32_t flags = c[48] | (c[49] << 8) | (c[50] << 16) | ((uint32_t)c[51] << 24);
+  unsigned sm = c[8] >= 8 ? (flags >> 8) & 0xff : flags & 0xff;
+  std::string base = "sm_" + std::to_string(sm);
+  llvm::StringRef bytes(reinterpret_cast<const char *>(c.data()), c.size());
+  size_t p = bytes.find("-arch sm_");
+  if (p == llvm::StringRef::npos)
+    return base;
+  llvm::StringRef arch = bytes.substr(p + 6).take_while([](char ch) { return std::isalnum(ch) || ch == '_'; });
+  if (!arch.starts_with(base) || arch.size() > base.size() + 1)
+    return base + " (note says " + arch.str() + ")";
+  return arch.str();
+}
+
+} // namespace tc::cuda

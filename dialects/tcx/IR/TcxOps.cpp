@@ -1,0 +1,505 @@
+//===- TcxOps.cpp - tcx dialect: types, verifiers, library table ----------===//
+//
+// The verifiers are the executable contract with runtime/src/cuda: a tcx
+// program that verifies gives every launcher buffers of the sizes it reads
+// and writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/tcx/IR/TcxOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tcx;
+
+#include "dialects/tcx/IR/TcxOpsDialect.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/tcx/IR/TcxTypes.cpp.inc"
+
+void TcxDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/tcx/IR/TcxTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/tcx/IR/TcxOps.cpp.inc"
+      >();
+}
+
+void tcx::registerTcxDialect(DialectRegistry &registry) {
+  registry.insert<TcxDialect>();
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+int64_t tcx::storageBytes(Type elt, int64_t n) {
+  unsigned bits = 8;
+  if (elt.isIndex())
+    bits = 64;
+  else if (elt.isIntOrFloat())
+    bits = elt.getIntOrFloatBitWidth();
+  if (bits == 1) // i1 is stored as one byte per element (as the runtime does)
+    bits = 8;
+  return (n * bits + 7) / 8;
+}
+
+int64_t BufferType::getNumElements() const {
+  int64_t n = 1;
+  for (int64_t d : getShape())
+    n *= d;
+  return n;
+}
+
+int64_t BufferType::getSizeInBytes() const {
+  return storageBytes(getElementType(), getNumElements());
+}
+
+RankedTensorType BufferType::toTensorType() const {
+  return RankedTensorType::get(getShape(), getElementType());
+}
+
+BufferType BufferType::fromTensorType(RankedTensorType t) {
+  return BufferType::get(t.getShape(), t.getElementType());
+}
+
+LogicalResult BufferType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayRef<int64_t> shape, Type elementType) {
+  for (auto [i, d] : llvm::enumerate(shape))
+    if (d < 0)
+      return emitError() << "buffer dimension " << i << " is " << d
+                         << "; buffers have static, non-negative sizes";
+  if (!elementType.isIntOrIndexOrFloat())
+    return emitError() << "buffer element type must be an integer or float type, got "
+                       << elementType;
+  return success();
+}
+
+Type BufferType::parse(AsmParser &parser) {
+  SmallVector<int64_t> shape;
+  Type elt;
+  if (parser.parseLess() ||
+      parser.parseDimensionList(shape, /*allowDynamic=*/false, /*withTrailingX=*/true) ||
+      parser.parseType(elt) || parser.parseGreater())
+    return {};
+  return parser.getChecked<BufferType>(parser.getContext(), shape, elt);
+}
+
+void BufferType::print(AsmPrinter &printer) const {
+  printer << "<";
+  for (int64_t d : getShape())
+    printer << d << "x";
+  printer << getElementType() << ">";
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+BufferType bufferType(Value v) { return llvm::cast<BufferType>(v.getType()); }
+
+bool isOneOf(StringRef s, ArrayRef<StringRef> options) {
+  return llvm::is_contained(options, s);
+}
+
+std::string joined(ArrayRef<StringRef> options) {
+  std::string s;
+  for (StringRef o : options)
+    s += (s.empty() ? "\"" : ", \"") + o.str() + "\"";
+  return s;
+}
+} // namespace
+
+Value tcx::bufferRoot(Value v, int64_t *offset) {
+  int64_t off = 0;
+  while (auto view = v.getDefiningOp<ViewOp>()) {
+    off += view.getOffset();
+    v = view.getSource();
+  }
+  if (offset)
+    *offset = off;
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// Storage ops
+//===----------------------------------------------------------------------===//
+
+static constexpr StringRef kParamKinds[] = {"parameter", "buffer", "optimizer_state",
+                                            "gradient"};
+static constexpr StringRef kAllocKinds[] = {"activation", "backward", "scratch", "output"};
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty parameter name";
+  if (!isOneOf(getKind(), kParamKinds))
+    return emitOpError() << "kind \"" << getKind() << "\" of '" << getName()
+                         << "' is not one of " << joined(kParamKinds);
+  return success();
+}
+
+LogicalResult ConstOp::verify() {
+  auto t = llvm::dyn_cast<ShapedType>(getValue().getType());
+  BufferType b = bufferType(getResult());
+  if (!t || t.getShape() != b.getShape() || t.getElementType() != b.getElementType())
+    return emitOpError() << "value of type " << getValue().getType()
+                         << " does not match the buffer " << b;
+  return success();
+}
+
+LogicalResult AllocOp::verify() {
+  if (!isOneOf(getKind(), kAllocKinds))
+    return emitOpError() << "kind \"" << getKind() << "\" is not one of " << joined(kAllocKinds);
+  return success();
+}
+
+LogicalResult ArenaOp::verify() {
+  BufferType b = bufferType(getResult());
+  if (b.getShape().size() != 1 || !b.getElementType().isInteger(8))
+    return emitOpError() << "the arena is a 1-D buffer of i8, got " << b;
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  BufferType src = bufferType(getSource()), res = bufferType(getResult());
+  int64_t off = getOffset();
+  if (off < 0)
+    return emitOpError() << "offset " << off << " is negative";
+  int64_t eltBytes = storageBytes(res.getElementType(), 1);
+  if (eltBytes > 0 && off % eltBytes != 0)
+    return emitOpError() << "offset " << off << " is not a multiple of the result element size ("
+                         << eltBytes << " bytes of " << res.getElementType() << ")";
+  if (off + res.getSizeInBytes() > src.getSizeInBytes())
+    return emitOpError() << "view of " << res.getSizeInBytes() << " bytes at offset " << off
+                         << " does not fit in the source's " << src.getSizeInBytes() << " bytes";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels and launches
+//===----------------------------------------------------------------------===//
+
+SmallVector<Type> KernelOp::getResultTypes() {
+  SmallVector<Type> types;
+  if (getBody().empty() || getEntry().empty())
+    return types;
+  if (auto y = llvm::dyn_cast<YieldOp>(getEntry().back()))
+    llvm::append_range(types, y.getValues().getTypes());
+  return types;
+}
+
+LogicalResult KernelOp::verify() {
+  if (getKind().empty())
+    return emitOpError() << "@" << getSymName() << " needs a non-empty kind";
+  Block &entry = getEntry();
+  for (BlockArgument a : entry.getArguments())
+    if (!llvm::isa<RankedTensorType>(a.getType()))
+      return emitOpError() << "@" << getSymName() << " argument #" << a.getArgNumber()
+                           << " must be a ranked tensor, got " << a.getType();
+  auto yield = llvm::dyn_cast<YieldOp>(entry.back());
+  if (!yield)
+    return emitOpError() << "@" << getSymName() << " body must end in tcx.yield";
+  if (yield.getValues().empty())
+    return emitOpError() << "@" << getSymName() << " yields nothing";
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (!llvm::isa<RankedTensorType>(v.getType()))
+      return emitOpError() << "@" << getSymName() << " output #" << i
+                           << " must be a ranked tensor, got " << v.getType();
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  if (getOutputs().empty())
+    return emitOpError() << "@" << getKernel() << " needs at least one output buffer";
+  if (static_cast<int64_t>(getElements()) < 0)
+    return emitOpError() << "elements " << static_cast<int64_t>(getElements()) << " is negative";
+  if (getGrid().has_value() != getBlock().has_value())
+    return emitOpError() << "grid and block are given together or not at all";
+  if (getGrid()) {
+    for (ArrayRef<int64_t> dims : {*getGrid(), *getBlock()})
+      if (dims.empty() || dims.size() > 3 || llvm::any_of(dims, [](int64_t d) { return d < 1; }))
+        return emitOpError() << "grid and block have 1 to 3 positive dimensions";
+  }
+  return success();
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto kernel = symbols.lookupNearestSymbolFrom<KernelOp>(*this, getKernelAttr());
+  if (!kernel)
+    return emitOpError() << "kernel @" << getKernel() << " is not a tcx.kernel in this module";
+  Block &entry = kernel.getEntry();
+  SmallVector<Type> results = kernel.getResultTypes();
+  if (entry.getNumArguments() != getInputs().size())
+    return emitOpError() << "@" << getKernel() << " takes " << entry.getNumArguments()
+                         << " inputs, the launch gives " << getInputs().size();
+  if (results.size() != getOutputs().size())
+    return emitOpError() << "@" << getKernel() << " has " << results.size()
+                         << " outputs, the launch gives " << getOutputs().size();
+  auto check = [&](StringRef what, unsigned i, Value buffer, Type expected) -> LogicalResult {
+    BufferType b = bufferType(buffer);
+    auto t = llvm::cast<RankedTensorType>(expected);
+    if (b.getShape() != t.getShape() || b.getElementType() != t.getElementType())
+      return emitOpError() << what << " #" << i << " is " << b << " but @" << getKernel()
+                           << " expects " << t;
+    return success();
+  };
+  for (auto [i, v] : llvm::enumerate(getInputs()))
+    if (failed(check("input", i, v, entry.getArgument(i).getType())))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(getOutputs()))
+    if (failed(check("output", i, v, results[i])))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Library calls
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr StringRef kRowsCols[] = {"rows", "cols"};
+constexpr StringRef kEmbedding[] = {"count", "vocab", "dim"};
+constexpr StringRef kElements[] = {"elements"};
+
+// name, inputs [min, max], outputs [min, max], required integer attributes.
+// Outputs include the trailing scratch buffer where the launcher has one.
+const LibrarySignature kLibrary[] = {
+    {"softmax_fwd", 1, 1, 1, 1, kRowsCols},
+    // x, weight?, bias? -> y, mean?, rstd?
+    {"layer_norm_fwd", 1, 3, 1, 3, kRowsCols},
+    // dy, x, weight?, mean, rstd -> dx?, dweight?, dbias?, scratch
+    {"layer_norm_bwd", 4, 5, 2, 4, kRowsCols},
+    // x, weight? -> y, rstd?
+    {"rms_norm_fwd", 1, 2, 1, 2, kRowsCols},
+    // dy, x, weight?, rstd -> dx?, dweight?, scratch
+    {"rms_norm_bwd", 3, 4, 2, 3, kRowsCols},
+    // logits, labels -> loss (f32 scalar), scratch
+    {"cross_entropy_fwd", 2, 2, 2, 2, kRowsCols},
+    // logits, labels, grad? -> dlogits, scratch
+    {"cross_entropy_bwd", 2, 3, 2, 2, kRowsCols},
+    // logits, labels, grad? -> loss, dlogits, scratch
+    {"cross_entropy_fwd_bwd", 2, 3, 3, 3, kRowsCols},
+    // table, ids -> out
+    {"embedding_fwd", 2, 2, 1, 1, kEmbedding},
+    // dout, ids -> dtable, scratch
+    {"embedding_bwd", 2, 2, 2, 2, kEmbedding},
+    {"gelu_fwd", 1, 1, 1, 1, kElements},
+    {"gelu_bwd", 2, 2, 1, 1, kElements},
+    {"cast", 1, 1, 1, 1, kElements},
+    // params, grads, exp_avg, exp_avg_sq, grad_norm_sq? -> params, exp_avg, exp_avg_sq
+    {"adamw", 4, 5, 3, 3, kElements},
+    // params, grads, momentum?, grad_norm_sq? -> params, momentum?
+    {"sgd", 2, 4, 1, 2, kElements},
+    // x -> sum (f32 scalar), scratch
+    {"sum_squares", 1, 1, 2, 2, kElements},
+};
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t align64(int64_t a) { return ceilDiv(a, 64) * 64; }
+int64_t intAttr(DictionaryAttr attrs, StringRef name) {
+  if (auto a = attrs.getAs<IntegerAttr>(name))
+    return a.getInt();
+  return 0;
+}
+} // namespace
+
+std::optional<LibrarySignature> tcx::lookupLibrary(StringRef name) {
+  for (const LibrarySignature &s : kLibrary)
+    if (s.name == name)
+      return s;
+  return std::nullopt;
+}
+
+int64_t tcx::libraryScratchBytes(StringRef callee, DictionaryAttr attrs) {
+  int64_t rows = intAttr(attrs, "rows"), cols = intAttr(attrs, "cols");
+  if (callee == "layer_norm_bwd" || callee == "rms_norm_bwd") {
+    // normBackwardScratchBytes: 2 * ceil(rows / 64) * cols floats.
+    if (rows <= 0 || cols <= 0)
+      return 0;
+    return 2 * ceilDiv(rows, 64) * cols * 4;
+  }
+  if (callee.starts_with("cross_entropy"))
+    return (64 + std::max<int64_t>(rows, 0)) * 4; // crossEntropyScratchBytes
+  if (callee == "embedding_bwd") {
+    // embeddingBackwardScratchBytes (kEmbeddingChunk = 512).
+    int64_t count = intAttr(attrs, "count"), vocab = intAttr(attrs, "vocab");
+    if (count <= 0 || vocab <= 0)
+      return 0;
+    return (align64(ceilDiv(count, 512) * vocab) + 2 * align64(vocab) + align64(count)) * 4;
+  }
+  if (callee == "sum_squares")
+    return 1024 * 4; // sumSquaresScratchBytes: kMaxNormBlocks floats
+  return 0;
+}
+
+LogicalResult LibraryOp::verify() {
+  auto sig = lookupLibrary(getCallee());
+  if (!sig) {
+    std::string names;
+    for (const LibrarySignature &s : kLibrary)
+      names += (names.empty() ? "" : ", ") + s.name.str();
+    return emitOpError() << "unknown library kernel \"" << getCallee() << "\" (known: " << names
+                         << ")";
+  }
+  unsigned ins = getInputs().size(), outs = getOutputs().size();
+  if (ins < sig->minInputs || ins > sig->maxInputs)
+    return emitOpError() << "\"" << getCallee() << "\" takes " << sig->minInputs
+                         << (sig->minInputs == sig->maxInputs ? "" : " to " + std::to_string(sig->maxInputs))
+                         << " inputs, got " << ins;
+  if (outs < sig->minOutputs || outs > sig->maxOutputs)
+    return emitOpError() << "\"" << getCallee() << "\" takes " << sig->minOutputs
+                         << (sig->minOutputs == sig->maxOutputs ? "" : " to " + std::to_string(sig->maxOutputs))
+                         << " outputs, got " << outs;
+  for (StringRef a : sig->requiredAttrs) {
+    auto v = (*this)->getAttrOfType<IntegerAttr>(a);
+    if (!v)
+      return emitOpError() << "\"" << getCallee() << "\" needs the integer attribute '" << a << "'";
+    if (v.getInt() < 0)
+      return emitOpError() << "\"" << getCallee() << "\" attribute '" << a << "' is negative ("
+                           << v.getInt() << ")";
+  }
+  int64_t rows = intAttr((*this)->getAttrDictionary(), "rows");
+  int64_t cols = intAttr((*this)->getAttrDictionary(), "cols");
+  if (llvm::is_contained(sig->requiredAttrs, "rows")) {
+    // The main input is [rows, cols] (flattened leading dimensions).
+    BufferType x = bufferType(getInputs()[0]);
+    if (x.getNumElements() != rows * cols)
+      return emitOpError() << "\"" << getCallee() << "\" input " << x << " has "
+                           << x.getNumElements() << " elements, rows x cols is " << rows << " x "
+                           << cols;
+  }
+  int64_t scratch = libraryScratchBytes(getCallee(), (*this)->getAttrDictionary());
+  if (scratch > 0) {
+    BufferType s = bufferType(getOutputs().back());
+    if (s.getSizeInBytes() < scratch)
+      return emitOpError() << "\"" << getCallee() << "\" scratch " << s << " holds "
+                           << s.getSizeInBytes() << " bytes, the launcher needs " << scratch;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  unsigned nIn = getInputs().size();
+  if (nIn != 2 && nIn != 3)
+    return emitOpError() << "takes lhs, rhs and an optional bias, got " << nIn << " inputs";
+  Type elt = bufferType(getOut()).getElementType();
+  for (auto [i, v] : llvm::enumerate(getInputs()))
+    if (bufferType(v).getElementType() != elt)
+      return emitOpError() << (i == 0 ? "lhs" : i == 1 ? "rhs" : "bias") << " element type "
+                           << bufferType(v).getElementType() << " differs from out's " << elt;
+  static constexpr StringRef computeTypes[] = {"f32", "tf32"};
+  static constexpr StringRef epilogues[] = {"none", "bias", "gelu", "bias_gelu"};
+  if (!isOneOf(getComputeType(), computeTypes))
+    return emitOpError() << "compute_type \"" << getComputeType() << "\" is not one of "
+                         << joined(computeTypes);
+  if (!isOneOf(getEpilogue(), epilogues))
+    return emitOpError() << "epilogue \"" << getEpilogue() << "\" is not one of "
+                         << joined(epilogues);
+  if (getComputeType() == "tf32" && !elt.isF32())
+    return emitOpError() << "compute_type \"tf32\" needs f32 buffers, got " << elt;
+  bool wantsBias = getEpilogue().starts_with("bias");
+  if (wantsBias != (nIn == 3))
+    return emitOpError() << "epilogue \"" << getEpilogue() << "\" "
+                         << (wantsBias ? "needs" : "takes no") << " bias operand";
+  int64_t m = getM(), n = getN(), k = getK(), batch = getBatch();
+  if (m < 0 || n < 0 || k < 1 || batch < 1)
+    return emitOpError() << "needs m, n >= 0, k >= 1 and batch >= 1, got m " << m << ", n " << n
+                         << ", k " << k << ", batch " << batch;
+  if (Value bias = getBias())
+    if (bufferType(bias).getNumElements() != n)
+      return emitOpError() << "bias " << bufferType(bias) << " must have n = " << n
+                           << " elements";
+  auto product = [](ArrayRef<int64_t> dims) {
+    int64_t p = 1;
+    for (int64_t d : dims)
+      p *= d;
+    return p;
+  };
+  int64_t lhsN = bufferType(getLhs()).getNumElements();
+  int64_t rhsN = bufferType(getRhs()).getNumElements();
+  int64_t outN = bufferType(getOut()).getNumElements();
+  if (getLhsBatch().has_value() != getRhsBatch().has_value())
+    return emitOpError() << "lhs_batch and rhs_batch are given together or not at all";
+  if (getLhsBatch()) {
+    ArrayRef<int64_t> lb = *getLhsBatch(), rb = *getRhsBatch();
+    SmallVector<int64_t> ob;
+    size_t rank = std::max(lb.size(), rb.size());
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t a = i < rank - lb.size() ? 1 : lb[i - (rank - lb.size())];
+      int64_t b = i < rank - rb.size() ? 1 : rb[i - (rank - rb.size())];
+      if (a != b && a != 1 && b != 1)
+        return emitOpError() << "lhs_batch and rhs_batch do not broadcast at batch dim " << i
+                             << ": " << a << " vs " << b;
+      ob.push_back(std::max(a, b));
+    }
+    if (lhsN != product(lb) * m * k || rhsN != product(rb) * k * n || outN != product(ob) * m * n)
+      return emitOpError() << "broadcast matmul buffers hold " << lhsN << ", " << rhsN << ", "
+                           << outN << " elements; the batch shapes and m " << m << ", n " << n
+                           << ", k " << k << " need " << product(lb) * m * k << ", "
+                           << product(rb) * k * n << ", " << product(ob) * m * n;
+    return success();
+  }
+  auto needed = [&](int64_t matrix, int64_t stride) {
+    if (stride == 0)
+      return matrix;
+    return (batch - 1) * (stride < 0 ? matrix : stride) + matrix;
+  };
+  struct Side {
+    const char *name;
+    int64_t have, matrix, stride;
+  } sides[] = {{"lhs", lhsN, m * k, getStrideLhs()},
+               {"rhs", rhsN, k * n, getStrideRhs()},
+               {"out", outN, m * n, getStrideOut()}};
+  for (const Side &s : sides) {
+    if (s.stride < -1)
+      return emitOpError() << "stride_" << s.name << " " << s.stride << " is invalid";
+    if (s.have < needed(s.matrix, s.stride))
+      return emitOpError() << s.name << " holds " << s.have << " elements, the call reads "
+                           << needed(s.matrix, s.stride) << " (batch " << batch << ", m " << m
+                           << ", n " << n << ", k " << k << ", stride " << s.stride << ")";
+  }
+  if (getStrideOut() == 0)
+    return emitOpError() << "stride_out cannot be 0";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Copies and streams
+//===----------------------------------------------------------------------===//
+
+LogicalResult CopyOp::verify() {
+  BufferType s = bufferType(getSource()), t = bufferType(getTarget());
+  if (s.getSizeInBytes() != t.getSizeInBytes())
+    return emitOpError() << "source " << s << " (" << s.getSizeInBytes() << " bytes) and target "
+                         << t << " (" << t.getSizeInBytes() << " bytes) differ in size";
+  return success();
+}
+
+// I64Attr getters return uint64_t: compare as signed.
+LogicalResult RecordOp::verify() {
+  if (static_cast<int64_t>(getStream()) < 0)
+    return emitOpError() << "stream " << static_cast<int64_t>(getStream()) << " is negative";
+  return success();
+}
+
+LogicalResult WaitOp::verify() {
+  if (static_cast<int64_t>(getStream()) < 0)
+    return emitOpError() << "stream " << static_cast<int64_t>(getStream()) << " is negative";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/tcx/IR/TcxOps.cpp.inc"

@@ -1,0 +1,50 @@
+//===- TcxOps.h - the tcx dialect, its types and ops ------------*- C++ -*-===//
+#ifndef TC_DIALECT_TCX_IR_TCXOPS_H
+#define TC_DIALECT_TCX_IR_TCXOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/tcx/IR/TcxOpsDialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/tcx/IR/TcxTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/tcx/IR/TcxOps.h.inc"
+
+#include <optional>
+
+namespace tcx {
+/// Registers the tcx dialect with a registry.
+void registerTcxDialect(mlir::DialectRegistry &registry);
+
+/// Bytes of `n` elements of `elt` (sub-byte types packed, rounded up).
+int64_t storageBytes(mlir::Type elt, int64_t n);
+
+/// The arity of a runtime library kernel, or nullopt for an unknown name.
+struct LibrarySignature {
+  llvm::StringRef name;
+  unsigned minInputs, maxInputs, minOutputs, maxOutputs;
+  /// Integer attributes the launcher needs (each must be present).
+  llvm::ArrayRef<llvm::StringRef> requiredAttrs;
+};
+std::optional<LibrarySignature> lookupLibrary(llvm::StringRef name);
+
+/// Bytes of scratch memory the runtime launcher `callee` needs for the given
+/// sizes (0: none). Mirrors runtime/src/cuda/kernels/*ScratchBytes; the
+/// runtime checks the scratch buffer it is given is at least its own figure.
+int64_t libraryScratchBytes(llvm::StringRef callee, mlir::DictionaryAttr attrs);
+
+/// The persistent/arena root a buffer aliases: follows tcx.view chains.
+mlir::Value bufferRoot(mlir::Value v, int64_t *offset = nullptr);
+} // namespace tcx
+
+#endif // TC_DIALECT_TCX_IR_TCXOPS_H

@@ -1,0 +1,238 @@
+// RUN: tc-opt %s --split-input-file --verify-diagnostics
+
+// Tests that a buffer holds integers or floats only.
+// expected-error @+1 {{buffer element type must be an integer or float type, got 'complex<f32>'}}
+func.func @elt_type(%x: !tcx.buffer<4xcomplex<f32>>) {
+  return
+}
+
+// -----
+
+// Tests that a view must fit inside its source, naming both sizes.
+func.func @view_oob(%a: !tcx.buffer<1024xi8>) {
+  // expected-error @+1 {{view of 512 bytes at offset 768 does not fit in the source's 1024 bytes}}
+  %v = tcx.view %a[768] : !tcx.buffer<1024xi8> -> !tcx.buffer<128xf32>
+  return
+}
+
+// -----
+
+// Tests that a view offset is aligned to the result's element size.
+func.func @view_align(%a: !tcx.buffer<1024xi8>) {
+  // expected-error @+1 {{offset 6 is not a multiple of the result element size (4 bytes of 'f32')}}
+  %v = tcx.view %a[6] : !tcx.buffer<1024xi8> -> !tcx.buffer<8xf32>
+  return
+}
+
+// -----
+
+// Tests that the arena is a 1-D byte buffer.
+func.func @arena_type() {
+  // expected-error @+1 {{the arena is a 1-D buffer of i8, got '!tcx.buffer<16xf32>'}}
+  %a = tcx.arena : !tcx.buffer<16xf32>
+  return
+}
+
+// -----
+
+// Tests that parameter kinds are checked.
+func.func @param_kind() {
+  // expected-error @+1 {{kind "weights" of 'w' is not one of "parameter", "buffer", "optimizer_state", "gradient"}}
+  %w = tcx.param "w" {kind = "weights"} : !tcx.buffer<4xf32>
+  return
+}
+
+// -----
+
+// Tests that alloc kinds are checked.
+func.func @alloc_kind() {
+  // expected-error @+1 {{kind "tmp" is not one of "activation", "backward", "scratch", "output"}}
+  %w = tcx.alloc {kind = "tmp"} : !tcx.buffer<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a constant matches its buffer.
+func.func @const_type() {
+  // expected-error @+1 {{value of type 'tensor<4xf32>' does not match the buffer '!tcx.buffer<4xf16>'}}
+  %c = tcx.const dense<1.0> : tensor<4xf32> -> !tcx.buffer<4xf16>
+  return
+}
+
+// -----
+
+// Tests that a launch names an existing kernel.
+func.func @no_kernel(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{kernel @missing is not a tcx.kernel in this module}}
+  tcx.launch @missing ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64}
+  return
+}
+
+// -----
+
+// Tests that launch buffers match the kernel's tensors, naming both.
+tcx.kernel @exp kind("elementwise") {
+^bb0(%a: tensor<4xf32>):
+  %0 = tc.exp %a : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+func.func @launch_types(%a: !tcx.buffer<4xf32>, %b: !tcx.buffer<8xf32>) {
+  // expected-error @+1 {{output #0 is '!tcx.buffer<8xf32>' but @exp expects 'tensor<4xf32>'}}
+  tcx.launch @exp ins(%a : !tcx.buffer<4xf32>) outs(%b : !tcx.buffer<8xf32>) {elements = 8 : i64}
+  return
+}
+
+// -----
+
+// Tests that launch arity matches the kernel.
+tcx.kernel @exp kind("elementwise") {
+^bb0(%a: tensor<4xf32>):
+  %0 = tc.exp %a : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+func.func @launch_arity(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{@exp takes 1 inputs, the launch gives 2}}
+  tcx.launch @exp ins(%a, %a : !tcx.buffer<4xf32>, !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64}
+  return
+}
+
+// -----
+
+// Tests that grid and block come together.
+tcx.kernel @exp kind("elementwise") {
+^bb0(%a: tensor<4xf32>):
+  %0 = tc.exp %a : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+func.func @launch_grid(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{grid and block are given together or not at all}}
+  tcx.launch @exp ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64, grid = array<i64: 1>}
+  return
+}
+
+// -----
+
+// Tests that a kernel body ends in tcx.yield.
+// expected-error @+1 {{'tcx.kernel' op @k yields nothing}}
+tcx.kernel @k kind("elementwise") {
+^bb0(%a: tensor<4xf32>):
+  tcx.yield
+}
+
+// -----
+
+// Tests that unknown library kernels are rejected with the known names.
+func.func @lib_name(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{unknown library kernel "flash_attention" (known: softmax_fwd,}}
+  tcx.library "flash_attention" ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that library arity is checked.
+func.func @lib_arity(%a: !tcx.buffer<4x8xf32>) {
+  // expected-error @+1 {{"softmax_fwd" takes 1 outputs, got 2}}
+  tcx.library "softmax_fwd" ins(%a : !tcx.buffer<4x8xf32>) outs(%a, %a : !tcx.buffer<4x8xf32>, !tcx.buffer<4x8xf32>) {rows = 4 : i64, cols = 8 : i64}
+  return
+}
+
+// -----
+
+// Tests that rows x cols must match the input.
+func.func @lib_rows(%a: !tcx.buffer<4x8xf32>) {
+  // expected-error @+1 {{"softmax_fwd" input '!tcx.buffer<4x8xf32>' has 32 elements, rows x cols is 8 x 8}}
+  tcx.library "softmax_fwd" ins(%a : !tcx.buffer<4x8xf32>) outs(%a : !tcx.buffer<4x8xf32>) {rows = 8 : i64, cols = 8 : i64}
+  return
+}
+
+// -----
+
+// Tests that a library call's required attributes are present.
+func.func @lib_attr(%a: !tcx.buffer<4x8xf32>) {
+  // expected-error @+1 {{"softmax_fwd" needs the integer attribute 'cols'}}
+  tcx.library "softmax_fwd" ins(%a : !tcx.buffer<4x8xf32>) outs(%a : !tcx.buffer<4x8xf32>) {rows = 4 : i64}
+  return
+}
+
+// -----
+
+// Tests that a scratch buffer is large enough for the launcher.
+func.func @lib_scratch(%l: !tcx.buffer<32x256xf32>, %y: !tcx.buffer<32xi64>, %loss: !tcx.buffer<f32>, %s: !tcx.buffer<16xi8>) {
+  // expected-error @+1 {{"cross_entropy_fwd" scratch '!tcx.buffer<16xi8>' holds 16 bytes, the launcher needs 384}}
+  tcx.library "cross_entropy_fwd" ins(%l, %y : !tcx.buffer<32x256xf32>, !tcx.buffer<32xi64>) outs(%loss, %s : !tcx.buffer<f32>, !tcx.buffer<16xi8>) {rows = 32 : i64, cols = 256 : i64}
+  return
+}
+
+// -----
+
+// Tests that matmul operand sizes are checked against m, n, k and batch.
+func.func @mm_size(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>) {
+  // expected-error @+1 {{lhs holds 512 elements, the call reads 1024 (batch 2, m 8, n 32, k 64, stride -1)}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<8x64xf32>, !tcx.buffer<64x32xf32>) outs(%c : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 64 : i64, batch = 2 : i64, stride_rhs = 0 : i64}
+  return
+}
+
+// -----
+
+// Tests that a bias epilogue needs a bias of n elements.
+func.func @mm_bias(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>, %bias: !tcx.buffer<16xf32>) {
+  // expected-error @+1 {{bias '!tcx.buffer<16xf32>' must have n = 32 elements}}
+  tcx.matmul ins(%a, %b, %bias : !tcx.buffer<8x64xf32>, !tcx.buffer<64x32xf32>, !tcx.buffer<16xf32>) outs(%c : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 64 : i64, epilogue = "bias"}
+  return
+}
+
+// -----
+
+// Tests that a bias operand needs a bias epilogue.
+func.func @mm_epilogue(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>, %bias: !tcx.buffer<32xf32>) {
+  // expected-error @+1 {{epilogue "none" takes no bias operand}}
+  tcx.matmul ins(%a, %b, %bias : !tcx.buffer<8x64xf32>, !tcx.buffer<64x32xf32>, !tcx.buffer<32xf32>) outs(%c : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 64 : i64}
+  return
+}
+
+// -----
+
+// Tests that matmul element types agree.
+func.func @mm_types(%a: !tcx.buffer<8x64xbf16>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>) {
+  // expected-error @+1 {{lhs element type 'bf16' differs from out's 'f32'}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<8x64xbf16>, !tcx.buffer<64x32xf32>) outs(%c : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 64 : i64}
+  return
+}
+
+// -----
+
+// Tests that tf32 is only for f32.
+func.func @mm_tf32(%a: !tcx.buffer<8x64xbf16>, %b: !tcx.buffer<64x32xbf16>, %c: !tcx.buffer<8x32xbf16>) {
+  // expected-error @+1 {{compute_type "tf32" needs f32 buffers, got 'bf16'}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<8x64xbf16>, !tcx.buffer<64x32xbf16>) outs(%c : !tcx.buffer<8x32xbf16>) {m = 8 : i64, n = 32 : i64, k = 64 : i64, compute_type = "tf32"}
+  return
+}
+
+// -----
+
+// Tests that broadcast batch shapes must broadcast.
+func.func @mm_batch(%a: !tcx.buffer<3x8x8xf32>, %b: !tcx.buffer<2x8x8xf32>, %c: !tcx.buffer<3x8x8xf32>) {
+  // expected-error @+1 {{lhs_batch and rhs_batch do not broadcast at batch dim 0: 3 vs 2}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<3x8x8xf32>, !tcx.buffer<2x8x8xf32>) outs(%c : !tcx.buffer<3x8x8xf32>) {m = 8 : i64, n = 8 : i64, k = 8 : i64, lhs_batch = array<i64: 3>, rhs_batch = array<i64: 2>}
+  return
+}
+
+// -----
+
+// Tests that copies need equal sizes, naming both buffers.
+func.func @copy_size(%a: !tcx.buffer<4xf32>, %b: !tcx.buffer<4xf16>) {
+  // expected-error @+1 {{source '!tcx.buffer<4xf32>' (16 bytes) and target '!tcx.buffer<4xf16>' (8 bytes) differ in size}}
+  tcx.copy %a, %b : !tcx.buffer<4xf32>, !tcx.buffer<4xf16>
+  return
+}
+
+// -----
+
+// Tests that stream numbers are non-negative.
+func.func @stream() {
+  // expected-error @+1 {{stream -1 is negative}}
+  %e = tcx.record {stream = -1 : i64} : !tcx.event
+  return
+}

@@ -1,0 +1,95 @@
+// RUN: tc-opt %s --split-input-file --tc-fuse | FileCheck %s
+
+// Tests that a bias add + tanh chain becomes one fusion, with the splat
+// constant cloned into the body and the broadcast operand an input.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[F:.+]] = tc.fusion(%arg0, %arg1) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+// CHECK: ^bb0(%[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<8xf32>):
+// CHECK: %[[C:.+]] = tc.constant dense<5.000000e-01>
+// CHECK: %[[S:.+]] = tc.add %[[A]], %[[B]]
+// CHECK: %[[T:.+]] = tc.tanh %[[S]]
+// CHECK: %[[M:.+]] = tc.mul %[[T]], %[[C]]
+// CHECK: tc.yield %[[M]] : tensor<4x8xf32>
+// CHECK: return %[[F]]
+func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %c = tc.constant dense<5.000000e-01> : tensor<f32>
+  %0 = tc.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %1 = tc.tanh %0 : tensor<4x8xf32>
+  %2 = tc.mul %1, %c : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a value also used after the group becomes a second result
+// instead of being computed twice.
+// CHECK-LABEL: func.func @shared
+// CHECK: %[[F:.+]]:2 = tc.fusion(%arg0) : (tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+// CHECK: tc.exp
+// CHECK: tc.neg
+// CHECK: tc.yield
+// CHECK: tc.matmul
+// CHECK: return %[[F]]#1, %{{.+}}
+func.func @shared(%x: tensor<16xf32>, %w: tensor<16x16xf32>) -> (tensor<16xf32>, tensor<16x16xf32>) {
+  %e = tc.exp %x : tensor<16xf32>
+  %n = tc.neg %e : tensor<16xf32>
+  %r = tc.reshape %e : tensor<16xf32> to tensor<1x16xf32>
+  %m = tc.matmul %r, %w : tensor<1x16xf32>, tensor<16x16xf32> -> tensor<1x16xf32>
+  %b = tc.broadcast %m : tensor<1x16xf32> to tensor<16x16xf32>
+  return %n, %b : tensor<16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
+// Tests that a value needed before the group's root (by the reduction that
+// feeds it) is not pulled in: two fusions, the reduction ends the first.
+// CHECK-LABEL: func.func @no_cycle
+// CHECK: %[[R:.+]]:2 = tc.fusion(%arg0)
+// CHECK: tc.exp
+// CHECK: tc.reduce_sum
+// CHECK: %[[D:.+]] = tc.fusion(%[[R]]#0, %[[R]]#1)
+// CHECK: tc.div
+// CHECK: return %[[D]]
+func.func @no_cycle(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = tc.exp %x : tensor<4x8xf32>
+  %s = tc.reduce_sum %e {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %d = tc.div %e, %s : tensor<4x8xf32>, tensor<4x1xf32> -> tensor<4x8xf32>
+  return %d : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that matmul, norms, gathers, losses and shape ops stay outside, and
+// that a reduction over a leading axis is not a fusion root.
+// CHECK-LABEL: func.func @never_fused
+// CHECK-NOT: tc.fusion
+// CHECK: tc.layer_norm
+// CHECK: tc.transpose
+// CHECK: tc.reduce_sum
+// CHECK-NOT: tc.fusion
+// CHECK: return
+func.func @never_fused(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x4xf32>, tensor<8xf32>) {
+  %n = tc.layer_norm %x {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = tc.transpose %x {permutation = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  %s = tc.reduce_sum %x {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+  return %n, %t, %s : tensor<4x8xf32>, tensor<8x4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that a producer of a smaller shape (a broadcast operand) is not
+// pulled into a larger iteration space, and that softmax ends a group that
+// pulled its scale.
+// CHECK-LABEL: func.func @softmax
+// CHECK: %[[A:.+]] = tc.fusion(%arg1) : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: tc.sigmoid
+// CHECK: %[[P:.+]] = tc.fusion(%arg0, %[[A]]) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK: tc.mul
+// CHECK: tc.softmax
+// CHECK: return %[[P]]
+func.func @softmax(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  %a = tc.sigmoid %g : tensor<8xf32>
+  %s = tc.mul %x, %a : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %p = tc.softmax %s {axis = 1 : i64} : tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}

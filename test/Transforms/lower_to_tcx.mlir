@@ -1,0 +1,166 @@
+// RUN: tc-opt %s --split-input-file --tc-lower-to-tcx --verify-diagnostics | FileCheck %s
+
+// Tests that an elementwise op becomes a kernel and a launch, with the splat
+// constant moved into the kernel and the returned buffer of kind "output".
+// CHECK-LABEL: tcx.kernel @ew_mul_0 kind("elementwise")
+// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<4x8xf32>):
+// CHECK-NEXT: %[[C:.+]] = tc.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[M:.+]] = tc.mul %[[A]], %[[C]]
+// CHECK-NEXT: tcx.yield %[[M]] : tensor<4x8xf32>
+// CHECK-LABEL: func.func @ew
+// CHECK-SAME: (%[[X:.+]]: !tcx.buffer<4x8xf32> {tc.name = "x"}) -> (!tcx.buffer<4x8xf32> {tc.name = "y"})
+// CHECK-NEXT: %[[O:.+]] = tcx.alloc {kind = "output"} : <4x8xf32>
+// CHECK-NEXT: tcx.launch @ew_mul_0 ins(%[[X]] : !tcx.buffer<4x8xf32>) outs(%[[O]] : !tcx.buffer<4x8xf32>) {elements = 32 : i64}
+// CHECK-NEXT: return %[[O]]
+func.func @ew(%x: tensor<4x8xf32> {tc.name = "x"}) -> (tensor<4x8xf32> {tc.name = "y"}) {
+  %c = tc.constant dense<2.0> : tensor<f32>
+  %0 = tc.mul %x, %c : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a matmul folds the weight transpose into transpose_rhs, the
+// batch of a 3-D lhs against a 2-D rhs into M, and the bias add into the
+// epilogue; the dead transpose disappears.
+// CHECK-NOT: tcx.kernel
+// CHECK-LABEL: func.func @linear
+// CHECK-DAG: %[[W:.+]] = tcx.param "w" {trainable} : <32x16xf32>
+// CHECK-DAG: %[[B:.+]] = tcx.param "b" {trainable} : <32xf32>
+// CHECK: %[[O:.+]] = tcx.alloc {kind = "output"} : <2x8x32xf32>
+// CHECK-NEXT: tcx.matmul ins(%{{.+}}, %[[W]], %[[B]] : {{.+}}) outs(%[[O]] : <2x8x32xf32>) {epilogue = "bias", k = 16 : i64, m = 16 : i64, n = 32 : i64, transpose_rhs = true}
+// CHECK-NEXT: return %[[O]]
+func.func @linear(%x: tensor<2x8x16xf32>) -> tensor<2x8x32xf32> {
+  %w = tc.parameter "w" {trainable} : tensor<32x16xf32>
+  %b = tc.parameter "b" {trainable} : tensor<32xf32>
+  %wt = tc.transpose %w {permutation = array<i64: 1, 0>} : tensor<32x16xf32> -> tensor<16x32xf32>
+  %0 = tc.matmul %x, %wt : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
+  %1 = tc.add %0, %b : tensor<2x8x32xf32>, tensor<32xf32> -> tensor<2x8x32xf32>
+  return %1 : tensor<2x8x32xf32>
+}
+
+// -----
+
+// Tests that batched attention-style matmuls keep their batch (strided) and
+// that a partially broadcast batch uses lhs_batch/rhs_batch.
+// CHECK-LABEL: func.func @batched
+// CHECK: tcx.matmul {{.+}} {batch = 8 : i64, k = 16 : i64, m = 4 : i64, n = 4 : i64, transpose_rhs = true}
+// CHECK: tcx.matmul {{.+}} {k = 4 : i64, lhs_batch = array<i64: 2, 1>, m = 4 : i64, n = 4 : i64, rhs_batch = array<i64: 1, 4>}
+func.func @batched(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x4x16xf32>, %a: tensor<2x1x4x4xf32>, %b: tensor<1x4x4x4xf32>)
+    -> (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) {
+  %s = tc.matmul %q, %k {transpose_rhs = true} : tensor<2x4x4x16xf32>, tensor<2x4x4x16xf32> -> tensor<2x4x4x4xf32>
+  %p = tc.matmul %a, %b : tensor<2x1x4x4xf32>, tensor<1x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  return %s, %p : tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>
+}
+
+// -----
+
+// Tests that reshape and a contiguous slice are views of the same buffer
+// (byte offset 2 rows x 8 x 4 bytes), and a strided slice is a kernel.
+// CHECK-LABEL: tcx.kernel @views_slice_0 kind("slice")
+// CHECK-LABEL: func.func @views
+// CHECK-SAME: (%[[X:.+]]: !tcx.buffer<4x8xf32>)
+// CHECK-NEXT: %[[R:.+]] = tcx.view %[[X]][0] : <4x8xf32> -> <32xf32>
+// CHECK-NEXT: %[[S:.+]] = tcx.view %[[X]][64] : <4x8xf32> -> <2x8xf32>
+// CHECK-NEXT: %[[T:.+]] = tcx.alloc {kind = "output"} : <4x4xf32>
+// CHECK-NEXT: tcx.launch @views_slice_0 ins(%[[X]] : !tcx.buffer<4x8xf32>) outs(%[[T]] : !tcx.buffer<4x4xf32>)
+// CHECK-NEXT: return %[[R]], %[[S]], %[[T]]
+func.func @views(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<2x8xf32>, tensor<4x4xf32>) {
+  %r = tc.reshape %x : tensor<4x8xf32> to tensor<32xf32>
+  %s = tc.slice %x {starts = array<i64: 2, 0>, strides = array<i64: 1, 1>} : tensor<4x8xf32> to tensor<2x8xf32>
+  %t = tc.slice %x {starts = array<i64: 0, 0>, strides = array<i64: 1, 2>} : tensor<4x8xf32> to tensor<4x4xf32>
+  return %r, %s, %t : tensor<32xf32>, tensor<2x8xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Tests the library forms: layer_norm, softmax over the last axis, the
+// embedding gather and its scatter-add (with its scratch buffer).
+// CHECK-LABEL: func.func @library
+// CHECK: tcx.library "embedding_fwd" ins({{.+}}) outs({{.+}}) {count = 16 : i64, dim = 8 : i64, vocab = 64 : i64}
+// CHECK: tcx.library "layer_norm_fwd" ins({{.+}}) outs({{.+}}) {cols = 8 : i64, eps = 1.000000e-05 : f64, has_bias = true, has_weight = true, rows = 16 : i64}
+// CHECK: tcx.library "softmax_fwd" ins({{.+}}) outs({{.+}}) {cols = 8 : i64, log = true, rows = 16 : i64}
+// CHECK: %[[SCR:.+]] = tcx.alloc {kind = "scratch"} : <1024xi8>
+// CHECK: tcx.library "embedding_bwd" ins({{.+}}) outs(%{{.+}}, %[[SCR]] : !tcx.buffer<64x8xf32>, !tcx.buffer<1024xi8>) {accumulate = false, count = 16 : i64, dim = 8 : i64, vocab = 64 : i64}
+func.func @library(%ids: tensor<2x8xi64>) -> (tensor<2x8x8xf32>, tensor<64x8xf32>) {
+  %wte = tc.parameter "wte" : tensor<64x8xf32>
+  %g = tc.parameter "g" : tensor<8xf32>
+  %b = tc.parameter "b" : tensor<8xf32>
+  %e = tc.gather %wte, %ids {axis = 0 : i64} : tensor<64x8xf32>, tensor<2x8xi64> -> tensor<2x8x8xf32>
+  %n = tc.layer_norm %e, scale %g, bias %b {axis = 2 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<2x8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8xf32>
+  %s = tc.log_softmax %n {axis = 2 : i64} : tensor<2x8x8xf32>
+  %d = tc.scatter_add %s, %ids {axis = 0 : i64} : tensor<2x8x8xf32>, tensor<2x8xi64> -> tensor<64x8xf32>
+  return %s, %d : tensor<2x8x8xf32>, tensor<64x8xf32>
+}
+
+// -----
+
+// Tests that cross_entropy and its gradient on the same logits fuse into one
+// library call when the gradient's scale is a constant; the gradient is a
+// "backward" buffer.
+// CHECK-LABEL: func.func @loss
+// CHECK: %[[L:.+]] = tcx.alloc {kind = "output"} : <f32>
+// CHECK: %[[D:.+]] = tcx.alloc {kind = "output"} : <16x32xf32>
+// CHECK: %[[S:.+]] = tcx.alloc {kind = "scratch"} : <320xi8>
+// CHECK: tcx.library "cross_entropy_fwd_bwd" ins(%{{.+}}, %{{.+}} : !tcx.buffer<16x32xf32>, !tcx.buffer<16xi64>) outs(%[[L]], %[[D]], %[[S]] : {{.+}}) {cols = 32 : i64, grad_scale = 1.000000e+00 : f32, ignore_index = -100 : i64, rows = 16 : i64}
+// CHECK-NOT: tcx.library
+func.func @loss(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f32>, tensor<16x32xf32>) {
+  %l = tc.cross_entropy %x, %y : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %d = tc.cross_entropy_grad %x, %y, grad %one : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
+  return %l, %d : tensor<f32>, tensor<16x32xf32>
+}
+
+// -----
+
+// Tests that "update:" results are written in place: "w" by the op that
+// reads it elementwise; "m" is read after its update, so it gets a copy at
+// the end; "grad:" results go to persistent gradient buffers.
+// CHECK-LABEL: func.func @update
+// CHECK-DAG: %[[W:.+]] = tcx.param "w" {trainable} : <4xf32>
+// CHECK-DAG: %[[M:.+]] = tcx.param "m" {kind = "optimizer_state"} : <4xf32>
+// CHECK-DAG: %[[G:.+]] = tcx.param "grad:w" {kind = "gradient"} : <4xf32>
+// CHECK: tcx.launch @update_mul_{{[0-9]+}} ins(%[[M]] : !tcx.buffer<4xf32>) outs(%[[M2:.+]] : !tcx.buffer<4xf32>)
+// CHECK: tcx.launch @update_sub_{{[0-9]+}} ins(%[[W]], %[[M2]] : {{.+}}) outs(%[[W]] : !tcx.buffer<4xf32>)
+// CHECK: tcx.launch @update_add_{{[0-9]+}} ins(%[[M]], %[[M2]] : {{.+}}) outs(%[[G]] : !tcx.buffer<4xf32>)
+// CHECK-NEXT: tcx.copy %[[M2]], %[[M]]
+// CHECK-NEXT: return %[[W]], %[[M]], %[[G]]
+func.func @update() -> (tensor<4xf32> {tc.name = "update:w"}, tensor<4xf32> {tc.name = "update:m"},
+                        tensor<4xf32> {tc.name = "grad:w"}) {
+  %w = tc.parameter "w" {trainable} : tensor<4xf32>
+  %m = tc.parameter "m" {tc.optimizer_state} : tensor<4xf32>
+  %c = tc.constant dense<0.9> : tensor<f32>
+  %m2 = tc.mul %m, %c : tensor<4xf32>, tensor<f32> -> tensor<4xf32>
+  %w2 = tc.sub %w, %m2 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %g = tc.add %m, %m2 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %w2, %m2, %g : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a tc.fusion becomes one kernel with the fusion's body.
+// CHECK-LABEL: tcx.kernel @fused_fusion_0 kind("fusion")
+// CHECK: tc.tanh
+// CHECK: tcx.yield
+// CHECK-LABEL: func.func @fused
+// CHECK: tcx.launch @fused_fusion_0 ins(%{{.+}}, %{{.+}} : !tcx.buffer<4x8xf32>, !tcx.buffer<8xf32>) outs(%{{.+}} : !tcx.buffer<4x8xf32>) {elements = 32 : i64}
+func.func @fused(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = tc.fusion (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+    %0 = tc.add %a, %c : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %1 = tc.tanh %0 : tensor<4x8xf32>
+    tc.yield %1 : tensor<4x8xf32>
+  }
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that an op outside the tc dialect is an error naming it.
+func.func private @helper(tensor<4xf32>) -> tensor<4xf32>
+func.func @foreign(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'func.call' op is not a tc op; tc-lower-to-tcx lowers tc ops only}}
+  %0 = func.call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,111 @@
+// Cases for the GPU check (test/codegen/run_generated.cpp): every function
+// is fused, compiled and compared with the CPU reference on random inputs.
+// Also the input of the CPU-side lit tests in test/codegen/*.test.
+
+// Bias add + GELU (tanh) written out as ONNX exports it, f32.
+func.func @gelu_chain(%x: tensor<64x768xf32>, %b: tensor<768xf32>) -> tensor<64x768xf32> {
+  %half = tc.constant dense<5.000000e-01> : tensor<f32>
+  %one = tc.constant dense<1.000000e+00> : tensor<f32>
+  %k = tc.constant dense<0.797884583> : tensor<f32>
+  %c = tc.constant dense<4.471500e-02> : tensor<f32>
+  %three = tc.constant dense<3.000000e+00> : tensor<f32>
+  %h = tc.add %x, %b : tensor<64x768xf32>, tensor<768xf32> -> tensor<64x768xf32>
+  %p = tc.pow %h, %three : tensor<64x768xf32>, tensor<f32> -> tensor<64x768xf32>
+  %q = tc.mul %p, %c : tensor<64x768xf32>, tensor<f32> -> tensor<64x768xf32>
+  %r = tc.add %h, %q : tensor<64x768xf32>, tensor<64x768xf32> -> tensor<64x768xf32>
+  %s = tc.mul %r, %k : tensor<64x768xf32>, tensor<f32> -> tensor<64x768xf32>
+  %t = tc.tanh %s : tensor<64x768xf32>
+  %u = tc.add %t, %one : tensor<64x768xf32>, tensor<f32> -> tensor<64x768xf32>
+  %v = tc.mul %h, %u : tensor<64x768xf32>, tensor<64x768xf32> -> tensor<64x768xf32>
+  %y = tc.mul %v, %half : tensor<64x768xf32>, tensor<f32> -> tensor<64x768xf32>
+  return %y : tensor<64x768xf32>
+}
+
+// tc.gelu (erf) and silu in bf16 storage: the vector path, fp32 math.
+func.func @bf16_gelu_silu(%x: tensor<32x256xbf16>, %y: tensor<32x256xbf16>) -> tensor<32x256xbf16> {
+  %g = tc.gelu %x : tensor<32x256xbf16>
+  %s = tc.silu %y : tensor<32x256xbf16>
+  %m = tc.mul %g, %s : tensor<32x256xbf16>, tensor<32x256xbf16> -> tensor<32x256xbf16>
+  return %m : tensor<32x256xbf16>
+}
+
+// Broadcasting on both sides (strided loads), f16.
+func.func @broadcast_add(%a: tensor<8x1x16xf16>, %b: tensor<4x1xf16>) -> tensor<8x4x16xf16> {
+  %s = tc.add %a, %b : tensor<8x1x16xf16>, tensor<4x1xf16> -> tensor<8x4x16xf16>
+  %e = tc.exp %s : tensor<8x4x16xf16>
+  return %e : tensor<8x4x16xf16>
+}
+
+// Leaky relu via compare + select, cast to bf16, plus a value used outside
+// the group (two results).
+func.func @select_cast(%x: tensor<1000xf32>) -> (tensor<1000xbf16>, tensor<1000xi1>) {
+  %zero = tc.constant dense<0.000000e+00> : tensor<f32>
+  %slope = tc.constant dense<1.000000e-01> : tensor<f32>
+  %pos = tc.gt %x, %zero : tensor<1000xf32>, tensor<f32> -> tensor<1000xi1>
+  %neg = tc.mul %x, %slope : tensor<1000xf32>, tensor<f32> -> tensor<1000xf32>
+  %y = tc.select %pos, %x, %neg : tensor<1000xi1>, tensor<1000xf32>, tensor<1000xf32> -> tensor<1000xf32>
+  %c = tc.cast %y : tensor<1000xf32> to tensor<1000xbf16>
+  return %c, %pos : tensor<1000xbf16>, tensor<1000xi1>
+}
+
+// exp then a trailing-axis sum (warp per row); exp is also a result.
+func.func @exp_sum(%x: tensor<128x1000xf32>) -> (tensor<128x1000xf32>, tensor<128xf32>) {
+  %e = tc.exp %x : tensor<128x1000xf32>
+  %s = tc.reduce_sum %e {axes = array<i64: 1>} : tensor<128x1000xf32> -> tensor<128xf32>
+  return %e, %s : tensor<128x1000xf32>, tensor<128xf32>
+}
+
+// Block-per-row max and a bf16 mean over two trailing axes.
+func.func @row_max_mean(%x: tensor<4x2048xf32>, %y: tensor<6x8x300xbf16>) -> (tensor<4x1xf32>, tensor<6xbf16>) {
+  %a = tc.abs %x : tensor<4x2048xf32>
+  %m = tc.reduce_max %a {axes = array<i64: 1>, keepdims = true} : tensor<4x2048xf32> -> tensor<4x1xf32>
+  %n = tc.reduce_mean %y {axes = array<i64: 1, 2>} : tensor<6x8x300xbf16> -> tensor<6xbf16>
+  return %m, %n : tensor<4x1xf32>, tensor<6xbf16>
+}
+
+// Scaled, masked softmax (attention-like) and a bf16 log_softmax.
+func.func @softmax(%x: tensor<2x4x33x33xf32>, %mask: tensor<33x33xi1>, %z: tensor<16x2048xbf16>)
+    -> (tensor<2x4x33x33xf32>, tensor<16x2048xbf16>) {
+  %scale = tc.constant dense<1.250000e-01> : tensor<f32>
+  %ninf = tc.constant dense<-1.000000e+09> : tensor<f32>
+  %s = tc.mul %x, %scale : tensor<2x4x33x33xf32>, tensor<f32> -> tensor<2x4x33x33xf32>
+  %m = tc.select %mask, %s, %ninf : tensor<33x33xi1>, tensor<2x4x33x33xf32>, tensor<f32> -> tensor<2x4x33x33xf32>
+  %p = tc.softmax %m {axis = 3 : i64} : tensor<2x4x33x33xf32>
+  %l = tc.log_softmax %z {axis = 1 : i64} : tensor<16x2048xbf16>
+  return %p, %l : tensor<2x4x33x33xf32>, tensor<16x2048xbf16>
+}
+
+// Integer arithmetic (i32 wraps, truncating division) and comparisons.
+func.func @integers(%a: tensor<64xi32>, %b: tensor<64xi32>, %c: tensor<64xi64>) -> (tensor<64xi32>, tensor<64xi1>) {
+  %m = tc.mul %a, %b : tensor<64xi32>, tensor<64xi32> -> tensor<64xi32>
+  %d = tc.div %m, %b : tensor<64xi32>, tensor<64xi32> -> tensor<64xi32>
+  %r = tc.rem %m, %b : tensor<64xi32>, tensor<64xi32> -> tensor<64xi32>
+  %s = tc.sub %d, %r : tensor<64xi32>, tensor<64xi32> -> tensor<64xi32>
+  %z = tc.cast %s : tensor<64xi32> to tensor<64xi64>
+  %lt = tc.lt %z, %c : tensor<64xi64>, tensor<64xi64> -> tensor<64xi1>
+  return %s, %lt : tensor<64xi32>, tensor<64xi1>
+}
+
+// Standalone shape ops: transpose, negative-stride slice, concat, pads.
+func.func @shapes(%x: tensor<4x8x16xf32>, %y: tensor<4x3x16xf32>, %w: tensor<5x7xbf16>)
+    -> (tensor<16x4x8xf32>, tensor<2x4x5xf32>, tensor<4x11x16xf32>, tensor<9x10xbf16>, tensor<7x9xbf16>, tensor<7x11xbf16>) {
+  %t = tc.transpose %x {permutation = array<i64: 2, 0, 1>} : tensor<4x8x16xf32> -> tensor<16x4x8xf32>
+  %s = tc.slice %x {starts = array<i64: 3, 0, 14>, strides = array<i64: -2, 2, -3>} : tensor<4x8x16xf32> to tensor<2x4x5xf32>
+  %c = tc.concat %x, %y {axis = 1 : i64} : tensor<4x8x16xf32>, tensor<4x3x16xf32> -> tensor<4x11x16xf32>
+  %p = tc.pad %w {low = array<i64: 1, 2>, high = array<i64: 3, 1>, value = 2.5 : f64} : tensor<5x7xbf16> -> tensor<9x10xbf16>
+  %r = tc.pad %w {low = array<i64: 1, 1>, high = array<i64: 1, 1>, mode = "reflect"} : tensor<5x7xbf16> -> tensor<7x9xbf16>
+  %e = tc.pad %w {low = array<i64: 0, 2>, high = array<i64: 2, 2>, mode = "edge"} : tensor<5x7xbf16> -> tensor<7x11xbf16>
+  return %t, %s, %c, %p, %r, %e : tensor<16x4x8xf32>, tensor<2x4x5xf32>, tensor<4x11x16xf32>, tensor<9x10xbf16>, tensor<7x9xbf16>, tensor<7x11xbf16>
+}
+
+// insert_slice, broadcast, reshape and reductions over leading / mixed axes.
+func.func @gradient_shapes(%d: tensor<4x6xf32>, %b: tensor<1x64xbf16>, %x: tensor<6x5x7xf32>)
+    -> (tensor<8x16xf32>, tensor<16x64xbf16>, tensor<5x7xf32>, tensor<5xf32>, tensor<35x6xf32>) {
+  %i = tc.insert_slice %d {starts = array<i64: 7, 0>, strides = array<i64: -2, 3>} : tensor<4x6xf32> to tensor<8x16xf32>
+  %e = tc.broadcast %b : tensor<1x64xbf16> to tensor<16x64xbf16>
+  %s = tc.reduce_sum %x {axes = array<i64: 0>} : tensor<6x5x7xf32> -> tensor<5x7xf32>
+  %m = tc.reduce_max %x {axes = array<i64: 0, 2>} : tensor<6x5x7xf32> -> tensor<5xf32>
+  %t = tc.transpose %x {permutation = array<i64: 1, 2, 0>} : tensor<6x5x7xf32> -> tensor<5x7x6xf32>
+  %r = tc.reshape %t : tensor<5x7x6xf32> to tensor<35x6xf32>
+  return %i, %e, %s, %m, %r : tensor<8x16xf32>, tensor<16x64xbf16>, tensor<5x7xf32>, tensor<5xf32>, tensor<35x6xf32>
+}
