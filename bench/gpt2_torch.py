@@ -1,0 +1,116 @@
+"""PyTorch side of the GPT-2 124M training benchmark (issue 4's bench).
+
+GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304, T 1024), batch 16, bf16
+autocast, fused AdamW, scaled_dot_product_attention; eager and torch.compile.
+Prints one JSON line per mode: tokens/s (median of timed steps), peak memory,
+compile/warm-up time. The tc side runs beside it from bench/gpt2.sh (same
+model, batch and optimizer) once tc's CUDA executor exists.
+
+usage: python3 bench/gpt2_torch.py [--modes eager,compile] [--steps 20] [--batch 16]
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=50304, ctx=1024, d=768, layers=12, heads=12):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.wte.weight
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx, labels):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
+
+
+def run(mode, steps, batch, seq):
+    torch.manual_seed(0)
+    dev = "cuda"
+    model = GPT().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
+                            weight_decay=0.1, fused=True)
+    step_fn = model
+    if mode == "compile":
+        step_fn = torch.compile(model)
+    x = torch.randint(0, 50257, (batch, seq), device=dev)
+    y = torch.randint(0, 50257, (batch, seq), device=dev)
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    times = []
+    for i in range(steps + 3):
+        torch.cuda.synchronize()
+        s = time.time()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step_fn(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if i == 2:
+            warm = time.time() - t0
+        if i >= 3:
+            times.append(time.time() - s)
+    times.sort()
+    med = times[len(times) // 2]
+    return {
+        "framework": "pytorch-" + mode, "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(), "batch": batch, "seq": seq,
+        "params": sum(p.numel() for p in model.parameters()),
+        "tokens_per_s": round(batch * seq / med), "step_ms": round(med * 1e3, 2),
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "warmup_s": round(warm, 1), "loss": round(loss.item(), 4),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    for mode in a.modes.split(","):
+        print(json.dumps(run(mode, a.steps, a.batch, a.seq)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
