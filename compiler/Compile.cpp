@@ -158,6 +158,7 @@ bool importModel(MLIRContext &ctx, const CompileOptions &opts, CompileResult *re
     return false;
   }
   result->imported = std::move(imported->module);
+  result->notes = imported->notes;
   // Keep the weights with the result: stash them in the artifact right away.
   rt::Artifact &a = result->artifact;
   for (onnx_import::ImportedWeight &w : imported->weights) {

@@ -51,6 +51,7 @@ struct CompileResult {
   mlir::OwningOpRef<mlir::ModuleOp> imported; // straight from the frontend
   mlir::OwningOpRef<mlir::ModuleOp> module;   // after the pipeline
   rt::Artifact artifact;
+  std::vector<std::string> notes; // from the import (ImportResult::notes)
 };
 
 /// Error classes, so that tools can choose exit codes: bad input (the model,

@@ -10,6 +10,13 @@ Each file is a few hundred bytes and committed; rerunning gives the same bytes.
                          '../escape.bin' (outside the model's folder)
   external_ok.onnx       initializer 'W' in external_ok.bin next to it (the good case)
   external_ok.bin        its 16 bytes (4 floats)
+  buffer_kind.onnx       Y = X * W + inv_freq + mask + rope + val_7 + rows, with the metadata torch's
+                         dynamo exporter and onnxscript's optimizer write: the graph signature
+                         (graph metadata: W, lin.weight, pe.weight PARAMETER, inv_freq BUFFER;
+                         value_info InputSpec.kind: W PARAMETER, inv_freq BUFFER) and
+                         value_info pkg.onnxscript.optimizer.folded_from: mask from two
+                         intermediate values, rope from inv_freq, val_7 from lin.weight alone,
+                         rows from pe.weight and an index; IR 10
 """
 import argparse
 import os
@@ -65,6 +72,37 @@ def main():
     save("external_ok.onnx", model(add_graph(external("W", "external_ok.bin", 0, 16))))
     with open(os.path.join(out, "external_ok.bin"), "wb") as f:
         f.write(struct.pack("<4f", 1.0, 2.0, 3.0, 4.0))
+
+    save("buffer_kind.onnx", buffer_kind_model())
+
+
+def buffer_kind_model():
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, [4], v) for n, v in (
+        ("W", [1.0, 2.0, 3.0, 4.0]), ("inv_freq", [1.0, 0.5, 0.25, 0.125]),
+        ("mask", [0.0, 0.0, -1e9, -1e9]), ("rope", [1.0, 0.9, 0.8, 0.7]), ("val_7", [4.0, 3.0, 2.0, 1.0]),
+        ("rows", [0.5, 0.5, 0.5, 0.25]))]
+    nodes = [helper.make_node("Mul", ["X", "W"], ["xw"], name="mul"),
+             helper.make_node("Sum", ["xw", "inv_freq", "mask", "rope", "val_7", "rows"], ["Y"], name="sum")]
+    g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
+    e = g.metadata_props.add()        # GraphProto.metadata_props: ONNX >= 1.16
+    e.key = "pkg.torch.export.ExportedProgram.graph_signature"
+    e.value = ("\n# inputs\np_W: PARAMETER target='W'\np_lin_weight: PARAMETER target='lin.weight'\n"
+               "p_pe_weight: PARAMETER target='pe.weight'\n"
+               "b_inv_freq: BUFFER target='inv_freq' persistent=False\nX: USER_INPUT\n\n# outputs\nY: USER_OUTPUT\n")
+    meta = (("W", "pkg.torch.export.graph_signature.InputSpec.kind", "PARAMETER"),
+            ("inv_freq", "pkg.torch.export.graph_signature.InputSpec.kind", "BUFFER"),
+            ("mask", "pkg.onnxscript.optimizer.folded_from", "['arange', 'val_3']"),
+            ("rope", "pkg.onnxscript.optimizer.folded_from", "['inv_freq']"),
+            ("val_7", "pkg.onnxscript.optimizer.folded_from", "['lin.weight']"),
+            ("rows", "pkg.onnxscript.optimizer.folded_from", "['arange', 'pe.weight', 'val_3']"))
+    for name, key, value in meta:
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, [4])
+        e = vi.metadata_props.add()   # ValueInfoProto.metadata_props: ONNX >= 1.16
+        e.key, e.value = key, value
+        g.value_info.append(vi)
+    return model(g, opset=18, ir=10)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 //
 // ONNX does not say which initializers are trainable. This pass decides it
 // from regexes on the parameter names (tc-compile's --trainable / --freeze):
-// floating-point parameters matching a --trainable regex (all, when none is
-// given) and no --freeze regex are trainable; everything else is frozen.
+// floating-point parameters matching a --trainable regex (all but those the
+// importer marked as torch buffers with `tc.buffer`, when none is given) and
+// no --freeze regex are trainable; everything else is frozen.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,8 +50,11 @@ struct MarkTrainablePass : tc::impl::TcMarkTrainableBase<MarkTrainablePass> {
     module.walk([&](tc::ParameterOp p) {
       auto type = llvm::cast<RankedTensorType>(p.getType());
       StringRef name = p.getName();
+      // The importer marks torch buffers (tc.buffer): frozen by default,
+      // trainable only when a --trainable regex names them.
+      bool buffer = p->hasAttr("tc.buffer");
       bool on = llvm::isa<FloatType>(type.getElementType()) &&
-                (train.empty() || anyMatch(train, name)) && !anyMatch(freezeRe, name);
+                (train.empty() ? !buffer : anyMatch(train, name)) && !anyMatch(freezeRe, name);
       p.setTrainable(on);
     });
   }

@@ -29,7 +29,8 @@ constexpr llvm::StringLiteral kName = "tc.name";
 constexpr llvm::StringLiteral kStateAttr = "tc.optimizer_state";
 
 /// Emits tc ops for the update. All scalars are rank-0 tensors of the
-/// parameter's element type; binary ops broadcast them.
+/// update's compute type (the parameter's, or f32 for narrower floats);
+/// binary ops broadcast them.
 class UpdateBuilder {
 public:
   UpdateBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
@@ -129,20 +130,27 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
     double wd = decay();
     for (auto [i, p] : llvm::enumerate(params)) {
       Type elt = p.type.getElementType();
-      Value lr = u.castTo(lrIn, elt), step = u.castTo(stepIn, elt);
-      Value param = tc::ParameterOp::create(u.b, u.loc, p.type, u.b.getStringAttr(p.name),
-                                            u.b.getUnitAttr());
+      // The update is computed in `ct` and rounded to the parameter's type at
+      // the end, as torch's CPU kernels compute f16/bf16 tensors in float
+      // ("opmath"): in bf16 itself beta2 = 0.999 would round to 1.0 (bias
+      // correction 0, division by zero) and in f16 eps = 1e-8 to 0.
+      Type ct = elt.isF32() || elt.isF64() ? elt : Type(u.b.getF32Type());
+      Value lr = u.castTo(lrIn, ct), step = u.castTo(stepIn, ct);
+      Value param = u.castTo(tc::ParameterOp::create(u.b, u.loc, p.type, u.b.getStringAttr(p.name),
+                                                     u.b.getUnitAttr()),
+                             ct);
       auto state = [&](StringRef which) {
         auto op = tc::ParameterOp::create(u.b, u.loc, p.type,
                                           u.b.getStringAttr(which + ":" + p.name), UnitAttr());
         op->setAttr(kStateAttr, u.b.getUnitAttr());
-        return op.getResult();
+        return u.castTo(op.getResult(), ct);
       };
-      Value g = grads[i];
+      auto back = [&](Value x) { return u.castTo(x, elt); };
+      Value g = u.castTo(grads[i], ct);
       bool useDecay = wd != 0.0 && p.decay;
       if (optimizer == "sgd") {
         if (useDecay) { // d_p = d_p.add(param, alpha=weight_decay)
-          Value wdc = u.scalar(elt, wd);
+          Value wdc = u.scalar(ct, wd);
           g = u.add(g, u.mul(param, wdc));
         }
         Value buf;
@@ -150,50 +158,50 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
           // buf = buf * momentum + d_p (first step: buf = d_p, exact since
           // the buffer starts at zero and dampening is 0).
           Value prev = state("momentum_buffer");
-          Value mu = u.scalar(elt, momentum);
+          Value mu = u.scalar(ct, momentum);
           buf = u.add(u.mul(prev, mu), g);
           g = buf;
         }
         Value updated = u.sub(param, u.mul(lr, g));
-        results.push_back({"update:" + p.name, updated});
+        results.push_back({"update:" + p.name, back(updated)});
         if (buf)
-          results.push_back({"update:momentum_buffer:" + p.name, buf});
+          results.push_back({"update:momentum_buffer:" + p.name, back(buf)});
         continue;
       }
       // AdamW.
       // (Every op in its own statement: C++ leaves the order of argument
       // evaluation open, and the IR order should not depend on the compiler.)
       if (useDecay) { // param.mul_(1 - lr * weight_decay)
-        Value one = u.scalar(elt, 1.0), wdc = u.scalar(elt, wd);
+        Value one = u.scalar(ct, 1.0), wdc = u.scalar(ct, wd);
         Value lrwd = u.mul(lr, wdc);
         param = u.mul(param, u.sub(one, lrwd));
       }
       // exp_avg.lerp_(grad, 1 - beta1) == m + (1 - beta1) * (g - m)
       Value m = state("exp_avg");
-      Value c1 = u.scalar(elt, 1.0 - beta1);
+      Value c1 = u.scalar(ct, 1.0 - beta1);
       Value diff = u.sub(g, m);
       m = u.add(m, u.mul(diff, c1));
       // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
       Value v = state("exp_avg_sq");
-      Value b2 = u.scalar(elt, beta2), c2 = u.scalar(elt, 1.0 - beta2);
+      Value b2 = u.scalar(ct, beta2), c2 = u.scalar(ct, 1.0 - beta2);
       Value vb = u.mul(v, b2);
       Value gg = u.mul(g, g);
       v = u.add(vb, u.mul(gg, c2));
       // bias_correction1/2 = 1 - beta^step; step_size = lr / bc1;
       // denom = sqrt(v) / sqrt(bc2) + eps; p -= step_size * m / denom
-      Value one = u.scalar(elt, 1.0), b1c = u.scalar(elt, beta1), b2c = u.scalar(elt, beta2);
+      Value one = u.scalar(ct, 1.0), b1c = u.scalar(ct, beta1), b2c = u.scalar(ct, beta2);
       Value bc1 = u.sub(one, u.pow(b1c, step));
       Value bc2 = u.sub(one, u.pow(b2c, step));
       Value stepSize = u.div(lr, bc1);
       Value sqrtV = u.sqrt(v);
       Value sqrtBc2 = u.sqrt(bc2);
-      Value epsc = u.scalar(elt, eps);
+      Value epsc = u.scalar(ct, eps);
       Value denom = u.add(u.div(sqrtV, sqrtBc2), epsc);
       Value ratio = u.div(m, denom);
       Value updated = u.sub(param, u.mul(stepSize, ratio));
-      results.push_back({"update:" + p.name, updated});
-      results.push_back({"update:exp_avg:" + p.name, m});
-      results.push_back({"update:exp_avg_sq:" + p.name, v});
+      results.push_back({"update:" + p.name, back(updated)});
+      results.push_back({"update:exp_avg:" + p.name, back(m)});
+      results.push_back({"update:exp_avg_sq:" + p.name, back(v)});
     }
     return results;
   }

@@ -205,4 +205,70 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
+  let summary = "Choose each op's precision (fp32 / tf32 / bf16 mixed precision)";
+  let description = [{
+    Gives every tc op the discardable attributes `tc.precision` (the element
+    type it computes in: "bf16", "f32", "tf32", or e.g. "i64" for integer
+    ops, which are never touched) and `tc.precision_reason`.
+
+    `mode=fp32` and `mode=tf32` only annotate (tf32 marks f32 matmuls
+    "tf32": a hint for the GPU backend; the reference executor is fp32).
+    `mode=bf16` rewrites types, and runs on @infer before tc-autodiff so the
+    backward inherits the casts (the gradient of `cast f32->bf16` is a cast
+    back to f32, so parameter gradients stay f32):
+      - matmul: both f32 operands cast to bf16, bf16 result (accumulation is
+        fp32 in the executor and in cuBLASLt);
+      - elementwise ops and data movement with a bf16 operand: the other f32
+        operands are cast to bf16 and f32 results become bf16;
+      - layer_norm, rms_norm, softmax, log_softmax, cross_entropy, nll_loss,
+        reduce_sum/mean/prod, cumsum, scatter_add, any other op and
+        func.return: bf16 operands the pass made are cast up to f32; the
+        result keeps its f32 type (consumers cast it down when they need);
+      - parameters and constants stay f32 (fp32 master weights), cast to
+        bf16 once, right after their definition, when a bf16 op reads them.
+    Casts are shared per value; a round trip that is exact (bf16->f32->bf16)
+    is removed, f32->bf16->f32 is kept (it rounds); a narrowing cast of a
+    reshape/transpose/broadcast/slice read only by it moves before it (a
+    weight's transpose runs on the bf16 copy). Every func.func is planned
+    (in tc-compile only @infer exists when it runs).
+
+    Before (`mode=bf16`):
+    ```mlir
+    %w = tc.parameter "w" {trainable} : tensor<8x4xf32>
+    %y = tc.matmul %x, %w : tensor<2x8xf32>, tensor<8x4xf32> -> tensor<2x4xf32>
+    %s = tc.softmax %y {axis = 1 : i64} : tensor<2x4xf32>
+    ```
+    After:
+    ```mlir
+    %w = tc.parameter "w" {trainable, tc.precision = "f32", ...} : tensor<8x4xf32>
+    %wb = tc.cast %w : tensor<8x4xf32> to tensor<8x4xbf16>
+    %xb = tc.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
+    %y = tc.matmul %xb, %wb {tc.precision = "bf16", ...}
+        : tensor<2x8xbf16>, tensor<8x4xbf16> -> tensor<2x4xbf16>
+    %yf = tc.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
+    %s = tc.softmax %yf {axis = 1 : i64, tc.precision = "f32", ...} : tensor<2x4xf32>
+    ```
+    Fails on an unknown `mode`.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"fp32\"",
+           "fp32, tf32 (an annotation: f32 matmuls may use tf32) or bf16">
+  ];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcPrecisionReport : Pass<"tc-precision-report", "mlir::ModuleOp"> {
+  let summary = "Print the precision report of a function";
+  let description = [{
+    Prints `tc::precisionReport` (compiler/PrecisionReport.h) of `function`
+    to stdout: what `tc-compile --report precision` prints. The module is
+    left unchanged.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"infer\"",
+           "Function to report">
+  ];
+}
+
 #endif // TC_COMPILER_TRANSFORMS_PASSES_TD

@@ -50,6 +50,12 @@ struct ImportOptions {
   /// false: tc.parameter ops get their types only and ImportedWeight::tensor
   /// has empty data (no tensor data, internal or external, is read for them).
   bool loadWeights = true;
+  /// A 2-D float initializer that holds exactly the transpose of an earlier
+  /// one (how exporters store a tied input embedding / output head after
+  /// constant folding) becomes tc.transpose of that parameter instead of a
+  /// second parameter, so training keeps the tie; each case is reported in
+  /// ImportResult::notes. Needs loadWeights.
+  bool tieTransposedCopies = true;
 };
 
 /// The value of one tc.parameter (storage format of rt::HostTensor).
@@ -69,6 +75,8 @@ struct ImportResult {
   /// input's value reports it in the error text instead (see
   /// kNeedsConstantInputPrefix); kept so callers can share one struct.
   std::vector<std::string> needConstantInputs;
+  /// Things the user should know about the import (not errors), one line each.
+  std::vector<std::string> notes;
 };
 
 /// Reads and imports `path`: binary ModelProto (any extension but .onnxtxt)

@@ -26,7 +26,10 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include <climits>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +123,12 @@ private:
                                const std::string &namePrefix);
   LogicalResult finishFunction(const onnx::GraphProto &graph);
   FailureOr<RankedTensorType> graphInputType(const onnx::ValueInfoProto &vi);
+  /// Whether 2-D initializer `b` holds exactly (bitwise) the transpose of 2-D
+  /// initializer `a`, and `a` is neither symmetric nor constant-filled. Both
+  /// exporters store a tied embedding / lm_head pair this way: TorchScript's
+  /// constant folding turns MatMul(x, Transpose(W)) into a new initializer
+  /// W^T, and onnxscript's optimizer (dynamo, optimize=True) does the same.
+  bool transposedCopyOf(const std::string &b, const std::string &a) const;
 
   MLIRContext &ctx_;
   OpBuilder builder_;
@@ -138,6 +147,7 @@ private:
   std::map<std::string, rt::HostTensor> initData_;
   std::map<std::string, RankedTensorType> initTypes_;
   std::vector<std::string> argNames_;
+  std::vector<std::string> notes_;
   int inlineDepth_ = 0;
 };
 
@@ -362,6 +372,9 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
   return RankedTensorType::get(dims, elt);
 }
 
+static std::map<std::string, std::string> unknownMetadata(const google::protobuf::Message &msg,
+                                                          int field);
+
 LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
   for (const auto &[name, shape] : opts_.inputShapes) {
     bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
@@ -442,6 +455,71 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
 
   // Initializers: float tensors with elements are trainable parameters; the
   // rest (integer/bool tables, scalars) are constants.
+  // Tied weights that an exporter split (see transposedCopyOf) become a
+  // tc.transpose of the one parameter, so that training keeps them tied.
+  std::vector<std::pair<std::string, Value>> matrices; // 2-D parameters so far
+  // Buffers: torch.export's graph signature, which the dynamo exporter writes
+  // into the graph's metadata ("NAME: KIND target='FQN'" lines) and into each
+  // initializer's value_info (InputSpec.kind), says which initializers were
+  // module buffers (rotary inv_freq, ...): kind BUFFER or CONSTANT_TENSOR.
+  // Likewise a constant that onnxscript's optimizer (dynamo, optimize=True)
+  // folded (value_info pkg.onnxscript.optimizer.folded_from = "['a', ...]")
+  // from no parameter at all: a static export's causal mask, rotary cos/sin
+  // tables (from inv_freq), scalars. Both get the tc.buffer attribute:
+  // tc-mark-trainable leaves them frozen unless --trainable names them, as
+  // torch.optim never sees them. A constant folded from a parameter
+  // (Transpose(W), the rows of a position embedding) stays trainable.
+  std::map<std::string, std::string> kinds; // FQN or initializer name -> kind
+  {
+    auto gmd = unknownMetadata(graph, 16);
+    auto sig = gmd.find("pkg.torch.export.ExportedProgram.graph_signature");
+    if (sig != gmd.end()) {
+      std::istringstream lines(sig->second);
+      std::string line;
+      while (std::getline(lines, line)) {
+        size_t colon = line.find(": "), t = line.find("target='");
+        if (colon == std::string::npos || t == std::string::npos)
+          continue;
+        std::string kind = line.substr(colon + 2, line.find(' ', colon + 2) - colon - 2);
+        size_t end = line.find('\'', t + 8);
+        if (end != std::string::npos)
+          kinds[line.substr(t + 8, end - t - 8)] = kind;
+      }
+    }
+  }
+  std::map<std::string, std::vector<std::string>> foldedFrom;
+  for (const auto &vi : graph.value_info()) {
+    if (!initTypes_.count(vi.name()))
+      continue;
+    auto md = unknownMetadata(vi, 4);
+    auto it = md.find("pkg.torch.export.graph_signature.InputSpec.kind");
+    if (it != md.end())
+      kinds[vi.name()] = it->second;
+    auto f = md.find("pkg.onnxscript.optimizer.folded_from");
+    if (f != md.end()) {
+      std::vector<std::string> &src = foldedFrom[vi.name()];
+      const std::string &t = f->second;
+      for (size_t a = t.find('\''); a != std::string::npos; a = t.find('\'', a + 1)) {
+        size_t b = t.find('\'', a + 1);
+        if (b == std::string::npos)
+          break;
+        src.push_back(t.substr(a + 1, b - a - 1));
+        a = b;
+      }
+    }
+  }
+  std::set<std::string> buffers, folded;
+  for (const auto &[name, kind] : kinds)
+    if (kind == "BUFFER" || kind == "CONSTANT_TENSOR")
+      buffers.insert(name);
+  if (!kinds.empty()) // without a signature, sources cannot be told apart
+    for (const auto &[name, src] : foldedFrom)
+      if (!kinds.count(name) && llvm::none_of(src, [&](const std::string &s) {
+            auto k = kinds.find(s);
+            return k != kinds.end() && k->second == "PARAMETER";
+          }))
+        folded.insert(name);
+  std::vector<std::string> bufferParams, foldedParams;
   for (const auto &init : graph.initializer()) {
     RankedTensorType type = initTypes_[init.name()];
     Location loc = NameLoc::get(StringAttr::get(&ctx_, init.name()), fileLoc);
@@ -449,14 +527,113 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
                    type.getNumElements() >= 1;
     Value v;
     if (isParam) {
-      v = tc::ParameterOp::create(builder_, loc, type, builder_.getStringAttr(init.name()),
-                                  builder_.getUnitAttr());
+      if (type.getRank() == 2 && opts_.tieTransposedCopies && opts_.loadWeights) {
+        for (auto &[name, param] : matrices) {
+          if (!transposedCopyOf(init.name(), name))
+            continue;
+          v = tc::TransposeOp::create(builder_, loc, type, param,
+                                      builder_.getDenseI64ArrayAttr({1, 0}));
+          notes_.push_back("initializer '" + init.name() + "' holds the transpose of '" + name +
+                           "' (a tied weight the exporter stored twice): using '" + name +
+                           "' for both, so that they stay tied in training (--no-tie keeps "
+                           "two parameters)");
+          initData_.erase(init.name());
+          break;
+        }
+      }
+      if (!v) {
+        v = tc::ParameterOp::create(builder_, loc, type, builder_.getStringAttr(init.name()),
+                                    builder_.getUnitAttr());
+        if (buffers.count(init.name()) || folded.count(init.name())) {
+          v.getDefiningOp()->setAttr("tc.buffer", builder_.getUnitAttr());
+          (buffers.count(init.name()) ? bufferParams : foldedParams).push_back(init.name());
+        }
+        if (type.getRank() == 2)
+          matrices.emplace_back(init.name(), v);
+      }
     } else {
       v = tc::ConstantOp::create(builder_, loc, denseFromStorage(type, initData_[init.name()].data));
     }
     bind(init.name(), OnnxValue{v});
   }
+  auto listNames = [](const std::vector<std::string> &names) {
+    std::string list;
+    for (size_t i = 0; i < names.size() && i < 4; ++i)
+      list += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > 4)
+      list += " and " + std::to_string(names.size() - 4) + " more";
+    return list;
+  };
+  bool one = bufferParams.size() == 1;
+  if (!bufferParams.empty())
+    notes_.push_back(std::to_string(bufferParams.size()) + " initializer" +
+                     (one ? " is a torch buffer" : "s are torch buffers") +
+                     " in the exporter's graph signature (" + listNames(bufferParams) +
+                     "): not trainable unless --trainable names " + (one ? "it" : "them"));
+  one = foldedParams.size() == 1;
+  if (!foldedParams.empty())
+    notes_.push_back(std::to_string(foldedParams.size()) + " initializer" +
+                     (one ? " is a constant" : "s are constants") +
+                     " the exporter folded from no parameter (" +
+                     listNames(foldedParams) + "): not trainable unless --trainable names " +
+                     (one ? "it" : "them"));
   return success();
+}
+
+/// metadata_props that ONNX >= 1.16 added to messages libonnx 1.12 does not
+/// know them on (ValueInfoProto field 4, GraphProto field 16): its classes
+/// keep them as unknown fields. key -> value. torch's dynamo exporter writes
+/// the torch.export graph signature there, onnxscript's optimizer the
+/// sources of each constant it folds.
+static std::map<std::string, std::string> unknownMetadata(const google::protobuf::Message &msg,
+                                                          int field) {
+  std::map<std::string, std::string> out;
+  const google::protobuf::UnknownFieldSet &u = msg.GetReflection()->GetUnknownFields(msg);
+  for (int i = 0; i < u.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = u.field(i);
+    if (f.number() != field || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto e;
+    if (e.ParseFromString(f.length_delimited()))
+      out[e.key()] = e.value();
+  }
+  return out;
+}
+
+bool Importer::transposedCopyOf(const std::string &b, const std::string &a) const {
+  auto ta = initTypes_.find(a), tb = initTypes_.find(b);
+  auto da = initData_.find(a), db = initData_.find(b);
+  if (ta == initTypes_.end() || tb == initTypes_.end() || da == initData_.end() ||
+      db == initData_.end())
+    return false;
+  RankedTensorType A = ta->second, B = tb->second;
+  if (A.getElementType() != B.getElementType() || A.getRank() != 2 || B.getRank() != 2 ||
+      A.getDimSize(0) != B.getDimSize(1) || A.getDimSize(1) != B.getDimSize(0))
+    return false;
+  int64_t rows = A.getDimSize(0), cols = A.getDimSize(1);
+  const std::vector<uint8_t> &x = da->second.data, &y = db->second.data;
+  if (rows * cols == 0 || x.size() != y.size() || x.size() % (size_t)(rows * cols) != 0)
+    return false;
+  size_t eb = x.size() / (size_t)(rows * cols);
+  auto at = [&](const std::vector<uint8_t> &d, int64_t i) { return d.data() + (size_t)i * eb; };
+  // B[j][i] == A[i][j] for all i, j (bitwise), checked column by column of A
+  // so that a mismatch usually shows in the first few elements.
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t i = 0; i < rows; ++i)
+      if (std::memcmp(at(y, j * rows + i), at(x, i * cols + j), eb) != 0)
+        return false;
+  // Not a coincidence of simple values: A must not be its own transpose
+  // (then B would just be an equal copy, e.g. two identity-initialised
+  // weights) and must hold at least two different values (all-zeros, ones).
+  bool symmetric = rows == cols, distinct = false;
+  for (int64_t i = 0; i < rows && (symmetric || !distinct); ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      if (symmetric && std::memcmp(at(x, i * cols + j), at(x, j * cols + i), eb) != 0)
+        symmetric = false;
+      if (!distinct && std::memcmp(at(x, i * cols + j), at(x, 0), eb) != 0)
+        distinct = true;
+    }
+  return distinct && !symmetric;
 }
 
 std::vector<std::string> Importer::graphInputsOf(Value v) {
@@ -706,6 +883,7 @@ FailureOr<ImportResult> Importer::run() {
     result.weights.push_back(std::move(w));
   });
   result.module = std::move(module_);
+  result.notes = notes_;
   return result;
 }
 

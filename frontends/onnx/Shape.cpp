@@ -582,6 +582,27 @@ LogicalResult gather(NodeContext &nc) {
   auto axis = nc.normalizeAxis(nc.attrInt("axis", 0), typeOf(*x).getRank());
   if (failed(axis))
     return failure();
+  // Indices known now (positions from a folded Range, e.g. a learned position
+  // embedding): an out-of-range one is the model's or --input's fault, so say
+  // so here instead of failing every run (sequence longer than the table).
+  int64_t dim = typeOf(*x).getDimSize(*axis);
+  if (auto c = idx->getDefiningOp<tc::ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue()))
+      if (isa<IntegerType>(dense.getElementType()) && !ShapedType::isDynamic(dim)) {
+        int64_t n = 0;
+        for (const APInt &v : dense.getValues<APInt>()) {
+          int64_t i = dense.getElementType().getIntOrFloatBitWidth() == 1 ||
+                              dense.getElementType().isUnsignedInteger()
+                          ? (int64_t)v.getZExtValue()
+                          : v.getSExtValue();
+          if (i < -dim || i >= dim)
+            return nc.fail("index " + Twine(i) + " (element " + Twine(n) + " of indices '" +
+                           nc.node().input(1) + "') is out of range for axis " + Twine(*axis) +
+                           " of size " + Twine(dim) + " of '" + nc.node().input(0) +
+                           "' (are the --input shapes larger than the model allows?)");
+          ++n;
+        }
+      }
   return out0(nc, nc.make<tc::GatherOp>({*x, *idx}, {nc.namedI64("axis", *axis)}));
 }
 

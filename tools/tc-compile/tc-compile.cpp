@@ -47,6 +47,9 @@ Training (the artifact gets eval_step, grad_step, apply_step, train_step):
   --trainable REGEX      train only matching parameters (repeatable; default:
                          every floating-point initializer)
   --freeze REGEX         never train matching parameters (repeatable)
+  --no-tie               keep an initializer that holds the exact transpose of
+                         another (a tied weight split by the exporter) as a
+                         parameter of its own (default: both use the first)
 Regexes are POSIX extended, searched in the ONNX initializer names.
 )";
 
@@ -147,6 +150,8 @@ int main(int argc, char **argv) {
         fail(2, "--clip-grad-norm must be >= 0");
     } else if (is("--trainable")) {
       opts.trainable.push_back(value("--trainable"));
+    } else if (a == "--no-tie") {
+      opts.import.tieTransposedCopies = false;
     } else if (is("--freeze")) {
       opts.freeze.push_back(value("--freeze"));
     } else if (is("--target")) {
@@ -172,15 +177,21 @@ int main(int argc, char **argv) {
   tc::loadCompilerDialects(ctx);
   tc::CompileResult result;
   tc::CompileError error;
+  auto printNotes = [&] {
+    for (const std::string &n : result.notes)
+      std::fprintf(stderr, "tc-compile: note: %s\n", n.c_str());
+  };
   if (emit == "mlir") {
     if (!tc::importModel(ctx, opts, &result, &error))
       fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
+    printNotes();
     result.imported->print(llvm::outs());
     llvm::outs() << "\n";
     return 0;
   }
   if (!tc::compile(ctx, opts, &result, &error))
     fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
+  printNotes();
   if (emit == "tc") {
     result.module->print(llvm::outs());
     llvm::outs() << "\n";

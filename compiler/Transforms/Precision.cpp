@@ -1,0 +1,387 @@
+//===- Precision.cpp - tc-precision ----------------------------------------===//
+//
+// The precision plan: which element type every op computes in and why.
+// `mode=bf16` rewrites @infer (before tc-autodiff, so the backward inherits
+// the casts) into mixed precision: bf16 matmuls and elementwise math, f32
+// norms / softmax / losses / sum reductions, f32 master weights. Every op is
+// annotated with `tc.precision` and `tc.precision_reason`, which
+// PrecisionReport.cpp prints.
+//
+// Types are rewritten in place in one walk over the (single-block) body: when
+// an op is reached its operands have their final types. Only f32 values are
+// ever turned into bf16; the set `lowered` remembers which, so that ops kept
+// in f32 cast exactly those back up and pre-existing bf16/f16 values of a
+// model are left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace tc {
+#define GEN_PASS_DEF_TCPRECISION
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace tc
+
+using namespace mlir;
+using namespace tc;
+
+namespace {
+
+constexpr llvm::StringLiteral kPrecision = "tc.precision";
+constexpr llvm::StringLiteral kReason = "tc.precision_reason";
+
+Type elementTypeOf(Value v) {
+  if (auto t = llvm::dyn_cast<RankedTensorType>(v.getType()))
+    return t.getElementType();
+  return v.getType();
+}
+
+Type withElement(Type t, Type elt) {
+  return RankedTensorType::get(llvm::cast<RankedTensorType>(t).getShape(), elt);
+}
+
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+/// What an op is, for the plan and its reasons.
+enum class Kind {
+  Parameter, Constant, Matmul, Norm, Softmax, Loss, Accumulate, Elementwise,
+  Movement, Cast, Other
+};
+
+Kind classify(Operation *op) {
+  if (llvm::isa<ParameterOp>(op))
+    return Kind::Parameter;
+  if (llvm::isa<ConstantOp>(op))
+    return Kind::Constant;
+  if (llvm::isa<CastOp>(op))
+    return Kind::Cast;
+  if (llvm::isa<MatmulOp>(op))
+    return Kind::Matmul;
+  if (llvm::isa<LayerNormOp, RmsNormOp>(op))
+    return Kind::Norm;
+  if (llvm::isa<SoftmaxOp, LogSoftmaxOp>(op))
+    return Kind::Softmax;
+  if (llvm::isa<CrossEntropyOp, NllLossOp>(op))
+    return Kind::Loss;
+  // Sums accumulate rounding error with the reduced extent: f32.
+  if (llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceProdOp, CumSumOp, ScatterAddOp>(op))
+    return Kind::Accumulate;
+  // max/min/argmax are exact in any precision: they follow their input.
+  if (isFusibleElementwise(op) || llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp>(op))
+    return Kind::Elementwise;
+  if (llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp, SplitOp, PadOp,
+                GatherOp, InsertSliceOp>(op))
+    return Kind::Movement;
+  return Kind::Other;
+}
+
+/// The element type an op computes in: its first float result, else its
+/// first float operand, else its first result (integer ops).
+Type computeType(Operation *op) {
+  for (Value r : op->getResults())
+    if (llvm::isa<FloatType>(elementTypeOf(r)))
+      return elementTypeOf(r);
+  for (Value o : op->getOperands())
+    if (llvm::isa<FloatType>(elementTypeOf(o)))
+      return elementTypeOf(o);
+  if (op->getNumResults())
+    return elementTypeOf(op->getResult(0));
+  return {};
+}
+
+void annotate(Operation *op, StringRef precision, StringRef reason) {
+  Builder b(op->getContext());
+  op->setAttr(kPrecision, b.getStringAttr(precision));
+  op->setAttr(kReason, b.getStringAttr(reason));
+}
+
+/// True when `to(from(x)) == x` for every x of type `to` (bf16->f32->bf16).
+bool exactRoundTrip(Type narrow, Type wide) {
+  auto n = llvm::dyn_cast<FloatType>(narrow);
+  auto w = llvm::dyn_cast<FloatType>(wide);
+  return n && w && llvm::APFloatBase::isRepresentableBy(n.getFloatSemantics(),
+                                                         w.getFloatSemantics());
+}
+
+class Planner {
+public:
+  Planner(func::FuncOp fn, StringRef mode) : fn(fn), mode(mode), b(fn.getContext()) {
+    bf16 = b.getBF16Type();
+    f32 = b.getF32Type();
+  }
+
+  void run() {
+    SmallVector<Operation *> ops;
+    for (Operation &op : fn.getBody().front())
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (llvm::isa<func::ReturnOp>(op)) {
+        restoreOperands(op, "for the function result");
+        continue;
+      }
+      if (!llvm::isa<TCDialect>(op->getDialect()))
+        continue;
+      if (mode == "bf16")
+        planBf16(op);
+      else
+        annotateOnly(op);
+    }
+    if (mode == "bf16")
+      cleanupCasts();
+  }
+
+private:
+  /// Integer/bool ops: untouched in every mode. Returns true if it was one.
+  bool annotateInteger(Operation *op) {
+    Type t = computeType(op);
+    if (t && !llvm::isa<FloatType>(t)) {
+      annotate(op, typeName(t), "integer/bool: untouched");
+      return true;
+    }
+    return false;
+  }
+
+  void annotateOnly(Operation *op) {
+    if (annotateInteger(op))
+      return;
+    std::string p = typeName(computeType(op));
+    switch (classify(op)) {
+    case Kind::Parameter:
+      return annotate(op, p, "parameter: fp32 master weight");
+    case Kind::Matmul:
+      if (mode == "tf32" && computeType(op) == f32)
+        return annotate(op, "tf32", "matmul: tf32 operands, fp32 accumulation");
+      return annotate(op, p, "matmul: " + mode.str() + " mode");
+    case Kind::Cast:
+      return annotate(op, p, "cast: in the model");
+    case Kind::Norm:
+      return annotate(op, p, "norm: kept in f32");
+    case Kind::Softmax:
+      return annotate(op, p, "softmax: kept in f32");
+    case Kind::Loss:
+      return annotate(op, p, "loss: kept in f32");
+    default:
+      return annotate(op, p, mode.str() + " mode");
+    }
+  }
+
+  bool isLowered(Value v) const { return lowered.contains(v); }
+
+  /// `v` converted to element type `elt`, one cast per (value, type) placed
+  /// right after v's definition so every reader shares it. Reuses x for
+  /// cast(x : elt -> wide) when the round trip is exact.
+  Value castTo(Value v, Type elt, StringRef reason) {
+    if (elementTypeOf(v) == elt)
+      return v;
+    if (auto c = v.getDefiningOp<CastOp>())
+      if (elementTypeOf(c.getInput()) == elt && exactRoundTrip(elt, elementTypeOf(v)))
+        return c.getInput();
+    auto key = std::make_pair(v, elt);
+    if (Value cached = casts.lookup(key))
+      return cached;
+    OpBuilder::InsertionGuard g(b);
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(v.getParentBlock());
+    auto cast = CastOp::create(b, v.getLoc(), withElement(v.getType(), elt), v,
+                               b.getBoolAttr(true));
+    annotate(cast, typeName(elt), reason);
+    casts[key] = cast.getResult();
+    return cast.getResult();
+  }
+
+  /// Casts the operands this pass lowered to bf16 back to f32.
+  void restoreOperands(Operation *op, StringRef why) {
+    for (OpOperand &o : op->getOpOperands())
+      if (isLowered(o.get()))
+        o.set(castTo(o.get(), f32, ("cast: up to f32 " + why).str()));
+  }
+
+  /// Lowers every f32 float operand to bf16 and retypes f32 results.
+  void lowerOperandsAndResults(Operation *op, ArrayRef<unsigned> operandIdx) {
+    for (unsigned i : operandIdx) {
+      OpOperand &o = op->getOpOperand(i);
+      if (elementTypeOf(o.get()) == f32)
+        o.set(castTo(o.get(), bf16, "cast: to bf16 for bf16 compute"));
+    }
+    for (Value r : op->getResults())
+      if (elementTypeOf(r) == f32) {
+        r.setType(withElement(r.getType(), bf16));
+        lowered.insert(r);
+      }
+  }
+
+  /// The operands that carry data of the op's compute type (not indices,
+  /// conditions or labels).
+  SmallVector<unsigned> dataOperands(Operation *op) {
+    SmallVector<unsigned> idx;
+    unsigned first = 0, count = op->getNumOperands();
+    if (llvm::isa<SelectOp>(op))
+      first = 1;
+    else if (llvm::isa<GatherOp, ScatterAddOp>(op))
+      count = 1;
+    for (unsigned i = first; i < count; ++i)
+      if (llvm::isa<FloatType>(elementTypeOf(op->getOperand(i))))
+        idx.push_back(i);
+    return idx;
+  }
+
+  void keepF32(Operation *op, StringRef reason) {
+    restoreOperands(op, ("for " + op->getName().getStringRef()).str());
+    annotate(op, typeName(computeType(op)), reason);
+  }
+
+  void planBf16(Operation *op) {
+    Kind kind = classify(op);
+    if (kind == Kind::Cast) {
+      // A cast of the model: its result type is the model's choice.
+      return annotate(op, typeName(computeType(op)), "cast: in the model");
+    }
+    if (annotateInteger(op))
+      return;
+    switch (kind) {
+    case Kind::Parameter:
+      return annotate(op, typeName(computeType(op)), "parameter: fp32 master weight");
+    case Kind::Constant:
+      return annotate(op, typeName(computeType(op)), "constant: cast at use");
+    case Kind::Matmul: {
+      auto idx = dataOperands(op);
+      bool all = llvm::all_of(idx, [&](unsigned i) {
+        Value v = op->getOperand(i);
+        return elementTypeOf(v) == f32 || isLowered(v);
+      });
+      if (idx.size() != 2 || !all)
+        return annotate(op, typeName(computeType(op)), "matmul: not f32, untouched");
+      lowerOperandsAndResults(op, idx);
+      return annotate(op, "bf16", "matmul: bf16 operands, fp32 accumulation");
+    }
+    case Kind::Norm:
+      return keepF32(op, "norm: kept in f32");
+    case Kind::Softmax:
+      return keepF32(op, "softmax: kept in f32");
+    case Kind::Loss:
+      return keepF32(op, "loss: kept in f32");
+    case Kind::Accumulate:
+      return keepF32(op, "reduction: accumulated in f32");
+    case Kind::Elementwise:
+    case Kind::Movement: {
+      auto idx = dataOperands(op);
+      bool anyLowered = llvm::any_of(idx, [&](unsigned i) { return isLowered(op->getOperand(i)); });
+      // Lowering needs every other data operand to be f32 (to cast).
+      bool castable = llvm::all_of(idx, [&](unsigned i) {
+        Value v = op->getOperand(i);
+        return isLowered(v) || elementTypeOf(v) == f32;
+      });
+      const char *what = kind == Kind::Movement ? "data movement"
+                         : llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp>(op)
+                             ? "max/min (exact)"
+                             : "elementwise";
+      if (anyLowered && castable) {
+        lowerOperandsAndResults(op, idx);
+        return annotate(op, "bf16", (Twine(what) + " on bf16 inputs").str());
+      }
+      if (anyLowered)
+        restoreOperands(op, ("for " + op->getName().getStringRef()).str());
+      Type t = computeType(op);
+      return annotate(op, typeName(t),
+                      (Twine(what) + " on " + typeName(t) + " inputs").str());
+    }
+    default:
+      return keepF32(op, "no bf16 rule: kept in f32");
+    }
+  }
+
+  /// cast(movement(x)) -> movement(cast(x)) for a narrowing cast of a
+  /// reshape/transpose/broadcast/slice read only by that cast: data movement
+  /// is exact, so this only moves half the bytes (a weight's transpose runs
+  /// on its bf16 copy).
+  void narrowBeforeMovement() {
+    SmallVector<CastOp> all;
+    fn.walk([&](CastOp c) { all.push_back(c); });
+    for (CastOp c : all) {
+      Operation *m = c.getInput().getDefiningOp();
+      if (!m || !llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(m) ||
+          !m->hasOneUse() || elementTypeOf(c.getInput()) != f32 ||
+          elementTypeOf(c.getResult()) != bf16)
+        continue;
+      Value x = m->getOperand(0);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(m);
+      auto early = CastOp::create(b, c.getLoc(), withElement(x.getType(), bf16), x,
+                                  c.getSaturateAttr());
+      early->setAttrs(c->getAttrs());
+      m->setOperand(0, early.getResult());
+      m->getResult(0).setType(c.getType());
+      annotate(m, "bf16", "data movement on bf16 inputs");
+      c.getResult().replaceAllUsesWith(m->getResult(0));
+      c.erase();
+    }
+  }
+
+  /// Removes exact round trips (bf16->f32->bf16) and casts nobody reads.
+  /// f32->bf16->f32 rounds and is kept.
+  void cleanupCasts() {
+    narrowBeforeMovement();
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      SmallVector<CastOp> all;
+      fn.walk([&](CastOp c) { all.push_back(c); });
+      for (CastOp c : all) {
+        auto inner = c.getInput().getDefiningOp<CastOp>();
+        if (inner && inner.getInput().getType() == c.getType() &&
+            exactRoundTrip(elementTypeOf(c.getResult()), elementTypeOf(inner.getResult())) &&
+            !c.getResult().use_empty()) {
+          c.getResult().replaceAllUsesWith(inner.getInput());
+          changed = true;
+        }
+      }
+      for (CastOp c : all)
+        if (c.getResult().use_empty()) {
+          c.erase();
+          changed = true;
+        }
+    }
+  }
+
+  func::FuncOp fn;
+  StringRef mode;
+  OpBuilder b;
+  Type bf16, f32;
+  llvm::DenseSet<Value> lowered;
+  llvm::DenseMap<std::pair<Value, Type>, Value> casts;
+};
+
+struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
+  using TcPrecisionBase::TcPrecisionBase;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (mode != "fp32" && mode != "tf32" && mode != "bf16") {
+      fn.emitError() << "tc-precision: mode must be fp32, tf32 or bf16, got '" << mode << "'";
+      return signalPassFailure();
+    }
+    if (fn.isExternal())
+      return;
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError() << "tc-precision: expected a single-block function";
+      return signalPassFailure();
+    }
+    Planner(fn, mode).run();
+  }
+};
+
+} // namespace
