@@ -3,7 +3,12 @@
 #include "compiler/Compile.h"
 
 #include "compiler/Program.h"
+#include "compiler/MemoryReport.h"
+#include "compiler/PrecisionReport.h"
+#include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
+#include "dialects/tcx/IR/TcxOps.h"
 #include "dialects/tc/IR/TcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,6 +28,7 @@ void loadCompilerDialects(MLIRContext &ctx) {
   DialectRegistry registry;
   registry.insert<func::FuncDialect>();
   registerTcDialect(registry);
+  tcx::registerTcxDialect(registry);
   ctx.appendDialectRegistry(registry);
   ctx.loadAllAvailableDialects();
 }
@@ -116,6 +122,24 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
       return failure();
     }
   }
+  // Precision before autodiff: the backward differentiates the casts, so it
+  // runs in bf16 where the forward does and the f32 master weights get f32
+  // gradients. Runs in every mode (fp32/tf32 only annotate, for the report).
+  if (opts.precision != "fp32" && opts.precision != "tf32" && opts.precision != "bf16") {
+    *error = "precision must be fp32, tf32 or bf16, got '" + opts.precision + "'";
+    return failure();
+  }
+  {
+    DiagnosticCollector precDiags(*module.getContext());
+    PassManager precPm(module.getContext());
+    TcPrecisionOptions prec;
+    prec.mode = opts.precision;
+    precPm.addNestedPass<func::FuncOp>(createTcPrecision(prec));
+    if (failed(precPm.run(module))) {
+      *error = precDiags.text.empty() ? "tc-precision failed" : precDiags.text;
+      return failure();
+    }
+  }
   if (opts.trainable.empty() && opts.freeze.empty() && !t.enabled)
     return success();
   DiagnosticCollector diags(*module.getContext());
@@ -178,11 +202,9 @@ bool importModel(MLIRContext &ctx, const CompileOptions &opts, CompileResult *re
 
 bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result,
              CompileError *error) {
-  if (opts.target != "cpu") {
+  if (opts.target != "cpu" && !isGpuTarget(opts.target)) {
     error->kind = CompileErrorKind::BadInput;
-    error->message = "target '" + opts.target +
-                     "' needs the CUDA backend, which this build does not have yet "
-                     "(use --target cpu)";
+    error->message = "unknown target '" + opts.target + "' (cpu, sm_90 or sm_120)";
     return false;
   }
   if (!importModel(ctx, opts, result, error))
@@ -263,6 +285,76 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   if (opts.train.enabled)
     a.reports["training"] = trainingConfigJson(*result->module, opts.train);
+  a.reports["precision"] =
+      precisionReport(*result->module, opts.train.enabled ? "train_step" : "infer");
+  if (isGpuTarget(opts.target) && !runGpuPipeline(*result->module, opts, result, error))
+    return false;
+  return true;
+}
+
+bool isGpuTarget(const std::string &target) {
+  return target == "sm_90" || target == "sm_120" || target == "sm_120a";
+}
+
+bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
+                    CompileError *error) {
+  MLIRContext *ctx = module.getContext();
+  auto fail = [&](const std::string &what, const std::string &msg) {
+    error->kind = CompileErrorKind::Internal;
+    error->message = what + ": " + msg;
+    return false;
+  };
+  // Fusion runs after the reference program was taken: tc.fusion regions
+  // exist only on the GPU path.
+  OwningOpRef<ModuleOp> fused(cast<ModuleOp>(module->clone()));
+  {
+    DiagnosticCollector diags(*ctx);
+    PassManager pm(ctx);
+    pm.addNestedPass<func::FuncOp>(createTcFuse());
+    if (failed(pm.run(*fused)))
+      return fail("tc-fuse", diags.text);
+  }
+  {
+    DiagnosticCollector diags(*ctx);
+    auto sources = tc::cuda::generateKernels(*fused);
+    if (failed(sources))
+      return fail("CUDA code generation", diags.text);
+    std::string err;
+    std::vector<tc::cuda::KernelBinary> binaries;
+    if (opts.compileKernels) {
+      if (!tc::cuda::haveNvrtc())
+        return fail("CUDA code generation",
+                    "this tc-compile was built without NVRTC, so it cannot compile kernels "
+                    "for " + opts.target);
+      auto compiled = tc::cuda::compileKernels(*sources, opts.target, &err);
+      if (failed(compiled))
+        return fail("NVRTC", err);
+      binaries = std::move(*compiled);
+      for (auto &b : binaries)
+        result->kernels.push_back({b.name, b.source, b.ptx, b.arch, b.cubin});
+    } else {
+      llvm::StringSet<> seen;
+      for (auto &s : *sources)
+        if (seen.insert(s.name).second)
+          result->kernels.push_back({s.name, s.source, "", "", {}});
+    }
+  }
+  {
+    DiagnosticCollector diags(*ctx);
+    PassManager pm(ctx);
+    TcLowerToTcxOptions lower;
+    lower.tf32 = opts.tf32;
+    pm.addPass(createTcLowerToTcx(lower));
+    pm.addNestedPass<func::FuncOp>(createTcxPlanMemory());
+    if (failed(pm.run(*fused)))
+      return fail("lowering to tcx", diags.text);
+  }
+  std::string err;
+  auto report = memoryReport(*fused, opts.target, /*function=*/"", &err);
+  if (failed(report))
+    return fail("memory report", err);
+  result->artifact.reports["memory"] = *report;
+  result->gpuModule = std::move(fused);
   return true;
 }
 

@@ -40,7 +40,16 @@ struct TrainOptions {
 struct CompileOptions {
   std::string modelPath;
   onnx_import::ImportOptions import;
+  /// "cpu", "sm_90" (H100/H200) or "sm_120" (RTX 5090; kernels for sm_120a).
   std::string target = "cpu";
+  /// GPU targets: allow TF32 tensor cores for fp32 matmuls.
+  bool tf32 = false;
+  /// tc-precision mode: "fp32" (default), "tf32" (annotation) or "bf16"
+  /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
+  /// master weights and optimizer state).
+  std::string precision = "fp32";
+  /// GPU targets: compile the generated kernels with NVRTC (cubin + PTX).
+  bool compileKernels = true;
   /// Trainability (tc-mark-trainable): regexes on the parameter names; empty
   /// `trainable` means every floating-point parameter.
   std::vector<std::string> trainable, freeze;
@@ -52,6 +61,14 @@ struct CompileResult {
   mlir::OwningOpRef<mlir::ModuleOp> module;   // after the pipeline
   rt::Artifact artifact;
   std::vector<std::string> notes; // from the import (ImportResult::notes)
+  /// GPU targets: the planned execution-level module (tcx), the generated
+  /// kernels (source; cubin and PTX when compiled) and the memory report.
+  mlir::OwningOpRef<mlir::ModuleOp> gpuModule;
+  struct Kernel {
+    std::string name, source, ptx, arch;
+    std::vector<uint8_t> cubin;
+  };
+  std::vector<Kernel> kernels;
 };
 
 /// Error classes, so that tools can choose exit codes: bad input (the model,
@@ -77,6 +94,15 @@ bool compile(mlir::MLIRContext &ctx, const CompileOptions &opts,
              CompileResult *result, CompileError *error);
 
 /// The import-cleanup pipeline (canonicalize, CSE) on a module.
+/// Whether `target` names a GPU ("sm_90", "sm_120", "sm_120a").
+bool isGpuTarget(const std::string &target);
+
+/// The CUDA pipeline on a copy of `module` (after training): tc-fuse, kernel
+/// generation (+ NVRTC), tc-lower-to-tcx and tcx-plan-memory; fills
+/// result->gpuModule, result->kernels and the artifact's "memory" report.
+bool runGpuPipeline(mlir::ModuleOp module, const CompileOptions &opts,
+                    CompileResult *result, CompileError *error);
+
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error);
 
 /// tc-mark-trainable (when regexes are given or training), then with

@@ -5,9 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Compile.h"
+#include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/base/artifact.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -25,10 +27,24 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   -o FILE                write the artifact (.tca) to FILE
   --input NAME=DIMS      fix the shape of input NAME, e.g. --input input_ids=2x16
                          (repeatable; every dynamic dimension must be fixed)
-  --target T             cpu (default); GPU targets come with the CUDA backend
+  --target T             cpu (default), sm_90 (H100/H200) or sm_120 (RTX 5090,
+                         kernels built for sm_120a)
+  --fp32                 precision: everything in fp32 (default)
+  --tf32                 fp32 with TF32 tensor cores for matmuls (GPU targets)
+  --bf16                 precision: bf16 matmuls and elementwise math; norms,
+                         softmax and the loss in fp32; fp32 master weights and
+                         optimizer state (the CPU reference emulates bf16 exactly)
+  --report precision     print each op with its precision and the reason
+  --report memory        GPU targets: print the memory plan (parameters,
+                         gradients, optimizer state, activations, workspace,
+                         arena peak) and whether it fits each GPU of the target
   --emit=KIND            print instead of writing: mlir (the imported module),
                          tc (after the compiler pipeline), program (the
-                         reference program summary)
+                         reference program summary); GPU targets also: tcx
+                         (the planned execution-level module), cuda (the
+                         generated kernels' CUDA C++), kernels (one line per
+                         kernel: name, cubin architecture and size, PTX size)
+  --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
   -h, --help             this text
 
 Training (the artifact gets eval_step, grad_step, apply_step, train_step):
@@ -89,7 +105,8 @@ bool parseDims(const std::string &s, std::vector<int64_t> *dims) {
 
 int main(int argc, char **argv) {
   tc::CompileOptions opts;
-  std::string outPath, emit;
+  std::string outPath, emit, dumpDir;
+  bool reportMemory = false, reportPrecision = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string &flag) -> std::string {
@@ -156,10 +173,26 @@ int main(int argc, char **argv) {
       opts.freeze.push_back(value("--freeze"));
     } else if (is("--target")) {
       opts.target = value("--target");
+    } else if (a == "--fp32" || a == "--bf16") {
+      opts.precision = a.substr(2);
+    } else if (a == "--tf32") {
+      opts.precision = "tf32";
+      opts.tf32 = true;
+    } else if (is("--report")) {
+      std::string r = value("--report");
+      if (r == "memory")
+        reportMemory = true;
+      else if (r == "precision")
+        reportPrecision = true;
+      else
+        fail(2, "--report must be memory or precision, got '" + r + "'");
+    } else if (is("--dump-kernels")) {
+      dumpDir = value("--dump-kernels");
     } else if (is("--emit")) {
       emit = value("--emit");
-      if (emit != "mlir" && emit != "tc" && emit != "program")
-        fail(2, "--emit must be mlir, tc or program, got '" + emit + "'");
+      if (emit != "mlir" && emit != "tc" && emit != "program" && emit != "tcx" &&
+          emit != "cuda" && emit != "kernels")
+        fail(2, "--emit must be mlir, tc, program, tcx, cuda or kernels, got '" + emit + "'");
     } else if (!a.empty() && a[0] == '-') {
       fail(2, "unknown option '" + a + "' (see --help)");
     } else if (opts.modelPath.empty()) {
@@ -170,8 +203,20 @@ int main(int argc, char **argv) {
   }
   if (opts.modelPath.empty())
     fail(2, "no model given (see --help)");
-  if (emit.empty() && outPath.empty())
-    fail(2, "no output: give -o FILE.tca or --emit=KIND");
+  if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && dumpDir.empty())
+    fail(2, "no output: give -o FILE.tca, --emit=KIND or --report memory|precision");
+  bool gpu = tc::isGpuTarget(opts.target);
+  if (!gpu && (reportMemory || !dumpDir.empty() || emit == "tcx" || emit == "cuda" ||
+               emit == "kernels"))
+    fail(2, "--report memory, --dump-kernels and --emit=tcx/cuda/kernels need a GPU target "
+            "(--target sm_90 or sm_120)");
+  if (gpu && !outPath.empty())
+    fail(2, "writing an artifact for " + opts.target +
+                " needs tc's CUDA executor, which is not built yet; use --report memory, "
+                "--emit or --dump-kernels for GPU targets, or --target cpu to get a "
+                "runnable artifact");
+  // Printing sources or the tcx plan needs no cubins.
+  opts.compileKernels = dumpDir.empty() ? (emit == "kernels") : true;
 
   mlir::MLIRContext ctx;
   tc::loadCompilerDialects(ctx);
@@ -192,6 +237,49 @@ int main(int argc, char **argv) {
   if (!tc::compile(ctx, opts, &result, &error))
     fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
   printNotes();
+  if (reportPrecision)
+    llvm::outs() << result.artifact.reports["precision"];
+  if (reportMemory)
+    llvm::outs() << result.artifact.reports["memory"];
+  if (!dumpDir.empty()) {
+    std::error_code ec = llvm::sys::fs::create_directories(dumpDir);
+    if (ec)
+      fail(2, "cannot create '" + dumpDir + "': " + ec.message());
+    for (const auto &k : result.kernels) {
+      auto write = [&](const std::string &ext, llvm::StringRef bytes) {
+        std::string path = dumpDir + "/" + k.name + ext;
+        std::error_code wec;
+        llvm::raw_fd_ostream os(path, wec);
+        if (wec)
+          fail(2, "cannot write '" + path + "': " + wec.message());
+        os << bytes;
+      };
+      write(".cu", k.source);
+      write(".ptx", k.ptx);
+      write(".cubin", llvm::StringRef(reinterpret_cast<const char *>(k.cubin.data()),
+                                      k.cubin.size()));
+    }
+  }
+  if (emit == "tcx") {
+    result.gpuModule->print(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
+  }
+  if (emit == "cuda") {
+    for (const auto &k : result.kernels)
+      llvm::outs() << "// ===== kernel " << k.name << "\n" << k.source << "\n";
+    return 0;
+  }
+  if (emit == "kernels") {
+    for (const auto &k : result.kernels) {
+      auto arch = tc::cuda::cubinArch(k.cubin);
+      llvm::outs() << k.name << ": cubin " << (arch ? *arch : std::string("?")) << " "
+                   << k.cubin.size() << " bytes, PTX " << k.ptx.size() << " bytes\n";
+    }
+    return 0;
+  }
+  if (emit.empty() && outPath.empty())
+    return 0;
   if (emit == "tc") {
     result.module->print(llvm::outs());
     llvm::outs() << "\n";
