@@ -64,6 +64,21 @@ else
   echo "== PyTorch eager micro-benchmarks skipped (no torch with CUDA, or --no-torch)"
 fi
 
+# Kernels the compiler generates (tc-fuse + CUDA codegen + NVRTC), loaded from
+# their cubins and compared with the CPU reference: a bundle made here by
+#   tc-cuda-codegen test/codegen/Inputs/cases.mlir --emit=none --target sm_90 --bundle BUILD/gpu-bundle
+GEN="$BUILD/test/codegen/run_generated"
+BUNDLE="${TC_GPU_BUNDLE:-$BUILD/gpu-bundle}"
+gen_line="generated kernels: not run (no $GEN or no bundle $BUNDLE)"
+gen_rc=0
+if [ -x "$GEN" ] && [ -d "$BUNDLE" ]; then
+  echo "== generated kernels against the CPU reference (log: $OUT/run_generated.log)"
+  "$GEN" "$BUNDLE" >"$OUT/run_generated.log" 2>&1
+  gen_rc=$?
+  grep -E '^(PASS|FAIL|SKIP)' "$OUT/run_generated.log"
+  gen_line="generated kernels: $(grep -oE '[0-9]+ passed, [0-9]+ failed' "$OUT/run_generated.log" | tail -1) (exit $gen_rc)"
+fi
+
 python3 - "$REPORT" "$OUT/tc_cuda_tests.json" "$TORCH_TSV" "$test_rc" <<'PY'
 import json, sys
 report, gjson, torch_tsv, rc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -113,3 +128,6 @@ print(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped; "
       f"{len(rows) - bad_rows}/{len(rows)} report rows pass -> {'OK' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
 PY
+py_rc=$?
+echo "gpu-check: $gen_line"
+[ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ]
