@@ -26,7 +26,7 @@ for k in Failed Unresolved 'Unexpectedly Passed' 'Timed Out'; do
   n=$(grep -E "^ +$k *:" "$LOGS/lit.log" | grep -oE ':\s*[0-9]+' | grep -oE '[0-9]+' | head -1)
   lf=$((lf + ${n:-0}))
 done
-lu=$(grep -E '^ +(Unsupported|Expectedly Failed) *:' "$LOGS/lit.log" | grep -oE ':\s*[0-9]+' | grep -oE '[0-9]+' | paste -sd+ | bc 2>/dev/null); lu=${lu:-0}
+lu=$(grep -E '^ +(Unsupported|Expectedly Failed) *:' "$LOGS/lit.log" | grep -oE ':\s*[0-9]+' | grep -oE '[0-9]+' | awk '{s += $1} END {print s + 0}')
 if [ $lit_rc -ne 0 ] && [ $lf -eq 0 ]; then lf=1; fi
 grep -E '^(FAIL|UNRESOLVED|XPASS|TIMEOUT):' "$LOGS/lit.log"
 echo "lit: $lp passed, $lf failed, $lu skipped"
