@@ -330,8 +330,10 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
       if (failed(compiled))
         return fail("NVRTC", err);
       binaries = std::move(*compiled);
-      for (auto &b : binaries)
+      for (auto &b : binaries) {
         result->kernels.push_back({b.name, b.source, b.ptx, b.arch, b.cubin});
+        result->artifact.kernels.push_back({b.name, b.arch, b.source, b.ptx, b.cubin});
+      }
     } else {
       llvm::StringSet<> seen;
       for (auto &s : *sources)

@@ -115,6 +115,42 @@ TEST(Artifact, MemoryRoundTrip) {
   expectValues(outs[0], {1 + 3 + 0.5 + 10, 2 + 4 - 0.5 + 20});
 }
 
+TEST(Artifact, KernelsRoundTripAndSurviveOnlyIntact) {
+  Artifact a = sampleArtifact();
+  a.target = "sm_120";
+  KernelBinary k;
+  k.name = "tc_fusion_0123456789abcdef";
+  k.arch = "sm_120a";
+  k.source = "extern \"C\" __global__ void tc_fusion_0123456789abcdef() {}";
+  k.ptx = ".version 9.0\n.target sm_120a\n";
+  k.cubin = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x33, 0, 0, 9};
+  a.kernels = {k, k};
+  a.kernels[1].name = "tc_reduce_sum_1";
+  a.kernels[1].cubin.clear();
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(a, &bytes).isOk());
+  Artifact b;
+  Status st = parseArtifact(bytes.data(), bytes.size(), &b);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  ASSERT_EQ(b.kernels.size(), 2u);
+  EXPECT_EQ(b.kernels[0].name, k.name);
+  EXPECT_EQ(b.kernels[0].arch, "sm_120a");
+  EXPECT_EQ(b.kernels[0].source, k.source);
+  EXPECT_EQ(b.kernels[0].ptx, k.ptx);
+  EXPECT_EQ(b.kernels[0].cubin, k.cubin);
+  EXPECT_TRUE(b.kernels[1].cubin.empty());
+  // A CPU artifact has no KERNELS section at all (same bytes as before).
+  Artifact c = sampleArtifact();
+  std::vector<uint8_t> plain;
+  ASSERT_TRUE(serializeArtifact(c, &plain).isOk());
+  EXPECT_LT(plain.size(), bytes.size());
+  // Every truncation of the kernel-carrying file is an error, never a crash.
+  for (size_t n = 0; n < bytes.size(); n += 7) {
+    Artifact out;
+    EXPECT_FALSE(parseArtifact(bytes.data(), n, &out, "k.tca").isOk()) << n;
+  }
+}
+
 TEST(Artifact, FileRoundTripIsAtomic) {
   std::string dir = ::testing::TempDir() + "/tc_artifact_test";
   std::string cmd = "mkdir -p " + dir;

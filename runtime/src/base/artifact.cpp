@@ -29,6 +29,7 @@ enum SectionKind : uint32_t {
   kParams = 3,
   kWeights = 4,
   kReports = 5,
+  kKernels = 6,
 };
 
 const char *sectionName(uint32_t kind) {
@@ -38,6 +39,7 @@ const char *sectionName(uint32_t kind) {
   case kParams: return "PARAMS";
   case kWeights: return "WEIGHTS";
   case kReports: return "REPORTS";
+  case kKernels: return "KERNELS";
   default: return "UNKNOWN";
   }
 }
@@ -121,7 +123,7 @@ struct Section {
 /// sections (the WEIGHTS section points into the artifact itself).
 void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storage,
                     std::vector<Section> *sections) {
-  storage->assign(4, {});
+  storage->assign(5, {});
   {
     ByteWriter w(&(*storage)[0]);
     w.str(a.target);
@@ -161,6 +163,21 @@ void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storag
       {kWeights, a.weights.data(), a.weights.size()},
       {kReports, (*storage)[3].data(), (*storage)[3].size()},
   };
+  // Only GPU artifacts carry kernels; CPU artifacts stay byte-identical to
+  // what readers without this section expect.
+  if (!a.kernels.empty()) {
+    ByteWriter w(&(*storage)[4]);
+    w.u32(static_cast<uint32_t>(a.kernels.size()));
+    for (const KernelBinary &k : a.kernels) {
+      w.str(k.name);
+      w.str(k.arch);
+      w.str(k.source);
+      w.str(k.ptx);
+      w.u64(k.cubin.size());
+      w.bytes(k.cubin.data(), k.cubin.size());
+    }
+    sections->push_back({kKernels, (*storage)[4].data(), (*storage)[4].size()});
+  }
 }
 
 /// The header and section table for `sections`, padded to the first payload.
@@ -357,6 +374,22 @@ Status decodeSection(uint32_t kind, const uint8_t *data, size_t size,
     }
     break;
   }
+  case kKernels: {
+    uint32_t n;
+    // name, arch, source, ptx (u32 lengths) and the u64 cubin size.
+    TC_RETURN_IF_ERROR(r.count(&n, 24, "kernels"));
+    out->kernels.resize(n);
+    for (KernelBinary &k : out->kernels) {
+      TC_RETURN_IF_ERROR(r.str(&k.name, "kernel name"));
+      TC_RETURN_IF_ERROR(r.str(&k.arch, "kernel arch"));
+      TC_RETURN_IF_ERROR(r.str(&k.source, "kernel source"));
+      TC_RETURN_IF_ERROR(r.str(&k.ptx, "kernel ptx"));
+      uint64_t bytes;
+      TC_RETURN_IF_ERROR(r.u64(&bytes, "kernel cubin size"));
+      TC_RETURN_IF_ERROR(r.bytes(&k.cubin, bytes, "kernel cubin"));
+    }
+    break;
+  }
   default:
     return Status::ok();
   }
@@ -445,7 +478,7 @@ Status decodeAll(const std::vector<Entry> &table, const std::string &name,
   *out = Artifact();
   std::vector<uint8_t> buf;
   for (const Entry &e : table) {
-    bool known = e.kind >= kMeta && e.kind <= kReports;
+    bool known = e.kind >= kMeta && e.kind <= kKernels;
     if (!known)
       continue;
     std::vector<uint8_t> &dst = e.kind == kWeights ? out->weights : buf;

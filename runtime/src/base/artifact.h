@@ -25,6 +25,8 @@
 //   3 PARAMS     u32 count, then `param` * count                 (required)
 //   4 WEIGHTS    raw bytes: Artifact::weights                    (required)
 //   5 REPORTS    u32 count, then (str key, str value) * count    (optional)
+//   6 KERNELS    u32 count, then (str name, str arch, str CUDA source, str PTX,
+//                u64 n, n cubin bytes) * count                   (GPU targets)
 // Readers skip sections of unknown kind, so a newer writer may add some.
 //
 // Encodings inside the sections:

@@ -102,6 +102,16 @@ struct Parameter {
   uint64_t bytes = 0;
 };
 
+/// A GPU kernel the compiler generated: CUDA C++ source, PTX for the
+/// target's virtual architecture and the cubin (SASS) for `arch`.
+struct KernelBinary {
+  std::string name;   // the __global__ symbol, "tc_fusion_<hash>"
+  std::string arch;   // "sm_90", "sm_120a"
+  std::string source; // CUDA C++ translation unit
+  std::string ptx;
+  std::vector<uint8_t> cubin;
+};
+
 /// Everything one artifact file holds. See artifact.h for the file format.
 struct Artifact {
   /// 2: parameter entries carry a kind and an initialiser (training).
@@ -113,6 +123,7 @@ struct Artifact {
   std::vector<Parameter> params;
   std::vector<uint8_t> weights;
   std::map<std::string, std::string> reports; // "memory", "precision", ...
+  std::vector<KernelBinary> kernels;           // GPU targets only
 
   const Function *findFunction(const std::string &name) const;
   const Parameter *findParam(const std::string &name) const;
