@@ -2,6 +2,7 @@
 
 #include "compiler/Compile.h"
 
+#include "compiler/DeviceProgram.h"
 #include "compiler/Program.h"
 #include "compiler/MemoryReport.h"
 #include "compiler/PrecisionReport.h"
@@ -319,6 +320,11 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     auto sources = tc::cuda::generateKernels(*fused);
     if (failed(sources))
       return fail("CUDA code generation", diags.text);
+    // Tell tc-lower-to-tcx which generated kernel each kernel op became: its
+    // tcx.kernel carries the name on, for the device program's launches.
+    for (auto &s : *sources)
+      if (s.op)
+        s.op->setAttr("tc.cuda_kernel", StringAttr::get(ctx, s.name));
     std::string err;
     std::vector<tc::cuda::KernelBinary> binaries;
     if (opts.compileKernels) {
@@ -356,6 +362,12 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   if (failed(report))
     return fail("memory report", err);
   result->artifact.reports["memory"] = *report;
+  for (auto fn : fused->getOps<func::FuncOp>()) {
+    auto device = lowerToDeviceProgram(fn, &err);
+    if (failed(device))
+      return fail("lowering @" + fn.getName().str() + " to the device program", err);
+    result->artifact.deviceFunctions.push_back(std::move(*device));
+  }
   result->gpuModule = std::move(fused);
   return true;
 }

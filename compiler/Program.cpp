@@ -203,6 +203,8 @@ const llvm::StringMap<OptionalLayout> &optionalLayouts() {
   return table;
 }
 
+} // namespace
+
 LogicalResult convertAttr(Attribute a, rt::Attr *out, std::string *error,
                           StringRef attrName) {
   if (auto b = llvm::dyn_cast<BoolAttr>(a)) {
@@ -240,6 +242,8 @@ LogicalResult convertAttr(Attribute a, rt::Attr *out, std::string *error,
   }
   return success();
 }
+
+namespace {
 
 /// Fills `out` (name, attributes, operand presence) for `op`; operands and
 /// results are left to the caller.

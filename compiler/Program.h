@@ -36,6 +36,12 @@ mlir::FailureOr<rt::HostTensor> toHostTensor(mlir::ElementsAttr attr);
 mlir::DenseElementsAttr fromHostTensor(mlir::RankedTensorType type,
                                        const rt::HostTensor &tensor);
 
+/// Converts an op attribute to the runtime's form (bools, integers and unit
+/// attributes become Int, dense arrays Ints, constants Tensor). `attrName`
+/// is for the error message.
+mlir::LogicalResult convertAttr(mlir::Attribute a, rt::Attr *out, std::string *error,
+                                llvm::StringRef attrName);
+
 /// Lowers `fn` (tc ops + func.return only) to a runtime function called
 /// `name`. Argument and result names come from the `tc.name` argument and
 /// result attributes (falling back to "arg<i>" / "out<i>").

@@ -345,6 +345,8 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, StringRef kind) {
   auto kernel = tcx::KernelOp::create(mb, op->getLoc(), mb.getStringAttr(name),
                                       mb.getStringAttr(kind));
   symbols.insert(kernel, Block::iterator(fn)); // unique name, placed before fn
+  if (auto cuda = op->getAttrOfType<StringAttr>("tc.cuda_kernel"))
+    kernel->setAttr("tc.cuda_kernel", cuda);
   Block *entry = new Block();
   kernel.getBody().push_back(entry);
   IRMapping map;
@@ -387,6 +389,8 @@ LogicalResult FunctionLowering::lowerFusion(Operation *op) {
   auto kernel = tcx::KernelOp::create(mb, op->getLoc(), mb.getStringAttr(kernelName("fusion")),
                                       mb.getStringAttr("fusion"));
   symbols.insert(kernel, Block::iterator(fn));
+  if (auto cuda = op->getAttrOfType<StringAttr>("tc.cuda_kernel"))
+    kernel->setAttr("tc.cuda_kernel", cuda);
   IRMapping map;
   op->getRegion(0).cloneInto(&kernel.getBody(), map);
   Block &entry = kernel.getEntry();

@@ -151,6 +151,207 @@ TEST(Artifact, KernelsRoundTripAndSurviveOnlyIntact) {
   }
 }
 
+/// sampleArtifact() plus a kernel and a device program using every buffer
+/// space and op kind.
+Artifact deviceArtifact() {
+  Artifact a = sampleArtifact();
+  a.target = "sm_90";
+  KernelBinary k;
+  k.name = "train_step_fusion_0";
+  k.arch = "sm_90";
+  k.source = "extern \"C\" __global__ void train_step_fusion_0() {}";
+  a.kernels = {k};
+  DeviceFunction f;
+  f.name = "infer";
+  f.arenaBytes = 1024;
+  f.inputNames = {"x"};
+  f.outputNames = {"out"};
+  f.consts = {tensor(f32({2}), {10, 20})};
+  auto buf = [&](DeviceBuffer::Space s, uint64_t off, TensorType t, std::string name,
+                 int32_t index) {
+    DeviceBuffer b;
+    b.space = s;
+    b.offset = off;
+    b.type = t;
+    b.bytes = static_cast<uint64_t>(t.numElements()) * 4;
+    b.name = std::move(name);
+    b.index = index;
+    f.buffers.push_back(b);
+    return static_cast<int32_t>(f.buffers.size() - 1);
+  };
+  int32_t x = buf(DeviceBuffer::Space::Input, 0, f32({1, 2}), "x", 0);
+  int32_t w = buf(DeviceBuffer::Space::Param, 0, f32({2, 2}), "w", -1);
+  int32_t c = buf(DeviceBuffer::Space::Const, 0, f32({2}), "", 0);
+  int32_t y = buf(DeviceBuffer::Space::Arena, 256, f32({1, 2}), "", -1);
+  int32_t o = buf(DeviceBuffer::Space::Output, 0, f32({1, 2}), "out", 0);
+  int32_t g = buf(DeviceBuffer::Space::Param, 4, f32({2}), "grad:w", -1);
+  auto op = [&](std::string kind, std::string name, std::vector<int32_t> ins,
+                std::vector<int32_t> outs, std::map<std::string, Attr> attrs = {}) {
+    DeviceOp d;
+    d.kind = std::move(kind);
+    d.name = std::move(name);
+    d.ins = std::move(ins);
+    d.outs = std::move(outs);
+    d.attrs = std::move(attrs);
+    f.ops.push_back(std::move(d));
+  };
+  op("fill", "", {}, {g}, {{"value", aFloat(0)}});
+  op("matmul", "", {x, w}, {y}, {{"m", aInt(1)}, {"n", aInt(2)}, {"k", aInt(2)},
+                                 {"compute_type", aStr("f32")}});
+  op("launch", "train_step_fusion_0", {y, c}, {o}, {{"elements", aInt(2)}});
+  op("library", "softmax_fwd", {o}, {o}, {{"rows", aInt(1)}, {"cols", aInt(2)}});
+  op("record", "", {}, {}, {{"stream", aInt(0)}, {"event", aInt(0)}});
+  op("wait", "", {}, {}, {{"stream", aInt(1)}, {"event", aInt(0)}});
+  op("copy", "", {y}, {o});
+  f.outputs = {o};
+  a.deviceFunctions.push_back(f);
+  return a;
+}
+
+TEST(Artifact, DeviceProgramRoundTrip) {
+  Artifact a = deviceArtifact();
+  std::vector<uint8_t> bytes;
+  Status st = serializeArtifact(a, &bytes);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  Artifact b;
+  st = parseArtifact(bytes.data(), bytes.size(), &b);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  ASSERT_EQ(b.deviceFunctions.size(), 1u);
+  const DeviceFunction &f = a.deviceFunctions[0], &g = b.deviceFunctions[0];
+  EXPECT_EQ(g.name, f.name);
+  EXPECT_EQ(g.arenaBytes, f.arenaBytes);
+  EXPECT_EQ(g.inputNames, f.inputNames);
+  EXPECT_EQ(g.outputNames, f.outputNames);
+  EXPECT_EQ(g.outputs, f.outputs);
+  ASSERT_EQ(g.consts.size(), 1u);
+  EXPECT_EQ(g.consts[0].type, f.consts[0].type);
+  EXPECT_EQ(g.consts[0].data, f.consts[0].data);
+  ASSERT_EQ(g.buffers.size(), f.buffers.size());
+  for (size_t i = 0; i < f.buffers.size(); ++i) {
+    EXPECT_EQ(g.buffers[i].space, f.buffers[i].space) << i;
+    EXPECT_EQ(g.buffers[i].offset, f.buffers[i].offset) << i;
+    EXPECT_EQ(g.buffers[i].bytes, f.buffers[i].bytes) << i;
+    EXPECT_EQ(g.buffers[i].type, f.buffers[i].type) << i;
+    EXPECT_EQ(g.buffers[i].name, f.buffers[i].name) << i;
+    EXPECT_EQ(g.buffers[i].index, f.buffers[i].index) << i;
+  }
+  ASSERT_EQ(g.ops.size(), f.ops.size());
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    EXPECT_EQ(g.ops[i].kind, f.ops[i].kind) << i;
+    EXPECT_EQ(g.ops[i].name, f.ops[i].name) << i;
+    EXPECT_EQ(g.ops[i].ins, f.ops[i].ins) << i;
+    EXPECT_EQ(g.ops[i].outs, f.ops[i].outs) << i;
+    ASSERT_EQ(g.ops[i].attrs.size(), f.ops[i].attrs.size()) << i;
+  }
+  EXPECT_EQ(g.ops[1].attrs.at("compute_type").s, "f32");
+  EXPECT_EQ(g.ops[2].attrs.at("elements").i, 2);
+  // Re-encoding gives the same bytes.
+  std::vector<uint8_t> again;
+  ASSERT_TRUE(serializeArtifact(b, &again).isOk());
+  EXPECT_EQ(again, bytes);
+}
+
+TEST(Artifact, DeviceProgramEveryTruncationErrors) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(deviceArtifact(), &bytes).isOk());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + n);
+    Artifact out;
+    ASSERT_FALSE(parseArtifact(prefix.data(), prefix.size(), &out, "d.tca").isOk()) << n;
+  }
+}
+
+TEST(Artifact, DeviceProgramValidation) {
+  ASSERT_TRUE(validateArtifact(deviceArtifact()).isOk());
+  auto rejects = [](Artifact a, const std::string &needle) {
+    Status st = validateArtifact(a);
+    EXPECT_FALSE(st.isOk()) << needle;
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+    // A writer refuses it too, so no such file is ever produced.
+    std::vector<uint8_t> bytes;
+    EXPECT_FALSE(serializeArtifact(a, &bytes).isOk()) << needle;
+  };
+  Artifact a = deviceArtifact();
+  a.deviceFunctions[0].ops[1].ins[0] = 1 << 30; // hostile buffer index
+  rejects(a, "out of range");
+  a = deviceArtifact();
+  a.deviceFunctions[0].ops[1].outs[0] = -1;
+  rejects(a, "out of range");
+  a = deviceArtifact();
+  a.deviceFunctions[0].outputs[0] = 99;
+  rejects(a, "output 'out'");
+  a = deviceArtifact();
+  a.deviceFunctions[0].buffers[3].offset = 1020; // 8 bytes at 1020 of 1024
+  rejects(a, "outside the 1024 bytes of the arena");
+  a = deviceArtifact();
+  a.deviceFunctions[0].buffers[3].offset = ~uint64_t{0}; // overflow
+  rejects(a, "outside");
+  a = deviceArtifact();
+  a.deviceFunctions[0].buffers[1].name = "nope";
+  rejects(a, "unknown parameter 'nope'");
+  a = deviceArtifact();
+  a.deviceFunctions[0].buffers[1].offset = 12; // 16-byte view of a 16-byte param
+  rejects(a, "parameter 'w'");
+  a = deviceArtifact();
+  a.deviceFunctions[0].buffers[2].index = 5;
+  rejects(a, "constant #5");
+  a = deviceArtifact();
+  a.deviceFunctions[0].buffers[0].index = 3;
+  rejects(a, "position 3");
+  a = deviceArtifact();
+  a.deviceFunctions[0].ops[2].name = "missing_kernel";
+  rejects(a, "unknown kernel 'missing_kernel'");
+  a = deviceArtifact();
+  a.deviceFunctions[0].ops[0].kind = "jump";
+  rejects(a, "unknown kind");
+  a = deviceArtifact();
+  a.deviceFunctions.push_back(a.deviceFunctions[0]);
+  rejects(a, "duplicate device function");
+  // Without kernels (compiled without cubins), launch names are not checked;
+  // nor are launches marked missing_kernel.
+  a = deviceArtifact();
+  a.kernels.clear();
+  EXPECT_TRUE(validateArtifact(a).isOk());
+  a = deviceArtifact();
+  a.deviceFunctions[0].ops[2].name = "infer_split_3";
+  a.deviceFunctions[0].ops[2].attrs["missing_kernel"] = aInt(1);
+  EXPECT_TRUE(validateArtifact(a).isOk());
+  // A file carrying a hostile index (checksum fixed up, so only validation
+  // can catch it) is rejected by the reader. The DEVICE payload ends with the
+  // last op's output index and its attribute count (0).
+  a = deviceArtifact();
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(a, &bytes).isOk());
+  auto rd32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= uint32_t{bytes[at + i]} << (8 * i);
+    return v;
+  };
+  auto rd64 = [&](size_t at) { return uint64_t{rd32(at)} | uint64_t{rd32(at + 4)} << 32; };
+  uint32_t nsections = rd32(12);
+  bool patched = false;
+  for (uint32_t i = 0; i < nsections; ++i) {
+    size_t entry = 24 + 24 * size_t{i};
+    if (rd32(entry) != 7)
+      continue;
+    uint64_t off = rd64(entry + 8), size = rd64(entry + 16);
+    ASSERT_EQ(rd32(off + size - 4), 0u);
+    ASSERT_EQ(rd32(off + size - 8), 4u);
+    for (int k = 0; k < 4; ++k)
+      bytes[off + size - 8 + k] = k == 3 ? 0x7f : 0xff;
+    uint32_t crc = crc32(bytes.data() + off, size);
+    for (int k = 0; k < 4; ++k)
+      bytes[entry + 4 + k] = static_cast<uint8_t>(crc >> (8 * k));
+    patched = true;
+  }
+  ASSERT_TRUE(patched);
+  Artifact out;
+  Status st = parseArtifact(bytes.data(), bytes.size(), &out, "hostile.tca");
+  EXPECT_EQ(st.code(), StatusCode::InvalidArgument) << st.toString();
+  EXPECT_NE(st.message().find("buffer #2147483647"), std::string::npos) << st.message();
+}
+
 TEST(Artifact, FileRoundTripIsAtomic) {
   std::string dir = ::testing::TempDir() + "/tc_artifact_test";
   std::string cmd = "mkdir -p " + dir;

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Compile.h"
+#include "compiler/DeviceProgram.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/base/artifact.h"
 
@@ -43,7 +44,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          reference program summary); GPU targets also: tcx
                          (the planned execution-level module), cuda (the
                          generated kernels' CUDA C++), kernels (one line per
-                         kernel: name, cubin architecture and size, PTX size)
+                         kernel: name, cubin architecture and size, PTX size),
+                         device (the device program: one line per op, kind,
+                         name, buffers as space@offset:bytes)
   --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
   -h, --help             this text
 
@@ -191,8 +194,9 @@ int main(int argc, char **argv) {
     } else if (is("--emit")) {
       emit = value("--emit");
       if (emit != "mlir" && emit != "tc" && emit != "program" && emit != "tcx" &&
-          emit != "cuda" && emit != "kernels")
-        fail(2, "--emit must be mlir, tc, program, tcx, cuda or kernels, got '" + emit + "'");
+          emit != "cuda" && emit != "kernels" && emit != "device")
+        fail(2, "--emit must be mlir, tc, program, tcx, cuda, kernels or device, got '" + emit +
+                    "'");
     } else if (!a.empty() && a[0] == '-') {
       fail(2, "unknown option '" + a + "' (see --help)");
     } else if (opts.modelPath.empty()) {
@@ -207,8 +211,8 @@ int main(int argc, char **argv) {
     fail(2, "no output: give -o FILE.tca, --emit=KIND or --report memory|precision");
   bool gpu = tc::isGpuTarget(opts.target);
   if (!gpu && (reportMemory || !dumpDir.empty() || emit == "tcx" || emit == "cuda" ||
-               emit == "kernels"))
-    fail(2, "--report memory, --dump-kernels and --emit=tcx/cuda/kernels need a GPU target "
+               emit == "kernels" || emit == "device"))
+    fail(2, "--report memory, --dump-kernels and --emit=tcx/cuda/kernels/device need a GPU target "
             "(--target sm_90 or sm_120)");
   // Printing sources or the tcx plan needs no cubins; artifacts and dumps do.
   opts.compileKernels = !dumpDir.empty() || emit == "kernels" || !outPath.empty();
@@ -258,6 +262,11 @@ int main(int argc, char **argv) {
   if (emit == "tcx") {
     result.gpuModule->print(llvm::outs());
     llvm::outs() << "\n";
+    return 0;
+  }
+  if (emit == "device") {
+    for (const tc::rt::DeviceFunction &fn : result.artifact.deviceFunctions)
+      llvm::outs() << tc::formatDeviceFunction(fn);
     return 0;
   }
   if (emit == "cuda") {

@@ -30,6 +30,7 @@ enum SectionKind : uint32_t {
   kWeights = 4,
   kReports = 5,
   kKernels = 6,
+  kDevice = 7,
 };
 
 const char *sectionName(uint32_t kind) {
@@ -40,6 +41,7 @@ const char *sectionName(uint32_t kind) {
   case kWeights: return "WEIGHTS";
   case kReports: return "REPORTS";
   case kKernels: return "KERNELS";
+  case kDevice: return "DEVICE";
   default: return "UNKNOWN";
   }
 }
@@ -113,6 +115,50 @@ void writeFunction(ByteWriter &w, const Function &f) {
   }
 }
 
+void writeDeviceFunction(ByteWriter &w, const DeviceFunction &f) {
+  w.str(f.name);
+  w.u64(f.arenaBytes);
+  w.u32(static_cast<uint32_t>(f.inputNames.size()));
+  for (const std::string &n : f.inputNames)
+    w.str(n);
+  w.u32(static_cast<uint32_t>(f.outputNames.size()));
+  for (size_t i = 0; i < f.outputNames.size(); ++i) {
+    w.i32(f.outputs[i]);
+    w.str(f.outputNames[i]);
+  }
+  w.u32(static_cast<uint32_t>(f.consts.size()));
+  for (const HostTensor &t : f.consts) {
+    writeType(w, t.type);
+    w.u64(t.data.size());
+    w.bytes(t.data.data(), t.data.size());
+  }
+  w.u32(static_cast<uint32_t>(f.buffers.size()));
+  for (const DeviceBuffer &b : f.buffers) {
+    w.u8(static_cast<uint8_t>(b.space));
+    w.u64(b.offset);
+    w.u64(b.bytes);
+    writeType(w, b.type);
+    w.str(b.name);
+    w.i32(b.index);
+  }
+  w.u32(static_cast<uint32_t>(f.ops.size()));
+  for (const DeviceOp &op : f.ops) {
+    w.str(op.kind);
+    w.str(op.name);
+    w.u32(static_cast<uint32_t>(op.ins.size()));
+    for (int32_t v : op.ins)
+      w.i32(v);
+    w.u32(static_cast<uint32_t>(op.outs.size()));
+    for (int32_t v : op.outs)
+      w.i32(v);
+    w.u32(static_cast<uint32_t>(op.attrs.size()));
+    for (const auto &[key, attr] : op.attrs) {
+      w.str(key);
+      writeAttr(w, attr);
+    }
+  }
+}
+
 struct Section {
   uint32_t kind;
   const uint8_t *data;
@@ -123,7 +169,7 @@ struct Section {
 /// sections (the WEIGHTS section points into the artifact itself).
 void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storage,
                     std::vector<Section> *sections) {
-  storage->assign(5, {});
+  storage->assign(6, {});
   {
     ByteWriter w(&(*storage)[0]);
     w.str(a.target);
@@ -177,6 +223,13 @@ void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storag
       w.bytes(k.cubin.data(), k.cubin.size());
     }
     sections->push_back({kKernels, (*storage)[4].data(), (*storage)[4].size()});
+  }
+  if (!a.deviceFunctions.empty()) {
+    ByteWriter w(&(*storage)[5]);
+    w.u32(static_cast<uint32_t>(a.deviceFunctions.size()));
+    for (const DeviceFunction &f : a.deviceFunctions)
+      writeDeviceFunction(w, f);
+    sections->push_back({kDevice, (*storage)[5].data(), (*storage)[5].size()});
   }
 }
 
@@ -316,6 +369,69 @@ Status readFunction(ByteReader &r, Function *f) {
   return Status::ok();
 }
 
+Status readDeviceFunction(ByteReader &r, DeviceFunction *f) {
+  TC_RETURN_IF_ERROR(r.str(&f->name, "device function name"));
+  TC_RETURN_IF_ERROR(r.u64(&f->arenaBytes, "arena size"));
+  uint32_t n;
+  TC_RETURN_IF_ERROR(r.count(&n, 4, "device inputs"));
+  f->inputNames.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    TC_RETURN_IF_ERROR(r.str(&f->inputNames[i], "device input name"));
+  TC_RETURN_IF_ERROR(r.count(&n, 8, "device outputs"));
+  f->outputNames.resize(n);
+  f->outputs.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    TC_RETURN_IF_ERROR(r.i32(&f->outputs[i], "device output buffer"));
+    TC_RETURN_IF_ERROR(r.str(&f->outputNames[i], "device output name"));
+  }
+  // type (u8 + u32) and the u64 size.
+  TC_RETURN_IF_ERROR(r.count(&n, 13, "device constants"));
+  f->consts.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    TC_RETURN_IF_ERROR(readType(r, &f->consts[i].type));
+    uint64_t bytes;
+    TC_RETURN_IF_ERROR(r.u64(&bytes, "device constant size"));
+    TC_RETURN_IF_ERROR(r.bytes(&f->consts[i].data, bytes, "device constant data"));
+  }
+  // u8 space, u64 offset, u64 bytes, type (5), str (4), i32 index.
+  TC_RETURN_IF_ERROR(r.count(&n, 34, "device buffers"));
+  f->buffers.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    DeviceBuffer &b = f->buffers[i];
+    uint8_t space;
+    TC_RETURN_IF_ERROR(r.u8(&space, "buffer space"));
+    if (space > static_cast<uint8_t>(DeviceBuffer::Space::Output))
+      return r.error("invalid buffer space " + std::to_string(space));
+    b.space = static_cast<DeviceBuffer::Space>(space);
+    TC_RETURN_IF_ERROR(r.u64(&b.offset, "buffer offset"));
+    TC_RETURN_IF_ERROR(r.u64(&b.bytes, "buffer bytes"));
+    TC_RETURN_IF_ERROR(readType(r, &b.type));
+    TC_RETURN_IF_ERROR(r.str(&b.name, "buffer name"));
+    TC_RETURN_IF_ERROR(r.i32(&b.index, "buffer index"));
+  }
+  // kind, name (4 + 4), ins, outs, attrs (4 each).
+  TC_RETURN_IF_ERROR(r.count(&n, 20, "device ops"));
+  f->ops.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    DeviceOp &op = f->ops[i];
+    TC_RETURN_IF_ERROR(r.str(&op.kind, "device op kind"));
+    TC_RETURN_IF_ERROR(r.str(&op.name, "device op name"));
+    TC_RETURN_IF_ERROR(readIdList(r, &op.ins, "device op inputs"));
+    TC_RETURN_IF_ERROR(readIdList(r, &op.outs, "device op outputs"));
+    uint32_t na;
+    TC_RETURN_IF_ERROR(r.count(&na, 5, "device op attributes"));
+    for (uint32_t j = 0; j < na; ++j) {
+      std::string key;
+      TC_RETURN_IF_ERROR(r.str(&key, "attribute name"));
+      Attr a;
+      TC_RETURN_IF_ERROR(readAttr(r, &a));
+      if (!op.attrs.emplace(key, std::move(a)).second)
+        return r.error("duplicate attribute '" + key + "' in device op " + op.kind);
+    }
+  }
+  return Status::ok();
+}
+
 Status decodeSection(uint32_t kind, const uint8_t *data, size_t size,
                      const std::string &name, Artifact *out) {
   ByteReader r(data, size, "artifact '" + name + "' section " + sectionName(kind));
@@ -388,6 +504,14 @@ Status decodeSection(uint32_t kind, const uint8_t *data, size_t size,
       TC_RETURN_IF_ERROR(r.u64(&bytes, "kernel cubin size"));
       TC_RETURN_IF_ERROR(r.bytes(&k.cubin, bytes, "kernel cubin"));
     }
+    break;
+  }
+  case kDevice: {
+    uint32_t n;
+    TC_RETURN_IF_ERROR(r.count(&n, 32, "device functions"));
+    out->deviceFunctions.resize(n);
+    for (DeviceFunction &f : out->deviceFunctions)
+      TC_RETURN_IF_ERROR(readDeviceFunction(r, &f));
     break;
   }
   default:
@@ -478,7 +602,7 @@ Status decodeAll(const std::vector<Entry> &table, const std::string &name,
   *out = Artifact();
   std::vector<uint8_t> buf;
   for (const Entry &e : table) {
-    bool known = e.kind >= kMeta && e.kind <= kKernels;
+    bool known = e.kind >= kMeta && e.kind <= kDevice;
     if (!known)
       continue;
     std::vector<uint8_t> &dst = e.kind == kWeights ? out->weights : buf;
@@ -679,6 +803,96 @@ Status validateFunction(const Function &fn) {
   return Status::ok();
 }
 
+Status validateDeviceFunction(const DeviceFunction &f, const Artifact &a) {
+  std::string where = "device function '" + f.name + "'";
+  for (size_t i = 0; i < f.consts.size(); ++i)
+    TC_RETURN_IF_ERROR(
+        checkHostTensor(f.consts[i], where + ": constant #" + std::to_string(i)));
+  for (size_t i = 0; i < f.buffers.size(); ++i) {
+    const DeviceBuffer &b = f.buffers[i];
+    std::string what = where + ": buffer #" + std::to_string(i) + " (" +
+                       deviceSpaceName(b.space) + ")";
+    if (!dtypeIsValid(static_cast<uint8_t>(b.type.dtype)))
+      return invalidArgument(what + " has an invalid dtype");
+    int64_t n;
+    TC_RETURN_IF_ERROR(checkedNumElements(b.type.shape, &n).withPrefix(what));
+    auto inside = [&](uint64_t size, const std::string &of) -> Status {
+      if (b.offset > size || b.bytes > size - b.offset)
+        return invalidArgument(what + " bytes [" + std::to_string(b.offset) + ", +" +
+                               std::to_string(b.bytes) + ") lie outside the " +
+                               std::to_string(size) + " bytes of " + of);
+      return Status::ok();
+    };
+    switch (b.space) {
+    case DeviceBuffer::Space::Arena:
+      TC_RETURN_IF_ERROR(inside(f.arenaBytes, "the arena"));
+      break;
+    case DeviceBuffer::Space::Param: {
+      // A parameter-table entry, or the persistent gradient "grad:<entry>"
+      // (allocated by the runtime like the entry).
+      const Parameter *p = a.findParam(b.name);
+      if (!p && b.name.rfind("grad:", 0) == 0)
+        p = a.findParam(b.name.substr(5));
+      if (!p)
+        return invalidArgument(what + " names unknown parameter '" + b.name + "'");
+      int64_t pn;
+      TC_RETURN_IF_ERROR(checkedNumElements(p->type.shape, &pn).withPrefix(what));
+      TC_RETURN_IF_ERROR(inside(static_cast<uint64_t>(pn) * dtypeStorageBytes(p->type.dtype),
+                                "parameter '" + b.name + "'"));
+      break;
+    }
+    case DeviceBuffer::Space::Const:
+      if (b.index < 0 || static_cast<size_t>(b.index) >= f.consts.size())
+        return invalidArgument(what + " refers to constant #" + std::to_string(b.index) +
+                               ", out of range [0, " + std::to_string(f.consts.size()) + ")");
+      TC_RETURN_IF_ERROR(inside(f.consts[b.index].data.size(), "its constant"));
+      break;
+    case DeviceBuffer::Space::Input:
+    case DeviceBuffer::Space::Output: {
+      size_t count = b.space == DeviceBuffer::Space::Input ? f.inputNames.size()
+                                                           : f.outputNames.size();
+      if (b.index < 0 || static_cast<size_t>(b.index) >= count)
+        return invalidArgument(what + " refers to position " + std::to_string(b.index) +
+                               ", out of range [0, " + std::to_string(count) + ")");
+      break;
+    }
+    }
+  }
+  if (f.outputs.size() != f.outputNames.size())
+    return invalidArgument(where + ": needs one buffer per output name");
+  for (size_t i = 0; i < f.outputs.size(); ++i)
+    if (f.outputs[i] < 0 || static_cast<size_t>(f.outputs[i]) >= f.buffers.size())
+      return invalidArgument(where + ": output '" + f.outputNames[i] + "' refers to buffer #" +
+                             std::to_string(f.outputs[i]) + ", out of range [0, " +
+                             std::to_string(f.buffers.size()) + ")");
+  std::set<std::string> kernelNames;
+  for (const KernelBinary &k : a.kernels)
+    kernelNames.insert(k.name);
+  int32_t nbuf = static_cast<int32_t>(f.buffers.size());
+  for (size_t k = 0; k < f.ops.size(); ++k) {
+    const DeviceOp &op = f.ops[k];
+    std::string what = where + ": op #" + std::to_string(k) + " (" + op.kind + ")";
+    static const std::set<std::string> kinds = {"launch", "library", "matmul", "copy",
+                                                "fill",   "record",  "wait"};
+    if (!kinds.count(op.kind))
+      return invalidArgument(what + " has an unknown kind");
+    for (const std::vector<int32_t> *ids : {&op.ins, &op.outs})
+      for (int32_t id : *ids)
+        if (id < 0 || id >= nbuf)
+          return invalidArgument(what + " refers to buffer #" + std::to_string(id) +
+                                 ", out of range [0, " + std::to_string(nbuf) + ")");
+    // Artifacts compiled without cubins carry no kernels to check against;
+    // a launch marked missing_kernel has none (the runtime refuses it).
+    if (op.kind == "launch" && !a.kernels.empty() && !op.attrs.count("missing_kernel") &&
+        !kernelNames.count(op.name))
+      return invalidArgument(what + " launches unknown kernel '" + op.name + "'");
+    for (const auto &[key, attr] : op.attrs)
+      if (attr.kind == Attr::Kind::Tensor)
+        TC_RETURN_IF_ERROR(checkHostTensor(attr.tensor, what + " attribute '" + key + "'"));
+  }
+  return Status::ok();
+}
+
 Status validateArtifact(const Artifact &a) {
   std::set<std::string> names;
   for (const Function &f : a.functions) {
@@ -712,6 +926,12 @@ Status validateArtifact(const Artifact &a) {
       return invalidArgument(where + " bytes [" + std::to_string(p.offset) + ", +" +
                              std::to_string(p.bytes) + ") lie outside the " +
                              std::to_string(a.weights.size()) + " weight bytes");
+  }
+  names.clear();
+  for (const DeviceFunction &f : a.deviceFunctions) {
+    if (!names.insert(f.name).second)
+      return invalidArgument("duplicate device function '" + f.name + "'");
+    TC_RETURN_IF_ERROR(validateDeviceFunction(f, a));
   }
   return Status::ok();
 }

@@ -27,6 +27,7 @@
 //   5 REPORTS    u32 count, then (str key, str value) * count    (optional)
 //   6 KERNELS    u32 count, then (str name, str arch, str CUDA source, str PTX,
 //                u64 n, n cubin bytes) * count                   (GPU targets)
+//   7 DEVICE     u32 count, then `devfn` * count       (GPU targets, optional)
 // Readers skip sections of unknown kind, so a newer writer may add some.
 //
 // Encodings inside the sections:
@@ -44,6 +45,25 @@
 //             u8 kind (ParamKind: 0 parameter, 1 buffer, 2 optimizer state),
 //             u8 initialiser (ParamInit: 0 data, 1 zeros),
 //             u64 offset into WEIGHTS, u64 bytes
+//   devfn     str name; u64 arena bytes; u32 n, str input name * n;
+//             u32 n, (i32 output buffer, str name) * n;
+//             u32 n, (type, u64 nbytes, bytes) * n   (constant data);
+//             u32 n, buffer * n; u32 n, devop * n
+//   buffer    u8 space (DeviceBuffer::Space: 0 arena, 1 param, 2 const,
+//             3 input, 4 output), u64 byte offset (into the arena, the
+//             parameter, the constant or the argument), u64 bytes, type,
+//             str name (parameter name / argument name), i32 index
+//             (const: constant number; input/output: position; else -1)
+//   devop     str kind ("launch", "library", "matmul", "copy", "fill",
+//             "record", "wait"), str name (kernel symbol / library callee),
+//             u32 n, i32 input buffer * n; u32 n, i32 output buffer * n;
+//             u32 nattrs, (str key, attr) * nattrs
+//   Validation: buffer and output indices in range, arena buffers inside
+//   the arena, param buffers inside their parameter-table entry (or, for
+//   "grad:<p>", inside p's size), const/input indices in range, and every
+//   launched kernel present in KERNELS when the artifact carries kernels
+//   (except launches with the Int attribute missing_kernel = 1: tcx kernels
+//   CUDA codegen does not generate yet, which a runtime must refuse).
 //
 // Every count and length is checked against the bytes that remain before
 // anything is allocated, every checksum is verified, and the result is

@@ -29,6 +29,22 @@ const char *paramKindName(ParamKind k) {
   return "?";
 }
 
+const char *deviceSpaceName(DeviceBuffer::Space s) {
+  switch (s) {
+  case DeviceBuffer::Space::Arena:
+    return "arena";
+  case DeviceBuffer::Space::Param:
+    return "param";
+  case DeviceBuffer::Space::Const:
+    return "const";
+  case DeviceBuffer::Space::Input:
+    return "input";
+  case DeviceBuffer::Space::Output:
+    return "output";
+  }
+  return "?";
+}
+
 const Parameter *Artifact::findParam(const std::string &name) const {
   for (const Parameter &p : params)
     if (p.name == name)

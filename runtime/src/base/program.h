@@ -112,6 +112,51 @@ struct KernelBinary {
   std::vector<uint8_t> cubin;
 };
 
+/// A buffer of a device program: where its bytes live. Arena buffers are
+/// `bytes` at byte `offset` of the step's arena; Param buffers are the
+/// parameter-table entry `name` (offset into it: a view); Const buffers hold
+/// `value` (offset into it); Input/Output buffers are argument/result
+/// `index` of the function (offset into it). Results live where the ops
+/// wrote them (DeviceFunction::outputs); Output is for a caller-provided
+/// result buffer.
+struct DeviceBuffer {
+  enum class Space : uint8_t { Arena = 0, Param = 1, Const = 2, Input = 3, Output = 4 };
+  Space space = Space::Arena;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  TensorType type;
+  std::string name; // Param: parameter name; Input/Output: the tc.name
+  int32_t index = -1; // Input/Output: position; Const: index into DeviceFunction::consts
+};
+
+const char *deviceSpaceName(DeviceBuffer::Space s); // "arena", "param", ...
+
+/// One device op in stream order. `kind` is "launch" (`name` a kernel of
+/// Artifact::kernels; attrs "symbol" (the tcx.kernel), "kernel_kind",
+/// "elements", and "missing_kernel" = 1 when codegen made none), "library" (`name` a runtime launcher), "matmul",
+/// "copy", "fill", "record" or "wait" (attrs "stream" and "event", an event
+/// number local to the function). `ins`/`outs` index DeviceFunction::buffers.
+struct DeviceOp {
+  std::string kind;
+  std::string name;
+  std::vector<int32_t> ins, outs;
+  std::map<std::string, Attr> attrs;
+};
+
+/// A planned GPU step: straight-line ops on buffers; transient buffers are
+/// views of one arena of `arenaBytes` bytes.
+struct DeviceFunction {
+  std::string name;
+  uint64_t arenaBytes = 0;
+  std::vector<DeviceBuffer> buffers;
+  std::vector<HostTensor> consts; // the data of Const buffers
+  std::vector<DeviceOp> ops;
+  std::vector<std::string> inputNames, outputNames;
+  /// Per result: the buffer that holds it when the step ends (an arena view,
+  /// a parameter updated in place, an input or an Output buffer).
+  std::vector<int32_t> outputs;
+};
+
 /// Everything one artifact file holds. See artifact.h for the file format.
 struct Artifact {
   /// 2: parameter entries carry a kind and an initialiser (training).
@@ -124,6 +169,7 @@ struct Artifact {
   std::vector<uint8_t> weights;
   std::map<std::string, std::string> reports; // "memory", "precision", ...
   std::vector<KernelBinary> kernels;           // GPU targets only
+  std::vector<DeviceFunction> deviceFunctions; // GPU targets only
 
   const Function *findFunction(const std::string &name) const;
   const Parameter *findParam(const std::string &name) const;
