@@ -164,6 +164,8 @@ FailureOr<rt::HostTensor> toHostTensor(ElementsAttr attr) {
 
 DenseElementsAttr fromHostTensor(RankedTensorType type, const rt::HostTensor &t) {
   Type elt = type.getElementType();
+  if (type.getNumElements() == 0)
+    return DenseElementsAttr::get(type, ArrayRef<Attribute>());
   if (rawCompatible(elt)) {
     ArrayRef<char> raw(reinterpret_cast<const char *>(t.data.data()), t.data.size());
     return DenseElementsAttr::getFromRawBuffer(type, raw);

@@ -17,6 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
+
+#include "compiler/Program.h"
 #include "frontends/onnx/OnnxLib.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -421,7 +423,7 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
     auto c = opts_.constantInputs.find(vi.name());
     if (c != opts_.constantInputs.end()) {
       const rt::HostTensor &t = c->second;
-      auto dt = dtypeOf(type->getElementType());
+      auto dt = tc::toDType(type->getElementType());
       if (!dt || *dt != t.type.dtype)
         return fail("constant input '" + vi.name() + "' has dtype " +
                     rt::dtypeName(t.type.dtype) + " but the model declares " +
@@ -439,7 +441,7 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
       if ((int64_t)t.data.size() != ct.getNumElements() * eb)
         return fail("constant input '" + vi.name() + "' has " + std::to_string(t.data.size()) +
                     " bytes, its shape needs " + std::to_string(ct.getNumElements() * eb));
-      Value v = tc::ConstantOp::create(builder_, loc, denseFromStorage(ct, t.data));
+      Value v = tc::ConstantOp::create(builder_, loc, tc::fromHostTensor(ct, t));
       bind(vi.name(), OnnxValue{v});
       continue;
     }
@@ -552,7 +554,7 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
           matrices.emplace_back(init.name(), v);
       }
     } else {
-      v = tc::ConstantOp::create(builder_, loc, denseFromStorage(type, initData_[init.name()].data));
+      v = tc::ConstantOp::create(builder_, loc, tc::fromHostTensor(type, initData_[init.name()]));
     }
     bind(init.name(), OnnxValue{v});
   }
@@ -877,7 +879,7 @@ FailureOr<ImportResult> Importer::run() {
       initData_.erase(it);
     } else {
       auto t = p.getType();
-      w.tensor.type.dtype = *dtypeOf(t.getElementType());
+      w.tensor.type.dtype = *tc::toDType(t.getElementType());
       w.tensor.type.shape.assign(t.getShape().begin(), t.getShape().end());
     }
     result.weights.push_back(std::move(w));
@@ -1018,7 +1020,7 @@ FailureOr<DenseElementsAttr> NodeContext::attrTensor(StringRef name) {
   if (failed(host))
     return fail("attribute " + name + ": " + err), failure();
   auto type = tensorProtoType(context(), a->t(), &err);
-  return denseFromStorage(*type, host->data);
+  return tc::fromHostTensor(*type, *host);
 }
 
 LogicalResult NodeContext::setOutput(size_t i, Value v) {

@@ -285,8 +285,6 @@ inline void addHandler(std::vector<HandlerEntry> &table, llvm::StringRef opType,
 mlir::Type elementTypeFromOnnx(mlir::MLIRContext *ctx, int32_t dataType);
 /// "FLOAT", "STRING", ... for messages.
 std::string onnxTypeName(int32_t dataType);
-/// The runtime dtype of an MLIR element type (nullopt if none).
-std::optional<rt::DType> dtypeOf(mlir::Type elementType);
 
 /// Reads a TensorProto's shape and element type (no data).
 mlir::FailureOr<mlir::RankedTensorType>
@@ -297,11 +295,8 @@ mlir::FailureOr<rt::HostTensor> readTensorProto(mlir::MLIRContext *ctx,
                                                 const onnx::TensorProto &t,
                                                 const std::string &modelDir,
                                                 std::string *error);
-/// A dense attribute of `type` from storage-format bytes.
-mlir::DenseElementsAttr denseFromStorage(mlir::RankedTensorType type,
-                                         const std::vector<uint8_t> &data);
-/// Storage-format bytes of a dense attribute (the inverse).
-std::vector<uint8_t> storageFromDense(mlir::DenseElementsAttr attr);
+// Conversions between MLIR types/attributes and runtime dtypes/host tensors
+// are compiler/Program.h's (tc::toDType, tc::fromHostTensor, tc::toHostTensor).
 
 //===--- Folding (Fold.cpp) ------------------------------------------------===//
 

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
 
+#include "compiler/Program.h"
+
 #include "llvm/ADT/StringExtras.h"
 
 #include <cstring>
@@ -64,35 +66,7 @@ Type elementTypeFromOnnx(MLIRContext *ctx, int32_t t) {
   }
 }
 
-std::optional<rt::DType> dtypeOf(Type t) {
-  if (t.isF32()) return rt::DType::F32;
-  if (t.isF64()) return rt::DType::F64;
-  if (t.isF16()) return rt::DType::F16;
-  if (t.isBF16()) return rt::DType::BF16;
-  if (isa<Float8E4M3FNType>(t)) return rt::DType::F8E4M3FN;
-  if (isa<Float8E5M2Type>(t)) return rt::DType::F8E5M2;
-  if (auto it = dyn_cast<IntegerType>(t)) {
-    bool u = it.isUnsigned();
-    switch (it.getWidth()) {
-    case 1: return rt::DType::I1;
-    case 8: return u ? rt::DType::U8 : rt::DType::I8;
-    case 16: return u ? rt::DType::U16 : rt::DType::I16;
-    case 32: return u ? rt::DType::U32 : rt::DType::I32;
-    case 64: return u ? rt::DType::U64 : rt::DType::I64;
-    default: return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
 namespace {
-/// Bytes per element in storage format (i1: one byte).
-int64_t storageBytesOf(Type t) {
-  if (t.isInteger(1))
-    return 1;
-  return (t.getIntOrFloatBitWidth() + 7) / 8;
-}
-
 std::string tensorLabel(const onnx::TensorProto &t) {
   return "tensor '" + t.name() + "'";
 }
@@ -238,7 +212,7 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
   if (failed(type))
     return failure();
   Type elt = type->getElementType();
-  auto dtype = dtypeOf(elt);
+  auto dtype = tc::toDType(elt);
   if (!dtype) {
     *error = tensorLabel(t) + " has unsupported element type " + onnxTypeName(t.data_type());
     return failure();
@@ -247,7 +221,7 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
   host.type.dtype = *dtype;
   host.type.shape.assign(type->getShape().begin(), type->getShape().end());
   int64_t n = type->getNumElements();
-  int64_t eb = storageBytesOf(elt);
+  int64_t eb = rt::dtypeStorageBytes(*dtype);
   int64_t bytes = n * eb;
   auto sizeError = [&](int64_t have, const char *field) {
     *error = tensorLabel(t) + " has " + std::to_string(have) + " " + field +
@@ -320,38 +294,6 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
     for (auto &byte : host.data)
       byte = byte != 0;
   return host;
-}
-
-DenseElementsAttr denseFromStorage(RankedTensorType type, const std::vector<uint8_t> &data) {
-  if (type.getElementType().isInteger(1)) {
-    SmallVector<bool> bits(data.begin(), data.end());
-    return DenseElementsAttr::get(type, ArrayRef<bool>(bits));
-  }
-  if (type.getNumElements() == 0)
-    return DenseElementsAttr::get(type, ArrayRef<Attribute>());
-  return DenseElementsAttr::getFromRawBuffer(
-      type, ArrayRef<char>(reinterpret_cast<const char *>(data.data()), data.size()));
-}
-
-std::vector<uint8_t> storageFromDense(DenseElementsAttr attr) {
-  auto type = cast<RankedTensorType>(attr.getType());
-  int64_t n = type.getNumElements();
-  std::vector<uint8_t> out;
-  if (type.getElementType().isInteger(1)) {
-    for (bool b : attr.getValues<bool>())
-      out.push_back(b);
-    return out;
-  }
-  ArrayRef<char> raw = attr.getRawData();
-  if (attr.isSplat() && n != 1) {
-    int64_t eb = storageBytesOf(type.getElementType());
-    out.resize(n * eb);
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(out.data() + i * eb, raw.data(), eb);
-    return out;
-  }
-  out.assign(raw.begin(), raw.end());
-  return out;
 }
 
 } // namespace tc::onnx_import

@@ -122,25 +122,13 @@ template <bool Softmax> void lossGradKernel(KernelContext &c) {
   const Buffer &x = *ops[0], &labels = *ops[1], &g = *ops[2];
   const Buffer *weight = ops[3];
   Buffer &y = *c.out[0];
-  c.expectFloat(x, "input");
-  c.expectInteger(labels, "labels");
+  LossArgs args = checkLossArgs(c, x, labels, weight);
+  int64_t classes = args.classes, ignore = args.ignore;
+  const std::vector<int64_t> &rowShape = args.rowShape;
+  bool none = args.none;
   c.expectFloat(g, "grad");
   c.expectSameDType(x, y, "result");
   c.expectShape(y, x.shape(), "result");
-  if (x.rank() < 1)
-    c.fail("input must have a class axis, got " + typeToString(x.type));
-  int64_t classes = x.shape().back();
-  std::vector<int64_t> rowShape(x.shape().begin(), x.shape().end() - 1);
-  c.expectShape(labels, rowShape, "labels");
-  if (weight) {
-    c.expectSameDType(*weight, x, "weight");
-    c.expectShape(*weight, {classes}, "weight");
-  }
-  int64_t ignore = c.intAttr("ignore_index", -100);
-  std::string reduction = c.strAttr("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    c.fail("reduction must be \"mean\", \"sum\" or \"none\", got \"" + reduction + "\"");
-  bool none = reduction == "none";
   c.expectShape(g, none ? rowShape : std::vector<int64_t>{}, "grad");
   int64_t rows = labels.size();
   double weightSum = 0;
@@ -161,7 +149,7 @@ template <bool Softmax> void lossGradKernel(KernelContext &c) {
     if (label == ignore)
       continue;
     double coef = (none ? g.f[r] : g.f[0]) * (weight ? weight->f[label] : 1.0);
-    if (reduction == "mean")
+    if (args.mean)
       coef /= weightSum;
     if (Softmax) {
       const double *row = x.f.data() + r * classes;

@@ -196,6 +196,19 @@ int64_t floatToIntOf(double v, DType t);
 int64_t intTypeMin(DType t);
 int64_t intTypeMax(DType t);
 
+/// What the loss ops and their gradients share: input [..., C] float,
+/// labels [...] integer, optional weight [C]; ignore_index and reduction
+/// read and checked (failures throw through `c`).
+struct LossArgs {
+  int64_t classes = 0;
+  std::vector<int64_t> rowShape;
+  int64_t ignore = -100;
+  bool none = false; // reduction == "none"
+  bool mean = false; // reduction == "mean"
+};
+LossArgs checkLossArgs(KernelContext &c, const Buffer &x, const Buffer &labels,
+                       const Buffer *weight);
+
 } // namespace tc::rt::cpu
 
 #endif // TC_RUNTIME_CPU_KERNEL_H

@@ -15,8 +15,30 @@
 
 namespace tc::rt::cpu {
 
-namespace {
+LossArgs checkLossArgs(KernelContext &c, const Buffer &x, const Buffer &labels,
+                       const Buffer *weight) {
+  c.expectFloat(x, "input");
+  c.expectInteger(labels, "labels");
+  if (x.rank() < 1)
+    c.fail("input must have a class axis, got " + typeToString(x.type));
+  LossArgs a;
+  a.classes = x.shape().back();
+  a.rowShape.assign(x.shape().begin(), x.shape().end() - 1);
+  c.expectShape(labels, a.rowShape, "labels");
+  if (weight) {
+    c.expectSameDType(*weight, x, "weight");
+    c.expectShape(*weight, {a.classes}, "weight");
+  }
+  a.ignore = c.intAttr("ignore_index", -100);
+  std::string reduction = c.strAttr("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    c.fail("reduction must be \"mean\", \"sum\" or \"none\", got \"" + reduction + "\"");
+  a.none = reduction == "none";
+  a.mean = reduction == "mean";
+  return a;
+}
 
+namespace {
 template <bool Softmax> void lossKernel(KernelContext &c) {
   c.expectResults(1);
   std::vector<const Buffer *> ops = c.optionalOperands(3);
@@ -25,23 +47,11 @@ template <bool Softmax> void lossKernel(KernelContext &c) {
   const Buffer &x = *ops[0], &labels = *ops[1];
   const Buffer *weight = ops[2];
   Buffer &y = *c.out[0];
-  c.expectFloat(x, "input");
-  c.expectInteger(labels, "labels");
   c.expectSameDType(x, y, "result");
-  if (x.rank() < 1)
-    c.fail("input must have a class axis, got " + typeToString(x.type));
-  int64_t classes = x.shape().back();
-  std::vector<int64_t> rowShape(x.shape().begin(), x.shape().end() - 1);
-  c.expectShape(labels, rowShape, "labels");
-  if (weight) {
-    c.expectSameDType(*weight, x, "weight");
-    c.expectShape(*weight, {classes}, "weight");
-  }
-  int64_t ignore = c.intAttr("ignore_index", -100);
-  std::string reduction = c.strAttr("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    c.fail("reduction must be \"mean\", \"sum\" or \"none\", got \"" + reduction + "\"");
-  bool none = reduction == "none";
+  LossArgs args = checkLossArgs(c, x, labels, weight);
+  int64_t classes = args.classes, ignore = args.ignore;
+  const std::vector<int64_t> &rowShape = args.rowShape;
+  bool none = args.none;
   c.expectShape(y, none ? rowShape : std::vector<int64_t>{}, "result");
   int64_t rows = labels.size();
   double total = 0, weightSum = 0;
@@ -77,10 +87,10 @@ template <bool Softmax> void lossKernel(KernelContext &c) {
     total += w * l;
     weightSum += w;
   }
-  if (reduction == "sum")
-    y.f[0] = total;
-  else if (reduction == "mean")
+  if (args.mean)
     y.f[0] = total / weightSum; // 0 / 0 = NaN when every row is ignored
+  else if (!none)               // sum
+    y.f[0] = total;
 }
 
 } // namespace
