@@ -250,6 +250,11 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
     p.trainable = trainable.contains(p.name);
     p.kind = rt::dtypeIsFloat(p.type.dtype) ? rt::ParamKind::Parameter : rt::ParamKind::Buffer;
   }
+  if (rt::Status st = rt::applyInitialisers(opts.initAll, opts.initOverrides, &a); !st.isOk()) {
+    error->kind = CompileErrorKind::BadInput;
+    error->message = st.message();
+    return false;
+  }
   for (auto &[name, type] : state) {
     if (a.findParam(name)) {
       error->kind = CompileErrorKind::BadInput;
@@ -320,11 +325,24 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     auto sources = tc::cuda::generateKernels(*fused);
     if (failed(sources))
       return fail("CUDA code generation", diags.text);
-    // Tell tc-lower-to-tcx which generated kernel each kernel op became: its
-    // tcx.kernel carries the name on, for the device program's launches.
-    for (auto &s : *sources)
-      if (s.op)
-        s.op->setAttr("tc.cuda_kernel", StringAttr::get(ctx, s.name));
+    // Tell tc-lower-to-tcx which generated kernel each kernel op became and
+    // how to launch it: its tcx.kernel carries the name on, its tcx.launch
+    // the scalar arguments (n, meta) and the 1-D grid and block, so the
+    // device program holds every kernel argument.
+    auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(ctx, 64), v); };
+    for (auto &s : *sources) {
+      if (!s.op)
+        continue;
+      s.op->setAttr("tc.cuda_kernel", StringAttr::get(ctx, s.name));
+      for (const tc::cuda::KernelParam &p : s.params) {
+        if (p.kind == tc::cuda::ParamKind::Int64)
+          s.op->setAttr("tc.cuda_n", i64(p.values.at(0)));
+        else if (p.kind == tc::cuda::ParamKind::Int64Array)
+          s.op->setAttr("tc.cuda_meta", DenseI64ArrayAttr::get(ctx, p.values));
+      }
+      s.op->setAttr("tc.cuda_grid", i64(s.launch.grid));
+      s.op->setAttr("tc.cuda_block", i64(s.launch.block));
+    }
     std::string err;
     std::vector<tc::cuda::KernelBinary> binaries;
     if (opts.compileKernels) {

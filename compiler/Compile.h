@@ -8,6 +8,7 @@
 #define TC_COMPILER_COMPILE_H
 
 #include "frontends/onnx/Import.h"
+#include "runtime/src/base/init.h"
 #include "runtime/src/base/program.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -54,6 +55,13 @@ struct CompileOptions {
   /// `trainable` means every floating-point parameter.
   std::vector<std::string> trainable, freeze;
   TrainOptions train;
+  /// --init-params: the initialiser of every model weight (ParamKind::
+  /// Parameter) by role (rt::applyInitSpec with byRole); init Data keeps the
+  /// imported bytes.
+  rt::InitSpec initAll;
+  /// --init-param REGEX=SPEC in flag order: ECMAScript regex searched in the
+  /// parameter name; the last matching one wins over initAll.
+  std::vector<std::pair<std::string, rt::InitSpec>> initOverrides;
 };
 
 struct CompileResult {

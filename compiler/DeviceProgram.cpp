@@ -93,6 +93,35 @@ struct Lowering {
     return success();
   }
 
+  /// The arguments of a generated kernel beyond its pointers (see
+  /// rt::DeviceOp): "n", "meta", "grid" and "block", which tc-lower-to-tcx
+  /// copied onto the launch from CUDA codegen.
+  LogicalResult launchArgs(tcx::LaunchOp l, rt::DeviceOp *d) {
+    auto n = l->getAttrOfType<IntegerAttr>("tc.cuda_n");
+    auto meta = l->getAttrOfType<DenseI64ArrayAttr>("tc.cuda_meta");
+    auto grid = l.getGridAttr(), block = l.getBlockAttr();
+    if (!n || !meta || meta.empty())
+      return fail(l, "launches generated kernel '" + d->name +
+                         "' without its arguments (tc.cuda_n and a non-empty tc.cuda_meta)");
+    if (!grid || grid.size() != 1 || !block || block.size() != 1 || grid[0] < 1 ||
+        block[0] < 1)
+      return fail(l, "launches generated kernel '" + d->name +
+                         "' without a 1-D grid and block of at least 1");
+    auto integer = [](int64_t v) {
+      rt::Attr a;
+      a.i = v;
+      return a;
+    };
+    rt::Attr m;
+    m.kind = rt::Attr::Kind::Ints;
+    m.ints.assign(meta.asArrayRef().begin(), meta.asArrayRef().end());
+    d->attrs["n"] = integer(n.getInt());
+    d->attrs["meta"] = std::move(m);
+    d->attrs["grid"] = integer(grid[0]);
+    d->attrs["block"] = integer(block[0]);
+    return success();
+  }
+
   LogicalResult lower(Operation *op) {
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](tcx::ArenaOp a) -> LogicalResult {
@@ -154,7 +183,10 @@ struct Lowering {
               generated = true;
             }
           }
-          if (failed(work(op, "launch", name, l.getInputs(), l.getOutputs(), {"kernel"})))
+          if (failed(work(op, "launch", name, l.getInputs(), l.getOutputs(),
+                          {"kernel", "grid", "block", "tc.cuda_n", "tc.cuda_meta"})))
+            return failure();
+          if (generated && failed(launchArgs(l, &out.ops.back())))
             return failure();
           if (!generated) {
             // CUDA codegen made no kernel for it (tc.split today): a runtime
@@ -297,7 +329,20 @@ std::string formatDeviceFunction(const rt::DeviceFunction &fn) {
       s += " " + op.name;
     if (op.attrs.count("missing_kernel"))
       s += " (no generated kernel)";
-    s += " ins(" + list(op.ins) + ") outs(" + list(op.outs) + ")\n";
+    s += " ins(" + list(op.ins) + ") outs(" + list(op.outs) + ")";
+    if (op.kind == "launch" && op.attrs.count("n")) {
+      // n, grid x block, then meta (the first 8 values and a count).
+      auto attr = [&](const char *k) { return op.attrs.at(k); };
+      s += " n=" + std::to_string(attr("n").i) + " grid=" + std::to_string(attr("grid").i) +
+           "x" + std::to_string(attr("block").i) + " meta=[";
+      const std::vector<int64_t> &meta = attr("meta").ints;
+      for (size_t i = 0; i < meta.size() && i < 8; ++i)
+        s += (i ? " " : "") + std::to_string(meta[i]);
+      if (meta.size() > 8)
+        s += " ... (" + std::to_string(meta.size()) + ")";
+      s += "]";
+    }
+    s += "\n";
   }
   for (size_t i = 0; i < fn.outputs.size(); ++i)
     s += "  result " + fn.outputNames[i] + " = " + buf(fn.outputs[i]) + "\n";

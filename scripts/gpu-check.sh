@@ -130,4 +130,133 @@ sys.exit(0 if ok else 1)
 PY
 py_rc=$?
 echo "gpu-check: $gen_line"
-[ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ]
+
+# The committed fixtures, compiled by scripts/gpu-prepare.sh for sm_90 in fp32
+# (tf32 off) and bf16, trained 8 AdamW steps here by tc-run on the GPU and
+# compared with the CPU reference's 8 steps (made there); the device memory
+# tc-run reports against the compiler's --report memory and cudaMemGetInfo.
+FIXT="$BUILD/fixtures"
+TCRUN="$BUILD/bin/tc-run"
+fx_rc=0
+if [ -x "$TCRUN" ] && [ -d "$FIXT" ]; then
+  echo "== fixtures trained on the GPU (logs: $OUT/fixtures)"
+  mkdir -p "$OUT/fixtures"
+  for tca in "$FIXT"/*.tca; do
+    name=$(basename "$tca" .tca)
+    m=${name%%.*}
+    rm -f "$OUT/fixtures/$name.gpu.jsonl"
+    "$TCRUN" "$tca" --device cuda --steps 8 --feed "input_ids=$FIXT/$m.input_ids.npy" \
+      --feed "labels=$FIXT/$m.labels.npy" --metrics "$OUT/fixtures/$name.gpu.jsonl" \
+      --log-every 0 >"$OUT/fixtures/$name.gpu.log" 2>&1
+    echo "   $name: exit $?"
+  done
+  python3 - "$FIXT" "$OUT/fixtures" <<'PY'
+import json, os, re, sys
+fixt, out = sys.argv[1], sys.argv[2]
+def steps(path):
+    try:
+        return [json.loads(l) for l in open(path) if l.strip()]
+    except OSError:
+        return []
+rows, bad = [], 0
+for f in sorted(os.listdir(fixt)):
+    if not f.endswith(".tca"):
+        continue
+    name = f[:-4]
+    prec = name.rsplit(".", 1)[1]
+    tol = 1e-4 if prec == "fp32" else 2e-2
+    cpu, gpu = steps(f"{fixt}/{name}.cpu.jsonl"), steps(f"{out}/{name}.gpu.jsonl")
+    log = open(f"{out}/{name}.gpu.log").read() if os.path.exists(f"{out}/{name}.gpu.log") else ""
+    err_l = err_g = float("nan")
+    if len(cpu) == 8 and len(gpu) == 8:
+        rel = lambda a, b: abs(a - b) / max(abs(b), 1e-12)
+        err_l = max(rel(g["loss"], c["loss"]) for g, c in zip(gpu, cpu))
+        err_g = max(rel(g["grad_norm"], c["grad_norm"]) for g, c in zip(gpu, cpu))
+    ok = err_l <= tol and err_g <= tol
+    # Memory: the compiler's total, what the runtime allocated, what the driver saw.
+    planned = runtime = seen = -1
+    mt = open(f"{fixt}/{name}.memory.txt").read() if os.path.exists(f"{fixt}/{name}.memory.txt") else ""
+    mm = re.search(r"^\s*total\s+([\d,]+)", mt, re.M)
+    if mm:
+        planned = int(mm.group(1).replace(",", ""))
+    dm = re.search(r"total (\d+) bytes; cudaMemGetInfo saw (-?\d+)", log)
+    if dm:
+        runtime, seen = int(dm.group(1)), int(dm.group(2))
+    # Allocations are padded to 16 bytes per entry; the driver maps 2 MiB pages
+    # for each of the (at most 5) allocations.
+    mem_ok = planned > 0 and 0 <= runtime - planned <= max(4096, planned // 1000) \
+        and runtime <= seen <= runtime + 5 * (2 << 20) + (4 << 20)
+    ok = ok and mem_ok
+    bad += not ok
+    if not gpu:
+        last = [l for l in log.splitlines() if l.strip()][-1:] or ["(no log)"]
+        print(f"   {name}: {last[0][:200]}")
+    rows.append([name, f"{err_l:.2e}", f"{err_g:.2e}", f"{tol:g}", f"{planned}", f"{runtime}",
+                 f"{seen}", "PASS" if ok else "FAIL"])
+head = ["fixture", "loss err", "gnorm err", "tol", "planned B", "runtime B", "driver B", "result"]
+t = [head] + rows
+w = [max(len(r[i]) for r in t) for i in range(len(head))]
+print()
+print("== fixtures: 8 AdamW steps on the GPU vs the CPU reference (max relative error over the")
+print("   steps of the loss and the gradient norm); device memory: compiler plan vs runtime vs cudaMemGetInfo")
+for i, r in enumerate(t):
+    print("  ".join(c.ljust(x) for c, x in zip(r, w)))
+    if i == 0:
+        print("  ".join("-" * x for x in w))
+print(f"gpu-check fixtures: {len(rows) - bad}/{len(rows)} pass")
+sys.exit(1 if bad or not rows else 0)
+PY
+  fx_rc=$?
+fi
+
+# GPT-2 124M: tc (artifact compiled by gpu-prepare.sh) beside PyTorch eager and
+# torch.compile, same model, batch 16 x 1024, bf16, AdamW.
+bench_rc=0
+if [ -x "$TCRUN" ] && [ -f "$BUILD/bench/gpt2-124m.tca" ] && [ "${TC_BENCH:-1}" = 1 ]; then
+  echo "== bench: GPT-2 124M (logs: $OUT/bench)"
+  mkdir -p "$OUT/bench"
+  python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 50257, size=16*1025*64).astype(np.uint16).tofile('/tmp/tc-bench-tokens.bin')"
+  rm -f "$OUT/bench/tc.jsonl"
+  "$TCRUN" "$BUILD/bench/gpt2-124m.tca" --device cuda --steps "${TC_BENCH_STEPS:-30}" \
+    --data /tmp/tc-bench-tokens.bin --metrics "$OUT/bench/tc.jsonl" --log-every 10 \
+    >"$OUT/bench/tc.log" 2>&1
+  bench_rc=$?
+  tail -4 "$OUT/bench/tc.log"
+  if [ "$TORCH" = 1 ]; then
+    python3 "$ROOT/bench/gpt2_torch.py" --steps 20 >"$OUT/bench/torch.jsonl" 2>"$OUT/bench/torch.log" ||
+      echo "   (the PyTorch side stopped early: see $OUT/bench/torch.log)"
+  fi
+  python3 - "$OUT/bench" "$BUILD/bench" <<'PY'
+import json, re, statistics, sys
+out, bdir = sys.argv[1], sys.argv[2]
+try:
+    tc = [json.loads(l) for l in open(f"{out}/tc.jsonl") if l.strip()]
+except OSError:
+    tc = []
+rows = []
+if tc and "tokens_per_s" in tc[0]:
+    timed = [r["tokens_per_s"] for r in tc[5:]] or [r["tokens_per_s"] for r in tc]
+    log = open(f"{out}/tc.log").read()
+    dm = re.search(r"total (\d+) bytes; cudaMemGetInfo saw (-?\d+)", log)
+    mem = int(dm.group(2)) / 2**30 if dm else float("nan")
+    comp = open(f"{bdir}/compile_seconds").read().strip()
+    rows.append(["tc", statistics.median(timed), mem, f"compile {comp} s (on the CPU machine)",
+                 f"loss {tc[0]['loss']:.3f} -> {tc[-1]['loss']:.3f}"])
+try:
+    for l in open(f"{out}/torch.jsonl"):
+        if l.strip():
+            r = json.loads(l)
+            rows.append([r.get("framework", "torch").replace("pytorch-", "torch "), r.get("tokens_per_s", float("nan")),
+                         r.get("peak_mem_gib", r.get("peak_memory_gib", float("nan"))),
+                         f"warm-up {r.get('compile_s', r.get('warmup_s', '?'))} s", ""])
+except OSError:
+    pass
+base = {r[0]: r[1] for r in rows}
+print()
+print("== bench: GPT-2 124M, batch 16 x 1024, bf16, AdamW (tokens/s: median of timed steps)")
+for r in rows:
+    ratio = " ".join(f"{r[1] / v:.2f}x {k}" for k, v in base.items() if k != r[0] and k.startswith("torch") and v)
+    print(f"  {r[0]:<14} {r[1]:>10.0f} tok/s  peak {r[2]:6.2f} GiB  {r[3]}  {r[4]}  {ratio if r[0] == 'tc' else ''}")
+PY
+fi
+[ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]

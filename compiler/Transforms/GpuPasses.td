@@ -30,7 +30,9 @@ def TcLowerToTcx : Pass<"tc-lower-to-tcx", "mlir::ModuleOp"> {
       tcx.library with the launcher's sizes as attributes and a scratch
       buffer where the launcher needs one.
     - tc.fusion and every elementwise op -> a tcx.kernel (kind "fusion" or
-      "elementwise") and a tcx.launch; splat constants move into the kernel.
+      "elementwise") and a tcx.launch whose `ins` are one buffer per operand
+      in operand order (the generated kernel's ABI; a splat constant operand
+      becomes a tcx.const, constants inside a fusion stay in its body).
     - tc.reshape and contiguous tc.slice -> tcx.view (no copy).
     - everything else (transpose, slice, concat, split, pad, broadcast,
       insert_slice, reductions, arg reductions, cumsum, nll_loss, ops the

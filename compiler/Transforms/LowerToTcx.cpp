@@ -34,6 +34,19 @@ using namespace mlir;
 namespace {
 
 constexpr llvm::StringLiteral kName = "tc.name";
+// Set on kernel ops by the GPU pipeline (Compile.cpp): the generated kernel's
+// name, its `n` and `meta` arguments, and its 1-D grid and block.
+constexpr llvm::StringLiteral kCudaKernel = "tc.cuda_kernel";
+constexpr llvm::StringLiteral kCudaN = "tc.cuda_n";
+constexpr llvm::StringLiteral kCudaMeta = "tc.cuda_meta";
+constexpr llvm::StringLiteral kCudaGrid = "tc.cuda_grid";
+constexpr llvm::StringLiteral kCudaBlock = "tc.cuda_block";
+
+/// A kernel body holds the op, not how it is launched.
+void stripLaunchAttrs(Operation *op) {
+  for (StringRef attr : {kCudaKernel, kCudaN, kCudaMeta, kCudaGrid, kCudaBlock})
+    op->removeAttr(attr);
+}
 
 /// Elementwise tc ops (numpy broadcasting for the binary ones): one thread
 /// per output element, fusible.
@@ -90,6 +103,7 @@ private:
   LogicalResult lower(Operation *op);
   LogicalResult lowerKernel(Operation *op, StringRef kind);
   LogicalResult lowerFusion(Operation *op);
+  void launch(Operation *op, tcx::KernelOp kernel, ValueRange ins, ValueRange outs);
   LogicalResult lowerMatmul(tc::MatmulOp op);
   LogicalResult lowerView(Value result, Value source, int64_t byteOffset);
   FailureOr<bool> lowerLibrary(Operation *op);
@@ -152,8 +166,8 @@ Value FunctionLowering::bufferOf(Value tensor) {
   auto it = buffers.find(tensor);
   if (it != buffers.end())
     return it->second;
-  // Constants get a buffer only when something needs one (kernels inline
-  // splats instead).
+  // Constants get a buffer only when something needs one (a launch, a
+  // library call or a result).
   if (auto c = tensor.getDefiningOp<tc::ConstantOp>()) {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(entryPoint);
@@ -345,34 +359,30 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, StringRef kind) {
   auto kernel = tcx::KernelOp::create(mb, op->getLoc(), mb.getStringAttr(name),
                                       mb.getStringAttr(kind));
   symbols.insert(kernel, Block::iterator(fn)); // unique name, placed before fn
-  if (auto cuda = op->getAttrOfType<StringAttr>("tc.cuda_kernel"))
-    kernel->setAttr("tc.cuda_kernel", cuda);
+  if (auto cuda = op->getAttrOfType<StringAttr>(kCudaKernel))
+    kernel->setAttr(kCudaKernel, cuda);
   Block *entry = new Block();
   kernel.getBody().push_back(entry);
-  IRMapping map;
+  // The kernel ABI: one input pointer per operand in operand order, repeated
+  // operands and splat constants included, so `ins` is one buffer per
+  // operand and the body one block argument per operand.
   SmallVector<Value> ins;
-  OpBuilder kb = OpBuilder::atBlockEnd(entry);
   for (Value operand : op->getOperands()) {
-    if (map.contains(operand))
-      continue;
-    if (isSplatConstant(operand)) {
-      map.map(operand, kb.clone(*operand.getDefiningOp())->getResult(0));
-      continue;
-    }
-    map.map(operand, entry->addArgument(operand.getType(), operand.getLoc()));
+    entry->addArgument(operand.getType(), operand.getLoc());
     Value buf = bufferOf(operand);
     if (!buf)
       return op->emitOpError() << "operand has no buffer (internal error)";
     ins.push_back(buf);
   }
-  Operation *clone = kb.clone(*op, map);
+  OpBuilder kb = OpBuilder::atBlockEnd(entry);
+  Operation *clone = kb.clone(*op);
+  clone->setOperands(entry->getArguments());
+  stripLaunchAttrs(clone);
   tcx::YieldOp::create(kb, op->getLoc(), clone->getResults());
   SmallVector<Value> outs;
   for (Value r : op->getResults())
     outs.push_back(outBuffer(r));
-  tcx::LaunchOp::create(b, op->getLoc(), FlatSymbolRefAttr::get(kernel.getSymNameAttr()), ins,
-                        outs, b.getI64IntegerAttr(tensorType(op->getResult(0)).getNumElements()),
-                        DenseI64ArrayAttr(), DenseI64ArrayAttr());
+  launch(op, kernel, ins, outs);
   return success();
 }
 
@@ -389,8 +399,8 @@ LogicalResult FunctionLowering::lowerFusion(Operation *op) {
   auto kernel = tcx::KernelOp::create(mb, op->getLoc(), mb.getStringAttr(kernelName("fusion")),
                                       mb.getStringAttr("fusion"));
   symbols.insert(kernel, Block::iterator(fn));
-  if (auto cuda = op->getAttrOfType<StringAttr>("tc.cuda_kernel"))
-    kernel->setAttr("tc.cuda_kernel", cuda);
+  if (auto cuda = op->getAttrOfType<StringAttr>(kCudaKernel))
+    kernel->setAttr(kCudaKernel, cuda);
   IRMapping map;
   op->getRegion(0).cloneInto(&kernel.getBody(), map);
   Block &entry = kernel.getEntry();
@@ -409,10 +419,27 @@ LogicalResult FunctionLowering::lowerFusion(Operation *op) {
     outs.push_back(outBuffer(r));
   if (outs.empty())
     return op->emitOpError() << "has no results to lower";
-  tcx::LaunchOp::create(b, op->getLoc(), FlatSymbolRefAttr::get(kernel.getSymNameAttr()), ins,
-                        outs, b.getI64IntegerAttr(tensorType(op->getResult(0)).getNumElements()),
-                        DenseI64ArrayAttr(), DenseI64ArrayAttr());
+  launch(op, kernel, ins, outs);
   return success();
+}
+
+void FunctionLowering::launch(Operation *op, tcx::KernelOp kernel, ValueRange ins,
+                              ValueRange outs) {
+  // What CUDA codegen decided (Compile.cpp's GPU pipeline): the 1-D grid and
+  // block (both or neither), and the kernel's `n` and `meta` arguments.
+  DenseI64ArrayAttr grid, block;
+  auto g = op->getAttrOfType<IntegerAttr>(kCudaGrid);
+  auto k = op->getAttrOfType<IntegerAttr>(kCudaBlock);
+  if (g && k) {
+    grid = b.getDenseI64ArrayAttr({g.getInt()});
+    block = b.getDenseI64ArrayAttr({k.getInt()});
+  }
+  auto l = tcx::LaunchOp::create(
+      b, op->getLoc(), FlatSymbolRefAttr::get(kernel.getSymNameAttr()), ins, outs,
+      b.getI64IntegerAttr(tensorType(op->getResult(0)).getNumElements()), grid, block);
+  for (StringRef attr : {kCudaN, kCudaMeta})
+    if (Attribute v = op->getAttr(attr))
+      l->setAttr(attr, v);
 }
 
 LogicalResult FunctionLowering::lowerMatmul(tc::MatmulOp op) {
@@ -664,7 +691,7 @@ LogicalResult FunctionLowering::lower(Operation *op) {
     return success();
   }
   if (isa<tc::ConstantOp>(op))
-    return success(); // materialised on demand (bufferOf) or inlined in kernels
+    return success(); // materialised on demand (bufferOf)
   if (auto r = llvm::dyn_cast<tc::ReshapeOp>(op))
     return lowerView(r.getResult(), r.getInput(), 0);
   if (auto s = llvm::dyn_cast<tc::SliceOp>(op)) {

@@ -47,8 +47,11 @@ struct ImportOptions {
   /// Graph inputs bound to known values: they become tc.constant instead of
   /// function arguments (their type must match the declared one).
   std::map<std::string, rt::HostTensor> constantInputs;
-  /// false: tc.parameter ops get their types only and ImportedWeight::tensor
-  /// has empty data (no tensor data, internal or external, is read for them).
+  /// false (tc-compile --no-weights): tc.parameter ops get their types only
+  /// and ImportedWeight::tensor has empty data (no tensor data, internal or
+  /// external, is read for them: their external data files may be absent).
+  /// Constant initializers (integer tables, scalars) are still read; one
+  /// whose data is missing is an error naming it.
   bool loadWeights = true;
   /// A 2-D float initializer that holds exactly the transpose of an earlier
   /// one (how exporters store a tied input embedding / output head after

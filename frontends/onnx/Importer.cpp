@@ -302,8 +302,14 @@ LogicalResult Importer::readInitializers(const onnx::GraphProto &graph) {
     if (isParam && !opts_.loadWeights)
       continue;
     auto host = readTensorProto(&ctx_, init, modelDir_, &error_);
-    if (failed(host))
+    if (failed(host)) {
+      // Without weights only constants are read: say why this one is needed.
+      if (!opts_.loadWeights)
+        error_ = "initializer '" + init.name() +
+                 "' is a constant (not a model weight), so its data is needed even without "
+                 "weights (--no-weights): " + error_;
       return failure();
+    }
     initData_[init.name()] = std::move(*host);
   }
   return success();
@@ -848,6 +854,11 @@ FailureOr<ImportResult> Importer::run() {
     if (known < 0 || imp.version() > known)
       checkerKnows = false;
   }
+  // The checker opens external data files, which may be absent without weights.
+  if (!opts_.loadWeights)
+    for (const auto &init : model.graph().initializer())
+      if (init.data_location() == onnx::TensorProto::EXTERNAL)
+        checkerKnows = false;
   if (checkerKnows) {
     std::string err = lib::checkModel(model, modelDir_);
     if (!err.empty())

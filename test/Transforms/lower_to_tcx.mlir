@@ -1,21 +1,84 @@
 // RUN: tc-opt %s --split-input-file --tc-lower-to-tcx --verify-diagnostics | FileCheck %s
 
-// Tests that an elementwise op becomes a kernel and a launch, with the splat
-// constant moved into the kernel and the returned buffer of kind "output".
+// Tests that an elementwise op becomes a kernel and a launch with one input
+// per operand (the kernel ABI): the splat constant is a tcx.const buffer and
+// a block argument, and the returned buffer is of kind "output".
 // CHECK-LABEL: tcx.kernel @ew_mul_0 kind("elementwise")
-// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<4x8xf32>):
-// CHECK-NEXT: %[[C:.+]] = tc.constant dense<2.000000e+00> : tensor<f32>
-// CHECK-NEXT: %[[M:.+]] = tc.mul %[[A]], %[[C]]
+// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<4x8xf32>, %[[B:.+]]: tensor<f32>):
+// CHECK-NEXT: %[[M:.+]] = tc.mul %[[A]], %[[B]]
 // CHECK-NEXT: tcx.yield %[[M]] : tensor<4x8xf32>
 // CHECK-LABEL: func.func @ew
 // CHECK-SAME: (%[[X:.+]]: !tcx.buffer<4x8xf32> {tc.name = "x"}) -> (!tcx.buffer<4x8xf32> {tc.name = "y"})
+// CHECK-NEXT: %[[C:.+]] = tcx.const dense<2.000000e+00> : tensor<f32> -> <f32>
 // CHECK-NEXT: %[[O:.+]] = tcx.alloc {kind = "output"} : <4x8xf32>
-// CHECK-NEXT: tcx.launch @ew_mul_0 ins(%[[X]] : !tcx.buffer<4x8xf32>) outs(%[[O]] : !tcx.buffer<4x8xf32>) {elements = 32 : i64}
+// CHECK-NEXT: tcx.launch @ew_mul_0 ins(%[[X]], %[[C]] : !tcx.buffer<4x8xf32>, !tcx.buffer<f32>) outs(%[[O]] : !tcx.buffer<4x8xf32>) {elements = 32 : i64}
 // CHECK-NEXT: return %[[O]]
 func.func @ew(%x: tensor<4x8xf32> {tc.name = "x"}) -> (tensor<4x8xf32> {tc.name = "y"}) {
   %c = tc.constant dense<2.0> : tensor<f32>
   %0 = tc.mul %x, %c : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a repeated operand is passed once per operand (x * x takes two
+// pointers, both the same buffer), and the body one block argument each.
+// CHECK-LABEL: tcx.kernel @square_mul_0 kind("elementwise")
+// CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<8xf32>, %[[B:.+]]: tensor<8xf32>):
+// CHECK-NEXT: tc.mul %[[A]], %[[B]]
+// CHECK-LABEL: func.func @square
+// CHECK-SAME: (%[[X:.+]]: !tcx.buffer<8xf32>)
+// CHECK: tcx.launch @square_mul_0 ins(%[[X]], %[[X]] : !tcx.buffer<8xf32>, !tcx.buffer<8xf32>)
+func.func @square(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = tc.mul %x, %x : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// Tests that what CUDA codegen decided (set by the GPU pipeline on the tc
+// op) goes onto the launch: grid and block as one-element arrays, n and
+// meta as tc.cuda_n / tc.cuda_meta; the kernel keeps the name, and the op
+// in its body none of them.
+// CHECK-LABEL: tcx.kernel @codegen_transpose_0 kind("transpose") attributes {tc.cuda_kernel = "tc_gather_0123"}
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: tc.transpose %{{.+}} {permutation = array<i64: 1, 0>} :
+// CHECK-NEXT: tcx.yield
+// CHECK-LABEL: tcx.kernel @codegen_fusion_1 kind("fusion") attributes {tc.cuda_kernel = "tc_fusion_4567"}
+// CHECK-NOT: tc.cuda_
+// CHECK-LABEL: func.func @codegen
+// CHECK: tcx.launch @codegen_transpose_0 ins({{.+}}) outs({{.+}}) {block = array<i64: 256>, elements = 32 : i64, grid = array<i64: 1>, tc.cuda_meta = array<i64: 0, 8, 4, 1, 8>, tc.cuda_n = 32 : i64}
+// CHECK: tcx.launch @codegen_fusion_1 ins({{.+}}) outs({{.+}}) {block = array<i64: 128>, elements = 32 : i64, grid = array<i64: 2>, tc.cuda_meta = array<i64: 0>, tc.cuda_n = 32 : i64}
+func.func @codegen(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {
+  %t = tc.transpose %x {permutation = array<i64: 1, 0>, tc.cuda_kernel = "tc_gather_0123",
+                        tc.cuda_n = 32 : i64, tc.cuda_meta = array<i64: 0, 8, 4, 1, 8>,
+                        tc.cuda_grid = 1 : i64, tc.cuda_block = 256 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
+  %y = tc.fusion (%t) {tc.cuda_kernel = "tc_fusion_4567", tc.cuda_n = 32 : i64,
+                       tc.cuda_meta = array<i64: 0>, tc.cuda_grid = 2 : i64,
+                       tc.cuda_block = 128 : i64} : (tensor<8x4xf32>) -> tensor<8x4xf32> {
+  ^bb0(%a: tensor<8x4xf32>):
+    %0 = tc.tanh %a : tensor<8x4xf32>
+    tc.yield %0 : tensor<8x4xf32>
+  }
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// Tests that a split along a non-leading axis is one kernel launch writing
+// every piece (outs in result order); along the leading axis it is views.
+// CHECK-LABEL: tcx.kernel @qkv_split_0 kind("split")
+// CHECK-NEXT: ^bb0(%{{.+}}: tensor<2x12xf32>):
+// CHECK-NEXT: %[[S:.+]]:3 = tc.split
+// CHECK-NEXT: tcx.yield %[[S]]#0, %[[S]]#1, %[[S]]#2
+// CHECK-LABEL: func.func @qkv
+// CHECK: tcx.launch @qkv_split_0 ins(%{{.+}} : !tcx.buffer<2x12xf32>) outs(%{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<2x4xf32>, !tcx.buffer<2x6xf32>, !tcx.buffer<2x2xf32>) {elements = 8 : i64}
+// CHECK: tcx.view %{{.+}}[0]
+// CHECK: tcx.view %{{.+}}[16]
+func.func @qkv(%x: tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x6xf32>, tensor<2x2xf32>, tensor<1x4xf32>, tensor<1x4xf32>) {
+  %q, %k, %v = tc.split %x {axis = 1 : i64} : tensor<2x12xf32> -> tensor<2x4xf32>, tensor<2x6xf32>, tensor<2x2xf32>
+  %a, %b = tc.split %q {axis = 0 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>, tensor<1x4xf32>
+  return %q, %k, %v, %a, %b : tensor<2x4xf32>, tensor<2x6xf32>, tensor<2x2xf32>, tensor<1x4xf32>, tensor<1x4xf32>
 }
 
 // -----
@@ -121,7 +184,7 @@ func.func @loss(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f32>, tens
 // CHECK-DAG: %[[W:.+]] = tcx.param "w" {trainable} : <4xf32>
 // CHECK-DAG: %[[M:.+]] = tcx.param "m" {kind = "optimizer_state"} : <4xf32>
 // CHECK-DAG: %[[G:.+]] = tcx.param "grad:w" {kind = "gradient"} : <4xf32>
-// CHECK: tcx.launch @update_mul_{{[0-9]+}} ins(%[[M]] : !tcx.buffer<4xf32>) outs(%[[M2:.+]] : !tcx.buffer<4xf32>)
+// CHECK: tcx.launch @update_mul_{{[0-9]+}} ins(%[[M]], %{{.+}} : !tcx.buffer<4xf32>, !tcx.buffer<f32>) outs(%[[M2:.+]] : !tcx.buffer<4xf32>)
 // CHECK: tcx.launch @update_sub_{{[0-9]+}} ins(%[[W]], %[[M2]] : {{.+}}) outs(%[[W]] : !tcx.buffer<4xf32>)
 // CHECK: tcx.launch @update_add_{{[0-9]+}} ins(%[[M]], %[[M2]] : {{.+}}) outs(%[[G]] : !tcx.buffer<4xf32>)
 // CHECK-NEXT: tcx.copy %[[M2]], %[[M]]

@@ -27,6 +27,29 @@ Artifact sampleArtifact() {
   nodata.type = f32({3});
   nodata.hasData = false;
   a.params.push_back(nodata);
+  // Version 3: initialisers with arguments.
+  Parameter normal;
+  normal.name = "h.0.attn.weight";
+  normal.type = ty(DType::BF16, {4, 2});
+  normal.hasData = false;
+  normal.trainable = true;
+  normal.init = ParamInit::Normal;
+  normal.initArgs[0] = 0.0;
+  normal.initArgs[1] = 0.02;
+  a.params.push_back(normal);
+  Parameter uniform = normal;
+  uniform.name = "wte";
+  uniform.type = f32({3, 2});
+  uniform.init = ParamInit::Uniform;
+  uniform.initArgs[0] = -0.125;
+  uniform.initArgs[1] = 0.25;
+  a.params.push_back(uniform);
+  Parameter ones = normal;
+  ones.name = "ln_f.weight";
+  ones.type = ty(DType::F16, {2});
+  ones.init = ParamInit::Ones;
+  ones.initArgs[0] = ones.initArgs[1] = 0;
+  a.params.push_back(ones);
 
   FnBuilder f("infer");
   int32_t x = f.input("x", f32({1, 2}));
@@ -66,6 +89,10 @@ void expectSameArtifact(const Artifact &a, const Artifact &b) {
     EXPECT_EQ(a.params[i].type, b.params[i].type);
     EXPECT_EQ(a.params[i].trainable, b.params[i].trainable);
     EXPECT_EQ(a.params[i].hasData, b.params[i].hasData);
+    EXPECT_EQ(a.params[i].kind, b.params[i].kind);
+    EXPECT_EQ(a.params[i].init, b.params[i].init);
+    EXPECT_EQ(a.params[i].initArgs[0], b.params[i].initArgs[0]);
+    EXPECT_EQ(a.params[i].initArgs[1], b.params[i].initArgs[1]);
     EXPECT_EQ(a.params[i].offset, b.params[i].offset);
     EXPECT_EQ(a.params[i].bytes, b.params[i].bytes);
   }
@@ -521,6 +548,24 @@ TEST(Artifact, RandomMutationsWithFixedChecksums) {
   std::printf("%d of 3000 mutated artifacts still parsed\n", parsed);
 }
 
+TEST(Artifact, InitialiserValidation) {
+  Artifact a = sampleArtifact();
+  a.params[3].initArgs[1] = -1; // normal std < 0
+  std::vector<uint8_t> bytes;
+  Status st = serializeArtifact(a, &bytes);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("std"), std::string::npos) << st.message();
+  a = sampleArtifact();
+  a.params[4].initArgs[0] = 1; // uniform low > high
+  st = serializeArtifact(a, &bytes);
+  EXPECT_NE(st.message().find("low"), std::string::npos) << st.message();
+  a = sampleArtifact();
+  a.params[5].hasData = true; // ones with data
+  st = serializeArtifact(a, &bytes);
+  EXPECT_NE(st.message().find("has data but a ones initialiser"), std::string::npos)
+      << st.message();
+}
+
 TEST(Artifact, HeaderErrors) {
   std::vector<uint8_t> bytes;
   ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
@@ -534,6 +579,12 @@ TEST(Artifact, HeaderErrors) {
   Status st = parseArtifact(bad.data(), bad.size(), &out);
   EXPECT_EQ(st.code(), StatusCode::Unimplemented);
   EXPECT_NE(st.message().find("version 9"), std::string::npos);
+  bad = bytes;
+  bad[8] = 2; // version 2: parameter entries without initialiser arguments
+  st = parseArtifact(bad.data(), bad.size(), &out);
+  EXPECT_EQ(st.code(), StatusCode::Unimplemented);
+  EXPECT_NE(st.message().find("version 2"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("version 3"), std::string::npos) << st.message();
   bad = bytes;
   bad.push_back(0); // the size no longer matches the header
   EXPECT_EQ(parseArtifact(bad.data(), bad.size(), &out).code(), StatusCode::DataLoss);

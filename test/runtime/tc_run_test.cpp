@@ -121,8 +121,11 @@ TEST_F(TcRun, UsageAndInputErrorsExit2) {
   expectError(runTool(model + " --eval --bogus" + feeds()), 2, "unknown flag '--bogus'");
   expectError(runTool(model + " --eval --function train_step" + feeds()), 2,
               "no function 'train_step'");
+  // A CPU artifact has no GPU program, whatever the machine has.
   expectError(runTool(model + " --eval --device cuda" + feeds()), 2,
-              "the CUDA backend is not available in this build yet");
+              "has no GPU program: compile it with tc-compile --target sm_90");
+  expectError(runTool(model + " --eval --device gpu" + feeds()), 2,
+              "--device must be auto, cpu, cuda or cuda:N");
   expectError(runTool(model + " --eval --ref-precision f16" + feeds()), 2, "--ref-precision");
   expectError(runTool("--eval"), 2, "no artifact");
   EXPECT_EQ(runTool("--help").code, 0);

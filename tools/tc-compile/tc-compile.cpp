@@ -50,6 +50,21 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
   -h, --help             this text
 
+Weights and initialisers (tc-run --seed N picks the random draws):
+  --no-weights           read no weight data (external data files may be
+                         absent): the artifact carries shapes only; give
+                         --init-params or tc-run --init FILE
+  --init-params KIND[:ARG]
+                         initialise every model weight at run time instead of
+                         carrying its data: normal[:STD] (default 0.02; GPT-2
+                         style: rank >= 2 ~ N(0, STD), rank < 2 named *bias
+                         zeros, other rank < 2 (norm scales) ones),
+                         uniform[:A] (the same with U(-A, A)), zeros, ones
+  --init-param REGEX=KIND[:ARG]
+                         the initialiser of the weights whose name matches
+                         REGEX (ECMAScript, searched; repeatable, the last
+                         match wins): normal[:STD], uniform[:A], zeros, ones
+
 Training (the artifact gets eval_step, grad_step, apply_step, train_step):
   --train                build the training step
   --loss NAME            the loss output (default: the only scalar output)
@@ -170,6 +185,18 @@ int main(int argc, char **argv) {
         fail(2, "--clip-grad-norm must be >= 0");
     } else if (is("--trainable")) {
       opts.trainable.push_back(value("--trainable"));
+    } else if (a == "--no-weights") {
+      opts.import.loadWeights = false;
+    } else if (is("--init-params")) {
+      tc::rt::Status st = tc::rt::parseInitSpec(value("--init-params"), &opts.initAll);
+      if (!st.isOk())
+        fail(2, "--init-params: " + st.message());
+    } else if (is("--init-param")) {
+      std::pair<std::string, tc::rt::InitSpec> o;
+      tc::rt::Status st = tc::rt::parseInitParamFlag(value("--init-param"), &o);
+      if (!st.isOk())
+        fail(2, st.message());
+      opts.initOverrides.push_back(std::move(o));
     } else if (a == "--no-tie") {
       opts.import.tieTransposedCopies = false;
     } else if (is("--freeze")) {
@@ -236,6 +263,17 @@ int main(int argc, char **argv) {
   if (!tc::compile(ctx, opts, &result, &error))
     fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
   printNotes();
+  {
+    size_t missing = 0;
+    for (const auto &p : result.artifact.params)
+      if (p.init == tc::rt::ParamInit::Data && !p.hasData && p.type.numElements() > 0)
+        ++missing;
+    if (missing > 0)
+      std::fprintf(stderr,
+                   "tc-compile: warning: %zu parameter%s no data (--no-weights): the model must "
+                   "be initialised at run time (tc-run --init FILE), or give --init-params\n",
+                   missing, missing == 1 ? " has" : "s have");
+  }
   if (reportPrecision)
     llvm::outs() << result.artifact.reports["precision"];
   if (reportMemory)
@@ -302,8 +340,8 @@ int main(int argc, char **argv) {
   if (gpu)
     std::fprintf(stderr,
                  "tc-compile: note: the artifact holds %zu %s kernels (CUDA source, PTX, "
-                 "cubin) and the op-level reference program; tc-run cannot execute it on "
-                 "the GPU yet, --device cpu runs the reference program\n",
+                 "cubin), the device program and the op-level reference program; tc-run "
+                 "runs it on the GPU when one is present, --device cpu on the reference\n",
                  result.artifact.kernels.size(), opts.target.c_str());
   tc::rt::Status st = tc::rt::writeArtifact(result.artifact, outPath);
   if (!st.isOk())

@@ -39,6 +39,9 @@
 #include "runtime/src/base/npy.h"
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/trainer.h"
+#if TC_HAVE_CUDA
+#include "runtime/src/cuda/executor.h"
+#endif
 
 #include <chrono>
 #include <unistd.h>
@@ -61,7 +64,7 @@ int fail(int code, const std::string &msg) {
 
 void usage(std::FILE *out) {
   std::fprintf(out,
-               "usage: tc-run MODEL.tca [--device cpu|cuda] --eval [--function NAME]\n"
+               "usage: tc-run MODEL.tca [--device auto|cpu|cuda[:N]] --eval [--function NAME]\n"
                "              --feed NAME=FILE.npy ... [--metrics OUT.jsonl]\n"
                "              [--ref-precision f32|f64] [--save-outputs DIR]\n"
                "       tc-run MODEL.tca --steps N (--feed NAME=FILE.npy ... | --data TOKENS.bin\n"
@@ -78,12 +81,17 @@ void usage(std::FILE *out) {
                ".bin, no header): random windows, labels = input_ids shifted by one.\n"
                "--save writes DIR/model.safetensors (the model's own names),\n"
                "DIR/optimizer.safetensors and DIR/state.json (step, RNG, data position,\n"
-               "artifact hash) every K steps and at the end, atomically.\n");
+               "artifact hash) every K steps and at the end, atomically.\n"
+               "--seed S (default 1337) also seeds the parameter initialisers of a model\n"
+               "compiled with tc-compile --init-params (--init FILE replaces them).\n"
+               "--device auto (the default) runs on the GPU when the artifact has a GPU\n"
+               "program (tc-compile --target sm_90|sm_120) and a CUDA GPU is present,\n"
+               "else on the CPU reference; cuda[:N] insists on GPU N.\n");
 }
 
 struct Options {
   std::string model;
-  std::string device = "cpu";
+  std::string device = "auto";
   std::string function;
   std::vector<std::pair<std::string, std::string>> feeds; // name, file
   std::string metrics;
@@ -147,8 +155,10 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       o->eval = true;
     } else if (flag == "--device") {
       err = takeValue(&o->device);
-      if (err.empty() && o->device != "cpu" && o->device != "cuda")
-        return "--device must be cpu or cuda, got '" + o->device + "'";
+      if (err.empty() && o->device != "cpu" && o->device != "auto" && o->device != "cuda" &&
+          !(o->device.compare(0, 5, "cuda:") == 0 && o->device.size() > 5 &&
+            o->device.find_first_not_of("0123456789", 5) == std::string::npos))
+        return "--device must be auto, cpu, cuda or cuda:N, got '" + o->device + "'";
     } else if (flag == "--function") {
       err = takeValue(&o->function);
     } else if (flag == "--feed") {
@@ -320,6 +330,38 @@ std::string exactNumber(double v) {
   return buf;
 }
 
+/// Where to run: *gpu = -1 for the CPU reference, else the GPU ordinal.
+/// Returns an error message or "".
+std::string resolveDevice(const Options &o, const Artifact &artifact, int *gpu) {
+  *gpu = -1;
+  if (o.device == "cpu")
+    return "";
+  bool explicitGpu = o.device != "auto";
+  int ordinal = explicitGpu && o.device.size() > 5 ? std::atoi(o.device.c_str() + 5) : 0;
+  if (artifact.deviceFunctions.empty()) {
+    if (!explicitGpu)
+      return "";
+    return "artifact '" + o.model + "' was compiled for '" + artifact.target +
+           "' and has no GPU program: compile it with tc-compile --target sm_90 (or sm_120)";
+  }
+  if (o.refPrecision == "f64") {
+    if (explicitGpu)
+      return "--ref-precision f64 is a CPU reference mode; it does not go with --device cuda";
+    return "";
+  }
+#if TC_HAVE_CUDA
+  Status st = cuda::requireGpu();
+  if (!st.isOk())
+    return explicitGpu ? st.message() : "";
+  *gpu = ordinal;
+  return "";
+#else
+  if (explicitGpu)
+    return "this tc-run was built without the CUDA backend (configure with -DTC_ENABLE_CUDA=ON)";
+  return "";
+#endif
+}
+
 /// Everything --steps does. Returns the exit code.
 int runTraining(const Options &o, const Artifact &artifact) {
   if (o.steps < 0)
@@ -335,10 +377,30 @@ int runTraining(const Options &o, const Artifact &artifact) {
 
   ExecOptions exec;
   exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
+  exec.initSeed = o.seed; // parameter initialisers (tc-compile --init-params)
+  int gpu = -1;
+  std::string derr = resolveDevice(o, artifact, &gpu);
+  if (!derr.empty())
+    return fail(kExitUsage, derr);
   Trainer trainer;
-  Status st = trainer.init(&artifact, exec);
+  Status st = trainer.init(&artifact, exec, /*hostValues=*/gpu < 0);
   if (!st.isOk())
     return fail(kExitUsage, st.message());
+  if (gpu >= 0) {
+    st = trainer.useDevice(gpu);
+    if (!st.isOk())
+      return fail(kExitRuntime, st.message());
+    DeviceMemoryReport m = trainer.deviceMemory();
+    std::printf("device: %s\n", m.device.c_str());
+    std::printf("device memory: parameters+state %llu, constants %llu, inputs %llu, "
+                "workspace %llu, arena %llu, total %llu bytes; cudaMemGetInfo saw %lld\n",
+                (unsigned long long)m.parameters, (unsigned long long)m.constants,
+                (unsigned long long)m.inputs, (unsigned long long)m.workspace,
+                (unsigned long long)m.arena, (unsigned long long)m.total, (long long)m.measured);
+  } else {
+    std::printf("device: cpu (reference executor)\n");
+  }
+  std::fflush(stdout);
   std::string hash;
   st = artifactHash(o.model, &hash);
   if (!st.isOk())
@@ -541,9 +603,6 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (o.device == "cuda")
-    return fail(kExitUsage, "the CUDA backend is not available in this build yet");
-
   Artifact artifact;
   Status st = readArtifact(o.model, &artifact);
   if (!st.isOk())
@@ -602,10 +661,40 @@ int main(int argc, char **argv) {
 
   ExecOptions exec;
   exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
+  exec.initSeed = o.seed; // parameter initialisers (tc-compile --init-params)
   std::vector<HostTensor> outputs;
-  st = runFunction(artifact, *fn, inputs, &outputs, exec);
-  if (!st.isOk())
-    return fail(kExitRuntime, st.message());
+  int gpu = -1;
+  std::string derr = resolveDevice(o, artifact, &gpu);
+  if (!derr.empty())
+    return fail(kExitUsage, derr);
+  if (gpu >= 0 && o.device == "auto") {
+    bool onGpu = false;
+    for (const DeviceFunction &f : artifact.deviceFunctions)
+      onGpu |= f.name == fn->name;
+    if (!onGpu)
+      gpu = -1; // the GPU program has no such function: the CPU reference runs it
+  }
+#if TC_HAVE_CUDA
+  if (gpu >= 0) {
+    cuda::ExecutorOptions eo;
+    eo.device = gpu;
+    eo.seed = o.seed;
+    std::unique_ptr<cuda::DeviceExecutor> ex;
+    st = cuda::DeviceExecutor::create(&artifact, eo, &ex);
+    if (st.isOk() && !ex->hasFunction(fn->name))
+      st = notFound("the artifact's GPU program has no function '" + fn->name +
+                    "' (use --device cpu)");
+    if (st.isOk())
+      st = ex->run(fn->name, inputs, &outputs);
+    if (!st.isOk())
+      return fail(kExitRuntime, st.message());
+  } else
+#endif
+  {
+    st = runFunction(artifact, *fn, inputs, &outputs, exec);
+    if (!st.isOk())
+      return fail(kExitRuntime, st.message());
+  }
 
   for (size_t i = 0; i < outputs.size(); ++i)
     printOutput(fn->outputNames[i], outputs[i]);

@@ -931,6 +931,46 @@ FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
   return k;
 }
 
+/// One thread per input element, which goes to the result whose range along
+/// `axis` holds it. The input is [outer, axis, inner] (dense); meta is the
+/// axis length, `inner`, then each result's end offset along the axis.
+FailureOr<KernelSource> splitKernel(tc::SplitOp op) {
+  Value in = op.getInput();
+  ArrayRef<int64_t> is = shapeOf(in);
+  int64_t axis = op.getAxis();
+  Signature sig;
+  for (auto [j, r] : llvm::enumerate(op.getResults()))
+    sig.output(j, r);
+  sig.input(0, in);
+  std::vector<int64_t> meta{is[axis], product(is.drop_front(axis + 1))};
+  int64_t end = 0;
+  for (Value r : op.getResults()) {
+    end += shapeOf(r)[axis];
+    meta.push_back(end);
+  }
+  sig.tail(product(is), meta);
+  std::string s = header(sig) + kLoopBegin;
+  s += "    const long long inner_ = i % meta.v[1], t_ = i / meta.v[1];\n";
+  s += "    const long long a_ = t_ % meta.v[0], outer_ = t_ / meta.v[0];\n";
+  std::string prevEnd = "0";
+  for (unsigned j = 0; j < op.getNumResults(); ++j) {
+    std::string endS = "meta.v[" + std::to_string(2 + j) + "]";
+    std::string size = j ? "(" + endS + " - " + prevEnd + ")" : endS;
+    std::string at = j ? "(a_ - " + prevEnd + ")" : "a_";
+    s += std::string("    ") + (j ? "else " : "") + "if (a_ < " + endS + ") out" +
+         std::to_string(j) + "[(outer_ * " + size + " + " + at + ") * meta.v[1] + inner_] = in0[i];\n";
+    prevEnd = endS;
+  }
+  s += "  }\n}\n";
+  KernelSource k;
+  k.op = op;
+  k.source = s;
+  k.params = std::move(sig.params);
+  k.launch.grid = gridFor(product(is), 256);
+  finalize(k, "split");
+  return k;
+}
+
 /// Any reduction over any axes: one thread per result element.
 FailureOr<KernelSource> reduceKernel(Operation *op) {
   Value in = op->getOperand(0), out = op->getResult(0);
@@ -1005,8 +1045,8 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
 
 bool isKernelOp(Operation *op) {
   return llvm::isa<tc::FusionOp, tc::TransposeOp, tc::SliceOp, tc::BroadcastOp, tc::ReshapeOp,
-                   tc::ConcatOp, tc::PadOp, tc::InsertSliceOp, tc::ReduceSumOp, tc::ReduceMeanOp,
-                   tc::ReduceMaxOp, tc::ReduceMinOp, tc::ReduceProdOp>(op);
+                   tc::ConcatOp, tc::SplitOp, tc::PadOp, tc::InsertSliceOp, tc::ReduceSumOp,
+                   tc::ReduceMeanOp, tc::ReduceMaxOp, tc::ReduceMinOp, tc::ReduceProdOp>(op);
 }
 
 FailureOr<KernelSource> generateKernel(Operation *op) {
@@ -1045,6 +1085,8 @@ FailureOr<KernelSource> generateKernel(Operation *op) {
   }
   if (auto c = llvm::dyn_cast<tc::ConcatOp>(op))
     return concatKernel(c);
+  if (auto sp = llvm::dyn_cast<tc::SplitOp>(op))
+    return splitKernel(sp);
   if (auto p = llvm::dyn_cast<tc::PadOp>(op))
     return padKernel(p);
   if (auto s = llvm::dyn_cast<tc::InsertSliceOp>(op))

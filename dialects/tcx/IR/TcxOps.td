@@ -226,12 +226,21 @@ def Tcx_LaunchOp : Tcx_Op<"launch", [AttrSizedOperandSegments,
   let summary = "Run a generated kernel (tcx.kernel) on buffers";
   let description = [{
     `ins` bind the kernel's block arguments, `outs` its yielded values, in
-    order and with the same shapes and element types. `elements` is the
+    order and with the same shapes and element types. For a generated CUDA
+    kernel these are its pointer parameters: one input per operand of the
+    op it computes, in operand order (a buffer may repeat; splat constants
+    are `tcx.const` buffers), one output per result. `elements` is the
     number of elements of the (first) output: the runtime derives the grid
     from it (one thread per element, 256 per block) unless `grid` and
     `block` are given. An output may be one of the inputs (in place) only
     when the kernel reads each element before writing it (elementwise
     kernels with an input of the output's shape).
+
+    On the GPU path tc-lower-to-tcx also records what CUDA codegen chose, so
+    the device program can launch the kernel without MLIR: `grid` and
+    `block` (one element each), and the kernel's scalar arguments as the
+    discardable attributes `tc.cuda_n` (i64) and `tc.cuda_meta`
+    (array<i64>).
 
     ```mlir
     tcx.launch @add_0 ins(%a, %b : !tcx.buffer<4xf32>, !tcx.buffer<4xf32>)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -190,6 +191,8 @@ void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storag
       w.u8(static_cast<uint8_t>((p.trainable ? 1 : 0) | (p.hasData ? 2 : 0)));
       w.u8(static_cast<uint8_t>(p.kind));
       w.u8(static_cast<uint8_t>(p.init));
+      w.f64(p.initArgs[0]);
+      w.f64(p.initArgs[1]);
       w.u64(p.offset);
       w.u64(p.bytes);
     }
@@ -450,7 +453,8 @@ Status decodeSection(uint32_t kind, const uint8_t *data, size_t size,
   }
   case kParams: {
     uint32_t n;
-    TC_RETURN_IF_ERROR(r.count(&n, 26, "params"));
+    // name (4), type (5), flags/kind/init (3), 2 f64 init args, offset, bytes.
+    TC_RETURN_IF_ERROR(r.count(&n, 44, "params"));
     out->params.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
       Parameter &p = out->params[i];
@@ -469,11 +473,13 @@ Status decodeSection(uint32_t kind, const uint8_t *data, size_t size,
       if (kind > static_cast<uint8_t>(ParamKind::OptimizerState))
         return r.error("parameter '" + p.name + "' has unknown kind " +
                        std::to_string(kind));
-      if (init > static_cast<uint8_t>(ParamInit::Zeros))
+      if (init > static_cast<uint8_t>(ParamInit::Uniform))
         return r.error("parameter '" + p.name + "' has unknown initialiser " +
                        std::to_string(init));
       p.kind = static_cast<ParamKind>(kind);
       p.init = static_cast<ParamInit>(init);
+      TC_RETURN_IF_ERROR(r.f64(&p.initArgs[0], "param initialiser argument"));
+      TC_RETURN_IF_ERROR(r.f64(&p.initArgs[1], "param initialiser argument"));
       TC_RETURN_IF_ERROR(r.u64(&p.offset, "param offset"));
       TC_RETURN_IF_ERROR(r.u64(&p.bytes, "param bytes"));
     }
@@ -910,9 +916,21 @@ Status validateArtifact(const Artifact &a) {
     int64_t n;
     TC_RETURN_IF_ERROR(checkedNumElements(p.type.shape, &n).withPrefix(where));
     if (p.init != ParamInit::Data && p.hasData)
-      return invalidArgument(where + " has data but a " +
-                             std::string(p.init == ParamInit::Zeros ? "zeros" : "non-data") +
+      return invalidArgument(where + " has data but a " + paramInitName(p.init) +
                              " initialiser");
+    if (!std::isfinite(p.initArgs[0]) || !std::isfinite(p.initArgs[1]))
+      return invalidArgument(where + " has a non-finite initialiser argument");
+    if (p.init == ParamInit::Normal && p.initArgs[1] < 0)
+      return invalidArgument(where + ": normal initialiser with std " +
+                             std::to_string(p.initArgs[1]) + " < 0");
+    if (p.init == ParamInit::Uniform && p.initArgs[0] > p.initArgs[1])
+      return invalidArgument(where + ": uniform initialiser with low " +
+                             std::to_string(p.initArgs[0]) + " > high " +
+                             std::to_string(p.initArgs[1]));
+    if (p.init != ParamInit::Data && p.init != ParamInit::Zeros &&
+        !dtypeIsFloat(p.type.dtype))
+      return invalidArgument(where + " (" + typeToString(p.type) + ") is not floating-point, "
+                             "so it cannot have a " + paramInitName(p.init) + " initialiser");
     if (p.kind == ParamKind::OptimizerState && p.trainable)
       return invalidArgument(where + " is optimizer state and cannot be trainable");
     if (!p.hasData)

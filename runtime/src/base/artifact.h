@@ -2,8 +2,9 @@
 //
 // One artifact file holds everything needed to run a compiled model: the
 // target, the functions (the op-level reference program), the parameter
-// table, the weights and the reports. Its format, version 2
-// (version 1 files are rejected with a message asking to recompile):
+// table, the weights and the reports. Its format, version 3 (files of any
+// other version are rejected with a message naming both versions; older ones
+// are asked to be recompiled):
 //
 // All integers are little-endian; floats are IEEE-754 binary64 bit patterns.
 //
@@ -43,8 +44,13 @@
 //             Tensor type, u64 nbytes, bytes (storage format)
 //   param     str name, type, u8 flags (bit 0 trainable, bit 1 has data),
 //             u8 kind (ParamKind: 0 parameter, 1 buffer, 2 optimizer state),
-//             u8 initialiser (ParamInit: 0 data, 1 zeros),
-//             u64 offset into WEIGHTS, u64 bytes
+//             u8 initialiser (ParamInit: 0 data, 1 zeros, 2 ones, 3 normal,
+//             4 uniform), f64 arg0, f64 arg1 (normal: mean, std; uniform:
+//             low, high; 0 otherwise), u64 offset into WEIGHTS, u64 bytes.
+//             An entry whose initialiser is not data has no bytes (flags bit
+//             1 clear): the runtime computes its value from (seed, name)
+//             with init_rng.h, on the host or on the device (init.h).
+//             Version 3 added the two f64 arguments and kinds 2-4.
 //   devfn     str name; u64 arena bytes; u32 n, str input name * n;
 //             u32 n, (i32 output buffer, str name) * n;
 //             u32 n, (type, u64 nbytes, bytes) * n   (constant data);

@@ -29,6 +29,22 @@ const char *paramKindName(ParamKind k) {
   return "?";
 }
 
+const char *paramInitName(ParamInit i) {
+  switch (i) {
+  case ParamInit::Data:
+    return "data";
+  case ParamInit::Zeros:
+    return "zeros";
+  case ParamInit::Ones:
+    return "ones";
+  case ParamInit::Normal:
+    return "normal";
+  case ParamInit::Uniform:
+    return "uniform";
+  }
+  return "?";
+}
+
 const char *deviceSpaceName(DeviceBuffer::Space s) {
   switch (s) {
   case DeviceBuffer::Space::Arena:

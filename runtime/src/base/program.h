@@ -81,9 +81,14 @@ enum class ParamKind : uint8_t {
 
 /// How an entry gets its first value. The numbers are part of the format.
 enum class ParamInit : uint8_t {
-  Data = 0,  // the bytes in Artifact::weights
-  Zeros = 1, // all zeros (optimizer state); hasData is false
+  Data = 0,    // the bytes in Artifact::weights (absent: hasData is false)
+  Zeros = 1,   // all zeros (optimizer state, biases); hasData is false
+  Ones = 2,    // all ones (norm scales); hasData is false
+  Normal = 3,  // N(initArgs[0] = mean, initArgs[1] = std); hasData is false
+  Uniform = 4, // U[initArgs[0] = low, initArgs[1] = high); hasData is false
 };
+
+const char *paramInitName(ParamInit i); // "data", "zeros", "ones", "normal", "uniform"
 
 const char *paramKindName(ParamKind k); // "parameter", "buffer", "optimizer-state"
 
@@ -98,6 +103,9 @@ struct Parameter {
   bool hasData = true;
   ParamKind kind = ParamKind::Parameter;
   ParamInit init = ParamInit::Data;
+  /// The initialiser's arguments: Normal (mean, std), Uniform (low, high);
+  /// zero otherwise. The values are drawn by init_rng.h (see init.h).
+  double initArgs[2] = {0, 0};
   uint64_t offset = 0;
   uint64_t bytes = 0;
 };
@@ -133,9 +141,19 @@ const char *deviceSpaceName(DeviceBuffer::Space s); // "arena", "param", ...
 
 /// One device op in stream order. `kind` is "launch" (`name` a kernel of
 /// Artifact::kernels; attrs "symbol" (the tcx.kernel), "kernel_kind",
-/// "elements", and "missing_kernel" = 1 when codegen made none), "library" (`name` a runtime launcher), "matmul",
-/// "copy", "fill", "record" or "wait" (attrs "stream" and "event", an event
-/// number local to the function). `ins`/`outs` index DeviceFunction::buffers.
+/// "elements", and "missing_kernel" = 1 when codegen made none), "library"
+/// (`name` a runtime launcher), "matmul", "copy", "fill", "record" or "wait"
+/// (attrs "stream" and "event", an event number local to the function).
+/// `ins`/`outs` index DeviceFunction::buffers.
+///
+/// A launch of a generated kernel (no "missing_kernel") carries every kernel
+/// argument, so a runtime launches it without the compiler: `outs` are the
+/// kernel's result pointers in result order and `ins` its operand pointers
+/// in operand order (one per operand, a buffer may repeat), and the kernel
+/// signature (compiler/codegen/cuda/CudaCodegen.h) takes outs first, then
+/// ins, then "n" (Int, `long long n`), then "meta" (Ints, K >= 1 values,
+/// passed by value as `struct { long long v[K]; }`). "grid" and "block"
+/// (Int) are the 1-D launch configuration (no dynamic shared memory).
 struct DeviceOp {
   std::string kind;
   std::string name;
@@ -160,7 +178,8 @@ struct DeviceFunction {
 /// Everything one artifact file holds. See artifact.h for the file format.
 struct Artifact {
   /// 2: parameter entries carry a kind and an initialiser (training).
-  static constexpr uint32_t kFormatVersion = 2;
+  /// 3: initialisers ones/normal/uniform with two f64 arguments per entry.
+  static constexpr uint32_t kFormatVersion = 3;
   uint32_t formatVersion = kFormatVersion;
   std::string target;   // "cpu", "sm_90", "sm_120a"
   std::string producer; // "tc-compile <version>"

@@ -37,6 +37,9 @@ struct ExecOptions {
   /// host tensors, so that state kept between calls (a training loop's
   /// parameters and optimizer state) is never rounded to f32.
   bool wideF32 = false;
+  /// Seed of the parameter initialisers (init.h) of entries whose
+  /// initialiser is not Data (tc-run --seed).
+  uint64_t initSeed = 0;
 };
 
 /// Runs `fn` (a function of `artifact`) on `inputs`, given in the order of

@@ -1,6 +1,8 @@
 //===- leaf.cpp - tc.parameter and tc.constant ----------------------------===//
 #include "runtime/src/cpu/kernel.h"
 
+#include "runtime/src/base/init.h"
+
 #include <algorithm>
 
 namespace tc::rt::cpu {
@@ -20,6 +22,8 @@ void parameterKernel(KernelContext &c) {
     auto it = c.overrides->find(n);
     if (it != c.overrides->end()) {
       const HostTensor &t = it->second;
+      if (t.data.empty() && t.type.numElements() > 0) // a placeholder (trainer.cpp)
+        c.fail(missingDataMessage(n), StatusCode::FailedPrecondition);
       bool widened = c.opts.wideF32 && c.opts.precision == RefPrecision::F64 &&
                      want.dtype == DType::F32 && t.type.dtype == DType::F64 &&
                      t.type.shape == want.shape;
@@ -41,11 +45,17 @@ void parameterKernel(KernelContext &c) {
   if (p->type != want)
     c.fail("parameter '" + n + "': the program expects " + typeToString(want) +
            ", the parameter table says " + typeToString(p->type));
+  if (p->init != ParamInit::Data) {
+    // zeros/ones/normal/uniform: computed from (seed, name), as on the GPU.
+    HostTensor t;
+    Status st = initParameter(*p, c.opts.initSeed, &t);
+    if (!st.isOk())
+      c.fail(st.message(), st.code());
+    out = decodeBuffer(want, t.data.data());
+    return;
+  }
   if (!p->hasData)
-    c.fail("parameter '" + n +
-               "' has no data (the artifact was compiled without weights; "
-               "supply it as an override)",
-           StatusCode::FailedPrecondition);
+    c.fail(missingDataMessage(n), StatusCode::FailedPrecondition);
   uint64_t want_bytes = static_cast<uint64_t>(storageBytes(want));
   if (p->bytes != want_bytes || p->offset > c.artifact.weights.size() ||
       p->bytes > c.artifact.weights.size() - p->offset)

@@ -15,6 +15,7 @@
 #include "runtime/src/base/artifact.h"
 #include "runtime/src/base/file_io.h"
 #include "runtime/src/base/host_tensor.h"
+#include "runtime/src/base/init.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
 
@@ -200,7 +201,7 @@ Status artifactHash(const std::string &artifactPath, std::string *out) {
   return Status::ok();
 }
 
-Status Trainer::init(const Artifact *artifact, const ExecOptions &opts) {
+Status Trainer::init(const Artifact *artifact, const ExecOptions &opts, bool hostValues) {
   artifact_ = artifact;
   opts_ = opts;
   wide_ = opts.precision == RefPrecision::F64;
@@ -224,17 +225,14 @@ Status Trainer::init(const Artifact *artifact, const ExecOptions &opts) {
   state_.clear();
   for (const Parameter &p : artifact->params) {
     HostTensor t;
-    if (p.init == ParamInit::Zeros) {
+    if ((p.init == ParamInit::Data && !p.hasData) || !hostValues) {
+      // No value yet: --init FILE may supply it (loadWeights); a step without
+      // one fails in tc.parameter with init.h's missingDataMessage.
       t.type = p.type;
-      t.data.assign(static_cast<size_t>(storageBytes(p.type)), 0);
-    } else if (p.hasData) {
-      t.type = p.type;
-      t.data.assign(artifact->weights.begin() + p.offset,
-                    artifact->weights.begin() + p.offset + p.bytes);
-    } else {
-      return failedPrecondition("parameter '" + p.name +
-                                "' has no data in the artifact (give --init FILE.safetensors)");
+      state_[p.name] = std::move(t);
+      continue;
     }
+    TC_RETURN_IF_ERROR(parameterValue(*artifact, p, opts.initSeed, &t));
     if (wide_ && t.type.dtype == DType::F32)
       t = convertFloat(t, DType::F64);
     state_[p.name] = std::move(t);
@@ -269,6 +267,8 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
   if (static_cast<int64_t>(micro.size()) != config_.gradAccum)
     return invalidArgument("a step takes " + std::to_string(config_.gradAccum) +
                            " micro-batches, got " + std::to_string(micro.size()));
+  if (gpu_)
+    return stepDevice(step, lr, micro, out);
   std::vector<HostTensor> outputs;
   if (config_.gradAccum == 1) {
     std::vector<HostTensor> inputs = micro[0];
@@ -345,6 +345,8 @@ Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, boo
     const HostTensor &src = tensors.at(name);
     dst = dtypeIsFloat(src.type.dtype) ? convertFloat(src, dst.type.dtype) : src;
   }
+  if (gpu_)
+    return pushToDevice(std::vector<std::string>(wanted.begin(), wanted.end()));
   return Status::ok();
 }
 
@@ -358,8 +360,14 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
   SafetensorsFile model, opt;
   model.metadata["format"] = "pt";
   opt.metadata["format"] = "pt";
+  const std::map<std::string, HostTensor> *values = &state_;
+  std::map<std::string, HostTensor> onDevice;
+  if (gpu_) {
+    TC_RETURN_IF_ERROR(deviceState(&onDevice));
+    values = &onDevice;
+  }
   for (const Parameter &p : artifact_->params)
-    (p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name] = state_.at(p.name);
+    (p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name] = values->at(p.name);
   std::vector<uint8_t> modelBytes, optBytes;
   TC_RETURN_IF_ERROR(serializeSafetensors(model, &modelBytes));
   TC_RETURN_IF_ERROR(serializeSafetensors(opt, &optBytes));

@@ -26,6 +26,8 @@
 #include "runtime/src/base/status.h"
 #include "runtime/src/cpu/executor.h"
 
+#include <memory>
+
 namespace tc::rt {
 
 /// reports["training"] of an artifact (written by tc-compile --train).
@@ -90,11 +92,26 @@ struct CheckpointMeta {
 /// checkpoint is tied to.
 Status artifactHash(const std::string &artifactPath, std::string *out);
 
+/// What a Trainer on a GPU holds there (DeviceExecutor::memoryUse), and what
+/// cudaMemGetInfo saw it take.
+struct DeviceMemoryReport {
+  std::string device; // DeviceInfo::toString()
+  uint64_t parameters = 0, constants = 0, inputs = 0, workspace = 0, arena = 0, total = 0;
+  int64_t measured = 0; // drop of cudaMemGetInfo's free bytes over the allocation
+};
+
 class Trainer {
 public:
+  Trainer();
+  ~Trainer();
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
   /// Takes the artifact (which must outlive the Trainer) and its training
-  /// functions; fills the state table from the weights and zeros.
-  Status init(const Artifact *artifact, const ExecOptions &opts);
+  /// functions; fills the state table from the weights, zeros and
+  /// initialisers. With `hostValues` false (training on a GPU: useDevice
+  /// follows) the host table holds only the types and the device fills itself.
+  Status init(const Artifact *artifact, const ExecOptions &opts, bool hostValues = true);
 
   const TrainConfig &config() const { return config_; }
   /// The data inputs of one micro-batch, in order (grad_step's inputs).
@@ -119,7 +136,24 @@ public:
 
   const std::map<std::string, HostTensor> &state() const { return state_; }
 
+  /// Moves training to CUDA GPU `device`: the state table is copied there
+  /// (entries the host has; initialisers without host values run on the
+  /// device) and every later step, weight load and checkpoint goes through
+  /// it. Fails with a clear message on a build or machine without a GPU.
+  Status useDevice(int device);
+  bool onDevice() const { return gpu_ != nullptr; }
+  /// The device's memory use (after useDevice).
+  DeviceMemoryReport deviceMemory() const;
+  /// The state table as the device holds it now (a copy; after useDevice).
+  Status deviceState(std::map<std::string, HostTensor> *out) const;
+
 private:
+  struct Gpu;
+  std::unique_ptr<Gpu> gpu_;
+  Status stepDevice(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
+                    StepResult *out);
+  Status pushToDevice(const std::vector<std::string> &names);
+
   HostTensor scalar(double v) const;
   Status applyUpdates(const Function &fn, std::vector<HostTensor> &outputs, size_t first);
   Status setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,

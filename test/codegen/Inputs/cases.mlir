@@ -109,3 +109,16 @@ func.func @gradient_shapes(%d: tensor<4x6xf32>, %b: tensor<1x64xbf16>, %x: tenso
   %r = tc.reshape %t : tensor<5x7x6xf32> to tensor<35x6xf32>
   return %i, %e, %s, %m, %r : tensor<8x16xf32>, tensor<16x64xbf16>, tensor<5x7xf32>, tensor<5xf32>, tensor<35x6xf32>
 }
+
+// Standalone splits: GPT-2's qkv split of the last axis in bf16, and an
+// i64 split of a middle axis into unequal pieces (inner stride 3).
+func.func @splits(%x: tensor<2x16x192xbf16>, %i: tensor<4x6x3xi64>)
+    -> (tensor<2x16x64xbf16>, tensor<2x16x64xbf16>, tensor<2x16x64xbf16>,
+        tensor<4x1x3xi64>, tensor<4x2x3xi64>, tensor<4x3x3xi64>) {
+  %q, %k, %v = tc.split %x {axis = 2 : i64} : tensor<2x16x192xbf16>
+      -> tensor<2x16x64xbf16>, tensor<2x16x64xbf16>, tensor<2x16x64xbf16>
+  %a, %b, %c = tc.split %i {axis = 1 : i64} : tensor<4x6x3xi64>
+      -> tensor<4x1x3xi64>, tensor<4x2x3xi64>, tensor<4x3x3xi64>
+  return %q, %k, %v, %a, %b, %c : tensor<2x16x64xbf16>, tensor<2x16x64xbf16>, tensor<2x16x64xbf16>,
+      tensor<4x1x3xi64>, tensor<4x2x3xi64>, tensor<4x3x3xi64>
+}

@@ -195,4 +195,39 @@ Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaS
   });
 }
 
+namespace {
+template <typename T> __global__ void fillKernel(T *y, T v, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = v;
+}
+} // namespace
+
+Status fillBuffer(void *y, int elementBytes, uint64_t pattern, int64_t n, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(checkEntry("fillBuffer", n));
+  if (n == 0)
+    return Status::ok();
+  if (!y)
+    return invalidArgument("fillBuffer: null pointer");
+  unsigned grid = gridFor(n);
+  switch (elementBytes) {
+  case 1:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint8_t *>(y), (uint8_t)pattern, n);
+    break;
+  case 2:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint16_t *>(y), (uint16_t)pattern, n);
+    break;
+  case 4:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint32_t *>(y), (uint32_t)pattern, n);
+    break;
+  case 8:
+    fillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint64_t *>(y), pattern, n);
+    break;
+  default:
+    return invalidArgument("fillBuffer: element size " + std::to_string(elementBytes) +
+                           " (1, 2, 4 or 8 bytes)");
+  }
+  return checkLaunch("fill");
+}
+
 } // namespace tc::rt::cuda

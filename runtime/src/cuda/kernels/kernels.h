@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/src/base/dtype.h"
+#include "runtime/src/base/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt::cuda {
@@ -144,6 +145,10 @@ Status geluBackward(DType dt, GeluApprox approx, const void *x, const void *dy, 
 /// even; the same dtype copies).
 Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaStream_t stream);
 
+/// y[i] = the element whose bytes are the low `elementBytes` (1, 2, 4 or 8)
+/// bytes of `pattern`, for i in [0, n) (tcx.fill of any dtype).
+Status fillBuffer(void *y, int elementBytes, uint64_t pattern, int64_t n, cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm
 //===----------------------------------------------------------------------===//
@@ -199,6 +204,19 @@ Status sgdUpdate(float *params, DType gradType, const void *grads, float *moment
 Status sumSquares(DType dt, const void *x, int64_t n, float *out, void *scratch, bool accumulate,
                   cudaStream_t stream);
 size_t sumSquaresScratchBytes();
+
+//===----------------------------------------------------------------------===//
+// init.cu: parameter initialisers on the device
+//===----------------------------------------------------------------------===//
+
+/// dst[p.type.numElements()] (p.type.dtype: F32, BF16 or F16) = the first
+/// value of parameter-table entry `p` for `seed`: zeros, ones, normal or
+/// uniform drawn with init_rng.h exactly as the host's initParameter
+/// (runtime/src/base/init.h) does, element i from (seed, FNV-1a 64 of
+/// p.name, i). Equal to the host fill to 1 ulp of the dtype (normal; the
+/// others bit-identical). Other dtypes: Unimplemented; init Data:
+/// FailedPrecondition (its bytes come from the artifact).
+Status initParameterDevice(const Parameter &p, uint64_t seed, void *dst, cudaStream_t stream);
 
 } // namespace tc::rt::cuda
 

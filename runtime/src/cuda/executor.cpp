@@ -1,0 +1,859 @@
+//===- executor.cpp - runs an artifact's device program on a GPU ----------===//
+//
+// See executor.h. Each device function is "prepared" once: every buffer is
+// resolved to a device pointer and every op becomes a closure holding its
+// arguments, so a step is a loop of launches (or one graph launch).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/cuda/executor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <set>
+
+#include "runtime/src/base/host_tensor.h"
+#include "runtime/src/cuda/cublaslt.h"
+#include "runtime/src/cuda/kernels/kernels.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+constexpr uint64_t kParamAlignment = 16;
+
+uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/// Attribute readers with the op named in errors.
+struct OpAttrs {
+  const DeviceOp &op;
+  std::string where;
+
+  const Attr *find(const char *name) const {
+    auto it = op.attrs.find(name);
+    return it == op.attrs.end() ? nullptr : &it->second;
+  }
+  Status missing(const char *name) const {
+    return invalidArgument(where + ": attribute '" + name + "' is missing");
+  }
+  Status integer(const char *name, int64_t *out) const {
+    const Attr *a = find(name);
+    if (!a)
+      return missing(name);
+    if (a->kind == Attr::Kind::Int) {
+      *out = a->i;
+      return Status::ok();
+    }
+    if (a->kind == Attr::Kind::Ints && a->ints.size() == 1) {
+      *out = a->ints[0];
+      return Status::ok();
+    }
+    return invalidArgument(where + ": attribute '" + name + "' is not an integer");
+  }
+  int64_t integerOr(const char *name, int64_t dflt) const {
+    int64_t v = dflt;
+    return find(name) && integer(name, &v).isOk() ? v : dflt;
+  }
+  double realOr(const char *name, double dflt) const {
+    const Attr *a = find(name);
+    if (!a)
+      return dflt;
+    if (a->kind == Attr::Kind::Float)
+      return a->f;
+    if (a->kind == Attr::Kind::Int)
+      return static_cast<double>(a->i);
+    return dflt;
+  }
+  std::string stringOr(const char *name, const std::string &dflt) const {
+    const Attr *a = find(name);
+    return a && a->kind == Attr::Kind::String ? a->s : dflt;
+  }
+  bool ints(const char *name, std::vector<int64_t> *out) const {
+    const Attr *a = find(name);
+    if (!a)
+      return false;
+    if (a->kind == Attr::Kind::Ints) {
+      *out = a->ints;
+      return true;
+    }
+    if (a->kind == Attr::Kind::Int) {
+      *out = {a->i};
+      return true;
+    }
+    return false;
+  }
+};
+
+Status checkGpuDtype(const std::string &where, DType dt) {
+  if (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)
+    return Status::ok();
+  return unimplemented(where + ": element type " + dtypeName(dt) +
+                       " (the CUDA library kernels take f32, bf16 or f16)");
+}
+
+} // namespace
+
+/// One parameter/state entry on the device.
+struct Entry {
+  const Parameter *param = nullptr;
+  uint64_t offset = 0; // into the table allocation
+  uint64_t bytes = 0;  // storage bytes of its type (Parameter::bytes is 0 without data)
+  bool set = false;
+};
+
+/// A prepared device function.
+struct Prepared {
+  const DeviceFunction *fn = nullptr;
+  void *inputBlock = nullptr;
+  std::vector<uint64_t> inputOffsets;
+  void *constBlock = nullptr;
+  std::vector<uint64_t> constOffsets;
+  uint64_t inputBytes = 0, constBytes = 0; // the two blocks' sizes
+  std::vector<std::function<Status()>> ops;
+  std::vector<std::string> opNames; // for errors
+  std::set<std::string> paramsRead;
+  bool capturable = true;
+  void *arenaBase = nullptr; // the arena the closures point into
+  uint64_t runs = 0;
+  cudaGraphExec_t graph = nullptr;
+};
+
+struct DeviceExecutor::Impl {
+  const Artifact *artifact = nullptr;
+  ExecutorOptions opts;
+  std::vector<cudaLibrary_t> libraries;
+  std::map<std::string, cudaKernel_t> kernels;
+  void *table = nullptr;
+  std::map<std::string, Entry> entries;
+  DeviceArena arena;
+  std::unique_ptr<Matmul> matmul;
+  void *workspace = nullptr;
+  std::deque<Stream> streams;
+  std::map<std::string, Prepared> prepared;
+  std::deque<Event> events; // deque: closures hold pointers to them
+
+  ~Impl() {
+    for (auto &[name, p] : prepared) {
+      if (p.graph)
+        cudaGraphExecDestroy(p.graph);
+      cudaFree(p.inputBlock);
+      cudaFree(p.constBlock);
+    }
+    matmul.reset();
+    cudaFree(workspace);
+    cudaFree(table);
+    for (cudaLibrary_t l : libraries)
+      cudaLibraryUnload(l);
+  }
+
+  cudaStream_t stream(int64_t id) { return streams.at(static_cast<size_t>(id)).get(); }
+
+  Status ensureStreams(int64_t count) {
+    while (static_cast<int64_t>(streams.size()) < count) {
+      Stream s;
+      TC_RETURN_IF_ERROR(Stream::create(&s));
+      streams.push_back(std::move(s));
+    }
+    return Status::ok();
+  }
+
+  Status ensureEvents(int64_t count) {
+    while (static_cast<int64_t>(events.size()) < count) {
+      Event e;
+      TC_RETURN_IF_ERROR(Event::create(&e));
+      events.push_back(std::move(e));
+    }
+    return Status::ok();
+  }
+
+  Status pointer(Prepared &p, int32_t index, void **out, const std::string &where) {
+    const DeviceFunction &fn = *p.fn;
+    if (index < 0 || static_cast<size_t>(index) >= fn.buffers.size())
+      return invalidArgument(where + ": buffer #" + std::to_string(index) + " does not exist");
+    const DeviceBuffer &b = fn.buffers[static_cast<size_t>(index)];
+    auto bounds = [&](uint64_t size, const std::string &what) -> Status {
+      if (b.offset > size || b.bytes > size - b.offset)
+        return invalidArgument(where + ": buffer [" + std::to_string(b.offset) + ", +" +
+                               std::to_string(b.bytes) + ") leaves " + what + " of " +
+                               std::to_string(size) + " bytes");
+      return Status::ok();
+    };
+    switch (b.space) {
+    case DeviceBuffer::Space::Arena:
+      TC_RETURN_IF_ERROR(bounds(fn.arenaBytes, "the arena"));
+      *out = fn.arenaBytes ? arena.at(b.offset) : nullptr;
+      return Status::ok();
+    case DeviceBuffer::Space::Param: {
+      auto it = entries.find(b.name);
+      if (it == entries.end())
+        return invalidArgument(where + ": parameter '" + b.name + "' is not in the table");
+      TC_RETURN_IF_ERROR(bounds(it->second.bytes, "parameter '" + b.name + "'"));
+      p.paramsRead.insert(b.name);
+      *out = static_cast<char *>(table) + it->second.offset + b.offset;
+      return Status::ok();
+    }
+    case DeviceBuffer::Space::Const: {
+      if (b.index < 0 || static_cast<size_t>(b.index) >= fn.consts.size())
+        return invalidArgument(where + ": constant #" + std::to_string(b.index) + " does not exist");
+      TC_RETURN_IF_ERROR(bounds(fn.consts[b.index].data.size(), "its constant"));
+      *out = static_cast<char *>(p.constBlock) + p.constOffsets[b.index] + b.offset;
+      return Status::ok();
+    }
+    case DeviceBuffer::Space::Input: {
+      if (b.index < 0 || static_cast<size_t>(b.index) >= p.inputOffsets.size())
+        return invalidArgument(where + ": argument #" + std::to_string(b.index) + " does not exist");
+      *out = static_cast<char *>(p.inputBlock) + p.inputOffsets[b.index] + b.offset;
+      return Status::ok();
+    }
+    case DeviceBuffer::Space::Output:
+      break;
+    }
+    return unimplemented(where + ": caller-provided output buffers");
+  }
+
+  Status buildOp(Prepared &p, const DeviceOp &op, size_t index);
+  Status buildLaunch(Prepared &p, const DeviceOp &op, const std::string &where,
+                     const std::vector<void *> &ins, const std::vector<void *> &outs,
+                     cudaStream_t s);
+  Status buildLibrary(Prepared &p, const DeviceOp &op, const std::string &where,
+                      const std::vector<void *> &ins, const std::vector<void *> &outs,
+                      cudaStream_t s);
+  Status buildMatmul(Prepared &p, const DeviceOp &op, const std::string &where,
+                     const std::vector<void *> &ins, const std::vector<void *> &outs,
+                     cudaStream_t s);
+  Status prepare(const std::string &name, Prepared **out);
+  Status resolve(Prepared &p);
+};
+
+namespace {
+const TensorType &bufType(const Prepared &p, int32_t index) {
+  return p.fn->buffers[static_cast<size_t>(index)].type;
+}
+} // namespace
+
+Status DeviceExecutor::Impl::buildLaunch(Prepared &p, const DeviceOp &op, const std::string &where,
+                                         const std::vector<void *> &ins,
+                                         const std::vector<void *> &outs, cudaStream_t s) {
+  OpAttrs a{op, where};
+  if (a.integerOr("missing_kernel", 0))
+    return unimplemented(where + ": the compiler generated no CUDA kernel for '" + op.name +
+                         "' (" + a.stringOr("kernel_kind", "?") + ")");
+  auto k = kernels.find(op.name);
+  if (k == kernels.end())
+    return invalidArgument(where + ": kernel '" + op.name + "' is not in the artifact");
+  struct Args {
+    std::vector<void *> ptrs;
+    long long n = 0;
+    std::vector<long long> meta;
+    std::vector<void *> args;
+    dim3 grid, block;
+  };
+  auto args = std::make_shared<Args>();
+  args->ptrs = outs;
+  args->ptrs.insert(args->ptrs.end(), ins.begin(), ins.end());
+  int64_t n = 0, grid = 0, block = 0;
+  if (a.find("n"))
+    TC_RETURN_IF_ERROR(a.integer("n", &n));
+  else
+    TC_RETURN_IF_ERROR(a.integer("tc.cuda_n", &n));
+  std::vector<int64_t> meta;
+  if (!a.ints("meta", &meta) && !a.ints("tc.cuda_meta", &meta))
+    return a.missing("meta");
+  TC_RETURN_IF_ERROR(a.integer("grid", &grid));
+  TC_RETURN_IF_ERROR(a.integer("block", &block));
+  if (grid < 1 || grid > (1ll << 31) - 1 || block < 1 || block > 1024)
+    return invalidArgument(where + ": launch of " + std::to_string(grid) + " x " +
+                           std::to_string(block) + " threads");
+  if (meta.empty())
+    meta.push_back(0);
+  args->n = n;
+  args->meta.assign(meta.begin(), meta.end());
+  args->grid = dim3(static_cast<unsigned>(grid));
+  args->block = dim3(static_cast<unsigned>(block));
+  for (void *&ptr : args->ptrs)
+    args->args.push_back(&ptr);
+  args->args.push_back(&args->n);
+  args->args.push_back(args->meta.data());
+  const void *fn = reinterpret_cast<const void *>(k->second);
+  std::string name = op.name;
+  p.ops.push_back([args, fn, s, name]() -> Status {
+    return cudaStatus(cudaLaunchKernel(fn, args->grid, args->block, args->args.data(), 0, s),
+                      "cudaLaunchKernel(" + name + ")");
+  });
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
+                                          const std::string &where,
+                                          const std::vector<void *> &ins,
+                                          const std::vector<void *> &outs, cudaStream_t s) {
+  OpAttrs a{op, where};
+  const std::string &c = op.name;
+  auto need = [&](size_t nin, size_t nout) -> Status {
+    if (ins.size() < nin || outs.size() < nout)
+      return invalidArgument(where + ": \"" + c + "\" takes " + std::to_string(nin) +
+                             " inputs and " + std::to_string(nout) + " outputs, got " +
+                             std::to_string(ins.size()) + " and " + std::to_string(outs.size()));
+    return Status::ok();
+  };
+  int64_t rows = a.integerOr("rows", 0), cols = a.integerOr("cols", 0);
+  if (c == "softmax_fwd") {
+    TC_RETURN_IF_ERROR(need(1, 1));
+    DType dt = bufType(p, op.ins[0]).dtype;
+    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    bool log = a.integerOr("log", 0) != 0;
+    void *x = ins[0], *y = outs[0];
+    p.ops.push_back([=]() { return softmaxForward(dt, x, y, rows, cols, log, s); });
+    return Status::ok();
+  }
+  if (c == "layer_norm_fwd" || c == "rms_norm_fwd") {
+    TC_RETURN_IF_ERROR(need(1, 1));
+    DType dt = bufType(p, op.ins[0]).dtype;
+    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    bool hasW = a.integerOr("has_weight", 0) != 0;
+    bool hasB = c == "layer_norm_fwd" && a.integerOr("has_bias", 0) != 0;
+    size_t expect = 1 + hasW + hasB;
+    if (ins.size() != expect)
+      return invalidArgument(where + ": \"" + c + "\" expects " + std::to_string(expect) +
+                             " inputs (has_weight/has_bias), got " + std::to_string(ins.size()));
+    void *x = ins[0], *w = hasW ? ins[1] : nullptr, *bias = hasB ? ins[1 + hasW] : nullptr;
+    void *y = outs[0];
+    float eps = static_cast<float>(a.realOr("eps", 1e-5));
+    if (c == "layer_norm_fwd") {
+      float *mean = outs.size() >= 3 ? static_cast<float *>(outs[1]) : nullptr;
+      float *rstd = outs.size() >= 3 ? static_cast<float *>(outs[2]) : nullptr;
+      p.ops.push_back(
+          [=]() { return layerNormForward(dt, x, w, bias, y, mean, rstd, rows, cols, eps, s); });
+    } else {
+      float *rstd = outs.size() >= 2 ? static_cast<float *>(outs[1]) : nullptr;
+      p.ops.push_back([=]() { return rmsNormForward(dt, x, w, y, rstd, rows, cols, eps, s); });
+    }
+    return Status::ok();
+  }
+  if (c == "cross_entropy_fwd" || c == "cross_entropy_bwd" || c == "cross_entropy_fwd_bwd") {
+    bool fwd = c != "cross_entropy_bwd", bwd = c != "cross_entropy_fwd";
+    size_t nout = (fwd ? 1 : 0) + (bwd ? 1 : 0) + 1; // + scratch
+    TC_RETURN_IF_ERROR(need(2, nout));
+    DType dt = bufType(p, op.ins[0]).dtype;
+    DType lt = bufType(p, op.ins[1]).dtype;
+    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    void *logits = ins[0], *labels = ins[1];
+    float *loss = fwd ? static_cast<float *>(outs[0]) : nullptr;
+    void *dlogits = bwd ? outs[fwd ? 1 : 0] : nullptr;
+    void *scratch = outs.back();
+    int64_t ignore = a.integerOr("ignore_index", -100);
+    float scale = static_cast<float>(a.realOr("grad_scale", 1.0));
+    if (bwd && ins.size() > 2) {
+      // The incoming gradient is a runtime scalar: read it (a host sync, so
+      // this step cannot be a CUDA graph).
+      const void *grad = ins[2];
+      TensorType gt = bufType(p, op.ins[2]);
+      if (gt.numElements() != 1)
+        return unimplemented(where + ": a non-scalar incoming loss gradient " + typeToString(gt));
+      p.capturable = false;
+      p.ops.push_back([=]() -> Status {
+        HostTensor g;
+        TC_RETURN_IF_ERROR(copyToHost(grad, gt, &g, s));
+        float sc = static_cast<float>(loadAsDouble(g.data.data(), gt.dtype, 0));
+        return crossEntropyForwardBackward(dt, logits, lt, labels, nullptr, loss, dlogits,
+                                           scratch, rows, cols, ignore, sc, s);
+      });
+      return Status::ok();
+    }
+    p.ops.push_back([=]() {
+      return crossEntropyForwardBackward(dt, logits, lt, labels, nullptr, loss, dlogits, scratch,
+                                         rows, cols, ignore, scale, s);
+    });
+    return Status::ok();
+  }
+  if (c == "embedding_fwd" || c == "embedding_bwd") {
+    bool bwd = c == "embedding_bwd";
+    TC_RETURN_IF_ERROR(need(2, bwd ? 2 : 1));
+    DType dt = bwd ? bufType(p, op.outs[0]).dtype : bufType(p, op.ins[0]).dtype;
+    DType it = bufType(p, op.ins[1]).dtype;
+    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    int64_t count = a.integerOr("count", 0), vocab = a.integerOr("vocab", 0),
+            dim = a.integerOr("dim", 0);
+    void *x = ins[0], *ids = ins[1], *y = outs[0];
+    if (!bwd) {
+      p.ops.push_back([=]() { return embeddingForward(dt, x, it, ids, y, count, vocab, dim, s); });
+    } else {
+      bool acc = a.integerOr("accumulate", 0) != 0;
+      void *scratch = outs[1];
+      p.ops.push_back([=]() {
+        return embeddingBackward(dt, x, it, ids, y, scratch, count, vocab, dim, acc, s);
+      });
+    }
+    return Status::ok();
+  }
+  return unimplemented(where + ": the CUDA runtime has no library kernel \"" + c +
+                       "\" (this tc-compile is newer than the runtime?)");
+}
+
+Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const std::string &where,
+                                         const std::vector<void *> &ins,
+                                         const std::vector<void *> &outs, cudaStream_t s) {
+  OpAttrs a{op, where};
+  if (ins.size() < 2 || ins.size() > 3 || outs.size() != 1)
+    return invalidArgument(where + ": matmul takes lhs, rhs[, bias] and one output");
+  if (!matmul) {
+    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
+                                  "cudaMalloc(cuBLASLt workspace)"));
+    TC_RETURN_IF_ERROR(Matmul::create(&matmul, workspace, Matmul::kDefaultWorkspaceBytes));
+  }
+  MatmulDesc d;
+  d.dtype = bufType(p, op.outs[0]).dtype;
+  TC_RETURN_IF_ERROR(checkGpuDtype(where, d.dtype));
+  std::string compute = a.stringOr("compute_type", "f32");
+  d.tf32 = compute == "tf32";
+  d.transposeLhs = a.integerOr("transpose_lhs", 0) != 0;
+  d.transposeRhs = a.integerOr("transpose_rhs", 0) != 0;
+  TC_RETURN_IF_ERROR(a.integer("m", &d.m));
+  TC_RETURN_IF_ERROR(a.integer("n", &d.n));
+  TC_RETURN_IF_ERROR(a.integer("k", &d.k));
+  d.batch = a.integerOr("batch", 1);
+  d.strideLhs = a.integerOr("stride_lhs", -1);
+  d.strideRhs = a.integerOr("stride_rhs", -1);
+  d.strideOut = a.integerOr("stride_out", -1);
+  d.alpha = static_cast<float>(a.realOr("alpha", 1.0));
+  d.beta = static_cast<float>(a.realOr("beta", 0.0));
+  std::string epi = a.stringOr("epilogue", "none");
+  if (epi == "none")
+    d.epilogue = MatmulEpilogue::None;
+  else if (epi == "bias")
+    d.epilogue = MatmulEpilogue::Bias;
+  else if (epi == "gelu")
+    d.epilogue = MatmulEpilogue::Gelu;
+  else if (epi == "bias_gelu")
+    d.epilogue = MatmulEpilogue::BiasGelu;
+  else
+    return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
+  bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
+  if (biasEpi != (ins.size() == 3))
+    return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(ins.size()) +
+                           " inputs");
+  const void *lhs = ins[0], *rhs = ins[1];
+  const void *bias = ins.size() == 3 ? ins[2] : nullptr;
+  void *out = outs[0];
+  Matmul *mm = matmul.get();
+  std::vector<int64_t> lb, rb;
+  if (a.ints("lhs_batch", &lb) && a.ints("rhs_batch", &rb)) {
+    p.ops.push_back([=]() { return mm->runBroadcast(d, lb, rb, lhs, rhs, out, s, bias); });
+    return Status::ok();
+  }
+  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias); });
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t index) {
+  std::string where = "@" + p.fn->name + " op " + std::to_string(index) + " (" + op.kind +
+                      (op.name.empty() ? "" : " " + op.name) + ")";
+  OpAttrs a{op, where};
+  int64_t sid = a.integerOr("stream", 0);
+  if (sid < 0 || sid > 15)
+    return invalidArgument(where + ": stream " + std::to_string(sid) + " (0..15)");
+  TC_RETURN_IF_ERROR(ensureStreams(sid + 1));
+  if (sid != 0)
+    p.capturable = false; // graph capture of forked streams is not wired up
+  cudaStream_t s = stream(sid);
+  std::vector<void *> ins, outs;
+  for (int32_t i : op.ins) {
+    void *ptr = nullptr;
+    TC_RETURN_IF_ERROR(pointer(p, i, &ptr, where));
+    ins.push_back(ptr);
+  }
+  for (int32_t i : op.outs) {
+    void *ptr = nullptr;
+    TC_RETURN_IF_ERROR(pointer(p, i, &ptr, where));
+    outs.push_back(ptr);
+  }
+  p.opNames.push_back(where);
+  if (op.kind == "launch")
+    return buildLaunch(p, op, where, ins, outs, s);
+  if (op.kind == "library")
+    return buildLibrary(p, op, where, ins, outs, s);
+  if (op.kind == "matmul")
+    return buildMatmul(p, op, where, ins, outs, s);
+  if (op.kind == "copy") {
+    if (ins.size() != 1 || outs.size() != 1)
+      return invalidArgument(where + ": copy takes one source and one target");
+    uint64_t bytes = p.fn->buffers[op.ins[0]].bytes;
+    if (p.fn->buffers[op.outs[0]].bytes != bytes)
+      return invalidArgument(where + ": copy of " + std::to_string(bytes) + " bytes into " +
+                             std::to_string(p.fn->buffers[op.outs[0]].bytes));
+    void *src = ins[0], *dst = outs[0];
+    p.ops.push_back([=]() {
+      return cudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s),
+                        "cudaMemcpyAsync(device to device)");
+    });
+    return Status::ok();
+  }
+  if (op.kind == "fill") {
+    if (outs.size() != 1)
+      return invalidArgument(where + ": fill takes one target");
+    const TensorType &t = bufType(p, op.outs[0]);
+    HostTensor one = makeHostTensor(TensorType{t.dtype, {}}, {a.realOr("value", 0.0)});
+    uint64_t pattern = 0;
+    std::memcpy(&pattern, one.data.data(), std::min<size_t>(one.data.size(), 8));
+    int eb = dtypeStorageBytes(t.dtype);
+    int64_t n = t.numElements();
+    void *dst = outs[0];
+    if (pattern == 0) {
+      uint64_t bytes = p.fn->buffers[op.outs[0]].bytes;
+      p.ops.push_back([=]() {
+        return cudaStatus(cudaMemsetAsync(dst, 0, bytes, s), "cudaMemsetAsync");
+      });
+    } else {
+      p.ops.push_back([=]() { return fillBuffer(dst, eb, pattern, n, s); });
+    }
+    return Status::ok();
+  }
+  if (op.kind == "record" || op.kind == "wait") {
+    int64_t ev = 0;
+    TC_RETURN_IF_ERROR(a.integer("event", &ev));
+    if (ev < 0 || ev > 4096)
+      return invalidArgument(where + ": event " + std::to_string(ev));
+    TC_RETURN_IF_ERROR(ensureEvents(ev + 1));
+    Event *e = &events[static_cast<size_t>(ev)];
+    if (op.kind == "record")
+      p.ops.push_back([=]() { return e->record(s); });
+    else
+      p.ops.push_back([=]() { return e->waitOn(s); });
+    return Status::ok();
+  }
+  return unimplemented(where + ": unknown device op kind '" + op.kind + "'");
+}
+
+Status DeviceExecutor::Impl::resolve(Prepared &p) {
+  if (p.graph) {
+    cudaGraphExecDestroy(p.graph);
+    p.graph = nullptr;
+  }
+  p.ops.clear();
+  p.opNames.clear();
+  p.paramsRead.clear();
+  p.capturable = opts.graphs && !opts.checkEachOp;
+  for (size_t i = 0; i < p.fn->ops.size(); ++i)
+    TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
+  p.arenaBase = arena.base();
+  p.runs = 0;
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
+  auto it = prepared.find(name);
+  if (it != prepared.end()) {
+    if (it->second.arenaBase != arena.base())
+      TC_RETURN_IF_ERROR(resolve(it->second));
+    *out = &it->second;
+    return Status::ok();
+  }
+  const DeviceFunction *fn = nullptr;
+  for (const DeviceFunction &f : artifact->deviceFunctions)
+    if (f.name == name)
+      fn = &f;
+  if (!fn)
+    return notFound("the artifact has no device function '" + name + "'");
+  std::vector<std::string> missing;
+  for (const DeviceOp &op : fn->ops)
+    if (op.kind == "launch" && op.attrs.count("missing_kernel"))
+      missing.push_back(op.name);
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 5; ++i)
+      list += (i ? ", " : "") + missing[i];
+    return unimplemented("@" + name + " cannot run on the GPU: the compiler generated no CUDA "
+                         "kernel for " + std::to_string(missing.size()) + " op(s) (" + list + ")");
+  }
+  Prepared p;
+  p.fn = fn;
+  // Argument block: each argument (its largest view's extent) at 16-byte
+  // alignment.
+  std::vector<uint64_t> argBytes(fn->inputNames.size(), 0);
+  for (const DeviceBuffer &b : fn->buffers)
+    if (b.space == DeviceBuffer::Space::Input) {
+      if (b.index < 0 || static_cast<size_t>(b.index) >= argBytes.size())
+        return invalidArgument("@" + name + ": a buffer names argument #" +
+                               std::to_string(b.index) + " of " +
+                               std::to_string(argBytes.size()));
+      argBytes[b.index] = std::max<uint64_t>(argBytes[b.index], b.offset + b.bytes);
+    }
+  uint64_t inputBytes = 0;
+  for (uint64_t size : argBytes) {
+    p.inputOffsets.push_back(inputBytes);
+    inputBytes += alignUp(size, kParamAlignment);
+  }
+  p.inputBytes = inputBytes;
+  if (inputBytes)
+    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&p.inputBlock, inputBytes),
+                                  "cudaMalloc(arguments of @" + name + ")"));
+  uint64_t constBytes = 0;
+  for (const HostTensor &c : fn->consts) {
+    p.constOffsets.push_back(constBytes);
+    constBytes += alignArena(c.data.size());
+  }
+  p.constBytes = constBytes;
+  if (constBytes) {
+    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&p.constBlock, constBytes),
+                                  "cudaMalloc(constants of @" + name + ")"));
+    for (size_t i = 0; i < fn->consts.size(); ++i)
+      if (!fn->consts[i].data.empty())
+        TC_CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<char *>(p.constBlock) + p.constOffsets[i],
+                                           fn->consts[i].data.data(), fn->consts[i].data.size(),
+                                           cudaMemcpyHostToDevice));
+  }
+  if (arena.size() < fn->arenaBytes) {
+    // One arena for every function: grow it (the old one is freed first).
+    arena.reset();
+    TC_RETURN_IF_ERROR(DeviceArena::create(fn->arenaBytes, &arena));
+    for (auto &[n, other] : prepared)
+      other.arenaBase = nullptr; // re-resolve on next use
+  }
+  auto [slot, inserted] = prepared.emplace(name, std::move(p));
+  Prepared &q = slot->second;
+  Status st = resolve(q);
+  if (!st.isOk()) {
+    cudaFree(q.inputBlock);
+    cudaFree(q.constBlock);
+    prepared.erase(slot);
+    return st;
+  }
+  *out = &q;
+  return Status::ok();
+}
+
+DeviceExecutor::DeviceExecutor() : impl_(std::make_unique<Impl>()) {}
+DeviceExecutor::~DeviceExecutor() = default;
+
+Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &opts,
+                              std::unique_ptr<DeviceExecutor> *out) {
+  TC_RETURN_IF_ERROR(requireGpu());
+  TC_RETURN_IF_ERROR(selectDevice(opts.device));
+  std::unique_ptr<DeviceExecutor> ex(new DeviceExecutor());
+  Impl &im = *ex->impl_;
+  im.artifact = artifact;
+  im.opts = opts;
+  if (const char *g = std::getenv("TC_CUDA_GRAPHS"))
+    im.opts.graphs = std::string(g) != "0";
+  if (const char *c = std::getenv("TC_CUDA_CHECK_OPS"))
+    im.opts.checkEachOp = std::string(c) == "1";
+  TC_RETURN_IF_ERROR(queryDevice(opts.device, &ex->info_));
+  if (artifact->deviceFunctions.empty())
+    return invalidArgument("the artifact was compiled for '" + artifact->target +
+                           "' and has no GPU program: compile it with --target " +
+                           ex->info_.smName());
+  // The cubins must be for this GPU's architecture (sm_90 runs on H100/H200,
+  // sm_120a on RTX 50xx); PTX of another family does not JIT across.
+  std::string sm = ex->info_.smName();
+  for (const KernelBinary &k : artifact->kernels) {
+    std::string arch = k.arch;
+    if (!arch.empty() && arch.back() == 'a')
+      arch.pop_back();
+    if (arch != sm)
+      return invalidArgument("the artifact's kernels are compiled for " + k.arch + " but GPU " +
+                             std::to_string(opts.device) + " is " + ex->info_.toString() +
+                             ": recompile with tc-compile --target " + sm);
+  }
+  TC_RETURN_IF_ERROR(im.ensureStreams(1));
+  for (const KernelBinary &k : artifact->kernels) {
+    if (im.kernels.count(k.name))
+      continue;
+    if (k.cubin.empty())
+      return invalidArgument("kernel '" + k.name + "' has no cubin in the artifact");
+    cudaLibrary_t lib = nullptr;
+    TC_RETURN_IF_ERROR(cudaStatus(
+        cudaLibraryLoadData(&lib, k.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        "cudaLibraryLoadData(" + k.name + ")"));
+    im.libraries.push_back(lib);
+    cudaKernel_t kern = nullptr;
+    TC_RETURN_IF_ERROR(cudaStatus(cudaLibraryGetKernel(&kern, lib, k.name.c_str()),
+                                  "cudaLibraryGetKernel(" + k.name + ")"));
+    im.kernels[k.name] = kern;
+  }
+  // The parameter/state table.
+  uint64_t bytes = 0;
+  for (const Parameter &p : artifact->params) {
+    Entry e;
+    e.param = &p;
+    e.offset = bytes;
+    e.bytes = static_cast<uint64_t>(storageBytes(p.type));
+    if (p.hasData && p.bytes != e.bytes)
+      return dataLoss("parameter '" + p.name + "' is " + typeToString(p.type) + " (" +
+                      std::to_string(e.bytes) + " bytes) but has " + std::to_string(p.bytes) +
+                      " bytes of data");
+    bytes += alignUp(e.bytes, kParamAlignment);
+    if (!im.entries.emplace(p.name, e).second)
+      return invalidArgument("the artifact lists parameter '" + p.name + "' twice");
+  }
+  if (bytes)
+    TC_RETURN_IF_ERROR(
+        cudaStatus(cudaMalloc(&im.table, bytes), "cudaMalloc(parameter table, " +
+                                                     std::to_string(bytes) + " bytes)"));
+  ex->mem_.parameters = bytes;
+  for (auto &[name, e] : im.entries) {
+    const Parameter &p = *e.param;
+    void *dst = static_cast<char *>(im.table) + e.offset;
+    if (p.init == ParamInit::Zeros) {
+      TC_CUDA_RETURN_IF_ERROR(cudaMemset(dst, 0, e.bytes));
+      e.set = true;
+    } else if (p.init != ParamInit::Data) {
+      TC_RETURN_IF_ERROR(initParameterDevice(p, opts.seed, dst, im.stream(0)));
+      e.set = true;
+    } else if (p.hasData) {
+      if (p.offset > artifact->weights.size() || p.bytes > artifact->weights.size() - p.offset)
+        return dataLoss("parameter '" + p.name + "' lies outside the artifact's weights");
+      TC_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(dst, artifact->weights.data() + p.offset, p.bytes, cudaMemcpyHostToDevice));
+      e.set = true;
+    }
+  }
+  TC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  *out = std::move(ex);
+  return Status::ok();
+}
+
+bool DeviceExecutor::hasFunction(const std::string &name) const { return function(name); }
+
+const DeviceFunction *DeviceExecutor::function(const std::string &name) const {
+  for (const DeviceFunction &f : impl_->artifact->deviceFunctions)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+Status DeviceExecutor::prepare(const std::string &name) {
+  Prepared *p = nullptr;
+  TC_RETURN_IF_ERROR(impl_->prepare(name, &p));
+  mem_.arena = impl_->arena.size();
+  mem_.workspace = impl_->matmul ? Matmul::kDefaultWorkspaceBytes : 0;
+  uint64_t inputs = 0, consts = 0;
+  for (auto &[n, q] : impl_->prepared) {
+    inputs += q.inputBytes;
+    consts += q.constBytes;
+  }
+  mem_.inputs = inputs;
+  mem_.constants = consts;
+  return Status::ok();
+}
+
+Status DeviceExecutor::setEntry(const std::string &name, const HostTensor &value) {
+  auto it = impl_->entries.find(name);
+  if (it == impl_->entries.end())
+    return notFound("no parameter or state entry '" + name + "'");
+  const Parameter &p = *it->second.param;
+  if (value.type != p.type)
+    return invalidArgument("entry '" + name + "' is " + typeToString(p.type) + ", got " +
+                           typeToString(value.type));
+  void *dst = static_cast<char *>(impl_->table) + it->second.offset;
+  TC_RETURN_IF_ERROR(copyToDevice(value, dst, it->second.bytes, impl_->stream(0)));
+  TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream(0)));
+  it->second.set = true;
+  return Status::ok();
+}
+
+Status DeviceExecutor::getEntry(const std::string &name, HostTensor *out) {
+  auto it = impl_->entries.find(name);
+  if (it == impl_->entries.end())
+    return notFound("no parameter or state entry '" + name + "'");
+  const void *src = static_cast<char *>(impl_->table) + it->second.offset;
+  return copyToHost(src, it->second.param->type, out, impl_->stream(0));
+}
+
+std::vector<std::string> DeviceExecutor::unsetEntries() const {
+  std::vector<std::string> out;
+  for (auto &[name, e] : impl_->entries)
+    if (!e.set)
+      out.push_back(name);
+  return out;
+}
+
+Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
+                           std::vector<HostTensor> *outputs, const std::vector<bool> *want) {
+  Impl &im = *impl_;
+  Prepared *p = nullptr;
+  TC_RETURN_IF_ERROR(prepare(name));
+  TC_RETURN_IF_ERROR(im.prepare(name, &p));
+  const DeviceFunction &fn = *p->fn;
+  for (const std::string &e : p->paramsRead)
+    if (!im.entries.at(e).set)
+      return failedPrecondition("parameter '" + e +
+                                "' has no value on the device (compiled with --no-weights and no "
+                                "initialiser): give --init-params at compile time or --init FILE");
+  if (inputs.size() != fn.inputNames.size())
+    return invalidArgument("@" + name + " takes " + std::to_string(fn.inputNames.size()) +
+                           " arguments, got " + std::to_string(inputs.size()));
+  cudaStream_t s = im.stream(0);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    uint64_t size = 0;
+    const TensorType *type = nullptr;
+    for (const DeviceBuffer &b : fn.buffers)
+      if (b.space == DeviceBuffer::Space::Input && b.index == static_cast<int32_t>(i) &&
+          b.offset == 0) {
+        size = std::max<uint64_t>(size, b.bytes);
+        type = &b.type;
+      }
+    if (!type)
+      continue; // an argument nothing reads
+    if (static_cast<uint64_t>(inputs[i].data.size()) != size)
+      return invalidArgument("argument '" + fn.inputNames[i] + "' of @" + name + " must be " +
+                             typeToString(*type) + ", got " + typeToString(inputs[i].type));
+    TC_RETURN_IF_ERROR(copyToDevice(inputs[i],
+                                    static_cast<char *>(p->inputBlock) + p->inputOffsets[i], size,
+                                    s));
+  }
+  auto fail = [&](size_t i, const Status &st) {
+    cudaStreamSynchronize(s);
+    cudaGetLastError();
+    return Status(st.code(), p->opNames[i] + ": " + st.message());
+  };
+  if (p->graph) {
+    TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
+  } else if (p->capturable && p->runs >= 1) {
+    cudaGraph_t graph = nullptr;
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    Status st = Status::ok();
+    size_t failed = 0;
+    for (size_t i = 0; i < p->ops.size() && st.isOk(); ++i) {
+      st = p->ops[i]();
+      failed = i;
+    }
+    cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (!st.isOk()) {
+      if (graph)
+        cudaGraphDestroy(graph);
+      return fail(failed, st);
+    }
+    TC_CUDA_RETURN_IF_ERROR(end);
+    cudaError_t inst = cudaGraphInstantiate(&p->graph, graph, 0);
+    cudaGraphDestroy(graph);
+    TC_CUDA_RETURN_IF_ERROR(inst);
+    TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
+  } else {
+    for (size_t i = 0; i < p->ops.size(); ++i) {
+      Status st = p->ops[i]();
+      if (st.isOk() && im.opts.checkEachOp)
+        st = cudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      if (!st.isOk())
+        return fail(i, st);
+    }
+  }
+  ++p->runs;
+  TC_RETURN_IF_ERROR(cudaStatus(cudaStreamSynchronize(s), "running @" + name));
+  outputs->assign(fn.outputs.size(), HostTensor());
+  for (size_t r = 0; r < fn.outputs.size(); ++r) {
+    int32_t b = fn.outputs[r];
+    if (b < 0 || static_cast<size_t>(b) >= fn.buffers.size())
+      return invalidArgument("@" + name + " result #" + std::to_string(r) + " has no buffer");
+    const TensorType &t = fn.buffers[b].type;
+    if (want && (r >= want->size() || !(*want)[r])) {
+      (*outputs)[r].type = t;
+      continue;
+    }
+    void *src = nullptr;
+    TC_RETURN_IF_ERROR(im.pointer(*p, b, &src, "@" + name + " result #" + std::to_string(r)));
+    TC_RETURN_IF_ERROR(copyToHost(src, t, &(*outputs)[r], s));
+  }
+  return Status::ok();
+}
+
+} // namespace tc::rt::cuda

@@ -1,0 +1,111 @@
+//===- executor.h - runs an artifact's device program on a GPU -*- C++ -*-===//
+//
+// The CUDA backend's executor. It takes the artifact's device functions
+// (Artifact::deviceFunctions: straight-line launch / library / matmul /
+// copy / fill / record / wait ops on planned buffers) and its kernels
+// (Artifact::kernels: cubins loaded with cudaLibraryLoadData, so nothing
+// links -lcuda) and runs them:
+//
+//   - the parameter/state table lives on the device for the executor's life
+//     (one allocation, entries packed at 16-byte alignment); steps update it
+//     in place, the host reads or replaces entries with getEntry/setEntry;
+//   - constants are uploaded once (one allocation, 256-byte aligned each);
+//   - each function's transient buffers are views of one arena of the
+//     planned size (Artifact::deviceFunctions[i].arenaBytes); the executor
+//     keeps one arena, grown to the largest function it has run;
+//   - arguments are copied into one input block per function (fixed device
+//     addresses), results are copied back from wherever the program left
+//     them (only those the caller asks for);
+//   - matmuls go through one cuBLASLt wrapper with its preallocated
+//     workspace; library ops through the launchers of kernels/kernels.h.
+//
+// After the first run of a function on its stream the executor replays it
+// as a CUDA graph (one launch per step) unless TC_CUDA_GRAPHS=0 or the
+// function needs the host mid-step.
+//
+// Not thread-safe: one executor per thread.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_CUDA_EXECUTOR_H
+#define TC_RUNTIME_CUDA_EXECUTOR_H
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/src/base/program.h"
+#include "runtime/src/base/status.h"
+#include "runtime/src/cuda/device.h"
+
+namespace tc::rt::cuda {
+
+/// What the executor holds on the device, by kind (bytes it asked
+/// cudaMalloc for).
+struct DeviceMemoryUse {
+  uint64_t parameters = 0; // parameter/state table (with 16-byte padding)
+  uint64_t constants = 0;
+  uint64_t inputs = 0;     // argument blocks of the functions prepared
+  uint64_t workspace = 0;  // cuBLASLt
+  uint64_t arena = 0;
+  uint64_t total() const { return parameters + constants + inputs + workspace + arena; }
+};
+
+struct ExecutorOptions {
+  int device = 0;
+  /// Synchronise and check after every op (slow; names the op that failed).
+  bool checkEachOp = false;
+  /// Capture each function as a CUDA graph after its first run.
+  bool graphs = true;
+  /// Seed of the parameter initialisers (tc-compile --init-params).
+  uint64_t seed = 1337;
+};
+
+class DeviceExecutor {
+public:
+  /// Selects the device, checks the artifact's kernels were compiled for it,
+  /// loads them, allocates the parameter table and constants and fills the
+  /// table: Data entries from Artifact::weights, the others by their
+  /// initialiser, run on the device (zeros, ones, normal, uniform).
+  /// Entries without data are left unset (setEntry before a run that reads
+  /// them; run() fails naming them otherwise).
+  static Status create(const Artifact *artifact, const ExecutorOptions &opts,
+                       std::unique_ptr<DeviceExecutor> *out);
+  ~DeviceExecutor();
+
+  const DeviceInfo &deviceInfo() const { return info_; }
+  bool hasFunction(const std::string &name) const;
+  const DeviceFunction *function(const std::string &name) const;
+
+  /// Allocates what `name` needs (arena, argument block, cuBLASLt) without
+  /// running it, so memory use is known before the first step.
+  Status prepare(const std::string &name);
+
+  /// Replaces entry `name` of the parameter/state table (same type).
+  Status setEntry(const std::string &name, const HostTensor &value);
+  /// Copies entry `name` to the host.
+  Status getEntry(const std::string &name, HostTensor *out);
+  /// Entries that have no value yet (compiled without weights, not set).
+  std::vector<std::string> unsetEntries() const;
+
+  /// Runs function `name` on `inputs` (in DeviceFunction::inputNames order,
+  /// exact types) and waits for it. `outputs` gets one tensor per result;
+  /// with `want` only results whose flag is true are copied back (others
+  /// stay empty tensors of the right type).
+  Status run(const std::string &name, const std::vector<HostTensor> &inputs,
+             std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr);
+
+  const DeviceMemoryUse &memoryUse() const { return mem_; }
+
+private:
+  struct Impl;
+  DeviceExecutor();
+  std::unique_ptr<Impl> impl_;
+  DeviceInfo info_;
+  DeviceMemoryUse mem_;
+};
+
+} // namespace tc::rt::cuda
+
+#endif // TC_RUNTIME_CUDA_EXECUTOR_H

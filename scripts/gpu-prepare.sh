@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Prepares, on a machine without a GPU (the GPU machine has no MLIR), the
+# folder that scripts/gpu-check.sh runs on the GPU:
+#
+#   scripts/gpu-prepare.sh [OUT]          (default OUT: build-gpu)
+#
+#   OUT/bin/tc-run, OUT/test/cuda/tc_cuda_tests, OUT/test/codegen/run_generated
+#       built with the CUDA backend in ${TC_CUDA_BUILD_DIR:-build-cuda}
+#   OUT/gpu-bundle/          generated kernels (cubins) + their CPU reference cases
+#   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
+#                            for sm_90 with AdamW in P = fp32 (tf32 off) and bf16,
+#                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
+#   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
+#                            weights (--no-weights --init-params normal), when
+#                            TC_BENCH=1 (default) and torch is importable here
+#
+# Everything is made from the sources; OUT is ignored by git. Safe to run twice.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${1:-$ROOT/build-gpu}"
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+CB="${TC_CUDA_BUILD_DIR:-$ROOT/build-cuda}"
+STEPS=8
+JOBS="${TC_JOBS:-$(nproc)}"
+
+if [ ! -f "$CB/build.ninja" ]; then
+  cmake -G Ninja -S "$ROOT" -B "$CB" -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+    -DMLIR_LINK_MLIR_DYLIB=ON -DTC_ENABLE_CUDA=ON >/dev/null
+fi
+ninja -C "$CB" -j"$JOBS" tc-compile tc-run tc-cuda-codegen tc_cuda_tests run_generated
+
+mkdir -p "$OUT/bin" "$OUT/test/cuda" "$OUT/test/codegen" "$OUT/fixtures" "$OUT/bench"
+cp "$CB/bin/tc-run" "$OUT/bin/"
+cp "$CB/test/cuda/tc_cuda_tests" "$OUT/test/cuda/"
+cp "$CB/test/codegen/run_generated" "$OUT/test/codegen/"
+rm -rf "$OUT/gpu-bundle"
+"$CB/bin/tc-cuda-codegen" "$ROOT/test/codegen/Inputs/cases.mlir" --emit=none --target sm_90 \
+  --bundle "$OUT/gpu-bundle"
+
+FX="$ROOT/test/fixtures"
+for m in gpt2 llama; do
+  cp "$FX/$m.input_ids.npy" "$FX/$m.labels.npy" "$OUT/fixtures/"
+  for e in ts dynamo; do
+    for p in fp32 bf16; do
+      name="$m.$e.$p"
+      "$CB/bin/tc-compile" "$FX/$m.$e.onnx" --input input_ids=2x16 --input labels=2x16 \
+        --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
+        --target sm_90 "--$p" --report memory -o "$OUT/fixtures/$name.tca" \
+        >"$OUT/fixtures/$name.memory.txt"
+      rm -f "$OUT/fixtures/$name.cpu.jsonl"
+      "$CB/bin/tc-run" "$OUT/fixtures/$name.tca" --device cpu --steps "$STEPS" \
+        --feed "input_ids=$FX/$m.input_ids.npy" --feed "labels=$FX/$m.labels.npy" \
+        --metrics "$OUT/fixtures/$name.cpu.jsonl" --log-every 0 >/dev/null
+      echo "prepared $name"
+    done
+  done
+done
+
+if [ "${TC_BENCH:-1}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/null; then
+  python3 "$ROOT/bench/make_gpt2_onnx.py" --out "$ROOT/build/bench" >/dev/null
+  start=$(date +%s.%N)
+  "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-124m.onnx" --input input_ids=16x1024 \
+    --input labels=16x1024 --no-weights --init-params normal:0.02 \
+    --train --optimizer adamw --lr 6e-4 --beta1 0.9 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1.0 \
+    --target sm_90 --bf16 --report memory -o "$OUT/bench/gpt2-124m.tca" \
+    >"$OUT/bench/gpt2-124m.memory.txt"
+  end=$(date +%s.%N)
+  awk -v s="$start" -v e="$end" 'BEGIN { printf "%.1f\n", e - s }' >"$OUT/bench/compile_seconds"
+  echo "prepared bench/gpt2-124m.tca (compiled in $(cat "$OUT/bench/compile_seconds") s)"
+fi
+du -sh "$OUT"
