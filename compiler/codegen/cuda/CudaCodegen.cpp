@@ -25,6 +25,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -220,6 +221,9 @@ void finalize(KernelSource &k, llvm::StringRef kind) {
     k.source.replace(p, 8, k.name);
 }
 
+/// Row reductions split over blocks: at most this many rows, parts per row.
+constexpr int64_t kSplitRows = 16, kSplitParts = 256;
+
 int64_t gridFor(int64_t work, int64_t perBlock) {
   int64_t g = (work + perBlock - 1) / perBlock;
   return std::max<int64_t>(1, std::min<int64_t>(g, 8192));
@@ -375,8 +379,10 @@ struct FusionGen {
   Block &body;
   tc::YieldOp yield;
   Operation *red = nullptr; // final reduction / softmax
+  std::string globals;      // module-scope declarations the kernel needs
   SmallVector<int64_t> iter;
   int64_t numel = 0, rows = 1, rowLen = 1;
+  int64_t rowDims = 0; // row kernels: the trailing dims a row spans
   SmallVector<ArgMode> argModes;
   SmallVector<int64_t> argMeta;     // offset of the strides in meta (Strided)
   SmallVector<int64_t> outMeta;     // offset of the strides (guarded outputs), -1 = dense
@@ -407,6 +413,7 @@ struct FusionGen {
       if (auto axes = red->getAttrOfType<DenseI64ArrayAttr>("axes"))
         k = axes.size();
       rowLen = product(ArrayRef(iter).take_back(k));
+      rowDims = k;
       rows = product(ArrayRef(iter).drop_back(k));
       meta.push_back(rowLen);
     } else {
@@ -475,14 +482,46 @@ struct FusionGen {
     return success();
   }
 
+  /// Row kernels: idx0..idx{r-k-1} of the row, once per row.
+  std::string rowIdxCode(const std::string &ind) {
+    if (!needIdx || !red)
+      return "";
+    const std::string it = numel < (int64_t(1) << 31) ? "unsigned" : "long long";
+    std::string s = ind + it + " rrem_ = (" + it + ")row;\n";
+    for (int64_t d = (int64_t)iter.size() - rowDims - 1; d >= 0; --d) {
+      std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
+      if (iter[d] == 1) {
+        s += ind + "const long long idx" + std::to_string(d) + " = 0;\n";
+        continue;
+      }
+      s += ind + "const long long idx" + std::to_string(d) + " = (long long)(rrem_ % " + dim +
+           "); rrem_ /= " + dim + ";\n";
+    }
+    return s;
+  }
+
   /// Index decomposition of flat `i` into idx0..idx{r-1}.
   std::string idxCode(const std::string &ind) {
     if (!needIdx)
       return "";
-    std::string s = ind + "long long rem_ = i;\n";
-    for (int64_t d = (int64_t)iter.size() - 1; d >= 0; --d) {
-      std::string dim = "meta.v[" + std::to_string(dimsAt + d) + "]";
-      s += ind + "const long long idx" + std::to_string(d) + " = rem_ % " + dim + "; rem_ /= " + dim + ";\n";
+    // 64-bit division costs several times 32-bit division on the GPU: an
+    // iteration space below 2^31 elements decomposes in 32 bits.
+    const bool narrow = numel < (int64_t(1) << 31);
+    const std::string it = narrow ? "unsigned" : "long long";
+    // Row kernels: the dims before the row come from `row` once per row
+    // (rowIdxCode), only the row's own dims from `j` per element.
+    const int64_t first = red ? (int64_t)iter.size() - rowDims : 0;
+    if (red && rowDims == 1)
+      return ind + "const long long idx" + std::to_string(iter.size() - 1) + " = j;\n";
+    std::string s = ind + it + " rem_ = (" + it + ")" + (red ? "j" : "i") + ";\n";
+    for (int64_t d = (int64_t)iter.size() - 1; d >= first; --d) {
+      std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
+      if (iter[d] == 1) {
+        s += ind + "const long long idx" + std::to_string(d) + " = 0;\n";
+        continue;
+      }
+      s += ind + "const long long idx" + std::to_string(d) + " = (long long)(rem_ % " + dim +
+           "); rem_ /= " + dim + ";\n";
     }
     return s;
   }
@@ -583,6 +622,7 @@ struct FusionGen {
       if (failed(rowKernel(bodyText, k)))
         return failure();
     }
+    src += globals;
     src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text + ") {\n" +
            bodyText + "}\n";
     k.source = std::move(src);
@@ -656,6 +696,13 @@ struct FusionGen {
     int64_t tpr = rowLen >= 1024 ? 256 : 32;
     k.launch.block = 256;
     k.launch.grid = gridFor(rows, 256 / tpr);
+    // A few very long rows (the sum of squares of a whole gradient for the
+    // grad-norm clip): S blocks per row, each reduces a slice; the last block
+    // to finish (a counter in module memory) combines the S partials in
+    // block order, so the result does not depend on timing.
+    const bool split = !tc::isLastAxisSoftmax(red) && rows <= kSplitRows &&
+                       rowLen >= (int64_t(1) << 18);
+    const int64_t S = split ? std::clamp<int64_t>(rowLen / 32768, 2, kSplitParts) : 1;
     Value x = red->getOperand(0);
     Type xe = eltOf(x);
     std::string acc = computeType(xe);
@@ -664,13 +711,32 @@ struct FusionGen {
       return tpr == 32 ? "tc_warp_reduce(" + v + ", " + op + "())"
                        : "tc_block_reduce(" + v + ", " + op + "(), (" + acc + ")" + init + ")";
     };
-    s += "  const int lane = threadIdx.x % " + T + ";\n";
-    s += "  const long long rowsPerBlock = blockDim.x / " + T + ";\n";
-    s += "  const long long rowLen = meta.v[0];\n";
-    s += "  for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / " + T +
-         "; row < n; row += (long long)gridDim.x * rowsPerBlock) {\n";
+    std::string end = "rowLen";
+    if (split) {
+      tpr = 256;
+      T = "256";
+      k.launch.grid = rows * S;
+      std::string Ss = std::to_string(S);
+      globals += "__device__ " + acc + " tc_part_[" + std::to_string(kSplitRows * kSplitParts) +
+                 "];\n__device__ unsigned int tc_done_[" + std::to_string(kSplitRows) + "];\n";
+      s += "  const long long rowLen = meta.v[0];\n";
+      s += "  const long long row = blockIdx.x / " + Ss + ", part_ = blockIdx.x % " + Ss + ";\n";
+      s += "  const long long chunk_ = (rowLen + " + Ss + " - 1) / " + Ss + ";\n";
+      s += "  const long long lane = part_ * chunk_ + threadIdx.x;\n";
+      s += "  const long long end_ = rowLen < (part_ + 1) * chunk_ ? rowLen : (part_ + 1) * chunk_;\n";
+      s += "  if (row < n) {\n";
+      s += rowIdxCode("    ");
+      end = "end_";
+    } else {
+      s += "  const int lane = threadIdx.x % " + T + ";\n";
+      s += "  const long long rowsPerBlock = blockDim.x / " + T + ";\n";
+      s += "  const long long rowLen = meta.v[0];\n";
+      s += "  for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / " + T +
+           "; row < n; row += (long long)gridDim.x * rowsPerBlock) {\n";
+      s += rowIdxCode("    ");
+    }
     auto pass = [&](const std::string &before, const std::string &after, bool stores) -> LogicalResult {
-      s += "    for (long long j = lane; j < rowLen; j += " + T + ") {\n";
+      s += "    for (long long j = lane; j < " + end + "; j += " + T + ") {\n";
       s += "      const long long i = row * rowLen + j;\n";
       s += idxCode("      ");
       llvm::DenseMap<Value, std::string> names;
@@ -732,12 +798,25 @@ struct FusionGen {
     if (failed(pass("", "      acc_ = " + op + "()(acc_, @X@);\n", true)))
       return failure();
     s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
+    if (split) {
+      std::string Ss = std::to_string(S);
+      s += "    __shared__ bool last_;\n";
+      s += "    if (threadIdx.x == 0) {\n      tc_part_[row * " + Ss + " + part_] = acc_;\n"
+           "      __threadfence();\n      last_ = atomicAdd(&tc_done_[row], 1u) == " + Ss + " - 1;\n    }\n";
+      s += "    __syncthreads();\n    if (!last_) return;\n    __threadfence();\n";
+      s += "    acc_ = " + init + ";\n";
+      s += "    for (long long p_ = threadIdx.x; p_ < " + Ss + "; p_ += 256)\n";
+      s += "      acc_ = " + op + "()(acc_, ((volatile " + acc + " *)tc_part_)[row * " + Ss + " + p_]);\n";
+      s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
+      s += "    if (threadIdx.x == 0) tc_done_[row] = 0;\n";
+    }
     if (name == "tc.reduce_mean")
       s += "    acc_ = acc_ / (" + acc + ")rowLen;\n";
     unsigned k2 = 0;
     for (auto [i, v] : llvm::enumerate(yield.getValues()))
       if (v.getDefiningOp() == red) {
-        s += "    if (lane == 0) out" + std::to_string(i) + "[row] = " + storeExpr(eltOf(v), "acc_") + ";\n";
+        s += std::string("    if (") + (split ? "threadIdx.x == 0" : "lane == 0") + ") out" +
+             std::to_string(i) + "[row] = " + storeExpr(eltOf(v), "acc_") + ";\n";
         ++k2;
       }
     s += "  }\n";
@@ -754,11 +833,15 @@ std::string header(Signature &sig) {
          sig.text + ") {\n";
 }
 
-std::string outIdx(int64_t rank, int64_t dimsAt) {
-  std::string s = "    long long rem_ = i;\n";
+/// Decomposes flat `i` into o0..o{rank-1} (dims at meta[dimsAt..]); in 32
+/// bits when the space has fewer than 2^31 elements (`total`).
+std::string outIdx(int64_t rank, int64_t dimsAt, int64_t total = INT64_MAX) {
+  const std::string it = total < (int64_t(1) << 31) ? "unsigned" : "long long";
+  std::string s = "    " + it + " rem_ = (" + it + ")i;\n";
   for (int64_t d = rank - 1; d >= 0; --d) {
-    std::string dim = "meta.v[" + std::to_string(dimsAt + d) + "]";
-    s += "    const long long o" + std::to_string(d) + " = rem_ % " + dim + "; rem_ /= " + dim + ";\n";
+    std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
+    s += "    const long long o" + std::to_string(d) + " = (long long)(rem_ % " + dim + "); rem_ /= " +
+         dim + ";\n";
   }
   return s;
 }
@@ -796,7 +879,7 @@ FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> strides
   meta.insert(meta.end(), outDims.begin(), outDims.end());
   meta.insert(meta.end(), stridesOut.begin(), stridesOut.end());
   sig.tail(product(outDims), meta);
-  std::string s = header(sig) + kLoopBegin + outIdx(r, 1);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 1, product(outDims));
   std::string off = "meta.v[0]";
   for (int64_t d = 0; d < r; ++d)
     off += " + o" + std::to_string(d) + " * meta.v[" + std::to_string(1 + r + d) + "]";
@@ -824,7 +907,7 @@ FailureOr<KernelSource> padKernel(tc::PadOp op) {
   meta.insert(meta.end(), st.begin(), st.end());
   sig.tail(product(os), meta);
   std::string mode = op.getMode().str();
-  std::string s = header(sig) + kLoopBegin + outIdx(r, 0);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0, product(os));
   s += "    bool inside = true;\n    long long off = 0;\n";
   for (int64_t d = 0; d < r; ++d) {
     std::string ds = std::to_string(d);
@@ -866,7 +949,7 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
   auto st = denseStrides(is);
   meta.insert(meta.end(), st.begin(), st.end());
   sig.tail(product(os), meta);
-  std::string s = header(sig) + kLoopBegin + outIdx(r, 0);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0, product(os));
   s += "    bool inside = true;\n    long long off = 0;\n";
   for (int64_t d = 0; d < r; ++d) {
     std::string ds = std::to_string(d);
@@ -903,7 +986,7 @@ FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
     meta.insert(meta.end(), st.begin(), st.end());
   }
   sig.tail(product(os), meta);
-  std::string s = header(sig) + kLoopBegin + outIdx(r, 0);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0, product(os));
   std::string a = "o" + std::to_string(axis);
   int64_t at = r;
   std::string prevEnd = "0";
@@ -1017,26 +1100,67 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
     init = fl ? floatLiteral(INFINITY, dbl) : (isU64(e) ? "~0ull" : "9223372036854775807ll");
     comb = "tc_min(acc, x)";
   }
-  std::string s = header(sig) + kLoopBegin + outIdx(kr, 0);
+  // Work split: G threads share one output (then combine their partials in
+  // a fixed order through shared memory: deterministic), OPB outputs per
+  // block. Column reductions (the innermost kept dim contiguous: bias and
+  // norm-weight gradients, [rows, C] -> [C]) put 8..32 consecutive outputs
+  // on the lanes so loads coalesce, the other threads down the rows; reductions over
+  // inner dims take a block per output; short ones a thread per output.
+  const int64_t M = product(redDims), N = product(keptDims);
+  int64_t threads = 256, G = 256, OPB = 1;
+  if (M < 64) {
+    G = 1;
+    OPB = 256;
+  } else if (kr > 0 && keptSt.back() == 1 && keptDims.back() >= 8) {
+    // 32 outputs per block (128-byte rows of f32), fewer when that leaves
+    // SMs idle (768 outputs: 8 per block, 96 blocks of 128 row groups).
+    threads = 1024;
+    OPB = 32;
+    while (OPB > 8 && (N + OPB - 1) / OPB < 264)
+      OPB /= 2;
+    G = threads / OPB;
+  }
+  const std::string Gs = std::to_string(G), Os = std::to_string(OPB);
+  std::string s = std::string(kPrelude) + "\nextern \"C\" __global__ void __launch_bounds__(" +
+                  std::to_string(threads) + ") @KERNEL@(\n    " + sig.text + ") {\n";
+  s += "  __shared__ " + acc + " part_[" + std::to_string(threads) + "];\n";
+  s += "  const int lane = threadIdx.x % " + Os + ", grp = threadIdx.x / " + Os + ";\n";
+  s += "  for (long long t0_ = (long long)blockIdx.x * " + Os + "; t0_ < n; t0_ += (long long)gridDim.x * " +
+       Os + ") {\n";
+  s += "    const long long i = t0_ + lane;\n";
+  s += "    " + acc + " acc = " + init + ";\n";
+  s += "    if (i < n) {\n" + outIdx(kr, 0, N);
   s += "    long long base = 0;\n";
   for (int64_t d = 0; d < kr; ++d)
     s += "    base += o" + std::to_string(d) + " * meta.v[" + std::to_string(kr + d) + "];\n";
   std::string m = "meta.v[" + std::to_string(2 * kr + 2 * rr) + "]";
-  s += "    " + acc + " acc = " + init + ";\n";
-  s += "    for (long long r = 0; r < " + m + "; ++r) {\n      long long rr_ = r, off = base;\n";
+  s += "    for (long long r = grp; r < " + m + "; r += " + Gs + ") {\n      long long rr_ = r, off = base;\n";
   for (int64_t d = rr - 1; d >= 0; --d) {
     std::string dim = "meta.v[" + std::to_string(2 * kr + d) + "]";
     s += "      off += (rr_ % " + dim + ") * meta.v[" + std::to_string(2 * kr + rr + d) + "]; rr_ /= " + dim + ";\n";
   }
   s += "      const " + acc + " x = " + loadExpr(e, "in0[off]") + ";\n      acc = " + comb + ";\n    }\n";
+  s += "    }\n";
+  if (G > 1) {
+    s += "    part_[threadIdx.x] = acc;\n    __syncthreads();\n";
+    s += "    if (grp == 0 && i < n) {\n";
+    s += "      for (int g_ = 1; g_ < " + Gs + "; ++g_) {\n        const " + acc + " x = part_[g_ * " + Os +
+         " + lane];\n        acc = " + comb + ";\n      }\n";
+  } else {
+    s += "    if (i < n) {\n";
+  }
   if (name == "tc.reduce_mean")
-    s += "    acc = acc / (" + acc + ")" + m + ";\n";
-  s += "    out0[i] = " + storeExpr(eltOf(out), "acc") + ";\n  }\n}\n";
+    s += "      acc = acc / (" + acc + ")" + m + ";\n";
+  s += "      out0[i] = " + storeExpr(eltOf(out), "acc") + ";\n    }\n";
+  if (G > 1)
+    s += "    __syncthreads();\n";
+  s += "  }\n}\n";
   KernelSource k;
   k.op = op;
   k.source = s;
   k.params = std::move(sig.params);
-  k.launch.grid = gridFor(product(keptDims), 256);
+  k.launch.block = threads;
+  k.launch.grid = gridFor(N, OPB);
   finalize(k, "reduce_any");
   return k;
 }

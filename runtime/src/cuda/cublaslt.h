@@ -115,6 +115,8 @@ private:
   Matmul() = default;
   Status getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, const void *bias,
                  void *aux, Plan **result);
+  Status tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void *rhs, void *out,
+              cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   void *workspace_ = nullptr;

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/executor.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -111,6 +113,7 @@ struct Prepared {
   uint64_t inputBytes = 0, constBytes = 0; // the two blocks' sizes
   std::vector<std::function<Status()>> ops;
   std::vector<std::string> opNames; // for errors
+  std::vector<std::string> profileNames;
   std::set<std::string> paramsRead;
   bool capturable = true;
   void *arenaBase = nullptr; // the arena the closures point into
@@ -131,8 +134,35 @@ struct DeviceExecutor::Impl {
   std::deque<Stream> streams;
   std::map<std::string, Prepared> prepared;
   std::deque<Event> events; // deque: closures hold pointers to them
+  // TC_CUDA_PROFILE=1: per-op GPU time (events around every op, no graphs),
+  // summed by op name over every run but the first and printed to stderr at
+  // the end.
+  bool profile = false;
+  std::vector<cudaEvent_t> marks;
+  struct OpTime {
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, OpTime> opTimes;
+  double profiledMs = 0;
 
   ~Impl() {
+    if (profile && !opTimes.empty()) {
+      std::vector<std::pair<double, std::string>> order;
+      for (auto &[n, t] : opTimes)
+        order.push_back({t.ms, n});
+      std::sort(order.rbegin(), order.rend());
+      std::fprintf(stderr, "tc profile: %.1f ms of GPU time in ops; by op (ms, share, calls):\n",
+                   profiledMs);
+      for (size_t i = 0; i < order.size() && i < 40; ++i) {
+        const OpTime &t = opTimes[order[i].second];
+        std::fprintf(stderr, "  %10.2f  %5.1f%%  %6lld  %s\n", t.ms,
+                     100.0 * t.ms / std::max(profiledMs, 1e-9), (long long)t.calls,
+                     order[i].second.c_str());
+      }
+    }
+    for (cudaEvent_t e : marks)
+      cudaEventDestroy(e);
     for (auto &[name, p] : prepared) {
       if (p.graph)
         cudaGraphExecDestroy(p.graph);
@@ -228,6 +258,13 @@ struct DeviceExecutor::Impl {
 namespace {
 const TensorType &bufType(const Prepared &p, int32_t index) {
   return p.fn->buffers[static_cast<size_t>(index)].type;
+}
+
+/// " [shape dtype]" of an op's first output, for the profile.
+std::string profileShape(const Prepared &p, const DeviceOp &op) {
+  if (op.outs.empty())
+    return "";
+  return " -> " + typeToString(bufType(p, op.outs[0]));
 }
 } // namespace
 
@@ -432,6 +469,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   if (biasEpi != (ins.size() == 3))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(ins.size()) +
                            " inputs");
+  p.profileNames.back() = "matmul " + d.toString();
   const void *lhs = ins[0], *rhs = ins[1];
   const void *bias = ins.size() == 3 ? ins[2] : nullptr;
   void *out = outs[0];
@@ -468,6 +506,7 @@ Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t ind
     outs.push_back(ptr);
   }
   p.opNames.push_back(where);
+  p.profileNames.push_back(op.kind + " " + op.name + profileShape(p, op));
   if (op.kind == "launch")
     return buildLaunch(p, op, where, ins, outs, s);
   if (op.kind == "library")
@@ -531,8 +570,9 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
   }
   p.ops.clear();
   p.opNames.clear();
+  p.profileNames.clear();
   p.paramsRead.clear();
-  p.capturable = opts.graphs && !opts.checkEachOp;
+  p.capturable = opts.graphs && !opts.checkEachOp && !profile;
   for (size_t i = 0; i < p.fn->ops.size(); ++i)
     TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
   p.arenaBase = arena.base();
@@ -637,6 +677,8 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
     im.opts.graphs = std::string(g) != "0";
   if (const char *c = std::getenv("TC_CUDA_CHECK_OPS"))
     im.opts.checkEachOp = std::string(c) == "1";
+  if (const char *c = std::getenv("TC_CUDA_PROFILE"))
+    im.profile = std::string(c) == "1";
   TC_RETURN_IF_ERROR(queryDevice(opts.device, &ex->info_));
   if (artifact->deviceFunctions.empty())
     return invalidArgument("the artifact was compiled for '" + artifact->target +
@@ -828,6 +870,29 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
     cudaGraphDestroy(graph);
     TC_CUDA_RETURN_IF_ERROR(inst);
     TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
+  } else if (im.profile) {
+    while (im.marks.size() < p->ops.size() + 1) {
+      cudaEvent_t e = nullptr;
+      TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+      im.marks.push_back(e);
+    }
+    TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(im.marks[0], s));
+    for (size_t i = 0; i < p->ops.size(); ++i) {
+      Status st = p->ops[i]();
+      if (!st.isOk())
+        return fail(i, st);
+      TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(im.marks[i + 1], s));
+    }
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    // The first run creates and tunes the matmul plans: not counted.
+    for (size_t i = 0; i < p->ops.size() && p->runs > 0; ++i) {
+      float ms = 0;
+      TC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, im.marks[i], im.marks[i + 1]));
+      Impl::OpTime &t = im.opTimes[p->profileNames[i]];
+      t.ms += ms;
+      ++t.calls;
+      im.profiledMs += ms;
+    }
   } else {
     for (size_t i = 0; i < p->ops.size(); ++i) {
       Status st = p->ops[i]();
