@@ -46,7 +46,7 @@ REPORT="$OUT/report.tsv"
 : >"$REPORT"
 echo "== tc_cuda_tests (log: $OUT/tc_cuda_tests.log)"
 start=$(date +%s)
-TC_CUDA_REPORT="$REPORT" "$BIN" --gtest_output="json:$OUT/tc_cuda_tests.json" \
+TC_GPU_ARTIFACT="${TC_GPU_ARTIFACT:-$BUILD/fixtures/gpt2.ts.fp32.tca}" TC_CUDA_REPORT="$REPORT" "$BIN" --gtest_output="json:$OUT/tc_cuda_tests.json" \
   >"$OUT/tc_cuda_tests.log" 2>&1
 test_rc=$?
 echo "   exit status $test_rc after $(( $(date +%s) - start )) s"

@@ -493,6 +493,23 @@ LogicalResult FunctionLowering::lowerMatmul(tc::MatmulOp op) {
 
   // Epilogues: + bias[N] (the product's only use), then gelu-tanh.
   Value result = op.getResult();
+  // A weight gradient, sum over b of lhs[b]^T @ rhs[b] (a Linear layer's dW
+  // from [b..., T, K] activations and [b..., T, N] output gradients), is one
+  // GEMM over the b*T rows of both: K = b*T, no batch, no reduction pass, and
+  // one fp32 accumulation instead of b rounded partial products.
+  if (lhsT && !rhsT && batch > 1 && strideLhs == -1 && strideRhs == -1 && result.hasOneUse())
+    if (auto red = llvm::dyn_cast<tc::ReduceSumOp>(*result.getUsers().begin())) {
+      ArrayRef<int64_t> axes = red.getAxes();
+      bool batchAxes = (int64_t)axes.size() == (int64_t)ob.size();
+      for (size_t i = 0; i < axes.size() && batchAxes; ++i)
+        batchAxes = axes[i] == (int64_t)i;
+      if (batchAxes && tensorType(red.getResult()).getElementType() == elt) {
+        k *= batch;
+        batch = 1;
+        done.insert(red);
+        result = red.getResult();
+      }
+    }
   Value bias;
   StringRef epilogue = "none";
   if (fuseEpilogues && !broadcast && result.hasOneUse()) {

@@ -118,6 +118,29 @@ func.func @batched(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x4x16xf32>, %a: tenso
 
 // -----
 
+// Tests that a weight gradient summed over the batch (lhs^T @ rhs per batch
+// element, then reduce_sum over the batch axes) is one GEMM over all rows:
+// K = 2 x 8, no batch, no reduction kernel. A sum over other axes is left.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK: tcx.matmul ins({{.+}} : !tcx.buffer<2x8x16xf32>, !tcx.buffer<2x8x32xf32>) outs({{.+}} : <1x16x32xf32>) {k = 16 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
+// CHECK-NOT: tcx.launch
+// CHECK: return
+// CHECK-LABEL: func.func @not_batch_sum
+// CHECK: tcx.matmul {{.+}} {batch = 2 : i64, k = 8 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
+// CHECK: tcx.launch
+func.func @weight_grad(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x32xf32>) -> tensor<1x16x32xf32> {
+  %p = tc.matmul %x, %dy {transpose_lhs = true} : tensor<2x8x16xf32>, tensor<2x8x32xf32> -> tensor<2x16x32xf32>
+  %s = tc.reduce_sum %p {axes = array<i64: 0>, keepdims = true} : tensor<2x16x32xf32> -> tensor<1x16x32xf32>
+  return %s : tensor<1x16x32xf32>
+}
+func.func @not_batch_sum(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x32xf32>) -> tensor<2x32xf32> {
+  %p = tc.matmul %x, %dy {transpose_lhs = true} : tensor<2x8x16xf32>, tensor<2x8x32xf32> -> tensor<2x16x32xf32>
+  %s = tc.reduce_sum %p {axes = array<i64: 1>} : tensor<2x16x32xf32> -> tensor<2x32xf32>
+  return %s : tensor<2x32xf32>
+}
+
+// -----
+
 // Tests that reshape and a contiguous slice are views of the same buffer
 // (byte offset 2 rows x 8 x 4 bytes), and a strided slice is a kernel.
 // CHECK-LABEL: tcx.kernel @views_slice_0 kind("slice")

@@ -119,7 +119,9 @@ typedef struct tc_tensor_view_t {
 
 typedef enum tc_device_t {
   TC_DEVICE_CPU = 0,  /* the reference executor */
-  TC_DEVICE_CUDA = 1, /* not available in this build yet */
+  TC_DEVICE_CUDA = 1, /* GPU 0: runs the artifact's device program (tc-compile
+                         --target sm_90|sm_120); parameters stay on the GPU and
+                         train/apply steps update them in place */
 } tc_device_t;
 
 typedef enum tc_ref_precision_t {

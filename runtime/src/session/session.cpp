@@ -11,6 +11,9 @@
 #include "runtime/src/base/artifact.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
+#if TC_HAVE_CUDA
+#include "runtime/src/cuda/executor.h"
+#endif
 
 using namespace tc::rt;
 
@@ -23,6 +26,11 @@ struct tc_session_t {
   Artifact artifact;
   ExecOptions exec;
   tc_allocator_t allocator;
+#if TC_HAVE_CUDA
+  // TC_DEVICE_CUDA: the artifact's device program on GPU 0; parameters and
+  // optimizer state live there and functions that update them do so in place.
+  std::unique_ptr<tc::rt::cuda::DeviceExecutor> gpu;
+#endif
 };
 
 struct tc_tensor_t {
@@ -106,10 +114,12 @@ tc_status_t *createSession(Artifact artifact, const tc_session_options_t *option
   tc_session_options_initialize(&opts);
   if (options)
     opts = *options;
+#if !TC_HAVE_CUDA
   if (opts.device == TC_DEVICE_CUDA)
     return makeStatus(TC_STATUS_UNIMPLEMENTED,
-                      "the CUDA backend is not available in this build yet");
-  if (opts.device != TC_DEVICE_CPU)
+                      "this build of the tc runtime has no CUDA backend");
+#endif
+  if (opts.device != TC_DEVICE_CPU && opts.device != TC_DEVICE_CUDA)
     return invalid("unknown device " + std::to_string(opts.device));
   if (opts.ref_precision != TC_REF_PRECISION_F32 &&
       opts.ref_precision != TC_REF_PRECISION_F64)
@@ -127,6 +137,21 @@ tc_status_t *createSession(Artifact artifact, const tc_session_options_t *option
   s->exec.precision = opts.ref_precision == TC_REF_PRECISION_F64 ? RefPrecision::F64
                                                                  : RefPrecision::F32;
   s->allocator = opts.allocator;
+#if TC_HAVE_CUDA
+  if (opts.device == TC_DEVICE_CUDA) {
+    if (opts.ref_precision != TC_REF_PRECISION_F32) {
+      delete s;
+      return invalid("ref_precision f64 is a CPU reference mode; it does not go with "
+                     "TC_DEVICE_CUDA");
+    }
+    tc::rt::cuda::ExecutorOptions eo;
+    Status st = tc::rt::cuda::DeviceExecutor::create(&s->artifact, eo, &s->gpu);
+    if (!st.isOk()) {
+      delete s;
+      return toC(st);
+    }
+  }
+#endif
   *out_session = s;
   return nullptr;
 }
@@ -327,6 +352,15 @@ tc_status_t *tc_session_run(tc_session_t *session, const char *function_name,
       t.data.assign(p, p + need);
     }
     std::vector<HostTensor> outs;
+#if TC_HAVE_CUDA
+    if (session->gpu) {
+      if (!session->gpu->hasFunction(fn->name))
+        return makeStatus(TC_STATUS_NOT_FOUND, "the artifact's GPU program has no function '" +
+                                                   fn->name + "' (create a CPU session for it)");
+      if (tc_status_t *st = toC(session->gpu->run(fn->name, ordered, &outs)))
+        return st;
+    } else
+#endif
     if (tc_status_t *st = toC(runFunction(session->artifact, *fn, ordered, &outs,
                                           session->exec)))
       return st;

@@ -135,3 +135,14 @@ func.func @long_reductions(%g: tensor<2048x96xbf16>, %h: tensor<4x256x64xf32>, %
   %s = tc.reduce_sum %sq {axes = array<i64: 0>} : tensor<524288xf32> -> tensor<f32>
   return %c, %m, %k, %sq, %s : tensor<96xbf16>, tensor<64xf32>, tensor<4x64xf32>, tensor<524288xf32>, tensor<f32>
 }
+
+// Long columns split over blocks as well (rows >= 4096): partial sums in
+// module memory, the last block of a tile combines them in order.
+func.func @split_columns(%z: tensor<8192x40xf32>, %y: tensor<4x2048x96xbf16>)
+    -> (tensor<40xf32>, tensor<1x1x96xbf16>, tensor<96xf32>) {
+  %a = tc.reduce_sum %z {axes = array<i64: 0>} : tensor<8192x40xf32> -> tensor<40xf32>
+  %b = tc.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = true} : tensor<4x2048x96xbf16> -> tensor<1x1x96xbf16>
+  %yf = tc.cast %y : tensor<4x2048x96xbf16> to tensor<4x2048x96xf32>
+  %c = tc.reduce_max %yf {axes = array<i64: 0, 1>} : tensor<4x2048x96xf32> -> tensor<96xf32>
+  return %a, %b, %c : tensor<40xf32>, tensor<1x1x96xbf16>, tensor<96xf32>
+}
