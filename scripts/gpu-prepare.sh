@@ -10,6 +10,7 @@
 #   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
 #                            for sm_90 with AdamW in P = fp32 (tf32 off) and bf16,
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
+#   OUT/tiny-gpt/            the main job's tiny GPT (scripts/run.sh) for sm_90 + its data
 #   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
 #                            weights (--no-weights --init-params normal), when
 #                            TC_BENCH=1 (default) and torch is importable here
@@ -57,6 +58,15 @@ for m in gpt2 llama; do
     done
   done
 done
+
+# The main job's model (scripts/run.sh) for the GPU: same flags, same data.
+mkdir -p "$OUT/tiny-gpt"
+python3 "$ROOT/examples/tiny-gpt/make_data.py" "$OUT/tiny-gpt/train.bin" >/dev/null
+"$CB/bin/tc-compile" "$ROOT/examples/tiny-gpt/tiny-gpt.onnx" --input input_ids=8x64 \
+  --input labels=8x64 --target sm_90 --train --optimizer adamw --lr 3e-3 --beta1 0.9 \
+  --beta2 0.95 --weight-decay 0.1 --no-decay 'bias$' --no-decay 'ln_[0-9f]*\.weight$' \
+  --clip-grad-norm 1.0 -o "$OUT/tiny-gpt/tiny-gpt.tca" 2>/dev/null
+echo "prepared tiny-gpt"
 
 if [ "${TC_BENCH:-1}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/null; then
   python3 "$ROOT/bench/make_gpt2_onnx.py" --out "$ROOT/build/bench" >/dev/null

@@ -497,6 +497,19 @@ struct FusionGen {
       s += ind + "const long long idx" + std::to_string(d) + " = (long long)(rrem_ % " + dim +
            "); rrem_ /= " + dim + ";\n";
     }
+    const int64_t first = (int64_t)iter.size() - rowDims;
+    auto rowOffset = [&](int64_t at) {
+      if (at < 0 || first == 0)
+        return;
+      s += ind + "const long long roff" + std::to_string(at) + "_ = ";
+      for (int64_t d = 0; d < first; ++d)
+        s += (d ? " + idx" : "idx") + std::to_string(d) + " * meta.v[" + std::to_string(at + d) + "]";
+      s += ";\n";
+    };
+    for (int64_t at : argMeta)
+      rowOffset(at);
+    for (int64_t at : outMeta)
+      rowOffset(at);
     return s;
   }
 
@@ -527,9 +540,12 @@ struct FusionGen {
   }
 
   std::string stridedOffset(int64_t at) {
-    std::string s;
-    for (size_t d = 0; d < iter.size(); ++d)
-      s += (d ? " + idx" : "idx") + std::to_string(d) + " * meta.v[" + std::to_string(at + d) + "]";
+    // Row kernels: the part from the dims before the row is per row
+    // (roff<at>_, rowIdxCode); only the row's own dims vary per element.
+    const size_t first = red ? iter.size() - rowDims : 0;
+    std::string s = red && first > 0 ? "roff" + std::to_string(at) + "_" : "";
+    for (size_t d = first; d < iter.size(); ++d)
+      s += (s.empty() ? "idx" : " + idx") + std::to_string(d) + " * meta.v[" + std::to_string(at + d) + "]";
     return s.empty() ? "0" : s;
   }
 
