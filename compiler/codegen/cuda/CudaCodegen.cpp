@@ -216,8 +216,7 @@ std::string hashName(llvm::StringRef kind, const std::string &source) {
 /// Replaces the placeholder NAME with the final, content-derived name.
 void finalize(KernelSource &k, llvm::StringRef kind) {
   k.name = hashName(kind, k.source);
-  size_t p = k.source.find("@KERNEL@");
-  if (p != std::string::npos)
+  for (size_t p; (p = k.source.find("@KERNEL@")) != std::string::npos;)
     k.source.replace(p, 8, k.name);
 }
 
@@ -639,8 +638,49 @@ struct FusionGen {
         return failure();
     }
     src += globals;
-    src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text + ") {\n" +
-           bodyText + "}\n";
+    if (!red && !needIdx) {
+      // Elementwise kernels without index arithmetic also get a grouped entry
+      // point, NAME_group: one launch over many same-kernel problems (the
+      // per-parameter optimizer updates: one AdamW launch for every
+      // parameter). Each item holds its pointers, n and its range of blocks;
+      // a block finds its item by binary search and runs the same body.
+      std::string body = bodyText;
+      for (auto [from, to] : {std::pair<const char *, const char *>{"blockIdx.x", "bid_"},
+                              {"gridDim.x", "nb_"}})
+        for (size_t p; (p = body.find(from)) != std::string::npos;)
+          body.replace(p, std::strlen(from), to);
+      std::string args, casts;
+      unsigned nptr = 0;
+      for (const KernelParam &kp : sig.params) {
+        if (kp.kind == ParamKind::Output || kp.kind == ParamKind::Input) {
+          Value v = kp.kind == ParamKind::Output ? fusion.getResult(kp.index)
+                                                 : fusion.getInputs()[kp.index];
+          std::string ty = (kp.kind == ParamKind::Input ? "const " : "") + storageType(eltOf(v)) + "*";
+          casts += (casts.empty() ? "" : ", ") + std::string("(") + ty + ")it_.p[" +
+                   std::to_string(nptr++) + "]";
+        }
+      }
+      src += "\n__device__ __forceinline__ void @KERNEL@_body(\n    " + sig.text +
+             ", long long bid_, long long nb_) {\n" + body + "}\n";
+      src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text +
+             ") {\n  @KERNEL@_body(";
+      for (const KernelParam &kp : sig.params)
+        src += kp.name + ", ";
+      src += "blockIdx.x, gridDim.x);\n}\n";
+      src += "\nstruct TcGroupItem_" + std::to_string(nptr) + " { void *p[" + std::to_string(nptr) +
+             "]; long long n, firstBlock, blocks; };\n";
+      src += "extern \"C\" __global__ void __launch_bounds__(256) @KERNEL@_group(\n    const TcGroupItem_" +
+             std::to_string(nptr) + "* __restrict__ items, int count, const TcMeta<" +
+             std::to_string(std::max<size_t>(1, meta.size())) + "> meta) {\n";
+      src += "  int lo_ = 0, hi_ = count - 1;\n";
+      src += "  while (lo_ < hi_) {\n    const int mid_ = (lo_ + hi_ + 1) / 2;\n"
+             "    if (items[mid_].firstBlock <= (long long)blockIdx.x) lo_ = mid_; else hi_ = mid_ - 1;\n  }\n";
+      src += "  const TcGroupItem_" + std::to_string(nptr) + " it_ = items[lo_];\n";
+      src += "  @KERNEL@_body(" + casts + ", it_.n, meta, (long long)blockIdx.x - it_.firstBlock, it_.blocks);\n}\n";
+    } else {
+      src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text +
+             ") {\n" + bodyText + "}\n";
+    }
     k.source = std::move(src);
     k.params = std::move(sig.params);
     finalize(k, red ? (tc::isLastAxisSoftmax(red) ? "softmax" : "reduce") : "fusion");

@@ -119,6 +119,8 @@ struct Prepared {
   void *arenaBase = nullptr; // the arena the closures point into
   uint64_t runs = 0;
   cudaGraphExec_t graph = nullptr;
+  std::vector<void *> groupTables; // device item tables of grouped launches
+  uint64_t groupBytes = 0;
 };
 
 struct DeviceExecutor::Impl {
@@ -126,6 +128,7 @@ struct DeviceExecutor::Impl {
   ExecutorOptions opts;
   std::vector<cudaLibrary_t> libraries;
   std::map<std::string, cudaKernel_t> kernels;
+  std::map<std::string, cudaKernel_t> groupKernels; // NAME -> NAME_group
   void *table = nullptr;
   std::map<std::string, Entry> entries;
   DeviceArena arena;
@@ -166,6 +169,8 @@ struct DeviceExecutor::Impl {
     for (auto &[name, p] : prepared) {
       if (p.graph)
         cudaGraphExecDestroy(p.graph);
+      for (void *t : p.groupTables)
+        cudaFree(t);
       cudaFree(p.inputBlock);
       cudaFree(p.constBlock);
     }
@@ -253,6 +258,8 @@ struct DeviceExecutor::Impl {
                      cudaStream_t s);
   Status prepare(const std::string &name, Prepared **out);
   Status resolve(Prepared &p);
+  Status findGroup(Prepared &p, size_t first, size_t *end);
+  Status buildGroup(Prepared &p, size_t first, size_t end);
 };
 
 namespace {
@@ -563,6 +570,135 @@ Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t ind
   return unimplemented(where + ": unknown device op kind '" + op.kind + "'");
 }
 
+/// The run of launches [first, *end) that one grouped launch can replace:
+/// the same generated kernel with a NAME_group entry point, the same meta
+/// and block size, and no op reading or writing what an earlier one writes
+/// (or writing what an earlier one reads): the AdamW/SGD update of every
+/// parameter, one launch instead of one per parameter.
+Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end) {
+  *end = first + 1;
+  const std::vector<DeviceOp> &ops = p.fn->ops;
+  const DeviceOp &head = ops[first];
+  if (head.kind != "launch" || head.attrs.count("missing_kernel") || !groupKernels.count(head.name) ||
+      head.attrs.count("stream"))
+    return Status::ok();
+  auto attr = [](const DeviceOp &op, const char *n) -> const Attr * {
+    auto it = op.attrs.find(n);
+    return it == op.attrs.end() ? nullptr : &it->second;
+  };
+  auto same = [&](const DeviceOp &op, const char *n) {
+    const Attr *a = attr(head, n), *b = attr(op, n);
+    return (!a && !b) || (a && b && a->kind == b->kind && a->i == b->i && a->ints == b->ints);
+  };
+  struct Range {
+    uintptr_t lo, hi;
+  };
+  std::vector<Range> reads, writes;
+  auto ranges = [&](const std::vector<int32_t> &ids, std::vector<Range> *out) -> Status {
+    for (int32_t id : ids) {
+      void *ptr = nullptr;
+      TC_RETURN_IF_ERROR(pointer(p, id, &ptr, "grouping"));
+      uintptr_t lo = reinterpret_cast<uintptr_t>(ptr);
+      out->push_back({lo, lo + p.fn->buffers[id].bytes});
+    }
+    return Status::ok();
+  };
+  auto overlaps = [](const std::vector<Range> &a, const std::vector<Range> &b) {
+    for (const Range &x : a)
+      for (const Range &y : b)
+        if (x.lo < y.hi && y.lo < x.hi)
+          return true;
+    return false;
+  };
+  TC_RETURN_IF_ERROR(ranges(head.ins, &reads));
+  TC_RETURN_IF_ERROR(ranges(head.outs, &writes));
+  size_t j = first + 1;
+  for (; j < ops.size(); ++j) {
+    const DeviceOp &op = ops[j];
+    if (op.kind != "launch" || op.name != head.name || op.attrs.count("missing_kernel") ||
+        !same(op, "meta") || !same(op, "block") || op.attrs.count("stream"))
+      break;
+    std::vector<Range> r, w;
+    TC_RETURN_IF_ERROR(ranges(op.ins, &r));
+    TC_RETURN_IF_ERROR(ranges(op.outs, &w));
+    if (overlaps(r, writes) || overlaps(w, writes) || overlaps(w, reads))
+      break;
+    reads.insert(reads.end(), r.begin(), r.end());
+    writes.insert(writes.end(), w.begin(), w.end());
+  }
+  *end = j;
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
+  const std::vector<DeviceOp> &ops = p.fn->ops;
+  const DeviceOp &head = ops[first];
+  std::string where = "@" + p.fn->name + " ops " + std::to_string(first) + ".." +
+                      std::to_string(end - 1) + " (grouped launch " + head.name + ")";
+  OpAttrs a{head, where};
+  std::vector<int64_t> meta;
+  if (!a.ints("meta", &meta) && !a.ints("tc.cuda_meta", &meta))
+    return a.missing("meta");
+  if (meta.empty())
+    meta.push_back(0);
+  int64_t block = 0;
+  TC_RETURN_IF_ERROR(a.integer("block", &block));
+  const size_t nptr = head.outs.size() + head.ins.size();
+  // Item layout of the generated TcGroupItem_<nptr>: pointers, n, firstBlock, blocks.
+  std::vector<int64_t> items;
+  int64_t blocks = 0;
+  for (size_t i = first; i < end; ++i) {
+    const DeviceOp &op = ops[i];
+    OpAttrs oa{op, where};
+    if (op.outs.size() + op.ins.size() != nptr)
+      return invalidArgument(where + ": ops of one kernel with different argument counts");
+    for (const std::vector<int32_t> *ids : {&op.outs, &op.ins})
+      for (int32_t id : *ids) {
+        void *ptr = nullptr;
+        TC_RETURN_IF_ERROR(pointer(p, id, &ptr, where));
+        items.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptr)));
+      }
+    int64_t n = 0, grid = 0;
+    if (oa.find("n"))
+      TC_RETURN_IF_ERROR(oa.integer("n", &n));
+    else
+      TC_RETURN_IF_ERROR(oa.integer("tc.cuda_n", &n));
+    TC_RETURN_IF_ERROR(oa.integer("grid", &grid));
+    items.push_back(n);
+    items.push_back(blocks);
+    items.push_back(grid);
+    blocks += grid;
+  }
+  void *table = nullptr;
+  uint64_t bytes = items.size() * sizeof(int64_t);
+  TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&table, bytes), "cudaMalloc(group table)"));
+  p.groupTables.push_back(table);
+  p.groupBytes += bytes;
+  TC_CUDA_RETURN_IF_ERROR(cudaMemcpy(table, items.data(), bytes, cudaMemcpyHostToDevice));
+  struct Args {
+    void *table;
+    int count;
+    std::vector<long long> meta;
+    std::vector<void *> args;
+  };
+  auto args = std::make_shared<Args>();
+  args->table = table;
+  args->count = static_cast<int>(end - first);
+  args->meta.assign(meta.begin(), meta.end());
+  args->args = {&args->table, &args->count, args->meta.data()};
+  const void *fn = reinterpret_cast<const void *>(groupKernels.at(head.name));
+  cudaStream_t s = stream(0);
+  dim3 grid(static_cast<unsigned>(blocks)), threads(static_cast<unsigned>(block));
+  std::string name = head.name + "_group";
+  p.ops.push_back([args, fn, s, grid, threads, name]() -> Status {
+    return cudaStatus(cudaLaunchKernel(fn, grid, threads, args->args.data(), 0, s),
+                      "cudaLaunchKernel(" + name + ")");
+  });
+  p.opNames.push_back(where);
+  p.profileNames.push_back("launch " + name + " (" + std::to_string(end - first) + " ops)");
+  return Status::ok();
+}
+
 Status DeviceExecutor::Impl::resolve(Prepared &p) {
   if (p.graph) {
     cudaGraphExecDestroy(p.graph);
@@ -572,9 +708,20 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
   p.opNames.clear();
   p.profileNames.clear();
   p.paramsRead.clear();
+  for (void *t : p.groupTables)
+    cudaFree(t);
+  p.groupTables.clear();
+  p.groupBytes = 0;
   p.capturable = opts.graphs && !opts.checkEachOp && !profile;
-  for (size_t i = 0; i < p.fn->ops.size(); ++i)
-    TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
+  for (size_t i = 0; i < p.fn->ops.size();) {
+    size_t end = i + 1;
+    TC_RETURN_IF_ERROR(findGroup(p, i, &end));
+    if (end - i >= 2)
+      TC_RETURN_IF_ERROR(buildGroup(p, i, end));
+    else
+      TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
+    i = end;
+  }
   p.arenaBase = arena.base();
   p.runs = 0;
   return Status::ok();
@@ -711,6 +858,11 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
     TC_RETURN_IF_ERROR(cudaStatus(cudaLibraryGetKernel(&kern, lib, k.name.c_str()),
                                   "cudaLibraryGetKernel(" + k.name + ")"));
     im.kernels[k.name] = kern;
+    cudaKernel_t group = nullptr;
+    if (cudaLibraryGetKernel(&group, lib, (k.name + "_group").c_str()) == cudaSuccess)
+      im.groupKernels[k.name] = group;
+    else
+      cudaGetLastError();
   }
   // The parameter/state table.
   uint64_t bytes = 0;
@@ -770,7 +922,7 @@ Status DeviceExecutor::prepare(const std::string &name) {
   mem_.workspace = impl_->matmul ? Matmul::kDefaultWorkspaceBytes : 0;
   uint64_t inputs = 0, consts = 0;
   for (auto &[n, q] : impl_->prepared) {
-    inputs += q.inputBytes;
+    inputs += q.inputBytes + q.groupBytes; // arguments and grouped-launch tables
     consts += q.constBytes;
   }
   mem_.inputs = inputs;

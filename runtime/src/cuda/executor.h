@@ -17,7 +17,10 @@
 //     addresses), results are copied back from wherever the program left
 //     them (only those the caller asks for);
 //   - matmuls go through one cuBLASLt wrapper with its preallocated
-//     workspace; library ops through the launchers of kernels/kernels.h.
+//     workspace; library ops through the launchers of kernels/kernels.h;
+//   - a run of independent launches of one generated elementwise kernel (the
+//     AdamW/SGD update of every parameter) is one launch of its NAME_group
+//     entry point over a table of the runs' pointers and sizes.
 //
 // After the first run of a function on its stream the executor replays it
 // as a CUDA graph (one launch per step) unless TC_CUDA_GRAPHS=0 or the
@@ -46,7 +49,7 @@ namespace tc::rt::cuda {
 struct DeviceMemoryUse {
   uint64_t parameters = 0; // parameter/state table (with 16-byte padding)
   uint64_t constants = 0;
-  uint64_t inputs = 0;     // argument blocks of the functions prepared
+  uint64_t inputs = 0;     // argument blocks and grouped-launch tables of the functions prepared
   uint64_t workspace = 0;  // cuBLASLt
   uint64_t arena = 0;
   uint64_t total() const { return parameters + constants + inputs + workspace + arena; }
