@@ -209,6 +209,57 @@ PY
   fx_rc=$?
 fi
 
+# tc-run --eval on the GPU (eval_step of the device program) against the CPU
+# reference's eval of the same artifact.
+eval_line="eval: not run"
+if [ -x "$TCRUN" ] && [ -f "$FIXT/llama.ts.fp32.tca" ]; then
+  rm -f "$OUT/eval.cpu.jsonl" "$OUT/eval.gpu.jsonl"
+  for d in cpu cuda; do
+    "$TCRUN" "$FIXT/llama.ts.fp32.tca" --device $d --eval --feed "input_ids=$FIXT/llama.input_ids.npy" \
+      --feed "labels=$FIXT/llama.labels.npy" --metrics "$OUT/eval.$d.jsonl" >/dev/null 2>>"$OUT/eval.log"
+  done
+  eval_line="eval: $(python3 -c "
+import json, sys
+try:
+    c, g = (json.loads(open('$OUT/eval.%s.jsonl' % d).readline())['loss'] for d in ('cpu', 'cuda'))
+except Exception as e:
+    print('FAIL (%s)' % e); sys.exit(0)
+err = abs(g - c) / abs(c)
+print('%s: llama.ts.fp32 loss gpu %.9g cpu %.9g (rel err %.2e, tol 1e-4)' % ('PASS' if err <= 1e-4 else 'FAIL', g, c, err))
+")"
+  echo "   $eval_line"
+fi
+
+# Checkpoints through the device: 4 steps, save, resume to 8 in a new process;
+# steps 5..8 must equal an uninterrupted 8-step run exactly (cuBLASLt's
+# heuristic choice, TC_MATMUL_TUNE=0, so both processes use the same kernels).
+resume_line="resume: not run"
+RFX="$FIXT/gpt2.ts.fp32.tca"
+if [ -x "$TCRUN" ] && [ -f "$RFX" ]; then
+  feeds=(--feed "input_ids=$FIXT/gpt2.input_ids.npy" --feed "labels=$FIXT/gpt2.labels.npy")
+  rm -rf "$OUT/resume" && mkdir -p "$OUT/resume"
+  TC_MATMUL_TUNE=0 "$TCRUN" "$RFX" --device cuda --steps 8 "${feeds[@]}" \
+    --metrics "$OUT/resume/full.jsonl" --log-every 0 >"$OUT/resume/log" 2>&1 &&
+  TC_MATMUL_TUNE=0 "$TCRUN" "$RFX" --device cuda --steps 4 "${feeds[@]}" --save "$OUT/resume/ck" \
+    --log-every 0 >>"$OUT/resume/log" 2>&1 &&
+  TC_MATMUL_TUNE=0 "$TCRUN" "$RFX" --device cuda --steps 8 "${feeds[@]}" --resume "$OUT/resume/ck" \
+    --metrics "$OUT/resume/resumed.jsonl" --log-every 0 >>"$OUT/resume/log" 2>&1
+  resume_line="resume: $(python3 - "$OUT/resume" <<'PY'
+import json, sys
+d = sys.argv[1]
+try:
+    full = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/full.jsonl"))}
+    res = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/resumed.jsonl"))}
+except OSError as e:
+    print(f"FAIL ({e})"); sys.exit(0)
+same = sorted(res) == [5, 6, 7, 8] and all(res[s] == full[s] for s in res)
+print(("PASS" if same else "FAIL") + ": steps " + ", ".join(f"{s}: {res[s]:.9g} vs {full.get(s, float('nan')):.9g}" for s in sorted(res)))
+PY
+)"
+  rm -rf "$OUT/resume/ck"
+  echo "   $resume_line"
+fi
+
 # The main job (scripts/run.sh) on the GPU: the tiny GPT, 800 AdamW steps on
 # the Debian license texts (the CPU reference goes 5.53 -> about 2.45).
 tiny_line="tiny-gpt: not run"
@@ -275,4 +326,6 @@ fi
 echo
 echo "gpu-check: $gen_line"
 echo "gpu-check: $tiny_line"
+echo "gpu-check: $resume_line"
+echo "gpu-check: $eval_line"
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
