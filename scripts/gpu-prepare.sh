@@ -10,6 +10,14 @@
 #   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
 #                            for sm_90 with AdamW in P = fp32 (tf32 off) and bf16,
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
+#   OUT/fixtures/F-sdpa.E.P.tca   when TC_HF=1 (default 0) and transformers is importable:
+#                            tiny random-weight HuggingFace models (scripts/make_hf_models.py;
+#                            F = gpt2 llama mistral qwen2 neox phi bert, or TC_HF_MODELS),
+#                            sdpa attention, exporter E = dynamo (ts where dynamo fails),
+#                            P = fp32 and bf16, with F-sdpa.{input_ids,labels}.npy, the memory
+#                            plan and the CPU reference's 8 steps, as for the fixtures above;
+#                            exported into ${TC_HF_DIR:-build/hf-models} (an existing export
+#                            there is reused)
 #   OUT/tiny-gpt/            the main job's tiny GPT (scripts/run.sh) for sm_90 + its data
 #   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
 #                            weights (--no-weights --init-params normal), when
@@ -58,6 +66,58 @@ for m in gpt2 llama; do
     done
   done
 done
+
+# Tiny HuggingFace models (optional): one export per family, sdpa attention. The
+# names keep gpu-check.sh's rule: the inputs are found from the name up to its first '.'.
+if [ "${TC_HF:-0}" = 1 ] && python3 -c 'import torch, onnx, transformers' 2>/dev/null; then
+  HF="${TC_HF_DIR:-$ROOT/build/hf-models}"
+  case "$HF" in /*) ;; *) HF="$PWD/$HF" ;; esac
+  HF_MODELS="${TC_HF_MODELS:-gpt2 llama mistral qwen2 neox phi bert}"
+  only=()
+  for f in $HF_MODELS; do
+    [ -f "$HF/$f-sdpa.ref.json" ] && [ -f "$HF/$f.input_ids.npy" ] || only+=(--only "$f-sdpa")
+  done
+  if [ ${#only[@]} -gt 0 ]; then
+    echo "exporting HF models (${only[*]}) into $HF"
+    python3 "$ROOT/scripts/make_hf_models.py" --out "$HF" "${only[@]}" >"$OUT/fixtures/hf-export.log" 2>&1 ||
+      { echo "HF export failed (see $OUT/fixtures/hf-export.log)"; exit 1; }
+  fi
+  for f in $HF_MODELS; do
+    m="$f-sdpa"
+    rm -f "$OUT/fixtures/$m".*
+    picked=""
+    for e in dynamo ts; do
+      [ -f "$HF/$m.$e.onnx" ] || continue
+      ok=1
+      for p in fp32 bf16; do
+        name="$m.$e.$p"
+        if ! "$CB/bin/tc-compile" "$HF/$m.$e.onnx" --input input_ids=2x16 --input labels=2x16 \
+            --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
+            --target sm_90 "--$p" --report memory -o "$OUT/fixtures/$name.tca" \
+            >"$OUT/fixtures/$name.memory.txt" 2>"$OUT/fixtures/$name.compile.log"; then
+          echo "HF $name: tc-compile failed: $(grep -m1 error "$OUT/fixtures/$name.compile.log" | cut -c1-200)"
+          ok=0
+          break
+        fi
+      done
+      if [ $ok = 1 ]; then picked=$e; break; fi
+      rm -f "$OUT/fixtures/$m".*
+    done
+    if [ -z "$picked" ]; then echo "HF $m: skipped (no export compiles)"; continue; fi
+    cp "$HF/$f.input_ids.npy" "$OUT/fixtures/$m.input_ids.npy"
+    cp "$HF/$f.labels.npy" "$OUT/fixtures/$m.labels.npy"
+    for p in fp32 bf16; do
+      name="$m.$picked.$p"
+      rm -f "$OUT/fixtures/$name.compile.log"
+      "$CB/bin/tc-run" "$OUT/fixtures/$name.tca" --device cpu --steps "$STEPS" \
+        --feed "input_ids=$OUT/fixtures/$m.input_ids.npy" --feed "labels=$OUT/fixtures/$m.labels.npy" \
+        --metrics "$OUT/fixtures/$name.cpu.jsonl" --log-every 0 >/dev/null
+      echo "prepared $name"
+    done
+  done
+elif [ "${TC_HF:-0}" = 1 ]; then
+  echo "TC_HF=1 but torch/onnx/transformers are not importable: no HF fixtures"
+fi
 
 # The main job's model (scripts/run.sh) for the GPU: same flags, same data.
 mkdir -p "$OUT/tiny-gpt"
