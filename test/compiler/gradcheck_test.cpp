@@ -275,8 +275,9 @@ void check(const Case &c, const std::string &what, uint32_t seed = 1) {
       EXPECT_NEAR(g[k], fd, tol) << name << "[" << k << "] of " << x.size()
                                  << " (x = " << x[k] << ")";
     }
-    if (!zero)
+    if (!zero) {
       EXPECT_GT(maxAbs, 1e-6) << "gradient of " << name << " is all zero: a weak test";
+    }
   }
 }
 
