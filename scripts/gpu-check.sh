@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# GPU check: runs the already-built CUDA test binaries of a build folder on
-# this machine's GPU and prints a summary table last (kernel, dtype, max error
-# against the CPU reference, tolerance, PASS/FAIL, time per call at GPT-2 124M
-# sizes, and PyTorch eager's time for the same op when torch with CUDA is
-# installed).
+# GPU check: everything GPU-side, on the GPU machine, on a folder made by
+# scripts/gpu-prepare.sh (the GPU machine has no MLIR: nothing is compiled
+# here). Tables last:
+#   - tc_cuda_tests: every runtime CUDA kernel and the cuBLASLt wrapper against
+#     the CPU reference on random inputs (with PyTorch eager's time per op when
+#     torch with CUDA is installed), the C API's CUDA session;
+#   - run_generated: the compiler-generated kernels (BUILD_DIR/gpu-bundle);
+#   - the fixtures (BUILD_DIR/fixtures/*.tca) trained 8 AdamW steps by tc-run
+#     on the GPU against the CPU reference's 8 steps (fp32 with tf32 off:
+#     1e-4 relative; bf16: 2e-2), and each one's device memory against the
+#     compiler's plan and cudaMemGetInfo;
+#   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
+#     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
+#   - GPT-2 124M: tc beside PyTorch eager and torch.compile (TC_BENCH=0 skips).
 #
 #   scripts/gpu-check.sh [BUILD_DIR] [--no-torch]
 #
-# BUILD_DIR (default: build) must hold test/cuda/tc_cuda_tests, built on any
-# machine with the CUDA toolkit (it needs only the CUDA runtime libraries and
-# a driver here: cudart is static, cuBLASLt is libcublasLt.so.13). Nothing is
-# compiled here. Files (the report, the logs, gtest's JSON) go to
-# $TC_GPU_CHECK_OUT, else BUILD_DIR/gpu-check. Exit status: 0 when every
-# test ran and passed; 1 when one failed or was skipped (no usable GPU);
-# 2 when the binary is missing.
+# BUILD_DIR (default: build) holds bin/tc-run, test/cuda/tc_cuda_tests and
+# test/codegen/run_generated (built with the CUDA toolkit; they need only a
+# driver here: cudart is static, cuBLASLt is libcublasLt.so.13). Files (the
+# report, the logs, gtest's JSON) go to $TC_GPU_CHECK_OUT, else
+# BUILD_DIR/gpu-check. Exit status: 0 when every check ran and passed (the
+# benchmark's speed is reported, not judged); 1 when one failed or was
+# skipped (no usable GPU); 2 when the test binary is missing.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD=""
@@ -21,7 +30,7 @@ TORCH=1
 for arg in "$@"; do
   case "$arg" in
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) BUILD="$arg" ;;
   esac
 done
@@ -230,6 +239,20 @@ print('%s: llama.ts.fp32 loss gpu %.9g cpu %.9g (rel err %.2e, tol 1e-4)' % ('PA
   echo "   $eval_line"
 fi
 
+# Refusals on the GPU machine: kernels for another architecture, a GPU that
+# does not exist. Each must fail with a message naming the problem.
+errors_line="errors: not run"
+if [ -x "$TCRUN" ] && [ -f "$BUILD/wrong-arch.sm_120.tca" ]; then
+  feeds=(--feed "input_ids=$FIXT/gpt2.input_ids.npy" --feed "labels=$FIXT/gpt2.labels.npy")
+  a=$("$TCRUN" "$BUILD/wrong-arch.sm_120.tca" --device cuda --steps 1 "${feeds[@]}" 2>&1); ra=$?
+  b=$("$TCRUN" "$FIXT/gpt2.ts.fp32.tca" --device cuda:7 --steps 1 "${feeds[@]}" 2>&1); rb=$?
+  ok=FAIL
+  if [ $ra -ne 0 ] && grep -q "recompile with tc-compile --target sm_" <<<"$a" &&
+     [ $rb -ne 0 ] && grep -q "does not exist" <<<"$b"; then ok=PASS; fi
+  errors_line="errors: $ok: $(tail -1 <<<"$a" | cut -c1-150) | $(tail -1 <<<"$b" | cut -c1-120)"
+  echo "   $errors_line"
+fi
+
 # Checkpoints through the device: 4 steps, save, resume to 8 in a new process;
 # steps 5..8 must equal an uninterrupted 8-step run exactly (cuBLASLt's
 # heuristic choice, TC_MATMUL_TUNE=0, so both processes use the same kernels).
@@ -328,4 +351,10 @@ echo "gpu-check: $gen_line"
 echo "gpu-check: $tiny_line"
 echo "gpu-check: $resume_line"
 echo "gpu-check: $eval_line"
-[ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+echo "gpu-check: $errors_line"
+extra_rc=0
+for line in "$resume_line" "$eval_line" "$errors_line"; do
+  case "$line" in *FAIL*) extra_rc=1 ;; esac
+done
+[ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&
+  [ "$extra_rc" -eq 0 ]

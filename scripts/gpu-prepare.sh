@@ -119,6 +119,10 @@ elif [ "${TC_HF:-0}" = 1 ]; then
   echo "TC_HF=1 but torch/onnx/transformers are not importable: no HF fixtures"
 fi
 
+# An RTX 5090 (sm_120a) artifact: on an H100/H200 tc-run must refuse it by name.
+"$CB/bin/tc-compile" "$FX/gpt2.ts.onnx" --input input_ids=2x16 --input labels=2x16 --train \
+  --target sm_120 -o "$OUT/wrong-arch.sm_120.tca" 2>/dev/null
+
 # The main job's model (scripts/run.sh) for the GPU: same flags, same data.
 mkdir -p "$OUT/tiny-gpt"
 python3 "$ROOT/examples/tiny-gpt/make_data.py" "$OUT/tiny-gpt/train.bin" >/dev/null

@@ -388,8 +388,9 @@ int runTraining(const Options &o, const Artifact &artifact) {
     return fail(kExitUsage, st.message());
   if (gpu >= 0) {
     st = trainer.useDevice(gpu);
-    if (!st.isOk())
-      return fail(kExitRuntime, st.message());
+    if (!st.isOk()) // the artifact or the device named does not fit this machine: an input error
+      return fail(st.code() == StatusCode::InvalidArgument ? kExitUsage : kExitRuntime,
+                  st.message());
     DeviceMemoryReport m = trainer.deviceMemory();
     std::printf("device: %s\n", m.device.c_str());
     std::printf("device memory: parameters+state %llu, constants %llu, inputs %llu, "
@@ -687,7 +688,8 @@ int main(int argc, char **argv) {
     if (st.isOk())
       st = ex->run(fn->name, inputs, &outputs);
     if (!st.isOk())
-      return fail(kExitRuntime, st.message());
+      return fail(st.code() == StatusCode::InvalidArgument ? kExitUsage : kExitRuntime,
+                  st.message());
   } else
 #endif
   {
