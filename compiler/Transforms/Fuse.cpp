@@ -8,7 +8,9 @@
 // producers in while that neither duplicates work nor creates a cycle:
 // a producer may join when its result has the group's iteration shape and
 // every user outside the group comes after the root (the fusion op takes the
-// root's place, so those users still see its results).
+// root's place, so those users still see its results). A matmul's bias add
+// and GELU-tanh are left out when tc-lower-to-tcx will make them cuBLASLt
+// epilogues (isMatmulEpilogue).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,10 +45,63 @@ bool allCodegenTypes(Operation *op) {
          llvm::all_of(op->getResultTypes(), codegenType);
 }
 
+/// The product of a matmul tc-lower-to-tcx turns into one cuBLASLt call
+/// (f32/bf16/f16, batch dims it can stride or fold): its epilogues are taken
+/// from there, not fused here.
+bool cublasMatmul(Value v) {
+  auto mm = v.getDefiningOp<tc::MatmulOp>();
+  if (!mm || !v.hasOneUse())
+    return false;
+  auto out = llvm::cast<RankedTensorType>(mm.getResult().getType());
+  Type e = out.getElementType();
+  if (!e.isF32() && !e.isBF16() && !e.isF16())
+    return false;
+  auto batch = [](Value x) {
+    ArrayRef<int64_t> s = llvm::cast<RankedTensorType>(x.getType()).getShape();
+    int64_t n = 1;
+    for (int64_t d : s.drop_back(2))
+      n *= d;
+    return n;
+  };
+  int64_t lb = batch(mm.getLhs()), rb = batch(mm.getRhs()), ob = batch(mm.getResult());
+  return rb == 1 || lb == 1 || (lb == ob && rb == ob);
+}
+
+/// Bias add (+ bias[N] on a matmul's only use) and GELU-tanh after it (or
+/// directly after the matmul) when that is the only use: cuBLASLt epilogues,
+/// so left out of fusions (tc-lower-to-tcx's lowerMatmul folds them, under
+/// the same conditions).
+bool isMatmulEpilogue(Operation *op) {
+  if (auto add = llvm::dyn_cast<tc::AddOp>(op)) {
+    if (add.getLhs() == add.getRhs())
+      return false;
+    for (auto [prod, bias] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+      if (!cublasMatmul(prod))
+        continue;
+      auto pt = llvm::cast<RankedTensorType>(prod.getType());
+      auto bt = llvm::cast<RankedTensorType>(bias.getType());
+      if (bt.getRank() == 1 && bt.getDimSize(0) == pt.getShape().back() &&
+          bt.getElementType() == pt.getElementType() && add.getResult().getType() == pt)
+        return true;
+    }
+    return false;
+  }
+  if (auto gelu = llvm::dyn_cast<tc::GeluOp>(op)) {
+    if (gelu.getApproximate() != "tanh")
+      return false;
+    Value in = gelu.getInput();
+    if (cublasMatmul(in))
+      return true;
+    Operation *def = in.getDefiningOp();
+    return def && in.hasOneUse() && isMatmulEpilogue(def) && llvm::isa<tc::AddOp>(def);
+  }
+  return false;
+}
+
 bool isRoot(Operation *op) {
   return (tc::isFusibleElementwise(op) || tc::isTrailingReduction(op) ||
           tc::isLastAxisSoftmax(op)) &&
-         allCodegenTypes(op);
+         allCodegenTypes(op) && !isMatmulEpilogue(op);
 }
 
 /// Ops cloned into every body that uses them: free in a kernel.
@@ -108,7 +163,8 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
             continue;
           }
           if (grouped.contains(def) || !tc::isFusibleElementwise(def) ||
-              !allCodegenTypes(def) || shapeOf(def->getResult(0)) != ArrayRef(iter))
+              !allCodegenTypes(def) || isMatmulEpilogue(def) ||
+              shapeOf(def->getResult(0)) != ArrayRef(iter))
             continue;
           // Users outside the group must come after the root; users inside
           // are either members already or will be (the chain is walked from

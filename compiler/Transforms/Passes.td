@@ -170,6 +170,9 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
   let summary = "Group elementwise chains (+ one final reduction) into tc.fusion ops";
   let description = [{
     GPU pipeline only (the CPU reference program is built before it runs).
+    A matmul's bias add (+ bias[N] on its only use) and a GELU-tanh on that
+    sum (or on the product) as its only use are not grouped: tc-lower-to-tcx
+    makes them cuBLASLt epilogues.
     Walking the function backwards, every elementwise op (unary, binary with
     broadcasting, select, cast, comparisons, gelu), trailing-axis
     reduce_sum / reduce_mean / reduce_max / reduce_min and last-axis

@@ -93,3 +93,38 @@ func.func @softmax(%x: tensor<4x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
   %p = tc.softmax %s {axis = 1 : i64} : tensor<4x8xf32>
   return %p : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a matmul's bias add and the GELU-tanh after it stay out of
+// fusions (tc-lower-to-tcx makes them cuBLASLt epilogues), while what follows
+// fuses as usual.
+// CHECK-LABEL: func.func @epilogue
+// CHECK: %[[M:.+]] = tc.matmul
+// CHECK-NEXT: %[[A:.+]] = tc.add %[[M]], %{{.+}}
+// CHECK-NEXT: %[[G:.+]] = tc.gelu %[[A]] {approximate = "tanh"}
+// CHECK-NEXT: tc.fusion
+func.func @epilogue(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> {
+  %m = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %a = tc.add %m, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %g = tc.gelu %a {approximate = "tanh"} : tensor<8x32xf32>
+  %y = tc.mul %g, %g : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  return %y : tensor<8x32xf32>
+}
+
+// -----
+
+// Tests that when the pre-activation is needed again (training keeps it for
+// the GELU gradient) only the bias add stays out: the GELU fuses.
+// CHECK-LABEL: func.func @epilogue_kept
+// CHECK: %[[M:.+]] = tc.matmul
+// CHECK-NEXT: %[[A:.+]] = tc.add %[[M]], %{{.+}}
+// CHECK-NEXT: tc.fusion
+// CHECK: tc.gelu
+func.func @epilogue_kept(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %m = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %a = tc.add %m, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %g = tc.gelu %a {approximate = "tanh"} : tensor<8x32xf32>
+  %y = tc.mul %g, %a : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  return %y, %a : tensor<8x32xf32>, tensor<8x32xf32>
+}
