@@ -382,6 +382,16 @@ struct FusionGen {
   SmallVector<int64_t> iter;
   int64_t numel = 0, rows = 1, rowLen = 1;
   int64_t rowDims = 0; // row kernels: the trailing dims a row spans
+
+  /// Index and offset arithmetic in 32 bits when the iteration space has
+  /// fewer than 2^31 elements (so has every operand): fewer instructions in
+  /// kernels whose time goes to address arithmetic (masked softmax rows).
+  bool narrowIdx() const { return numel < (int64_t(1) << 31); }
+  std::string ix() const { return narrowIdx() ? "int" : "long long"; }
+  std::string mv(int64_t k) const {
+    std::string v = "meta.v[" + std::to_string(k) + "]";
+    return narrowIdx() ? "(int)" + v : v;
+  }
   SmallVector<ArgMode> argModes;
   SmallVector<int64_t> argMeta;     // offset of the strides in meta (Strided)
   SmallVector<int64_t> outMeta;     // offset of the strides (guarded outputs), -1 = dense
@@ -490,19 +500,19 @@ struct FusionGen {
     for (int64_t d = (int64_t)iter.size() - rowDims - 1; d >= 0; --d) {
       std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
       if (iter[d] == 1) {
-        s += ind + "const long long idx" + std::to_string(d) + " = 0;\n";
+        s += ind + "const " + ix() + " idx" + std::to_string(d) + " = 0;\n";
         continue;
       }
-      s += ind + "const long long idx" + std::to_string(d) + " = (long long)(rrem_ % " + dim +
+      s += ind + "const " + ix() + " idx" + std::to_string(d) + " = (" + ix() + ")(rrem_ % " + dim +
            "); rrem_ /= " + dim + ";\n";
     }
     const int64_t first = (int64_t)iter.size() - rowDims;
     auto rowOffset = [&](int64_t at) {
       if (at < 0 || first == 0)
         return;
-      s += ind + "const long long roff" + std::to_string(at) + "_ = ";
+      s += ind + "const " + ix() + " roff" + std::to_string(at) + "_ = ";
       for (int64_t d = 0; d < first; ++d)
-        s += (d ? " + idx" : "idx") + std::to_string(d) + " * meta.v[" + std::to_string(at + d) + "]";
+        s += (d ? " + idx" : "idx") + std::to_string(d) + " * " + mv(at + d);
       s += ";\n";
     };
     for (int64_t at : argMeta)
@@ -524,15 +534,15 @@ struct FusionGen {
     // (rowIdxCode), only the row's own dims from `j` per element.
     const int64_t first = red ? (int64_t)iter.size() - rowDims : 0;
     if (red && rowDims == 1)
-      return ind + "const long long idx" + std::to_string(iter.size() - 1) + " = j;\n";
+      return ind + "const " + ix() + " idx" + std::to_string(iter.size() - 1) + " = j;\n";
     std::string s = ind + it + " rem_ = (" + it + ")" + (red ? "j" : "i") + ";\n";
     for (int64_t d = (int64_t)iter.size() - 1; d >= first; --d) {
       std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
       if (iter[d] == 1) {
-        s += ind + "const long long idx" + std::to_string(d) + " = 0;\n";
+        s += ind + "const " + ix() + " idx" + std::to_string(d) + " = 0;\n";
         continue;
       }
-      s += ind + "const long long idx" + std::to_string(d) + " = (long long)(rem_ % " + dim +
+      s += ind + "const " + ix() + " idx" + std::to_string(d) + " = (" + ix() + ")(rem_ % " + dim +
            "); rem_ /= " + dim + ";\n";
     }
     return s;
@@ -544,7 +554,7 @@ struct FusionGen {
     const size_t first = red ? iter.size() - rowDims : 0;
     std::string s = red && first > 0 ? "roff" + std::to_string(at) + "_" : "";
     for (size_t d = first; d < iter.size(); ++d)
-      s += (s.empty() ? "idx" : " + idx") + std::to_string(d) + " * meta.v[" + std::to_string(at + d) + "]";
+      s += (s.empty() ? "idx" : " + idx") + std::to_string(d) + " * " + mv(at + d);
     return s.empty() ? "0" : s;
   }
 
@@ -795,8 +805,8 @@ struct FusionGen {
       s += rowIdxCode("    ");
     }
     auto pass = [&](const std::string &before, const std::string &after, bool stores) -> LogicalResult {
-      s += "    for (long long j = lane; j < " + end + "; j += " + T + ") {\n";
-      s += "      const long long i = row * rowLen + j;\n";
+      s += "    for (" + ix() + " j = (" + ix() + ")lane; j < (" + ix() + ")" + end + "; j += " + T + ") {\n";
+      s += "      const " + ix() + " i = (" + ix() + ")row * (" + ix() + ")rowLen + j;\n";
       s += idxCode("      ");
       llvm::DenseMap<Value, std::string> names;
       std::string eval;
