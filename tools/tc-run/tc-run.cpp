@@ -36,6 +36,7 @@
 
 #include "runtime/src/base/artifact.h"
 #include "runtime/src/base/host_tensor.h"
+#include "runtime/src/base/json.h"
 #include "runtime/src/base/npy.h"
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/trainer.h"
@@ -273,23 +274,6 @@ void printOutput(const std::string &name, const HostTensor &t) {
     }
   }
   std::printf("%s\n", line.c_str());
-}
-
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += static_cast<char>(ch);
-    } else if (ch < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  return out + "\"";
 }
 
 std::string jsonNumber(const HostTensor &t, double v) {
@@ -707,7 +691,7 @@ int main(int argc, char **argv) {
       const HostTensor &t = outputs[i];
       if (!t.type.shape.empty())
         continue;
-      line += "," + jsonString(fn->outputNames[i]) + ":" +
+      line += "," + jsonQuote(fn->outputNames[i]) + ":" +
               jsonNumber(t, hostTensorToDoubles(t)[0]);
     }
     line += "}\n";

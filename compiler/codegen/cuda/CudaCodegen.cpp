@@ -257,6 +257,21 @@ struct Signature {
   }
 };
 
+/// A standalone op's kernel: `source` (with @KERNEL@ placeholders), the
+/// signature's parameters, `grid` blocks of `block` threads, the name from
+/// `kind` and the source.
+KernelSource makeKernel(Operation *op, std::string source, Signature &sig, int64_t grid,
+                        llvm::StringRef kind, int64_t block = 256) {
+  KernelSource k;
+  k.op = op;
+  k.source = std::move(source);
+  k.params = std::move(sig.params);
+  k.launch.grid = grid;
+  k.launch.block = block;
+  finalize(k, kind);
+  return k;
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise op expressions
 //===----------------------------------------------------------------------===//
@@ -953,13 +968,7 @@ FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> strides
   for (int64_t d = 0; d < r; ++d)
     off += " + o" + std::to_string(d) + " * meta.v[" + std::to_string(1 + r + d) + "]";
   s += "    out0[i] = in0[" + off + "];\n  }\n}\n";
-  KernelSource k;
-  k.op = op;
-  k.source = s;
-  k.params = std::move(sig.params);
-  k.launch.grid = gridFor(product(outDims), 256);
-  finalize(k, "gather");
-  return k;
+  return makeKernel(op, std::move(s), sig, gridFor(product(outDims), 256), "gather");
 }
 
 FailureOr<KernelSource> padKernel(tc::PadOp op) {
@@ -995,13 +1004,7 @@ FailureOr<KernelSource> padKernel(tc::PadOp op) {
        ";\n  }\n}\n";
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     return op.emitOpError() << "CUDA codegen: unknown pad mode '" << mode << "'";
-  KernelSource k;
-  k.op = op;
-  k.source = s;
-  k.params = std::move(sig.params);
-  k.launch.grid = gridFor(product(os), 256);
-  finalize(k, "pad");
-  return k;
+  return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "pad");
 }
 
 FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
@@ -1028,13 +1031,7 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
     s += "      off += q * " + m(4) + "; }\n";
   }
   s += "    out0[i] = inside ? in0[off] : " + rawLiteral(eltOf(out), 0.0) + ";\n  }\n}\n";
-  KernelSource k;
-  k.op = op;
-  k.source = s;
-  k.params = std::move(sig.params);
-  k.launch.grid = gridFor(product(os), 256);
-  finalize(k, "insert_slice");
-  return k;
+  return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "insert_slice");
 }
 
 FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
@@ -1074,13 +1071,7 @@ FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
     at += 1 + r;
   }
   s += "  }\n}\n";
-  KernelSource k;
-  k.op = op;
-  k.source = s;
-  k.params = std::move(sig.params);
-  k.launch.grid = gridFor(product(os), 256);
-  finalize(k, "concat");
-  return k;
+  return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "concat");
 }
 
 /// One thread per input element, which goes to the result whose range along
@@ -1114,13 +1105,7 @@ FailureOr<KernelSource> splitKernel(tc::SplitOp op) {
     prevEnd = endS;
   }
   s += "  }\n}\n";
-  KernelSource k;
-  k.op = op;
-  k.source = s;
-  k.params = std::move(sig.params);
-  k.launch.grid = gridFor(product(is), 256);
-  finalize(k, "split");
-  return k;
+  return makeKernel(op, std::move(s), sig, gridFor(product(is), 256), "split");
 }
 
 /// Any reduction over any axes: one thread per result element.
@@ -1246,14 +1231,7 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
       s += "    acc = acc / (" + acc + ")" + m + ";\n";
     s += "    out0[i] = " + storeExpr(eltOf(out), "acc") + ";\n  }\n";
     s += "  if (threadIdx.x == 0) tc_cdone_[tile_] = 0;\n}\n";
-    KernelSource k;
-    k.op = op;
-    k.source = s;
-    k.params = std::move(sig.params);
-    k.launch.block = 256;
-    k.launch.grid = tiles * R;
-    finalize(k, "reduce_cols");
-    return k;
+    return makeKernel(op, std::move(s), sig, tiles * R, "reduce_cols");
   }
   const std::string Gs = std::to_string(G), Os = std::to_string(OPB);
   std::string s = std::string(kPrelude) + "\nextern \"C\" __global__ void __launch_bounds__(" +
@@ -1285,14 +1263,7 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
   if (G > 1)
     s += "    __syncthreads();\n";
   s += "  }\n}\n";
-  KernelSource k;
-  k.op = op;
-  k.source = s;
-  k.params = std::move(sig.params);
-  k.launch.block = threads;
-  k.launch.grid = gridFor(N, OPB);
-  finalize(k, "reduce_any");
-  return k;
+  return makeKernel(op, std::move(s), sig, gridFor(N, OPB), "reduce_any", threads);
 }
 
 } // namespace
