@@ -385,13 +385,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     if (failed(device))
       return fail("lowering @" + fn.getName().str() + " to the device program", err);
     result->artifact.deviceFunctions.push_back(std::move(*device));
-    if (opts.train.enabled && fn.getName() == "infer") {
-      // eval_step is infer under the name tc-run --eval looks for first, as
-      // in the reference program.
-      rt::DeviceFunction eval = result->artifact.deviceFunctions.back();
-      eval.name = "eval_step";
-      result->artifact.deviceFunctions.push_back(std::move(eval));
-    }
   }
   result->gpuModule = std::move(fused);
   return true;

@@ -48,21 +48,28 @@ rm -rf "$OUT/gpu-bundle"
 "$CB/bin/tc-cuda-codegen" "$ROOT/test/codegen/Inputs/cases.mlir" --emit=none --target sm_90 \
   --bundle "$OUT/gpu-bundle"
 
+# compile_fixture ONNX NAME PREC: NAME.tca (sm_90, AdamW + clip) and its memory report.
+compile_fixture() {
+  "$CB/bin/tc-compile" "$1" --input input_ids=2x16 --input labels=2x16 \
+    --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
+    --target sm_90 "--$3" --report memory -o "$OUT/fixtures/$2.tca" >"$OUT/fixtures/$2.memory.txt"
+}
+# cpu_reference NAME INPUTS_PREFIX: the CPU reference's $STEPS steps of NAME.tca.
+cpu_reference() {
+  rm -f "$OUT/fixtures/$1.cpu.jsonl"
+  "$CB/bin/tc-run" "$OUT/fixtures/$1.tca" --device cpu --steps "$STEPS" \
+    --feed "input_ids=$2.input_ids.npy" --feed "labels=$2.labels.npy" \
+    --metrics "$OUT/fixtures/$1.cpu.jsonl" --log-every 0 >/dev/null
+  echo "prepared $1"
+}
+
 FX="$ROOT/test/fixtures"
 for m in gpt2 llama; do
   cp "$FX/$m.input_ids.npy" "$FX/$m.labels.npy" "$OUT/fixtures/"
   for e in ts dynamo; do
     for p in fp32 bf16; do
-      name="$m.$e.$p"
-      "$CB/bin/tc-compile" "$FX/$m.$e.onnx" --input input_ids=2x16 --input labels=2x16 \
-        --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
-        --target sm_90 "--$p" --report memory -o "$OUT/fixtures/$name.tca" \
-        >"$OUT/fixtures/$name.memory.txt"
-      rm -f "$OUT/fixtures/$name.cpu.jsonl"
-      "$CB/bin/tc-run" "$OUT/fixtures/$name.tca" --device cpu --steps "$STEPS" \
-        --feed "input_ids=$FX/$m.input_ids.npy" --feed "labels=$FX/$m.labels.npy" \
-        --metrics "$OUT/fixtures/$name.cpu.jsonl" --log-every 0 >/dev/null
-      echo "prepared $name"
+      compile_fixture "$FX/$m.$e.onnx" "$m.$e.$p" "$p"
+      cpu_reference "$m.$e.$p" "$FX/$m"
     done
   done
 done
@@ -91,10 +98,7 @@ if [ "${TC_HF:-0}" = 1 ] && python3 -c 'import torch, onnx, transformers' 2>/dev
       ok=1
       for p in fp32 bf16; do
         name="$m.$e.$p"
-        if ! "$CB/bin/tc-compile" "$HF/$m.$e.onnx" --input input_ids=2x16 --input labels=2x16 \
-            --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
-            --target sm_90 "--$p" --report memory -o "$OUT/fixtures/$name.tca" \
-            >"$OUT/fixtures/$name.memory.txt" 2>"$OUT/fixtures/$name.compile.log"; then
+        if ! compile_fixture "$HF/$m.$e.onnx" "$name" "$p" 2>"$OUT/fixtures/$name.compile.log"; then
           echo "HF $name: tc-compile failed: $(grep -m1 error "$OUT/fixtures/$name.compile.log" | cut -c1-200)"
           ok=0
           break
@@ -107,12 +111,8 @@ if [ "${TC_HF:-0}" = 1 ] && python3 -c 'import torch, onnx, transformers' 2>/dev
     cp "$HF/$f.input_ids.npy" "$OUT/fixtures/$m.input_ids.npy"
     cp "$HF/$f.labels.npy" "$OUT/fixtures/$m.labels.npy"
     for p in fp32 bf16; do
-      name="$m.$picked.$p"
-      rm -f "$OUT/fixtures/$name.compile.log"
-      "$CB/bin/tc-run" "$OUT/fixtures/$name.tca" --device cpu --steps "$STEPS" \
-        --feed "input_ids=$OUT/fixtures/$m.input_ids.npy" --feed "labels=$OUT/fixtures/$m.labels.npy" \
-        --metrics "$OUT/fixtures/$name.cpu.jsonl" --log-every 0 >/dev/null
-      echo "prepared $name"
+      rm -f "$OUT/fixtures/$m.$picked.$p.compile.log"
+      cpu_reference "$m.$picked.$p" "$OUT/fixtures/$m"
     done
   done
 elif [ "${TC_HF:-0}" = 1 ]; then

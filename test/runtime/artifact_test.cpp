@@ -619,5 +619,19 @@ TEST(Artifact, Crc32KnownValue) {
   EXPECT_EQ(crc32(reinterpret_cast<const uint8_t *>(s), 9), 0xCBF43926u);
 }
 
+TEST(Artifact, EvalStepIsInferOnTheDevice) {
+  Artifact a;
+  DeviceFunction infer;
+  infer.name = "infer";
+  a.deviceFunctions.push_back(infer);
+  ASSERT_NE(a.findDeviceFunction("eval_step"), nullptr);
+  EXPECT_EQ(a.findDeviceFunction("eval_step")->name, "infer");
+  EXPECT_EQ(a.findDeviceFunction("train_step"), nullptr);
+  DeviceFunction own;
+  own.name = "eval_step";
+  a.deviceFunctions.push_back(own);
+  EXPECT_EQ(a.findDeviceFunction("eval_step")->name, "eval_step");
+}
+
 } // namespace
 } // namespace tc::rt

@@ -652,13 +652,8 @@ int main(int argc, char **argv) {
   std::string derr = resolveDevice(o, artifact, &gpu);
   if (!derr.empty())
     return fail(kExitUsage, derr);
-  if (gpu >= 0 && o.device == "auto") {
-    bool onGpu = false;
-    for (const DeviceFunction &f : artifact.deviceFunctions)
-      onGpu |= f.name == fn->name;
-    if (!onGpu)
-      gpu = -1; // the GPU program has no such function: the CPU reference runs it
-  }
+  if (gpu >= 0 && o.device == "auto" && !artifact.findDeviceFunction(fn->name))
+    gpu = -1; // the GPU program has no such function: the CPU reference runs it
 #if TC_HAVE_CUDA
   if (gpu >= 0) {
     cuda::ExecutorOptions eo;

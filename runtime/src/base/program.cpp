@@ -17,6 +17,17 @@ const Function *Artifact::findFunction(const std::string &name) const {
   return nullptr;
 }
 
+const DeviceFunction *Artifact::findDeviceFunction(const std::string &name) const {
+  for (const DeviceFunction &f : deviceFunctions)
+    if (f.name == name)
+      return &f;
+  // eval_step is infer (the reference program holds a copy under that name;
+  // the device program does not repeat it).
+  if (name == "eval_step")
+    return findDeviceFunction("infer");
+  return nullptr;
+}
+
 const char *paramKindName(ParamKind k) {
   switch (k) {
   case ParamKind::Parameter:

@@ -191,6 +191,9 @@ struct Artifact {
   std::vector<DeviceFunction> deviceFunctions; // GPU targets only
 
   const Function *findFunction(const std::string &name) const;
+  /// The device function `name`; "eval_step" is "infer" when the device
+  /// program has no function of its own under that name.
+  const DeviceFunction *findDeviceFunction(const std::string &name) const;
   const Parameter *findParam(const std::string &name) const;
 };
 

@@ -93,6 +93,28 @@ Status checkGpuDtype(const std::string &where, DType dt) {
                        " (the CUDA library kernels take f32, bf16 or f16)");
 }
 
+/// A generated kernel's launch arguments, as DeviceProgram writes them.
+struct LaunchAttrs {
+  int64_t n = 0, grid = 0, block = 0;
+  std::vector<long long> meta;
+};
+
+Status readLaunch(const OpAttrs &a, LaunchAttrs *out) {
+  TC_RETURN_IF_ERROR(a.integer("n", &out->n));
+  std::vector<int64_t> meta;
+  if (!a.ints("meta", &meta))
+    return a.missing("meta");
+  TC_RETURN_IF_ERROR(a.integer("grid", &out->grid));
+  TC_RETURN_IF_ERROR(a.integer("block", &out->block));
+  if (out->grid < 1 || out->grid > (1ll << 31) - 1 || out->block < 1 || out->block > 1024)
+    return invalidArgument(a.where + ": launch of " + std::to_string(out->grid) + " x " +
+                           std::to_string(out->block) + " threads");
+  out->meta.assign(meta.begin(), meta.end());
+  if (out->meta.empty())
+    out->meta.push_back(0);
+  return Status::ok();
+}
+
 } // namespace
 
 /// One parameter/state entry on the device.
@@ -108,6 +130,7 @@ struct Prepared {
   const DeviceFunction *fn = nullptr;
   void *inputBlock = nullptr;
   std::vector<uint64_t> inputOffsets;
+  std::vector<uint64_t> argBytes; // per argument: its bytes (0: nothing reads it)
   void *constBlock = nullptr;
   std::vector<uint64_t> constOffsets;
   uint64_t inputBytes = 0, constBytes = 0; // the two blocks' sizes
@@ -136,6 +159,7 @@ struct DeviceExecutor::Impl {
   void *workspace = nullptr;
   std::deque<Stream> streams;
   std::map<std::string, Prepared> prepared;
+  uint64_t epoch = 0; // bumped when a function is prepared or the arena grows
   std::deque<Event> events; // deque: closures hold pointers to them
   // TC_CUDA_PROFILE=1: per-op GPU time (events around every op, no graphs),
   // summed by op name over every run but the first and printed to stderr at
@@ -292,28 +316,15 @@ Status DeviceExecutor::Impl::buildLaunch(Prepared &p, const DeviceOp &op, const 
     std::vector<void *> args;
     dim3 grid, block;
   };
+  LaunchAttrs la;
+  TC_RETURN_IF_ERROR(readLaunch(a, &la));
   auto args = std::make_shared<Args>();
   args->ptrs = outs;
   args->ptrs.insert(args->ptrs.end(), ins.begin(), ins.end());
-  int64_t n = 0, grid = 0, block = 0;
-  if (a.find("n"))
-    TC_RETURN_IF_ERROR(a.integer("n", &n));
-  else
-    TC_RETURN_IF_ERROR(a.integer("tc.cuda_n", &n));
-  std::vector<int64_t> meta;
-  if (!a.ints("meta", &meta) && !a.ints("tc.cuda_meta", &meta))
-    return a.missing("meta");
-  TC_RETURN_IF_ERROR(a.integer("grid", &grid));
-  TC_RETURN_IF_ERROR(a.integer("block", &block));
-  if (grid < 1 || grid > (1ll << 31) - 1 || block < 1 || block > 1024)
-    return invalidArgument(where + ": launch of " + std::to_string(grid) + " x " +
-                           std::to_string(block) + " threads");
-  if (meta.empty())
-    meta.push_back(0);
-  args->n = n;
-  args->meta.assign(meta.begin(), meta.end());
-  args->grid = dim3(static_cast<unsigned>(grid));
-  args->block = dim3(static_cast<unsigned>(block));
+  args->n = la.n;
+  args->meta = std::move(la.meta);
+  args->grid = dim3(static_cast<unsigned>(la.grid));
+  args->block = dim3(static_cast<unsigned>(la.block));
   for (void *&ptr : args->ptrs)
     args->args.push_back(&ptr);
   args->args.push_back(&args->n);
@@ -635,21 +646,16 @@ Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
   const DeviceOp &head = ops[first];
   std::string where = "@" + p.fn->name + " ops " + std::to_string(first) + ".." +
                       std::to_string(end - 1) + " (grouped launch " + head.name + ")";
-  OpAttrs a{head, where};
-  std::vector<int64_t> meta;
-  if (!a.ints("meta", &meta) && !a.ints("tc.cuda_meta", &meta))
-    return a.missing("meta");
-  if (meta.empty())
-    meta.push_back(0);
-  int64_t block = 0;
-  TC_RETURN_IF_ERROR(a.integer("block", &block));
+  LaunchAttrs head_;
+  TC_RETURN_IF_ERROR(readLaunch(OpAttrs{head, where}, &head_));
   const size_t nptr = head.outs.size() + head.ins.size();
   // Item layout of the generated TcGroupItem_<nptr>: pointers, n, firstBlock, blocks.
   std::vector<int64_t> items;
   int64_t blocks = 0;
   for (size_t i = first; i < end; ++i) {
     const DeviceOp &op = ops[i];
-    OpAttrs oa{op, where};
+    LaunchAttrs la;
+    TC_RETURN_IF_ERROR(readLaunch(OpAttrs{op, where}, &la));
     if (op.outs.size() + op.ins.size() != nptr)
       return invalidArgument(where + ": ops of one kernel with different argument counts");
     for (const std::vector<int32_t> *ids : {&op.outs, &op.ins})
@@ -658,16 +664,10 @@ Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
         TC_RETURN_IF_ERROR(pointer(p, id, &ptr, where));
         items.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptr)));
       }
-    int64_t n = 0, grid = 0;
-    if (oa.find("n"))
-      TC_RETURN_IF_ERROR(oa.integer("n", &n));
-    else
-      TC_RETURN_IF_ERROR(oa.integer("tc.cuda_n", &n));
-    TC_RETURN_IF_ERROR(oa.integer("grid", &grid));
-    items.push_back(n);
+    items.push_back(la.n);
     items.push_back(blocks);
-    items.push_back(grid);
-    blocks += grid;
+    items.push_back(la.grid);
+    blocks += la.grid;
   }
   void *table = nullptr;
   uint64_t bytes = items.size() * sizeof(int64_t);
@@ -684,11 +684,11 @@ Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
   auto args = std::make_shared<Args>();
   args->table = table;
   args->count = static_cast<int>(end - first);
-  args->meta.assign(meta.begin(), meta.end());
+  args->meta = head_.meta;
   args->args = {&args->table, &args->count, args->meta.data()};
   const void *fn = reinterpret_cast<const void *>(groupKernels.at(head.name));
   cudaStream_t s = stream(0);
-  dim3 grid(static_cast<unsigned>(blocks)), threads(static_cast<unsigned>(block));
+  dim3 grid(static_cast<unsigned>(blocks)), threads(static_cast<unsigned>(head_.block));
   std::string name = head.name + "_group";
   p.ops.push_back([args, fn, s, grid, threads, name]() -> Status {
     return cudaStatus(cudaLaunchKernel(fn, grid, threads, args->args.data(), 0, s),
@@ -728,19 +728,16 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
 }
 
 Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
-  auto it = prepared.find(name);
+  const DeviceFunction *fn = artifact->findDeviceFunction(name);
+  if (!fn)
+    return notFound("the artifact has no device function '" + name + "'");
+  auto it = prepared.find(fn->name); // keyed by the function, not the alias asked for
   if (it != prepared.end()) {
     if (it->second.arenaBase != arena.base())
       TC_RETURN_IF_ERROR(resolve(it->second));
     *out = &it->second;
     return Status::ok();
   }
-  const DeviceFunction *fn = nullptr;
-  for (const DeviceFunction &f : artifact->deviceFunctions)
-    if (f.name == name)
-      fn = &f;
-  if (!fn)
-    return notFound("the artifact has no device function '" + name + "'");
   std::vector<std::string> missing;
   for (const DeviceOp &op : fn->ops)
     if (op.kind == "launch" && op.attrs.count("missing_kernel"))
@@ -770,6 +767,7 @@ Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
     p.inputOffsets.push_back(inputBytes);
     inputBytes += alignUp(size, kParamAlignment);
   }
+  p.argBytes = argBytes;
   p.inputBytes = inputBytes;
   if (inputBytes)
     TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&p.inputBlock, inputBytes),
@@ -796,7 +794,8 @@ Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
     for (auto &[n, other] : prepared)
       other.arenaBase = nullptr; // re-resolve on next use
   }
-  auto [slot, inserted] = prepared.emplace(name, std::move(p));
+  ++epoch;
+  auto [slot, inserted] = prepared.emplace(fn->name, std::move(p));
   Prepared &q = slot->second;
   Status st = resolve(q);
   if (!st.isOk()) {
@@ -909,15 +908,15 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
 bool DeviceExecutor::hasFunction(const std::string &name) const { return function(name); }
 
 const DeviceFunction *DeviceExecutor::function(const std::string &name) const {
-  for (const DeviceFunction &f : impl_->artifact->deviceFunctions)
-    if (f.name == name)
-      return &f;
-  return nullptr;
+  return impl_->artifact->findDeviceFunction(name);
 }
 
 Status DeviceExecutor::prepare(const std::string &name) {
   Prepared *p = nullptr;
   TC_RETURN_IF_ERROR(impl_->prepare(name, &p));
+  if (memEpoch_ == impl_->epoch)
+    return Status::ok();
+  memEpoch_ = impl_->epoch;
   mem_.arena = impl_->arena.size();
   mem_.workspace = impl_->matmul ? Matmul::kDefaultWorkspaceBytes : 0;
   uint64_t inputs = 0, consts = 0;
@@ -964,9 +963,9 @@ std::vector<std::string> DeviceExecutor::unsetEntries() const {
 Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
                            std::vector<HostTensor> *outputs, const std::vector<bool> *want) {
   Impl &im = *impl_;
-  Prepared *p = nullptr;
   TC_RETURN_IF_ERROR(prepare(name));
-  TC_RETURN_IF_ERROR(im.prepare(name, &p));
+  Prepared *p = nullptr;
+  TC_RETURN_IF_ERROR(im.prepare(name, &p)); // found: no work
   const DeviceFunction &fn = *p->fn;
   for (const std::string &e : p->paramsRead)
     if (!im.entries.at(e).set)
@@ -978,19 +977,13 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
                            " arguments, got " + std::to_string(inputs.size()));
   cudaStream_t s = im.stream(0);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    uint64_t size = 0;
-    const TensorType *type = nullptr;
-    for (const DeviceBuffer &b : fn.buffers)
-      if (b.space == DeviceBuffer::Space::Input && b.index == static_cast<int32_t>(i) &&
-          b.offset == 0) {
-        size = std::max<uint64_t>(size, b.bytes);
-        type = &b.type;
-      }
-    if (!type)
+    uint64_t size = p->argBytes[i];
+    if (size == 0)
       continue; // an argument nothing reads
     if (static_cast<uint64_t>(inputs[i].data.size()) != size)
       return invalidArgument("argument '" + fn.inputNames[i] + "' of @" + name + " must be " +
-                             typeToString(*type) + ", got " + typeToString(inputs[i].type));
+                             std::to_string(size) + " bytes, got " +
+                             typeToString(inputs[i].type));
     TC_RETURN_IF_ERROR(copyToDevice(inputs[i],
                                     static_cast<char *>(p->inputBlock) + p->inputOffsets[i], size,
                                     s));

@@ -107,6 +107,7 @@ private:
   std::unique_ptr<Impl> impl_;
   DeviceInfo info_;
   DeviceMemoryUse mem_;
+  uint64_t memEpoch_ = ~0ull; // Impl::epoch mem_ was computed at
 };
 
 } // namespace tc::rt::cuda
