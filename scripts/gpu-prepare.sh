@@ -48,11 +48,11 @@ rm -rf "$OUT/gpu-bundle"
 "$CB/bin/tc-cuda-codegen" "$ROOT/test/codegen/Inputs/cases.mlir" --emit=none --target sm_90 \
   --bundle "$OUT/gpu-bundle"
 
-# compile_fixture ONNX NAME PREC: NAME.tca (sm_90, AdamW + clip) and its memory report.
+# compile_fixture ONNX NAME PREC [FLAGS...]: NAME.tca (sm_90, AdamW + clip) and its memory report.
 compile_fixture() {
   "$CB/bin/tc-compile" "$1" --input input_ids=2x16 --input labels=2x16 \
     --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
-    --target sm_90 "--$3" --report memory -o "$OUT/fixtures/$2.tca" >"$OUT/fixtures/$2.memory.txt"
+    --target sm_90 "--$3" --report memory -o "$OUT/fixtures/$2.tca" "${@:4}" >"$OUT/fixtures/$2.memory.txt"
 }
 # cpu_reference NAME INPUTS_PREFIX: the CPU reference's $STEPS steps of NAME.tca.
 cpu_reference() {
@@ -73,6 +73,10 @@ for m in gpt2 llama; do
     done
   done
 done
+
+# Gradient accumulation (grad_step per micro-batch, averaged through the host, apply_step).
+compile_fixture "$FX/gpt2.ts.onnx" gpt2.accum2.fp32 fp32 --grad-accum 2
+cpu_reference gpt2.accum2.fp32 "$FX/gpt2"
 
 # Tiny HuggingFace models (optional): one export per family, sdpa attention. The
 # names keep gpu-check.sh's rule: the inputs are found from the name up to its first '.'.

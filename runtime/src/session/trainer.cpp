@@ -279,34 +279,56 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
     out->gradNorm = hostTensorToDoubles(outputs[1])[0];
     return applyUpdates(*train_, outputs, 2);
   }
-  // Gradient accumulation: sum in double, then average.
-  size_t ngrads = grad_->outputs.size() - 1;
-  std::vector<std::vector<double>> sums(ngrads);
+  std::vector<HostTensor> inputs;
+  TC_RETURN_IF_ERROR(accumulate(
+      step, lr, micro,
+      [&](const std::vector<HostTensor> &mb, std::vector<HostTensor> *outs) {
+        return runFunction(*artifact_, *grad_, mb, outs, opts_, &state_);
+      },
+      &inputs, &out->loss));
+  TC_RETURN_IF_ERROR(runFunction(*artifact_, *apply_, inputs, &outputs, opts_, &state_));
+  out->gradNorm = hostTensorToDoubles(outputs[0])[0];
+  return applyUpdates(*apply_, outputs, 1);
+}
+
+Status Trainer::accumulate(int64_t step, double lr,
+                           const std::vector<std::vector<HostTensor>> &micro,
+                           const std::function<Status(const std::vector<HostTensor> &,
+                                                      std::vector<HostTensor> *)> &gradStep,
+                           std::vector<HostTensor> *applyInputs, double *meanLoss) const {
+  // grad_step returns the loss, then one gradient per apply_step input: sum
+  // them in double over the micro-batches, then average.
+  std::vector<std::vector<double>> sums;
+  std::vector<TensorType> types;
+  std::vector<HostTensor> outputs;
   double lossSum = 0;
   for (const std::vector<HostTensor> &mb : micro) {
-    TC_RETURN_IF_ERROR(runFunction(*artifact_, *grad_, mb, &outputs, opts_, &state_));
+    TC_RETURN_IF_ERROR(gradStep(mb, &outputs));
+    if (outputs.empty())
+      return dataLoss("grad_step returned nothing");
     lossSum += hostTensorToDoubles(outputs[0])[0];
-    for (size_t g = 0; g < ngrads; ++g) {
+    sums.resize(outputs.size() - 1);
+    types.resize(outputs.size() - 1);
+    for (size_t g = 0; g + 1 < outputs.size(); ++g) {
       std::vector<double> v = hostTensorToDoubles(outputs[g + 1]);
       if (sums[g].empty())
         sums[g].assign(v.size(), 0.0);
       for (size_t k = 0; k < v.size(); ++k)
         sums[g][k] += v[k];
+      types[g] = outputs[g + 1].type;
     }
   }
   double n = static_cast<double>(micro.size());
-  std::vector<HostTensor> inputs;
-  for (size_t g = 0; g < ngrads; ++g) {
+  applyInputs->clear();
+  for (size_t g = 0; g < sums.size(); ++g) {
     for (double &x : sums[g])
       x /= n;
-    inputs.push_back(makeHostTensor(outputs[g + 1].type, sums[g]));
+    applyInputs->push_back(makeHostTensor(types[g], sums[g]));
   }
-  inputs.push_back(scalar(lr));
-  inputs.push_back(scalar(static_cast<double>(step)));
-  TC_RETURN_IF_ERROR(runFunction(*artifact_, *apply_, inputs, &outputs, opts_, &state_));
-  out->loss = lossSum / n;
-  out->gradNorm = hostTensorToDoubles(outputs[0])[0];
-  return applyUpdates(*apply_, outputs, 1);
+  applyInputs->push_back(scalar(lr));
+  applyInputs->push_back(scalar(static_cast<double>(step)));
+  *meanLoss = lossSum / n;
+  return Status::ok();
 }
 
 Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,

@@ -26,6 +26,7 @@
 #include "runtime/src/base/status.h"
 #include "runtime/src/cpu/executor.h"
 
+#include <functional>
 #include <memory>
 
 namespace tc::rt {
@@ -155,6 +156,12 @@ private:
   Status pushToDevice(const std::vector<std::string> &names);
 
   HostTensor scalar(double v) const;
+  /// Gradient accumulation: runs `gradStep` on every micro-batch and makes
+  /// apply_step's inputs (the averaged gradients, lr, step) and the mean loss.
+  Status accumulate(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
+                    const std::function<Status(const std::vector<HostTensor> &,
+                                               std::vector<HostTensor> *)> &gradStep,
+                    std::vector<HostTensor> *applyInputs, double *meanLoss) const;
   Status applyUpdates(const Function &fn, std::vector<HostTensor> &outputs, size_t first);
   Status setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
                     const std::string &what);

@@ -127,44 +127,18 @@ Status Trainer::stepDevice(int64_t step, double lr,
   }
   // Gradient accumulation through the host: grad_step per micro-batch, the
   // gradients averaged in double, then apply_step.
-  const DeviceFunction *gfn = ex.function("grad_step");
   const DeviceFunction *afn = ex.function("apply_step");
-  if (!gfn || !afn)
+  if (!ex.function("grad_step") || !afn)
     return failedPrecondition("the artifact has no GPU grad_step/apply_step");
-  std::vector<std::vector<double>> sums;
-  std::vector<TensorType> gradTypes;
-  double lossSum = 0;
-  for (const std::vector<HostTensor> &mb : micro) {
-    TC_RETURN_IF_ERROR(ex.run("grad_step", mb, &outputs));
-    double loss = 0;
-    TC_RETURN_IF_ERROR(scalarOut(*gfn, config_.loss, &loss));
-    lossSum += loss;
-    size_t g = 0;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (gfn->outputNames[i] == config_.loss)
-        continue;
-      std::vector<double> v = hostTensorToDoubles(outputs[i]);
-      if (sums.size() <= g) {
-        sums.emplace_back(v.size(), 0.0);
-        gradTypes.push_back(outputs[i].type);
-      }
-      for (size_t k = 0; k < v.size(); ++k)
-        sums[g][k] += v[k];
-      ++g;
-    }
-  }
-  double n = static_cast<double>(micro.size());
   std::vector<HostTensor> inputs;
-  for (size_t g = 0; g < sums.size(); ++g) {
-    for (double &x : sums[g])
-      x /= n;
-    inputs.push_back(makeHostTensor(gradTypes[g], sums[g]));
-  }
-  inputs.push_back(scalar(lr));
-  inputs.push_back(scalar(static_cast<double>(step)));
+  TC_RETURN_IF_ERROR(accumulate(
+      step, lr, micro,
+      [&](const std::vector<HostTensor> &mb, std::vector<HostTensor> *outs) {
+        return ex.run("grad_step", mb, outs);
+      },
+      &inputs, &out->loss));
   std::vector<bool> want = wantOnly(*afn, {"grad_norm"});
   TC_RETURN_IF_ERROR(ex.run("apply_step", inputs, &outputs, &want));
-  out->loss = lossSum / n;
   return scalarOut(*afn, "grad_norm", &out->gradNorm);
 }
 
