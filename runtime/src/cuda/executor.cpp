@@ -120,7 +120,8 @@ Status readLaunch(const OpAttrs &a, LaunchAttrs *out) {
 /// One parameter/state entry on the device.
 struct Entry {
   const Parameter *param = nullptr;
-  uint64_t offset = 0; // into the table allocation
+  uint64_t offset = 0; // into `block`
+  void *block = nullptr; // the table allocation, or a device-only block
   uint64_t bytes = 0;  // storage bytes of its type (Parameter::bytes is 0 without data)
   bool set = false;
 };
@@ -153,7 +154,15 @@ struct DeviceExecutor::Impl {
   std::map<std::string, cudaKernel_t> kernels;
   std::map<std::string, cudaKernel_t> groupKernels; // NAME -> NAME_group
   void *table = nullptr;
+  uint64_t tableBytes = 0;
   std::map<std::string, Entry> entries;
+  // Persistent buffers the device program names but the parameter table does
+  // not hold: grad_step's "grad:<p>" gradients (kept for apply_step), in one
+  // zeroed block allocated when the first function that names them is prepared.
+  std::deque<Parameter> deviceOnly;
+  std::vector<void *> deviceOnlyBlocks;
+  uint64_t deviceOnlyBytes = 0;
+  Status addDeviceOnly(const DeviceFunction &fn);
   DeviceArena arena;
   std::unique_ptr<Matmul> matmul;
   void *workspace = nullptr;
@@ -190,6 +199,8 @@ struct DeviceExecutor::Impl {
     }
     for (cudaEvent_t e : marks)
       cudaEventDestroy(e);
+    for (void *b : deviceOnlyBlocks)
+      cudaFree(b);
     for (auto &[name, p] : prepared) {
       if (p.graph)
         cudaGraphExecDestroy(p.graph);
@@ -248,7 +259,7 @@ struct DeviceExecutor::Impl {
         return invalidArgument(where + ": parameter '" + b.name + "' is not in the table");
       TC_RETURN_IF_ERROR(bounds(it->second.bytes, "parameter '" + b.name + "'"));
       p.paramsRead.insert(b.name);
-      *out = static_cast<char *>(table) + it->second.offset + b.offset;
+      *out = static_cast<char *>(it->second.block) + it->second.offset + b.offset;
       return Status::ok();
     }
     case DeviceBuffer::Space::Const: {
@@ -727,6 +738,47 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
   return Status::ok();
 }
 
+Status DeviceExecutor::Impl::addDeviceOnly(const DeviceFunction &fn) {
+  std::vector<std::pair<Parameter, uint64_t>> added; // entry, offset in the block
+  uint64_t bytes = 0;
+  for (const DeviceBuffer &b : fn.buffers) {
+    if (b.space != DeviceBuffer::Space::Param || b.offset != 0 || entries.count(b.name))
+      continue;
+    bool dup = false;
+    for (auto &a : added)
+      dup |= a.first.name == b.name;
+    if (dup)
+      continue;
+    Parameter q;
+    q.name = b.name;
+    q.type = b.type;
+    q.hasData = false;
+    q.kind = ParamKind::OptimizerState; // not a model entry: never in checkpoints
+    q.init = ParamInit::Zeros;
+    added.push_back({q, bytes});
+    bytes += alignUp(static_cast<uint64_t>(storageBytes(q.type)), kParamAlignment);
+  }
+  if (added.empty())
+    return Status::ok();
+  void *block = nullptr;
+  TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&block, bytes), "cudaMalloc(persistent gradients of @" +
+                                                               fn.name + ")"));
+  deviceOnlyBlocks.push_back(block);
+  deviceOnlyBytes += bytes;
+  TC_CUDA_RETURN_IF_ERROR(cudaMemset(block, 0, bytes));
+  for (auto &[q, offset] : added) {
+    deviceOnly.push_back(q);
+    Entry e;
+    e.param = &deviceOnly.back();
+    e.offset = offset;
+    e.bytes = static_cast<uint64_t>(storageBytes(q.type));
+    e.block = block;
+    e.set = true;
+    entries.emplace(q.name, e);
+  }
+  return Status::ok();
+}
+
 Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
   const DeviceFunction *fn = artifact->findDeviceFunction(name);
   if (!fn)
@@ -749,6 +801,7 @@ Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
     return unimplemented("@" + name + " cannot run on the GPU: the compiler generated no CUDA "
                          "kernel for " + std::to_string(missing.size()) + " op(s) (" + list + ")");
   }
+  TC_RETURN_IF_ERROR(addDeviceOnly(*fn));
   Prepared p;
   p.fn = fn;
   // Argument block: each argument (its largest view's extent) at 16-byte
@@ -882,9 +935,11 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
     TC_RETURN_IF_ERROR(
         cudaStatus(cudaMalloc(&im.table, bytes), "cudaMalloc(parameter table, " +
                                                      std::to_string(bytes) + " bytes)"));
+  im.tableBytes = bytes;
   ex->mem_.parameters = bytes;
   for (auto &[name, e] : im.entries) {
     const Parameter &p = *e.param;
+    e.block = im.table;
     void *dst = static_cast<char *>(im.table) + e.offset;
     if (p.init == ParamInit::Zeros) {
       TC_CUDA_RETURN_IF_ERROR(cudaMemset(dst, 0, e.bytes));
@@ -917,6 +972,7 @@ Status DeviceExecutor::prepare(const std::string &name) {
   if (memEpoch_ == impl_->epoch)
     return Status::ok();
   memEpoch_ = impl_->epoch;
+  mem_.parameters = impl_->tableBytes + impl_->deviceOnlyBytes;
   mem_.arena = impl_->arena.size();
   mem_.workspace = impl_->matmul ? Matmul::kDefaultWorkspaceBytes : 0;
   uint64_t inputs = 0, consts = 0;
@@ -937,7 +993,7 @@ Status DeviceExecutor::setEntry(const std::string &name, const HostTensor &value
   if (value.type != p.type)
     return invalidArgument("entry '" + name + "' is " + typeToString(p.type) + ", got " +
                            typeToString(value.type));
-  void *dst = static_cast<char *>(impl_->table) + it->second.offset;
+  void *dst = static_cast<char *>(it->second.block) + it->second.offset;
   TC_RETURN_IF_ERROR(copyToDevice(value, dst, it->second.bytes, impl_->stream(0)));
   TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream(0)));
   it->second.set = true;
@@ -948,7 +1004,7 @@ Status DeviceExecutor::getEntry(const std::string &name, HostTensor *out) {
   auto it = impl_->entries.find(name);
   if (it == impl_->entries.end())
     return notFound("no parameter or state entry '" + name + "'");
-  const void *src = static_cast<char *>(impl_->table) + it->second.offset;
+  const void *src = static_cast<char *>(it->second.block) + it->second.offset;
   return copyToHost(src, it->second.param->type, out, impl_->stream(0));
 }
 
