@@ -49,12 +49,14 @@ struct DiagnosticCollector {
 };
 } // namespace
 
-LogicalResult runImportCleanup(ModuleOp module, std::string *error) {
+LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAttention) {
   DiagnosticCollector diags(*module.getContext());
   PassManager pm(module.getContext());
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
   pm.addPass(createCSEPass());
+  if (fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention());
   pm.addPass(createCanonicalizerPass());
   if (failed(pm.run(module))) {
     *error = diags.text.empty() ? "the import-cleanup pipeline failed" : diags.text;
@@ -220,7 +222,7 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   result->module = OwningOpRef<ModuleOp>(cast<ModuleOp>(result->imported->getOperation()->clone()));
   std::string msg;
-  if (failed(runImportCleanup(*result->module, &msg))) {
+  if (failed(runImportCleanup(*result->module, &msg, opts.fuseAttention))) {
     error->kind = CompileErrorKind::Internal;
     error->message = msg;
     return false;

@@ -49,6 +49,9 @@ struct CompileOptions {
   /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
   /// master weights and optimizer state).
   std::string precision = "fp32";
+  /// tc-recognize-attention: exported attention chains become tc.attention
+  /// (off: they stay matmul / softmax / matmul, for comparison and debugging).
+  bool fuseAttention = true;
   /// GPU targets: compile the generated kernels with NVRTC (cubin + PTX).
   bool compileKernels = true;
   /// Trainability (tc-mark-trainable): regexes on the parameter names; empty
@@ -111,7 +114,10 @@ bool isGpuTarget(const std::string &target);
 bool runGpuPipeline(mlir::ModuleOp module, const CompileOptions &opts,
                     CompileResult *result, CompileError *error);
 
-mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error);
+/// Canonicalize, tc-fold-constants, CSE (+ tc-recognize-attention with
+/// `fuseAttention`), canonicalize.
+mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error,
+                                     bool fuseAttention = true);
 
 /// tc-mark-trainable (when regexes are given or training), then with
 /// opts.train.enabled tc-autodiff, tc-optimizer and a canonicalize/CSE

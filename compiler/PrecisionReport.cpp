@@ -97,6 +97,18 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
       if (llvm::isa<BFloat16Type>(elementOf(mm.getLhs().getType())))
         bf16Flops += f;
     }
+    if (auto at = llvm::dyn_cast<tc::AttentionOp>(op)) {
+      // Its two products, counted dense (q k^T and p v), as the unfused
+      // matmuls they replace.
+      auto q = llvm::cast<RankedTensorType>(at.getQuery().getType());
+      auto k = llvm::cast<RankedTensorType>(at.getKey().getType());
+      auto v = llvm::cast<RankedTensorType>(at.getValue().getType());
+      double f = 2.0 * q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2) *
+                 static_cast<double>(q.getDimSize(3) + v.getDimSize(3));
+      flops += f;
+      if (llvm::isa<BFloat16Type>(q.getElementType()))
+        bf16Flops += f;
+    }
     rows.push_back(std::move(row));
   });
   size_t wName = 2, wType = 4, wPrec = 9;

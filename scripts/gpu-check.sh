@@ -12,7 +12,8 @@
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
 #     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
-#   - GPT-2 124M: tc beside PyTorch eager and torch.compile (TC_BENCH=0 skips).
+#   - GPT-2 124M: tc beside PyTorch eager and torch.compile (TC_BENCH=0 skips;
+#     TC_BENCH_PROFILE=1 adds a per-op GPU time profile of tc, bench/profile.txt).
 #
 #   scripts/gpu-check.sh [BUILD_DIR] [--no-torch]
 #
@@ -61,7 +62,7 @@ test_rc=$?
 echo "   exit status $test_rc after $(( $(date +%s) - start )) s"
 grep -m1 'no CUDA GPU available' "$OUT/tc_cuda_tests.log"
 grep -E '^\[  FAILED  \] [A-Za-z0-9_]+\.[A-Za-z0-9_]+$|Failure$' "$OUT/tc_cuda_tests.log" | head -40
-grep -E '^(device 0|arena of|matmul .*TFLOP)' "$OUT/tc_cuda_tests.log"
+grep -E '^(device 0|arena of|(matmul|attention) .*TFLOP)' "$OUT/tc_cuda_tests.log"
 
 TORCH_TSV="$OUT/torch.tsv"
 : >"$TORCH_TSV"
@@ -311,6 +312,12 @@ if [ -x "$TCRUN" ] && [ -f "$BUILD/bench/gpt2-124m.tca" ] && [ "${TC_BENCH:-1}" 
     >"$OUT/bench/tc.log" 2>&1
   bench_rc=$?
   tail -4 "$OUT/bench/tc.log"
+  if [ "${TC_BENCH_PROFILE:-0}" = 1 ]; then
+    # Per-op GPU time of a few steps (TC_CUDA_PROFILE: the first run is not timed).
+    TC_CUDA_PROFILE=1 "$TCRUN" "$BUILD/bench/gpt2-124m.tca" --device cuda --steps 3 \
+      --data /tmp/tc-bench-tokens.bin >"$OUT/bench/profile.txt" 2>&1 ||
+      echo "   (the profile run failed: see $OUT/bench/profile.txt)"
+  fi
   if [ "$TORCH" = 1 ]; then
     python3 "$ROOT/bench/gpt2_torch.py" --steps 20 >"$OUT/bench/torch.jsonl" 2>"$OUT/bench/torch.log" ||
       echo "   (the PyTorch side stopped early: see $OUT/bench/torch.log)"

@@ -698,6 +698,22 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         }
         return success();
       })
+      .Case([&](AttentionOp o) -> LogicalResult {
+        if (resultGrads[1])
+          return unsupported("its lse result reaches the loss (only the attention output "
+                             "is differentiable)");
+        Value q = o.getQuery(), k = o.getKey(), v = o.getValue();
+        if (!g || !(needs(q) || needs(k) || needs(v)))
+          return success();
+        auto grad = AttentionGradOp::create(
+            b, e.loc, TypeRange{q.getType(), k.getType(), v.getType()}, q, k, v, o.getResult(),
+            o.getLse(), g, o.getScaleAttr(), o.getCausalAttr());
+        Value ins[] = {q, k, v};
+        for (auto [x, dx] : llvm::zip(ins, grad.getResults()))
+          if (needs(x) && failed(acc(x, dx)))
+            return failure();
+        return success();
+      })
       .Case([&](SplitOp o) -> LogicalResult {
         if (!needs(o.getInput()))
           return success();

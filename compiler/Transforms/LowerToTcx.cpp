@@ -667,6 +667,43 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     library(op, "cross_entropy_bwd", ins, {outBuffer(g.getResult())}, attrs);
     return true;
   }
+  // Fused attention: q [B, H, Tq, D], k / v [B, Hkv, Tk, D / Dv], f32 lse.
+  auto attentionAttrs = [&](Value q, Value k, Value v, FloatAttr scale, BoolAttr causal,
+                            SmallVector<NamedAttribute> &attrs) {
+    auto qt = tensorType(q), kt = tensorType(k), vt = tensorType(v);
+    if (!isLibraryFloat(qt.getElementType()))
+      return false;
+    attrs = {named("batch", i64(qt.getDimSize(0))), named("heads", i64(qt.getDimSize(1))),
+             named("kv_heads", i64(kt.getDimSize(1))), named("tq", i64(qt.getDimSize(2))),
+             named("tk", i64(kt.getDimSize(2))), named("d", i64(qt.getDimSize(3))),
+             named("dv", i64(vt.getDimSize(3))), named("scale", scale),
+             named("causal", causal)};
+    return true;
+  };
+  if (auto at = llvm::dyn_cast<tc::AttentionOp>(op)) {
+    SmallVector<NamedAttribute> attrs;
+    if (!tensorType(at.getLse()).getElementType().isF32() ||
+        !attentionAttrs(at.getQuery(), at.getKey(), at.getValue(), at.getScaleAttr(),
+                        at.getCausalAttr(), attrs))
+      return false;
+    library(op, "attention_fwd",
+            {bufferOf(at.getQuery()), bufferOf(at.getKey()), bufferOf(at.getValue())},
+            {outBuffer(at.getResult()), outBuffer(at.getLse())}, attrs);
+    return true;
+  }
+  if (auto ag = llvm::dyn_cast<tc::AttentionGradOp>(op)) {
+    SmallVector<NamedAttribute> attrs;
+    if (!tensorType(ag.getLse()).getElementType().isF32() ||
+        !attentionAttrs(ag.getQuery(), ag.getKey(), ag.getValue(), ag.getScaleAttr(),
+                        ag.getCausalAttr(), attrs))
+      return false;
+    library(op, "attention_bwd",
+            {bufferOf(ag.getQuery()), bufferOf(ag.getKey()), bufferOf(ag.getValue()),
+             bufferOf(ag.getResult()), bufferOf(ag.getLse()), bufferOf(ag.getGrad())},
+            {outBuffer(ag.getDquery()), outBuffer(ag.getDkey()), outBuffer(ag.getDvalue())},
+            attrs);
+    return true;
+  }
   if (auto ga = llvm::dyn_cast<tc::GatherOp>(op)) {
     auto t = tensorType(ga.getData());
     if (ga.getAxis() != 0 || t.getRank() != 2 || !isLibraryFloat(t.getElementType()) ||

@@ -34,6 +34,46 @@ def TcFoldConstants : Pass<"tc-fold-constants", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcRecognizeAttention : Pass<"tc-recognize-attention", "mlir::func::FuncOp"> {
+  let summary = "Replace exported attention chains by tc.attention";
+  let description = [{
+    Finds `matmul(softmax(mask(scale * matmul(q, k^T))), v)` as exporters
+    write it and replaces it by one `tc.attention` (whose GPU kernel never
+    stores the [Tq, Tk] scores). Recognised pieces, in any order between the
+    two matmuls: scalar multiplications/divisions (also of q and of k^T
+    before the first matmul, as torch's scaled_dot_product_attention export
+    does), and at most one mask that is either a constant boolean select
+    (`masked_fill`) of a fill <= -1e4 or -inf, or the addition of a constant
+    float mask of 0 and values <= -1e4 / -inf. The mask must be causal
+    (top-left: key j > query i masked) or mask nothing; anything else
+    (padding masks, dropout, a softmax over another axis) is left alone.
+    k^T may be a transpose (of any permutation that leaves [B, H, D, Tk]) or
+    torch's [B*H, T, D] -> [B*H, D, T] reshape-transpose-reshape; key and
+    value repeated per query head (repeat_kv: reshape, broadcast, reshape)
+    become grouped-query operands, and the `where(isnan(p), 0, p)` guard of
+    torch's decomposed SDPA between the softmax and the value matmul is
+    absorbed (a causal or empty mask leaves no row without keys). Every
+    intermediate value must have no other reader.
+
+    Before:
+    ```mlir
+    %kt = tc.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x8xf32> -> tensor<1x2x8x4xf32>
+    %s = tc.matmul %q, %kt : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x4x4xf32>
+    %c = tc.constant dense<0.35355339> : tensor<f32>
+    %t = tc.mul %s, %c : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+    %p = tc.softmax %t {axis = 3 : i64} : tensor<1x2x4x4xf32>
+    %o = tc.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+    ```
+    After:
+    ```mlir
+    %o, %lse = tc.attention %q, %k, %v {scale = 0.35355339 : f64}
+        : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+          -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
   let summary = "Add @grad_step: the loss of @infer and its gradients";
   let description = [{

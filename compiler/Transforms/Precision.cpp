@@ -56,8 +56,8 @@ std::string typeName(Type t) {
 
 /// What an op is, for the plan and its reasons.
 enum class Kind {
-  Parameter, Constant, Matmul, Norm, Softmax, Loss, Accumulate, Elementwise,
-  Movement, Cast, Other
+  Parameter, Constant, Matmul, Attention, Norm, Softmax, Loss, Accumulate,
+  Elementwise, Movement, Cast, Other
 };
 
 Kind classify(Operation *op) {
@@ -69,6 +69,8 @@ Kind classify(Operation *op) {
     return Kind::Cast;
   if (llvm::isa<MatmulOp>(op))
     return Kind::Matmul;
+  if (llvm::isa<AttentionOp, AttentionGradOp>(op))
+    return Kind::Attention;
   if (llvm::isa<LayerNormOp, RmsNormOp>(op))
     return Kind::Norm;
   if (llvm::isa<SoftmaxOp, LogSoftmaxOp>(op))
@@ -164,6 +166,8 @@ private:
       if (mode == "tf32" && computeType(op) == f32)
         return annotate(op, "tf32", "matmul: tf32 operands, fp32 accumulation");
       return annotate(op, p, "matmul: " + mode.str() + " mode");
+    case Kind::Attention:
+      return annotate(op, p, "attention: " + p + " operands, fp32 math (no TF32)");
     case Kind::Cast:
       return annotate(op, p, "cast: in the model");
     case Kind::Norm:
@@ -267,6 +271,26 @@ private:
         return annotate(op, typeName(computeType(op)), "matmul: not f32, untouched");
       lowerOperandsAndResults(op, idx);
       return annotate(op, "bf16", "matmul: bf16 operands, fp32 accumulation");
+    }
+    case Kind::Attention: {
+      // q, k, v in bf16 (tensor cores); the scores, softmax, lse and the
+      // accumulation stay f32 inside the fused kernel.
+      SmallVector<unsigned> idx = {0, 1, 2};
+      bool all = llvm::isa<AttentionOp>(op) && llvm::all_of(idx, [&](unsigned i) {
+        Value v = op->getOperand(i);
+        return elementTypeOf(v) == f32 || isLowered(v);
+      });
+      if (!all)
+        return annotate(op, typeName(computeType(op)), "attention: not f32, untouched");
+      for (unsigned i : idx) {
+        OpOperand &o = op->getOpOperand(i);
+        if (elementTypeOf(o.get()) == f32)
+          o.set(castTo(o.get(), bf16, "cast: to bf16 for bf16 compute"));
+      }
+      Value r = op->getResult(0);
+      r.setType(withElement(r.getType(), bf16));
+      lowered.insert(r);
+      return annotate(op, "bf16", "attention: bf16 operands, f32 softmax and accumulation");
     }
     case Kind::Norm:
       return keepF32(op, "norm: kept in f32");

@@ -160,6 +160,29 @@ func.func @views(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<2x8xf32>, tenso
 
 // -----
 
+// Tests fused attention and its gradient as library calls: the sizes
+// (grouped-query: 4 query heads, 2 key/value heads), scale and causal flag
+// as attributes, lse in f32, and the backward's scratch (D = rowsum(dout *
+// out): 2 x 4 x 16 floats in 256-byte granules).
+// CHECK-LABEL: func.func @attention
+// CHECK: tcx.library "attention_fwd" ins(%{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>) outs(%{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x4x16xf32>) {batch = 2 : i64, causal = true, d = 8 : i64, dv = 8 : i64, heads = 4 : i64, kv_heads = 2 : i64, scale = 3.500000e-01 : f64, tk = 16 : i64, tq = 16 : i64}
+// CHECK: %[[SCR:.+]] = tcx.alloc {kind = "scratch"} : <512xi8>
+// CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %[[SCR]] : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<512xi8>) {batch = 2 : i64, causal = true
+func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x2x16x8xbf16>, %v: tensor<2x2x16x8xbf16>,
+                     %g: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>) {
+  %o, %lse = tc.attention %q, %k, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>)
+  return %o, %dq, %dk, %dv : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>
+}
+
+// -----
+
 // Tests the library forms: layer_norm, softmax over the last axis, the
 // embedding gather and its scatter-add (with its scratch buffer).
 // CHECK-LABEL: func.func @library

@@ -623,6 +623,36 @@ TEST(GradCheck, Matmul) {
   }
 }
 
+TEST(GradCheck, Attention) {
+  struct A {
+    const char *q, *k, *v, *y, *lse;
+    bool causal;
+  };
+  const A forms[] = {
+      {"tensor<2x2x5x3xf64>", "tensor<2x2x5x3xf64>", "tensor<2x2x5x4xf64>",
+       "tensor<2x2x5x4xf64>", "tensor<2x2x5xf64>", true},
+      {"tensor<2x2x5x3xf64>", "tensor<2x2x5x3xf64>", "tensor<2x2x5x4xf64>",
+       "tensor<2x2x5x4xf64>", "tensor<2x2x5xf64>", false},
+      // grouped-query: 4 query heads share 2 key/value heads
+      {"tensor<1x4x4x3xf64>", "tensor<1x2x4x3xf64>", "tensor<1x2x4x3xf64>",
+       "tensor<1x4x4x3xf64>", "tensor<1x4x4xf64>", true},
+      // fewer queries than keys (causal: top-left aligned), one shared head
+      {"tensor<1x3x2x3xf64>", "tensor<1x1x6x3xf64>", "tensor<1x1x6x2xf64>",
+       "tensor<1x3x2x2xf64>", "tensor<1x3x2xf64>", true},
+      {"tensor<1x2x3x2xf64>", "tensor<1x2x6x2xf64>", "tensor<1x2x6x2xf64>",
+       "tensor<1x2x3x2xf64>", "tensor<1x2x3xf64>", false},
+  };
+  for (const A &a : forms) {
+    std::string attrs =
+        std::string("{scale = 0.7 : f64, causal = ") + (a.causal ? "true" : "false") + "}";
+    check(Case{{P("q", a.q, -1.5, 1.5), P("k", a.k, -1.5, 1.5), P("v", a.v)},
+               std::string("  %y, %lse = tc.attention %q, %k, %v ") + attrs + " : (" + a.q +
+                   ", " + a.k + ", " + a.v + ") -> (" + a.y + ", " + a.lse + ")",
+               a.y},
+          std::string("attention ") + a.q + " " + a.k + " " + a.v + " " + attrs);
+  }
+}
+
 TEST(GradCheck, Gather) {
   check(Case{{P("w", "tensor<5x3xf64>")},
              "  %ids = tc.constant dense<[[1, 4, 1, 0], [-1, 2, 1, 3]]> : tensor<2x4xi64>\n"

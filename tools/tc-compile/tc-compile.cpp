@@ -35,6 +35,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --bf16                 precision: bf16 matmuls and elementwise math; norms,
                          softmax and the loss in fp32; fp32 master weights and
                          optimizer state (the CPU reference emulates bf16 exactly)
+  --no-fused-attention   keep exported attention as matmul / softmax / matmul
+                         (default: tc-recognize-attention makes each causal or
+                         unmasked attention one tc.attention op)
   --report precision     print each op with its precision and the reason
   --report memory        GPU targets: print the memory plan (parameters,
                          gradients, optimizer state, activations, workspace,
@@ -185,6 +188,8 @@ int main(int argc, char **argv) {
         fail(2, "--clip-grad-norm must be >= 0");
     } else if (is("--trainable")) {
       opts.trainable.push_back(value("--trainable"));
+    } else if (a == "--no-fused-attention") {
+      opts.fuseAttention = false;
     } else if (a == "--no-weights") {
       opts.import.loadWeights = false;
     } else if (is("--init-params")) {

@@ -8,6 +8,8 @@
 
 #include "dialects/tc/IR/TcOps.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
@@ -461,6 +463,85 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   shape.push_back(n);
   inferred.push_back(RankedTensorType::get(shape, a.getElementType()));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks the operands shared by tc.attention and tc.attention_grad and
+/// returns the [B, H, Tq, Dv] result shape and [B, H, Tq] lse shape.
+LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k, Value v, double scale,
+                                      SmallVectorImpl<int64_t> &resultShape,
+                                      SmallVectorImpl<int64_t> &lseShape) {
+  auto qt = tensorType(q), kt = tensorType(k), vt = tensorType(v);
+  if (qt.getRank() != 4 || kt.getRank() != 4 || vt.getRank() != 4)
+    return op->emitOpError() << "query, key and value must be [batch, heads, tokens, dim], got "
+                             << shapeStr(qt.getShape()) << ", " << shapeStr(kt.getShape())
+                             << ", " << shapeStr(vt.getShape());
+  if (kt.getElementType() != qt.getElementType() || vt.getElementType() != qt.getElementType())
+    return op->emitOpError() << "query, key and value element types differ: "
+                             << qt.getElementType() << ", " << kt.getElementType() << ", "
+                             << vt.getElementType();
+  ArrayRef<int64_t> qs = qt.getShape(), ks = kt.getShape(), vs = vt.getShape();
+  if (ks[0] != qs[0] || vs[0] != qs[0])
+    return op->emitOpError() << "batch sizes differ: query " << shapeStr(qs) << ", key "
+                             << shapeStr(ks) << ", value " << shapeStr(vs);
+  if (vs[1] != ks[1] || vs[2] != ks[2])
+    return op->emitOpError() << "key " << shapeStr(ks) << " and value " << shapeStr(vs)
+                             << " differ in heads or tokens";
+  if (ks[1] == 0 || qs[1] % ks[1] != 0)
+    return op->emitOpError() << "query heads (" << qs[1]
+                             << ") must be a multiple of the key/value heads (" << ks[1] << ")";
+  if (ks[3] != qs[3])
+    return op->emitOpError() << "query dim " << qs[3] << " != key dim " << ks[3];
+  if (!(scale > 0) || !std::isfinite(scale))
+    return op->emitOpError() << "scale must be positive and finite, got " << scale;
+  resultShape.assign({qs[0], qs[1], qs[2], vs[3]});
+  lseShape.assign({qs[0], qs[1], qs[2]});
+  return success();
+}
+
+/// lse is f32, or f64 for f64 operands (the fp64 reference and its checks).
+Type lseElementType(Type elt) {
+  return elt.isF64() ? elt : Float32Type::get(elt.getContext());
+}
+
+LogicalResult expectType(Operation *op, Value v, ArrayRef<int64_t> shape, Type elt,
+                         StringRef what) {
+  auto t = tensorType(v);
+  if (t.getShape() != shape || t.getElementType() != elt)
+    return op->emitOpError() << what << " must be " << RankedTensorType::get(shape, elt)
+                             << ", got " << v.getType();
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  SmallVector<int64_t> rs, ls;
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getScale().convertToDouble(), rs, ls)))
+    return failure();
+  Type elt = tensorType(getQuery()).getElementType();
+  if (failed(expectType(*this, getResult(), rs, elt, "result")))
+    return failure();
+  return expectType(*this, getLse(), ls, lseElementType(elt), "lse");
+}
+
+LogicalResult AttentionGradOp::verify() {
+  SmallVector<int64_t> rs, ls;
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getScale().convertToDouble(), rs, ls)))
+    return failure();
+  Type elt = tensorType(getQuery()).getElementType();
+  if (failed(expectType(*this, getResult(), rs, elt, "result operand")) ||
+      failed(expectType(*this, getGrad(), rs, elt, "grad")) ||
+      failed(expectType(*this, getLse(), ls, lseElementType(elt), "lse")) ||
+      failed(expectType(*this, getDquery(), tensorType(getQuery()).getShape(), elt, "dquery")) ||
+      failed(expectType(*this, getDkey(), tensorType(getKey()).getShape(), elt, "dkey")))
+    return failure();
+  return expectType(*this, getDvalue(), tensorType(getValue()).getShape(), elt, "dvalue");
 }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -416,6 +416,61 @@ def TC_MatmulOp : TC_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
+def TC_AttentionOp : TC_Op<"attention", [Pure]> {
+  let summary = "Scaled dot-product attention (fused: the scores are never stored)";
+  let description = [{
+    `result = softmax(scale * query key^T + mask) value` per (batch, head),
+    with query [B, H, Tq, D], key [B, Hkv, Tk, D], value [B, Hkv, Tk, Dv] and
+    result [B, H, Tq, Dv]. H must be a multiple of Hkv (grouped-query
+    attention: query head h reads key/value head h / (H / Hkv)). With
+    `causal` the mask is -inf where key j > query i (top-left aligned, as
+    torch's is_causal and a tril mask), otherwise 0. `lse` [B, H, Tq] is the
+    f32 (f64 for f64 operands) log-sum-exp of each row's masked, scaled scores, which the backward
+    (tc.attention_grad) uses to recompute the probabilities. query, key,
+    value and result share one element type; the softmax and the
+    accumulation run in at least f32. tc-recognize-attention builds it from
+    the matmul / scale / mask / softmax / matmul chains exporters write.
+
+    ```mlir
+    %o, %lse = tc.attention %q, %k, %v {scale = 0.125 : f64, causal = true}
+        : (tensor<2x4x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>)
+          -> (tensor<2x4x16x64xf32>, tensor<2x4x16xf32>)
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$query, TC_FloatTensor:$key, TC_FloatTensor:$value,
+                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$lse);
+  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def TC_AttentionGradOp : TC_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of tc.attention with respect to query, key and value";
+  let description = [{
+    From the forward's operands and attributes, its `result` and `lse`, and
+    `grad` (d loss / d result): with P = exp(scale * q k^T + mask - lse),
+    dP = grad value^T and dS = P * (dP - rowsum(grad * result)),
+    `dquery = scale * dS key`, `dkey = scale * dS^T query` and
+    `dvalue = P^T grad`, where dkey and dvalue sum over the query heads that
+    share a key/value head.
+
+    ```mlir
+    %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
+        : (tensor<2x4x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>,
+           tensor<2x4x16x64xf32>, tensor<2x4x16xf32>, tensor<2x4x16x64xf32>)
+          -> (tensor<2x4x16x64xf32>, tensor<2x2x16x64xf32>, tensor<2x2x16x64xf32>)
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$query, TC_FloatTensor:$key, TC_FloatTensor:$value,
+                   TC_FloatTensor:$result, TC_FloatTensor:$lse, TC_FloatTensor:$grad,
+                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs TC_FloatTensor:$dquery, TC_FloatTensor:$dkey, TC_FloatTensor:$dvalue);
+  let assemblyFormat = "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let summary = "Gather slices along `axis` (ONNX Gather; embedding lookup)";
   let description = [{

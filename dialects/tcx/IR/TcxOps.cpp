@@ -269,6 +269,7 @@ namespace {
 constexpr StringRef kRowsCols[] = {"rows", "cols"};
 constexpr StringRef kEmbedding[] = {"count", "vocab", "dim"};
 constexpr StringRef kElements[] = {"elements"};
+constexpr StringRef kAttention[] = {"batch", "heads", "kv_heads", "tq", "tk", "d", "dv"};
 
 // name, inputs [min, max], outputs [min, max], required integer attributes.
 // Outputs include the trailing scratch buffer where the launcher has one.
@@ -292,6 +293,10 @@ const LibrarySignature kLibrary[] = {
     {"embedding_fwd", 2, 2, 1, 1, kEmbedding},
     // dout, ids -> dtable, scratch
     {"embedding_bwd", 2, 2, 2, 2, kEmbedding},
+    // q [batch, heads, tq, d], k, v [batch, kv_heads, tk, d / dv] -> out, lse (f32)
+    {"attention_fwd", 3, 3, 2, 2, kAttention},
+    // q, k, v, out, lse, dout -> dq, dk, dv, scratch
+    {"attention_bwd", 6, 6, 4, 4, kAttention},
     {"gelu_fwd", 1, 1, 1, 1, kElements},
     {"gelu_bwd", 2, 2, 1, 1, kElements},
     {"cast", 1, 1, 1, 1, kElements},
@@ -335,6 +340,12 @@ int64_t tcx::libraryScratchBytes(StringRef callee, DictionaryAttr attrs) {
     if (count <= 0 || vocab <= 0)
       return 0;
     return (align64(ceilDiv(count, 512) * vocab) + 2 * align64(vocab) + align64(count)) * 4;
+  }
+  if (callee == "attention_bwd") {
+    // attentionBackwardScratchBytes: batch * heads * tq floats, 256-byte granules.
+    int64_t rows = std::max<int64_t>(
+        1, intAttr(attrs, "batch") * intAttr(attrs, "heads") * intAttr(attrs, "tq"));
+    return ceilDiv(rows * 4, 256) * 256;
   }
   if (callee == "sum_squares")
     return 1024 * 4; // sumSquaresScratchBytes: kMaxNormBlocks floats

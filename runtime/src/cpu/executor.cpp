@@ -35,6 +35,7 @@ const KernelTable &kernelTable() {
     cpu::registerElementwiseKernels(t);
     cpu::registerReduceKernels(t);
     cpu::registerNormKernels(t);
+    cpu::registerAttentionKernels(t);
     cpu::registerLossKernels(t);
     cpu::registerMatmulKernels(t);
     cpu::registerShapeKernels(t);

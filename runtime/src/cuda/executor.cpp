@@ -432,6 +432,42 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
     });
     return Status::ok();
   }
+  if (c == "attention_fwd" || c == "attention_bwd") {
+    bool fwd = c == "attention_fwd";
+    TC_RETURN_IF_ERROR(fwd ? need(3, 2) : need(6, 4));
+    DType dt = bufType(p, op.ins[0]).dtype;
+    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    AttentionShape sh;
+    sh.batch = a.integerOr("batch", 0);
+    sh.heads = a.integerOr("heads", 0);
+    sh.kvHeads = a.integerOr("kv_heads", 0);
+    sh.tq = a.integerOr("tq", 0);
+    sh.tk = a.integerOr("tk", 0);
+    sh.d = a.integerOr("d", 0);
+    sh.dv = a.integerOr("dv", 0);
+    float scale = static_cast<float>(a.realOr("scale", 0.0));
+    bool causal = a.integerOr("causal", 0) != 0;
+    AttentionStrides qs = contiguousAttentionStrides(sh.heads, sh.tq, sh.d);
+    AttentionStrides ks = contiguousAttentionStrides(sh.kvHeads, sh.tk, sh.d);
+    AttentionStrides vs = contiguousAttentionStrides(sh.kvHeads, sh.tk, sh.dv);
+    AttentionStrides os = contiguousAttentionStrides(sh.heads, sh.tq, sh.dv);
+    if (fwd) {
+      void *q = ins[0], *k = ins[1], *v = ins[2], *o = outs[0];
+      float *lse = static_cast<float *>(outs[1]);
+      p.ops.push_back([=]() {
+        return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s);
+      });
+      return Status::ok();
+    }
+    void *q = ins[0], *k = ins[1], *v = ins[2], *o = ins[3], *dout = ins[5];
+    const float *lse = static_cast<const float *>(ins[4]);
+    void *dq = outs[0], *dk = outs[1], *dv = outs[2], *scratch = outs[3];
+    p.ops.push_back([=]() {
+      return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, os, lse, dq, qs, dk, ks,
+                               dv, vs, scratch, scale, causal, s);
+    });
+    return Status::ok();
+  }
   if (c == "embedding_fwd" || c == "embedding_bwd") {
     bool bwd = c == "embedding_bwd";
     TC_RETURN_IF_ERROR(need(2, bwd ? 2 : 1));

@@ -436,3 +436,53 @@ func.func @fusion_constant(%x: tensor<2xf32>) -> tensor<2xf32> {
   }
   return %r : tensor<2xf32>
 }
+
+// -----
+
+// Tests that attention needs the query heads to be a multiple of the key/value heads.
+func.func @attention_heads(%q: tensor<1x3x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{query heads (3) must be a multiple of the key/value heads (2)}}
+  %o, %l = tc.attention %q, %k, %v {scale = 1.0 : f64}
+      : (tensor<1x3x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x3x4x8xf32>, tensor<1x3x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that attention's lse is f32 (not the operands' bf16).
+func.func @attention_lse(%q: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{lse must be 'tensor<1x2x4xf32>', got 'tensor<1x2x4xbf16>'}}
+  %o, %l = tc.attention %q, %q, %q {scale = 1.0 : f64}
+      : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xbf16>)
+  return
+}
+
+// -----
+
+// Tests that query and key share the head dimension and the scale is positive.
+func.func @attention_dims(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x6xf32>) {
+  // expected-error @+1 {{query dim 8 != key dim 6}}
+  %o, %l = tc.attention %q, %k, %k {scale = 1.0 : f64}
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x6xf32>, tensor<1x2x4x6xf32>) -> (tensor<1x2x4x6xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{scale must be positive and finite, got -1}}
+  %o, %l = tc.attention %q, %q, %q {scale = -1.0 : f64}
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that attention_grad's gradients have their operands' shapes.
+func.func @attention_grad_shapes(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %l: tensor<1x4x4xf32>) {
+  // expected-error @+1 {{dkey must be 'tensor<1x2x4x8xf32>', got 'tensor<1x4x4x8xf32>'}}
+  %dq, %dk, %dv = tc.attention_grad %q, %k, %k, %q, %l, %q {scale = 1.0 : f64}
+      : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4xf32>, tensor<1x4x4x8xf32>)
+        -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}

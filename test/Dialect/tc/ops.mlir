@@ -233,3 +233,17 @@ func.func @fusion(%x: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> (tensor<4x8xbf16>
   }
   return %r#0, %r#1 : tensor<4x8xbf16>, tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+// CHECK: %{{.+}}, %[[L:.+]] = tc.attention %arg0, %arg1, %arg1 {causal = true, scale = 1.250000e-01 : f64} : (tensor<1x4x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x4x4x8xbf16>, tensor<1x4x4xf32>)
+// CHECK: tc.attention_grad %arg0, %arg1, %arg1, %{{.+}}, %[[L]], %arg0 {causal = true, scale = 1.250000e-01 : f64}
+func.func @attention(%q: tensor<1x4x4x8xbf16>, %k: tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16> {
+  %o, %l = tc.attention %q, %k, %k {scale = 0.125 : f64, causal = true}
+      : (tensor<1x4x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x4x4x8xbf16>, tensor<1x4x4xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %k, %k, %o, %l, %q {scale = 0.125 : f64, causal = true}
+      : (tensor<1x4x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x4x4x8xbf16>, tensor<1x4x4xf32>, tensor<1x4x4x8xbf16>)
+        -> (tensor<1x4x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+  return %dk : tensor<1x2x4x8xbf16>
+}

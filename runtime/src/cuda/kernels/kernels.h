@@ -218,6 +218,59 @@ size_t sumSquaresScratchBytes();
 /// FailedPrecondition (its bytes come from the artifact).
 Status initParameterDevice(const Parameter &p, uint64_t seed, void *dst, cudaStream_t stream);
 
+//===----------------------------------------------------------------------===//
+// attention.cu: fused scaled-dot-product attention (flash), forward/backward
+//===----------------------------------------------------------------------===//
+
+/// Sizes of one attention call: q [batch, heads, tq, d], k [batch, kvHeads, tk, d],
+/// v [batch, kvHeads, tk, dv], out [batch, heads, tq, dv]. heads % kvHeads == 0
+/// (grouped-query attention: query head h reads kv head h / (heads / kvHeads)).
+/// d, dv <= 256. batch == 0 or heads == 0 is a no-op.
+struct AttentionShape {
+  int64_t batch = 0, heads = 0, kvHeads = 0, tq = 0, tk = 0, d = 0, dv = 0;
+};
+/// Element strides of a [batch, heads, t, d] operand; the last dim is contiguous
+/// (stride 1). Lets q/k/v be read straight out of a fused qkv projection.
+struct AttentionStrides {
+  int64_t batch = 0, head = 0, row = 0;
+};
+/// Row-major (contiguous) strides of a [batch, heads, t, d] tensor.
+AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d);
+
+/// out = softmax(scale * q k^T + mask) v, with mask = -inf where key j > query i
+/// when `causal` (top-left aligned, torch's is_causal / tril), else 0.
+/// lse [batch, heads, tq] fp32 contiguous (may be null): the row's
+/// log(sum(exp(scale * s - max))) + max, saved for the backward.
+/// dt F32 or BF16 for q, k, v, out; fp32 math (bf16: tensor cores, fp32 accumulate).
+/// The tensor-core path (FlashAttention-2 on mma.sync, sm_80+) takes bf16 with
+/// d == dv in {32, 64, 128}, 16-byte aligned pointers and strides that are
+/// multiples of 8 elements; everything else (all f32, which never uses TF32)
+/// runs a simple fp32-FMA kernel. tk == 0 (with tq > 0) gives out = 0 and
+/// lse = -inf; tq == 0 is a no-op.
+Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
+                        const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
+                        void *out, AttentionStrides os, float *lse, float scale, bool causal,
+                        cudaStream_t stream);
+
+/// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
+/// D = rowsum(dout * out)); 0 is never returned for a non-empty shape.
+size_t attentionBackwardScratchBytes(const AttentionShape &s);
+
+/// Gradients of attentionForward given dout (strides dos) and the forward's out and lse:
+/// dq [batch, heads, tq, d], dk [batch, kvHeads, tk, d], dv [batch, kvHeads, tk, dv]
+/// (overwritten, not accumulated; with GQA dk/dv sum over the query heads of the group).
+/// Deterministic: no float atomics (one kernel for dk/dv iterating over query
+/// blocks, one for dq iterating over key blocks, plus a small D kernel).
+/// Same paths as the forward (the fast one also needs dout/dq/dk/dv aligned).
+/// tq == 0 gives dk = dv = 0; tk == 0 gives dq = 0. lse and scratch may be
+/// null only then.
+Status attentionBackward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
+                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
+                         const void *out, AttentionStrides os, const void *dout,
+                         AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
+                         void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
+                         void *scratch, float scale, bool causal, cudaStream_t stream);
+
 } // namespace tc::rt::cuda
 
 #endif // TC_RUNTIME_CUDA_KERNELS_KERNELS_H

@@ -1,0 +1,965 @@
+//===- attention.cu - fused scaled-dot-product attention (flash) ----------===//
+//
+// out = softmax(scale * q k^T + causal mask) v without materialising the
+// [tq, tk] scores, and its backward, in two implementations:
+//
+// Fast path (bf16, d == dv in {32, 64, 128}, 16-byte aligned base pointers,
+// every stride a multiple of 8 elements, sm_80+): FlashAttention-2 on
+// mma.sync.m16n8k16 (bf16 in, fp32 accumulate), inline PTX so the same code
+// runs on sm_90 and sm_120a.
+//   - Forward: a block of 4 warps owns 64 query rows (16 per warp, q held as
+//     A fragments in registers); 64-key K/V tiles stream through shared
+//     memory with cp.async double buffering and are read with ldmatrix. The
+//     online softmax runs in fp32 registers in the log2 domain (scale * log2e
+//     folded into one multiply, exp2f); the S accumulators of two adjacent
+//     n8 tiles are the A fragment of P @ V, so P (rounded to bf16) never
+//     touches shared memory. Causal blocks skip the key tiles right of the
+//     diagonal and are launched heaviest first.
+//   - Backward: (1) D = rowsum(dout * out) (fp32, into scratch);
+//     (2) one block per (batch, kv head, 64 keys), warps own 16 keys each and
+//     loop over the group's query heads and query tiles computing S^T = K Q^T,
+//     P^T, dP^T = V dO^T, dS^T = P^T (dP^T - D) and accumulating
+//     dV += P^T dO, dK += dS^T Q in registers (again the transposed
+//     accumulators are the A fragments of the next mma);
+//     (3) one block per (batch, head, 64 queries) looping over key tiles for
+//     dQ = scale * dS K. No atomics: every output element has one owner, so
+//     the bits are the same run to run.
+// Generic path (f32 storage, always with fp32 FMA math and never TF32, and
+// bf16 with other head dims or layouts): one warp per query row (forward,
+// dQ) or key row (dK/dV), the head dims spread over the lanes (d, dv <= 256),
+// keys visited one by one with an online softmax; correct, not fast.
+//
+// Both keep lse = log(sum(exp(scale * s - max))) + max per query row (natural
+// log) and the backward recomputes P = exp(scale * s - lse) from it.
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <type_traits>
+
+#include "runtime/src/cuda/kernels/common.cuh"
+#include "runtime/src/cuda/kernels/kernels.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+using namespace kern;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kMaxHeadDim = 256;
+
+//===----------------------------------------------------------------------===//
+// PTX wrappers (sm_80+)
+//===----------------------------------------------------------------------===//
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TC_ATTN_NO_MMA 1
+#endif
+
+__device__ __forceinline__ uint32_t smemAddr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// 16 bytes global -> shared, asynchronous; zero-fills when !valid (src is
+/// then not read).
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, bool valid) {
+#ifndef TC_ATTN_NO_MMA
+  int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+/// 4 bytes global -> shared, asynchronous; zero-fills when !valid.
+__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, bool valid) {
+#ifndef TC_ATTN_NO_MMA
+  int bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cpAsyncCommit() {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cpAsyncWaitAll() {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+/// Four 8x8 b16 matrices; lane l addresses row l % 8 of matrix l / 8 and
+/// receives element pair (l / 4, 2 (l % 4)) of each (of the transpose with
+/// `trans`).
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], uint32_t addr) {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+
+/// c[16x8] += a[16x16] b[16x8], bf16 in, fp32 accumulate. Fragments (g =
+/// lane / 4, t = lane % 4): a = {(g, 2t), (g + 8, 2t), (g, 2t + 8),
+/// (g + 8, 2t + 8)} pairs, b = {(k 2t, n g), (k 2t + 8, n g)} pairs,
+/// c = {(g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)}.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/// The A fragment (16 rows x 16 along k) made of the C fragments of two
+/// adjacent n8 tiles: the probabilities of 16 keys feed the next mma.
+__device__ __forceinline__ void cToA(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = packBf16(c0[0], c0[1]);
+  a[1] = packBf16(c0[2], c0[3]);
+  a[2] = packBf16(c1[0], c1[1]);
+  a[3] = packBf16(c1[2], c1[3]);
+}
+
+//===----------------------------------------------------------------------===//
+// Fast path: shared-memory tiles
+//===----------------------------------------------------------------------===//
+
+constexpr int kThreads = 128; // 4 warps
+constexpr int kPad = 8;       // row padding (16 bytes): ldmatrix rows hit distinct banks
+
+/// Copies rows [r0, r0 + Rows) of a [rows, D] bf16 operand (row stride rs
+/// elements) into the shared tile sm[Rows][D + kPad]; rows >= rows are zero.
+template <int Rows, int D>
+__device__ __forceinline__ void loadTile(bf16 *sm, const bf16 *g, int64_t rs, int r0, int rows) {
+  constexpr int kChunks = D / 8, kTotal = Rows * kChunks;
+  static_assert(kTotal % kThreads == 0, "tile not a multiple of the block");
+#pragma unroll
+  for (int it = 0; it < kTotal / kThreads; ++it) {
+    int c = threadIdx.x + it * kThreads;
+    int r = c / kChunks, col = (c % kChunks) * 8;
+    bool valid = r0 + r < rows;
+    const bf16 *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + col : g;
+    cpAsync16(smemAddr(sm + r * (D + kPad) + col), src, valid);
+  }
+}
+
+/// Copies n fp32 values v[r0, r0 + n) (zero past `rows`) into sm[n].
+template <int N>
+__device__ __forceinline__ void loadVec(float *sm, const float *g, int r0, int rows) {
+  static_assert(N <= kThreads, "vector longer than the block");
+  int r = threadIdx.x;
+  if (r < N) {
+    bool valid = r0 + r < rows;
+    cpAsync4(smemAddr(sm + r), valid ? g + r0 + r : g, valid);
+  }
+}
+
+/// Shared-memory address for an ldmatrix.x4 giving the A fragment of rows
+/// [r0, r0 + 16), cols [c0, c0 + 16) of a [*][S] tile.
+template <int S> __device__ __forceinline__ uint32_t aAddr(const bf16 *sm, int r0, int c0) {
+  int lane = threadIdx.x % 32;
+  return smemAddr(sm + (r0 + lane % 8 + ((lane / 8) % 2) * 8) * S + c0 + (lane / 16) * 8);
+}
+/// ... the B fragments (registers {0,1} and {2,3}) of the n8 tiles n0 and
+/// n0 + 8 at k-step c0 of an operand stored [n][k] (K for q k^T).
+template <int S> __device__ __forceinline__ uint32_t bAddr(const bf16 *sm, int n0, int c0) {
+  int lane = threadIdx.x % 32;
+  return smemAddr(sm + (n0 + lane % 8 + (lane / 16) * 8) * S + c0 + ((lane / 8) % 2) * 8);
+}
+/// ... the B fragments of the n8 tiles c0 and c0 + 8 at k-step r0 of an
+/// operand stored [k][n] (V for p v), with ldmatrix.trans.
+template <int S> __device__ __forceinline__ uint32_t btAddr(const bf16 *sm, int r0, int c0) {
+  int lane = threadIdx.x % 32;
+  return smemAddr(sm + (r0 + lane % 8 + ((lane / 8) % 2) * 8) * S + c0 + (lane / 16) * 8);
+}
+
+/// c[M/8][4] (16 rows x M cols) += a (16 rows x D, A fragments from shared
+/// memory at rows ra) times the rows [0, M) of b ([M][S] tile, stored [n][k]).
+template <int D, int M, int S>
+__device__ __forceinline__ void mmaABt(float (&c)[M / 8][4], const bf16 *a, int ra, const bf16 *b) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t af[4];
+    ldsm4(af, aAddr<S>(a, ra, kk * 16));
+#pragma unroll
+    for (int nn = 0; nn < M / 16; ++nn) {
+      uint32_t bf[4];
+      ldsm4(bf, bAddr<S>(b, nn * 16, kk * 16));
+      mma16816(c[2 * nn], af, bf[0], bf[1]);
+      mma16816(c[2 * nn + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+/// Same with the A fragments already in registers.
+template <int D, int M, int S>
+__device__ __forceinline__ void mmaRegBt(float (&c)[M / 8][4], const uint32_t (&af)[D / 16][4],
+                                         const bf16 *b) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int nn = 0; nn < M / 16; ++nn) {
+      uint32_t bf[4];
+      ldsm4(bf, bAddr<S>(b, nn * 16, kk * 16));
+      mma16816(c[2 * nn], af[kk], bf[0], bf[1]);
+      mma16816(c[2 * nn + 1], af[kk], bf[2], bf[3]);
+    }
+}
+/// acc[D/8][4] (16 rows x D) += p (16 rows x K, C fragments) times b ([K][S]
+/// tile stored [k][n], the first D columns).
+template <int K, int D, int S>
+__device__ __forceinline__ void mmaPV(float (&acc)[D / 8][4], const float (&p)[K / 8][4],
+                                      const bf16 *b) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t af[4];
+    cToA(af, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      uint32_t bf[4];
+      ldsm4t(bf, btAddr<S>(b, kk * 16, nd * 16));
+      mma16816(acc[2 * nd], af, bf[0], bf[1]);
+      mma16816(acc[2 * nd + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
+}
+
+/// Stores rows r and r + 8 (C fragment layout, 16 x D) scaled per row into
+/// a bf16 [rows, D] operand with row stride rs, rows < rows only.
+template <int D>
+__device__ __forceinline__ void storeRows(bf16 *g, int64_t rs, int r, int rows,
+                                          const float (&c)[D / 8][4], float s0, float s1) {
+  int t = threadIdx.x % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int row = r + half * 8;
+    if (row >= rows)
+      continue;
+    float sc = half ? s1 : s0;
+    bf16 *p = g + static_cast<int64_t>(row) * rs + 2 * t;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t *>(p + j * 8) =
+          packBf16(c[j][2 * half] * sc, c[j][2 * half + 1] * sc);
+  }
+}
+
+struct FastParams {
+  const bf16 *q, *k, *v, *o, *dout;
+  bf16 *out, *dq, *dk, *dv;
+  const float *lseIn;
+  float *lse, *dd;
+  AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
+  int batch, heads, kvHeads, group, tq, tk;
+  float scale, scaleLog2; // scale and scale * log2(e)
+  bool causal;
+};
+
+//===----------------------------------------------------------------------===//
+// Fast path: forward
+//===----------------------------------------------------------------------===//
+
+constexpr int kFwdBQ = 64, kFwdBK = 64;
+
+template <int D> constexpr int fwdSmemBytes() { return 4 * kFwdBK * (D + kPad) * 2; }
+
+/// Grid: batch * heads * ceil(tq / 64) blocks, the last query blocks first.
+/// Shared: sK[2][64][D + 8], sV[2][64][D + 8] (q staged in sK[1]).
+template <int D> __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams p) {
+  constexpr int BQ = kFwdBQ, BK = kFwdBK, S = D + kPad;
+  extern __shared__ __align__(16) unsigned char smRaw[];
+  bf16 *sK = reinterpret_cast<bf16 *>(smRaw); // [2][BK][S]
+  bf16 *sV = sK + 2 * BK * S;                 // [2][BK][S]
+
+  const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
+  const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
+  const int b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
+  const bf16 *q = p.q + b * p.qs.batch + h * p.qs.head;
+  const bf16 *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const bf16 *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int q0 = qb * BQ, qw = q0 + warp * 16, row0 = qw + g;
+
+  int nKT = (p.tk + BK - 1) / BK;
+  if (p.causal)
+    nKT = min(nKT, (min(q0 + BQ, p.tq) - 1) / BK + 1);
+
+  loadTile<BQ, D>(sK + BK * S, q, p.qs.row, q0, p.tq);
+  loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
+  cpAsyncCommit();
+  cpAsyncWaitAll();
+  __syncthreads();
+  uint32_t qf[D / 16][4]; // q rows [qw, qw + 16) as A fragments
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    ldsm4(qf[kk], aAddr<S>(sK + BK * S, warp * 16, kk * 16));
+
+  float o[D / 8][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; // rows row0, row0 + 8
+
+  for (int kt = 0; kt < nKT; ++kt) {
+    const int buf = kt & 1;
+    // Tile kt has landed; everyone is done with the other buffer (and q).
+    cpAsyncWaitAll();
+    __syncthreads();
+    if (kt + 1 < nKT) {
+      loadTile<BK, D>(sK + (buf ^ 1) * BK * S, k, p.ks.row, (kt + 1) * BK, p.tk);
+      loadTile<BK, D>(sV + (buf ^ 1) * BK * S, v, p.vs.row, (kt + 1) * BK, p.tk);
+    }
+    cpAsyncCommit();
+    const int k0 = kt * BK;
+    if (p.causal && k0 > qw + 15)
+      continue; // every key of the tile is right of this warp's rows
+    float s[BK / 8][4];
+    zero(s);
+    mmaRegBt<D, BK, S>(s, qf, sK + buf * BK * S);
+
+    const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[j][e] * p.scaleLog2;
+        if (mask) {
+          int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+          if (key >= p.tk || (p.causal && key > row))
+            x = -INFINITY;
+        }
+        s[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float mu[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+      mu[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; // a row with no key yet: no NaN
+      float corr = exp2f(m[r] - mu[r]);
+      m[r] = mx[r];
+      l[r] *= corr;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * r] *= corr;
+        o[j][2 * r + 1] *= corr;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = exp2f(s[j][e] - mu[e >> 1]);
+        s[j][e] = x;
+        l[e >> 1] += x;
+      }
+    mmaPV<BK, D, S>(o, s, sV + buf * BK * S);
+  }
+  cpAsyncWaitAll();
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+  storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1]);
+  if (p.lse && t == 0) {
+    float *lse = p.lse + static_cast<int64_t>(bh) * p.tq;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      if (row0 + r * 8 < p.tq)
+        lse[row0 + r * 8] = l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Fast path: backward
+//===----------------------------------------------------------------------===//
+
+constexpr int kBwdBK = 64;  // keys per dK/dV block (16 per warp)
+constexpr int kBwdBQ = 64;  // queries per dQ block (16 per warp)
+
+/// Query tile of the dK/dV kernel and key tile of the dQ kernel: narrower for
+/// d = 128 so the fp32 accumulators stay in registers.
+template <int D> constexpr int bwdInner() { return D > 64 ? 32 : 64; }
+
+template <int D> constexpr int dkdvSmemBytes() {
+  return (2 * kBwdBK + 4 * bwdInner<D>()) * (D + kPad) * 2 + 4 * bwdInner<D>() * 4;
+}
+template <int D> constexpr int dqSmemBytes() {
+  return std::max(2 * kBwdBQ, 4 * bwdInner<D>()) * (D + kPad) * 2;
+}
+
+/// Grid: ceil(tk / 64) * batch * kvHeads blocks, the first key blocks (the
+/// most work when causal) first. Shared: sK, sV [64][D + 8] (this block's
+/// keys), sQ, sO [2][BQ][D + 8] (q and dout tiles), sL, sD [2][BQ] (lse, D).
+template <int D> __global__ void __launch_bounds__(kThreads) flashBwdDkDvKernel(FastParams p) {
+  constexpr int BK = kBwdBK, BQ = bwdInner<D>(), S = D + kPad;
+  extern __shared__ __align__(16) unsigned char smRaw[];
+  bf16 *sK = reinterpret_cast<bf16 *>(smRaw); // [BK][S]
+  bf16 *sV = sK + BK * S;                     // [BK][S]
+  bf16 *sQ = sV + BK * S;                     // [2][BQ][S]
+  bf16 *sO = sQ + 2 * BQ * S;                 // [2][BQ][S]
+  float *sL = reinterpret_cast<float *>(sO + 2 * BQ * S); // [2][BQ]
+  float *sD = sL + 2 * BQ;                                // [2][BQ]
+
+  const int bkvCount = p.batch * p.kvHeads;
+  const int bkv = blockIdx.x % bkvCount, kb = blockIdx.x / bkvCount;
+  const int b = bkv / p.kvHeads, kvh = bkv % p.kvHeads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k0 = kb * BK, kw = k0 + warp * 16;
+  const int nQT = (p.tq + BQ - 1) / BQ, qtStart = p.causal ? min(k0 / BQ, nQT) : 0;
+  const int perHead = nQT - qtStart, nIt = p.group * perHead;
+
+  const bf16 *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const bf16 *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  loadTile<BK, D>(sK, k, p.ks.row, k0, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, k0, p.tk);
+  auto issue = [&](int it, int buf) {
+    int h = kvh * p.group + it / perHead, q0 = (qtStart + it % perHead) * BQ;
+    loadTile<BQ, D>(sQ + buf * BQ * S, p.q + b * p.qs.batch + h * p.qs.head, p.qs.row, q0, p.tq);
+    loadTile<BQ, D>(sO + buf * BQ * S, p.dout + b * p.dos.batch + h * p.dos.head, p.dos.row, q0,
+                    p.tq);
+    int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+    loadVec<BQ>(sL + buf * BQ, p.lseIn + bh * p.tq, q0, p.tq);
+    loadVec<BQ>(sD + buf * BQ, p.dd + bh * p.tq, q0, p.tq);
+  };
+  if (nIt > 0)
+    issue(0, 0);
+  cpAsyncCommit();
+
+  float dk[D / 8][4], dv[D / 8][4];
+  zero(dk);
+  zero(dv);
+  for (int it = 0; it < nIt; ++it) {
+    const int buf = it & 1;
+    cpAsyncWaitAll();
+    __syncthreads();
+    if (it + 1 < nIt)
+      issue(it + 1, buf ^ 1);
+    cpAsyncCommit();
+    const int q0 = (qtStart + it % perHead) * BQ;
+    if (p.causal && kw > q0 + BQ - 1)
+      continue; // every key of this warp is right of every query of the tile
+    const bf16 *q = sQ + buf * BQ * S, *dO = sO + buf * BQ * S;
+    const float *lse = sL + buf * BQ, *dd = sD + buf * BQ;
+
+    float s[BQ / 8][4]; // S^T: keys [kw, kw + 16) x queries [q0, q0 + BQ)
+    zero(s);
+    mmaABt<D, BQ, S>(s, sK, warp * 16, q);
+    const bool mask = q0 + BQ > p.tq || (p.causal && q0 < kw + 15);
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int c = j * 8 + 2 * t + (e & 1);
+        float x = exp2f(s[j][e] * p.scaleLog2 - lse[c] * kLog2e);
+        if (mask) {
+          int query = q0 + c, key = kw + g + (e >> 1) * 8;
+          if (query >= p.tq || (p.causal && key > query))
+            x = 0.0f;
+        }
+        s[j][e] = x;
+      }
+    float dp[BQ / 8][4]; // dP^T = V dO^T
+    zero(dp);
+    mmaABt<D, BQ, S>(dp, sV, warp * 16, dO);
+#pragma unroll
+    for (int j = 0; j < BQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dp[j][e] = s[j][e] * (dp[j][e] - dd[j * 8 + 2 * t + (e & 1)]);
+    mmaPV<BQ, D, S>(dv, s, dO); // dV += P^T dO
+    mmaPV<BQ, D, S>(dk, dp, q); // dK += dS^T Q
+  }
+  cpAsyncWaitAll();
+  storeRows<D>(p.dk + b * p.dks.batch + kvh * p.dks.head, p.dks.row, kw + g, p.tk, dk, p.scale,
+               p.scale);
+  storeRows<D>(p.dv + b * p.dvs.batch + kvh * p.dvs.head, p.dvs.row, kw + g, p.tk, dv, 1.0f, 1.0f);
+}
+
+/// Grid: ceil(tq / 64) * batch * heads blocks, the last query blocks first.
+/// Shared: sK, sV [2][BK][D + 8] (q and dout staged over them at the start).
+template <int D> __global__ void __launch_bounds__(kThreads) flashBwdDqKernel(FastParams p) {
+  constexpr int BQ = kBwdBQ, BK = bwdInner<D>(), S = D + kPad;
+  extern __shared__ __align__(16) unsigned char smRaw[];
+  bf16 *sK = reinterpret_cast<bf16 *>(smRaw); // [2][BK][S]
+  bf16 *sV = sK + 2 * BK * S;                 // [2][BK][S]
+
+  const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
+  const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
+  const int b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
+  const bf16 *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const bf16 *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int q0 = qb * BQ, qw = q0 + warp * 16, row0 = qw + g;
+
+  bf16 *sQ = sK, *sO = sK + BQ * S;
+  loadTile<BQ, D>(sQ, p.q + b * p.qs.batch + h * p.qs.head, p.qs.row, q0, p.tq);
+  loadTile<BQ, D>(sO, p.dout + b * p.dos.batch + h * p.dos.head, p.dos.row, q0, p.tq);
+  cpAsyncCommit();
+  float lse2[2], dd[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int row = row0 + r * 8;
+    bool ok = row < p.tq;
+    lse2[r] = ok ? p.lseIn[static_cast<int64_t>(bh) * p.tq + row] * kLog2e : 0.0f;
+    dd[r] = ok ? p.dd[static_cast<int64_t>(bh) * p.tq + row] : 0.0f;
+  }
+  cpAsyncWaitAll();
+  __syncthreads();
+  uint32_t qf[D / 16][4], of[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    ldsm4(qf[kk], aAddr<S>(sQ, warp * 16, kk * 16));
+    ldsm4(of[kk], aAddr<S>(sO, warp * 16, kk * 16));
+  }
+  __syncthreads();
+
+  int nKT = (p.tk + BK - 1) / BK;
+  if (p.causal)
+    nKT = min(nKT, (min(q0 + BQ, p.tq) - 1) / BK + 1);
+  loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
+  cpAsyncCommit();
+
+  float dq[D / 8][4];
+  zero(dq);
+  for (int kt = 0; kt < nKT; ++kt) {
+    const int buf = kt & 1;
+    cpAsyncWaitAll();
+    __syncthreads();
+    if (kt + 1 < nKT) {
+      loadTile<BK, D>(sK + (buf ^ 1) * BK * S, k, p.ks.row, (kt + 1) * BK, p.tk);
+      loadTile<BK, D>(sV + (buf ^ 1) * BK * S, v, p.vs.row, (kt + 1) * BK, p.tk);
+    }
+    cpAsyncCommit();
+    const int k0 = kt * BK;
+    if (p.causal && k0 > qw + 15)
+      continue;
+    const bf16 *kt_ = sK + buf * BK * S, *vt = sV + buf * BK * S;
+    float s[BK / 8][4];
+    zero(s);
+    mmaRegBt<D, BK, S>(s, qf, kt_);
+    const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = exp2f(s[j][e] * p.scaleLog2 - lse2[e >> 1]);
+        if (mask) {
+          int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+          if (key >= p.tk || (p.causal && key > row))
+            x = 0.0f;
+        }
+        s[j][e] = x;
+      }
+    float dp[BK / 8][4]; // dP = dO V^T
+    zero(dp);
+    mmaRegBt<D, BK, S>(dp, of, vt);
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dp[j][e] = s[j][e] * (dp[j][e] - dd[e >> 1]);
+    mmaPV<BK, D, S>(dq, dp, kt_); // dQ += dS K
+  }
+  cpAsyncWaitAll();
+  storeRows<D>(p.dq + b * p.dqs.batch + h * p.dqs.head, p.dqs.row, row0, p.tq, dq, p.scale,
+               p.scale);
+}
+
+//===----------------------------------------------------------------------===//
+// Generic path (and D = rowsum(dout * out) for both)
+//===----------------------------------------------------------------------===//
+
+constexpr int kRowsPerBlock = 4; // one warp per row
+constexpr int kLaneElems = kMaxHeadDim / 32;
+
+template <class T> struct GenericParams {
+  const T *q, *k, *v, *o, *dout;
+  T *out, *dq, *dk, *dv;
+  const float *lseIn;
+  float *lse, *dd;
+  AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
+  int64_t batch, heads, kvHeads, group, tq, tk, d, dv_;
+  float scale;
+  bool causal;
+};
+
+/// Lane l holds elements l, l + 32, ... of a row of n <= 256 (0 past n).
+template <class T>
+__device__ __forceinline__ void loadLanes(const T *row, int64_t n, float (&x)[kLaneElems]) {
+  int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < kLaneElems; ++r) {
+    int64_t c = lane + 32 * r;
+    x[r] = c < n ? toF(row[c]) : 0.0f;
+  }
+}
+template <class T>
+__device__ __forceinline__ void storeLanes(T *row, int64_t n, const float (&x)[kLaneElems],
+                                           float sc) {
+  int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < kLaneElems; ++r) {
+    int64_t c = lane + 32 * r;
+    if (c < n)
+      row[c] = fromF<T>(x[r] * sc);
+  }
+}
+/// sum over the row of a[c] * row[c], on every lane (fixed butterfly order).
+template <class T>
+__device__ __forceinline__ float dotLanes(const float (&a)[kLaneElems], const T *row, int64_t n) {
+  int lane = threadIdx.x % 32;
+  float s = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kLaneElems; ++r) {
+    int64_t c = lane + 32 * r;
+    if (c < n)
+      s = fmaf(a[r], toF(row[c]), s);
+  }
+  return warpSum(s);
+}
+/// acc[c] += w * row[c].
+template <class T>
+__device__ __forceinline__ void axpyLanes(float (&acc)[kLaneElems], float w, const T *row,
+                                          int64_t n) {
+  int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < kLaneElems; ++r) {
+    int64_t c = lane + 32 * r;
+    if (c < n)
+      acc[r] = fmaf(w, toF(row[c]), acc[r]);
+  }
+}
+
+/// One warp per query row (b, h, i) of batch * heads * tq.
+template <class T>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) attnFwdGenericKernel(GenericParams<T> p) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (row >= p.batch * p.heads * p.tq)
+    return;
+  int64_t i = row % p.tq, bh = row / p.tq, h = bh % p.heads, b = bh / p.heads,
+          kvh = h / p.group;
+  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  float q[kLaneElems], o[kLaneElems] = {};
+  loadLanes(p.q + b * p.qs.batch + h * p.qs.head + i * p.qs.row, p.d, q);
+  float m = -INFINITY, l = 0.0f;
+  int64_t jEnd = p.causal ? min(p.tk, i + 1) : p.tk;
+  for (int64_t j = 0; j < jEnd; ++j) {
+    float s = dotLanes(q, k + j * p.ks.row, p.d) * p.scale;
+    float w;
+    if (s > m) {
+      float corr = expf(m - s); // 0 for the first key
+      l *= corr;
+#pragma unroll
+      for (int r = 0; r < kLaneElems; ++r)
+        o[r] *= corr;
+      m = s;
+      w = 1.0f;
+    } else {
+      w = expf(s - m);
+    }
+    l += w;
+    axpyLanes(o, w, v + j * p.vs.row, p.dv_);
+  }
+  storeLanes(p.out + b * p.os.batch + h * p.os.head + i * p.os.row, p.dv_, o,
+             l > 0.0f ? 1.0f / l : 0.0f);
+  if (p.lse && threadIdx.x % 32 == 0)
+    p.lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+/// dd[b, h, i] = sum_c dout[b, h, i, c] * out[b, h, i, c] (fp32), one warp per
+/// row; used by both paths.
+template <class T>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) attnBwdDotKernel(GenericParams<T> p) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (row >= p.batch * p.heads * p.tq)
+    return;
+  int64_t i = row % p.tq, bh = row / p.tq, h = bh % p.heads, b = bh / p.heads;
+  float dO[kLaneElems];
+  loadLanes(p.dout + b * p.dos.batch + h * p.dos.head + i * p.dos.row, p.dv_, dO);
+  float s = dotLanes(dO, p.o + b * p.os.batch + h * p.os.head + i * p.os.row, p.dv_);
+  if (threadIdx.x % 32 == 0)
+    p.dd[row] = s;
+}
+
+/// One warp per query row: dq = scale * sum_j p (dp - D) k_j.
+template <class T>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) attnBwdDqGenericKernel(GenericParams<T> p) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (row >= p.batch * p.heads * p.tq)
+    return;
+  int64_t i = row % p.tq, bh = row / p.tq, h = bh % p.heads, b = bh / p.heads,
+          kvh = h / p.group;
+  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  float q[kLaneElems], dO[kLaneElems], dq[kLaneElems] = {};
+  loadLanes(p.q + b * p.qs.batch + h * p.qs.head + i * p.qs.row, p.d, q);
+  loadLanes(p.dout + b * p.dos.batch + h * p.dos.head + i * p.dos.row, p.dv_, dO);
+  int64_t jEnd = p.causal ? min(p.tk, i + 1) : p.tk;
+  float lse = jEnd > 0 ? p.lseIn[row] : 0.0f, dd = jEnd > 0 ? p.dd[row] : 0.0f;
+  for (int64_t j = 0; j < jEnd; ++j) {
+    float pr = expf(dotLanes(q, k + j * p.ks.row, p.d) * p.scale - lse);
+    float dp = dotLanes(dO, v + j * p.vs.row, p.dv_);
+    axpyLanes(dq, pr * (dp - dd), k + j * p.ks.row, p.d);
+  }
+  storeLanes(p.dq + b * p.dqs.batch + h * p.dqs.head + i * p.dqs.row, p.d, dq, p.scale);
+}
+
+/// One warp per key row (b, kvh, j): dk = scale * sum over the group's heads
+/// and the queries of p (dp - D) q_i, dv = sum p dout_i.
+template <class T>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    attnBwdDkDvGenericKernel(GenericParams<T> p) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (row >= p.batch * p.kvHeads * p.tk)
+    return;
+  int64_t j = row % p.tk, bkv = row / p.tk, kvh = bkv % p.kvHeads, b = bkv / p.kvHeads;
+  float k[kLaneElems], v[kLaneElems], dk[kLaneElems] = {}, dv[kLaneElems] = {};
+  loadLanes(p.k + b * p.ks.batch + kvh * p.ks.head + j * p.ks.row, p.d, k);
+  loadLanes(p.v + b * p.vs.batch + kvh * p.vs.head + j * p.vs.row, p.dv_, v);
+  for (int64_t hh = 0; hh < p.group; ++hh) {
+    int64_t h = kvh * p.group + hh, bh = b * p.heads + h;
+    const T *q = p.q + b * p.qs.batch + h * p.qs.head;
+    const T *dO = p.dout + b * p.dos.batch + h * p.dos.head;
+    for (int64_t i = p.causal ? j : 0; i < p.tq; ++i) {
+      float pr = expf(dotLanes(k, q + i * p.qs.row, p.d) * p.scale - p.lseIn[bh * p.tq + i]);
+      float dp = dotLanes(v, dO + i * p.dos.row, p.dv_);
+      axpyLanes(dv, pr, dO + i * p.dos.row, p.dv_);
+      axpyLanes(dk, pr * (dp - p.dd[bh * p.tq + i]), q + i * p.qs.row, p.d);
+    }
+  }
+  storeLanes(p.dk + b * p.dks.batch + kvh * p.dks.head + j * p.dks.row, p.d, dk, p.scale);
+  storeLanes(p.dv + b * p.dvs.batch + kvh * p.dvs.head + j * p.dvs.row, p.dv_, dv, 1.0f);
+}
+
+//===----------------------------------------------------------------------===//
+// Host side
+//===----------------------------------------------------------------------===//
+
+/// Sizes and pointers every launcher checks first. `empty` is set when there
+/// is nothing to compute (batch or heads 0).
+Status checkShape(const char *what, const AttentionShape &s, bool *empty) {
+  TC_RETURN_IF_ERROR(requireGpu());
+  auto bad = [&](const std::string &msg) {
+    return invalidArgument(std::string(what) + ": " + msg);
+  };
+  if (s.batch < 0 || s.heads < 0 || s.kvHeads < 0 || s.tq < 0 || s.tk < 0 || s.d < 0 || s.dv < 0)
+    return bad("negative size");
+  if (s.d > kMaxHeadDim || s.dv > kMaxHeadDim)
+    return bad("head dims d = " + std::to_string(s.d) + ", dv = " + std::to_string(s.dv) +
+               " must be at most " + std::to_string(kMaxHeadDim));
+  if (s.heads > 0 && (s.kvHeads <= 0 || s.heads % s.kvHeads != 0))
+    return bad("heads = " + std::to_string(s.heads) + " is not a multiple of kvHeads = " +
+               std::to_string(s.kvHeads));
+  if (s.tq > INT32_MAX / 2 || s.tk > INT32_MAX / 2 || s.batch * s.heads > INT32_MAX / 64 ||
+      s.batch * s.heads * s.tq > INT32_MAX || s.batch * s.kvHeads * s.tk > INT32_MAX)
+    return bad("too large (more than 2^31 rows)");
+  *empty = s.batch == 0 || s.heads == 0;
+  return Status::ok();
+}
+
+bool aligned16Strides(const void *p, AttentionStrides st) {
+  return aligned16(p) && st.batch % 8 == 0 && st.head % 8 == 0 && st.row % 8 == 0;
+}
+
+/// True when the current GPU has bf16 mma.sync (sm_80+).
+bool hasBf16Mma() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major >= 8;
+}
+
+bool fastHeadDim(const AttentionShape &s) {
+  return s.d == s.dv && (s.d == 32 || s.d == 64 || s.d == 128);
+}
+
+template <class Kernel>
+Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem, const FastParams &p,
+                  cudaStream_t stream) {
+  if (smem > 48 * 1024)
+    TC_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(p);
+  return checkLaunch(name);
+}
+
+template <int D> Status fastForward(const FastParams &p, cudaStream_t stream) {
+  int64_t blocks = ceilDiv(p.tq, kFwdBQ) * p.batch * p.heads;
+  return launchFast(flashFwdKernel<D>, "attention_forward", blocks, fwdSmemBytes<D>(), p, stream);
+}
+
+template <int D> Status fastBackward(const FastParams &p, cudaStream_t stream) {
+  int64_t kvBlocks = ceilDiv(p.tk, kBwdBK) * p.batch * p.kvHeads;
+  TC_RETURN_IF_ERROR(launchFast(flashBwdDkDvKernel<D>, "attention_backward_dkdv", kvBlocks,
+                                dkdvSmemBytes<D>(), p, stream));
+  int64_t qBlocks = ceilDiv(p.tq, kBwdBQ) * p.batch * p.heads;
+  return launchFast(flashBwdDqKernel<D>, "attention_backward_dq", qBlocks, dqSmemBytes<D>(), p,
+                    stream);
+}
+
+template <class T>
+GenericParams<T> genericParams(const AttentionShape &s, float scale, bool causal) {
+  GenericParams<T> g{};
+  g.batch = s.batch, g.heads = s.heads, g.kvHeads = s.kvHeads, g.group = s.heads / s.kvHeads;
+  g.tq = s.tq, g.tk = s.tk, g.d = s.d, g.dv_ = s.dv;
+  g.scale = scale;
+  g.causal = causal;
+  return g;
+}
+
+unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)); }
+
+FastParams fastParams(const AttentionShape &s, float scale, bool causal) {
+  FastParams f{};
+  f.batch = static_cast<int>(s.batch), f.heads = static_cast<int>(s.heads);
+  f.kvHeads = static_cast<int>(s.kvHeads), f.group = static_cast<int>(s.heads / s.kvHeads);
+  f.tq = static_cast<int>(s.tq), f.tk = static_cast<int>(s.tk);
+  f.scale = scale, f.scaleLog2 = scale * kLog2e;
+  f.causal = causal;
+  return f;
+}
+
+} // namespace
+
+AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d) {
+  return {heads * t * d, t * d, d};
+}
+
+Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
+                        const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
+                        void *out, AttentionStrides os, float *lse, float scale, bool causal,
+                        cudaStream_t stream) {
+  bool empty = false;
+  TC_RETURN_IF_ERROR(checkShape("attentionForward", s, &empty));
+  if (empty || s.tq == 0)
+    return Status::ok();
+  if ((s.d > 0 && (!q || (s.tk > 0 && !k))) || (s.dv > 0 && (!out || (s.tk > 0 && !v))))
+    return invalidArgument("attentionForward: null pointer");
+  return dispatchFloat(dt, "attentionForward", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (s.tk > 0 && fastHeadDim(s) && aligned16Strides(q, qs) && aligned16Strides(k, ks) &&
+          aligned16Strides(v, vs) && aligned16Strides(out, os) && hasBf16Mma()) {
+        FastParams p = fastParams(s, scale, causal);
+        p.q = static_cast<const bf16 *>(q), p.k = static_cast<const bf16 *>(k);
+        p.v = static_cast<const bf16 *>(v), p.out = static_cast<bf16 *>(out), p.lse = lse;
+        p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
+        switch (s.d) {
+        case 32:
+          return fastForward<32>(p, stream);
+        case 64:
+          return fastForward<64>(p, stream);
+        default:
+          return fastForward<128>(p, stream);
+        }
+      }
+    }
+    GenericParams<T> p = genericParams<T>(s, scale, causal);
+    p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
+    p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
+    p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
+    attnFwdGenericKernel<T>
+        <<<rowBlocks(s.batch * s.heads * s.tq), kRowsPerBlock * 32, 0, stream>>>(p);
+    return checkLaunch("attention_forward_generic");
+  });
+}
+
+size_t attentionBackwardScratchBytes(const AttentionShape &s) {
+  int64_t rows = std::max<int64_t>(1, s.batch * s.heads * s.tq);
+  return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
+}
+
+Status attentionBackward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
+                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
+                         const void *out, AttentionStrides os, const void *dout,
+                         AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
+                         void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
+                         void *scratch, float scale, bool causal, cudaStream_t stream) {
+  bool empty = false;
+  TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
+  if (empty)
+    return Status::ok();
+  bool rowsQ = s.tq > 0, rowsK = s.tk > 0;
+  if ((rowsQ && s.d > 0 && (!q || !dq)) || (rowsK && s.d > 0 && (!k || !dk)) ||
+      (rowsK && s.dv > 0 && (!v || !dv)) || (rowsQ && s.dv > 0 && (!out || !dout)) ||
+      (rowsQ && rowsK && (!lse || !scratch)))
+    return invalidArgument("attentionBackward: null pointer");
+  float *dd = static_cast<float *>(scratch);
+  return dispatchFloat(dt, "attentionBackward", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    GenericParams<T> g = genericParams<T>(s, scale, causal);
+    g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);
+    g.v = static_cast<const T *>(v), g.o = static_cast<const T *>(out);
+    g.dout = static_cast<const T *>(dout), g.lseIn = lse, g.dd = dd;
+    g.dq = static_cast<T *>(dq), g.dk = static_cast<T *>(dk), g.dv = static_cast<T *>(dv);
+    g.qs = qs, g.ks = ks, g.vs = vs, g.os = os, g.dos = dos, g.dqs = dqs, g.dks = dks, g.dvs = dvs;
+    if (rowsQ && rowsK) {
+      attnBwdDotKernel<T>
+          <<<rowBlocks(s.batch * s.heads * s.tq), kRowsPerBlock * 32, 0, stream>>>(g);
+      TC_RETURN_IF_ERROR(checkLaunch("attention_backward_dot"));
+    }
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (rowsQ && rowsK && fastHeadDim(s) && aligned16Strides(q, qs) &&
+          aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(dout, dos) &&
+          aligned16Strides(dq, dqs) && aligned16Strides(dk, dks) && aligned16Strides(dv, dvs) &&
+          hasBf16Mma()) {
+        FastParams p = fastParams(s, scale, causal);
+        p.q = g.q, p.k = g.k, p.v = g.v, p.dout = g.dout, p.lseIn = lse, p.dd = dd;
+        p.dq = g.dq, p.dk = g.dk, p.dv = g.dv;
+        p.qs = qs, p.ks = ks, p.vs = vs, p.dos = dos, p.dqs = dqs, p.dks = dks, p.dvs = dvs;
+        switch (s.d) {
+        case 32:
+          return fastBackward<32>(p, stream);
+        case 64:
+          return fastBackward<64>(p, stream);
+        default:
+          return fastBackward<128>(p, stream);
+        }
+      }
+    }
+    // tq == 0: dk, dv = 0; tk == 0: dq = 0 (the loops run zero times).
+    if (rowsK) {
+      attnBwdDkDvGenericKernel<T>
+          <<<rowBlocks(s.batch * s.kvHeads * s.tk), kRowsPerBlock * 32, 0, stream>>>(g);
+      TC_RETURN_IF_ERROR(checkLaunch("attention_backward_dkdv_generic"));
+    }
+    if (rowsQ) {
+      attnBwdDqGenericKernel<T>
+          <<<rowBlocks(s.batch * s.heads * s.tq), kRowsPerBlock * 32, 0, stream>>>(g);
+      TC_RETURN_IF_ERROR(checkLaunch("attention_backward_dq_generic"));
+    }
+    return Status::ok();
+  });
+}
+
+} // namespace tc::rt::cuda

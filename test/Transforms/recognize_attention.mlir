@@ -1,0 +1,141 @@
+// RUN: tc-opt %s --split-input-file --tc-recognize-attention | FileCheck %s
+
+// Tests the GPT-2 (torchscript export) form: k^T as a transpose of the
+// [B, T, H, D] head split, a division by sqrt(D), masked_fill of -inf where a
+// bool tril buffer is false (here: true where masked), softmax, matmul with v.
+// CHECK-LABEL: func.func @gpt2_masked_fill
+func.func @gpt2_masked_fill(%q: tensor<1x2x4x8xf32>, %kh: tensor<1x4x2x8xf32>,
+                            %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // CHECK: %[[K:.+]] = tc.transpose %arg1 {permutation = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  // CHECK: %[[O:.+]], %{{.+}} = tc.attention %arg0, %[[K]], %arg2 {causal = true, scale = 0.3535533966
+  // CHECK-SAME: -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  // CHECK-NOT: tc.softmax
+  // CHECK-NOT: tc.matmul
+  // CHECK: return %[[O]]
+  %kt = tc.transpose %kh {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x8xf32> -> tensor<1x2x8x4xf32>
+  %s = tc.matmul %q, %kt : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x4x4xf32>
+  %d = tc.constant dense<2.82842712474619> : tensor<f32>
+  %t = tc.div %s, %d : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %m = tc.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %inf = tc.constant dense<0xFF800000> : tensor<f32>
+  %f = tc.select %m, %inf, %t : tensor<1x1x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %p = tc.softmax %f {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = tc.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests torch's scaled_dot_product_attention export with grouped-query
+// attention: sqrt(scale) on q and on k^T, an additive float mask of 0 and the
+// most negative f32 (finfo.min), and key/value repeated per query head
+// (repeat_kv), which become 2 key/value heads.
+// CHECK-LABEL: func.func @sdpa_gqa
+func.func @sdpa_gqa(%q: tensor<1x4x3x2xf32>, %k: tensor<1x2x3x2xf32>,
+                    %v: tensor<1x2x3x2xf32>) -> tensor<1x4x3x2xf32> {
+  // CHECK: %[[O:.+]], %{{.+}} = tc.attention %arg0, %arg1, %arg2 {causal = true, scale = 0.49999998
+  // CHECK-SAME: (tensor<1x4x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> (tensor<1x4x3x2xf32>, tensor<1x4x3xf32>)
+  // CHECK-NOT: tc.broadcast
+  // CHECK: return %[[O]]
+  %k5 = tc.reshape %k : tensor<1x2x3x2xf32> to tensor<1x2x1x3x2xf32>
+  %kb = tc.broadcast %k5 : tensor<1x2x1x3x2xf32> to tensor<1x2x2x3x2xf32>
+  %kr = tc.reshape %kb : tensor<1x2x2x3x2xf32> to tensor<1x4x3x2xf32>
+  %v5 = tc.reshape %v : tensor<1x2x3x2xf32> to tensor<1x2x1x3x2xf32>
+  %vb = tc.broadcast %v5 : tensor<1x2x1x3x2xf32> to tensor<1x2x2x3x2xf32>
+  %vr = tc.reshape %vb : tensor<1x2x2x3x2xf32> to tensor<1x4x3x2xf32>
+  %kt = tc.transpose %kr {permutation = array<i64: 0, 1, 3, 2>} : tensor<1x4x3x2xf32> -> tensor<1x4x2x3xf32>
+  %c = tc.constant dense<0.707106769> : tensor<1xf32>
+  %qs = tc.mul %q, %c : tensor<1x4x3x2xf32>, tensor<1xf32> -> tensor<1x4x3x2xf32>
+  %ks = tc.mul %kt, %c : tensor<1x4x2x3xf32>, tensor<1xf32> -> tensor<1x4x2x3xf32>
+  %s = tc.matmul %qs, %ks : tensor<1x4x3x2xf32>, tensor<1x4x2x3xf32> -> tensor<1x4x3x3xf32>
+  %mask = tc.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %a = tc.add %s, %mask : tensor<1x4x3x3xf32>, tensor<3x3xf32> -> tensor<1x4x3x3xf32>
+  %p = tc.softmax %a {axis = 3 : i64} : tensor<1x4x3x3xf32>
+  %o = tc.matmul %p, %vr : tensor<1x4x3x3xf32>, tensor<1x4x3x2xf32> -> tensor<1x4x3x2xf32>
+  return %o : tensor<1x4x3x2xf32>
+}
+
+// -----
+
+// Tests the dynamo export's k^T: [B*H, T, D] -> [B*H, D, T] through reshapes,
+// no mask (causal = false), and a scale held in a parameter (an initializer
+// the exporter folded): the run-time factor moves onto q.
+// CHECK-LABEL: func.func @dynamo_3d_unmasked
+func.func @dynamo_3d_unmasked(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x5x4xf32>,
+                              %v: tensor<2x2x5x4xf32>) -> tensor<2x2x3x4xf32> {
+  // CHECK: %[[S:.+]] = tc.parameter "val_150"
+  // CHECK: %[[Q:.+]] = tc.mul %arg0, %[[S]]
+  // CHECK: %[[O:.+]], %{{.+}} = tc.attention %[[Q]], %arg1, %arg2 {scale = 1.000000e+00 : f64}
+  // CHECK-NOT: tc.softmax
+  // CHECK: return %[[O]]
+  %r = tc.reshape %k : tensor<2x2x5x4xf32> to tensor<4x5x4xf32>
+  %t = tc.transpose %r {permutation = array<i64: 0, 2, 1>} : tensor<4x5x4xf32> -> tensor<4x4x5xf32>
+  %kt = tc.reshape %t : tensor<4x4x5xf32> to tensor<2x2x4x5xf32>
+  %sc = tc.parameter "val_150" : tensor<1xf32>
+  %ks = tc.mul %kt, %sc : tensor<2x2x4x5xf32>, tensor<1xf32> -> tensor<2x2x4x5xf32>
+  %s = tc.matmul %q, %ks : tensor<2x2x3x4xf32>, tensor<2x2x4x5xf32> -> tensor<2x2x3x5xf32>
+  %p = tc.softmax %s {axis = 3 : i64} : tensor<2x2x3x5xf32>
+  %o = tc.matmul %p, %v : tensor<2x2x3x5xf32>, tensor<2x2x5x4xf32> -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// Tests that a mask other than causal (here: the last key hidden from every
+// query, as a padding mask) is left alone.
+// CHECK-LABEL: func.func @padding_mask_kept
+func.func @padding_mask_kept(%q: tensor<1x1x2x2xf32>, %kt: tensor<1x1x2x3xf32>,
+                             %v: tensor<1x1x3x2xf32>) -> tensor<1x1x2x2xf32> {
+  // CHECK-NOT: tc.attention
+  // CHECK: tc.softmax
+  %s = tc.matmul %q, %kt : tensor<1x1x2x2xf32>, tensor<1x1x2x3xf32> -> tensor<1x1x2x3xf32>
+  %mask = tc.constant dense<[[0.0, 0.0, 0xFF800000], [0.0, 0.0, 0xFF800000]]> : tensor<2x3xf32>
+  %a = tc.add %s, %mask : tensor<1x1x2x3xf32>, tensor<2x3xf32> -> tensor<1x1x2x3xf32>
+  %p = tc.softmax %a {axis = 3 : i64} : tensor<1x1x2x3xf32>
+  %o = tc.matmul %p, %v : tensor<1x1x2x3xf32>, tensor<1x1x3x2xf32> -> tensor<1x1x2x2xf32>
+  return %o : tensor<1x1x2x2xf32>
+}
+
+// -----
+
+// Tests that probabilities read elsewhere (returned, e.g. attention weights
+// as an output) keep the unfused chain, as does a softmax over another axis.
+// CHECK-LABEL: func.func @probabilities_returned
+func.func @probabilities_returned(%q: tensor<1x1x2x2xf32>, %kt: tensor<1x1x2x2xf32>,
+                                  %v: tensor<1x1x2x2xf32>)
+    -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) {
+  // CHECK-NOT: tc.attention
+  // CHECK: tc.softmax
+  %s = tc.matmul %q, %kt : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
+  %p = tc.softmax %s {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %o = tc.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
+  %s2 = tc.matmul %q, %kt : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
+  %p2 = tc.softmax %s2 {axis = 2 : i64} : tensor<1x1x2x2xf32>
+  %o2 = tc.matmul %p2, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
+  return %o, %p, %o2 : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+}
+
+// -----
+
+// Tests the dynamo export of torch's decomposed SDPA: where(isnan(p), 0, p)
+// between the softmax and the value matmul (a guard for rows whose every key
+// is masked, which a causal mask never has), and a mask with a batch
+// dimension whose slices agree.
+// CHECK-LABEL: func.func @nan_guard
+func.func @nan_guard(%q: tensor<2x1x2x2xf32>, %kt: tensor<2x1x2x2xf32>,
+                     %v: tensor<2x1x2x2xf32>) -> tensor<2x1x2x2xf32> {
+  // CHECK: %[[K:.+]] = tc.transpose %arg1 {permutation = array<i64: 0, 1, 3, 2>}
+  // CHECK: %[[O:.+]], %{{.+}} = tc.attention %arg0, %[[K]], %arg2 {causal = true, scale = 1.000000e+00 : f64}
+  // CHECK-NOT: tc.isnan
+  // CHECK-NOT: tc.select
+  // CHECK: return %[[O]]
+  %s = tc.matmul %q, %kt : tensor<2x1x2x2xf32>, tensor<2x1x2x2xf32> -> tensor<2x1x2x2xf32>
+  %mask = tc.constant dense<[[[[0.0, -3.40282347E+38], [0.0, 0.0]]], [[[0.0, -3.40282347E+38], [0.0, 0.0]]]]> : tensor<2x1x2x2xf32>
+  %a = tc.add %s, %mask : tensor<2x1x2x2xf32>, tensor<2x1x2x2xf32> -> tensor<2x1x2x2xf32>
+  %p = tc.softmax %a {axis = 3 : i64} : tensor<2x1x2x2xf32>
+  %n = tc.isnan %p : tensor<2x1x2x2xf32> -> tensor<2x1x2x2xi1>
+  %z = tc.constant dense<0.0> : tensor<f32>
+  %g = tc.select %n, %z, %p : tensor<2x1x2x2xi1>, tensor<f32>, tensor<2x1x2x2xf32> -> tensor<2x1x2x2xf32>
+  %o = tc.matmul %g, %v : tensor<2x1x2x2xf32>, tensor<2x1x2x2xf32> -> tensor<2x1x2x2xf32>
+  return %o : tensor<2x1x2x2xf32>
+}

@@ -1,0 +1,505 @@
+//===- attention_test.cpp - fused attention forward/backward vs a CPU loop ===//
+//
+// attentionForward / attentionBackward (runtime/src/cuda/kernels/
+// attention.cu) against a double-precision reference written here: the
+// forward by its definition, the backward by the analytic formulas
+// (dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO),
+// the latter checked once against central finite differences (no GPU
+// needed). Inputs are uniform random (q, k in [-2, 2] so the softmax is far
+// from uniform), rounded to the storage dtype before the reference sees them.
+// Errors are max |got - want| / max |want| per output: 1e-4 for f32 (the
+// generic fp32-FMA kernels), 2e-2 for bf16 (tensor cores on bf16 P and dS).
+// Cases cover the tensor-core path (bf16, d = dv in {32, 64, 128}) and the
+// generic one (f32, other head dims), causal (top-left) and not, GQA/MQA,
+// lengths that are not tile multiples, tq != tk, and q/k/v read out of one
+// fused [batch, t, heads + 2 kvHeads, d] projection with the output written
+// [batch, t, heads, d]. A timing test prints the GPT-2 124M shape.
+//
+//===----------------------------------------------------------------------===//
+#include "test/cuda/cuda_test_util.h"
+
+#include <cstring>
+
+#include "runtime/src/cuda/kernels/kernels.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+using namespace tc::rt::cuda::test;
+
+//===----------------------------------------------------------------------===//
+// Double-precision reference on contiguous [b, h, t, d] arrays
+//===----------------------------------------------------------------------===//
+
+struct RefResult {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+RefResult attentionRef(const AttentionShape &s, const std::vector<double> &q,
+                       const std::vector<double> &k, const std::vector<double> &v,
+                       const std::vector<double> &dout, double scale, bool causal) {
+  const int64_t B = s.batch, H = s.heads, KVH = s.kvHeads, TQ = s.tq, TK = s.tk, D = s.d,
+                DV = s.dv, group = H / KVH;
+  RefResult r;
+  r.out.assign(B * H * TQ * DV, 0);
+  r.lse.assign(B * H * TQ, 0);
+  r.dq.assign(B * H * TQ * D, 0);
+  r.dk.assign(B * KVH * TK * D, 0);
+  r.dv.assign(B * KVH * TK * DV, 0);
+  std::vector<double> sc(TK), p(TK), dp(TK);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t kvh = h / group;
+      const double *kb = &k[(b * KVH + kvh) * TK * D], *vb = &v[(b * KVH + kvh) * TK * DV];
+      double *dkb = &r.dk[(b * KVH + kvh) * TK * D], *dvb = &r.dv[(b * KVH + kvh) * TK * DV];
+      for (int64_t i = 0; i < TQ; ++i) {
+        int64_t row = (b * H + h) * TQ + i;
+        const double *qi = &q[row * D], *doi = &dout[row * DV];
+        int64_t jEnd = causal ? std::min(TK, i + 1) : TK;
+        if (jEnd == 0) {
+          r.lse[row] = -INFINITY;
+          continue;
+        }
+        double m = -INFINITY;
+        for (int64_t j = 0; j < jEnd; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < D; ++c)
+            acc += qi[c] * kb[j * D + c];
+          sc[j] = scale * acc;
+          m = std::max(m, sc[j]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j < jEnd; ++j)
+          l += p[j] = std::exp(sc[j] - m);
+        r.lse[row] = m + std::log(l);
+        double dsum = 0;
+        for (int64_t j = 0; j < jEnd; ++j) {
+          p[j] /= l;
+          double acc = 0;
+          for (int64_t c = 0; c < DV; ++c) {
+            r.out[row * DV + c] += p[j] * vb[j * DV + c];
+            acc += doi[c] * vb[j * DV + c];
+          }
+          dp[j] = acc;
+          dsum += p[j] * acc;
+        }
+        for (int64_t j = 0; j < jEnd; ++j) {
+          double ds = p[j] * (dp[j] - dsum);
+          for (int64_t c = 0; c < D; ++c) {
+            r.dq[row * D + c] += scale * ds * kb[j * D + c];
+            dkb[j * D + c] += scale * ds * qi[c];
+          }
+          for (int64_t c = 0; c < DV; ++c)
+            dvb[j * DV + c] += p[j] * doi[c];
+        }
+      }
+    }
+  return r;
+}
+
+// The analytic backward of the reference against central differences of
+// L = sum(out * dout), on a small shape with GQA, causal and not.
+TEST(AttentionReference, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1.5, 1.5);
+  AttentionShape s;
+  s.batch = 1, s.heads = 2, s.kvHeads = 1, s.tq = 5, s.tk = 7, s.d = 3, s.dv = 4;
+  auto rnd = [&](int64_t n) {
+    std::vector<double> x(n);
+    for (double &e : x)
+      e = u(rng);
+    return x;
+  };
+  std::vector<double> q = rnd(2 * 5 * 3), k = rnd(7 * 3), v = rnd(7 * 4), dout = rnd(2 * 5 * 4);
+  for (bool causal : {false, true}) {
+    RefResult r = attentionRef(s, q, k, v, dout, 0.7, causal);
+    auto loss = [&]() {
+      RefResult f = attentionRef(s, q, k, v, dout, 0.7, causal);
+      double l = 0;
+      for (size_t i = 0; i < f.out.size(); ++i)
+        l += f.out[i] * dout[i];
+      return l;
+    };
+    auto fd = [&](std::vector<double> &x, const std::vector<double> &grad, const char *name) {
+      for (size_t i = 0; i < x.size(); ++i) {
+        double x0 = x[i], eps = 1e-5;
+        x[i] = x0 + eps;
+        double lp = loss();
+        x[i] = x0 - eps;
+        double lm = loss();
+        x[i] = x0;
+        EXPECT_NEAR(grad[i], (lp - lm) / (2 * eps), 1e-7) << name << "[" << i << "]"
+                                                          << (causal ? " causal" : "");
+      }
+    };
+    fd(q, r.dq, "dq");
+    fd(k, r.dk, "dk");
+    fd(v, r.dv, "dv");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Layouts: contiguous, or q/k/v inside one fused qkv buffer
+//===----------------------------------------------------------------------===//
+
+/// Where one [batch, heads, t, d] operand lives inside a flat buffer.
+struct Operand {
+  int64_t offset = 0; // elements
+  AttentionStrides st;
+  int64_t heads = 0, t = 0, d = 0;
+  int64_t index(int64_t b, int64_t h, int64_t i, int64_t c) const {
+    return offset + b * st.batch + h * st.head + i * st.row + c;
+  }
+};
+
+/// Buffer view <-> contiguous [b, heads, t, d] doubles.
+std::vector<double> gather(const std::vector<double> &buf, const Operand &o, int64_t batch) {
+  std::vector<double> x;
+  x.reserve(batch * o.heads * o.t * o.d);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < o.heads; ++h)
+      for (int64_t i = 0; i < o.t; ++i)
+        for (int64_t c = 0; c < o.d; ++c)
+          x.push_back(buf[o.index(b, h, i, c)]);
+  return x;
+}
+
+struct AttnCase {
+  DType dt;
+  int64_t batch, heads, kvHeads, tq, tk, d, dv;
+  bool causal;
+  bool fused; // q/k/v in [batch, t, heads + 2 kvHeads, d]; out/dout [batch, t, heads, d]
+  std::string str() const {
+    return std::string(dtypeName(dt)) + " " + shapeStr({batch, heads, kvHeads, tq, tk, d, dv}) +
+           (causal ? " causal" : "") + (fused ? " fused" : "");
+  }
+  AttentionShape shape() const {
+    AttentionShape s;
+    s.batch = batch, s.heads = heads, s.kvHeads = kvHeads, s.tq = tq, s.tk = tk, s.d = d,
+    s.dv = dv;
+    return s;
+  }
+};
+
+/// The five operand layouts of a case and the sizes of the buffers holding
+/// them: qkv (q, k, v; also dq, dk, dv) and o (out; also dout).
+struct Layout {
+  Operand q, k, v, o;
+  int64_t qkvElems = 0, oElems = 0;
+};
+
+Layout layoutOf(const AttnCase &c) {
+  Layout L;
+  if (c.fused) {
+    int64_t T = c.tq, W = c.heads + 2 * c.kvHeads;
+    AttentionStrides st{T * W * c.d, c.d, W * c.d};
+    L.q = {0, st, c.heads, T, c.d};
+    L.k = {c.heads * c.d, st, c.kvHeads, T, c.d};
+    L.v = {(c.heads + c.kvHeads) * c.d, st, c.kvHeads, T, c.d};
+    L.o = {0, {T * c.heads * c.dv, c.dv, c.heads * c.dv}, c.heads, T, c.dv};
+    L.qkvElems = c.batch * T * W * c.d;
+    L.oElems = c.batch * T * c.heads * c.dv;
+    return L;
+  }
+  int64_t qn = c.batch * c.heads * c.tq * c.d, kn = c.batch * c.kvHeads * c.tk * c.d;
+  L.q = {0, contiguousAttentionStrides(c.heads, c.tq, c.d), c.heads, c.tq, c.d};
+  L.k = {qn, contiguousAttentionStrides(c.kvHeads, c.tk, c.d), c.kvHeads, c.tk, c.d};
+  L.v = {qn + kn, contiguousAttentionStrides(c.kvHeads, c.tk, c.dv), c.kvHeads, c.tk, c.dv};
+  L.o = {0, contiguousAttentionStrides(c.heads, c.tq, c.dv), c.heads, c.tq, c.dv};
+  L.qkvElems = qn + kn + c.batch * c.kvHeads * c.tk * c.dv;
+  L.oElems = c.batch * c.heads * c.tq * c.dv;
+  return L;
+}
+
+int64_t elemBytes(DType dt) { return dt == DType::F32 ? 4 : 2; }
+
+/// Max |got - want| / max |want|.
+double maxAbsErr(const std::vector<double> &got, const std::vector<double> &want) {
+  double scale = 0, err = 0;
+  for (double w : want)
+    if (std::isfinite(w))
+      scale = std::max(scale, std::fabs(w));
+  if (scale == 0)
+    scale = 1;
+  if (got.size() != want.size())
+    return INFINITY;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i]) || std::isinf(got[i])) {
+      if (got[i] != want[i])
+        return INFINITY;
+      continue;
+    }
+    double e = std::fabs(got[i] - want[i]) / scale;
+    if (!(e <= err)) // NaN propagates as a failure
+      err = std::isnan(e) ? INFINITY : e;
+  }
+  return err;
+}
+
+class AttentionTest : public CudaTest {
+protected:
+  /// Device results of one case: forward then backward.
+  struct Run {
+    HostTensor out, lse, dqkv;
+  };
+
+  /// Runs the case on the GPU on the given (already rounded) inputs.
+  void runCase(const AttnCase &c, const Layout &L, const HostTensor &qkv, const HostTensor &dout,
+               float scale, Run *r) {
+    AttentionShape s = c.shape();
+    DevBuf dQkv, dO, dDout, dLse, dGrad, dScratch;
+    ASSERT_OK(upload(qkv, &dQkv, stream()));
+    ASSERT_OK(upload(dout, &dDout, stream()));
+    ASSERT_OK(devZeros(L.oElems * elemBytes(c.dt), &dO, stream()));
+    ASSERT_OK(devZeros(std::max<int64_t>(1, c.batch * c.heads * c.tq) * 4, &dLse, stream()));
+    ASSERT_OK(devZeros(L.qkvElems * elemBytes(c.dt), &dGrad, stream()));
+    ASSERT_OK(devZeros(attentionBackwardScratchBytes(s), &dScratch, stream()));
+    const int64_t eb = elemBytes(c.dt);
+    auto at = [&](const DevBuf &b, const Operand &o) {
+      return static_cast<char *>(b.p) + o.offset * eb;
+    };
+    ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
+                               at(dQkv, L.v), L.v.st, dO.p, L.o.st, dLse.as<float>(), scale,
+                               c.causal, stream()));
+    ASSERT_OK(attentionBackward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
+                                at(dQkv, L.v), L.v.st, dO.p, L.o.st, dDout.p, L.o.st,
+                                dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
+                                at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream()));
+    ASSERT_OK(download(dO.p, ty(c.dt, {L.oElems}), &r->out, stream()));
+    ASSERT_OK(download(dLse.p, ty(DType::F32, {c.batch * c.heads * c.tq}), &r->lse, stream()));
+    ASSERT_OK(download(dGrad.p, ty(c.dt, {L.qkvElems}), &r->dqkv, stream()));
+  }
+
+  /// Random inputs for a case, rounded to its dtype.
+  void inputs(const AttnCase &c, const Layout &L, HostTensor *qkv, HostTensor *dout) {
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<double> buf(L.qkvElems, 0.0);
+    auto fill = [&](const Operand &o, double amp) {
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t h = 0; h < o.heads; ++h)
+          for (int64_t i = 0; i < o.t; ++i)
+            for (int64_t e = 0; e < o.d; ++e) {
+              double x = 0;
+              while (x == 0)
+                x = amp * u(rng);
+              buf[o.index(b, h, i, e)] = x;
+            }
+    };
+    fill(L.q, 2.0);
+    fill(L.k, 2.0);
+    fill(L.v, 1.0);
+    *qkv = makeHostTensor(ty(c.dt, {L.qkvElems}), buf);
+    *dout = randomTensor(ty(c.dt, {L.oElems}), rng);
+  }
+
+  /// Forward and backward of one case against the reference.
+  void checkCase(const AttnCase &c) {
+    SCOPED_TRACE(c.str());
+    Layout L = layoutOf(c);
+    HostTensor qkv, dout;
+    inputs(c, L, &qkv, &dout);
+    std::vector<double> qkvD = hostTensorToDoubles(qkv), doutD = hostTensorToDoubles(dout);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    RefResult want = attentionRef(c.shape(), gather(qkvD, L.q, c.batch), gather(qkvD, L.k, c.batch),
+                                  gather(qkvD, L.v, c.batch), gather(doutD, L.o, c.batch), scale,
+                                  c.causal);
+    Run r;
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, scale, &r));
+    std::vector<double> outD = hostTensorToDoubles(r.out), grad = hostTensorToDoubles(r.dqkv);
+    const double tol = c.dt == DType::F32 ? 1e-4 : 2e-2;
+    struct {
+      const char *name;
+      std::vector<double> got, want;
+    } outs[] = {{"out", gather(outD, L.o, c.batch), want.out},
+                {"lse", hostTensorToDoubles(r.lse), want.lse},
+                {"dq", gather(grad, L.q, c.batch), want.dq},
+                {"dk", gather(grad, L.k, c.batch), want.dk},
+                {"dv", gather(grad, L.v, c.batch), want.dv}};
+    for (auto &o : outs) {
+      double err = maxAbsErr(o.got, o.want);
+      EXPECT_LE(err, tol) << o.name;
+      report(std::string("attention ") + o.name + " " + c.str(), c.dt, err, tol, -1, "");
+    }
+  }
+};
+
+// bf16, d == dv in {32, 64, 128}: the mma.sync path.
+TEST_F(AttentionTest, TensorCorePathMatchesReference) {
+  const DType bf = DType::BF16;
+  for (bool causal : {false, true}) {
+    checkCase({bf, 2, 4, 2, 77, 77, 64, 64, causal, false});     // GQA, partial tiles
+    checkCase({bf, 1, 4, 1, 130, 130, 128, 128, causal, false}); // MQA
+    checkCase({bf, 2, 2, 2, 16, 40, 64, 64, causal, false});     // tq < tk, top-left causal
+    checkCase({bf, 1, 2, 2, 130, 77, 32, 32, causal, false});    // tq > tk
+    checkCase({bf, 1, 2, 1, 40, 130, 128, 128, causal, false});  // keys past every query
+    checkCase({bf, 2, 3, 3, 128, 128, 64, 64, causal, false});   // whole tiles
+  }
+}
+
+// f32 (always the generic fp32-FMA kernels) and bf16 head dims without a
+// tensor-core kernel.
+TEST_F(AttentionTest, GenericPathMatchesReference) {
+  for (bool causal : {false, true}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      checkCase({dt, 2, 4, 2, 77, 77, 80, 80, causal, false});
+      checkCase({dt, 1, 4, 1, 130, 130, 48, 48, causal, false});
+      checkCase({dt, 2, 2, 2, 16, 40, 48, 48, causal, false});
+      checkCase({dt, 1, 2, 1, 33, 21, 64, 32, causal, false}); // d != dv
+    }
+    checkCase({DType::F32, 2, 4, 2, 77, 77, 64, 64, causal, false});
+    checkCase({DType::F32, 1, 4, 1, 130, 130, 128, 128, causal, false});
+    checkCase({DType::F32, 2, 2, 2, 16, 40, 64, 64, causal, false});
+  }
+}
+
+// q, k, v read straight out of a fused projection [batch, t, heads + 2 kvHeads, d],
+// out/dout [batch, t, heads, d], gradients written into a fused dqkv.
+TEST_F(AttentionTest, FusedQkvLayoutMatchesReference) {
+  for (bool causal : {false, true}) {
+    checkCase({DType::BF16, 2, 4, 4, 77, 77, 64, 64, causal, true});
+    checkCase({DType::BF16, 2, 4, 2, 130, 130, 128, 128, causal, true});
+    checkCase({DType::BF16, 2, 3, 3, 77, 77, 48, 48, causal, true});
+    checkCase({DType::F32, 2, 4, 2, 77, 77, 64, 64, causal, true});
+  }
+}
+
+// tk == 0 gives out = 0 and lse = -inf (and dq = 0); batch == 0 does nothing.
+TEST_F(AttentionTest, NoKeys) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    AttnCase c{dt, 1, 2, 1, 5, 0, 64, 64, false, false};
+    Layout L = layoutOf(c);
+    HostTensor qkv = randomTensor(ty(dt, {L.qkvElems}), rng);
+    HostTensor dout = randomTensor(ty(dt, {L.oElems}), rng);
+    Run r;
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &r));
+    for (double x : hostTensorToDoubles(r.out))
+      EXPECT_EQ(x, 0.0);
+    for (double x : hostTensorToDoubles(r.lse))
+      EXPECT_EQ(x, -INFINITY);
+    for (double x : gather(hostTensorToDoubles(r.dqkv), L.q, 1))
+      EXPECT_EQ(x, 0.0);
+  }
+  AttentionShape empty;
+  empty.heads = 4, empty.kvHeads = 2, empty.tq = 8, empty.tk = 8, empty.d = 64, empty.dv = 64;
+  AttentionStrides st{};
+  EXPECT_OK(attentionForward(DType::BF16, empty, nullptr, st, nullptr, st, nullptr, st, nullptr,
+                             st, nullptr, 1.0f, true, stream()));
+}
+
+// The same inputs give the same bits (no atomics), on both paths.
+TEST_F(AttentionTest, Deterministic) {
+  for (AttnCase c : {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false},
+                     AttnCase{DType::BF16, 1, 4, 1, 77, 77, 128, 128, false, true},
+                     AttnCase{DType::F32, 1, 4, 2, 77, 77, 48, 48, true, false}}) {
+    SCOPED_TRACE(c.str());
+    Layout L = layoutOf(c);
+    HostTensor qkv, dout;
+    inputs(c, L, &qkv, &dout);
+    Run a, b;
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.1f, &a));
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.1f, &b));
+    EXPECT_EQ(a.out.data, b.out.data);
+    EXPECT_EQ(a.lse.data, b.lse.data);
+    EXPECT_EQ(a.dqkv.data, b.dqkv.data);
+  }
+}
+
+TEST_F(AttentionTest, RejectsBadArguments) {
+  AttentionShape s;
+  s.batch = 1, s.heads = 4, s.kvHeads = 3, s.tq = 8, s.tk = 8, s.d = 64, s.dv = 64;
+  DevBuf buf;
+  ASSERT_OK(devZeros(1 << 16, &buf, stream()));
+  AttentionStrides st = contiguousAttentionStrides(4, 8, 64);
+  void *p = buf.p;
+  Status st1 =
+      attentionForward(DType::BF16, s, p, st, p, st, p, st, p, st, nullptr, 1.0f, false, stream());
+  EXPECT_EQ(st1.code(), StatusCode::InvalidArgument) << st1.toString();
+  EXPECT_NE(st1.message().find("attentionForward"), std::string::npos) << st1.toString();
+  Status st2 = attentionBackward(DType::BF16, s, p, st, p, st, p, st, p, st, p, st,
+                                 buf.as<float>(), p, st, p, st, p, st, p, 1.0f, false, stream());
+  EXPECT_EQ(st2.code(), StatusCode::InvalidArgument) << st2.toString();
+  s.kvHeads = 2;
+  Status st3 = attentionForward(DType::BF16, s, p, st, nullptr, st, p, st, p, st, nullptr, 1.0f,
+                                false, stream());
+  EXPECT_EQ(st3.code(), StatusCode::InvalidArgument) << st3.toString();
+  Status st4 = attentionBackward(DType::F32, s, p, st, p, st, p, st, p, st, p, st, nullptr, p, st,
+                                 p, st, p, st, p, 1.0f, false, stream());
+  EXPECT_EQ(st4.code(), StatusCode::InvalidArgument) << st4.toString();
+  s.d = s.dv = 320;
+  Status st5 =
+      attentionForward(DType::F32, s, p, st, p, st, p, st, p, st, nullptr, 1.0f, false, stream());
+  EXPECT_EQ(st5.code(), StatusCode::InvalidArgument) << st5.toString();
+  s.d = s.dv = 64;
+  Status st6 =
+      attentionForward(DType::I32, s, p, st, p, st, p, st, p, st, nullptr, 1.0f, false, stream());
+  EXPECT_EQ(st6.code(), StatusCode::InvalidArgument) << st6.toString();
+}
+
+//===----------------------------------------------------------------------===//
+// Timing (always passes; prints)
+//===----------------------------------------------------------------------===//
+
+/// Uniform [-1, 1] bf16 bits, quickly (xorshift).
+std::vector<uint16_t> randomBf16(size_t n, uint64_t seed) {
+  std::vector<uint16_t> x(n);
+  uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+    float f = static_cast<float>((st >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    x[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  return x;
+}
+
+void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d,
+               bool causal) {
+  AttentionShape s;
+  s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;
+  const int64_t n = B * H * T * d;
+  AttentionStrides st = contiguousAttentionStrides(H, T, d);
+  DevBuf q, k, v, o, dout, dq, dk, dv, lse, scratch;
+  DevBuf *ins[] = {&q, &k, &v, &dout};
+  for (int i = 0; i < 4; ++i) {
+    std::vector<uint16_t> x = randomBf16(n, i + 1);
+    ASSERT_OK(devAlloc(n * 2, ins[i]));
+    ASSERT_OK(cudaStatus(cudaMemcpy(ins[i]->p, x.data(), n * 2, cudaMemcpyHostToDevice), "copy"));
+  }
+  for (DevBuf *b : {&o, &dq, &dk, &dv})
+    ASSERT_OK(devZeros(n * 2, b, stream));
+  ASSERT_OK(devZeros(B * H * T * 4, &lse, stream));
+  ASSERT_OK(devZeros(attentionBackwardScratchBytes(s), &scratch, stream));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  auto fwd = [&] {
+    return attentionForward(DType::BF16, s, q.p, st, k.p, st, v.p, st, o.p, st, lse.as<float>(),
+                            scale, causal, stream);
+  };
+  auto bwd = [&] {
+    return attentionBackward(DType::BF16, s, q.p, st, k.p, st, v.p, st, o.p, st, dout.p, st,
+                             lse.as<float>(), dq.p, st, dk.p, st, dv.p, st, scratch.p, scale,
+                             causal, stream);
+  };
+  ASSERT_OK(fwd());
+  double fwdUs = timeUs(stream, 20, fwd);
+  double bwdUs = timeUs(stream, 20, bwd);
+  ASSERT_GT(fwdUs, 0);
+  ASSERT_GT(bwdUs, 0);
+  double flops = 4.0 * B * H * T * T * d * (causal ? 0.5 : 1.0);
+  std::string shape = "bf16 " + shapeStr({B, H, T, T}) + " d" + std::to_string(d) +
+                      (causal ? " causal" : "");
+  std::printf("attention fwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), fwdUs / 1000,
+              flops / (fwdUs * 1e6));
+  std::printf("attention bwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), bwdUs / 1000,
+              2.5 * flops / (bwdUs * 1e6));
+  report("attention_forward", DType::BF16, 0, 1, fwdUs, shapeStr({B, H, T, T, d}));
+  report("attention_backward", DType::BF16, 0, 1, bwdUs, shapeStr({B, H, T, T, d}));
+}
+
+TEST_F(AttentionTest, TimingGpt2) {
+  ASSERT_NO_FATAL_FAILURE(timeShape(stream(), 16, 12, 1024, 64, true));
+  ASSERT_NO_FATAL_FAILURE(timeShape(stream(), 8, 16, 1024, 128, true));
+}
+
+} // namespace
+} // namespace tc::rt::cuda
