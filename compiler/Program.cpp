@@ -199,6 +199,8 @@ struct OptionalLayout {
 const llvm::StringMap<OptionalLayout> &optionalLayouts() {
   static const llvm::StringMap<OptionalLayout> table = {
       {"tc.rms_norm", {1, 1}},
+      {"tc.layer_norm_grad", {2, 1}},
+      {"tc.rms_norm_grad", {2, 1}},
       {"tc.cross_entropy", {2, 1}},
       {"tc.nll_loss", {2, 1}},
   };

@@ -545,48 +545,35 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
       })
       .Case([&](LayerNormOp o) -> LogicalResult {
         Value x = o.getInput(), scale = o.getScale(), bias = o.getBias();
+        if (!needs(x) && !(scale && needs(scale)) && !(bias && needs(bias)))
+          return success();
         auto xt = tensorTypeOf(x);
-        int64_t axis = o.getAxis();
-        SmallVector<int64_t> normAxes = range(axis, xt.getRank());
-        SmallVector<int64_t> rowAxes = range(0, axis);
-        auto sumRows = [&](Value v) { return rowAxes.empty() ? v : e.reduceSum(v, rowAxes, false); };
-        if (bias && needs(bias) && failed(acc(bias, sumRows(g))))
+        auto pt = RankedTensorType::get(xt.getShape().drop_front(o.getAxis()),
+                                        xt.getElementType());
+        auto grad = LayerNormGradOp::create(b, e.loc, TypeRange{xt, pt, pt}, x, g, scale,
+                                            o.getAxisAttr(), o.getEpsilonAttr());
+        if (needs(x) && failed(acc(x, grad.getDinput())))
           return failure();
-        if (!(scale && needs(scale)) && !needs(x))
-          return success();
-        Value mean = e.reduceMean(x, normAxes, true);
-        Value xc = e.sub(x, mean);
-        Value var = e.reduceMean(e.mul(xc, xc), normAxes, true);
-        Value rstd = e.unary<RsqrtOp>(e.add(var, o.getEpsilon().convertToDouble()));
-        Value xhat = e.mul(xc, rstd);
-        if (scale && needs(scale) && failed(acc(scale, sumRows(e.mul(g, xhat)))))
+        if (scale && needs(scale) && failed(acc(scale, grad.getDscale())))
           return failure();
-        if (!needs(x))
-          return success();
-        Value dxhat = scale ? e.mul(g, scale) : g;
-        Value m1 = e.reduceMean(dxhat, normAxes, true);
-        Value m2 = e.reduceMean(e.mul(dxhat, xhat), normAxes, true);
-        return acc(x, e.mul(rstd, e.sub(e.sub(dxhat, m1), e.mul(xhat, m2))));
+        if (bias && needs(bias) && failed(acc(bias, grad.getDbias())))
+          return failure();
+        return success();
       })
       .Case([&](RmsNormOp o) -> LogicalResult {
         Value x = o.getInput(), scale = o.getScale();
-        auto xt = tensorTypeOf(x);
-        int64_t axis = o.getAxis();
-        SmallVector<int64_t> normAxes = range(axis, xt.getRank());
-        SmallVector<int64_t> rowAxes = range(0, axis);
-        Value ms = e.reduceMean(e.mul(x, x), normAxes, true);
-        Value rstd = e.unary<RsqrtOp>(e.add(ms, o.getEpsilon().convertToDouble()));
-        Value xhat = e.mul(x, rstd);
-        if (scale && needs(scale)) {
-          Value d = e.mul(g, xhat);
-          if (failed(acc(scale, rowAxes.empty() ? d : e.reduceSum(d, rowAxes, false))))
-            return failure();
-        }
-        if (!needs(x))
+        if (!needs(x) && !(scale && needs(scale)))
           return success();
-        Value dxhat = scale ? e.mul(g, scale) : g;
-        Value m2 = e.reduceMean(e.mul(dxhat, xhat), normAxes, true);
-        return acc(x, e.mul(rstd, e.sub(dxhat, e.mul(xhat, m2))));
+        auto xt = tensorTypeOf(x);
+        auto pt = RankedTensorType::get(xt.getShape().drop_front(o.getAxis()),
+                                        xt.getElementType());
+        auto grad = RmsNormGradOp::create(b, e.loc, TypeRange{xt, pt}, x, g, scale,
+                                          o.getAxisAttr(), o.getEpsilonAttr());
+        if (needs(x) && failed(acc(x, grad.getDinput())))
+          return failure();
+        if (scale && needs(scale) && failed(acc(scale, grad.getDscale())))
+          return failure();
+        return success();
       })
       .Case([&](CrossEntropyOp o) -> LogicalResult {
         if (o.getWeight() && needs(o.getWeight()))

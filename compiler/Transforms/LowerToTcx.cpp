@@ -76,6 +76,20 @@ int64_t numElements(ArrayRef<int64_t> shape) {
 bool isLibraryFloat(Type t) { return t.isF32() || t.isBF16(); }
 bool isLibraryIndex(Type t) { return t.isInteger(32) || t.isInteger(64); }
 
+/// A tc.fusion that is one cast of its only input from `from` to `to`
+/// element type (what tc-fuse makes of a lone precision cast).
+bool isLoneCast(Operation *op, Type from, Type to) {
+  if (!op || op->getName().getStringRef() != "tc.fusion" || op->getNumOperands() != 1 ||
+      op->getNumResults() != 1 || op->getNumRegions() != 1)
+    return false;
+  Block &body = op->getRegion(0).front();
+  auto cast = llvm::dyn_cast<tc::CastOp>(body.front());
+  return cast && std::next(body.begin(), 2) == body.end() &&
+         cast.getInput() == body.getArgument(0) &&
+         tensorType(op->getOperand(0)).getElementType() == from &&
+         tensorType(op->getResult(0)).getElementType() == to;
+}
+
 bool isSplatConstant(Value v) {
   auto c = v.getDefiningOp<tc::ConstantOp>();
   if (!c)
@@ -110,6 +124,7 @@ private:
   void library(Operation *at, StringRef callee, ValueRange ins, ValueRange outs,
                ArrayRef<NamedAttribute> attrs);
   Value scratch(StringRef callee, DictionaryAttr attrs);
+  std::pair<Value, Value> normStatsFor(Operation *norm, bool rms, int64_t rows);
   std::optional<int64_t> contiguousSliceOffset(RankedTensorType in, RankedTensorType out,
                                                ArrayRef<int64_t> starts,
                                                ArrayRef<int64_t> strides);
@@ -133,6 +148,8 @@ private:
   DenseSet<Value> backward;            // values depending on a loss gradient
   DenseSet<Value> returned;
   DenseSet<Operation *> done;          // ops lowered together with an earlier one
+  // norm gradient op -> (mean or null, rstd) written by its forward's kernel
+  DenseMap<Operation *, std::pair<Value, Value>> normStats;
   Operation *entryPoint = nullptr;     // hoisted params/consts go before it
   unsigned kernelCount = 0;
 };
@@ -548,6 +565,36 @@ LogicalResult FunctionLowering::lowerMatmul(tc::MatmulOp op) {
   return success();
 }
 
+/// Row statistics buffers ([rows] f32: mean (layer_norm only) and rstd) for
+/// the forward normalisation `norm` when a gradient op of the same input,
+/// scale, axis and epsilon reads them later; (null, null) otherwise.
+std::pair<Value, Value> FunctionLowering::normStatsFor(Operation *norm, bool rms, int64_t rows) {
+  Value x = norm->getOperand(0);
+  Value scale = rms ? llvm::cast<tc::RmsNormOp>(norm).getScale()
+                    : llvm::cast<tc::LayerNormOp>(norm).getScale();
+  for (Operation *u : x.getUsers()) {
+    bool match = rms ? isa<tc::RmsNormGradOp>(u) : isa<tc::LayerNormGradOp>(u);
+    if (!match || u->getOperand(0) != x || normStats.count(u) ||
+        u->getAttr("axis") != norm->getAttr("axis") ||
+        u->getAttr("epsilon") != norm->getAttr("epsilon"))
+      continue;
+    Value uScale = u->getNumOperands() > 2 ? u->getOperand(2) : Value();
+    if (uScale != scale)
+      continue;
+    auto stats = [&]() {
+      return tcx::AllocOp::create(b, norm->getLoc(),
+                                  tcx::BufferType::get({rows}, b.getF32Type()),
+                                  b.getStringAttr("activation"))
+          .getResult();
+    };
+    Value mean = rms ? Value() : stats();
+    Value rstd = stats();
+    normStats[u] = {mean, rstd};
+    return {mean, rstd};
+  }
+  return {};
+}
+
 /// The runtime's hand-written kernels. Returns false when `op` does not
 /// match a launcher's form (the caller falls back to a generated kernel).
 FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
@@ -582,7 +629,14 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
       ins.push_back(bufferOf(ln.getScale()));
     if (ln.getBias())
       ins.push_back(bufferOf(ln.getBias()));
-    library(op, "layer_norm_fwd", ins, {outBuffer(ln.getResult())},
+    SmallVector<Value> outs{outBuffer(ln.getResult())};
+    // The backward of this same normalisation reuses its row statistics.
+    auto [mean, rstd] = normStatsFor(op, /*rms=*/false, rows);
+    if (rstd) {
+      outs.push_back(mean);
+      outs.push_back(rstd);
+    }
+    library(op, "layer_norm_fwd", ins, outs,
             {named("rows", i64(rows)), named("cols", i64(cols)),
              named("eps", b.getF64FloatAttr(ln.getEpsilon().convertToDouble())),
              named("has_weight", b.getBoolAttr(bool(ln.getScale()))),
@@ -598,10 +652,70 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     SmallVector<Value> ins{bufferOf(rn.getInput())};
     if (rn.getScale())
       ins.push_back(bufferOf(rn.getScale()));
-    library(op, "rms_norm_fwd", ins, {outBuffer(rn.getResult())},
+    SmallVector<Value> outs{outBuffer(rn.getResult())};
+    if (Value rstd = normStatsFor(op, /*rms=*/true, rows).second)
+      outs.push_back(rstd);
+    library(op, "rms_norm_fwd", ins, outs,
             {named("rows", i64(rows)), named("cols", i64(cols)),
              named("eps", b.getF64FloatAttr(rn.getEpsilon().convertToDouble())),
              named("has_weight", b.getBoolAttr(bool(rn.getScale())))});
+    return true;
+  }
+  // Norm gradients: the library backward from the forward's statistics (or,
+  // without a forward kernel to take them from, from a forward run here).
+  if (isa<tc::LayerNormGradOp, tc::RmsNormGradOp>(op)) {
+    bool rms = isa<tc::RmsNormGradOp>(op);
+    Value x = op->getOperand(0), dy = op->getOperand(1);
+    Value scale = op->getNumOperands() > 2 ? op->getOperand(2) : Value();
+    auto t = tensorType(x);
+    Type elt = t.getElementType();
+    if (!isLibraryFloat(elt) || (scale && tensorType(scale).getElementType() != elt))
+      return false;
+    if (!scale && !op->getResult(1).use_empty())
+      return op->emitOpError() << "GPU lowering: the scale gradient of a normalisation without "
+                                  "a scale is not supported";
+    int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
+    double eps = op->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble();
+    auto [rows, cols] = rowsCols(t, axis);
+    auto [mean, rstd] = normStats.lookup(op);
+    if (!rstd) {
+      auto stats = [&]() {
+        return tcx::AllocOp::create(b, op->getLoc(), tcx::BufferType::get({rows}, b.getF32Type()),
+                                    b.getStringAttr("scratch"))
+            .getResult();
+      };
+      Value y = tcx::AllocOp::create(b, op->getLoc(), tcx::BufferType::fromTensorType(t),
+                                     b.getStringAttr("scratch"));
+      rstd = stats();
+      SmallVector<Value> ins{bufferOf(x)}, outs{y};
+      if (scale)
+        ins.push_back(bufferOf(scale));
+      if (!rms) {
+        mean = stats();
+        outs.push_back(mean);
+      }
+      outs.push_back(rstd);
+      library(op, rms ? "rms_norm_fwd" : "layer_norm_fwd", ins, outs,
+              {named("rows", i64(rows)), named("cols", i64(cols)),
+               named("eps", b.getF64FloatAttr(eps)),
+               named("has_weight", b.getBoolAttr(bool(scale))),
+               named("has_bias", b.getBoolAttr(false))});
+    }
+    SmallVector<Value> ins{bufferOf(dy), bufferOf(x)};
+    if (scale)
+      ins.push_back(bufferOf(scale));
+    if (!rms)
+      ins.push_back(mean);
+    ins.push_back(rstd);
+    SmallVector<Value> outs{outBuffer(op->getResult(0))};
+    if (scale)
+      outs.push_back(outBuffer(op->getResult(1)));
+    if (!rms)
+      outs.push_back(outBuffer(op->getResult(2)));
+    library(op, rms ? "rms_norm_bwd" : "layer_norm_bwd", ins, outs,
+            {named("rows", i64(rows)), named("cols", i64(cols)),
+             named("has_weight", b.getBoolAttr(bool(scale))),
+             named("has_bias", b.getBoolAttr(!rms))});
     return true;
   }
   // cross_entropy: [N, C] logits, mean over the rows not ignored, no class
@@ -643,15 +757,34 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
             (isSplatConstant(g.getGrad()) || !g.getGrad().getDefiningOp() ||
              g.getGrad().getDefiningOp()->isBeforeInBlock(op)))
           grad = g;
-    SmallVector<Value> ins{bufferOf(ce.getInput()), bufferOf(ce.getLabels())};
+    // bf16 logits widened for the loss only: the launcher reads bf16 with
+    // fp32 math (the same numbers), and writes the gradient in bf16 when its
+    // only reader narrows it (the same rounding), so neither f32 copy of
+    // [N, C] exists.
+    Value logits = ce.getInput();
+    Operation *widen = logits.getDefiningOp();
+    Operation *narrow = grad && grad.getResult().hasOneUse()
+                            ? *grad.getResult().getUsers().begin()
+                            : nullptr;
+    Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+    bool direct = isLoneCast(widen, bf16, f32) &&
+                  llvm::all_of(logits.getUsers(), [&](Operation *u) {
+                    return u == op || u == grad.getOperation();
+                  }) &&
+                  (!grad || isLoneCast(narrow, f32, bf16));
+    if (direct)
+      logits = widen->getOperand(0);
+    SmallVector<Value> ins{bufferOf(logits), bufferOf(ce.getLabels())};
     if (!grad) {
       library(op, "cross_entropy_fwd", ins, {outBuffer(ce.getResult())}, attrs);
       return true;
     }
     gradScale(grad.getGrad(), ins, attrs);
     Value loss = outBuffer(ce.getResult());
-    Value dlogits = outBuffer(grad.getResult());
+    Value dlogits = direct ? outBuffer(narrow->getResult(0)) : outBuffer(grad.getResult());
     done.insert(grad);
+    if (direct)
+      done.insert(narrow);
     library(op, "cross_entropy_fwd_bwd", ins, {loss, dlogits}, attrs);
     return true;
   }

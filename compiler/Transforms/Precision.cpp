@@ -71,7 +71,7 @@ Kind classify(Operation *op) {
     return Kind::Matmul;
   if (llvm::isa<AttentionOp, AttentionGradOp>(op))
     return Kind::Attention;
-  if (llvm::isa<LayerNormOp, RmsNormOp>(op))
+  if (llvm::isa<LayerNormOp, RmsNormOp, LayerNormGradOp, RmsNormGradOp>(op))
     return Kind::Norm;
   if (llvm::isa<SoftmaxOp, LogSoftmaxOp>(op))
     return Kind::Softmax;

@@ -88,6 +88,30 @@ func.func @infer() -> (tensor<f32> {tc.name = "loss"}) {
   return %l : tensor<f32>
 }
 
+// -----
+
+// Tests that norms differentiate to one gradient op each (their row
+// statistics recomputed by the op, or taken from the forward on the GPU):
+// layer_norm's three gradients and rms_norm's two, each accumulated into
+// its operand.
+// CHECK-LABEL: func.func @grad_step
+// CHECK: %[[RX:.+]], %[[RG:.+]] = tc.rms_norm_grad %{{.+}}, %{{.+}}, scale %{{.+}} {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: %[[DX:.+]], %[[DG:.+]], %[[DB:.+]] = tc.layer_norm_grad %{{.+}}, %[[RX]], scale %{{.+}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: return %{{.+}}, %[[DX]], %[[DG]], %[[DB]], %[[RG]]
+func.func @infer(%x: tensor<4x8xf32> {tc.name = "x"}) -> (tensor<f32> {tc.name = "loss"}) {
+  %p = tc.parameter "p" {trainable} : tensor<4x8xf32>
+  %g = tc.parameter "g" {trainable} : tensor<8xf32>
+  %b = tc.parameter "b" {trainable} : tensor<8xf32>
+  %w = tc.parameter "w" {trainable} : tensor<8xf32>
+  %a = tc.add %x, %p : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %n = tc.layer_norm %a, scale %g, bias %b {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r = tc.rms_norm %n, scale %w {axis = 1 : i64, epsilon = 1.0e-06 : f64}
+      : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tc.reduce_sum %r {axes = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 //--- option.mlir
 
 // Tests that loss=<name> picks the loss among several scalar results and

@@ -160,6 +160,33 @@ func.func @views(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<2x8xf32>, tenso
 
 // -----
 
+// Tests that a norm's gradient reads the row statistics its forward kernel
+// writes ([rows] f32 mean and rstd, live from the forward to the backward),
+// and that a gradient without its forward in the function runs the forward
+// kernel first for them (rms_norm here: rstd only, no bias gradient).
+// CHECK-LABEL: func.func @norm_grads
+// CHECK: %[[MEAN:.+]] = tcx.alloc : <16xf32>
+// CHECK: %[[RSTD:.+]] = tcx.alloc : <16xf32>
+// CHECK: tcx.library "layer_norm_fwd" ins({{.+}}) outs(%{{.+}}, %[[MEAN]], %[[RSTD]] : !tcx.buffer<16x8xf32>, !tcx.buffer<16xf32>, !tcx.buffer<16xf32>)
+// CHECK: tcx.library "layer_norm_bwd" ins(%{{.+}}, %{{.+}}, %{{.+}}, %[[MEAN]], %[[RSTD]] : {{.+}}) outs({{.+}} : !tcx.buffer<16x8xf32>, !tcx.buffer<8xf32>, !tcx.buffer<8xf32>, !tcx.buffer<{{[0-9]+}}xi8>) {cols = 8 : i64, has_bias = true, has_weight = true, rows = 16 : i64}
+// CHECK: %[[R2:.+]] = tcx.alloc {kind = "scratch"} : <16xf32>
+// CHECK: tcx.library "rms_norm_fwd" ins({{.+}}) outs(%{{.+}}, %[[R2]] : !tcx.buffer<16x8xf32>, !tcx.buffer<16xf32>)
+// CHECK: tcx.library "rms_norm_bwd" ins(%{{.+}}, %{{.+}}, %{{.+}}, %[[R2]] : {{.+}}) {cols = 8 : i64, has_bias = false, has_weight = true, rows = 16 : i64}
+func.func @norm_grads(%x: tensor<16x8xf32>, %dy: tensor<16x8xf32>)
+    -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>) {
+  %g = tc.parameter "g" : tensor<8xf32>
+  %b = tc.parameter "b" : tensor<8xf32>
+  %y = tc.layer_norm %x, scale %g, bias %b {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x8xf32>
+  %dx, %dg, %db = tc.layer_norm_grad %x, %dy, scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> (tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %rx, %rg = tc.rms_norm_grad %x, %dy, scale %g {axis = 1 : i64, epsilon = 1.0e-06 : f64}
+      : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> (tensor<16x8xf32>, tensor<8xf32>)
+  return %y, %dx, %dg, %db, %rx, %rg : tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // Tests fused attention and its gradient as library calls: the sizes
 // (grouped-query: 4 query heads, 2 key/value heads), scale and causal flag
 // as attributes, lse in f32, and the backward's scratch (D = rowsum(dout *

@@ -951,24 +951,134 @@ std::string rawLiteral(Type e, double value) {
   return "(" + storageType(e) + ")(" + std::to_string((long long)value) + "ll)";
 }
 
-/// out[o] = in[base + sum o_d * st_d]: transpose, slice, broadcast, reshape.
+/// One piece of a strided copy: for every index o of `dims`,
+/// dst[dstBase + sum o_d * dstStrides_d] = src[srcBase + sum o_d * srcStrides_d],
+/// where dst / src name kernel parameters ("out0", "in1").
+struct CopyPart {
+  std::string dst, src;
+  SmallVector<int64_t> dims, dstStrides, srcStrides;
+  int64_t dstBase = 0, srcBase = 0;
+};
+
+/// Drops unit dims and merges neighbours that are contiguous on both sides
+/// (fewer divisions per element; a transpose of [B, T, H, D] to [B, H, T, D]
+/// keeps its D-long rows).
+void simplify(CopyPart &p) {
+  CopyPart q = p;
+  q.dims.clear();
+  q.dstStrides.clear();
+  q.srcStrides.clear();
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    if (p.dims[d] == 1)
+      continue;
+    if (!q.dims.empty() && q.dstStrides.back() == p.dstStrides[d] * p.dims[d] &&
+        q.srcStrides.back() == p.srcStrides[d] * p.dims[d]) {
+      q.dims.back() *= p.dims[d];
+      q.dstStrides.back() = p.dstStrides[d];
+      q.srcStrides.back() = p.srcStrides[d];
+      continue;
+    }
+    q.dims.push_back(p.dims[d]);
+    q.dstStrides.push_back(p.dstStrides[d]);
+    q.srcStrides.push_back(p.srcStrides[d]);
+  }
+  if (q.dims.empty()) {
+    q.dims = {1};
+    q.dstStrides = {1};
+    q.srcStrides = {1};
+  }
+  p = std::move(q);
+}
+
+/// Elements a part can move per 16-byte access: its innermost dim is
+/// contiguous on both sides and every size, stride and base is a multiple.
+int64_t vectorWidth(const CopyPart &p, int64_t elemBytes) {
+  int64_t v = elemBytes > 0 && elemBytes <= 16 && 16 % elemBytes == 0 ? 16 / elemBytes : 1;
+  if (v == 1 || p.dstStrides.back() != 1 || p.srcStrides.back() != 1 || p.dims.back() % v ||
+      p.dstBase % v || p.srcBase % v)
+    return 1;
+  for (size_t d = 0; d + 1 < p.dims.size(); ++d)
+    if (p.dstStrides[d] % v || p.srcStrides[d] % v)
+      return 1;
+  return v;
+}
+
+/// A kernel of strided copies (transpose, slice, broadcast, reshape, split,
+/// concat). Shapes and strides are constants of the source, so the index
+/// divisions are by constants; the index math is 32-bit below 2^31 elements.
+/// When every part allows it, each thread moves 16 bytes (pointers that turn
+/// out not to be 16-byte aligned at run time take a scalar loop instead).
+FailureOr<KernelSource> copyKernel(Operation *op, Signature &sig, std::vector<CopyPart> parts,
+                                   Type elt, llvm::StringRef kind) {
+  int64_t total = 0;
+  for (CopyPart &p : parts) {
+    simplify(p);
+    total += product(p.dims);
+  }
+  int64_t v = vectorWidth(parts.front(), storageBytes(elt));
+  for (const CopyPart &p : parts)
+    v = std::min(v, vectorWidth(p, storageBytes(elt)));
+  if (v > 1)
+    for (const CopyPart &p : parts)
+      if (vectorWidth(p, storageBytes(elt)) % v)
+        v = 1;
+  int64_t n = total / v;
+  sig.tail(n, {v});
+  const std::string it = total < (int64_t(1) << 31) ? "unsigned" : "long long";
+  auto lit = [&](int64_t x) { return std::to_string(x) + (it == "unsigned" ? "u" : "ll"); };
+  std::string s = header(sig);
+  if (v > 1) {
+    s += "  bool vec_ = true;\n";
+    for (const CopyPart &p : parts)
+      s += "  vec_ = vec_ && ((unsigned long long)" + p.dst + " % 16 == 0) && ((unsigned long long)" +
+           p.src + " % 16 == 0);\n";
+  }
+  s += "  for (long long t_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; t_ < n;"
+       " t_ += (long long)gridDim.x * blockDim.x) {\n";
+  s += "    " + it + " i = (" + it + ")t_ * " + lit(v) + ";\n";
+  int64_t begin = 0;
+  for (auto [j, p] : llvm::enumerate(parts)) {
+    int64_t size = product(p.dims);
+    bool last = j + 1 == parts.size();
+    std::string cond = last ? "" : "if (i < " + lit(begin + size) + ") ";
+    s += std::string("    ") + (j ? "else " : "") + cond + "{\n";
+    s += "      " + it + " rem_ = i" + (begin ? " - " + lit(begin) : "") + ";\n";
+    std::string dOff = lit(p.dstBase), sOff = lit(p.srcBase);
+    for (int64_t d = (int64_t)p.dims.size() - 1; d >= 0; --d) {
+      std::string o = "o" + std::to_string(d) + "_";
+      if (d > 0)
+        s += "      const " + it + " " + o + " = rem_ % " + lit(p.dims[d]) + "; rem_ /= " +
+             lit(p.dims[d]) + ";\n";
+      else
+        s += "      const " + it + " " + o + " = rem_;\n";
+      dOff += " + " + o + " * " + lit(p.dstStrides[d]);
+      sOff += " + " + o + " * " + lit(p.srcStrides[d]);
+    }
+    s += "      const " + it + " d_ = " + dOff + ", s_ = " + sOff + ";\n";
+    if (v > 1) {
+      s += "      if (vec_) *reinterpret_cast<uint4 *>(" + p.dst + " + d_) = *reinterpret_cast<const uint4 *>(" +
+           p.src + " + s_);\n";
+      s += "      else for (int j_ = 0; j_ < " + std::to_string(v) + "; ++j_) " + p.dst + "[d_ + j_] = " +
+           p.src + "[s_ + j_];\n";
+    } else {
+      s += "      " + p.dst + "[d_] = " + p.src + "[s_];\n";
+    }
+    s += "    }\n";
+    begin += size;
+  }
+  s += "  }\n}\n";
+  return makeKernel(op, std::move(s), sig, gridFor(n, 256), kind);
+}
+
+/// out = in[base + sum o_d * st_d] (dense out): transpose, slice, broadcast, reshape.
 FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> stridesOut, int64_t base,
                                      SmallVector<int64_t> outDims) {
   Value in = op->getOperand(0), out = op->getResult(0);
   Signature sig;
   sig.output(0, out);
   sig.input(0, in);
-  int64_t r = outDims.size();
-  std::vector<int64_t> meta{base};
-  meta.insert(meta.end(), outDims.begin(), outDims.end());
-  meta.insert(meta.end(), stridesOut.begin(), stridesOut.end());
-  sig.tail(product(outDims), meta);
-  std::string s = header(sig) + kLoopBegin + outIdx(r, 1, product(outDims));
-  std::string off = "meta.v[0]";
-  for (int64_t d = 0; d < r; ++d)
-    off += " + o" + std::to_string(d) + " * meta.v[" + std::to_string(1 + r + d) + "]";
-  s += "    out0[i] = in0[" + off + "];\n  }\n}\n";
-  return makeKernel(op, std::move(s), sig, gridFor(product(outDims), 256), "gather");
+  CopyPart p{"out0", "in0", outDims, denseStrides(outDims), stridesOut, 0, base};
+  return copyKernel(op, sig, {p}, eltOf(out), "gather");
 }
 
 FailureOr<KernelSource> padKernel(tc::PadOp op) {
@@ -1034,78 +1144,44 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
   return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "insert_slice");
 }
 
+/// Each input is a part: dense in the input, at its offset along `axis` in
+/// the result.
 FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
   Value out = op.getResult();
-  ArrayRef<int64_t> os = shapeOf(out);
-  int64_t r = os.size(), axis = op.getAxis();
   Signature sig;
   sig.output(0, out);
-  std::vector<int64_t> meta(os.begin(), os.end());
   for (auto [j, v] : llvm::enumerate(op.getInputs()))
     sig.input(j, v);
-  // Per input: its end offset along the axis, then its dense strides.
-  int64_t end = 0;
-  for (Value v : op.getInputs()) {
-    end += shapeOf(v)[axis];
-    meta.push_back(end);
-    auto st = denseStrides(shapeOf(v));
-    meta.insert(meta.end(), st.begin(), st.end());
-  }
-  sig.tail(product(os), meta);
-  std::string s = header(sig) + kLoopBegin + outIdx(r, 0, product(os));
-  std::string a = "o" + std::to_string(axis);
-  int64_t at = r;
-  std::string prevEnd = "0";
+  auto ost = denseStrides(shapeOf(out));
+  int64_t axis = op.getAxis(), at = 0;
+  std::vector<CopyPart> parts;
   for (auto [j, v] : llvm::enumerate(op.getInputs())) {
-    std::string endS = "meta.v[" + std::to_string(at) + "]";
-    std::string off;
-    for (int64_t d = 0; d < r; ++d) {
-      std::string idx = d == axis ? "(" + a + " - " + prevEnd + ")" : "o" + std::to_string(d);
-      off += (d ? " + " : "") + idx + " * meta.v[" + std::to_string(at + 1 + d) + "]";
-    }
-    if (off.empty())
-      off = "0";
-    s += std::string("    ") + (j ? "else " : "") + "if (" + a + " < " + endS + ") out0[i] = in" +
-         std::to_string(j) + "[" + off + "];\n";
-    prevEnd = endS;
-    at += 1 + r;
+    SmallVector<int64_t> dims(shapeOf(v));
+    parts.push_back({"out0", "in" + std::to_string(j), dims, ost, denseStrides(dims),
+                     at * ost[axis], 0});
+    at += dims[axis];
   }
-  s += "  }\n}\n";
-  return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "concat");
+  return copyKernel(op, sig, std::move(parts), eltOf(out), "concat");
 }
 
-/// One thread per input element, which goes to the result whose range along
-/// `axis` holds it. The input is [outer, axis, inner] (dense); meta is the
-/// axis length, `inner`, then each result's end offset along the axis.
+/// Each result is a part: dense in the result, read at its offset along
+/// `axis` of the input.
 FailureOr<KernelSource> splitKernel(tc::SplitOp op) {
   Value in = op.getInput();
-  ArrayRef<int64_t> is = shapeOf(in);
-  int64_t axis = op.getAxis();
   Signature sig;
   for (auto [j, r] : llvm::enumerate(op.getResults()))
     sig.output(j, r);
   sig.input(0, in);
-  std::vector<int64_t> meta{is[axis], product(is.drop_front(axis + 1))};
-  int64_t end = 0;
-  for (Value r : op.getResults()) {
-    end += shapeOf(r)[axis];
-    meta.push_back(end);
+  auto ist = denseStrides(shapeOf(in));
+  int64_t axis = op.getAxis(), at = 0;
+  std::vector<CopyPart> parts;
+  for (auto [j, r] : llvm::enumerate(op.getResults())) {
+    SmallVector<int64_t> dims(shapeOf(r));
+    parts.push_back({"out" + std::to_string(j), "in0", dims, denseStrides(dims), ist, 0,
+                     at * ist[axis]});
+    at += dims[axis];
   }
-  sig.tail(product(is), meta);
-  std::string s = header(sig) + kLoopBegin;
-  s += "    const long long inner_ = i % meta.v[1], t_ = i / meta.v[1];\n";
-  s += "    const long long a_ = t_ % meta.v[0], outer_ = t_ / meta.v[0];\n";
-  std::string prevEnd = "0";
-  for (unsigned j = 0; j < op.getNumResults(); ++j) {
-    std::string endS = "meta.v[" + std::to_string(2 + j) + "]";
-    std::string size = j ? "(" + endS + " - " + prevEnd + ")" : endS;
-    std::string at = j ? "(a_ - " + prevEnd + ")" : "a_";
-    s += std::string("    ") + (j ? "else " : "") + "if (a_ < " + endS + ") out" +
-         std::to_string(j) + "[(outer_ * " + size + " + " + at + ") * meta.v[1] + inner_] = in0[i];\n";
-    prevEnd = endS;
-  }
-  s += "  }\n}\n";
-  return makeKernel(op, std::move(s), sig, gridFor(product(is), 256), "split");
+  return copyKernel(op, sig, std::move(parts), eltOf(in), "split");
 }
 
 /// Any reduction over any axes: one thread per result element.

@@ -365,6 +365,41 @@ LogicalResult LayerNormOp::verify() {
   return success();
 }
 
+namespace {
+/// tc.layer_norm_grad / tc.rms_norm_grad: grad has the input's type, the
+/// parameter gradients the normalised shape.
+LogicalResult verifyNormGrad(Operation *op, Value input, Value grad, Value scale, int64_t axis,
+                             double eps, ValueRange paramGrads) {
+  auto in = tensorType(input);
+  if (failed(checkAxis(op->getLoc(), axis, in.getRank())))
+    return failure();
+  if (eps < 0)
+    return op->emitOpError() << "epsilon must be non-negative";
+  if (grad.getType() != in)
+    return op->emitOpError() << "grad type " << grad.getType() << " != input type " << in;
+  if (op->getResult(0).getType() != in)
+    return op->emitOpError() << "dinput type " << op->getResult(0).getType()
+                             << " != input type " << in;
+  if (failed(verifyNormOperand(op, in, axis, scale, "scale")))
+    return failure();
+  auto want = RankedTensorType::get(in.getShape().drop_front(axis), in.getElementType());
+  for (Value g : paramGrads)
+    if (g.getType() != want)
+      return op->emitOpError() << "parameter gradient type " << g.getType() << " != " << want;
+  return success();
+}
+} // namespace
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getInput(), getGrad(), getScale(), getAxis(),
+                        getEpsilon().convertToDouble(), {getDscale(), getDbias()});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getInput(), getGrad(), getScale(), getAxis(),
+                        getEpsilon().convertToDouble(), {getDscale()});
+}
+
 LogicalResult RmsNormOp::verify() {
   auto in = tensorType(getInput());
   if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))

@@ -366,6 +366,36 @@ def TC_RmsNormOp : TC_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+class TC_NormGradOp<string mnemonic, string forward, dag outs>
+    : TC_Op<mnemonic, [Pure]> {
+  let summary = "Gradients of tc." # forward # " from its input and the incoming gradient";
+  let description = [{
+    For `y = tc.}] # forward # [{ %input, scale %scale {axis, epsilon}` and
+    `grad` = d loss / d y: `dinput` (the input's type), `dscale` (the
+    normalised shape: sum over the rows of grad * xhat, computed even when
+    there is no scale) and, for layer_norm, `dbias` (sum over the rows of
+    grad). The row statistics are recomputed from `input` (the GPU lowering
+    takes them from the forward's kernel instead when it sees it).
+
+    ```mlir
+    %dx, %dg, %db = tc.layer_norm_grad %x, %g, scale %w {axis = 2 : i64, epsilon = 1.0e-05 : f64}
+        : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<64xf32>)
+          -> (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, TC_FloatTensor:$grad,
+                   Optional<TC_FloatTensor>:$scale, I64Attr:$axis, F64Attr:$epsilon);
+  let results = outs;
+  let assemblyFormat = "$input `,` $grad (`,` `scale` $scale^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def TC_LayerNormGradOp : TC_NormGradOp<"layer_norm_grad", "layer_norm",
+    (outs TC_FloatTensor:$dinput, TC_FloatTensor:$dscale, TC_FloatTensor:$dbias)>;
+def TC_RmsNormGradOp : TC_NormGradOp<"rms_norm_grad", "rms_norm",
+    (outs TC_FloatTensor:$dinput, TC_FloatTensor:$dscale)>;
+
 class TC_LossOp<string mnemonic, string what>
     : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
   let summary = what;

@@ -105,9 +105,67 @@ template <bool Rms> void normKernel(KernelContext &c) {
   }
 }
 
+/// tc.layer_norm_grad / tc.rms_norm_grad: per row (statistics recomputed
+/// in double) xhat, gs = grad * scale, dx = rstd * (gs - mean(gs) -
+/// xhat * mean(gs * xhat)) (rms: no mean(gs) term, xhat = x * rstd);
+/// dscale = sum over rows of grad * xhat, dbias = sum of grad.
+template <bool Rms> void normGradKernel(KernelContext &c) {
+  c.expectResults(Rms ? 2 : 3);
+  std::vector<const Buffer *> ops = c.optionalOperands(3);
+  if (!ops[0] || !ops[1])
+    c.fail("needs input and grad operands");
+  const Buffer &x = *ops[0], &g = *ops[1];
+  const Buffer *scale = ops[2];
+  c.expectFloat(x, "input");
+  c.expectSameDType(x, g, "grad");
+  c.expectShape(g, x.shape(), "grad");
+  int64_t axis = c.axisAttr("axis", x.rank());
+  double eps = c.floatAttr("epsilon");
+  checkAffine(c, scale, x, axis, "scale");
+  Buffer &dx = *c.out[0], &dscale = *c.out[1];
+  Buffer *dbias = Rms ? nullptr : c.out[2];
+  c.expectShape(dx, x.shape(), "dinput");
+  int64_t rows = 1, n = 1;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    (d < axis ? rows : n) *= x.shape()[d];
+  std::fill(dscale.f.begin(), dscale.f.end(), 0.0);
+  if (dbias)
+    std::fill(dbias->f.begin(), dbias->f.end(), 0.0);
+  std::vector<double> xhat(static_cast<size_t>(n)), gs(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *px = x.f.data() + r * n, *pg = g.f.data() + r * n;
+    double mean = 0, ss = 0;
+    if (!Rms) {
+      for (int64_t j = 0; j < n; ++j)
+        mean += px[j];
+      mean /= static_cast<double>(n);
+    }
+    for (int64_t j = 0; j < n; ++j)
+      ss += (px[j] - mean) * (px[j] - mean);
+    double rstd = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    double m1 = 0, m2 = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      xhat[j] = (px[j] - mean) * rstd;
+      gs[j] = scale ? pg[j] * scale->f[j] : pg[j];
+      m1 += gs[j];
+      m2 += gs[j] * xhat[j];
+      dscale.f[j] += pg[j] * xhat[j];
+      if (dbias)
+        dbias->f[j] += pg[j];
+    }
+    m1 /= static_cast<double>(n);
+    m2 /= static_cast<double>(n);
+    double *pdx = dx.f.data() + r * n;
+    for (int64_t j = 0; j < n; ++j)
+      pdx[j] = rstd * (gs[j] - (Rms ? 0.0 : m1) - xhat[j] * m2);
+  }
+}
+
 } // namespace
 
 void registerNormKernels(KernelTable &t) {
+  t["tc.layer_norm_grad"] = normGradKernel<false>;
+  t["tc.rms_norm_grad"] = normGradKernel<true>;
   t["tc.softmax"] = softmaxKernel<false>;
   t["tc.log_softmax"] = softmaxKernel<true>;
   t["tc.layer_norm"] = normKernel<false>;

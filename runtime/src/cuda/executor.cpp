@@ -396,6 +396,36 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
     }
     return Status::ok();
   }
+  if (c == "layer_norm_bwd" || c == "rms_norm_bwd") {
+    // dy, x, weight?, mean (layer_norm), rstd -> dx, dweight?, dbias?, scratch
+    bool ln = c == "layer_norm_bwd";
+    bool hasW = a.integerOr("has_weight", 0) != 0;
+    bool hasB = ln && a.integerOr("has_bias", 0) != 0;
+    size_t nin = 2 + hasW + (ln ? 2 : 1), nout = 1 + hasW + hasB + 1;
+    if (ins.size() != nin || outs.size() != nout)
+      return invalidArgument(where + ": \"" + c + "\" expects " + std::to_string(nin) +
+                             " inputs and " + std::to_string(nout) +
+                             " outputs (has_weight/has_bias), got " + std::to_string(ins.size()) +
+                             " and " + std::to_string(outs.size()));
+    DType dt = bufType(p, op.ins[0]).dtype;
+    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    void *dy = ins[0], *x = ins[1], *w = hasW ? ins[2] : nullptr;
+    const float *mean = ln ? static_cast<const float *>(ins[2 + hasW]) : nullptr;
+    const float *rstd = static_cast<const float *>(ins[nin - 1]);
+    void *dx = outs[0], *dw = hasW ? outs[1] : nullptr, *db = hasB ? outs[1 + hasW] : nullptr;
+    void *scratch = outs.back();
+    if (ln)
+      p.ops.push_back([=]() {
+        return layerNormBackward(dt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
+                                 /*accumulate=*/false, s);
+      });
+    else
+      p.ops.push_back([=]() {
+        return rmsNormBackward(dt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
+                               /*accumulate=*/false, s);
+      });
+    return Status::ok();
+  }
   if (c == "cross_entropy_fwd" || c == "cross_entropy_bwd" || c == "cross_entropy_fwd_bwd") {
     bool fwd = c != "cross_entropy_bwd", bwd = c != "cross_entropy_fwd";
     size_t nout = (fwd ? 1 : 0) + (bwd ? 1 : 0) + 1; // + scratch
