@@ -148,6 +148,9 @@ private:
   DenseSet<Value> backward;            // values depending on a loss gradient
   DenseSet<Value> returned;
   DenseSet<Operation *> done;          // ops lowered together with an earlier one
+  // attention result -> (buffer, [batch, head, row] strides) when the
+  // forward wrote it straight into its [B, T, H, D] transpose
+  DenseMap<Value, std::pair<Value, SmallVector<int64_t>>> stridedAttention;
   // norm gradient op -> (mean or null, rstd) written by its forward's kernel
   DenseMap<Operation *, std::pair<Value, Value>> normStats;
   Operation *entryPoint = nullptr;     // hoisted params/consts go before it
@@ -801,6 +804,56 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     return true;
   }
   // Fused attention: q [B, H, Tq, D], k / v [B, Hkv, Tk, D / Dv], f32 lse.
+  // An operand that is the [0, 2, 1, 3] transpose of a [B, T, H, D] tensor
+  // (the head split of a projection) is read in place through strides, and
+  // a result whose reader is that transpose back is written in place, so
+  // the copies around attention disappear.
+  auto isHeadTranspose = [](Operation *t) {
+    auto tr = llvm::dyn_cast_or_null<tc::TransposeOp>(t);
+    return tr && tr.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3};
+  };
+  auto dense = [](RankedTensorType t) {
+    return SmallVector<int64_t>{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
+                                t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
+  };
+  auto headMajor = [](RankedTensorType t) { // [B, H, T, D] read from [B, T, H, D]
+    return SmallVector<int64_t>{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
+                                t.getDimSize(3), t.getDimSize(1) * t.getDimSize(3)};
+  };
+  auto operand = [&](Value v, SmallVector<NamedAttribute> &attrs, StringRef name) {
+    auto t = tensorType(v);
+    if (Operation *def = v.getDefiningOp(); isHeadTranspose(def)) {
+      attrs.push_back(named(name, b.getDenseI64ArrayAttr(headMajor(t))));
+      return bufferOf(def->getOperand(0));
+    }
+    if (auto it = stridedAttention.find(v); it != stridedAttention.end()) {
+      attrs.push_back(named(name, b.getDenseI64ArrayAttr(it->second.second)));
+      return it->second.first;
+    }
+    attrs.push_back(named(name, b.getDenseI64ArrayAttr(dense(t))));
+    return bufferOf(v);
+  };
+  // The buffer a result goes to: its transpose's when that is its only
+  // reader besides `alsoReads` (the backward reading the forward's output).
+  auto result = [&](Value r, SmallVector<NamedAttribute> &attrs, StringRef name,
+                    function_ref<bool(Operation *)> alsoReads) -> std::pair<Value, bool> {
+    auto t = tensorType(r);
+    Operation *tr = nullptr;
+    bool ok = true;
+    for (Operation *u : r.getUsers()) {
+      if (isHeadTranspose(u) && !tr)
+        tr = u;
+      else if (!alsoReads(u))
+        ok = false;
+    }
+    if (ok && tr) {
+      attrs.push_back(named(name, b.getDenseI64ArrayAttr(headMajor(t))));
+      done.insert(tr);
+      return {outBuffer(tr->getResult(0)), true};
+    }
+    attrs.push_back(named(name, b.getDenseI64ArrayAttr(dense(t))));
+    return {outBuffer(r), false};
+  };
   auto attentionAttrs = [&](Value q, Value k, Value v, FloatAttr scale, BoolAttr causal,
                             SmallVector<NamedAttribute> &attrs) {
     auto qt = tensorType(q), kt = tensorType(k), vt = tensorType(v);
@@ -819,9 +872,20 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
         !attentionAttrs(at.getQuery(), at.getKey(), at.getValue(), at.getScaleAttr(),
                         at.getCausalAttr(), attrs))
       return false;
-    library(op, "attention_fwd",
-            {bufferOf(at.getQuery()), bufferOf(at.getKey()), bufferOf(at.getValue())},
-            {outBuffer(at.getResult()), outBuffer(at.getLse())}, attrs);
+    Value q = operand(at.getQuery(), attrs, "q_strides");
+    Value k = operand(at.getKey(), attrs, "k_strides");
+    Value v = operand(at.getValue(), attrs, "v_strides");
+    auto [o, strided] = result(at.getResult(), attrs, "o_strides", [&](Operation *u) {
+      auto g = llvm::dyn_cast<tc::AttentionGradOp>(u);
+      return g && g.getResult() == at.getResult() && g.getQuery() != at.getResult() &&
+             g.getKey() != at.getResult() && g.getValue() != at.getResult() &&
+             g.getGrad() != at.getResult();
+    });
+    if (strided)
+      stridedAttention[at.getResult()] = {o, llvm::to_vector(
+                                                 llvm::cast<DenseI64ArrayAttr>(attrs.back().getValue())
+                                                     .asArrayRef())};
+    library(op, "attention_fwd", {q, k, v}, {o, outBuffer(at.getLse())}, attrs);
     return true;
   }
   if (auto ag = llvm::dyn_cast<tc::AttentionGradOp>(op)) {
@@ -830,11 +894,16 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
         !attentionAttrs(ag.getQuery(), ag.getKey(), ag.getValue(), ag.getScaleAttr(),
                         ag.getCausalAttr(), attrs))
       return false;
-    library(op, "attention_bwd",
-            {bufferOf(ag.getQuery()), bufferOf(ag.getKey()), bufferOf(ag.getValue()),
-             bufferOf(ag.getResult()), bufferOf(ag.getLse()), bufferOf(ag.getGrad())},
-            {outBuffer(ag.getDquery()), outBuffer(ag.getDkey()), outBuffer(ag.getDvalue())},
-            attrs);
+    Value q = operand(ag.getQuery(), attrs, "q_strides");
+    Value k = operand(ag.getKey(), attrs, "k_strides");
+    Value v = operand(ag.getValue(), attrs, "v_strides");
+    Value o = operand(ag.getResult(), attrs, "o_strides");
+    Value dout = operand(ag.getGrad(), attrs, "do_strides");
+    auto none = [](Operation *) { return false; };
+    Value dq = result(ag.getDquery(), attrs, "dq_strides", none).first;
+    Value dk = result(ag.getDkey(), attrs, "dk_strides", none).first;
+    Value dv = result(ag.getDvalue(), attrs, "dv_strides", none).first;
+    library(op, "attention_bwd", {q, k, v, o, bufferOf(ag.getLse()), dout}, {dq, dk, dv}, attrs);
     return true;
   }
   if (auto ga = llvm::dyn_cast<tc::GatherOp>(op)) {

@@ -192,7 +192,8 @@ func.func @norm_grads(%x: tensor<16x8xf32>, %dy: tensor<16x8xf32>)
 // as attributes, lse in f32, and the backward's scratch (D = rowsum(dout *
 // out): 2 x 4 x 16 floats in 256-byte granules).
 // CHECK-LABEL: func.func @attention
-// CHECK: tcx.library "attention_fwd" ins(%{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>) outs(%{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x4x16xf32>) {batch = 2 : i64, causal = true, d = 8 : i64, dv = 8 : i64, heads = 4 : i64, kv_heads = 2 : i64, scale = 3.500000e-01 : f64, tk = 16 : i64, tq = 16 : i64}
+// CHECK: tcx.library "attention_fwd" ins(%{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>) outs(%{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x4x16xf32>) {batch = 2 : i64, causal = true, d = 8 : i64, dv = 8 : i64, heads = 4 : i64,
+// CHECK-SAME: k_strides = array<i64: 256, 128, 8>, kv_heads = 2 : i64, o_strides = array<i64: 512, 128, 8>, q_strides = array<i64: 512, 128, 8>, scale = 3.500000e-01 : f64, tk = 16 : i64, tq = 16 : i64, v_strides = array<i64: 256, 128, 8>}
 // CHECK: %[[SCR:.+]] = tcx.alloc {kind = "scratch"} : <512xi8>
 // CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %[[SCR]] : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<512xi8>) {batch = 2 : i64, causal = true
 func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x2x16x8xbf16>, %v: tensor<2x2x16x8xbf16>,
@@ -206,6 +207,46 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x2x16x8xbf16>, %v: t
          tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
         -> (tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>)
   return %o, %dq, %dk, %dv : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>
+}
+
+// -----
+
+// Tests that attention reads q, k, v straight out of [B, T, H, D] head
+// splits (strides [T*H*D, D, H*D] instead of a transpose each) and writes its
+// output into the transpose back to [B, T, H, D] that reads it, the backward
+// reading that output and its incoming gradient the same way and writing dq
+// into dq's transpose; dk (returned as is) stays contiguous.
+// CHECK-LABEL: func.func @attention_strided
+// CHECK-NOT: tcx.launch
+// CHECK: tcx.library "attention_fwd" ins(%arg0, %arg1, %arg2 : !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x16x4x8xbf16>) outs(%[[O:.+]], %{{.+}} : !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x4x16xf32>)
+// CHECK-SAME: k_strides = array<i64: 512, 8, 32>
+// CHECK-SAME: o_strides = array<i64: 512, 8, 32>
+// CHECK-SAME: q_strides = array<i64: 512, 8, 32>
+// CHECK-NOT: tcx.launch
+// CHECK: tcx.library "attention_bwd" ins(%arg0, %arg1, %arg2, %[[O]], %{{.+}}, %arg3 : {{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<512xi8>)
+// CHECK-SAME: dk_strides = array<i64: 512, 128, 8>
+// CHECK-SAME: do_strides = array<i64: 512, 8, 32>
+// CHECK-SAME: dq_strides = array<i64: 512, 8, 32>
+// CHECK-NOT: tcx.launch
+// CHECK: return
+func.func @attention_strided(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16>, %v: tensor<2x16x4x8xbf16>,
+                             %g: tensor<2x16x4x8xbf16>)
+    -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x16x4x8xbf16>) {
+  %qt = tc.transpose %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %kt = tc.transpose %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %vt = tc.transpose %v {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %gt = tc.transpose %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqt = tc.transpose %dq {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dvt = tc.transpose %dv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  return %ot, %dqt, %dk, %dvt : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x16x4x8xbf16>
 }
 
 // -----

@@ -1275,37 +1275,68 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
   // the rows are also split over R blocks; each block stores its partial
   // sums in module memory and the last block of a tile (a counter) combines
   // the R partials in order: deterministic, and enough blocks for every SM.
-  const int64_t tiles = (N + 31) / 32;
+  // Each lane owns V consecutive columns (16 bytes of a row when every
+  // stride allows it and the input is 16-byte aligned at run time), so a
+  // warp reads 512 contiguous bytes per row.
+  int64_t V = 1;
+  if (OPB > 1 && G > 1 && kr > 0) {
+    int64_t bytes = storageBytes(e);
+    V = bytes > 0 && bytes <= 8 && 16 % bytes == 0 ? 16 / bytes : 1;
+    auto divisible = [&](int64_t x) { return x % V == 0; };
+    if (!divisible(keptDims.back()) || !llvm::all_of(redSt, divisible) ||
+        !llvm::all_of(ArrayRef<int64_t>(keptSt).drop_back(), divisible))
+      V = 1;
+  }
+  const int64_t tiles = (N + 32 * V - 1) / (32 * V);
   if (OPB > 1 && G > 1 && tiles < 264 && M >= 4096 && N <= 65536) {
     const int64_t R = std::clamp<int64_t>((264 + tiles - 1) / tiles, 2, std::min<int64_t>(64, M / 256));
-    const std::string Rs = std::to_string(R), Ns = std::to_string(N), Ts = std::to_string(tiles);
+    const std::string Rs = std::to_string(R), Ns = std::to_string(N), Ts = std::to_string(tiles),
+                      Vs = std::to_string(V);
     std::string s = std::string(kPrelude) + "__device__ " + acc + " tc_cpart_[" +
                     std::to_string(R * N) + "];\n__device__ unsigned int tc_cdone_[" + Ts + "];\n" +
+                    "#define TC_COMB(acc, x) (" + comb + ")\n" +
                     "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " +
                     sig.text + ") {\n";
-    s += "  __shared__ " + acc + " part_[256];\n  __shared__ bool last_;\n";
+    s += "  __shared__ " + acc + " part_[256 * " + Vs + "];\n  __shared__ bool last_;\n";
     s += "  const int lane = threadIdx.x % 32, grp = threadIdx.x / 32;\n";
     s += "  const long long tile_ = blockIdx.x % " + Ts + ", rpart_ = blockIdx.x / " + Ts + ";\n";
-    s += "  const long long i = tile_ * 32 + lane;\n";
+    s += "  const long long i = (tile_ * 32 + lane) * " + Vs + ";\n";
     s += "  const long long chunk_ = (" + m + " + " + Rs + " - 1) / " + Rs + ", r0_ = rpart_ * chunk_;\n";
     s += "  const long long r1_ = " + m + " < r0_ + chunk_ ? " + m + " : r0_ + chunk_;\n";
-    s += "  " + acc + " acc = " + init + ";\n";
+    s += "  " + acc + " acc[" + Vs + "];\n";
+    s += "  for (int j_ = 0; j_ < " + Vs + "; ++j_) acc[j_] = " + init + ";\n";
+    if (V > 1)
+      s += "  const bool vec_ = ((unsigned long long)in0 % 16) == 0;\n";
     s += "  if (i < n) {\n" + outIdx(kr, 0, N) + baseCode();
     s += "    for (long long r = r0_ + grp; r < r1_; r += 8) {\n" + offsetCode("      ");
-    s += "      const " + acc + " x = " + loadExpr(e, "in0[off]") + ";\n      acc = " + comb + ";\n    }\n  }\n";
-    s += "  part_[threadIdx.x] = acc;\n  __syncthreads();\n";
-    s += "  if (grp == 0) {\n    for (int g_ = 1; g_ < 8; ++g_) {\n      const " + acc +
-         " x = part_[g_ * 32 + lane];\n      acc = " + comb + ";\n    }\n";
-    s += "    if (i < n) tc_cpart_[rpart_ * " + Ns + " + i] = acc;\n  }\n";
+    std::string st = storageType(e);
+    if (V > 1) {
+      s += "      if (vec_) {\n        const TcVec<" + st + ", " + Vs + "> v_ = *reinterpret_cast<const TcVec<" +
+           st + ", " + Vs + "> *>(in0 + off);\n";
+      s += "        for (int j_ = 0; j_ < " + Vs + "; ++j_) acc[j_] = TC_COMB(acc[j_], " +
+           loadExpr(e, "v_.v[j_]") + ");\n      } else {\n";
+      s += "        for (int j_ = 0; j_ < " + Vs + "; ++j_) acc[j_] = TC_COMB(acc[j_], " +
+           loadExpr(e, "in0[off + j_]") + ");\n      }\n";
+    } else {
+      s += "      acc[0] = TC_COMB(acc[0], " + loadExpr(e, "in0[off]") + ");\n";
+    }
+    s += "    }\n  }\n";
+    s += "  for (int j_ = 0; j_ < " + Vs + "; ++j_) part_[threadIdx.x * " + Vs + " + j_] = acc[j_];\n";
+    s += "  __syncthreads();\n";
+    s += "  if (grp == 0) {\n    for (int g_ = 1; g_ < 8; ++g_)\n      for (int j_ = 0; j_ < " + Vs +
+         "; ++j_) acc[j_] = TC_COMB(acc[j_], part_[(g_ * 32 + lane) * " + Vs + " + j_]);\n";
+    s += "    if (i < n)\n      for (int j_ = 0; j_ < " + Vs + "; ++j_) tc_cpart_[rpart_ * " + Ns +
+         " + i + j_] = acc[j_];\n  }\n";
     s += "  __threadfence();\n  __syncthreads();\n";
     s += "  if (threadIdx.x == 0) last_ = atomicAdd(&tc_cdone_[tile_], 1u) == " + Rs + " - 1;\n";
     s += "  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
-    s += "  if (grp == 0 && i < n) {\n    acc = " + init + ";\n";
-    s += "    for (int p_ = 0; p_ < " + Rs + "; ++p_) {\n      const " + acc + " x = ((volatile " + acc +
-         " *)tc_cpart_)[p_ * " + Ns + " + i];\n      acc = " + comb + ";\n    }\n";
+    s += "  if (grp == 0 && i < n) {\n    for (int j_ = 0; j_ < " + Vs + "; ++j_) {\n";
+    s += "      " + acc + " a_ = " + init + ";\n";
+    s += "      for (int p_ = 0; p_ < " + Rs + "; ++p_)\n        a_ = TC_COMB(a_, ((volatile " + acc +
+         " *)tc_cpart_)[p_ * " + Ns + " + i + j_]);\n";
     if (name == "tc.reduce_mean")
-      s += "    acc = acc / (" + acc + ")" + m + ";\n";
-    s += "    out0[i] = " + storeExpr(eltOf(out), "acc") + ";\n  }\n";
+      s += "      a_ = a_ / (" + acc + ")" + m + ";\n";
+    s += "      out0[i + j_] = " + storeExpr(eltOf(out), "a_") + ";\n    }\n  }\n";
     s += "  if (threadIdx.x == 0) tc_cdone_[tile_] = 0;\n}\n";
     return makeKernel(op, std::move(s), sig, tiles * R, "reduce_cols");
   }

@@ -477,10 +477,26 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
     sh.dv = a.integerOr("dv", 0);
     float scale = static_cast<float>(a.realOr("scale", 0.0));
     bool causal = a.integerOr("causal", 0) != 0;
-    AttentionStrides qs = contiguousAttentionStrides(sh.heads, sh.tq, sh.d);
-    AttentionStrides ks = contiguousAttentionStrides(sh.kvHeads, sh.tk, sh.d);
-    AttentionStrides vs = contiguousAttentionStrides(sh.kvHeads, sh.tk, sh.dv);
-    AttentionStrides os = contiguousAttentionStrides(sh.heads, sh.tq, sh.dv);
+    // Per operand [batch, head, row] element strides ("q_strides", ...;
+    // contiguous when absent): the compiler reads q/k/v out of [B, T, H, D]
+    // projections and writes results into their transposes in place.
+    auto strides = [&](const char *name, int64_t heads, int64_t t, int64_t d,
+                       AttentionStrides *out) -> Status {
+      std::vector<int64_t> v;
+      *out = contiguousAttentionStrides(heads, t, d);
+      if (!a.ints(name, &v))
+        return Status::ok();
+      if (v.size() != 3)
+        return invalidArgument(where + ": attribute '" + name + "' needs 3 strides, got " +
+                               std::to_string(v.size()));
+      *out = AttentionStrides{v[0], v[1], v[2]};
+      return Status::ok();
+    };
+    AttentionStrides qs, ks, vs, os;
+    TC_RETURN_IF_ERROR(strides("q_strides", sh.heads, sh.tq, sh.d, &qs));
+    TC_RETURN_IF_ERROR(strides("k_strides", sh.kvHeads, sh.tk, sh.d, &ks));
+    TC_RETURN_IF_ERROR(strides("v_strides", sh.kvHeads, sh.tk, sh.dv, &vs));
+    TC_RETURN_IF_ERROR(strides("o_strides", sh.heads, sh.tq, sh.dv, &os));
     if (fwd) {
       void *q = ins[0], *k = ins[1], *v = ins[2], *o = outs[0];
       float *lse = static_cast<float *>(outs[1]);
@@ -489,12 +505,17 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
       });
       return Status::ok();
     }
+    AttentionStrides dos, dqs, dks, dvs;
+    TC_RETURN_IF_ERROR(strides("do_strides", sh.heads, sh.tq, sh.dv, &dos));
+    TC_RETURN_IF_ERROR(strides("dq_strides", sh.heads, sh.tq, sh.d, &dqs));
+    TC_RETURN_IF_ERROR(strides("dk_strides", sh.kvHeads, sh.tk, sh.d, &dks));
+    TC_RETURN_IF_ERROR(strides("dv_strides", sh.kvHeads, sh.tk, sh.dv, &dvs));
     void *q = ins[0], *k = ins[1], *v = ins[2], *o = ins[3], *dout = ins[5];
     const float *lse = static_cast<const float *>(ins[4]);
     void *dq = outs[0], *dk = outs[1], *dv = outs[2], *scratch = outs[3];
     p.ops.push_back([=]() {
-      return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, os, lse, dq, qs, dk, ks,
-                               dv, vs, scratch, scale, causal, s);
+      return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk,
+                               dks, dv, dvs, scratch, scale, causal, s);
     });
     return Status::ok();
   }
