@@ -820,11 +820,33 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     return SmallVector<int64_t>{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
                                 t.getDimSize(3), t.getDimSize(1) * t.getDimSize(3)};
   };
-  auto operand = [&](Value v, SmallVector<NamedAttribute> &attrs, StringRef name) {
+  auto operand = [&](Value v, SmallVector<NamedAttribute> &attrs, StringRef name) -> Value {
     auto t = tensorType(v);
     if (Operation *def = v.getDefiningOp(); isHeadTranspose(def)) {
+      Value x = def->getOperand(0);
+      // x = reshape(split(qkv)[i]) along the last axis of a [B, T, N]
+      // projection: read the piece in place (rows of N elements).
+      if (auto r = x.getDefiningOp<tc::ReshapeOp>())
+        if (auto sp = r.getInput().getDefiningOp<tc::SplitOp>()) {
+          auto it = tensorType(sp.getInput());
+          if (it.getRank() == 3 && sp.getAxis() == 2 && it.getDimSize(0) == t.getDimSize(0) &&
+              it.getDimSize(1) == t.getDimSize(2)) {
+            int64_t piece = llvm::cast<OpResult>(r.getInput()).getResultNumber(), start = 0;
+            for (int64_t j = 0; j < piece; ++j)
+              start += tensorType(sp.getResult(j)).getDimSize(2);
+            int64_t n = it.getDimSize(2);
+            int64_t bytes = (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+            auto view = tcx::ViewOp::create(b, v.getLoc(), tcx::BufferType::fromTensorType(
+                                                               tensorType(x)),
+                                            bufferOf(sp.getInput()),
+                                            b.getI64IntegerAttr(start * bytes));
+            attrs.push_back(named(name, b.getDenseI64ArrayAttr(SmallVector<int64_t>{
+                                            it.getDimSize(1) * n, t.getDimSize(3), n})));
+            return view.getResult();
+          }
+        }
       attrs.push_back(named(name, b.getDenseI64ArrayAttr(headMajor(t))));
-      return bufferOf(def->getOperand(0));
+      return bufferOf(x);
     }
     if (auto it = stridedAttention.find(v); it != stridedAttention.end()) {
       attrs.push_back(named(name, b.getDenseI64ArrayAttr(it->second.second)));
@@ -900,9 +922,62 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     Value o = operand(ag.getResult(), attrs, "o_strides");
     Value dout = operand(ag.getGrad(), attrs, "do_strides");
     auto none = [](Operation *) { return false; };
-    Value dq = result(ag.getDquery(), attrs, "dq_strides", none).first;
-    Value dk = result(ag.getDkey(), attrs, "dk_strides", none).first;
-    Value dv = result(ag.getDvalue(), attrs, "dv_strides", none).first;
+    Value grads[3] = {ag.getDquery(), ag.getDkey(), ag.getDvalue()};
+    StringRef names[3] = {"dq_strides", "dk_strides", "dv_strides"};
+    Value outs[3];
+    // dq, dk, dv -> head transposes -> reshapes -> one concat along the last
+    // axis (the gradient of a fused [B, T, N] qkv projection): write the
+    // pieces into the concat's buffer in place.
+    tc::ConcatOp cat;
+    SmallVector<Operation *> chain;
+    bool fused = true;
+    for (Value g : grads) {
+      Operation *tr = g.hasOneUse() ? *g.getUsers().begin() : nullptr;
+      if (!isHeadTranspose(tr) || !tr->getResult(0).hasOneUse()) {
+        fused = false;
+        break;
+      }
+      auto rs = llvm::dyn_cast<tc::ReshapeOp>(*tr->getResult(0).getUsers().begin());
+      auto c = rs && rs.getResult().hasOneUse()
+                   ? llvm::dyn_cast<tc::ConcatOp>(*rs.getResult().getUsers().begin())
+                   : tc::ConcatOp();
+      if (!c || (cat && c != cat)) {
+        fused = false;
+        break;
+      }
+      cat = c;
+      chain.append({tr, rs});
+    }
+    auto ct = cat ? tensorType(cat.getResult()) : RankedTensorType();
+    fused = fused && ct.getRank() == 3 && cat.getAxis() == 2 && cat.getInputs().size() == 3 &&
+            ct.getDimSize(0) == tensorType(grads[0]).getDimSize(0) &&
+            ct.getDimSize(1) == tensorType(grads[0]).getDimSize(2);
+    if (fused) {
+      Value catBuf = outBuffer(cat.getResult());
+      int64_t n = ct.getDimSize(2), bytes = (ct.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+      for (int k = 0; k < 3; ++k) {
+        Value piece = chain[2 * k + 1]->getResult(0);
+        int64_t start = 0;
+        for (Value in : cat.getInputs()) {
+          if (in == piece)
+            break;
+          start += tensorType(in).getDimSize(2);
+        }
+        auto gt = tensorType(grads[k]);
+        outs[k] = tcx::ViewOp::create(b, op->getLoc(),
+                                      tcx::BufferType::fromTensorType(
+                                          tensorType(chain[2 * k]->getResult(0))),
+                                      catBuf, b.getI64IntegerAttr(start * bytes));
+        attrs.push_back(named(names[k], b.getDenseI64ArrayAttr(SmallVector<int64_t>{
+                                            ct.getDimSize(1) * n, gt.getDimSize(3), n})));
+      }
+      done.insert(chain.begin(), chain.end());
+      done.insert(cat);
+    } else {
+      for (int k = 0; k < 3; ++k)
+        outs[k] = result(grads[k], attrs, names[k], none).first;
+    }
+    Value dq = outs[0], dk = outs[1], dv = outs[2];
     library(op, "attention_bwd", {q, k, v, o, bufferOf(ag.getLse()), dout}, {dq, dk, dv}, attrs);
     return true;
   }
@@ -1008,6 +1083,11 @@ void FunctionLowering::eliminateDeadWork() {
   };
   while (changed) {
     changed = false;
+    // Views nobody reads (e.g. of a split whose pieces are now read in
+    // place) do not keep their buffer's writer alive.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isa<tcx::ViewOp>(op) && op.use_empty())
+        op.erase();
     // Snapshot the work ops (allocs erased below are never in it).
     SmallVector<Operation *> work;
     for (Operation &op : llvm::reverse(body))

@@ -251,6 +251,56 @@ func.func @attention_strided(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16
 
 // -----
 
+// Tests a fused qkv projection [B, T, 3C] around attention: q, k, v are read
+// in place out of its split (views at byte offsets 0, 64 and 128 of the
+// [2, 16, 96] bf16 buffer, rows of 96 elements) and dq, dk, dv are written in
+// place into the concat of their transposes: no split, transpose or concat
+// kernel is left.
+// CHECK-LABEL: func.func @attention_qkv
+// CHECK-NOT: tcx.launch
+// CHECK-DAG: %[[Q:.+]] = tcx.view %arg0[0] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[K:.+]] = tcx.view %arg0[64] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[V:.+]] = tcx.view %arg0[128] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK: tcx.library "attention_fwd" ins(%[[Q]], %[[K]], %[[V]] :
+// CHECK-SAME: q_strides = array<i64: 1536, 8, 96>
+// CHECK: %[[CAT:.+]] = tcx.alloc {kind = "output"} : <2x16x96xbf16>
+// CHECK-DAG: %[[DQ:.+]] = tcx.view %[[CAT]][0] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[DK:.+]] = tcx.view %[[CAT]][64] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[DV:.+]] = tcx.view %[[CAT]][128] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%[[DQ]], %[[DK]], %[[DV]], %{{[0-9]+}} :
+// CHECK-SAME: dq_strides = array<i64: 1536, 8, 96>
+// CHECK-NOT: tcx.launch
+// CHECK: return %{{.+}}, %[[CAT]]
+func.func @attention_qkv(%qkv: tensor<2x16x96xbf16>, %g: tensor<2x16x4x8xbf16>)
+    -> (tensor<2x16x4x8xbf16>, tensor<2x16x96xbf16>) {
+  %q, %k, %v = tc.split %qkv {axis = 2 : i64} : tensor<2x16x96xbf16> -> tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>
+  %q4 = tc.reshape %q : tensor<2x16x32xbf16> to tensor<2x16x4x8xbf16>
+  %k4 = tc.reshape %k : tensor<2x16x32xbf16> to tensor<2x16x4x8xbf16>
+  %v4 = tc.reshape %v : tensor<2x16x32xbf16> to tensor<2x16x4x8xbf16>
+  %qt = tc.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %kt = tc.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %vt = tc.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %gt = tc.transpose %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqt = tc.transpose %dq {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dkt = tc.transpose %dk {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dvt = tc.transpose %dv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dq3 = tc.reshape %dqt : tensor<2x16x4x8xbf16> to tensor<2x16x32xbf16>
+  %dk3 = tc.reshape %dkt : tensor<2x16x4x8xbf16> to tensor<2x16x32xbf16>
+  %dv3 = tc.reshape %dvt : tensor<2x16x4x8xbf16> to tensor<2x16x32xbf16>
+  %dqkv = tc.concat %dq3, %dk3, %dv3 {axis = 2 : i64} : tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16> -> tensor<2x16x96xbf16>
+  return %ot, %dqkv : tensor<2x16x4x8xbf16>, tensor<2x16x96xbf16>
+}
+
+// -----
+
 // Tests the library forms: layer_norm, softmax over the last axis, the
 // embedding gather and its scatter-add (with its scratch buffer).
 // CHECK-LABEL: func.func @library
