@@ -548,8 +548,10 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         if (!needs(x) && !(scale && needs(scale)) && !(bias && needs(bias)))
           return success();
         auto xt = tensorTypeOf(x);
+        Value param = scale ? scale : bias;
         auto pt = RankedTensorType::get(xt.getShape().drop_front(o.getAxis()),
-                                        xt.getElementType());
+                                        param ? tensorTypeOf(param).getElementType()
+                                              : xt.getElementType());
         auto grad = LayerNormGradOp::create(b, e.loc, TypeRange{xt, pt, pt}, x, g, scale,
                                             o.getAxisAttr(), o.getEpsilonAttr());
         if (needs(x) && failed(acc(x, grad.getDinput())))
@@ -566,7 +568,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
           return success();
         auto xt = tensorTypeOf(x);
         auto pt = RankedTensorType::get(xt.getShape().drop_front(o.getAxis()),
-                                        xt.getElementType());
+                                        scale ? tensorTypeOf(scale).getElementType()
+                                              : xt.getElementType());
         auto grad = RmsNormGradOp::create(b, e.loc, TypeRange{xt, pt}, x, g, scale,
                                           o.getAxisAttr(), o.getEpsilonAttr());
         if (needs(x) && failed(acc(x, grad.getDinput())))

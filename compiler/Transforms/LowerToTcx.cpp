@@ -598,6 +598,17 @@ std::pair<Value, Value> FunctionLowering::normStatsFor(Operation *norm, bool rms
   return {};
 }
 
+/// Row / parameter storage the norm kernels take: f32/f32, bf16/bf16 or bf16
+/// rows with f32 parameters (`param`: the scale or bias, may be null).
+bool normTypes(Type rows, Value param) {
+  if (!isLibraryFloat(rows))
+    return false;
+  if (!param)
+    return true;
+  Type p = tensorType(param).getElementType();
+  return p == rows || (rows.isBF16() && p.isF32());
+}
+
 /// The runtime's hand-written kernels. Returns false when `op` does not
 /// match a launcher's form (the caller falls back to a generated kernel).
 FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
@@ -623,8 +634,7 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
   if (auto ln = llvm::dyn_cast<tc::LayerNormOp>(op)) {
     auto t = tensorType(ln.getInput());
     Type elt = t.getElementType();
-    if (!isLibraryFloat(elt) || (ln.getScale() && tensorType(ln.getScale()).getElementType() != elt) ||
-        (ln.getBias() && tensorType(ln.getBias()).getElementType() != elt))
+    if (!normTypes(elt, ln.getScale() ? ln.getScale() : ln.getBias()))
       return false;
     auto [rows, cols] = rowsCols(t, ln.getAxis());
     SmallVector<Value> ins{bufferOf(ln.getInput())};
@@ -649,7 +659,7 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
   if (auto rn = llvm::dyn_cast<tc::RmsNormOp>(op)) {
     auto t = tensorType(rn.getInput());
     Type elt = t.getElementType();
-    if (!isLibraryFloat(elt) || (rn.getScale() && tensorType(rn.getScale()).getElementType() != elt))
+    if (!normTypes(elt, rn.getScale()))
       return false;
     auto [rows, cols] = rowsCols(t, rn.getAxis());
     SmallVector<Value> ins{bufferOf(rn.getInput())};
@@ -672,7 +682,9 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     Value scale = op->getNumOperands() > 2 ? op->getOperand(2) : Value();
     auto t = tensorType(x);
     Type elt = t.getElementType();
-    if (!isLibraryFloat(elt) || (scale && tensorType(scale).getElementType() != elt))
+    Type pe = tensorType(op->getResult(1)).getElementType();
+    if (!normTypes(elt, scale) || (!scale && pe != elt && pe != b.getF32Type()) ||
+        (scale && pe != tensorType(scale).getElementType()))
       return false;
     if (!scale && !op->getResult(1).use_empty())
       return op->emitOpError() << "GPU lowering: the scale gradient of a normalisation without "

@@ -355,10 +355,46 @@ private:
     }
   }
 
+  /// cast_down(norm(cast_up(x))) -> norm(x) on bf16 rows: a layer_norm /
+  /// rms_norm kept in f32 whose input is bf16 data cast up and whose every
+  /// reader casts its output down computes the same statistics in f32 when
+  /// it reads and writes bf16 rows (its f32 weights stay f32), with one
+  /// rounding of the output and no f32 copy of the rows.
+  void narrowNorms() {
+    SmallVector<Operation *> norms;
+    fn.walk([&](Operation *op) {
+      if (llvm::isa<LayerNormOp, RmsNormOp>(op))
+        norms.push_back(op);
+    });
+    for (Operation *op : norms) {
+      Value x = op->getOperand(0), y = op->getResult(0);
+      auto up = x.getDefiningOp<CastOp>();
+      if (!up || elementTypeOf(up.getInput()) != bf16 || elementTypeOf(x) != f32 || y.use_empty())
+        continue;
+      SmallVector<CastOp> downs;
+      for (Operation *u : y.getUsers()) {
+        auto c = llvm::dyn_cast<CastOp>(u);
+        if (!c || elementTypeOf(c.getResult()) != bf16)
+          break;
+        downs.push_back(c);
+      }
+      if (downs.size() != static_cast<size_t>(std::distance(y.use_begin(), y.use_end())))
+        continue;
+      op->setOperand(0, up.getInput());
+      y.setType(withElement(y.getType(), bf16));
+      for (CastOp c : downs) {
+        c.getResult().replaceAllUsesWith(y);
+        c.erase();
+      }
+      annotate(op, "bf16", "norm: bf16 rows, f32 statistics and weights");
+    }
+  }
+
   /// Removes exact round trips (bf16->f32->bf16) and casts nobody reads.
   /// f32->bf16->f32 rounds and is kept.
   void cleanupCasts() {
     narrowBeforeMovement();
+    narrowNorms();
     bool changed = true;
     while (changed) {
       changed = false;

@@ -61,6 +61,33 @@ func.func @norm(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
+// Tests that a norm of bf16 data whose every reader casts its output down
+// reads and writes bf16 rows (f32 statistics inside, the f32 scale and bias
+// read as they are): no cast up of the input, no cast down of the output;
+// a norm with an f32 reader (the softmax) keeps its f32 output.
+// CHECK-LABEL: func.func @norm_bf16_rows
+// CHECK: %[[G:.+]] = tc.parameter "g"
+// CHECK: %[[Y:.+]] = tc.matmul {{.*}} -> tensor<2x8xbf16>
+// CHECK-NOT: tc.cast %[[Y]]
+// CHECK: %[[N:.+]] = tc.layer_norm %[[Y]], scale %[[G]] {axis = 1 : i64, epsilon = 1.000000e-05 : f64, tc.precision = "bf16", tc.precision_reason = "norm: bf16 rows, f32 statistics and weights"} : (tensor<2x8xbf16>, tensor<8xf32>) -> tensor<2x8xbf16>
+// CHECK: tc.matmul %[[N]], %{{.+}} {{.*}} -> tensor<2x8xbf16>
+// CHECK: tc.layer_norm %{{.+}}, scale %[[G]] {{.*}}tc.precision = "f32"{{.*}} -> tensor<2x8xf32>
+// CHECK: tc.softmax
+func.func @norm_bf16_rows(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w = tc.parameter "w" {trainable} : tensor<8x8xf32>
+  %g = tc.parameter "g" {trainable} : tensor<8xf32>
+  %y = tc.matmul %x, %w : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %n = tc.layer_norm %y, scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %r = tc.matmul %n, %w : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+  %m = tc.layer_norm %r, scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %s = tc.softmax %m {axis = 1 : i64} : tensor<2x8xf32>
+  return %s : tensor<2x8xf32>
+}
+
+// -----
+
 // Tests that the loss and a sum reduction run in f32 on one shared cast of
 // the bf16 logits, and that integer values are untouched.
 // CHECK-LABEL: func.func @loss

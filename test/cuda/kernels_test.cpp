@@ -120,15 +120,15 @@ NormGrads normBackwardRef(bool rms, const std::vector<double> &x, const std::vec
   return g;
 }
 
-void normCase(CudaKernels &t, bool rms, DType dt, int64_t rows, int64_t cols, bool affine,
-              std::vector<double> *gotF, std::vector<double> *wantF, std::vector<double> *gotB,
-              std::vector<double> *wantB) {
+void normCase(CudaKernels &t, bool rms, DType dt, DType pt, int64_t rows, int64_t cols,
+              bool affine, std::vector<double> *gotF, std::vector<double> *wantF,
+              std::vector<double> *gotB, std::vector<double> *wantB) {
   const float eps = 1e-5f;
   std::mt19937 &rng = t.rngRef();
   cudaStream_t s = t.streamRef();
   HostTensor x = randomTensor(ty(dt, {rows, cols}), rng, -2, 3);
-  HostTensor w = randomTensor(ty(dt, {cols}), rng, 0.5, 1.5);
-  HostTensor b = randomTensor(ty(dt, {cols}), rng, -0.5, 0.5);
+  HostTensor w = randomTensor(ty(pt, {cols}), rng, 0.5, 1.5);
+  HostTensor b = randomTensor(ty(pt, {cols}), rng, -0.5, 0.5);
   HostTensor dy = randomTensor(ty(dt, {rows, cols}), rng);
   // Forward reference.
   std::vector<HostTensor> ins = {x};
@@ -155,10 +155,10 @@ void normCase(CudaKernels &t, bool rms, DType dt, int64_t rows, int64_t cols, bo
   ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols), &scratch, s));
   const void *wp = affine ? dW.p : nullptr, *bp = affine && !rms ? dB.p : nullptr;
   if (rms)
-    ASSERT_OK(rmsNormForward(dt, dX.p, wp, dY.p, dRstd.as<float>(), rows, cols, eps, s));
+    ASSERT_OK(rmsNormForward(dt, pt, dX.p, wp, dY.p, dRstd.as<float>(), rows, cols, eps, s));
   else
-    ASSERT_OK(layerNormForward(dt, dX.p, wp, bp, dY.p, dMean.as<float>(), dRstd.as<float>(), rows,
-                               cols, eps, s));
+    ASSERT_OK(layerNormForward(dt, pt, dX.p, wp, bp, dY.p, dMean.as<float>(), dRstd.as<float>(),
+                               rows, cols, eps, s));
   HostTensor y;
   ASSERT_OK(download(dY.p, x.type, &y, s));
   std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
@@ -189,9 +189,9 @@ void normCase(CudaKernels &t, bool rms, DType dt, int64_t rows, int64_t cols, bo
                                    hostTensorToDoubles(dy), rows, cols, eps);
   auto backward = [&](bool acc) {
     if (rms)
-      return rmsNormBackward(dt, dDy.p, dX.p, wp, dRstd.as<float>(), dDx.p,
+      return rmsNormBackward(dt, pt, dDy.p, dX.p, wp, dRstd.as<float>(), dDx.p,
                              affine ? dDw.p : nullptr, scratch.p, rows, cols, acc, s);
-    return layerNormBackward(dt, dDy.p, dX.p, wp, dMean.as<float>(), dRstd.as<float>(), dDx.p,
+    return layerNormBackward(dt, pt, dDy.p, dX.p, wp, dMean.as<float>(), dRstd.as<float>(), dDx.p,
                              affine ? dDw.p : nullptr, affine ? dDb.p : nullptr, scratch.p, rows,
                              cols, acc, s);
   };
@@ -239,6 +239,29 @@ void normCase(CudaKernels &t, bool rms, DType dt, int64_t rows, int64_t cols, bo
   }
 }
 
+// Mixed precision: bf16 rows (x, y, dy, dx) with f32 weights, bias and their
+// gradients (what tc-precision's bf16 mode gives norms of bf16 activations).
+TEST_F(CudaKernels, NormsWithBf16RowsAndF32Weights) {
+  for (bool rms : {false, true}) {
+    std::vector<double> gotF, wantF, gotB, wantB;
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{150, 768}, {33, 100}}) {
+      SCOPED_TRACE(std::string(rms ? "rms_norm" : "layer_norm") + " bf16/f32 " +
+                   std::to_string(rows) + "x" + std::to_string(cols));
+      normCase(*this, rms, DType::BF16, DType::F32, rows, cols, true, &gotF, &wantF, &gotB,
+               &wantB);
+      if (HasFatalFailure())
+        return;
+    }
+    std::string name = rms ? "rms_norm (f32 weights)" : "layer_norm (f32 weights)";
+    check(name + " forward", DType::BF16, gotF, wantF, tolFor(DType::BF16));
+    check(name + " backward", DType::BF16, gotB, wantB, tolFor(DType::BF16));
+  }
+  // An unsupported pair names both types.
+  Status st = layerNormForward(DType::F32, DType::BF16, nullptr, nullptr, nullptr, nullptr,
+                               nullptr, nullptr, 1, 8, 1e-5f, stream());
+  EXPECT_FALSE(st.isOk());
+}
+
 TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
   for (bool rms : {false, true})
     for (DType dt : kFloatTypes) {
@@ -250,7 +273,7 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
                                         {3, 2000, true}}) {
         SCOPED_TRACE(name + " " + dtypeName(dt) + " " + std::to_string(rows) + "x" +
                      std::to_string(cols));
-        normCase(*this, rms, dt, rows, cols, affine, &gotF, &wantF, &gotB, &wantB);
+        normCase(*this, rms, dt, dt, rows, cols, affine, &gotF, &wantF, &gotB, &wantB);
         if (HasFatalFailure())
           return;
       }

@@ -344,9 +344,18 @@ LogicalResult verifyNormOperand(Operation *op, RankedTensorType in, int64_t axis
     return op->emitOpError() << what << " shape " << shapeStr(t.getShape())
                              << " != normalised shape " << shapeStr(expected)
                              << " of input " << shapeStr(in.getShape());
-  if (t.getElementType() != in.getElementType())
+  if (!llvm::isa<FloatType>(t.getElementType()))
     return op->emitOpError() << what << " element type " << t.getElementType()
-                             << " != input element type " << in.getElementType();
+                             << " is not a float type";
+  return success();
+}
+
+/// scale and bias (when both present) share an element type; it may be wider
+/// than the input's (bf16 rows, f32 parameters).
+LogicalResult verifyNormParams(Operation *op, Value scale, Value bias) {
+  if (scale && bias && tensorType(scale).getElementType() != tensorType(bias).getElementType())
+    return op->emitOpError() << "scale element type " << tensorType(scale).getElementType()
+                             << " != bias element type " << tensorType(bias).getElementType();
   return success();
 }
 } // namespace
@@ -362,7 +371,7 @@ LogicalResult LayerNormOp::verify() {
   if (failed(verifyNormOperand(*this, in, getAxis(), getScale(), "scale")) ||
       failed(verifyNormOperand(*this, in, getAxis(), getBias(), "bias")))
     return failure();
-  return success();
+  return verifyNormParams(*this, getScale(), getBias());
 }
 
 namespace {
@@ -382,9 +391,13 @@ LogicalResult verifyNormGrad(Operation *op, Value input, Value grad, Value scale
                              << " != input type " << in;
   if (failed(verifyNormOperand(op, in, axis, scale, "scale")))
     return failure();
-  auto want = RankedTensorType::get(in.getShape().drop_front(axis), in.getElementType());
+  // Parameter gradients: the normalised shape, in the scale's element type
+  // (any one float type without a scale: the bias's, which this op does not see).
+  Type pe = scale ? tensorType(scale).getElementType()
+                  : tensorType(paramGrads.front()).getElementType();
+  auto want = RankedTensorType::get(in.getShape().drop_front(axis), pe);
   for (Value g : paramGrads)
-    if (g.getType() != want)
+    if (g.getType() != want || !llvm::isa<FloatType>(pe))
       return op->emitOpError() << "parameter gradient type " << g.getType() << " != " << want;
   return success();
 }

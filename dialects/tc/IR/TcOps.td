@@ -332,7 +332,9 @@ def TC_LayerNormOp : TC_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
   let description = [{
     y = (x - mean) / sqrt(var + epsilon) * scale + bias, with the biased
     variance over axes [axis, rank). `scale` and `bias`, when present, have
-    the shape of those axes.
+    the shape of those axes and one float element type, which may differ
+    from the input's (bf16 activations with f32 weights); y has the input's
+    type and the statistics are computed in at least f32.
 
     ```mlir
     %y = tc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64}

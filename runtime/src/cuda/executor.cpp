@@ -384,15 +384,20 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
                              " inputs (has_weight/has_bias), got " + std::to_string(ins.size()));
     void *x = ins[0], *w = hasW ? ins[1] : nullptr, *bias = hasB ? ins[1 + hasW] : nullptr;
     void *y = outs[0];
+    // The parameters may be stored wider than the rows (bf16 rows, f32 weights).
+    DType pt = hasW || hasB ? bufType(p, op.ins[1]).dtype : dt;
+    if (bufType(p, op.outs[0]).dtype != dt)
+      return invalidArgument(where + ": \"" + c + "\" writes y in the type of x");
     float eps = static_cast<float>(a.realOr("eps", 1e-5));
     if (c == "layer_norm_fwd") {
       float *mean = outs.size() >= 3 ? static_cast<float *>(outs[1]) : nullptr;
       float *rstd = outs.size() >= 3 ? static_cast<float *>(outs[2]) : nullptr;
-      p.ops.push_back(
-          [=]() { return layerNormForward(dt, x, w, bias, y, mean, rstd, rows, cols, eps, s); });
+      p.ops.push_back([=]() {
+        return layerNormForward(dt, pt, x, w, bias, y, mean, rstd, rows, cols, eps, s);
+      });
     } else {
       float *rstd = outs.size() >= 2 ? static_cast<float *>(outs[1]) : nullptr;
-      p.ops.push_back([=]() { return rmsNormForward(dt, x, w, y, rstd, rows, cols, eps, s); });
+      p.ops.push_back([=]() { return rmsNormForward(dt, pt, x, w, y, rstd, rows, cols, eps, s); });
     }
     return Status::ok();
   }
@@ -407,8 +412,12 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
                              " inputs and " + std::to_string(nout) +
                              " outputs (has_weight/has_bias), got " + std::to_string(ins.size()) +
                              " and " + std::to_string(outs.size()));
-    DType dt = bufType(p, op.ins[0]).dtype;
+    DType dt = bufType(p, op.ins[1]).dtype;
     TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
+    if (bufType(p, op.ins[0]).dtype != dt || bufType(p, op.outs[0]).dtype != dt)
+      return invalidArgument(where + ": \"" + c + "\" needs dy, x and dx of one type");
+    // Parameter (gradient) storage: the weight's, else dbias's, else the rows'.
+    DType pt = hasW ? bufType(p, op.ins[2]).dtype : hasB ? bufType(p, op.outs[1]).dtype : dt;
     void *dy = ins[0], *x = ins[1], *w = hasW ? ins[2] : nullptr;
     const float *mean = ln ? static_cast<const float *>(ins[2 + hasW]) : nullptr;
     const float *rstd = static_cast<const float *>(ins[nin - 1]);
@@ -416,12 +425,12 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
     void *scratch = outs.back();
     if (ln)
       p.ops.push_back([=]() {
-        return layerNormBackward(dt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
+        return layerNormBackward(dt, pt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
                                  /*accumulate=*/false, s);
       });
     else
       p.ops.push_back([=]() {
-        return rmsNormBackward(dt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
+        return rmsNormBackward(dt, pt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
                                /*accumulate=*/false, s);
       });
     return Status::ok();

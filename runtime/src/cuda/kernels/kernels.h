@@ -45,13 +45,22 @@ Status softmaxForward(DType dt, const void *x, void *y, int64_t rows, int64_t co
 // norm.cu: layer_norm and rms_norm over the last axis
 //===----------------------------------------------------------------------===//
 
+/// Storage types: `dt` of the rows (x, y, dy, dx), `pt` of the parameters
+/// (weight, bias, dweight, dbias): f32/f32, bf16/bf16 or bf16 rows with f32
+/// parameters (the forms without `pt` use dt for both); math in fp32.
+///
 /// y[rows, cols] = (x - mean) * rstd * weight[cols] + bias[cols], with
 /// rstd = 1 / sqrt(var + eps) (biased variance, as torch). weight and bias
 /// (dtype dt) may be null. mean[rows] and rstd[rows] (fp32) are written when
 /// non-null, for the backward.
-Status layerNormForward(DType dt, const void *x, const void *weight, const void *bias, void *y,
-                        float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
+Status layerNormForward(DType dt, DType pt, const void *x, const void *weight, const void *bias,
+                        void *y, float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
                         cudaStream_t stream);
+inline Status layerNormForward(DType dt, const void *x, const void *weight, const void *bias,
+                               void *y, float *mean, float *rstd, int64_t rows, int64_t cols,
+                               float eps, cudaStream_t stream) {
+  return layerNormForward(dt, dt, x, weight, bias, y, mean, rstd, rows, cols, eps, stream);
+}
 
 /// Backward of layerNormForward from its saved mean/rstd:
 ///   dx[rows, cols], dweight[cols] (when weight and dweight are non-null),
@@ -61,21 +70,38 @@ Status layerNormForward(DType dt, const void *x, const void *weight, const void 
 ///   only). dweight/dbias are summed over rows in fixed chunks of
 ///   kNormBackwardChunkRows rows (deterministic), through `scratch`
 ///   (normBackwardScratchBytes(rows, cols) bytes).
-Status layerNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                          const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                          void *scratch, int64_t rows, int64_t cols, bool accumulate,
                          cudaStream_t stream);
+inline Status layerNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+                                const float *mean, const float *rstd, void *dx, void *dweight,
+                                void *dbias, void *scratch, int64_t rows, int64_t cols,
+                                bool accumulate, cudaStream_t stream) {
+  return layerNormBackward(dt, dt, dy, x, weight, mean, rstd, dx, dweight, dbias, scratch, rows,
+                           cols, accumulate, stream);
+}
 
 /// y = x * rstd * weight[cols], rstd = 1 / sqrt(mean(x^2) + eps); weight may
 /// be null; rstd[rows] (fp32) written when non-null.
-Status rmsNormForward(DType dt, const void *x, const void *weight, void *y, float *rstd,
+Status rmsNormForward(DType dt, DType pt, const void *x, const void *weight, void *y, float *rstd,
                       int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+inline Status rmsNormForward(DType dt, const void *x, const void *weight, void *y, float *rstd,
+                             int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+  return rmsNormForward(dt, dt, x, weight, y, rstd, rows, cols, eps, stream);
+}
 
 /// Backward of rmsNormForward: dx, dweight (when weight and dweight are
 /// non-null); `accumulate` and `scratch` as for layerNormBackward.
-Status rmsNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+Status rmsNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                        const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
                        int64_t cols, bool accumulate, cudaStream_t stream);
+inline Status rmsNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+                              const float *rstd, void *dx, void *dweight, void *scratch,
+                              int64_t rows, int64_t cols, bool accumulate, cudaStream_t stream) {
+  return rmsNormBackward(dt, dt, dy, x, weight, rstd, dx, dweight, scratch, rows, cols,
+                         accumulate, stream);
+}
 
 constexpr int64_t kNormBackwardChunkRows = 64;
 size_t normBackwardScratchBytes(int64_t rows, int64_t cols);

@@ -2,7 +2,10 @@
 //
 // Forward and dx: one warp per row (8 rows per 256-thread block); the row is
 // read once per statistic (mean, then the centred variance, then the output:
-// the re-reads hit L1/L2), all in fp32.
+// the re-reads hit L1/L2), all in fp32. Rows (x, y, dy, dx) and parameters
+// (weight, bias and their gradients) each have a storage type: both f32, both
+// bf16, or bf16 rows with f32 parameters (mixed precision: bf16 activations,
+// f32 master weights, no f32 copy of the rows).
 // dweight/dbias: a deterministic two-level sum over rows. Kernel 1 gives each
 // (chunk of kNormBackwardChunkRows rows, column) pair to one thread, which
 // sums its chunk in row order into scratch[chunk, col]; kernel 2 sums the
@@ -23,10 +26,10 @@ constexpr int kColThreads = 256; // threads per block of the column kernels
 
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
 /// elements [8 l, 8 l + 8) of every 256-element stretch of the row.
-template <class T, bool Vec, bool Rms>
+template <class T, class W, bool Vec, bool Rms>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    normForwardKernel(const T *__restrict__ x, const T *__restrict__ weight,
-                      const T *__restrict__ bias, T *__restrict__ y, float *__restrict__ meanOut,
+    normForwardKernel(const T *__restrict__ x, const W *__restrict__ weight,
+                      const W *__restrict__ bias, T *__restrict__ y, float *__restrict__ meanOut,
                       float *__restrict__ rstdOut, int64_t rows, int64_t cols, float eps) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
@@ -59,9 +62,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     float v[8], w[8], b[8];
     loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
     if (weight)
-      loadRow8<T, Vec>(weight, i, cols, w, 0.0f);
+      loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
     if (bias)
-      loadRow8<T, Vec>(bias, i, cols, b, 0.0f);
+      loadRow8<W, Vec>(bias, i, cols, b, 0.0f);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       float o = (v[j] - mean) * rstd;
@@ -84,10 +87,10 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 /// dx of layer_norm (Rms false: mean given) or rms_norm (mean null):
 ///   xhat = (x - mean) rstd, g = dy * w,
 ///   dx = rstd (g - mean(g) - xhat mean(g xhat))   (rms: without mean(g)).
-template <class T, bool Vec, bool Rms>
+template <class T, class W, bool Vec, bool Rms>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     normBackwardDxKernel(const T *__restrict__ dy, const T *__restrict__ x,
-                         const T *__restrict__ weight, const float *__restrict__ meanIn,
+                         const W *__restrict__ weight, const float *__restrict__ meanIn,
                          const float *__restrict__ rstdIn, T *dx, int64_t rows, int64_t cols,
                          bool accumulate) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
@@ -103,7 +106,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     loadRow8<T, Vec>(xr, i, cols, v, mean);
     loadRow8<T, Vec>(dyr, i, cols, g, 0.0f);
     if (weight)
-      loadRow8<T, Vec>(weight, i, cols, w, 0.0f);
+      loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       float gj = weight ? g[j] * w[j] : g[j];
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     loadRow8<T, Vec>(xr, i, cols, v, mean);
     loadRow8<T, Vec>(dyr, i, cols, g, 0.0f);
     if (weight)
-      loadRow8<T, Vec>(weight, i, cols, w, 0.0f);
+      loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
     if (accumulate)
       loadRow8<T, Vec>(dxr, i, cols, o, 0.0f);
 #pragma unroll
@@ -175,6 +178,20 @@ __global__ void __launch_bounds__(kColThreads)
   out[col] = fromF<T>(s);
 }
 
+/// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
+/// built for: (f32, f32), (bf16, bf16) and (bf16, f32).
+template <class F> Status dispatchNorm(DType dt, DType pt, const char *what, F &&f) {
+  if (dt == DType::F32 && pt == DType::F32)
+    return f(float{}, float{});
+  if (dt == DType::BF16 && pt == DType::BF16)
+    return f(bf16{}, bf16{});
+  if (dt == DType::BF16 && pt == DType::F32)
+    return f(bf16{}, float{});
+  return invalidArgument(std::string(what) + ": rows " + dtypeName(dt) + " with parameters " +
+                         dtypeName(pt) +
+                         " (supported: f32/f32, bf16/bf16, bf16 rows with f32 parameters)");
+}
+
 bool rowsVectorisable(int64_t cols, std::initializer_list<const void *> ptrs) {
   if (cols % kVec != 0)
     return false;
@@ -192,9 +209,9 @@ Status checkRows(const char *what, int64_t rows, int64_t cols) {
 }
 
 template <bool Rms>
-Status normForward(const char *what, DType dt, const void *x, const void *weight, const void *bias,
-                   void *y, float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
-                   cudaStream_t stream) {
+Status normForward(const char *what, DType dt, DType pt, const void *x, const void *weight,
+                   const void *bias, void *y, float *mean, float *rstd, int64_t rows, int64_t cols,
+                   float eps, cudaStream_t stream) {
   TC_RETURN_IF_ERROR(checkRows(what, rows, cols));
   if (rows == 0 || cols == 0)
     return Status::ok();
@@ -202,24 +219,26 @@ Status normForward(const char *what, DType dt, const void *x, const void *weight
     return invalidArgument(std::string(what) + ": null x or y");
   bool vec = rowsVectorisable(cols, {x, y, weight, bias});
   dim3 grid(static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)));
-  return dispatchFloat(dt, what, [&](auto tag) {
+  return dispatchNorm(dt, pt, what, [&](auto tag, auto ptag) {
     using T = decltype(tag);
+    using W = decltype(ptag);
     auto *xs = static_cast<const T *>(x);
-    auto *ws = static_cast<const T *>(weight);
-    auto *bs = static_cast<const T *>(bias);
+    auto *ws = static_cast<const W *>(weight);
+    auto *bs = static_cast<const W *>(bias);
     auto *ys = static_cast<T *>(y);
     if (vec)
-      normForwardKernel<T, true, Rms>
+      normForwardKernel<T, W, true, Rms>
           <<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, rows, cols, eps);
     else
-      normForwardKernel<T, false, Rms>
+      normForwardKernel<T, W, false, Rms>
           <<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, rows, cols, eps);
     return checkLaunch(Rms ? "rms_norm_forward" : "layer_norm_forward");
   });
 }
 
 template <bool Rms>
-Status normBackward(const char *what, DType dt, const void *dy, const void *x, const void *weight,
+Status normBackward(const char *what, DType dt, DType pt, const void *dy, const void *x,
+                    const void *weight,
                     const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                     void *scratch, int64_t rows, int64_t cols, bool accumulate,
                     cudaStream_t stream) {
@@ -235,19 +254,20 @@ Status normBackward(const char *what, DType dt, const void *dy, const void *x, c
   if (chunks > 65535)
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
   bool vec = rowsVectorisable(cols, {dy, x, weight, dx});
-  return dispatchFloat(dt, what, [&](auto tag) -> Status {
+  return dispatchNorm(dt, pt, what, [&](auto tag, auto ptag) -> Status {
     using T = decltype(tag);
+    using W = decltype(ptag);
     auto *dys = static_cast<const T *>(dy);
     auto *xs = static_cast<const T *>(x);
-    auto *ws = static_cast<const T *>(weight);
+    auto *ws = static_cast<const W *>(weight);
     if (dx) {
       dim3 grid(static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)));
       auto *dxs = static_cast<T *>(dx);
       if (vec)
-        normBackwardDxKernel<T, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+        normBackwardDxKernel<T, W, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
             dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
       else
-        normBackwardDxKernel<T, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+        normBackwardDxKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
             dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
       TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward_dx" : "layer_norm_backward_dx"));
     }
@@ -260,13 +280,13 @@ Status normBackward(const char *what, DType dt, const void *dy, const void *x, c
             dys, xs, mean, rstd, part, rows, cols, chunks, wantW, wantB);
     TC_RETURN_IF_ERROR(checkLaunch("norm_backward_partial"));
     if (wantW) {
-      sumChunksKernel<T><<<colBlocks, kColThreads, 0, stream>>>(part, static_cast<T *>(dweight),
+      sumChunksKernel<W><<<colBlocks, kColThreads, 0, stream>>>(part, static_cast<W *>(dweight),
                                                                 chunks, cols, accumulate);
       TC_RETURN_IF_ERROR(checkLaunch("norm_backward_sum_chunks"));
     }
     if (wantB) {
-      sumChunksKernel<T><<<colBlocks, kColThreads, 0, stream>>>(
-          part + chunks * cols, static_cast<T *>(dbias), chunks, cols, accumulate);
+      sumChunksKernel<W><<<colBlocks, kColThreads, 0, stream>>>(
+          part + chunks * cols, static_cast<W *>(dbias), chunks, cols, accumulate);
       TC_RETURN_IF_ERROR(checkLaunch("norm_backward_sum_chunks"));
     }
     return Status::ok();
@@ -281,31 +301,31 @@ size_t normBackwardScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(2 * ceilDiv(rows, kNormBackwardChunkRows) * cols) * sizeof(float);
 }
 
-Status layerNormForward(DType dt, const void *x, const void *weight, const void *bias, void *y,
-                        float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
+Status layerNormForward(DType dt, DType pt, const void *x, const void *weight, const void *bias,
+                        void *y, float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
                         cudaStream_t stream) {
-  return normForward<false>("layerNormForward", dt, x, weight, bias, y, mean, rstd, rows, cols, eps,
-                            stream);
+  return normForward<false>("layerNormForward", dt, pt, x, weight, bias, y, mean, rstd, rows,
+                            cols, eps, stream);
 }
 
-Status rmsNormForward(DType dt, const void *x, const void *weight, void *y, float *rstd,
+Status rmsNormForward(DType dt, DType pt, const void *x, const void *weight, void *y, float *rstd,
                       int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
-  return normForward<true>("rmsNormForward", dt, x, weight, nullptr, y, nullptr, rstd, rows, cols,
-                           eps, stream);
+  return normForward<true>("rmsNormForward", dt, pt, x, weight, nullptr, y, nullptr, rstd, rows,
+                           cols, eps, stream);
 }
 
-Status layerNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                          const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                          void *scratch, int64_t rows, int64_t cols, bool accumulate,
                          cudaStream_t stream) {
-  return normBackward<false>("layerNormBackward", dt, dy, x, weight, mean, rstd, dx, dweight, dbias,
-                             scratch, rows, cols, accumulate, stream);
+  return normBackward<false>("layerNormBackward", dt, pt, dy, x, weight, mean, rstd, dx, dweight,
+                             dbias, scratch, rows, cols, accumulate, stream);
 }
 
-Status rmsNormBackward(DType dt, const void *dy, const void *x, const void *weight,
+Status rmsNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                        const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
                        int64_t cols, bool accumulate, cudaStream_t stream) {
-  return normBackward<true>("rmsNormBackward", dt, dy, x, weight, nullptr, rstd, dx, dweight,
+  return normBackward<true>("rmsNormBackward", dt, pt, dy, x, weight, nullptr, rstd, dx, dweight,
                             nullptr, scratch, rows, cols, accumulate, stream);
 }
 
