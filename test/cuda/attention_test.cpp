@@ -13,7 +13,8 @@
 // generic one (f32, other head dims), causal (top-left) and not, GQA/MQA,
 // lengths that are not tile multiples, tq != tk, and q/k/v read out of one
 // fused [batch, t, heads + 2 kvHeads, d] projection with the output written
-// [batch, t, heads, d]. A timing test prints the GPT-2 124M shape.
+// [batch, t, heads, d], and lengths spanning several of the backward's
+// 128-row blocks. A timing test prints the GPT-2 124M shape.
 //
 //===----------------------------------------------------------------------===//
 #include "test/cuda/cuda_test_util.h"
@@ -333,6 +334,8 @@ TEST_F(AttentionTest, TensorCorePathMatchesReference) {
     checkCase({bf, 1, 2, 2, 130, 77, 32, 32, causal, false});    // tq > tk
     checkCase({bf, 1, 2, 1, 40, 130, 128, 128, causal, false});  // keys past every query
     checkCase({bf, 2, 3, 3, 128, 128, 64, 64, causal, false});   // whole tiles
+    checkCase({bf, 1, 4, 2, 300, 300, 64, 64, causal, false});   // several row blocks, GQA
+    checkCase({bf, 1, 2, 1, 200, 333, 64, 64, causal, false});   // tq < tk over several blocks
   }
 }
 

@@ -285,9 +285,10 @@ size_t attentionBackwardScratchBytes(const AttentionShape &s);
 /// Gradients of attentionForward given dout (strides dos) and the forward's out and lse:
 /// dq [batch, heads, tq, d], dk [batch, kvHeads, tk, d], dv [batch, kvHeads, tk, dv]
 /// (overwritten, not accumulated; with GQA dk/dv sum over the query heads of the group).
-/// Deterministic: no float atomics (one kernel for dk/dv iterating over query
-/// blocks, one for dq iterating over key blocks, plus a small D kernel).
-/// Same paths as the forward (the fast one also needs dout/dq/dk/dv aligned).
+/// Deterministic: no float atomics (one kernel for dq iterating over key
+/// blocks, which on the fast path also writes D = rowsum(dout * out) to
+/// scratch, then one for dk/dv iterating over query blocks).
+/// Same paths as the forward (the fast one also needs out/dout/dq/dk/dv aligned).
 /// tq == 0 gives dk = dv = 0; tk == 0 gives dq = 0. lse and scratch may be
 /// null only then.
 Status attentionBackward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
