@@ -55,6 +55,7 @@ LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAtt
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
   pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createTcRecognizeRmsNorm());
   if (fuseAttention)
     pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention());
   pm.addPass(createCanonicalizerPass());

@@ -114,8 +114,8 @@ bool isGpuTarget(const std::string &target);
 bool runGpuPipeline(mlir::ModuleOp module, const CompileOptions &opts,
                     CompileResult *result, CompileError *error);
 
-/// Canonicalize, tc-fold-constants, CSE (+ tc-recognize-attention with
-/// `fuseAttention`), canonicalize.
+/// Canonicalize, tc-fold-constants, CSE, tc-recognize-rms-norm (+
+/// tc-recognize-attention with `fuseAttention`), canonicalize.
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error,
                                      bool fuseAttention = true);
 

@@ -74,6 +74,35 @@ def TcRecognizeAttention : Pass<"tc-recognize-attention", "mlir::func::FuncOp"> 
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcRecognizeRmsNorm : Pass<"tc-recognize-rms-norm", "mlir::func::FuncOp"> {
+  let summary = "Replace written-out RMSNorm chains by tc.rms_norm";
+  let description = [{
+    ONNX has no RMSNorm before opset 23, so exporters write HuggingFace's
+    LlamaRMSNorm out: `w * (x * 1 / sqrt(mean(x^2, last axis) + eps))`. This
+    pass matches it from the mean (x^2 as pow(x, 2) or x * x; 1 / sqrt as
+    rsqrt, reciprocal(sqrt) or a division; x / sqrt(.) directly; the scale
+    w [C] on either side or absent) and replaces it by one `tc.rms_norm`
+    when every intermediate value is read only by the next step.
+
+    Before:
+    ```mlir
+    %s = tc.mul %x, %x : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+    %m = tc.reduce_mean %s {axes = array<i64: 1>, keepdims = true} : tensor<2x8xf32> -> tensor<2x1xf32>
+    %e = tc.constant dense<1.0e-06> : tensor<f32>
+    %a = tc.add %m, %e : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
+    %r = tc.rsqrt %a : tensor<2x1xf32>
+    %n = tc.mul %x, %r : tensor<2x8xf32>, tensor<2x1xf32> -> tensor<2x8xf32>
+    %y = tc.mul %w, %n : tensor<8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+    ```
+    After:
+    ```mlir
+    %y = tc.rms_norm %x, scale %w {axis = 1 : i64, epsilon = 1.0e-06 : f64}
+        : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
   let summary = "Add @grad_step: the loss of @infer and its gradients";
   let description = [{
