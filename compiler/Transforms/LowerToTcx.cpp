@@ -121,6 +121,7 @@ private:
   LogicalResult lowerMatmul(tc::MatmulOp op);
   LogicalResult lowerView(Value result, Value source, int64_t byteOffset);
   FailureOr<bool> lowerLibrary(Operation *op);
+  FailureOr<bool> lowerAttention(Operation *op);
   void library(Operation *at, StringRef callee, ValueRange ins, ValueRange outs,
                ArrayRef<NamedAttribute> attrs);
   Value scratch(StringRef callee, DictionaryAttr attrs);
@@ -598,6 +599,190 @@ std::pair<Value, Value> FunctionLowering::normStatsFor(Operation *norm, bool rms
   return {};
 }
 
+/// Fused attention as the attention_fwd / attention_bwd library calls: q
+/// [B, H, Tq, D], k / v [B, Hkv, Tk, D / Dv], f32 lse, and [batch, head, row]
+/// element strides per operand ("q_strides", ...). An operand that is the
+/// [0, 2, 1, 3] transpose of a [B, T, H, D] tensor (the head split of a
+/// projection) is read in place, and out of a fused [B, T, N] qkv
+/// projection's split when it is a piece of one; a result whose reader is
+/// the transpose back is written in place, and dq / dk / dv into the concat
+/// that forms the qkv gradient: no copies around attention.
+FailureOr<bool> FunctionLowering::lowerAttention(Operation *op) {
+  using Strides = SmallVector<int64_t>;
+  auto isHeadTranspose = [](Operation *t) {
+    auto tr = llvm::dyn_cast_or_null<tc::TransposeOp>(t);
+    return tr && tr.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3};
+  };
+  auto dense = [](RankedTensorType t) {
+    return Strides{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
+                   t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
+  };
+  auto headMajor = [](RankedTensorType t) { // [B, H, T, D] read from [B, T, H, D]
+    return Strides{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3),
+                   t.getDimSize(1) * t.getDimSize(3)};
+  };
+  // A [B, T, H, D] piece starting at element `start` of the rows of the
+  // [B, T, N] buffer `whole`: a view at that byte offset, rows of N.
+  auto piece = [&](Value whole, RankedTensorType wholeType, int64_t start,
+                   RankedTensorType pieceType, int64_t d) -> std::pair<Value, Strides> {
+    int64_t n = wholeType.getDimSize(2);
+    int64_t bytes = (wholeType.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+    Value v = tcx::ViewOp::create(b, op->getLoc(), tcx::BufferType::fromTensorType(pieceType),
+                                  whole, b.getI64IntegerAttr(start * bytes));
+    return {v, Strides{wholeType.getDimSize(1) * n, d, n}};
+  };
+  auto offsetInLastAxis = [](ValueRange pieces, Value p) {
+    int64_t start = 0;
+    for (Value in : pieces) {
+      if (in == p)
+        break;
+      start += tensorType(in).getDimSize(2);
+    }
+    return start;
+  };
+  SmallVector<NamedAttribute> attrs;
+  auto strides = [&](StringRef name, const Strides &st) {
+    attrs.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(st)));
+  };
+  auto operand = [&](Value v, StringRef name) -> Value {
+    auto t = tensorType(v);
+    if (Operation *def = v.getDefiningOp(); isHeadTranspose(def)) {
+      Value x = def->getOperand(0);
+      // x = reshape(split(qkv)[i]) along the last axis of a [B, T, N] projection.
+      if (auto r = x.getDefiningOp<tc::ReshapeOp>())
+        if (auto sp = r.getInput().getDefiningOp<tc::SplitOp>()) {
+          auto it = tensorType(sp.getInput());
+          if (it.getRank() == 3 && sp.getAxis() == 2 && it.getDimSize(0) == t.getDimSize(0) &&
+              it.getDimSize(1) == t.getDimSize(2)) {
+            auto [view, st] = piece(bufferOf(sp.getInput()), it,
+                                    offsetInLastAxis(sp.getResults(), r.getInput()),
+                                    tensorType(x), t.getDimSize(3));
+            strides(name, st);
+            return view;
+          }
+        }
+      strides(name, headMajor(t));
+      return bufferOf(x);
+    }
+    if (auto it = stridedAttention.find(v); it != stridedAttention.end()) {
+      strides(name, it->second.second);
+      return it->second.first;
+    }
+    strides(name, dense(t));
+    return bufferOf(v);
+  };
+  // The buffer a result goes to, its strides and whether that is in place:
+  // its transpose's when that is its only reader besides `alsoReads` (the
+  // backward reading the forward's output).
+  struct Out {
+    Value buffer;
+    Strides strides;
+    bool inPlace;
+  };
+  auto result = [&](Value r, StringRef name, function_ref<bool(Operation *)> alsoReads) {
+    auto t = tensorType(r);
+    Operation *tr = nullptr;
+    bool ok = true;
+    for (Operation *u : r.getUsers()) {
+      if (isHeadTranspose(u) && !tr)
+        tr = u;
+      else if (!alsoReads(u))
+        ok = false;
+    }
+    Out out{Value(), dense(t), ok && tr};
+    if (out.inPlace) {
+      done.insert(tr);
+      out = {outBuffer(tr->getResult(0)), headMajor(t), true};
+    } else {
+      out.buffer = outBuffer(r);
+    }
+    strides(name, out.strides);
+    return out;
+  };
+
+  // q, k, v, lse, scale and causal are the same operands/attributes on both ops.
+  Value qkv[3] = {op->getOperand(0), op->getOperand(1), op->getOperand(2)};
+  Value lse = isa<tc::AttentionOp>(op) ? op->getResult(1) : op->getOperand(4);
+  auto qt = tensorType(qkv[0]), kt = tensorType(qkv[1]), vt = tensorType(qkv[2]);
+  if (!isLibraryFloat(qt.getElementType()) || !tensorType(lse).getElementType().isF32())
+    return false;
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  attrs = {b.getNamedAttr("batch", i64(qt.getDimSize(0))),
+           b.getNamedAttr("heads", i64(qt.getDimSize(1))),
+           b.getNamedAttr("kv_heads", i64(kt.getDimSize(1))),
+           b.getNamedAttr("tq", i64(qt.getDimSize(2))),
+           b.getNamedAttr("tk", i64(kt.getDimSize(2))),
+           b.getNamedAttr("d", i64(qt.getDimSize(3))),
+           b.getNamedAttr("dv", i64(vt.getDimSize(3))),
+           b.getNamedAttr("scale", op->getAttr("scale")),
+           b.getNamedAttr("causal", op->getAttr("causal"))};
+  Value q = operand(qkv[0], "q_strides"), k = operand(qkv[1], "k_strides"),
+        v = operand(qkv[2], "v_strides");
+
+  if (auto at = llvm::dyn_cast<tc::AttentionOp>(op)) {
+    Value res = at.getResult();
+    Out o = result(res, "o_strides", [&](Operation *u) {
+      auto g = llvm::dyn_cast<tc::AttentionGradOp>(u);
+      return g && g.getResult() == res && g.getQuery() != res && g.getKey() != res &&
+             g.getValue() != res && g.getGrad() != res;
+    });
+    if (o.inPlace)
+      stridedAttention[res] = {o.buffer, o.strides};
+    library(op, "attention_fwd", {q, k, v}, {o.buffer, outBuffer(lse)}, attrs);
+    return true;
+  }
+
+  auto ag = llvm::cast<tc::AttentionGradOp>(op);
+  Value o = operand(ag.getResult(), "o_strides");
+  Value dout = operand(ag.getGrad(), "do_strides");
+  Value grads[3] = {ag.getDquery(), ag.getDkey(), ag.getDvalue()};
+  StringRef names[3] = {"dq_strides", "dk_strides", "dv_strides"};
+  Value outs[3];
+  // dq, dk, dv -> head transposes -> reshapes -> one concat along the last
+  // axis of a [B, T, N] tensor (the gradient of a fused qkv projection).
+  tc::ConcatOp cat;
+  SmallVector<Operation *> chain; // transpose, reshape per gradient
+  bool fused = true;
+  for (Value g : grads) {
+    Operation *tr = g.hasOneUse() ? *g.getUsers().begin() : nullptr;
+    if (!isHeadTranspose(tr) || !tr->getResult(0).hasOneUse()) {
+      fused = false;
+      break;
+    }
+    auto rs = llvm::dyn_cast<tc::ReshapeOp>(*tr->getResult(0).getUsers().begin());
+    auto c = rs && rs.getResult().hasOneUse()
+                 ? llvm::dyn_cast<tc::ConcatOp>(*rs.getResult().getUsers().begin())
+                 : tc::ConcatOp();
+    if (!c || (cat && c != cat)) {
+      fused = false;
+      break;
+    }
+    cat = c;
+    chain.append({tr, rs});
+  }
+  auto ct = cat ? tensorType(cat.getResult()) : RankedTensorType();
+  fused = fused && ct.getRank() == 3 && cat.getAxis() == 2 && cat.getInputs().size() == 3 &&
+          ct.getDimSize(0) == qt.getDimSize(0) && ct.getDimSize(1) == qt.getDimSize(2);
+  if (fused) {
+    Value catBuf = outBuffer(cat.getResult());
+    for (int j = 0; j < 3; ++j) {
+      auto [view, st] =
+          piece(catBuf, ct, offsetInLastAxis(cat.getInputs(), chain[2 * j + 1]->getResult(0)),
+                tensorType(chain[2 * j]->getResult(0)), tensorType(grads[j]).getDimSize(3));
+      outs[j] = view;
+      strides(names[j], st);
+    }
+    done.insert(chain.begin(), chain.end());
+    done.insert(cat);
+  } else {
+    for (int j = 0; j < 3; ++j)
+      outs[j] = result(grads[j], names[j], [](Operation *) { return false; }).buffer;
+  }
+  library(op, "attention_bwd", {q, k, v, o, bufferOf(lse), dout}, {outs[0], outs[1], outs[2]},
+          attrs);
+  return true;
+}
+
 /// Row / parameter storage the norm kernels take: f32/f32, bf16/bf16 or bf16
 /// rows with f32 parameters (`param`: the scale or bias, may be null).
 bool normTypes(Type rows, Value param) {
@@ -743,13 +928,9 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
   // The grad operand as an attribute (splat constant) or an input.
   auto gradScale = [&](Value grad, SmallVector<Value> &ins,
                        SmallVector<NamedAttribute> &attrs) {
-    if (isSplatConstant(grad)) {
-      auto dense = llvm::cast<DenseElementsAttr>(grad.getDefiningOp<tc::ConstantOp>().getValue());
-      if (dense.getElementType().isIntOrFloat() && llvm::isa<FloatType>(dense.getElementType())) {
-        attrs.push_back(named("grad_scale",
-                              b.getF32FloatAttr(dense.getSplatValue<APFloat>().convertToDouble())));
-        return;
-      }
+    if (std::optional<double> g = tc::splatFloatValue(grad)) {
+      attrs.push_back(named("grad_scale", b.getF32FloatAttr(*g)));
+      return;
     }
     ins.push_back(bufferOf(grad));
   };
@@ -815,184 +996,8 @@ FailureOr<bool> FunctionLowering::lowerLibrary(Operation *op) {
     library(op, "cross_entropy_bwd", ins, {outBuffer(g.getResult())}, attrs);
     return true;
   }
-  // Fused attention: q [B, H, Tq, D], k / v [B, Hkv, Tk, D / Dv], f32 lse.
-  // An operand that is the [0, 2, 1, 3] transpose of a [B, T, H, D] tensor
-  // (the head split of a projection) is read in place through strides, and
-  // a result whose reader is that transpose back is written in place, so
-  // the copies around attention disappear.
-  auto isHeadTranspose = [](Operation *t) {
-    auto tr = llvm::dyn_cast_or_null<tc::TransposeOp>(t);
-    return tr && tr.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3};
-  };
-  auto dense = [](RankedTensorType t) {
-    return SmallVector<int64_t>{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
-                                t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
-  };
-  auto headMajor = [](RankedTensorType t) { // [B, H, T, D] read from [B, T, H, D]
-    return SmallVector<int64_t>{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
-                                t.getDimSize(3), t.getDimSize(1) * t.getDimSize(3)};
-  };
-  auto operand = [&](Value v, SmallVector<NamedAttribute> &attrs, StringRef name) -> Value {
-    auto t = tensorType(v);
-    if (Operation *def = v.getDefiningOp(); isHeadTranspose(def)) {
-      Value x = def->getOperand(0);
-      // x = reshape(split(qkv)[i]) along the last axis of a [B, T, N]
-      // projection: read the piece in place (rows of N elements).
-      if (auto r = x.getDefiningOp<tc::ReshapeOp>())
-        if (auto sp = r.getInput().getDefiningOp<tc::SplitOp>()) {
-          auto it = tensorType(sp.getInput());
-          if (it.getRank() == 3 && sp.getAxis() == 2 && it.getDimSize(0) == t.getDimSize(0) &&
-              it.getDimSize(1) == t.getDimSize(2)) {
-            int64_t piece = llvm::cast<OpResult>(r.getInput()).getResultNumber(), start = 0;
-            for (int64_t j = 0; j < piece; ++j)
-              start += tensorType(sp.getResult(j)).getDimSize(2);
-            int64_t n = it.getDimSize(2);
-            int64_t bytes = (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-            auto view = tcx::ViewOp::create(b, v.getLoc(), tcx::BufferType::fromTensorType(
-                                                               tensorType(x)),
-                                            bufferOf(sp.getInput()),
-                                            b.getI64IntegerAttr(start * bytes));
-            attrs.push_back(named(name, b.getDenseI64ArrayAttr(SmallVector<int64_t>{
-                                            it.getDimSize(1) * n, t.getDimSize(3), n})));
-            return view.getResult();
-          }
-        }
-      attrs.push_back(named(name, b.getDenseI64ArrayAttr(headMajor(t))));
-      return bufferOf(x);
-    }
-    if (auto it = stridedAttention.find(v); it != stridedAttention.end()) {
-      attrs.push_back(named(name, b.getDenseI64ArrayAttr(it->second.second)));
-      return it->second.first;
-    }
-    attrs.push_back(named(name, b.getDenseI64ArrayAttr(dense(t))));
-    return bufferOf(v);
-  };
-  // The buffer a result goes to: its transpose's when that is its only
-  // reader besides `alsoReads` (the backward reading the forward's output).
-  auto result = [&](Value r, SmallVector<NamedAttribute> &attrs, StringRef name,
-                    function_ref<bool(Operation *)> alsoReads) -> std::pair<Value, bool> {
-    auto t = tensorType(r);
-    Operation *tr = nullptr;
-    bool ok = true;
-    for (Operation *u : r.getUsers()) {
-      if (isHeadTranspose(u) && !tr)
-        tr = u;
-      else if (!alsoReads(u))
-        ok = false;
-    }
-    if (ok && tr) {
-      attrs.push_back(named(name, b.getDenseI64ArrayAttr(headMajor(t))));
-      done.insert(tr);
-      return {outBuffer(tr->getResult(0)), true};
-    }
-    attrs.push_back(named(name, b.getDenseI64ArrayAttr(dense(t))));
-    return {outBuffer(r), false};
-  };
-  auto attentionAttrs = [&](Value q, Value k, Value v, FloatAttr scale, BoolAttr causal,
-                            SmallVector<NamedAttribute> &attrs) {
-    auto qt = tensorType(q), kt = tensorType(k), vt = tensorType(v);
-    if (!isLibraryFloat(qt.getElementType()))
-      return false;
-    attrs = {named("batch", i64(qt.getDimSize(0))), named("heads", i64(qt.getDimSize(1))),
-             named("kv_heads", i64(kt.getDimSize(1))), named("tq", i64(qt.getDimSize(2))),
-             named("tk", i64(kt.getDimSize(2))), named("d", i64(qt.getDimSize(3))),
-             named("dv", i64(vt.getDimSize(3))), named("scale", scale),
-             named("causal", causal)};
-    return true;
-  };
-  if (auto at = llvm::dyn_cast<tc::AttentionOp>(op)) {
-    SmallVector<NamedAttribute> attrs;
-    if (!tensorType(at.getLse()).getElementType().isF32() ||
-        !attentionAttrs(at.getQuery(), at.getKey(), at.getValue(), at.getScaleAttr(),
-                        at.getCausalAttr(), attrs))
-      return false;
-    Value q = operand(at.getQuery(), attrs, "q_strides");
-    Value k = operand(at.getKey(), attrs, "k_strides");
-    Value v = operand(at.getValue(), attrs, "v_strides");
-    auto [o, strided] = result(at.getResult(), attrs, "o_strides", [&](Operation *u) {
-      auto g = llvm::dyn_cast<tc::AttentionGradOp>(u);
-      return g && g.getResult() == at.getResult() && g.getQuery() != at.getResult() &&
-             g.getKey() != at.getResult() && g.getValue() != at.getResult() &&
-             g.getGrad() != at.getResult();
-    });
-    if (strided)
-      stridedAttention[at.getResult()] = {o, llvm::to_vector(
-                                                 llvm::cast<DenseI64ArrayAttr>(attrs.back().getValue())
-                                                     .asArrayRef())};
-    library(op, "attention_fwd", {q, k, v}, {o, outBuffer(at.getLse())}, attrs);
-    return true;
-  }
-  if (auto ag = llvm::dyn_cast<tc::AttentionGradOp>(op)) {
-    SmallVector<NamedAttribute> attrs;
-    if (!tensorType(ag.getLse()).getElementType().isF32() ||
-        !attentionAttrs(ag.getQuery(), ag.getKey(), ag.getValue(), ag.getScaleAttr(),
-                        ag.getCausalAttr(), attrs))
-      return false;
-    Value q = operand(ag.getQuery(), attrs, "q_strides");
-    Value k = operand(ag.getKey(), attrs, "k_strides");
-    Value v = operand(ag.getValue(), attrs, "v_strides");
-    Value o = operand(ag.getResult(), attrs, "o_strides");
-    Value dout = operand(ag.getGrad(), attrs, "do_strides");
-    auto none = [](Operation *) { return false; };
-    Value grads[3] = {ag.getDquery(), ag.getDkey(), ag.getDvalue()};
-    StringRef names[3] = {"dq_strides", "dk_strides", "dv_strides"};
-    Value outs[3];
-    // dq, dk, dv -> head transposes -> reshapes -> one concat along the last
-    // axis (the gradient of a fused [B, T, N] qkv projection): write the
-    // pieces into the concat's buffer in place.
-    tc::ConcatOp cat;
-    SmallVector<Operation *> chain;
-    bool fused = true;
-    for (Value g : grads) {
-      Operation *tr = g.hasOneUse() ? *g.getUsers().begin() : nullptr;
-      if (!isHeadTranspose(tr) || !tr->getResult(0).hasOneUse()) {
-        fused = false;
-        break;
-      }
-      auto rs = llvm::dyn_cast<tc::ReshapeOp>(*tr->getResult(0).getUsers().begin());
-      auto c = rs && rs.getResult().hasOneUse()
-                   ? llvm::dyn_cast<tc::ConcatOp>(*rs.getResult().getUsers().begin())
-                   : tc::ConcatOp();
-      if (!c || (cat && c != cat)) {
-        fused = false;
-        break;
-      }
-      cat = c;
-      chain.append({tr, rs});
-    }
-    auto ct = cat ? tensorType(cat.getResult()) : RankedTensorType();
-    fused = fused && ct.getRank() == 3 && cat.getAxis() == 2 && cat.getInputs().size() == 3 &&
-            ct.getDimSize(0) == tensorType(grads[0]).getDimSize(0) &&
-            ct.getDimSize(1) == tensorType(grads[0]).getDimSize(2);
-    if (fused) {
-      Value catBuf = outBuffer(cat.getResult());
-      int64_t n = ct.getDimSize(2), bytes = (ct.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-      for (int k = 0; k < 3; ++k) {
-        Value piece = chain[2 * k + 1]->getResult(0);
-        int64_t start = 0;
-        for (Value in : cat.getInputs()) {
-          if (in == piece)
-            break;
-          start += tensorType(in).getDimSize(2);
-        }
-        auto gt = tensorType(grads[k]);
-        outs[k] = tcx::ViewOp::create(b, op->getLoc(),
-                                      tcx::BufferType::fromTensorType(
-                                          tensorType(chain[2 * k]->getResult(0))),
-                                      catBuf, b.getI64IntegerAttr(start * bytes));
-        attrs.push_back(named(names[k], b.getDenseI64ArrayAttr(SmallVector<int64_t>{
-                                            ct.getDimSize(1) * n, gt.getDimSize(3), n})));
-      }
-      done.insert(chain.begin(), chain.end());
-      done.insert(cat);
-    } else {
-      for (int k = 0; k < 3; ++k)
-        outs[k] = result(grads[k], attrs, names[k], none).first;
-    }
-    Value dq = outs[0], dk = outs[1], dv = outs[2];
-    library(op, "attention_bwd", {q, k, v, o, bufferOf(ag.getLse()), dout}, {dq, dk, dv}, attrs);
-    return true;
-  }
+  if (isa<tc::AttentionOp, tc::AttentionGradOp>(op))
+    return lowerAttention(op);
   if (auto ga = llvm::dyn_cast<tc::GatherOp>(op)) {
     auto t = tensorType(ga.getData());
     if (ga.getAxis() != 0 || t.getRank() != 2 || !isLibraryFloat(t.getElementType()) ||

@@ -214,14 +214,16 @@ private:
         o.set(castTo(o.get(), f32, ("cast: up to f32 " + why).str()));
   }
 
-  /// Lowers every f32 float operand to bf16 and retypes f32 results.
-  void lowerOperandsAndResults(Operation *op, ArrayRef<unsigned> operandIdx) {
+  /// Lowers the f32 operands `operandIdx` to bf16 and retypes the f32
+  /// results (the first `numResults` of them; all by default).
+  void lowerOperandsAndResults(Operation *op, ArrayRef<unsigned> operandIdx,
+                               unsigned numResults = ~0u) {
     for (unsigned i : operandIdx) {
       OpOperand &o = op->getOpOperand(i);
       if (elementTypeOf(o.get()) == f32)
         o.set(castTo(o.get(), bf16, "cast: to bf16 for bf16 compute"));
     }
-    for (Value r : op->getResults())
+    for (Value r : op->getResults().take_front(std::min(numResults, op->getNumResults())))
       if (elementTypeOf(r) == f32) {
         r.setType(withElement(r.getType(), bf16));
         lowered.insert(r);
@@ -282,14 +284,7 @@ private:
       });
       if (!all)
         return annotate(op, typeName(computeType(op)), "attention: not f32, untouched");
-      for (unsigned i : idx) {
-        OpOperand &o = op->getOpOperand(i);
-        if (elementTypeOf(o.get()) == f32)
-          o.set(castTo(o.get(), bf16, "cast: to bf16 for bf16 compute"));
-      }
-      Value r = op->getResult(0);
-      r.setType(withElement(r.getType(), bf16));
-      lowered.insert(r);
+      lowerOperandsAndResults(op, idx, /*numResults=*/1); // lse stays f32
       return annotate(op, "bf16", "attention: bf16 operands, f32 softmax and accumulation");
     }
     case Kind::Norm:

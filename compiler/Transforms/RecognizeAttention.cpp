@@ -34,22 +34,6 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-/// The value of a constant whose elements are all equal (a scalar factor).
-std::optional<double> splatFloat(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!dense || !llvm::isa<FloatType>(dense.getElementType()) || dense.getNumElements() == 0)
-    return std::nullopt;
-  auto values = dense.getValues<APFloat>();
-  double first = (*values.begin()).convertToDouble();
-  for (APFloat x : values)
-    if (x.convertToDouble() != first)
-      return std::nullopt;
-  return first;
-}
-
 /// A scalar factor applied by `op` to `x`: x * c, c * x or x / c with c a
 /// one-element constant (`value`), or x * s / s * x with s a one-element
 /// tensor computed at run time (`dynamic`; e.g. an initializer the exporter
@@ -64,7 +48,7 @@ std::optional<Factor> factorOf(Operation *op, Value *x) {
   auto other = [&](Value a, Value b, bool divide) -> std::optional<Factor> {
     if (!scalar(b) || op->getResult(0).getType() != a.getType())
       return std::nullopt;
-    std::optional<double> c = splatFloat(b);
+    std::optional<double> c = splatFloatValue(b);
     if (!c && (divide || typeOf(b).getElementType() != typeOf(a).getElementType()))
       return std::nullopt;
     if (c && divide && *c == 0)
@@ -160,7 +144,7 @@ public:
       // rows whose every key is masked, which a causal or empty mask never
       // has (and the fused kernel gives such rows zeros as well).
       auto isnan = sel.getCond().getDefiningOp<IsNanOp>();
-      std::optional<double> zero = splatFloat(sel.getOnTrue());
+      std::optional<double> zero = splatFloatValue(sel.getOnTrue());
       if (!isnan || isnan.getInput() != sel.getOnFalse() || !zero || *zero != 0 ||
           typeOf(sel.getOnTrue()).getNumElements() != 1 || !probs.hasOneUse() ||
           !isnan->hasOneUse() || sel.getType() != sel.getOnFalse().getType())
@@ -283,8 +267,8 @@ private:
       auto dense = llvm::dyn_cast<DenseElementsAttr>(cond.getValue());
       if (!dense)
         return false;
-      std::optional<double> fillTrue = splatFloat(sel.getOnTrue());
-      std::optional<double> fillFalse = splatFloat(sel.getOnFalse());
+      std::optional<double> fillTrue = splatFloatValue(sel.getOnTrue());
+      std::optional<double> fillFalse = splatFloatValue(sel.getOnFalse());
       bool maskedWhenTrue;
       if (fillTrue && *fillTrue <= kMaskedBelow && typeOf(sel.getOnTrue()).getNumElements() == 1) {
         maskedWhenTrue = true;

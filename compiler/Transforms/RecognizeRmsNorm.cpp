@@ -31,13 +31,9 @@ RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType
 
 /// The value of a one-element float constant.
 std::optional<double> scalarConstant(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c || typeOf(v).getNumElements() != 1)
+  if (typeOf(v).getNumElements() != 1)
     return std::nullopt;
-  auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!dense || !llvm::isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  return (*dense.getValues<APFloat>().begin()).convertToDouble();
+  return splatFloatValue(v);
 }
 
 /// The single user of `v`, if it has exactly one.

@@ -511,16 +511,8 @@ struct FusionGen {
     if (!needIdx || !red)
       return "";
     const std::string it = numel < (int64_t(1) << 31) ? "unsigned" : "long long";
-    std::string s = ind + it + " rrem_ = (" + it + ")row;\n";
-    for (int64_t d = (int64_t)iter.size() - rowDims - 1; d >= 0; --d) {
-      std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
-      if (iter[d] == 1) {
-        s += ind + "const " + ix() + " idx" + std::to_string(d) + " = 0;\n";
-        continue;
-      }
-      s += ind + "const " + ix() + " idx" + std::to_string(d) + " = (" + ix() + ")(rrem_ % " + dim +
-           "); rrem_ /= " + dim + ";\n";
-    }
+    std::string s = ind + it + " rrem_ = (" + it + ")row;\n" +
+                    digitsCode(ind, it, "rrem_", (int64_t)iter.size() - rowDims - 1, 0);
     const int64_t first = (int64_t)iter.size() - rowDims;
     auto rowOffset = [&](int64_t at) {
       if (at < 0 || first == 0)
@@ -550,15 +542,23 @@ struct FusionGen {
     const int64_t first = red ? (int64_t)iter.size() - rowDims : 0;
     if (red && rowDims == 1)
       return ind + "const " + ix() + " idx" + std::to_string(iter.size() - 1) + " = j;\n";
-    std::string s = ind + it + " rem_ = (" + it + ")" + (red ? "j" : "i") + ";\n";
-    for (int64_t d = (int64_t)iter.size() - 1; d >= first; --d) {
+    return ind + it + " rem_ = (" + it + ")" + (red ? "j" : "i") + ";\n" +
+           digitsCode(ind, it, "rem_", (int64_t)iter.size() - 1, first);
+  }
+
+  /// idx<hi> down to idx<lo>: the digits of `rem` (of type `it`) in the
+  /// iteration dims (unit dims are 0), dividing `rem` as it goes.
+  std::string digitsCode(const std::string &ind, const std::string &it, const std::string &rem,
+                         int64_t hi, int64_t lo) {
+    std::string s;
+    for (int64_t d = hi; d >= lo; --d) {
       std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
       if (iter[d] == 1) {
         s += ind + "const " + ix() + " idx" + std::to_string(d) + " = 0;\n";
         continue;
       }
-      s += ind + "const " + ix() + " idx" + std::to_string(d) + " = (" + ix() + ")(rem_ % " + dim +
-           "); rem_ /= " + dim + ";\n";
+      s += ind + "const " + ix() + " idx" + std::to_string(d) + " = (" + ix() + ")(" + rem + " % " +
+           dim + "); " + rem + " /= " + dim + ";\n";
     }
     return s;
   }
@@ -1028,10 +1028,16 @@ FailureOr<KernelSource> copyKernel(Operation *op, Signature &sig, std::vector<Co
   auto lit = [&](int64_t x) { return std::to_string(x) + (it == "unsigned" ? "u" : "ll"); };
   std::string s = header(sig);
   if (v > 1) {
-    s += "  bool vec_ = true;\n";
+    // Every pointer once: 16-byte aligned or the scalar loop.
+    std::vector<std::string> ptrs;
     for (const CopyPart &p : parts)
-      s += "  vec_ = vec_ && ((unsigned long long)" + p.dst + " % 16 == 0) && ((unsigned long long)" +
-           p.src + " % 16 == 0);\n";
+      for (const std::string &ptr : {p.dst, p.src})
+        if (!llvm::is_contained(ptrs, ptr))
+          ptrs.push_back(ptr);
+    s += "  const bool vec_ =";
+    for (auto [j, ptr] : llvm::enumerate(ptrs))
+      s += std::string(j ? " &&" : "") + " ((unsigned long long)" + ptr + " % 16 == 0)";
+    s += ";\n";
   }
   s += "  for (long long t_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; t_ < n;"
        " t_ += (long long)gridDim.x * blockDim.x) {\n";

@@ -895,6 +895,23 @@ bool tc::isTrailingReduction(Operation *op) {
   return true;
 }
 
+std::optional<double> tc::splatFloatValue(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !llvm::isa<FloatType>(dense.getElementType()) || dense.getNumElements() == 0)
+    return std::nullopt;
+  if (dense.isSplat())
+    return dense.getSplatValue<APFloat>().convertToDouble();
+  auto values = dense.getValues<APFloat>();
+  double first = (*values.begin()).convertToDouble();
+  for (APFloat x : values)
+    if (x.convertToDouble() != first)
+      return std::nullopt;
+  return first;
+}
+
 bool tc::isLastAxisSoftmax(Operation *op) {
   if (!llvm::isa<SoftmaxOp, LogSoftmaxOp>(op))
     return false;

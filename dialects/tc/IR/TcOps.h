@@ -2,6 +2,8 @@
 #ifndef TC_DIALECT_TC_IR_TCOPS_H
 #define TC_DIALECT_TC_IR_TCOPS_H
 
+#include <optional>
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -30,6 +32,9 @@ bool isFusibleElementwise(mlir::Operation *op);
 bool isTrailingReduction(mlir::Operation *op);
 /// softmax / log_softmax over the last axis (a fusion may end in one).
 bool isLastAxisSoftmax(mlir::Operation *op);
+/// The value of a tc.constant of float type whose elements are all equal
+/// (splat or not; e.g. a scale, an epsilon, a mask fill), else nothing.
+std::optional<double> splatFloatValue(mlir::Value v);
 /// Registers the tc dialect with a registry.
 void registerTcDialect(mlir::DialectRegistry &registry);
 } // namespace tc

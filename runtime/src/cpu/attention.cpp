@@ -16,12 +16,15 @@ namespace tc::rt::cpu {
 
 namespace {
 
+/// Sizes and attributes of one attention op.
 struct Dims {
   int64_t b, h, hkv, tq, tk, d, dv;
+  double scale;
+  bool causal;
 };
 
 /// Reads and checks q, k, v (operands 0..2) and the scale/causal attributes.
-Dims attentionDims(KernelContext &c, double *scale, bool *causal) {
+Dims attentionDims(KernelContext &c) {
   const Buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   c.expectFloat(q, "query");
   c.expectSameDType(q, k, "key");
@@ -29,25 +32,24 @@ Dims attentionDims(KernelContext &c, double *scale, bool *causal) {
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
     c.fail("query, key and value must have rank 4 [batch, heads, tokens, dim]");
   Dims d{q.shape()[0], q.shape()[1], k.shape()[1], q.shape()[2],
-         k.shape()[2], q.shape()[3], v.shape()[3]};
+         k.shape()[2], q.shape()[3], v.shape()[3], c.floatAttr("scale"),
+         c.boolAttr("causal", false)};
   if (k.shape()[0] != d.b || v.shape()[0] != d.b || v.shape()[1] != d.hkv ||
       v.shape()[2] != d.tk || k.shape()[3] != d.d)
     c.fail("query, key and value shapes do not match");
   if (d.hkv == 0 || d.h % d.hkv != 0)
     c.fail("query heads must be a multiple of the key/value heads");
-  *scale = c.floatAttr("scale");
-  *causal = c.boolAttr("causal", false);
   return d;
 }
 
 /// Scaled, masked scores of query row (b, h, i) into s[tk]; masked entries
 /// are -inf.
 void scores(const Dims &d, const Buffer &q, const Buffer &k, int64_t b, int64_t h, int64_t i,
-            double scale, bool causal, std::vector<double> &s) {
+            std::vector<double> &s) {
   int64_t hk = h / (d.h / d.hkv);
   const double *qr = q.f.data() + ((b * d.h + h) * d.tq + i) * d.d;
   for (int64_t j = 0; j < d.tk; ++j) {
-    if (causal && j > i) {
+    if (d.causal && j > i) {
       s[j] = -std::numeric_limits<double>::infinity();
       continue;
     }
@@ -55,16 +57,14 @@ void scores(const Dims &d, const Buffer &q, const Buffer &k, int64_t b, int64_t 
     double acc = 0;
     for (int64_t x = 0; x < d.d; ++x)
       acc += qr[x] * kr[x];
-    s[j] = scale * acc;
+    s[j] = d.scale * acc;
   }
 }
 
 void attentionKernel(KernelContext &c) {
   c.expectOperands(3);
   c.expectResults(2);
-  double scale;
-  bool causal;
-  Dims d = attentionDims(c, &scale, &causal);
+  Dims d = attentionDims(c);
   const Buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   Buffer &o = *c.out[0], &lse = *c.out[1];
   c.expectShape(o, {d.b, d.h, d.tq, d.dv}, "result");
@@ -74,7 +74,7 @@ void attentionKernel(KernelContext &c) {
     for (int64_t h = 0; h < d.h; ++h) {
       int64_t hk = h / (d.h / d.hkv);
       for (int64_t i = 0; i < d.tq; ++i) {
-        scores(d, q, k, b, h, i, scale, causal, s);
+        scores(d, q, k, b, h, i, s);
         double m = -std::numeric_limits<double>::infinity();
         for (double x : s)
           m = std::max(m, x);
@@ -105,9 +105,7 @@ void attentionKernel(KernelContext &c) {
 void attentionGradKernel(KernelContext &c) {
   c.expectOperands(6);
   c.expectResults(3);
-  double scale;
-  bool causal;
-  Dims d = attentionDims(c, &scale, &causal);
+  Dims d = attentionDims(c);
   const Buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   const Buffer &o = *c.in[3], &lse = *c.in[4], &g = *c.in[5];
   c.expectShape(o, {d.b, d.h, d.tq, d.dv}, "result operand");
@@ -129,7 +127,7 @@ void attentionGradKernel(KernelContext &c) {
         double l = lse.f[row];
         if (std::isinf(l))
           continue; // every key masked: the row contributed nothing
-        scores(d, q, k, b, h, i, scale, causal, s);
+        scores(d, q, k, b, h, i, s);
         const double *orow = o.f.data() + row * d.dv;
         const double *grow = g.f.data() + row * d.dv;
         const double *qrow = q.f.data() + row * d.d;
@@ -151,7 +149,7 @@ void attentionGradKernel(KernelContext &c) {
             dp += grow[x] * vr[x];
             dvr[x] += p * grow[x];
           }
-          double ds = p * (dp - rowDot) * scale;
+          double ds = p * (dp - rowDot) * d.scale;
           for (int64_t x = 0; x < d.d; ++x) {
             dqrow[x] += ds * kr[x];
             dkr[x] += ds * qrow[x];

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "runtime/src/cpu/kernel.h"
 
@@ -57,6 +58,20 @@ void checkAffine(KernelContext &c, const Buffer *p, const Buffer &x, int64_t axi
   c.expectShape(*p, want, what);
 }
 
+/// A row's mean (0 for rms_norm) and sqrt(mean((x - mean)^2) + eps), in
+/// double: what the norms and their gradients divide by.
+std::pair<double, double> rowStats(const double *px, int64_t n, double eps, bool rms) {
+  double mean = 0, ss = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < n; ++j)
+      mean += px[j];
+    mean /= static_cast<double>(n);
+  }
+  for (int64_t j = 0; j < n; ++j)
+    ss += (px[j] - mean) * (px[j] - mean);
+  return {mean, std::sqrt(ss / static_cast<double>(n) + eps)};
+}
+
 template <bool Rms> void normKernel(KernelContext &c) {
   c.expectResults(1);
   std::vector<const Buffer *> ops = c.optionalOperands(Rms ? 2 : 3);
@@ -79,22 +94,7 @@ template <bool Rms> void normKernel(KernelContext &c) {
   for (int64_t r = 0; r < rows; ++r) {
     const double *px = x.f.data() + r * n;
     double *py = y.f.data() + r * n;
-    double mean = 0, denom;
-    if (Rms) {
-      double ss = 0;
-      for (int64_t j = 0; j < n; ++j)
-        ss += px[j] * px[j];
-      denom = std::sqrt(ss / static_cast<double>(n) + eps);
-    } else {
-      for (int64_t j = 0; j < n; ++j)
-        mean += px[j];
-      mean /= static_cast<double>(n);
-      double var = 0;
-      for (int64_t j = 0; j < n; ++j)
-        var += (px[j] - mean) * (px[j] - mean);
-      var /= static_cast<double>(n);
-      denom = std::sqrt(var + eps);
-    }
+    auto [mean, denom] = rowStats(px, n, eps, Rms);
     for (int64_t j = 0; j < n; ++j) {
       double v = (px[j] - mean) / denom;
       if (scale)
@@ -135,15 +135,8 @@ template <bool Rms> void normGradKernel(KernelContext &c) {
   std::vector<double> xhat(static_cast<size_t>(n)), gs(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
     const double *px = x.f.data() + r * n, *pg = g.f.data() + r * n;
-    double mean = 0, ss = 0;
-    if (!Rms) {
-      for (int64_t j = 0; j < n; ++j)
-        mean += px[j];
-      mean /= static_cast<double>(n);
-    }
-    for (int64_t j = 0; j < n; ++j)
-      ss += (px[j] - mean) * (px[j] - mean);
-    double rstd = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    auto [mean, denom] = rowStats(px, n, eps, Rms);
+    double rstd = 1.0 / denom;
     double m1 = 0, m2 = 0;
     for (int64_t j = 0; j < n; ++j) {
       xhat[j] = (px[j] - mean) * rstd;

@@ -218,23 +218,17 @@ struct DeviceExecutor::Impl {
 
   cudaStream_t stream(int64_t id) { return streams.at(static_cast<size_t>(id)).get(); }
 
-  Status ensureStreams(int64_t count) {
-    while (static_cast<int64_t>(streams.size()) < count) {
-      Stream s;
-      TC_RETURN_IF_ERROR(Stream::create(&s));
-      streams.push_back(std::move(s));
+  /// Grows `pool` (streams or events) to `count` created handles.
+  template <class Handle> static Status growTo(std::deque<Handle> &pool, int64_t count) {
+    while (static_cast<int64_t>(pool.size()) < count) {
+      Handle h;
+      TC_RETURN_IF_ERROR(Handle::create(&h));
+      pool.push_back(std::move(h));
     }
     return Status::ok();
   }
-
-  Status ensureEvents(int64_t count) {
-    while (static_cast<int64_t>(events.size()) < count) {
-      Event e;
-      TC_RETURN_IF_ERROR(Event::create(&e));
-      events.push_back(std::move(e));
-    }
-    return Status::ok();
-  }
+  Status ensureStreams(int64_t count) { return growTo(streams, count); }
+  Status ensureEvents(int64_t count) { return growTo(events, count); }
 
   Status pointer(Prepared &p, int32_t index, void **out, const std::string &where) {
     const DeviceFunction &fn = *p.fn;
