@@ -187,6 +187,7 @@ bool importModel(MLIRContext &ctx, const CompileOptions &opts, CompileResult *re
   }
   result->imported = std::move(imported->module);
   result->notes = imported->notes;
+  result->droppedParameters = imported->droppedParameters;
   // Keep the weights with the result: stash them in the artifact right away.
   rt::Artifact &a = result->artifact;
   for (onnx_import::ImportedWeight &w : imported->weights) {
@@ -213,6 +214,24 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   if (!importModel(ctx, opts, result, error))
     return false;
+  if (opts.train.enabled && !result->droppedParameters.empty()) {
+    // Training would leave them at their initial value where PyTorch trains
+    // them: refuse rather than train another model.
+    const std::vector<std::string> &d = result->droppedParameters;
+    std::string list;
+    for (size_t i = 0; i < d.size(); ++i)
+      list += (i ? ", '" : "'") + d[i] + "'";
+    error->kind = CompileErrorKind::BadInput;
+    error->message =
+        "cannot train this export: " + std::to_string(d.size()) + " parameter" +
+        (d.size() == 1 ? " of the torch module was" : "s of the torch module were") +
+        " folded away by the exporter's optimizer together with " +
+        (d.size() == 1 ? "its consumer" : "their consumers") +
+        " (a zero-valued bias or scale is a no-op to it): " + list +
+        "; export again with torch.onnx.export(..., dynamo=True, optimize=False), "
+        "which keeps every parameter";
+    return false;
+  }
   {
     DiagnosticCollector diags(ctx);
     if (failed(verify(*result->imported))) {

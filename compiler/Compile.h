@@ -72,6 +72,8 @@ struct CompileResult {
   mlir::OwningOpRef<mlir::ModuleOp> module;   // after the pipeline
   rt::Artifact artifact;
   std::vector<std::string> notes; // from the import (ImportResult::notes)
+  /// ImportResult::droppedParameters: compile() refuses to train them.
+  std::vector<std::string> droppedParameters;
   /// GPU targets: the planned execution-level module (tcx), the generated
   /// kernels (source; cubin and PTX when compiled) and the memory report.
   mlir::OwningOpRef<mlir::ModuleOp> gpuModule;

@@ -17,6 +17,12 @@ Each file is a few hundred bytes and committed; rerunning gives the same bytes.
                          value_info pkg.onnxscript.optimizer.folded_from: mask from two
                          intermediate values, rope from inv_freq, val_7 from lin.weight alone,
                          rows from pe.weight and an index; IR 10
+  merged_dedup.onnx      Y = Linear(X * a * b) as the dynamo exporter's optimizer leaves a fresh
+                         model: b was deduplicated into a (equal values; the second Mul reads
+                         'a' while its FX node names p_b), the Linear's Transpose(w) folded into
+                         val_7 (folded_from ['w']) and its zero bias dropped with its Add (the
+                         FX node names p_lin_bias, no ONNX node reads it); 'c' is in the
+                         signature but no FX node names it (a tied weight); IR 10
 """
 import argparse
 import os
@@ -74,6 +80,7 @@ def main():
         f.write(struct.pack("<4f", 1.0, 2.0, 3.0, 4.0))
 
     save("buffer_kind.onnx", buffer_kind_model())
+    save("merged_dedup.onnx", merged_dedup_model())
 
 
 def buffer_kind_model():
@@ -102,6 +109,41 @@ def buffer_kind_model():
         e = vi.metadata_props.add()   # ValueInfoProto.metadata_props: ONNX >= 1.16
         e.key, e.value = key, value
         g.value_info.append(vi)
+    return model(g, opset=18, ir=10)
+
+
+def fx_node(node, name, target, args):
+    """The dynamo exporter's per-node metadata: which FX node it comes from."""
+    e = node.metadata_props.add()     # NodeProto.metadata_props: ONNX >= 1.16
+    e.key = "pkg.torch.onnx.fx_node"
+    e.value = (f"%{name} : [num_users=1] = call_function[target={target}](args = "
+               f"({', '.join('%' + a for a in args)}), kwargs = {{}})")
+    return node
+
+
+def merged_dedup_model():
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 3])
+    w = [[0.1 * (i + 1) + 0.01 * j for j in range(4)] for i in range(3)]   # w: [3, 4]
+    wt = [w[i][j] for j in range(4) for i in range(3)]                    # val_7 = w^T: [4, 3]
+    inits = [helper.make_tensor("a", TensorProto.FLOAT, [4], [1.0] * 4),
+             helper.make_tensor("val_7", TensorProto.FLOAT, [4, 3], wt)]
+    mul = "torch.ops.aten.mul.Tensor"
+    nodes = [fx_node(helper.make_node("Mul", ["X", "a"], ["m1"], name="node_mul"), "mul", mul, ["x", "p_a"]),
+             fx_node(helper.make_node("Mul", ["m1", "a"], ["m2"], name="node_mul_1"), "mul_1", mul,
+                     ["mul", "p_b"]),
+             fx_node(helper.make_node("MatMul", ["m2", "val_7"], ["Y"], name="node_linear"), "linear",
+                     "torch.ops.aten.linear.default", ["mul_1", "p_w", "p_lin_bias"])]
+    g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
+    e = g.metadata_props.add()
+    e.key = "pkg.torch.export.ExportedProgram.graph_signature"
+    e.value = ("\n# inputs\np_a: PARAMETER target='a'\np_b: PARAMETER target='b'\n"
+               "p_c: PARAMETER target='c'\np_w: PARAMETER target='w'\n"
+               "p_lin_bias: PARAMETER target='lin.bias'\nx: USER_INPUT\n\n# outputs\nlinear: USER_OUTPUT\n")
+    vi = helper.make_tensor_value_info("val_7", TensorProto.FLOAT, [4, 3])
+    e = vi.metadata_props.add()
+    e.key, e.value = "pkg.onnxscript.optimizer.folded_from", "['w']"
+    g.value_info.append(vi)
     return model(g, opset=18, ir=10)
 
 

@@ -6,8 +6,13 @@ learned positions, pre-LN blocks, fused qkv, GELU(tanh), lm_head tied to wte)
 at a trainable size: byte vocabulary (256), d_model 64, 2 layers, 4 heads,
 context 64. GPT-2's initialisation (normal(0, 0.02), zero biases, unit
 LayerNorm weights), seeded, so the file is reproducible. The export is
-TorchScript (opset 17) with dynamic batch/seq and do_constant_folding=False so
-that every initializer keeps its torch name (the checkpoints use them).
+torch's dynamo exporter (opset 18, dynamic batch/seq) with optimize=False, one
+file: every parameter is an initializer of its own under its torch name (the
+checkpoints use them). Its optimizer (optimize=True) would merge the fresh
+model's equal-valued biases and norm scales and drop its zero biases, and the
+TorchScript exporter would alias them with Identity nodes: tc restores the
+merged ones (frontends/onnx/MergedParameters.h), but a dropped bias cannot be
+trained.
 
     python3 examples/tiny-gpt/make_model.py [--out examples/tiny-gpt/tiny-gpt.onnx]
 """
@@ -48,7 +53,12 @@ def main():
                 p.fill_(1.0)
     model.eval()
     ids = torch.randint(0, 256, (2, 16), generator=g)
-    mf.export_torchscript(model, (ids, ids.clone()), args.out)
+    prog, dynamic, note = mf.export_dynamo(model, (ids, ids.clone()), mf.GPT2_N_POSITIONS)
+    assert dynamic, note
+    if os.path.exists(args.out):
+        os.remove(args.out)
+    prog.save(args.out, external_data=False)
+    mf.strip_host_paths(args.out)
     n = sum(p.numel() for p in model.parameters())
     print(f"wrote {args.out}: {n} parameters, {os.path.getsize(args.out)} bytes")
 

@@ -59,6 +59,12 @@ struct ImportOptions {
   /// second parameter, so training keeps the tie; each case is reported in
   /// ImportResult::notes. Needs loadWeights.
   bool tieTransposedCopies = true;
+  /// Parameters an exporter merged because their values were equal
+  /// (TorchScript's Identity aliases, the dynamo optimizer's deduplicated
+  /// initializers; see MergedParameters.h) become parameters of their own
+  /// again, named as in torch, each reported in ImportResult::notes. false
+  /// (tc-compile --keep-merged): they stay one shared tensor.
+  bool restoreMerged = true;
 };
 
 /// The value of one tc.parameter (storage format of rt::HostTensor).
@@ -80,6 +86,11 @@ struct ImportResult {
   std::vector<std::string> needConstantInputs;
   /// Things the user should know about the import (not errors), one line each.
   std::vector<std::string> notes;
+  /// Parameters of the torch module (graph signature) whose consumers the
+  /// exporter folded away (a zero bias dropped with its Add): the model
+  /// computes the same, but they cannot be trained. compile() refuses to
+  /// train such a model, naming them.
+  std::vector<std::string> droppedParameters;
 };
 
 /// Reads and imports `path`: binary ModelProto (any extension but .onnxtxt)

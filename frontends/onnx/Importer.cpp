@@ -19,6 +19,8 @@
 #include "frontends/onnx/Importer.h"
 
 #include "compiler/Program.h"
+#include "frontends/onnx/MergedParameters.h"
+#include "frontends/onnx/Metadata.h"
 #include "frontends/onnx/OnnxLib.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -78,6 +80,16 @@ std::string nodeLabel(const onnx::NodeProto &n) {
 std::string joinShape(ArrayRef<int64_t> s) {
   return llvm::join(llvm::map_range(s, [](int64_t d) { return std::to_string(d); }), "x");
 }
+/// Up to four items, then "and N more".
+std::string listItems(const std::vector<std::string> &names) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 4; ++i)
+    list += (i ? ", " : "") + names[i];
+  if (names.size() > 4)
+    list += " and " + std::to_string(names.size() - 4) + " more";
+  return list;
+}
+
 } // namespace
 
 /// Imports one model. Lives for one importOnnxFile call.
@@ -124,6 +136,7 @@ private:
                                std::vector<const OnnxValue *> inputs,
                                const std::string &namePrefix);
   LogicalResult finishFunction(const onnx::GraphProto &graph);
+  void reportMergedParameters(const MergedParameters &merged);
   FailureOr<RankedTensorType> graphInputType(const onnx::ValueInfoProto &vi);
   /// Whether 2-D initializer `b` holds exactly (bitwise) the transpose of 2-D
   /// initializer `a`, and `a` is neither symmetric nor constant-filled. Both
@@ -150,6 +163,9 @@ private:
   std::map<std::string, RankedTensorType> initTypes_;
   std::vector<std::string> argNames_;
   std::vector<std::string> notes_;
+  /// Folded W^T initializer -> W (MergedParameters::transposed): imported as
+  /// tc.transpose of parameter W.
+  std::map<std::string, std::string> transposedParams_;
   int inlineDepth_ = 0;
 };
 
@@ -380,9 +396,6 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
   return RankedTensorType::get(dims, elt);
 }
 
-static std::map<std::string, std::string> unknownMetadata(const google::protobuf::Message &msg,
-                                                          int field);
-
 LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
   for (const auto &[name, shape] : opts_.inputShapes) {
     bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
@@ -478,44 +491,17 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
   // torch.optim never sees them. A constant folded from a parameter
   // (Transpose(W), the rows of a position embedding) stays trainable.
   std::map<std::string, std::string> kinds; // FQN or initializer name -> kind
-  {
-    auto gmd = unknownMetadata(graph, 16);
-    auto sig = gmd.find("pkg.torch.export.ExportedProgram.graph_signature");
-    if (sig != gmd.end()) {
-      std::istringstream lines(sig->second);
-      std::string line;
-      while (std::getline(lines, line)) {
-        size_t colon = line.find(": "), t = line.find("target='");
-        if (colon == std::string::npos || t == std::string::npos)
-          continue;
-        std::string kind = line.substr(colon + 2, line.find(' ', colon + 2) - colon - 2);
-        size_t end = line.find('\'', t + 8);
-        if (end != std::string::npos)
-          kinds[line.substr(t + 8, end - t - 8)] = kind;
-      }
-    }
-  }
-  std::map<std::string, std::vector<std::string>> foldedFrom;
+  for (const auto &[placeholder, in] : graphSignature(graph))
+    kinds[in.target] = in.kind;
   for (const auto &vi : graph.value_info()) {
     if (!initTypes_.count(vi.name()))
       continue;
-    auto md = unknownMetadata(vi, 4);
+    auto md = unknownMetadata(vi, kValueInfoMetadataField);
     auto it = md.find("pkg.torch.export.graph_signature.InputSpec.kind");
     if (it != md.end())
       kinds[vi.name()] = it->second;
-    auto f = md.find("pkg.onnxscript.optimizer.folded_from");
-    if (f != md.end()) {
-      std::vector<std::string> &src = foldedFrom[vi.name()];
-      const std::string &t = f->second;
-      for (size_t a = t.find('\''); a != std::string::npos; a = t.find('\'', a + 1)) {
-        size_t b = t.find('\'', a + 1);
-        if (b == std::string::npos)
-          break;
-        src.push_back(t.substr(a + 1, b - a - 1));
-        a = b;
-      }
-    }
   }
+  std::map<std::string, std::vector<std::string>> foldedFrom = foldedSources(graph);
   std::set<std::string> buffers, folded;
   for (const auto &[name, kind] : kinds)
     if (kind == "BUFFER" || kind == "CONSTANT_TENSOR")
@@ -528,13 +514,40 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
           }))
         folded.insert(name);
   std::vector<std::string> bufferParams, foldedParams;
+  size_t restoredTransposes = 0;
   for (const auto &init : graph.initializer()) {
     RankedTensorType type = initTypes_[init.name()];
     Location loc = NameLoc::get(StringAttr::get(&ctx_, init.name()), fileLoc);
     bool isParam = isa<FloatType>(type.getElementType()) && type.getRank() >= 1 &&
                    type.getNumElements() >= 1;
     Value v;
-    if (isParam) {
+    auto restored = transposedParams_.find(init.name());
+    if (isParam && restored != transposedParams_.end()) {
+      // W^T folded by the exporter: W is the parameter (torch's name and
+      // layout), the folded constant its transpose.
+      const std::string &w = restored->second;
+      auto wType = RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)},
+                                         type.getElementType());
+      auto data = initData_.find(init.name());
+      if (data != initData_.end()) {
+        rt::HostTensor t = data->second;
+        int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+        size_t eb = t.data.size() / (size_t)(rows * cols);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j)
+            std::memcpy(t.data.data() + (size_t)(j * rows + i) * eb,
+                        data->second.data.data() + (size_t)(i * cols + j) * eb, eb);
+        t.type.shape = {cols, rows};
+        initData_[w] = std::move(t);
+        initData_.erase(init.name());
+      }
+      Location wLoc = NameLoc::get(StringAttr::get(&ctx_, w), fileLoc);
+      Value param = tc::ParameterOp::create(builder_, wLoc, wType, builder_.getStringAttr(w),
+                                            builder_.getUnitAttr());
+      matrices.emplace_back(w, param);
+      v = tc::TransposeOp::create(builder_, loc, type, param, builder_.getDenseI64ArrayAttr({1, 0}));
+      ++restoredTransposes;
+    } else if (isParam) {
       if (type.getRank() == 2 && opts_.tieTransposedCopies && opts_.loadWeights) {
         for (auto &[name, param] : matrices) {
           if (!transposedCopyOf(init.name(), name))
@@ -565,13 +578,18 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
     bind(init.name(), OnnxValue{v});
   }
   auto listNames = [](const std::vector<std::string> &names) {
-    std::string list;
-    for (size_t i = 0; i < names.size() && i < 4; ++i)
-      list += (i ? ", '" : "'") + names[i] + "'";
-    if (names.size() > 4)
-      list += " and " + std::to_string(names.size() - 4) + " more";
-    return list;
+    std::vector<std::string> quoted;
+    for (const std::string &n : names)
+      quoted.push_back("'" + n + "'");
+    return listItems(quoted);
   };
+  if (restoredTransposes > 0)
+    notes_.push_back(std::to_string(restoredTransposes) + " weight" +
+                     (restoredTransposes == 1 ? " was" : "s were") +
+                     " stored transposed by the exporter's optimizer (folded Transpose of a "
+                     "Linear weight): restored as the torch parameter" +
+                     (restoredTransposes == 1 ? "" : "s") + " under " +
+                     (restoredTransposes == 1 ? "its" : "their") + " own name and layout");
   bool one = bufferParams.size() == 1;
   if (!bufferParams.empty())
     notes_.push_back(std::to_string(bufferParams.size()) + " initializer" +
@@ -586,26 +604,6 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
                      listNames(foldedParams) + "): not trainable unless --trainable names " +
                      (one ? "it" : "them"));
   return success();
-}
-
-/// metadata_props that ONNX >= 1.16 added to messages libonnx 1.12 does not
-/// know them on (ValueInfoProto field 4, GraphProto field 16): its classes
-/// keep them as unknown fields. key -> value. torch's dynamo exporter writes
-/// the torch.export graph signature there, onnxscript's optimizer the
-/// sources of each constant it folds.
-static std::map<std::string, std::string> unknownMetadata(const google::protobuf::Message &msg,
-                                                          int field) {
-  std::map<std::string, std::string> out;
-  const google::protobuf::UnknownFieldSet &u = msg.GetReflection()->GetUnknownFields(msg);
-  for (int i = 0; i < u.field_count(); ++i) {
-    const google::protobuf::UnknownField &f = u.field(i);
-    if (f.number() != field || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto e;
-    if (e.ParseFromString(f.length_delimited()))
-      out[e.key()] = e.value();
-  }
-  return out;
 }
 
 bool Importer::transposedCopyOf(const std::string &b, const std::string &a) const {
@@ -642,6 +640,43 @@ bool Importer::transposedCopyOf(const std::string &b, const std::string &a) cons
         distinct = true;
     }
   return distinct && !symmetric;
+}
+
+void Importer::reportMergedParameters(const MergedParameters &m) {
+  if (!m.merged.empty()) {
+    std::vector<std::string> items;
+    for (const auto &[param, kept] : m.merged)
+      items.push_back("'" + param + "' (merged into '" + kept + "')");
+    std::string how = llvm::join(m.kinds, " and ");
+    size_t n = m.merged.size();
+    std::string count = std::to_string(n) + " parameter" + (n == 1 ? "" : "s");
+    if (opts_.restoreMerged)
+      notes_.push_back("restored " + count + " that the exporter merged with an equal-valued "
+                       "one (" + how + "): " + listItems(items) + "; each is trained on its "
+                       "own, as in PyTorch (--keep-merged trains them as one shared tensor)");
+    else
+      notes_.push_back(count + (n == 1 ? " is" : " are") + " merged by the exporter with an "
+                       "equal-valued one (" + how + "): " + listItems(items) + "; trained as "
+                       "one shared tensor (--keep-merged)");
+  }
+  if (!m.unrestorable.empty())
+    notes_.push_back(std::to_string(m.unrestorable.size()) + " merged parameter" +
+                     (m.unrestorable.size() == 1 ? "" : "s") + " cannot be restored under "
+                     "its own name, because the kept copy is a constant folded from another "
+                     "parameter: " + listItems(m.unrestorable) + "; trained shared (export with "
+                     "optimize=False to train them separately)");
+  if (!m.dropped.empty()) {
+    std::vector<std::string> items;
+    for (const std::string &p : m.dropped)
+      items.push_back("'" + p + "'");
+    notes_.push_back(std::to_string(m.dropped.size()) + " parameter" +
+                     (m.dropped.size() == 1 ? " of the torch module is" : "s of the torch module are") +
+                     " not in the model: the exporter's optimizer removed " +
+                     (m.dropped.size() == 1 ? "its consumer" : "their consumers") +
+                     " as a no-op (a zero-valued bias or scale): " + listItems(items) +
+                     "; the model computes the same, but cannot train " +
+                     (m.dropped.size() == 1 ? "it" : "them"));
+  }
 }
 
 std::vector<std::string> Importer::graphInputsOf(Value v) {
@@ -841,8 +876,14 @@ FailureOr<ImportResult> Importer::run() {
   ctx_.loadDialect<tc::TCDialect, func::FuncDialect>();
   onnx::ModelProto model;
   if (failed(readModel(model)) || failed(checkOpsets(model)) ||
-      failed(checkAndSortGraph(*model.mutable_graph())) ||
-      failed(readInitializers(model.graph())))
+      failed(checkAndSortGraph(*model.mutable_graph())))
+    return failure();
+  MergedParameters merged = restoreMergedParameters(*model.mutable_graph(), !opts_.restoreMerged);
+  reportMergedParameters(merged);
+  if (opts_.restoreMerged)
+    for (const auto &[folded, param] : merged.transposed)
+      transposedParams_[folded] = param;
+  if (failed(readInitializers(model.graph())))
     return failure();
 
   // libonnx 1.12's checker knows IR <= 8 and its own opsets only; for newer
@@ -897,6 +938,7 @@ FailureOr<ImportResult> Importer::run() {
   });
   result.module = std::move(module_);
   result.notes = notes_;
+  result.droppedParameters = merged.dropped;
   return result;
 }
 

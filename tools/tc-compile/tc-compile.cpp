@@ -84,6 +84,12 @@ Training (the artifact gets eval_step, grad_step, apply_step, train_step):
   --trainable REGEX      train only matching parameters (repeatable; default:
                          every floating-point initializer)
   --freeze REGEX         never train matching parameters (repeatable)
+  --keep-merged          train parameters that the exporter merged because
+                         their values were equal (a fresh model's zero biases
+                         and unit norm scales: TorchScript's Identity aliases,
+                         the dynamo optimizer's deduplicated initializers) as
+                         one shared tensor (default: each is restored as a
+                         parameter of its own, named as in torch)
   --no-tie               keep an initializer that holds the exact transpose of
                          another (a tied weight split by the exporter) as a
                          parameter of its own (default: both use the first)
@@ -202,6 +208,8 @@ int main(int argc, char **argv) {
       if (!st.isOk())
         fail(2, st.message());
       opts.initOverrides.push_back(std::move(o));
+    } else if (a == "--keep-merged") {
+      opts.import.restoreMerged = false;
     } else if (a == "--no-tie") {
       opts.import.tieTransposedCopies = false;
     } else if (is("--freeze")) {
@@ -258,16 +266,18 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "tc-compile: note: %s\n", n.c_str());
   };
   if (emit == "mlir") {
-    if (!tc::importModel(ctx, opts, &result, &error))
-      fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
+    bool ok = tc::importModel(ctx, opts, &result, &error);
     printNotes();
+    if (!ok)
+      fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
     result.imported->print(llvm::outs());
     llvm::outs() << "\n";
     return 0;
   }
-  if (!tc::compile(ctx, opts, &result, &error))
+  bool ok = tc::compile(ctx, opts, &result, &error);
+  printNotes(); // also on failure: a note may be what explains the error
+  if (!ok)
     fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
-  printNotes();
   {
     size_t missing = 0;
     for (const auto &p : result.artifact.params)
