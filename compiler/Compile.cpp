@@ -3,6 +3,7 @@
 #include "compiler/Compile.h"
 
 #include "compiler/DeviceProgram.h"
+#include "compiler/Labels.h"
 #include "compiler/Program.h"
 #include "compiler/MemoryReport.h"
 #include "compiler/PrecisionReport.h"
@@ -313,6 +314,15 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   if (opts.train.enabled)
     a.reports["training"] = trainingConfigJson(*result->module, opts.train);
+  if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer")) {
+    LabelConvention labels = detectLabelConvention(infer);
+    if (!labels.convention.empty()) {
+      a.reports["labels"] = labelConventionJson(labels);
+      if (labels.convention == "same")
+        result->notes.push_back("labels: " + labels.reason + "; recorded in the artifact, so "
+                                "tc-run --data feeds labels = input_ids (--labels same)");
+    }
+  }
   a.reports["precision"] =
       precisionReport(*result->module, opts.train.enabled ? "train_step" : "infer");
   if (isGpuTarget(opts.target) && !runGpuPipeline(*result->module, opts, result, error))

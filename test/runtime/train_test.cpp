@@ -290,4 +290,39 @@ TEST(Trainer, TokenDataWindows) {
   EXPECT_EQ(ids2.data, ids.data); // deterministic
   TokenData bad;
   EXPECT_EQ(bad.open(path, 4).code(), StatusCode::Ok); // 200 bytes is 50 uint32s
+  // A model that shifts the labels itself (HF) gets the same tokens.
+  Rng same;
+  TokenData d3;
+  ASSERT_TRUE(d3.open(path, 2).isOk());
+  HostTensor ids3, labels3;
+  ASSERT_TRUE(d3.nextBatch(3, 8, DType::I64, &same, &ids3, &labels3, LabelShift::Same).isOk());
+  EXPECT_EQ(ids3.data, ids.data); // the same windows
+  EXPECT_EQ(labels3.data, ids3.data);
+}
+
+TEST(Trainer, ChooseLabels) {
+  Artifact none, hf, plain, bad;
+  hf.reports["labels"] = R"({"convention": "same", "input": "labels", "ignore_index": -100,
+                             "reason": "the model shifts 'labels' itself"})";
+  plain.reports["labels"] = R"({"convention": "next", "input": "labels", "reason": "r"})";
+  bad.reports["labels"] = R"({"convention": "sideways"})";
+  LabelShift s;
+  std::string msg, note;
+  ASSERT_TRUE(chooseLabels(none, "", &s, &msg, &note).isOk());
+  EXPECT_EQ(s, LabelShift::Next);
+  EXPECT_NE(msg.find("the default"), std::string::npos) << msg;
+  ASSERT_TRUE(chooseLabels(hf, "", &s, &msg, &note).isOk());
+  EXPECT_EQ(s, LabelShift::Same);
+  EXPECT_NE(msg.find("shifts 'labels' itself"), std::string::npos) << msg;
+  EXPECT_TRUE(note.empty());
+  ASSERT_TRUE(chooseLabels(hf, "next", &s, &msg, &note).isOk()); // the flag wins, with a note
+  EXPECT_EQ(s, LabelShift::Next);
+  EXPECT_NE(note.find("overrides the artifact's 'same'"), std::string::npos) << note;
+  ASSERT_TRUE(chooseLabels(plain, "next", &s, &msg, &note).isOk());
+  EXPECT_TRUE(note.empty());
+  ASSERT_TRUE(chooseLabels(plain, "same", &s, &msg, &note).isOk());
+  EXPECT_EQ(s, LabelShift::Same);
+  EXPECT_FALSE(note.empty());
+  EXPECT_EQ(chooseLabels(none, "shifted", &s, &msg, &note).code(), StatusCode::InvalidArgument);
+  EXPECT_EQ(chooseLabels(bad, "", &s, &msg, &note).code(), StatusCode::DataLoss);
 }

@@ -69,7 +69,8 @@ void usage(std::FILE *out) {
                "              --feed NAME=FILE.npy ... [--metrics OUT.jsonl]\n"
                "              [--ref-precision f32|f64] [--save-outputs DIR]\n"
                "       tc-run MODEL.tca --steps N (--feed NAME=FILE.npy ... | --data TOKENS.bin\n"
-               "              [--batch B] [--seq T] [--dtype uint16|uint32] [--seed S])\n"
+               "              [--batch B] [--seq T] [--dtype uint16|uint32] [--seed S]\n"
+               "              [--labels next|same])\n"
                "              [--lr X] [--warmup W] [--lr-schedule constant|cosine]\n"
                "              [--metrics OUT.jsonl] [--save DIR] [--save-every K]\n"
                "              [--resume DIR] [--init WEIGHTS.safetensors]\n"
@@ -79,7 +80,11 @@ void usage(std::FILE *out) {
                "--lr defaults to the value given to tc-compile; --warmup W ramps it\n"
                "linearly over steps 1..W; cosine then decays it to 0.1*lr at step N\n"
                "(nanoGPT's schedule). --data reads a flat token file (nanoGPT/llm.c\n"
-               ".bin, no header): random windows, labels = input_ids shifted by one.\n"
+               ".bin, no header): random windows; --labels next feeds labels =\n"
+               "input_ids shifted by one (nanoGPT, llm.c), --labels same labels =\n"
+               "input_ids for a model that shifts them itself (HuggingFace\n"
+               "*ForCausalLM(labels=...)); the default is what tc-compile found in the\n"
+               "model's loss (recorded in the artifact), next when it found nothing.\n"
                "--save writes DIR/model.safetensors (the model's own names),\n"
                "DIR/optimizer.safetensors and DIR/state.json (step, RNG, data position,\n"
                "artifact hash) every K steps and at the end, atomically.\n"
@@ -103,6 +108,7 @@ struct Options {
   // Training.
   int64_t steps = -1;
   std::string data, dataDtype = "uint16";
+  std::string labels; // --labels next|same ("" = the artifact's convention)
   int64_t batch = -1, seq = -1, warmup = 0, saveEvery = 0, logEvery = 10;
   uint64_t seed = 1337;
   double lr = -1;
@@ -212,6 +218,10 @@ std::string parseArgs(int argc, char **argv, Options *o) {
         return "--lr-schedule must be constant or cosine, got '" + o->schedule + "'";
     } else if (flag == "--data") {
       err = takeValue(&o->data);
+    } else if (flag == "--labels") {
+      err = takeValue(&o->labels);
+      if (err.empty() && o->labels != "next" && o->labels != "same")
+        return "--labels must be next or same, got '" + o->labels + "'";
     } else if (flag == "--dtype") {
       err = takeValue(&o->dataDtype);
       if (err.empty() && o->dataDtype != "uint16" && o->dataDtype != "uint32")
@@ -354,6 +364,8 @@ int runTraining(const Options &o, const Artifact &artifact) {
     return fail(kExitUsage, "give either --data or --feed, not both");
   if (o.data.empty() && (o.batch > 0 || o.seq > 0))
     return fail(kExitUsage, "--batch and --seq go with --data");
+  if (o.data.empty() && !o.labels.empty())
+    return fail(kExitUsage, "--labels goes with --data (--feed gives the labels themselves)");
   if (o.saveEvery > 0 && o.save.empty())
     return fail(kExitUsage, "--save-every needs --save DIR");
   if (!o.resume.empty() && !o.init.empty())
@@ -400,6 +412,7 @@ int runTraining(const Options &o, const Artifact &artifact) {
   Rng rng;
   rng.state = o.seed * 0x9e3779b97f4a7c15ULL + 1;
   int idsIndex = -1, labelsIndex = -1;
+  LabelShift labelShift = LabelShift::Next;
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == "input_ids")
       idsIndex = static_cast<int>(i);
@@ -420,6 +433,13 @@ int runTraining(const Options &o, const Artifact &artifact) {
     st = data.open(o.data, o.dataDtype == "uint32" ? 4 : 2);
     if (!st.isOk())
       return fail(kExitUsage, st.message());
+    std::string message, note;
+    st = chooseLabels(artifact, o.labels, &labelShift, &message, &note);
+    if (!st.isOk())
+      return fail(kExitUsage, st.message());
+    if (!note.empty())
+      std::fprintf(stderr, "tc-run: note: %s\n", note.c_str());
+    std::printf("%s\n", message.c_str());
     if (data.numTokens() < t.shape[1] + 1)
       return fail(kExitUsage, "token file '" + o.data + "' has " +
                                   std::to_string(data.numTokens()) + " tokens, fewer than seq+1");
@@ -507,7 +527,8 @@ int runTraining(const Options &o, const Artifact &artifact) {
       }
       mb.resize(2);
       st = data.nextBatch(types[idsIndex].shape[0], types[idsIndex].shape[1],
-                          types[idsIndex].dtype, &rng, &mb[idsIndex], &mb[labelsIndex]);
+                          types[idsIndex].dtype, &rng, &mb[idsIndex], &mb[labelsIndex],
+                          labelShift);
       if (!st.isOk())
         return fail(kExitRuntime, st.message());
     }

@@ -159,8 +159,40 @@ Status TokenData::open(const std::string &path, int tokenBytes) {
   return Status::ok();
 }
 
+Status chooseLabels(const Artifact &artifact, const std::string &flag, LabelShift *out,
+                    std::string *message, std::string *note) {
+  if (!flag.empty() && flag != "next" && flag != "same")
+    return invalidArgument("--labels must be next or same, got '" + flag + "'");
+  std::string recorded, reason;
+  auto it = artifact.reports.find("labels");
+  if (it != artifact.reports.end()) {
+    JsonValue v;
+    TC_RETURN_IF_ERROR(parseJson(it->second, &v, "the artifact's labels report"));
+    const JsonValue *c = v.isObject() ? v.find("convention") : nullptr;
+    if (!c || !c->isString() || (c->str != "next" && c->str != "same"))
+      return dataLoss("the artifact's labels report has no convention next or same");
+    recorded = c->str;
+    if (const JsonValue *r = v.find("reason"); r && r->isString())
+      reason = r->str;
+  }
+  std::string use = !flag.empty() ? flag : !recorded.empty() ? recorded : "next";
+  *out = use == "same" ? LabelShift::Same : LabelShift::Next;
+  std::string what = use == "same" ? "labels = input_ids" : "labels = input_ids shifted by one";
+  if (!flag.empty())
+    *message = "labels: " + use + " (" + what + ", --labels)";
+  else if (!recorded.empty())
+    *message = "labels: " + use + " (" + what + "; " + reason + ")";
+  else
+    *message = "labels: next (" + what + "; the default: the compiler found no loss over a "
+               "[batch, seq] labels input to tell; --labels same for a model that shifts them)";
+  note->clear();
+  if (!flag.empty() && !recorded.empty() && flag != recorded)
+    *note = "--labels " + flag + " overrides the artifact's '" + recorded + "': " + reason;
+  return Status::ok();
+}
+
 Status TokenData::nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng,
-                            HostTensor *inputIds, HostTensor *labels) {
+                            HostTensor *inputIds, HostTensor *labels, LabelShift shift) {
   if (count_ < seq + 1)
     return invalidArgument("token file '" + path_ + "' has " + std::to_string(count_) +
                            " tokens, fewer than --seq + 1 = " + std::to_string(seq + 1));
@@ -180,7 +212,9 @@ Status TokenData::nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng,
                                                             (static_cast<uint32_t>(p[3]) << 24));
       if (t < seq)
         ids[b * seq + t] = tok;
-      if (t > 0)
+      if (shift == LabelShift::Same && t < seq)
+        lab[b * seq + t] = tok;
+      else if (shift == LabelShift::Next && t > 0)
         lab[b * seq + t - 1] = tok;
     }
   }

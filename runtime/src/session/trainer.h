@@ -54,9 +54,23 @@ struct Rng {
   uint64_t next();
 };
 
+/// What a token stream feeds as labels (compiler/Labels.h): the next tokens,
+/// tokens[o+1, o+T+1) (nanoGPT, llm.c), or the same tokens as input_ids,
+/// tokens[o, o+T), for a model that shifts them itself (HF *ForCausalLM).
+enum class LabelShift { Next, Same };
+
+/// The labels tc-run --data feeds: `flag` ("next", "same" or "" for the
+/// default) against what the compiler recorded (reports["labels"]). The
+/// artifact's convention is the default (next when it recorded none); an
+/// explicit flag wins. `*message` is the line to print ("labels: same (...)"),
+/// `*note` a note when the flag overrides the artifact (else "").
+Status chooseLabels(const Artifact &artifact, const std::string &flag, LabelShift *out,
+                    std::string *message, std::string *note);
+
 /// A flat token file (nanoGPT / llm.c .bin: raw little-endian uint16 or
 /// uint32 tokens, no header). Batches are random windows: input_ids =
-/// tokens[o, o+T), labels = tokens[o+1, o+T+1), o drawn by the Rng.
+/// tokens[o, o+T), labels = tokens[o+1, o+T+1) (LabelShift::Next) or
+/// tokens[o, o+T) (Same), o drawn by the Rng.
 class TokenData {
 public:
   ~TokenData();
@@ -64,7 +78,7 @@ public:
   int64_t numTokens() const { return count_; }
   /// Fills a [batch, seq] input_ids and labels of `dtype` (an integer type).
   Status nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng, HostTensor *inputIds,
-                   HostTensor *labels);
+                   HostTensor *labels, LabelShift shift = LabelShift::Next);
   /// Windows drawn so far (saved in checkpoints).
   uint64_t position = 0;
 

@@ -1,0 +1,98 @@
+//===- Labels.cpp - which labels a causal LM's loss expects ---------------===//
+//
+// See Labels.h.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Labels.h"
+
+#include "dialects/tc/IR/TcOps.h"
+#include "runtime/src/base/json.h"
+
+using namespace mlir;
+
+namespace tc {
+
+namespace {
+
+/// Follows `v` back through ops that keep each label's value (reshape, cast)
+/// and records a slice along axis 1 that starts at 1 and a pad of the same
+/// axis. Returns the block argument it reaches, or null.
+BlockArgument traceLabels(Value v, bool *shifted, bool *padded) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return arg;
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return {};
+    if (isa<tc::ReshapeOp, tc::CastOp>(op)) {
+      v = op->getOperand(0);
+      continue;
+    }
+    if (auto s = dyn_cast<tc::SliceOp>(op)) {
+      auto in = cast<RankedTensorType>(s.getInput().getType());
+      ArrayRef<int64_t> starts = s.getStarts(), strides = s.getStrides();
+      if (in.getRank() != 2 || *shifted)
+        return {};
+      auto out = cast<RankedTensorType>(s.getType());
+      // [B, T'] -> [B, T'-1] from position 1, the batch axis whole.
+      if (starts[0] != 0 || strides[0] != 1 || out.getDimSize(0) != in.getDimSize(0) ||
+          starts[1] != 1 || strides[1] != 1 || out.getDimSize(1) != in.getDimSize(1) - 1)
+        return {};
+      *shifted = true;
+      v = s.getInput();
+      continue;
+    }
+    if (auto p = dyn_cast<tc::PadOp>(op)) {
+      ArrayRef<int64_t> low = p.getLow(), high = p.getHigh();
+      if (!*shifted || *padded || low.size() != 2 || low[0] != 0 || low[1] != 0 ||
+          high[0] != 0 || high[1] != 1)
+        return {};
+      *padded = true;
+      v = p.getInput();
+      continue;
+    }
+    return {};
+  }
+}
+
+} // namespace
+
+LabelConvention detectLabelConvention(func::FuncOp fn) {
+  LabelConvention out;
+  fn.walk([&](Operation *op) {
+    if (!out.convention.empty() || !isa<tc::CrossEntropyOp, tc::NllLossOp>(op))
+      return;
+    Value labels = op->getOperand(1);
+    auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
+    bool shifted = false, padded = false;
+    BlockArgument arg = traceLabels(labels, &shifted, &padded);
+    if (!arg || arg.getOwner()->getParentOp() != fn.getOperation())
+      return;
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (type.getRank() != 2)
+      return;
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tc.name");
+    out.input = name ? name.getValue().str() : "arg" + std::to_string(arg.getArgNumber());
+    out.ignoreIndex = ignore ? ignore.getInt() : -100;
+    std::string loss = op->getName().stripDialect().str();
+    if (shifted) {
+      out.convention = "same";
+      out.reason = "the model shifts '" + out.input + "' itself before its " + loss + " (" +
+                   (padded ? "pad(labels, (0, 1))[..., 1:]" : "labels[..., 1:]") +
+                   ", as HuggingFace *ForCausalLM(labels=...) does)";
+    } else {
+      out.convention = "next";
+      out.reason = "the model's " + loss + " compares position t with '" + out.input +
+                   "'[t]";
+    }
+  });
+  return out;
+}
+
+std::string labelConventionJson(const LabelConvention &c) {
+  return "{\"convention\": " + rt::jsonQuote(c.convention) + ", \"input\": " +
+         rt::jsonQuote(c.input) + ", \"ignore_index\": " + std::to_string(c.ignoreIndex) +
+         ", \"reason\": " + rt::jsonQuote(c.reason) + "}";
+}
+
+} // namespace tc
