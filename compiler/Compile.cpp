@@ -40,17 +40,25 @@ namespace {
 struct DiagnosticCollector {
   explicit DiagnosticCollector(MLIRContext &ctx)
       : handler(&ctx, [this](Diagnostic &d) {
+          // Remarks are what a pass chose not to do and why: notes for the
+          // user, not errors.
+          if (d.getSeverity() == DiagnosticSeverity::Remark) {
+            remarks.push_back(d.str());
+            return success();
+          }
           if (!text.empty())
             text += "\n";
           text += d.str();
           return success();
         }) {}
   std::string text;
+  std::vector<std::string> remarks;
   ScopedDiagnosticHandler handler;
 };
 } // namespace
 
-LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAttention) {
+LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAttention,
+                               std::vector<std::string> *notes) {
   DiagnosticCollector diags(*module.getContext());
   PassManager pm(module.getContext());
   pm.addPass(createCanonicalizerPass());
@@ -64,6 +72,8 @@ LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAtt
     *error = diags.text.empty() ? "the import-cleanup pipeline failed" : diags.text;
     return failure();
   }
+  if (notes)
+    notes->insert(notes->end(), diags.remarks.begin(), diags.remarks.end());
   return success();
 }
 
@@ -243,7 +253,7 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   result->module = OwningOpRef<ModuleOp>(cast<ModuleOp>(result->imported->getOperation()->clone()));
   std::string msg;
-  if (failed(runImportCleanup(*result->module, &msg, opts.fuseAttention))) {
+  if (failed(runImportCleanup(*result->module, &msg, opts.fuseAttention, &result->notes))) {
     error->kind = CompileErrorKind::Internal;
     error->message = msg;
     return false;

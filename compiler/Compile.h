@@ -118,8 +118,11 @@ bool runGpuPipeline(mlir::ModuleOp module, const CompileOptions &opts,
 
 /// Canonicalize, tc-fold-constants, CSE, tc-recognize-rms-norm (+
 /// tc-recognize-attention with `fuseAttention`), canonicalize.
+/// Remarks of the passes (what a recogniser left alone, and why) are
+/// appended to `notes`.
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error,
-                                     bool fuseAttention = true);
+                                     bool fuseAttention = true,
+                                     std::vector<std::string> *notes = nullptr);
 
 /// tc-mark-trainable (when regexes are given or training), then with
 /// opts.train.enabled tc-autodiff, tc-optimizer and a canonicalize/CSE

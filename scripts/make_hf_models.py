@@ -221,6 +221,16 @@ def trainable_initializers(path, model):
     m = onnx.load(path, load_external_data=True)
     params = [p.detach().numpy() for p in model.parameters()]
     names = []
+    # tc names a weight that onnxscript's optimizer stored transposed (val_N, folded_from ['W'])
+    # after the torch parameter W again (frontends/onnx/MergedParameters.h).
+    inits = {i.name for i in m.graph.initializer}
+    restored = {}
+    for vi in m.graph.value_info:
+        for p in vi.metadata_props:
+            if p.key == "pkg.onnxscript.optimizer.folded_from":
+                src = re.findall(r"'([^']*)'", p.value)
+                if vi.name in inits and len(src) == 1 and src[0] not in inits:
+                    restored[vi.name] = src[0]
     for init in m.graph.initializer:
         a = numpy_helper.to_array(init)
         if a.dtype.kind != "f":
@@ -229,7 +239,7 @@ def trainable_initializers(path, model):
             if (a.shape == p.shape and np.array_equal(a, p)) or \
                (a.ndim == 2 and a.shape == p.shape[::-1] and np.array_equal(a, p.T)) or \
                rows_of(a, p):
-                names.append(init.name)
+                names.append(restored.get(init.name, init.name))
                 break
     return names
 
@@ -384,8 +394,8 @@ def check_all(out, bindir, names, attns, log):
             if not os.path.exists(rp):
                 continue
             ref = json.load(open(rp))
-            for e in ref.get("exports", {}).values():   # made by an older version of this script
-                if "file" in e and "trainable" not in e:
+            for e in ref.get("exports", {}).values():   # recomputed: tc's names may have changed
+                if "file" in e:
                     e["trainable"] = trainable_initializers(os.path.join(out, e["file"]), make_model(name, attn))
             feeds = ["--feed", f"input_ids={os.path.join(out, ref.get('input_ids', ''))}",
                      "--feed", f"labels={os.path.join(out, ref.get('labels', ''))}"]

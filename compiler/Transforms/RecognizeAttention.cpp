@@ -3,13 +3,17 @@
 // Exported attention is `matmul(softmax(mask(scale * matmul(q, k^T))), v)`
 // spread over many small ops. This pass matches the chain backwards from the
 // second matmul and, when every piece is one it understands (scalar scales, a
-// causal or empty constant mask, k^T as a transpose or torch's 3-D
+// causal or empty mask -- a folded constant or the computation that builds
+// it, whatever the batch size and sequence length (AttentionMask.h) --, k^T
+// as a transpose or torch's 3-D
 // reshape-transpose-reshape, repeat_kv for grouped-query attention), builds
 // one tc.attention. Nothing is changed unless the whole chain matches; the
-// ops it bypasses are left for the canonicalizer to delete.
+// ops it bypasses are deleted. A softmax-then-matmul chain that is left
+// unfused gets a remark saying why (tc-compile prints it as a note).
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/AttentionMask.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -71,63 +75,8 @@ std::optional<Factor> factorOf(Operation *op, Value *x) {
 /// The result type equals `v`'s (a scale or mask must not broadcast `v`).
 bool sameType(Operation *op, Value v) { return op->getResult(0).getType() == v.getType(); }
 
-/// Which entries [Tq, Tk] of a mask constant hide their key, or none when the
-/// constant is not a mask (values other than 0 / very negative, or slices
-/// that differ across the leading dimensions).
+/// Fills below this hide their key (torch writes -inf, finfo.min or -1e9).
 constexpr double kMaskedBelow = -1e4;
-
-std::optional<std::vector<bool>> maskPattern(DenseElementsAttr dense, bool boolMask,
-                                             bool maskedWhenTrue, int64_t tq, int64_t tk) {
-  auto t = llvm::cast<RankedTensorType>(dense.getType());
-  if (t.getRank() < 2 || t.getDimSize(t.getRank() - 2) != tq ||
-      t.getDimSize(t.getRank() - 1) != tk)
-    return std::nullopt;
-  std::vector<bool> masked(static_cast<size_t>(tq * tk));
-  int64_t n = t.getNumElements(), slice = tq * tk;
-  int64_t k = 0;
-  auto set = [&](bool m) -> bool {
-    size_t at = static_cast<size_t>(k % slice);
-    if (k >= slice && masked[at] != m)
-      return false;
-    masked[at] = m;
-    ++k;
-    return true;
-  };
-  if (boolMask) {
-    for (bool b : dense.getValues<bool>())
-      if (!set(b == maskedWhenTrue))
-        return std::nullopt;
-  } else {
-    if (!llvm::isa<FloatType>(dense.getElementType()))
-      return std::nullopt;
-    for (APFloat a : dense.getValues<APFloat>()) {
-      double x = a.convertToDouble();
-      if (x != 0 && !(x <= kMaskedBelow))
-        return std::nullopt;
-      if (!set(x != 0))
-        return std::nullopt;
-    }
-  }
-  if (k != n)
-    return std::nullopt;
-  return masked;
-}
-
-/// True for a causal (top-left) pattern, false for no mask, none otherwise.
-std::optional<bool> classifyMask(const std::vector<bool> &masked, int64_t tq, int64_t tk) {
-  bool any = false, causal = true;
-  for (int64_t i = 0; i < tq; ++i)
-    for (int64_t j = 0; j < tk; ++j) {
-      bool m = masked[static_cast<size_t>(i * tk + j)];
-      any |= m;
-      causal &= m == (j > i);
-    }
-  if (!any)
-    return false;
-  if (causal)
-    return true;
-  return std::nullopt;
-}
 
 class Matcher {
 public:
@@ -158,17 +107,18 @@ public:
           return nanGuard ? (u == nanGuard || u == nanTest) : u == pv.getOperation();
         }))
       return false;
+    candidate = softmax;
     auto st = typeOf(softmax.getResult());
     int64_t axis = static_cast<int64_t>(softmax.getAxis());
     if (st.getRank() != 4 || (axis != 3 && axis != -1))
-      return false;
+      return no("the softmax is not over the last axis of [batch, heads, queries, keys] scores");
     int64_t tq = st.getDimSize(2), tk = st.getDimSize(3);
     auto vt = typeOf(pv.getRhs());
     if (vt.getRank() != 4 || pv.getType() != RankedTensorType::get(
                                                   {st.getDimSize(0), st.getDimSize(1), tq,
                                                    vt.getDimSize(3)},
                                                   st.getElementType()))
-      return false;
+      return no("the values are not [batch, heads, keys, head_dim]");
 
     // Between the scores matmul and the softmax: scales and one mask.
     double scale = 1.0;
@@ -177,8 +127,10 @@ public:
     MatmulOp qk;
     while (true) {
       Operation *def = x.getDefiningOp();
-      if (!def || !x.hasOneUse())
-        return false;
+      if (!def)
+        return no("the scores are not computed by a matmul");
+      if (!x.hasOneUse())
+        return no("a value between the scores matmul and the softmax has other users");
       if (auto mm = llvm::dyn_cast<MatmulOp>(def)) {
         qk = mm;
         break;
@@ -189,21 +141,23 @@ public:
         continue;
       }
       if (causal)
-        return false; // a second mask
+        return no("a second mask");
       if (!matchMask(def, tq, tk, &inner, &causal))
-        return false;
+        return false; // matchMask says why
       x = inner;
     }
     if (qk.getTransposeLhs() || qk.getType() != st)
-      return false;
+      return no("the scores matmul is not q x k^T");
 
     // The query side: scalar scales, then q [B, H, Tq, D].
     Value q = peelScales(qk.getLhs(), &scale);
     // The key side: k^T [B, H, D, Tk] (or k itself with transpose_rhs).
     Value k = qk.getTransposeRhs() ? peelScales(qk.getRhs(), &scale)
                                    : keyFromTransposed(peelScales(qk.getRhs(), &scale));
-    if (!q || !k || !(scale > 0) || !std::isfinite(scale))
-      return cleanup(false);
+    if (!q || !k)
+      return cleanup(no("the keys are not k^T of a [batch, heads, keys, head_dim] tensor"));
+    if (!(scale > 0) || !std::isfinite(scale))
+      return cleanup(no("the scale is not positive and finite"));
     Value v = pv.getRhs();
     auto qt = typeOf(q), kt = typeOf(k);
     auto bh = [&](RankedTensorType t) {
@@ -213,7 +167,7 @@ public:
     if (!bh(qt) || !bh(kt) || !bh(vt) || qt.getDimSize(2) != tq || kt.getDimSize(2) != tk ||
         vt.getDimSize(2) != tk || kt.getDimSize(3) != qt.getDimSize(3) ||
         qt.getElementType() != vt.getElementType() || kt.getElementType() != vt.getElementType())
-      return cleanup(false);
+      return cleanup(no("queries, keys and values do not have matching shapes and types"));
     // Grouped-query attention: key and value repeated per query head.
     Value kg = ungroup(k), vg = ungroup(v);
     if (kg && vg && typeOf(kg).getDimSize(1) == typeOf(vg).getDimSize(1)) {
@@ -255,58 +209,58 @@ public:
   }
 
 private:
-  /// mask(x): select(cond, fill, x) / select(cond, x, fill) with a constant
-  /// boolean cond, or x + mask / mask + x with a constant float mask.
+  /// mask(x): select(cond, fill, x) / select(cond, x, fill) with a boolean
+  /// cond and a very negative scalar fill, or x + mask / mask + x with an
+  /// additive mask; the mask must hide nothing or exactly the keys after each
+  /// query (AttentionMask.h reads it from its construction).
   bool matchMask(Operation *def, int64_t tq, int64_t tk, Value *inner,
                  std::optional<bool> *causal) {
-    std::optional<std::vector<bool>> pattern;
+    Value mask;
+    bool isBool, maskedWhen = true;
     if (auto sel = llvm::dyn_cast<SelectOp>(def)) {
-      auto cond = sel.getCond().getDefiningOp<ConstantOp>();
-      if (!cond)
-        return false;
-      auto dense = llvm::dyn_cast<DenseElementsAttr>(cond.getValue());
-      if (!dense)
-        return false;
       std::optional<double> fillTrue = splatFloatValue(sel.getOnTrue());
       std::optional<double> fillFalse = splatFloatValue(sel.getOnFalse());
-      bool maskedWhenTrue;
       if (fillTrue && *fillTrue <= kMaskedBelow && typeOf(sel.getOnTrue()).getNumElements() == 1) {
-        maskedWhenTrue = true;
+        maskedWhen = true;
         *inner = sel.getOnFalse();
       } else if (fillFalse && *fillFalse <= kMaskedBelow &&
                  typeOf(sel.getOnFalse()).getNumElements() == 1) {
-        maskedWhenTrue = false;
+        maskedWhen = false;
         *inner = sel.getOnTrue();
       } else {
-        return false;
+        return no("a select between the scores and the softmax whose fill is not a very "
+                  "negative scalar");
       }
-      if (!sameType(def, *inner))
-        return false;
-      pattern = maskPattern(dense, true, maskedWhenTrue, tq, tk);
+      mask = sel.getCond();
+      isBool = true;
     } else if (auto add = llvm::dyn_cast<AddOp>(def)) {
-      Value m;
-      if (add.getRhs().getDefiningOp<ConstantOp>()) {
-        m = add.getRhs();
-        *inner = add.getLhs();
-      } else if (add.getLhs().getDefiningOp<ConstantOp>()) {
-        m = add.getLhs();
-        *inner = add.getRhs();
-      } else {
-        return false;
-      }
-      if (!sameType(def, *inner))
-        return false;
-      auto dense = llvm::dyn_cast<DenseElementsAttr>(m.getDefiningOp<ConstantOp>().getValue());
-      if (!dense)
-        return false;
-      pattern = maskPattern(dense, false, true, tq, tk);
+      // The scores come from the matmul side; the other operand is the mask.
+      auto fromScores = [](Value v) {
+        Operation *d = v.getDefiningOp();
+        return d && llvm::isa<MatmulOp, MulOp, DivOp>(d);
+      };
+      bool lhsScores = fromScores(add.getLhs()) || !fromScores(add.getRhs());
+      *inner = lhsScores ? add.getLhs() : add.getRhs();
+      mask = lhsScores ? add.getRhs() : add.getLhs();
+      isBool = false;
     } else {
-      return false;
+      return no("the scores pass through " + def->getName().getStringRef().str() +
+                " on their way to the softmax");
     }
-    if (!pattern)
-      return false;
-    *causal = classifyMask(*pattern, tq, tk);
-    return causal->has_value();
+    if (!sameType(def, *inner))
+      return no("the mask broadcasts the scores");
+    std::string why;
+    std::optional<EntrySet> masked = maskedEntries(mask, isBool, maskedWhen, tq, tk, &why);
+    if (!masked)
+      return no("the mask is not understood: " + why);
+    if (masked->kind == EntrySet::None)
+      *causal = false;
+    else if (masked->kind == EntrySet::After && masked->t == 0)
+      *causal = true;
+    else
+      return no("the mask hides other entries than the keys after each query (a sliding "
+                "window, a padding mask or an offset causal mask)");
+    return true;
   }
 
   /// Folds a scale factor of `def` into `scale` (constant) or `dynamic`.
@@ -415,9 +369,21 @@ private:
     return result;
   }
 
+  bool no(const std::string &why) {
+    if (reason.empty())
+      reason = why;
+    return false;
+  }
+
   OpBuilder &b;
   SmallVector<Operation *> created;
   SmallVector<Value> dynamic;
+
+public:
+  /// The softmax of an attention-shaped chain (softmax then matmul) once
+  /// found, and why the chain was not fused.
+  Operation *candidate = nullptr;
+  std::string reason;
 };
 
 struct RecognizeAttentionPass
@@ -428,7 +394,14 @@ struct RecognizeAttentionPass
     OpBuilder b(&getContext());
     for (MatmulOp m : candidates) {
       Matcher matcher(b);
-      matcher.run(m);
+      if (matcher.run(m) || !matcher.candidate)
+        continue;
+      std::string node;
+      if (auto n = llvm::dyn_cast<NameLoc>(matcher.candidate->getLoc()))
+        node = " at node '" + n.getName().str() + "'";
+      matcher.candidate->emitRemark()
+          << "attention" << node << " left unfused (matmul / softmax / matmul): "
+          << matcher.reason;
     }
   }
 };

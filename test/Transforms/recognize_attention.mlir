@@ -1,4 +1,4 @@
-// RUN: tc-opt %s --split-input-file --tc-recognize-attention | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-recognize-attention --verify-diagnostics | FileCheck %s
 
 // Tests the GPT-2 (torchscript export) form: k^T as a transpose of the
 // [B, T, H, D] head split, a division by sqrt(D), masked_fill of -inf where a
@@ -91,6 +91,7 @@ func.func @padding_mask_kept(%q: tensor<1x1x2x2xf32>, %kt: tensor<1x1x2x3xf32>,
   %s = tc.matmul %q, %kt : tensor<1x1x2x2xf32>, tensor<1x1x2x3xf32> -> tensor<1x1x2x3xf32>
   %mask = tc.constant dense<[[0.0, 0.0, 0xFF800000], [0.0, 0.0, 0xFF800000]]> : tensor<2x3xf32>
   %a = tc.add %s, %mask : tensor<1x1x2x3xf32>, tensor<2x3xf32> -> tensor<1x1x2x3xf32>
+  // expected-remark @+1 {{attention left unfused (matmul / softmax / matmul): the mask is not understood: a constant mask that is neither causal nor empty}}
   %p = tc.softmax %a {axis = 3 : i64} : tensor<1x1x2x3xf32>
   %o = tc.matmul %p, %v : tensor<1x1x2x3xf32>, tensor<1x1x3x2xf32> -> tensor<1x1x2x2xf32>
   return %o : tensor<1x1x2x2xf32>
@@ -110,6 +111,7 @@ func.func @probabilities_returned(%q: tensor<1x1x2x2xf32>, %kt: tensor<1x1x2x2xf
   %p = tc.softmax %s {axis = 3 : i64} : tensor<1x1x2x2xf32>
   %o = tc.matmul %p, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
   %s2 = tc.matmul %q, %kt : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
+  // expected-remark @+1 {{attention left unfused (matmul / softmax / matmul): the softmax is not over the last axis}}
   %p2 = tc.softmax %s2 {axis = 2 : i64} : tensor<1x1x2x2xf32>
   %o2 = tc.matmul %p2, %v : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32> -> tensor<1x1x2x2xf32>
   return %o, %p, %o2 : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
@@ -138,4 +140,85 @@ func.func @nan_guard(%q: tensor<2x1x2x2xf32>, %kt: tensor<2x1x2x2xf32>,
   %g = tc.select %n, %z, %p : tensor<2x1x2x2xi1>, tensor<f32>, tensor<2x1x2x2xf32> -> tensor<2x1x2x2xf32>
   %o = tc.matmul %g, %v : tensor<2x1x2x2xf32>, tensor<2x1x2x2xf32> -> tensor<2x1x2x2xf32>
   return %o : tensor<2x1x2x2xf32>
+}
+
+// -----
+
+// Tests a causal mask that is not a folded constant (HF's mask beyond the
+// fold limit): le(key index, query index), and-ed with a splat true,
+// broadcast over the batch, select(mask, 0, finfo.min) added to the scores.
+// CHECK-LABEL: func.func @causal_from_construction
+func.func @causal_from_construction(%q: tensor<2x1x4x2xf32>, %kt: tensor<2x1x2x4xf32>,
+                                    %v: tensor<2x1x4x2xf32>) -> tensor<2x1x4x2xf32> {
+  // CHECK: tc.attention %arg0, %{{.+}}, %arg2 {causal = true, scale = 1.000000e+00 : f64}
+  // CHECK-NOT: tc.le
+  // CHECK-NOT: tc.softmax
+  %s = tc.matmul %q, %kt : tensor<2x1x4x2xf32>, tensor<2x1x2x4xf32> -> tensor<2x1x4x4xf32>
+  %qi = tc.constant dense<[[[[0], [1], [2], [3]]], [[[0], [1], [2], [3]]]]> : tensor<2x1x4x1xi64>
+  %kj = tc.constant dense<[[[[0, 1, 2, 3]]]]> : tensor<1x1x1x4xi64>
+  %le = tc.le %kj, %qi : tensor<1x1x1x4xi64>, tensor<2x1x4x1xi64> -> tensor<2x1x4x4xi1>
+  %t = tc.constant dense<true> : tensor<i1>
+  %and = tc.and %t, %le : tensor<i1>, tensor<2x1x4x4xi1> -> tensor<2x1x4x4xi1>
+  %zero = tc.constant dense<0.0> : tensor<f32>
+  %min = tc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = tc.select %and, %zero, %min : tensor<2x1x4x4xi1>, tensor<f32>, tensor<f32> -> tensor<2x1x4x4xf32>
+  %a = tc.add %s, %m : tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32> -> tensor<2x1x4x4xf32>
+  %p = tc.softmax %a {axis = 3 : i64} : tensor<2x1x4x4xf32>
+  %o = tc.matmul %p, %v : tensor<2x1x4x4xf32>, tensor<2x1x4x2xf32> -> tensor<2x1x4x2xf32>
+  return %o : tensor<2x1x4x2xf32>
+}
+
+// -----
+
+// Tests the same built as ge(key index - 1, query index), masked where true
+// (select(cond, -inf, scores)), with the indices as float aranges.
+// CHECK-LABEL: func.func @causal_lt_shifted
+func.func @causal_lt_shifted(%q: tensor<1x1x3x2xf32>, %kt: tensor<1x1x2x3xf32>,
+                             %v: tensor<1x1x3x2xf32>) -> tensor<1x1x3x2xf32> {
+  // CHECK: tc.attention %arg0, %{{.+}}, %arg2 {causal = true, scale = 1.000000e+00 : f64}
+  %s = tc.matmul %q, %kt : tensor<1x1x3x2xf32>, tensor<1x1x2x3xf32> -> tensor<1x1x3x3xf32>
+  %qi = tc.constant dense<[[0.0], [1.0], [2.0]]> : tensor<3x1xf32>
+  %kj = tc.constant dense<[0.0, 1.0, 2.0]> : tensor<3xf32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %k1 = tc.sub %kj, %one : tensor<3xf32>, tensor<f32> -> tensor<3xf32>
+  // key - 1 >= query  <=>  key > query: masked where true
+  %after = tc.ge %k1, %qi : tensor<3xf32>, tensor<3x1xf32> -> tensor<3x3xi1>
+  %ninf = tc.constant dense<0xFF800000> : tensor<f32>
+  %m = tc.select %after, %ninf, %s : tensor<3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32> -> tensor<1x1x3x3xf32>
+  %p = tc.softmax %m {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o = tc.matmul %p, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x2xf32> -> tensor<1x1x3x2xf32>
+  return %o : tensor<1x1x3x2xf32>
+}
+
+// -----
+
+// Tests that a mask built from a graph input (a padding mask from
+// attention_mask) and an offset causal mask (one key too many) stay unfused,
+// each with a remark saying why.
+// CHECK-LABEL: func.func @unfused_with_reasons
+func.func @unfused_with_reasons(%q: tensor<1x1x3x2xf32>, %kt: tensor<1x1x2x3xf32>,
+                                %v: tensor<1x1x3x2xf32>,
+                                %am: tensor<1x1x1x3xi1> {tc.name = "attention_mask"})
+    -> (tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>) {
+  // CHECK-NOT: tc.attention
+  %s = tc.matmul %q, %kt : tensor<1x1x3x2xf32>, tensor<1x1x2x3xf32> -> tensor<1x1x3x3xf32>
+  %zero = tc.constant dense<0.0> : tensor<f32>
+  %min = tc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = tc.select %am, %zero, %min : tensor<1x1x1x3xi1>, tensor<f32>, tensor<f32> -> tensor<1x1x1x3xf32>
+  %a = tc.add %s, %m : tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32> -> tensor<1x1x3x3xf32>
+  // expected-remark @+1 {{the mask is not understood: it depends on graph input 'attention_mask'}}
+  %p = tc.softmax %a {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o = tc.matmul %p, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x2xf32> -> tensor<1x1x3x2xf32>
+  %s2 = tc.matmul %q, %kt : tensor<1x1x3x2xf32>, tensor<1x1x2x3xf32> -> tensor<1x1x3x3xf32>
+  %qi = tc.constant dense<[[0], [1], [2]]> : tensor<3x1xi64>
+  %kj = tc.constant dense<[0, 1, 2]> : tensor<3xi64>
+  %one = tc.constant dense<1> : tensor<i64>
+  %qi1 = tc.add %qi, %one : tensor<3x1xi64>, tensor<i64> -> tensor<3x1xi64>
+  %le = tc.le %kj, %qi1 : tensor<3xi64>, tensor<3x1xi64> -> tensor<3x3xi1>
+  %m2 = tc.select %le, %zero, %min : tensor<3x3xi1>, tensor<f32>, tensor<f32> -> tensor<3x3xf32>
+  %a2 = tc.add %s2, %m2 : tensor<1x1x3x3xf32>, tensor<3x3xf32> -> tensor<1x1x3x3xf32>
+  // expected-remark @+1 {{the mask hides other entries than the keys after each query}}
+  %p2 = tc.softmax %a2 {axis = 3 : i64} : tensor<1x1x3x3xf32>
+  %o2 = tc.matmul %p2, %v : tensor<1x1x3x3xf32>, tensor<1x1x3x2xf32> -> tensor<1x1x3x2xf32>
+  return %o, %o2 : tensor<1x1x3x2xf32>, tensor<1x1x3x2xf32>
 }

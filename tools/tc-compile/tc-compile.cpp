@@ -51,6 +51,8 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          device (the device program: one line per op, kind,
                          name, buffers as space@offset:bytes)
   --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
+  --quiet                print no notes (what the importer restored, which
+                         attention chains stay unfused and why, ...)
   -h, --help             this text
 
 Weights and initialisers (tc-run --seed N picks the random draws):
@@ -133,7 +135,7 @@ bool parseDims(const std::string &s, std::vector<int64_t> *dims) {
 int main(int argc, char **argv) {
   tc::CompileOptions opts;
   std::string outPath, emit, dumpDir;
-  bool reportMemory = false, reportPrecision = false;
+  bool reportMemory = false, reportPrecision = false, quiet = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string &flag) -> std::string {
@@ -208,6 +210,8 @@ int main(int argc, char **argv) {
       if (!st.isOk())
         fail(2, st.message());
       opts.initOverrides.push_back(std::move(o));
+    } else if (a == "--quiet") {
+      quiet = true;
     } else if (a == "--keep-merged") {
       opts.import.restoreMerged = false;
     } else if (a == "--no-tie") {
@@ -262,6 +266,8 @@ int main(int argc, char **argv) {
   tc::CompileResult result;
   tc::CompileError error;
   auto printNotes = [&] {
+    if (quiet)
+      return;
     for (const std::string &n : result.notes)
       std::fprintf(stderr, "tc-compile: note: %s\n", n.c_str());
   };
