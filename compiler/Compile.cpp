@@ -58,7 +58,7 @@ struct DiagnosticCollector {
 } // namespace
 
 LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAttention,
-                               std::vector<std::string> *notes) {
+                               std::vector<std::string> *notes, bool fuseKeyMasks) {
   DiagnosticCollector diags(*module.getContext());
   PassManager pm(module.getContext());
   pm.addPass(createCanonicalizerPass());
@@ -66,7 +66,7 @@ LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAtt
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRmsNorm());
   if (fuseAttention)
-    pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention());
+    pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention({fuseKeyMasks}));
   pm.addPass(createCanonicalizerPass());
   if (failed(pm.run(module))) {
     *error = diags.text.empty() ? "the import-cleanup pipeline failed" : diags.text;
@@ -253,7 +253,10 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   result->module = OwningOpRef<ModuleOp>(cast<ModuleOp>(result->imported->getOperation()->clone()));
   std::string msg;
-  if (failed(runImportCleanup(*result->module, &msg, opts.fuseAttention, &result->notes))) {
+  // Padding masks fuse on the CPU reference only: the GPU kernels have no
+  // key mask yet, so GPU targets keep such attention unfused (with a note).
+  if (failed(runImportCleanup(*result->module, &msg, opts.fuseAttention, &result->notes,
+                              /*fuseKeyMasks=*/!isGpuTarget(opts.target)))) {
     error->kind = CompileErrorKind::Internal;
     error->message = msg;
     return false;

@@ -122,7 +122,8 @@ bool runGpuPipeline(mlir::ModuleOp module, const CompileOptions &opts,
 /// appended to `notes`.
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error,
                                      bool fuseAttention = true,
-                                     std::vector<std::string> *notes = nullptr);
+                                     std::vector<std::string> *notes = nullptr,
+                                     bool fuseKeyMasks = true);
 
 /// tc-mark-trainable (when regexes are given or training), then with
 /// opts.train.enabled tc-autodiff, tc-optimizer and a canonicalize/CSE

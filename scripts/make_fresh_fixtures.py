@@ -103,6 +103,66 @@ def main():
         print(f"fresh-{name}: {len(params)} parameters, adamw {ref['train_fp64']['adamw']['losses']}, "
               + ", ".join(f"{k}: {v['float_initializers']} initializers / {v['identity_aliases']} aliases"
                           for k, v in ref["exports"].items()))
+    padded_fixture(args.out)
+
+
+class Padded(torch.nn.Module):
+    """forward(input_ids, attention_mask, labels) -> (loss, logits) around a HF causal LM."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, labels):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                         use_cache=False, return_dict=True)
+        return out.loss, out.logits
+
+
+def padded_fixture(out):
+    import copy
+    from torch.export import Dim
+    cfg_cls, model_cls, kw = H.configs()["llama"]
+    cfg = cfg_cls(**dict(kw, vocab_size=H.VOCAB, use_cache=False))
+    torch.manual_seed(SEED + 77)
+    model = Padded(model_cls._from_config(cfg, attn_implementation="eager", dtype=torch.float32)).eval()
+    ids, _ = H.make_batch("llama")
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0
+    mask[1, -4:] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    base = os.path.join(out, "fresh-padded-llama")
+    for n, t in (("input_ids", ids), ("attention_mask", mask), ("labels", labels)):
+        np.save(f"{base}.{n}.npy", t.numpy())
+    # float32: in float64 HF's eager mask (finfo(float64).min) gives NaN losses here.
+    m32 = copy.deepcopy(model)
+    m32.train()
+    opt = torch.optim.AdamW(m32.parameters(), **H.ADAMW)
+    losses = []
+    for _ in range(H.ADAMW_STEPS):
+        opt.zero_grad(set_to_none=True)
+        loss, _ = m32(ids, mask, labels)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    names = ["input_ids", "attention_mask", "labels"]
+    dyn = {n: {0: "batch", 1: "seq"} for n in names}
+    torch.onnx.export(model, (ids, mask, labels), base + ".ts.onnx", dynamo=False, opset_version=17,
+                      input_names=names, output_names=["loss", "logits"], dynamic_axes=dyn)
+    b, t = Dim("batch", min=1, max=64), Dim("seq", min=2, max=64)
+    prog = torch.onnx.export(model, (ids, mask, labels), dynamo=True, opset_version=18,
+                             input_names=names, output_names=["loss", "logits"],
+                             dynamic_shapes={n: {0: b, 1: t} for n in names}, optimize=True)
+    H.save_program(prog, base + ".dynamo.onnx")
+    strip_stack_traces(base + ".dynamo.onnx")
+    with torch.no_grad():
+        l32 = model(ids, mask, labels)[0].item()
+    ref = dict(model="llama (eager attention, padded batch)", torch=torch.__version__, loss_fp32=l32,
+               params=[n for n, _ in model.named_parameters()],
+               train_fp32=dict(adamw=dict(config=H.ADAMW, losses=losses)))
+    with open(base + ".ref.json", "w") as f:
+        json.dump(ref, f, indent=1)
+    print(f"fresh-padded-llama: loss {l32:.6f}, adamw {losses}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 using namespace mlir;
@@ -26,10 +27,17 @@ constexpr double kMaskedBelow = -1e4;
 /// axes (the same for every leading index).
 struct Sym {
   enum Kind { Bool, Scalar, Index, FloatMask } kind = Scalar;
-  EntrySet set;        ///< Bool: where true; FloatMask: where masked (the rest 0)
+  EntrySet set;        ///< Bool: where true; FloatMask: where 0 (visible; the rest hidden)
   double value = 0;    ///< Scalar
   bool query = false;  ///< Index: along the query axis (i) or the key axis (j)
   double a = 0, s = 1; ///< Index: a + s * position
+  /// Bool / FloatMask: a padding mask [B, Tk]; Bool is then true (FloatMask
+  /// 0) only where `set` holds and keys[b, j] is non-zero.
+  Value keys;
+  /// Bool: true where keys[b, j] is zero instead (attention_mask == 0),
+  /// which only a tc.not may turn back.
+  bool zeroKeys = false;
+  double fill = std::numeric_limits<double>::quiet_NaN(); ///< FloatMask: its hidden value
 };
 
 EntrySet complement(EntrySet e) {
@@ -54,7 +62,7 @@ std::pair<int64_t, int64_t> lastTwo(RankedTensorType t) {
 
 class Evaluator {
 public:
-  Evaluator(int64_t tq, int64_t tk) : tq(tq), tk(tk) {}
+  Evaluator(int64_t batch, int64_t tq, int64_t tk) : batch(batch), tq(tq), tk(tk) {}
 
   std::optional<Sym> eval(Value v, int depth = 0) {
     auto it = memo.find(v);
@@ -125,11 +133,19 @@ private:
     Operation *op = v.getDefiningOp();
     if (auto c = dyn_cast<ConstantOp>(op))
       return constant(c);
+    if (auto p = padding(op))
+      return p;
     auto operand = [&](unsigned k) { return eval(op->getOperand(k), depth + 1); };
     if (isa<NotOp>(op)) {
       auto x = operand(0);
       if (!x || x->kind != Sym::Bool)
         return x ? fail("tc.not of a non-boolean") : std::nullopt;
+      if (x->keys && x->zeroKeys && x->set.kind == EntrySet::All) {
+        x->zeroKeys = false; // not(attention_mask == 0)
+        return x;
+      }
+      if (x->keys)
+        return fail("a negated padding mask");
       return boolSym(normalize(complement(x->set)));
     }
     if (isa<AndOp, OrOp, XorOp>(op))
@@ -230,18 +246,22 @@ private:
         return set ? std::optional<Sym>(boolSym(*set)) : fail(unknown);
       }
       bool ok = true;
-      std::optional<EntrySet> masked = pattern([&](int64_t i, int64_t j) {
+      double fill = std::numeric_limits<double>::quiet_NaN();
+      std::optional<EntrySet> visible = pattern([&](int64_t i, int64_t j) {
         double x = entry(i, j);
         ok &= x == 0 || x <= kMaskedBelow;
-        return x <= kMaskedBelow;
+        if (x != 0)
+          fill = std::isnan(fill) || fill == x ? x : -std::numeric_limits<double>::max();
+        return x == 0;
       });
       if (!ok)
         return fail("a float constant of the mask holds values other than 0 and very negative");
-      if (!masked)
+      if (!visible)
         return fail(unknown);
       Sym s;
       s.kind = Sym::FloatMask;
-      s.set = *masked;
+      s.set = *visible;
+      s.fill = fill;
       return s;
     }
     if (isBool)
@@ -286,6 +306,13 @@ private:
     if (x->kind != Sym::Bool || y->kind != Sym::Bool)
       return fail(op->getName().getStringRef().str() + " of non-booleans");
     EntrySet p = x->set, q = y->set;
+    if (x->zeroKeys || y->zeroKeys)
+      return fail("a padding mask that hides the visible keys");
+    Value keys = x->keys ? x->keys : y->keys;
+    if (x->keys && y->keys && x->keys != y->keys)
+      return fail("two padding masks");
+    if (keys && !isa<AndOp>(op))
+      return fail(op->getName().getStringRef().str() + " of a padding mask");
     if (isa<XorOp>(op)) {
       if (q.kind == EntrySet::None)
         return boolSym(p);
@@ -300,7 +327,9 @@ private:
     std::optional<EntrySet> r = combine(p, q, isa<AndOp>(op));
     if (!r)
       return std::nullopt;
-    return boolSym(*r);
+    Sym out = boolSym(*r);
+    out.keys = keys;
+    return out;
   }
 
   /// and / or of two entry sets (or(p, q) = not(and(not p, not q))).
@@ -346,6 +375,17 @@ private:
     };
     if (x->kind == Sym::Scalar && y->kind == Sym::Scalar)
       return boolSym({holds(x->value, y->value) ? EntrySet::All : EntrySet::None, 0});
+    // attention_mask != 0: the padding mask itself (its keys are read as
+    // "non-zero = visible"); == 0 its negation.
+    if (isa<NeOp, EqOp>(op) &&
+        ((x->kind == Sym::Bool && x->keys && x->set.kind == EntrySet::All && !x->zeroKeys &&
+          y->kind == Sym::Scalar && y->value == 0) ||
+         (y->kind == Sym::Bool && y->keys && y->set.kind == EntrySet::All && !y->zeroKeys &&
+          x->kind == Sym::Scalar && x->value == 0))) {
+      Sym r = x->kind == Sym::Bool ? *x : *y;
+      r.zeroKeys = isa<EqOp>(op);
+      return r;
+    }
     // An index vector against a scalar: true everywhere or nowhere.
     if ((x->kind == Sym::Index && y->kind == Sym::Scalar) ||
         (x->kind == Sym::Scalar && y->kind == Sym::Index)) {
@@ -398,12 +438,21 @@ private:
       return scalarSym(add ? x->value + y->value
                            : sub ? x->value - y->value : x->value * y->value);
     if (add && x->kind == Sym::FloatMask && y->kind == Sym::FloatMask) {
-      // Two additive masks hide the union of what each hides.
-      std::optional<EntrySet> u = combine(x->set, y->set, /*isAnd=*/false);
-      if (!u)
+      // Two additive masks: visible where both are; a hidden entry holds the
+      // sum of the fills, so the fill is known only when one mask hides
+      // nothing.
+      if (x->keys && y->keys)
+        return fail("two padding masks");
+      std::optional<EntrySet> both = combine(x->set, y->set, /*isAnd=*/true);
+      if (!both)
         return std::nullopt;
       Sym s = *x;
-      s.set = *u;
+      s.set = *both;
+      s.keys = x->keys ? x->keys : y->keys;
+      bool xHides = x->keys || x->set.kind != EntrySet::All;
+      bool yHides = y->keys || y->set.kind != EntrySet::All;
+      s.fill = xHides && yHides ? std::numeric_limits<double>::quiet_NaN()
+                                : xHides ? x->fill : y->fill;
       return s;
     }
     if ((add || sub) && (x->kind == Sym::FloatMask || y->kind == Sym::FloatMask)) {
@@ -445,20 +494,79 @@ private:
       return std::nullopt;
     if (c->kind != Sym::Bool)
       return fail("a select on a non-boolean condition");
+    if (c->zeroKeys)
+      return fail("a padding mask that hides the visible keys");
     if (x->kind == Sym::Scalar && y->kind == Sym::Scalar) {
       Sym s;
       s.kind = Sym::FloatMask;
-      if (x->value == 0 && y->value <= kMaskedBelow)
+      if (x->value == 0 && y->value <= kMaskedBelow) {
+        s.set = c->set; // 0 (visible) where the condition holds
+        s.keys = c->keys;
+        s.fill = y->value;
+      } else if (x->value <= kMaskedBelow && y->value == 0) {
+        if (c->keys)
+          return fail("a padding mask that hides the keys it marks visible");
         s.set = normalize(complement(c->set));
-      else if (x->value <= kMaskedBelow && y->value == 0)
-        s.set = c->set;
-      else if (x->value == y->value)
+        s.fill = x->value;
+      } else if (x->value == y->value) {
         return scalarSym(x->value);
-      else
+      } else {
         return fail("a select between values other than 0 and a very negative fill");
+      }
       return s;
     }
     return fail("a select of mask values it cannot follow");
+  }
+
+  /// attention_mask[b, j] read as a [B, .., 1, Tk] value: a reshape of a
+  /// [B, Tk] value, or a gather of its flattened form at b * Tk + j (how the
+  /// exporters write attention_mask[batch_idx, kv_idx]).
+  std::optional<Sym> padding(Operation *op) {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    if (type.getRank() < 2 || type.getDimSize(0) != batch || lastTwo(type).first != 1 ||
+        lastTwo(type).second != tk || type.getNumElements() != batch * tk)
+      return std::nullopt;
+    auto isKeys = [&](Value v) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return t.getRank() == 2 && t.getDimSize(0) == batch && t.getDimSize(1) == tk &&
+             isa<IntegerType>(t.getElementType());
+    };
+    Sym s;
+    s.kind = Sym::Bool;
+    s.set = {EntrySet::All, 0};
+    auto elements = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
+    // Reshapes (of the whole [B * Tk] elements, in order) down to the source.
+    auto peel = [&](Value v) {
+      while (auto r = v.getDefiningOp<ReshapeOp>()) {
+        if (isKeys(v) || elements(r.getInput()) != batch * tk)
+          break;
+        v = r.getInput();
+      }
+      return v;
+    };
+    Value src = peel(op->getResult(0));
+    if (isKeys(src)) {
+      s.keys = src;
+      return s;
+    }
+    auto g = src.getDefiningOp<GatherOp>();
+    if (!g || g.getAxis() != 0 || elements(g.getData()) != batch * tk)
+      return std::nullopt;
+    Value data = peel(g.getData());
+    auto idx = g.getIndices().getDefiningOp<ConstantOp>();
+    if (!isKeys(data) || !idx)
+      return std::nullopt;
+    auto dense = dyn_cast<DenseElementsAttr>(idx.getValue());
+    if (!dense || dense.getNumElements() != batch * tk)
+      return std::nullopt;
+    int64_t k = 0;
+    for (APInt x : dense.getValues<APInt>()) {
+      if (x.getSExtValue() != k) // row-major [B, .., Tk]: b * Tk + j
+        return std::nullopt;
+      ++k;
+    }
+    s.keys = data;
+    return s;
   }
 
   std::optional<Sym> reshape(ReshapeOp r, std::optional<Sym> x) {
@@ -510,31 +618,44 @@ private:
     return x;
   }
 
-  int64_t tq, tk;
+  int64_t batch, tq, tk;
   llvm::DenseMap<Value, std::optional<Sym>> memo;
 };
 
 } // namespace
 
-std::optional<EntrySet> maskedEntries(Value mask, bool isBool, bool maskedWhen, int64_t tq,
-                                      int64_t tk, std::string *why) {
-  Evaluator ev(tq, tk);
+std::optional<MaskInfo> maskedEntries(Value mask, bool isBool, bool maskedWhen, int64_t batch,
+                                      int64_t tq, int64_t tk, std::string *why) {
+  Evaluator ev(batch, tq, tk);
   std::optional<Sym> s = ev.eval(mask);
   if (!s) {
     *why = ev.why.empty() ? "the mask is not understood" : ev.why;
     return std::nullopt;
   }
+  MaskInfo info;
+  info.keys = s->keys;
+  info.fill = std::numeric_limits<double>::quiet_NaN();
   if (isBool) {
     if (s->kind != Sym::Bool) {
       *why = "the mask is not boolean";
       return std::nullopt;
     }
-    return maskedWhen ? s->set : ev.normalize(complement(s->set));
+    if (s->keys && (maskedWhen || s->zeroKeys)) {
+      *why = "a padding mask that hides the keys it marks visible";
+      return std::nullopt;
+    }
+    info.masked = maskedWhen ? s->set : ev.normalize(complement(s->set));
+    return info;
   }
-  if (s->kind == Sym::FloatMask)
-    return s->set;
-  if (s->kind == Sym::Scalar && s->value == 0)
-    return EntrySet{EntrySet::None, 0};
+  if (s->kind == Sym::FloatMask) {
+    info.masked = ev.normalize(complement(s->set));
+    info.fill = s->fill;
+    return info;
+  }
+  if (s->kind == Sym::Scalar && s->value == 0) {
+    info.masked = EntrySet{EntrySet::None, 0};
+    return info;
+  }
   *why = "the additive mask holds values other than 0 and a very negative fill";
   return std::nullopt;
 }

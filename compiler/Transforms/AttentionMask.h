@@ -14,9 +14,10 @@
 // their comparisons, boolean and/or/not, splats, selects between 0 and a
 // very negative fill, additive masks, and shape ops that keep the last two
 // axes. Nothing is materialised, so the answer does not depend on the batch
-// size or the sequence length. A value that depends on a graph input
-// (attention_mask) or on anything else is not understood: the reason says
-// which.
+// size or the sequence length. A padding mask, attention_mask[b, j] from a
+// graph input gathered or reshaped to [B, 1, 1, Tk] and and-ed in, is
+// returned as the [B, Tk] value it reads. Anything else that depends on a
+// graph input is not understood: the reason says which.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_TRANSFORMS_ATTENTIONMASK_H
@@ -41,12 +42,25 @@ struct EntrySet {
   }
 };
 
+/// What a mask hides: the entries `masked` (the same for every batch and
+/// head) and, for a padding mask built from a graph input (HF:
+/// attention_mask[b, j] gathered to [B, 1, 1, Tk] and and-ed with the causal
+/// mask), every key j of batch b where `keys` [B, Tk] (bool or integer, non-
+/// zero = visible) is false.
+struct MaskInfo {
+  EntrySet masked;
+  mlir::Value keys;
+  /// An additive mask's fill (the value of its hidden entries) when it is one
+  /// value; NaN otherwise.
+  double fill = 0;
+};
+
 /// The entries a mask hides: for a boolean `mask`, those where it equals
 /// `maskedWhen`; for a float (additive) one, those <= -1e4 (the rest must be
-/// exactly 0). Shapes are [..., tq or 1, tk or 1]. On failure `*why` says
-/// what is not understood.
-std::optional<EntrySet> maskedEntries(mlir::Value mask, bool isBool, bool maskedWhen, int64_t tq,
-                                      int64_t tk, std::string *why);
+/// exactly 0). Shapes are [..., tq or 1, tk or 1] (a padding mask:
+/// [batch, .., 1, tk]). On failure `*why` says what is not understood.
+std::optional<MaskInfo> maskedEntries(mlir::Value mask, bool isBool, bool maskedWhen,
+                                      int64_t batch, int64_t tq, int64_t tk, std::string *why);
 
 } // namespace tc
 

@@ -697,7 +697,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
           return success();
         auto grad = AttentionGradOp::create(
             b, e.loc, TypeRange{q.getType(), k.getType(), v.getType()}, q, k, v, o.getResult(),
-            o.getLse(), g, o.getScaleAttr(), o.getCausalAttr());
+            o.getLse(), g, o.getKeyMask(), o.getScaleAttr(), o.getCausalAttr(),
+            o.getMaskFillAttr());
         Value ins[] = {q, k, v};
         for (auto [x, dx] : llvm::zip(ins, grad.getResults()))
           if (needs(x) && failed(acc(x, dx)))

@@ -42,11 +42,17 @@ def TcRecognizeAttention : Pass<"tc-recognize-attention", "mlir::func::FuncOp"> 
     stores the [Tq, Tk] scores). Recognised pieces, in any order between the
     two matmuls: scalar multiplications/divisions (also of q and of k^T
     before the first matmul, as torch's scaled_dot_product_attention export
-    does), and at most one mask that is either a constant boolean select
-    (`masked_fill`) of a fill <= -1e4 or -inf, or the addition of a constant
-    float mask of 0 and values <= -1e4 / -inf. The mask must be causal
-    (top-left: key j > query i masked) or mask nothing; anything else
-    (padding masks, dropout, a softmax over another axis) is left alone.
+    does), and at most one mask: a boolean select (`masked_fill`) of a fill
+    <= -1e4 or -inf, or the addition of a float mask of 0 and values <= -1e4 /
+    -inf. The mask is read from a folded constant or, when it was too large to
+    fold, from its construction (AttentionMask.h: index-vector comparisons,
+    and/or/not, splats, selects), so recognition does not depend on the batch
+    size or sequence length. It must hide nothing or exactly the keys after
+    each query (top-left causal), possibly and-ed with a padding mask
+    attention_mask[b, j] from a graph input, which becomes the `key_mask`
+    operand (with `key-masks`; HF's finfo.min fill becomes `mask_fill`).
+    Anything else (sliding windows, dropout, a softmax over another axis) is
+    left alone with a remark saying why.
     k^T may be a transpose (of any permutation that leaves [B, H, D, Tk]) or
     torch's [B*H, T, D] -> [B*H, D, T] reshape-transpose-reshape; key and
     value repeated per query head (repeat_kv: reshape, broadcast, reshape)
@@ -71,6 +77,11 @@ def TcRecognizeAttention : Pass<"tc-recognize-attention", "mlir::func::FuncOp"> 
           -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
     ```
   }];
+  let options = [
+    Option<"keyMasks", "key-masks", "bool", /*default=*/"true",
+           "fuse padding masks into tc.attention's key_mask (the CPU reference runs "
+           "them; GPU targets turn this off until their kernel does)">,
+  ];
   let dependentDialects = ["::tc::TCDialect"];
 }
 

@@ -16,6 +16,7 @@
 #include "compiler/Transforms/AttentionMask.h"
 #include "compiler/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -181,8 +182,13 @@ public:
       q = MulOp::create(b, pv.getLoc(), q.getType(), q, f);
     Type lseElt = qt.getElementType().isF64() ? qt.getElementType() : b.getF32Type();
     auto lseType = RankedTensorType::get({qt.getDimSize(0), qt.getDimSize(1), tq}, lseElt);
-    auto att = AttentionOp::create(b, pv.getLoc(), TypeRange{pv.getType(), lseType}, q, k, v,
-                                   b.getF64FloatAttr(scale), b.getBoolAttr(causal.value_or(false)));
+    Value keys = keyMask;
+    if (keys && !typeOf(keys).getElementType().isInteger(1))
+      keys = CastOp::create(b, pv.getLoc(),
+                            RankedTensorType::get(typeOf(keys).getShape(), b.getI1Type()), keys);
+    auto att = AttentionOp::create(b, pv.getLoc(), TypeRange{pv.getType(), lseType}, q, k, v, keys,
+                                   b.getF64FloatAttr(scale), b.getBoolAttr(causal.value_or(false)),
+                                   maskFill ? b.getF64FloatAttr(*maskFill) : FloatAttr());
     pv.getResult().replaceAllUsesWith(att.getResult());
     pv.erase();
     created.clear();
@@ -233,6 +239,7 @@ private:
       }
       mask = sel.getCond();
       isBool = true;
+      selectFill = maskedWhen ? *fillTrue : *fillFalse;
     } else if (auto add = llvm::dyn_cast<AddOp>(def)) {
       // The scores come from the matmul side; the other operand is the mask.
       auto fromScores = [](Value v) {
@@ -250,17 +257,50 @@ private:
     if (!sameType(def, *inner))
       return no("the mask broadcasts the scores");
     std::string why;
-    std::optional<EntrySet> masked = maskedEntries(mask, isBool, maskedWhen, tq, tk, &why);
-    if (!masked)
+    int64_t batch = typeOf(*inner).getDimSize(0);
+    std::optional<MaskInfo> info = maskedEntries(mask, isBool, maskedWhen, batch, tq, tk, &why);
+    if (!info)
       return no("the mask is not understood: " + why);
-    if (masked->kind == EntrySet::None)
+    if (info->masked.kind == EntrySet::None)
       *causal = false;
-    else if (masked->kind == EntrySet::After && masked->t == 0)
+    else if (info->masked.kind == EntrySet::After && info->masked.t == 0)
       *causal = true;
     else
       return no("the mask hides other entries than the keys after each query (a sliding "
-                "window, a padding mask or an offset causal mask)");
+                "window or an offset causal mask)");
+    if (info->keys) {
+      std::string input = graphInputName(info->keys);
+      if (!allowKeyMasks)
+        return no("a padding mask (from " + input + "): fused on the CPU reference only, the "
+                  "GPU's fused kernel for it is future work, so this target runs it unfused");
+      double fill = isBool ? selectFill : info->fill;
+      if (std::isnan(fill))
+        return no("a padding mask whose hidden entries do not hold one fill value");
+      if (isBool && std::isfinite(fill))
+        return no("a padding mask applied by a select with a finite fill (its gradient "
+                  "differs from the fused op's additive one in fully hidden rows)");
+      keyMask = info->keys;
+      if (std::isfinite(fill))
+        maskFill = fill;
+    }
     return true;
+  }
+
+  /// "graph input 'NAME'" when `v` is computed from one graph input.
+  static std::string graphInputName(Value v) {
+    for (int depth = 0; depth < 8; ++depth) {
+      if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+        if (auto fn = llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+          if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tc.name"))
+            return "graph input '" + n.getValue().str() + "'";
+        return "a graph input";
+      }
+      Operation *d = v.getDefiningOp();
+      if (!d || d->getNumOperands() != 1)
+        break;
+      v = d->getOperand(0);
+    }
+    return "a computed value";
   }
 
   /// Folds a scale factor of `def` into `scale` (constant) or `dynamic`.
@@ -378,8 +418,15 @@ private:
   OpBuilder &b;
   SmallVector<Operation *> created;
   SmallVector<Value> dynamic;
+  /// A padding mask (MaskInfo::keys) and the additive fill of hidden scores.
+  Value keyMask;
+  std::optional<double> maskFill;
+  double selectFill = 0;
 
 public:
+  /// Whether padding masks may be fused (the CPU reference runs them; the GPU
+  /// kernels do not yet).
+  bool allowKeyMasks = true;
   /// The softmax of an attention-shaped chain (softmax then matmul) once
   /// found, and why the chain was not fused.
   Operation *candidate = nullptr;
@@ -388,12 +435,14 @@ public:
 
 struct RecognizeAttentionPass
     : tc::impl::TcRecognizeAttentionBase<RecognizeAttentionPass> {
+  using TcRecognizeAttentionBase::TcRecognizeAttentionBase;
   void runOnOperation() override {
     SmallVector<MatmulOp> candidates;
     getOperation().walk([&](MatmulOp m) { candidates.push_back(m); });
     OpBuilder b(&getContext());
     for (MatmulOp m : candidates) {
       Matcher matcher(b);
+      matcher.allowKeyMasks = keyMasks;
       if (matcher.run(m) || !matcher.candidate)
         continue;
       std::string node;

@@ -1,4 +1,8 @@
 // RUN: tc-opt %s --split-input-file --tc-recognize-attention --verify-diagnostics | FileCheck %s
+// With key masks off (GPU targets) the padding mask stays unfused, with a remark:
+// RUN: tc-opt %s --split-input-file --tc-recognize-attention=key-masks=false 2>&1 | FileCheck %s --check-prefix=NOKEY
+// NOKEY: remark: attention left unfused (matmul / softmax / matmul): a padding mask (from graph input 'attention_mask'): fused on the CPU reference only
+// NOKEY-NOT: key_mask
 
 // Tests the GPT-2 (torchscript export) form: k^T as a transpose of the
 // [B, T, H, D] head split, a division by sqrt(D), masked_fill of -inf where a
@@ -192,9 +196,40 @@ func.func @causal_lt_shifted(%q: tensor<1x1x3x2xf32>, %kt: tensor<1x1x2x3xf32>,
 
 // -----
 
-// Tests that a mask built from a graph input (a padding mask from
-// attention_mask) and an offset causal mask (one key too many) stay unfused,
-// each with a remark saying why.
+// Tests a padding mask as HF builds it: attention_mask[b, j] gathered from
+// its flattened form at b * Tk + j (the exporters' GatherND), and-ed with the
+// causal mask, select(mask, 0, finfo.min) added to the scores. It becomes the
+// key_mask operand (cast to i1) and finfo.min the mask_fill.
+// CHECK-LABEL: func.func @padding_mask
+func.func @padding_mask(%q: tensor<2x1x3x2xf32>, %kt: tensor<2x1x2x3xf32>,
+                        %v: tensor<2x1x3x2xf32>,
+                        %am: tensor<2x3xi64> {tc.name = "attention_mask"}) -> tensor<2x1x3x2xf32> {
+  // CHECK: %[[M:.+]] = tc.cast %arg3 : tensor<2x3xi64> to tensor<2x3xi1>
+  // CHECK: tc.attention %arg0, %{{.+}}, %arg2 key_mask %[[M]] {causal = true, mask_fill = -3.4028234663852886E+38 : f64, scale = 1.000000e+00 : f64}
+  // CHECK-NOT: tc.softmax
+  %s = tc.matmul %q, %kt : tensor<2x1x3x2xf32>, tensor<2x1x2x3xf32> -> tensor<2x1x3x3xf32>
+  %flat = tc.reshape %am : tensor<2x3xi64> to tensor<6xi64>
+  %idx = tc.constant dense<[[[[0, 1, 2]]], [[[3, 4, 5]]]]> : tensor<2x1x1x3xi64>
+  %pad = tc.gather %flat, %idx {axis = 0 : i64} : tensor<6xi64>, tensor<2x1x1x3xi64> -> tensor<2x1x1x3xi64>
+  %zi = tc.constant dense<0> : tensor<i64>
+  %vis = tc.ne %pad, %zi : tensor<2x1x1x3xi64>, tensor<i64> -> tensor<2x1x1x3xi1>
+  %causal = tc.constant dense<[[true, false, false], [true, true, false], [true, true, true]]> : tensor<3x3xi1>
+  %both = tc.and %causal, %vis : tensor<3x3xi1>, tensor<2x1x1x3xi1> -> tensor<2x1x3x3xi1>
+  %zero = tc.constant dense<0.0> : tensor<f32>
+  %min = tc.constant dense<-3.40282347E+38> : tensor<f32>
+  %m = tc.select %both, %zero, %min : tensor<2x1x3x3xi1>, tensor<f32>, tensor<f32> -> tensor<2x1x3x3xf32>
+  %a = tc.add %s, %m : tensor<2x1x3x3xf32>, tensor<2x1x3x3xf32> -> tensor<2x1x3x3xf32>
+  %p = tc.softmax %a {axis = 3 : i64} : tensor<2x1x3x3xf32>
+  %o = tc.matmul %p, %v : tensor<2x1x3x3xf32>, tensor<2x1x3x2xf32> -> tensor<2x1x3x2xf32>
+  return %o : tensor<2x1x3x2xf32>
+}
+
+
+// -----
+
+// Tests that a mask built from a graph input in a way that is not a padding
+// mask and an offset causal mask (one key too many) stay unfused, each with
+// a remark saying why.
 // CHECK-LABEL: func.func @unfused_with_reasons
 func.func @unfused_with_reasons(%q: tensor<1x1x3x2xf32>, %kt: tensor<1x1x2x3xf32>,
                                 %v: tensor<1x1x3x2xf32>,
@@ -204,7 +239,8 @@ func.func @unfused_with_reasons(%q: tensor<1x1x3x2xf32>, %kt: tensor<1x1x2x3xf32
   %s = tc.matmul %q, %kt : tensor<1x1x3x2xf32>, tensor<1x1x2x3xf32> -> tensor<1x1x3x3xf32>
   %zero = tc.constant dense<0.0> : tensor<f32>
   %min = tc.constant dense<-3.40282347E+38> : tensor<f32>
-  %m = tc.select %am, %zero, %min : tensor<1x1x1x3xi1>, tensor<f32>, tensor<f32> -> tensor<1x1x1x3xf32>
+  %nam = tc.not %am : tensor<1x1x1x3xi1>
+  %m = tc.select %nam, %zero, %min : tensor<1x1x1x3xi1>, tensor<f32>, tensor<f32> -> tensor<1x1x1x3xf32>
   %a = tc.add %s, %m : tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32> -> tensor<1x1x3x3xf32>
   // expected-remark @+1 {{the mask is not understood: it depends on graph input 'attention_mask'}}
   %p = tc.softmax %a {axis = 3 : i64} : tensor<1x1x3x3xf32>

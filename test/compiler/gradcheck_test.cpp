@@ -653,6 +653,28 @@ TEST(GradCheck, Attention) {
   }
 }
 
+TEST(GradCheck, AttentionKeyMask) {
+  // A padding mask: batch 0 left-padded (keys 0, 1 hidden: with causal its
+  // queries 0 and 1 see no key at all), batch 1 right-padded (key 4 hidden).
+  // A -inf fill skips hidden scores (fully hidden rows give 0); a finite one
+  // adds to them as an exported additive mask does (those rows average).
+  const char *q = "tensor<2x2x5x3xf64>", *k = "tensor<2x1x5x3xf64>", *v = "tensor<2x1x5x4xf64>",
+             *y = "tensor<2x2x5x4xf64>", *lse = "tensor<2x2x5xf64>";
+  // (-1000, not finfo.min: in f64 a huge fill would absorb the finite-difference
+  // steps of the fully hidden rows.)
+  for (const char *fill : {"", ", mask_fill = -1.000000e+03 : f64"})
+    for (const char *causal : {"true", "false"}) {
+      std::string attrs = std::string("{scale = 0.7 : f64, causal = ") + causal + fill + "}";
+      check(Case{{P("q", q, -1.5, 1.5), P("k", k, -1.5, 1.5), P("v", v)},
+                 std::string("  %m = tc.constant dense<[[false, false, true, true, true], "
+                             "[true, true, true, true, false]]> : tensor<2x5xi1>\n") +
+                     "  %y, %lse = tc.attention %q, %k, %v key_mask %m " + attrs + " : (" + q +
+                     ", " + k + ", " + v + ", tensor<2x5xi1>) -> (" + y + ", " + lse + ")",
+                 y},
+            std::string("attention with a key mask ") + attrs);
+    }
+}
+
 TEST(GradCheck, Gather) {
   check(Case{{P("w", "tensor<5x3xf64>")},
              "  %ids = tc.constant dense<[[1, 4, 1, 0], [-1, 2, 1, 3]]> : tensor<2x4xi64>\n"

@@ -566,10 +566,32 @@ LogicalResult expectType(Operation *op, Value v, ArrayRef<int64_t> shape, Type e
 }
 } // namespace
 
+/// key_mask [B, Tk] i1 and a mask_fill that is -inf or finite and very
+/// negative.
+LogicalResult verifyKeyMask(Operation *op, Value q, Value k, Value mask,
+                            std::optional<APFloat> fill) {
+  if (fill) {
+    double f = fill->convertToDouble();
+    if (!(f < 0) || std::isnan(f))
+      return op->emitOpError() << "mask_fill must be negative (-inf or a very negative finite "
+                                  "value), got "
+                               << f;
+  }
+  if (!mask)
+    return success();
+  auto mt = tensorType(mask);
+  int64_t b = tensorType(q).getDimSize(0), tk = tensorType(k).getDimSize(2);
+  if (mt.getRank() != 2 || mt.getDimSize(0) != b || mt.getDimSize(1) != tk)
+    return op->emitOpError() << "key_mask must be [batch, keys] = " << shapeStr({b, tk})
+                             << ", got " << shapeStr(mt.getShape());
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   SmallVector<int64_t> rs, ls;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
-                                     getScale().convertToDouble(), rs, ls)))
+                                     getScale().convertToDouble(), rs, ls)) ||
+      failed(verifyKeyMask(*this, getQuery(), getKey(), getKeyMask(), getMaskFill())))
     return failure();
   Type elt = tensorType(getQuery()).getElementType();
   if (failed(expectType(*this, getResult(), rs, elt, "result")))
@@ -580,7 +602,8 @@ LogicalResult AttentionOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   SmallVector<int64_t> rs, ls;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
-                                     getScale().convertToDouble(), rs, ls)))
+                                     getScale().convertToDouble(), rs, ls)) ||
+      failed(verifyKeyMask(*this, getQuery(), getKey(), getKeyMask(), getMaskFill())))
     return failure();
   Type elt = tensorType(getQuery()).getElementType();
   if (failed(expectType(*this, getResult(), rs, elt, "result operand")) ||

@@ -456,7 +456,13 @@ def TC_AttentionOp : TC_Op<"attention", [Pure]> {
     result [B, H, Tq, Dv]. H must be a multiple of Hkv (grouped-query
     attention: query head h reads key/value head h / (H / Hkv)). With
     `causal` the mask is -inf where key j > query i (top-left aligned, as
-    torch's is_causal and a tril mask), otherwise 0. `lse` [B, H, Tq] is the
+    torch's is_causal and a tril mask), otherwise 0. With `key_mask` [B, Tk]
+    (i1, true = visible: a padding mask from attention_mask) key j is also
+    hidden from every query of batch b where key_mask[b, j] is false. A
+    hidden score is skipped (-inf), or, with a finite `mask_fill` (HF's
+    finfo.min), replaced by score + mask_fill, as the exported additive mask
+    computes: a row whose every key is hidden then averages all values
+    (-inf: such a row is 0, the guard torch's SDPA applies). `lse` [B, H, Tq] is the
     f32 (f64 for f64 operands) log-sum-exp of each row's masked, scaled scores, which the backward
     (tc.attention_grad) uses to recompute the probabilities. query, key,
     value and result share one element type; the softmax and the
@@ -470,9 +476,11 @@ def TC_AttentionOp : TC_Op<"attention", [Pure]> {
     ```
   }];
   let arguments = (ins TC_FloatTensor:$query, TC_FloatTensor:$key, TC_FloatTensor:$value,
-                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+                   Optional<TC_BoolTensor>:$key_mask,
+                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
+                   OptionalAttr<F64Attr>:$mask_fill);
   let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$lse);
-  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` "
+  let assemblyFormat = "$query `,` $key `,` $value (`key_mask` $key_mask^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -485,7 +493,7 @@ def TC_AttentionGradOp : TC_Op<"attention_grad", [Pure]> {
     dP = grad value^T and dS = P * (dP - rowsum(grad * result)),
     `dquery = scale * dS key`, `dkey = scale * dS^T query` and
     `dvalue = P^T grad`, where dkey and dvalue sum over the query heads that
-    share a key/value head.
+    share a key/value head. `key_mask` and `mask_fill` are the forward's.
 
     ```mlir
     %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
@@ -496,10 +504,12 @@ def TC_AttentionGradOp : TC_Op<"attention_grad", [Pure]> {
   }];
   let arguments = (ins TC_FloatTensor:$query, TC_FloatTensor:$key, TC_FloatTensor:$value,
                    TC_FloatTensor:$result, TC_FloatTensor:$lse, TC_FloatTensor:$grad,
-                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+                   Optional<TC_BoolTensor>:$key_mask,
+                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
+                   OptionalAttr<F64Attr>:$mask_fill);
   let results = (outs TC_FloatTensor:$dquery, TC_FloatTensor:$dkey, TC_FloatTensor:$dvalue);
-  let assemblyFormat = "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad "
+                       "(`key_mask` $key_mask^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

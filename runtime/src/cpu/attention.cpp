@@ -1,8 +1,10 @@
 //===- attention.cpp - tc.attention and tc.attention_grad -----------------===//
 //
 // The reference for fused attention: per (batch, head, query row) the scaled
-// scores, the causal mask (key j > query i masked, top-left aligned), a
-// max-subtracted softmax and the weighted sum of values, all in double. The
+// scores, the causal mask (key j > query i masked, top-left aligned) and the
+// padding mask (key_mask[b, j] false), a max-subtracted softmax and the
+// weighted sum of values, all in double. A hidden score is -inf, or score +
+// mask_fill with a finite mask_fill (an exported additive mask). The
 // backward recomputes the probabilities from the saved lse exactly as the
 // GPU kernels do: P = exp(scale * s - lse).
 //
@@ -21,10 +23,13 @@ struct Dims {
   int64_t b, h, hkv, tq, tk, d, dv;
   double scale;
   bool causal;
+  const Buffer *keys = nullptr; ///< [b, tk] key_mask (non-zero = visible) or none
+  double fill = -std::numeric_limits<double>::infinity();
 };
 
-/// Reads and checks q, k, v (operands 0..2) and the scale/causal attributes.
-Dims attentionDims(KernelContext &c) {
+/// Reads and checks q, k, v (operands 0..2), the key mask (operand
+/// `maskOperand` when present) and the scale/causal/mask_fill attributes.
+Dims attentionDims(KernelContext &c, size_t maskOperand) {
   const Buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   c.expectFloat(q, "query");
   c.expectSameDType(q, k, "key");
@@ -39,17 +44,28 @@ Dims attentionDims(KernelContext &c) {
     c.fail("query, key and value shapes do not match");
   if (d.hkv == 0 || d.h % d.hkv != 0)
     c.fail("query heads must be a multiple of the key/value heads");
+  if (c.in.size() > maskOperand) {
+    d.keys = c.in[maskOperand];
+    if (d.keys->isFloat)
+      c.fail("key_mask must be boolean");
+    c.expectShape(*d.keys, {d.b, d.tk}, "key_mask");
+  }
+  d.fill = c.floatAttr("mask_fill", -std::numeric_limits<double>::infinity());
+  if (!(d.fill < 0))
+    c.fail("mask_fill must be negative");
   return d;
 }
 
-/// Scaled, masked scores of query row (b, h, i) into s[tk]; masked entries
-/// are -inf.
+/// Scaled, masked scores of query row (b, h, i) into s[tk]; hidden entries
+/// are -inf, or score + fill with a finite fill.
 void scores(const Dims &d, const Buffer &q, const Buffer &k, int64_t b, int64_t h, int64_t i,
             std::vector<double> &s) {
   int64_t hk = h / (d.h / d.hkv);
   const double *qr = q.f.data() + ((b * d.h + h) * d.tq + i) * d.d;
+  bool skip = std::isinf(d.fill);
   for (int64_t j = 0; j < d.tk; ++j) {
-    if (d.causal && j > i) {
+    bool hidden = (d.causal && j > i) || (d.keys && d.keys->i[b * d.tk + j] == 0);
+    if (hidden && skip) {
       s[j] = -std::numeric_limits<double>::infinity();
       continue;
     }
@@ -57,14 +73,14 @@ void scores(const Dims &d, const Buffer &q, const Buffer &k, int64_t b, int64_t 
     double acc = 0;
     for (int64_t x = 0; x < d.d; ++x)
       acc += qr[x] * kr[x];
-    s[j] = d.scale * acc;
+    s[j] = d.scale * acc + (hidden ? d.fill : 0.0);
   }
 }
 
 void attentionKernel(KernelContext &c) {
-  c.expectOperands(3);
+  c.expectOperands(3, 4);
   c.expectResults(2);
-  Dims d = attentionDims(c);
+  Dims d = attentionDims(c, 3);
   const Buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   Buffer &o = *c.out[0], &lse = *c.out[1];
   c.expectShape(o, {d.b, d.h, d.tq, d.dv}, "result");
@@ -103,9 +119,9 @@ void attentionKernel(KernelContext &c) {
 }
 
 void attentionGradKernel(KernelContext &c) {
-  c.expectOperands(6);
+  c.expectOperands(6, 7);
   c.expectResults(3);
-  Dims d = attentionDims(c);
+  Dims d = attentionDims(c, 6);
   const Buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
   const Buffer &o = *c.in[3], &lse = *c.in[4], &g = *c.in[5];
   c.expectShape(o, {d.b, d.h, d.tq, d.dv}, "result operand");
@@ -124,10 +140,22 @@ void attentionGradKernel(KernelContext &c) {
       int64_t hk = h / (d.h / d.hkv);
       for (int64_t i = 0; i < d.tq; ++i) {
         int64_t row = (b * d.h + h) * d.tq + i;
-        double l = lse.f[row];
+        double l = lse.f[row], rowMax = 0, rowSum = 1;
         if (std::isinf(l))
           continue; // every key masked: the row contributed nothing
         scores(d, q, k, b, h, i, s);
+        bool fromRow = std::isfinite(d.fill);
+        if (fromRow) {
+          // Hidden scores hold score + fill: a row whose every key is hidden
+          // has lse ~ fill (finfo.min), which absorbs log(sum) in double; its
+          // probabilities are recomputed from the row's max and sum instead.
+          rowMax = -std::numeric_limits<double>::infinity();
+          rowSum = 0;
+          for (double x : s)
+            rowMax = std::max(rowMax, x);
+          for (double x : s)
+            rowSum += std::exp(x - rowMax);
+        }
         const double *orow = o.f.data() + row * d.dv;
         const double *grow = g.f.data() + row * d.dv;
         const double *qrow = q.f.data() + row * d.d;
@@ -138,7 +166,7 @@ void attentionGradKernel(KernelContext &c) {
         for (int64_t j = 0; j < d.tk; ++j) {
           if (std::isinf(s[j]))
             continue;
-          double p = std::exp(s[j] - l);
+          double p = fromRow ? std::exp(s[j] - rowMax) / rowSum : std::exp(s[j] - l);
           int64_t kvRow = (b * d.hkv + hk) * d.tk + j;
           const double *vr = v.f.data() + kvRow * d.dv;
           const double *kr = k.f.data() + kvRow * d.d;

@@ -459,6 +459,26 @@ func.func @attention_lse(%q: tensor<1x2x4x8xbf16>) {
 
 // -----
 
+// Tests that a key mask is [batch, keys].
+func.func @attention_key_mask(%q: tensor<2x2x4x8xf32>, %m: tensor<2x3xi1>) {
+  // expected-error @+1 {{key_mask must be [batch, keys] = 2x4, got 2x3}}
+  %o, %l = tc.attention %q, %q, %q key_mask %m {scale = 1.0 : f64}
+      : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x3xi1>) -> (tensor<2x2x4x8xf32>, tensor<2x2x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that the fill of hidden scores is negative.
+func.func @attention_mask_fill(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{mask_fill must be negative (-inf or a very negative finite value), got 1}}
+  %o, %l = tc.attention %q, %q, %q {scale = 1.0 : f64, mask_fill = 1.0 : f64}
+      : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
 // Tests that query and key share the head dimension and the scale is positive.
 func.func @attention_dims(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x6xf32>) {
   // expected-error @+1 {{query dim 8 != key dim 6}}

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Compares tc-run's training metrics with a PyTorch reference trajectory.
 
-    check_trajectory.py METRICS.jsonl REF.json sgd|adamw RTOL
+    check_trajectory.py METRICS.jsonl REF.json [fp32:]sgd|adamw RTOL
 
-REF.json's train_fp64[OPT]["losses"][i] is the loss of step i+1 (its forward,
+REF.json's train_fp64[OPT]["losses"][i] (train_fp32 with "fp32:") is the loss of step i+1 (its forward,
 before its update), as is tc-run's "loss" of step i+1. Prints one line per
 step and TRAJECTORY-OK when every step is within RTOL (relative); exits 1
 otherwise. Standard library only.
@@ -15,7 +15,10 @@ import sys
 
 def main():
     metrics, ref_path, opt, rtol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-    want = json.load(open(ref_path))["train_fp64"][opt]["losses"]
+    key = "train_fp64"
+    if opt.startswith("fp32:"):
+        key, opt = "train_fp32", opt[5:]
+    want = json.load(open(ref_path))[key][opt]["losses"]
     got = [json.loads(l) for l in open(metrics) if l.strip()]
     if len(got) != len(want):
         print(f"FAIL: {len(got)} steps in {metrics}, the reference has {len(want)}")
