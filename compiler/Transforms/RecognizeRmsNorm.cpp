@@ -66,7 +66,9 @@ Value squared(Value sq) {
 
 /// From `mean` = reduce_mean(x^2, last axis, keepdims): the tc.rms_norm that
 /// replaces the whole chain, or nothing when the chain is not RMSNorm's.
-bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b) {
+/// Once mean(x^2) + eps is found (an RMSNorm by all signs), a failure says
+/// why in `*why`.
+bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b, std::string *why) {
   auto xt = RankedTensorType();
   Value x = squared(mean.getInput());
   if (!x || !mean.getKeepdims() || !mean.getInput().hasOneUse())
@@ -110,8 +112,10 @@ bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b) {
       }
     }
   }
-  if (!r)
+  if (!r) {
+    *why = "mean(x^2) + eps is not followed by rsqrt, 1 / sqrt or a division of x by its sqrt";
     return false;
+  }
   // x * r (or x / sqrt(.)).
   Value normed;
   if (r == (sqrtOp ? sqrtOp->getResult(0) : Value())) {
@@ -119,8 +123,10 @@ bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b) {
     chain.push_back(onlyUser(r));
   } else {
     auto m = llvm::dyn_cast_or_null<MulOp>(onlyUser(r));
-    if (!m || other(m, r) != x || m.getType() != xt)
+    if (!m || other(m, r) != x || m.getType() != xt) {
+      *why = "the reciprocal RMS does not multiply the same x (or is read elsewhere)";
       return false;
+    }
     normed = m.getResult();
     chain.push_back(m);
   }
@@ -151,8 +157,15 @@ struct RecognizeRmsNormPass : tc::impl::TcRecognizeRmsNormBase<RecognizeRmsNormP
     SmallVector<ReduceMeanOp> means;
     getOperation().walk([&](ReduceMeanOp m) { means.push_back(m); });
     OpBuilder b(&getContext());
-    for (ReduceMeanOp m : means)
-      matchAndRewrite(m, b);
+    for (ReduceMeanOp m : means) {
+      std::string why;
+      if (!matchAndRewrite(m, b, &why) && !why.empty()) {
+        std::string node;
+        if (auto n = llvm::dyn_cast<NameLoc>(m->getLoc()))
+          node = " at node '" + n.getName().str() + "'";
+        m->emitRemark() << "RMSNorm" << node << " left unfused (written out): " << why;
+      }
+    }
   }
 };
 

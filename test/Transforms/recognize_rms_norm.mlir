@@ -1,4 +1,4 @@
-// RUN: tc-opt %s --split-input-file --tc-recognize-rms-norm | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-recognize-rms-norm --verify-diagnostics | FileCheck %s
 
 // Tests HuggingFace's LlamaRMSNorm as exported: pow(x, 2), mean over the last
 // axis, + eps, 1 / sqrt, x * r, then the weight on the left.
@@ -59,8 +59,8 @@ func.func @divide_no_scale(%x: tensor<3x8xf32>, %v: tensor<8x2xf32>) -> tensor<3
 
 // -----
 
-// Tests what is left alone: the mean over a leading axis, and a chain whose
-// reciprocal is also read elsewhere.
+// Tests what is left alone: the mean over a leading axis (silently: not an
+// RMSNorm), and a chain whose reciprocal is also read elsewhere (a remark).
 // CHECK-LABEL: func.func @not_rms_norm
 // CHECK-NOT: tc.rms_norm
 // CHECK-COUNT-2: tc.reduce_mean
@@ -72,6 +72,7 @@ func.func @not_rms_norm(%x: tensor<3x8xf32>) -> (tensor<3x8xf32>, tensor<3x8xf32
   %r = tc.rsqrt %a : tensor<1x8xf32>
   %n = tc.mul %x, %r : tensor<3x8xf32>, tensor<1x8xf32> -> tensor<3x8xf32>
   %p2 = tc.mul %x, %x : tensor<3x8xf32>, tensor<3x8xf32> -> tensor<3x8xf32>
+  // expected-remark @+1 {{RMSNorm left unfused (written out): the reciprocal RMS does not multiply the same x (or is read elsewhere)}}
   %m2 = tc.reduce_mean %p2 {axes = array<i64: 1>, keepdims = true} : tensor<3x8xf32> -> tensor<3x1xf32>
   %a2 = tc.add %m2, %eps : tensor<3x1xf32>, tensor<f32> -> tensor<3x1xf32>
   %r2 = tc.rsqrt %a2 : tensor<3x1xf32>
