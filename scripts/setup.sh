@@ -19,6 +19,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Test-only Python packages, pinned: the onnx release whose node tests
+# (opsets up to 28) the conformance suite runs (scripts/make_node_tests.py).
+# torch stays out: fixtures are made by committed scripts and committed.
+PY_PKGS=(numpy==2.4.6 ml_dtypes==0.6.0 protobuf==7.36.2 onnx==1.23.2)
+py_ok() {
+  python3 - "$@" <<'PYEOF' 2>/dev/null
+import importlib.metadata as md, sys
+for spec in sys.argv[1:]:
+    name, version = spec.split("==")
+    if md.version(name) != version:
+        sys.exit(1)
+PYEOF
+}
+if ! py_ok "${PY_PKGS[@]}"; then
+  echo "setup: installing ${PY_PKGS[*]} (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check "${PY_PKGS[@]}" >/dev/null ||
+    echo "setup: note: pip could not install ${PY_PKGS[*]}; the ONNX 1.23 node tests are skipped"
+fi
+
 if [ ! -d /usr/local/cuda ]; then
   echo "setup: note: no CUDA toolkit in /usr/local/cuda; building the CPU reference only"
 fi

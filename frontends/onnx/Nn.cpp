@@ -306,7 +306,13 @@ LogicalResult lpNorm(NodeContext &nc) {
   Value s = ch.ok ? ch(nc.reduce("reduce_sum", v, {*axis}, true)) : Value();
   if (p == 2)
     s = ch.un<tc::SqrtOp>(s);
-  return ch.out(0, ch.bin<tc::DivOp>(*x, s));
+  // A zero norm gives 0, not 0 / 0 (the specification's reference).
+  Value zero = ch.c(*x, 0.0);
+  Value isZero = ch.bin<tc::EqOp>(s, zero);
+  Value q = ch.bin<tc::DivOp>(*x, s);
+  if (!ch.ok)
+    return failure();
+  return ch.out(0, ch(nc.make<tc::SelectOp>({isZero, zero, q}, {}, q.getType())));
 }
 
 LogicalResult globalPool(NodeContext &nc, StringRef kind) {

@@ -852,6 +852,14 @@ LogicalResult depthToSpace(NodeContext &nc, bool toSpace) {
   }
   if (h % b || w % b)
     return nc.fail("height/width are not divisible by blocksize");
+  // Opset 28 added SpaceToDepth's mode: CRD orders the output channels
+  // (c, block row, block column), DCR (the default) (block row, block column, c).
+  std::string mode = nc.attrString("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD")
+    return nc.failAttr("mode", "'" + mode + "' is neither DCR nor CRD");
+  if (mode == "CRD")
+    return shuffle(nc, *x, {n, c, h / b, b, w / b, b}, {0, 1, 3, 5, 2, 4},
+                   {n, c * b * b, h / b, w / b});
   return shuffle(nc, *x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4},
                  {n, c * b * b, h / b, w / b});
 }
