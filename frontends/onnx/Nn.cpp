@@ -315,6 +315,167 @@ LogicalResult lpNorm(NodeContext &nc) {
   return ch.out(0, ch(nc.make<tc::SelectOp>({isZero, zero, q}, {}, q.getType())));
 }
 
+/// ONNX Attention (opset 23+), written out as the chain exporters produce, so
+/// that tc-recognize-attention makes it one tc.attention when the mask is
+/// causal, empty or a padding mask (and leaves it unfused with a note when it
+/// is not, e.g. a run-time attn_mask of any shape, or with softcap):
+///   q, k, v as [B, H, S, D] (3-D inputs split by q_num_heads / kv_num_heads),
+///   k / v repeated per query head (GQA), scores = scale * q @ k^T,
+///   softcap * tanh(s / softcap),
+///   + the mask (a boolean attn_mask as 0 / -inf, padded to the keys; the
+///   causal mask, top-left), softmax (in softmax_precision), a row that sees
+///   no key gives 0 (where(isnan(p), 0, p)), @ v, back to 3-D when given so.
+/// past_key / past_value, nonpad_kv_seqlen, the qk_matmul_output output and
+/// sliding windows (left/right_window_size) are refused by name.
+LogicalResult attention(NodeContext &nc) {
+  auto qIn = nc.requiredInput(0), kIn = nc.requiredInput(1), vIn = nc.requiredInput(2);
+  if (failed(qIn) || failed(kIn) || failed(vIn))
+    return failure();
+  if (nc.input(4) || nc.input(5))
+    return nc.fail("past_key / past_value (a KV cache) are unsupported");
+  if (nc.input(6))
+    return nc.fail("nonpad_kv_seqlen is unsupported");
+  for (size_t i = 1; i < nc.numOutputs(); ++i)
+    if (nc.outputUsed(i))
+      return nc.fail(i == 3 ? "the qk_matmul_output output (qk_matmul_output_mode) is unsupported"
+                            : "present_key / present_value (a KV cache) are unsupported");
+  if (nc.attrInt("left_window_size", -1) != -1 || nc.attrInt("right_window_size", -1) != -1)
+    return nc.failAttr("left_window_size", "sliding-window attention is unsupported");
+  Chain ch{nc};
+  Value q = *qIn, k = *kIn, v = *vIn;
+  auto qt = typeOf(q);
+  Type elt = qt.getElementType();
+  int64_t rank = qt.getRank();
+  if (rank != 3 && rank != 4)
+    return nc.fail("Q, K and V must be 3-D [batch, seq, hidden] or 4-D [batch, heads, seq, dim]");
+  if (typeOf(k).getRank() != rank || typeOf(v).getRank() != rank)
+    return nc.fail("Q, K and V must have the same rank");
+  if (rank == 3) {
+    int64_t hq = nc.attrInt("q_num_heads", 0), hkv = nc.attrInt("kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0)
+      return nc.fail("3-D inputs need q_num_heads and kv_num_heads");
+    auto split = [&](Value x, int64_t heads) -> Value {
+      auto t = typeOf(x);
+      if (t.getDimSize(2) % heads) {
+        (void)nc.fail("hidden size " + Twine(t.getDimSize(2)) + " is not a multiple of " +
+                      Twine(heads) + " heads");
+        ch.ok = false;
+        return Value();
+      }
+      Value r = ch(nc.reshape(x, {t.getDimSize(0), t.getDimSize(1), heads, t.getDimSize(2) / heads}));
+      return ch.ok ? ch(nc.transpose(r, {0, 2, 1, 3})) : Value();
+    };
+    q = split(q, hq);
+    k = split(k, hkv);
+    v = split(v, hkv);
+    if (!ch.ok)
+      return failure();
+  }
+  auto q4 = typeOf(q), k4 = typeOf(k), v4 = typeOf(v);
+  int64_t b = q4.getDimSize(0), h = q4.getDimSize(1), tq = q4.getDimSize(2), d = q4.getDimSize(3);
+  int64_t hkv = k4.getDimSize(1), tk = k4.getDimSize(2);
+  if (k4.getDimSize(0) != b || v4.getDimSize(0) != b || v4.getDimSize(1) != hkv ||
+      v4.getDimSize(2) != tk || k4.getDimSize(3) != d)
+    return nc.fail("Q, K and V shapes do not match");
+  if (hkv != h) {
+    if (hkv == 0 || h % hkv)
+      return nc.fail("query heads (" + Twine(h) + ") must be a multiple of the key/value heads (" +
+                     Twine(hkv) + ")");
+    auto repeat = [&](Value x) -> Value { // repeat_kv: [B, Hkv, S, D] -> [B, H, S, D]
+      auto t = typeOf(x);
+      Value r = ch(nc.reshape(x, {b, hkv, 1, t.getDimSize(2), t.getDimSize(3)}));
+      r = ch.ok ? ch(nc.broadcastTo(r, {b, hkv, h / hkv, t.getDimSize(2), t.getDimSize(3)})) : Value();
+      return ch.ok ? ch(nc.reshape(r, {b, h, t.getDimSize(2), t.getDimSize(3)})) : Value();
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  double scale = nc.hasAttr("scale") ? nc.attrFloat("scale", 1.0f) : 1.0 / std::sqrt((double)d);
+  if (!(scale > 0) || !std::isfinite(scale))
+    return nc.failAttr("scale", "must be positive and finite");
+  // One scale on the scores (the reference scales q and k by sqrt(scale)
+  // each: the same up to rounding), so that the recogniser sees k^T of the
+  // repeated keys.
+  Value kt = ch(nc.transpose(k, {0, 1, 3, 2}));
+  Value scores = ch.ok ? ch(nc.make<tc::MatmulOp>({q, kt})) : Value();
+  scores = ch.bin<tc::MulOp>(scores, nc.splat(scale, elt));
+  float softcap = nc.attrFloat("softcap", 0.0f);
+  if (softcap < 0)
+    return nc.failAttr("softcap", "must be >= 0");
+  if (softcap > 0) {
+    Value c = nc.splat(softcap, elt);
+    scores = ch.bin<tc::MulOp>(ch.un<tc::TanhOp>(ch.bin<tc::DivOp>(scores, c)), c);
+  }
+  if (!ch.ok)
+    return failure();
+  // The bias: attn_mask (bool -> 0 / -inf, padded with hidden keys to Tk),
+  // then the causal mask.
+  double ninf = -std::numeric_limits<double>::infinity();
+  Value bias;
+  if (Value m = nc.input(3)) {
+    auto mt = typeOf(m);
+    if (mt.getRank() < 1)
+      return nc.fail("attn_mask must have rank >= 1");
+    bool isBool = mt.getElementType().isInteger(1);
+    if (!isBool && mt.getElementType() != elt)
+      return nc.fail("a float attn_mask must have Q's element type");
+    int64_t last = mt.getDimSize(mt.getRank() - 1);
+    if (last > tk)
+      return nc.fail("attn_mask has " + Twine(last) + " keys, more than the " + Twine(tk) + " of K");
+    if (last < tk) {
+      SmallVector<int64_t> low(mt.getRank(), 0), high(mt.getRank(), 0);
+      high.back() = tk - last;
+      SmallVector<int64_t> shape(mt.getShape());
+      shape.back() = tk;
+      m = ch(nc.make<tc::PadOp>({m},
+                                {nc.namedI64Array("low", low), nc.namedI64Array("high", high),
+                                 nc.namedF64("value", isBool ? 0.0 : ninf)},
+                                RankedTensorType::get(shape, mt.getElementType())));
+    }
+    if (isBool && ch.ok)
+      m = ch(nc.make<tc::SelectOp>({m, nc.splat(0.0, elt), nc.splat(ninf, elt)}, {},
+                                   RankedTensorType::get(typeOf(m).getShape(), elt)));
+    bias = m;
+  }
+  if (nc.attrInt("is_causal", 0) != 0) {
+    SmallVector<double> c(static_cast<size_t>(tq * tk));
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = 0; j < tk; ++j)
+        c[static_cast<size_t>(i * tk + j)] = j > i ? ninf : 0.0;
+    Value causal = nc.constant(denseFromDoubles(RankedTensorType::get({tq, tk}, elt), c));
+    bias = bias ? ch.bin<tc::AddOp>(bias, causal) : causal;
+  }
+  if (bias)
+    scores = ch.bin<tc::AddOp>(scores, bias);
+  if (!ch.ok)
+    return failure();
+  // softmax_precision: the softmax runs in that type.
+  Type smElt = elt;
+  if (nc.hasAttr("softmax_precision")) {
+    smElt = elementTypeFromOnnx(nc.context(), (int32_t)nc.attrInt("softmax_precision", 1));
+    if (!smElt || !isa<FloatType>(smElt))
+      return nc.failAttr("softmax_precision", "must be a floating-point type");
+  }
+  Value x = smElt != elt ? ch(nc.cast(scores, smElt)) : scores;
+  Value p = ch.ok ? ch(nc.make<tc::SoftmaxOp>({x}, {nc.namedI64("axis", 3)})) : Value();
+  if (ch.ok && smElt != elt)
+    p = ch(nc.cast(p, elt));
+  if (!ch.ok)
+    return failure();
+  if (bias) { // a row that sees no key is 0, not 0 / 0
+    Value nan = ch(nc.make<tc::IsNanOp>({p}, {}, RankedTensorType::get(typeOf(p).getShape(),
+                                                                      nc.builder().getI1Type())));
+    p = ch.ok ? ch(nc.make<tc::SelectOp>({nan, nc.splat(0.0, elt), p}, {}, p.getType())) : Value();
+  }
+  Value y = ch.ok ? ch(nc.make<tc::MatmulOp>({p, v})) : Value();
+  if (ch.ok && rank == 3) {
+    y = ch(nc.transpose(y, {0, 2, 1, 3}));
+    if (ch.ok)
+      y = ch(nc.reshape(y, {b, tq, h * typeOf(y).getDimSize(3)}));
+  }
+  return ch.out(0, y);
+}
+
 LogicalResult globalPool(NodeContext &nc, StringRef kind) {
   auto x = nc.requiredInput(0);
   if (failed(x))
@@ -348,6 +509,7 @@ void registerNnHandlers(std::vector<HandlerEntry> &t) {
   addHandler(t, "InstanceNormalization", 1, M, instanceNorm);
   addHandler(t, "MeanVarianceNormalization", 9, M, meanVarianceNorm);
   addHandler(t, "LpNormalization", 1, M, lpNorm);
+  addHandler(t, "Attention", 23, M, attention);
   addHandler(t, "GlobalAveragePool", 1, M, [](NodeContext &nc) { return globalPool(nc, "reduce_mean"); });
   addHandler(t, "GlobalMaxPool", 1, M, [](NodeContext &nc) { return globalPool(nc, "reduce_max"); });
 }
