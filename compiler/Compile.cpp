@@ -361,6 +361,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   {
     DiagnosticCollector diags(*ctx);
     PassManager pm(ctx);
+    pm.addNestedPass<func::FuncOp>(createTcDecomposeRotary());
     pm.addNestedPass<func::FuncOp>(createTcFuse());
     if (failed(pm.run(*fused)))
       return fail("tc-fuse", diags.text);

@@ -705,6 +705,18 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
             return failure();
         return success();
       })
+      .Case([&](RotaryOp o) -> LogicalResult {
+        // A rotation's gradient is the inverse rotation: tc.rotary with -sin.
+        if (needs(o.getCos()) || needs(o.getSin()))
+          return unsupported("the gradient with respect to rotary cos/sin tables (they come "
+                             "from positions and inv_freq, which are not trained)");
+        if (!g || !needs(o.getInput()))
+          return success();
+        Value negSin = NegOp::create(b, e.loc, o.getSin().getType(), o.getSin());
+        Value dx = RotaryOp::create(b, e.loc, o.getInput().getType(), g, o.getCos(), negSin,
+                                    o.getInterleavedAttr());
+        return acc(o.getInput(), dx);
+      })
       .Case([&](SplitOp o) -> LogicalResult {
         if (!needs(o.getInput()))
           return success();

@@ -246,6 +246,25 @@ def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
 }
 
+def TcDecomposeRotary : Pass<"tc-decompose-rotary", "mlir::func::FuncOp"> {
+  let summary = "Write tc.rotary out as slices, multiplies and a concat (GPU pipeline)";
+  let description = [{
+    The GPU has no rotary kernel yet (the performance issue fuses it), so the
+    GPU pipeline replaces each tc.rotary by the ops it is made of, which
+    tc-fuse and the code generator handle: with c, s = cos, sin reshaped to
+    [B, 1, S, R/2] and x1, x2 the two halves of x's first R features (the
+    even and odd features with `interleaved`, through a [.., R/2, 2] view),
+    y = concat(x1 c - x2 s, x1 s + x2 c, x[..., R:]).
+
+    Before:
+    ```mlir
+    %y = tc.rotary %x, %c, %s : (tensor<1x2x3x4xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) -> tensor<1x2x3x4xf32>
+    ```
+    After: tc.slice / tc.reshape / tc.mul / tc.sub / tc.add / tc.concat.
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
   let summary = "Group elementwise chains (+ one final reduction) into tc.fusion ops";
   let description = [{

@@ -476,6 +476,76 @@ LogicalResult attention(NodeContext &nc) {
   return ch.out(0, y);
 }
 
+/// ONNX RotaryEmbedding (opset 23): tc.rotary on [B, H, S, D] (a 3-D
+/// [B, S, H*D] input is split by num_heads and joined back), with cos/sin
+/// gathered at position_ids when given ([max_pos, R/2] caches), else used as
+/// [B, S, R/2]; rotary_embedding_dim R (0: all of D) and interleaved.
+LogicalResult rotaryEmbedding(NodeContext &nc) {
+  auto xIn = nc.requiredInput(0), cIn = nc.requiredInput(1), sIn = nc.requiredInput(2);
+  if (failed(xIn) || failed(cIn) || failed(sIn))
+    return failure();
+  Chain ch{nc};
+  Value x = *xIn, cs = *cIn, sn = *sIn;
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  if (rank != 3 && rank != 4)
+    return nc.fail("input must be 3-D [batch, seq, hidden] or 4-D [batch, heads, seq, dim]");
+  int64_t heads = nc.attrInt("num_heads", 0);
+  if (rank == 3) {
+    if (heads <= 0 || xt.getDimSize(2) % heads)
+      return nc.failAttr("num_heads", "a 3-D input needs num_heads dividing its hidden size");
+    x = ch(nc.reshape(x, {xt.getDimSize(0), xt.getDimSize(1), heads, xt.getDimSize(2) / heads}));
+    x = ch.ok ? ch(nc.transpose(x, {0, 2, 1, 3})) : Value();
+    if (!ch.ok)
+      return failure();
+  }
+  auto x4 = typeOf(x);
+  int64_t b = x4.getDimSize(0), s = x4.getDimSize(2), d = x4.getDimSize(3);
+  int64_t r = nc.attrInt("rotary_embedding_dim", 0);
+  if (r == 0)
+    r = d;
+  if (r < 2 || r > d || r % 2)
+    return nc.failAttr("rotary_embedding_dim", Twine(r) + " must be even and in [2, " + Twine(d) + "]");
+  if (Value pos = nc.input(3)) {
+    auto pt = typeOf(pos);
+    if (pt.getRank() != 2 || pt.getDimSize(0) != b || pt.getDimSize(1) != s)
+      return nc.fail("position_ids must be [batch, seq] = [" + Twine(b) + ", " + Twine(s) + "]");
+    if (typeOf(cs).getRank() != 2 || typeOf(sn).getRank() != 2)
+      return nc.fail("with position_ids, cos_cache and sin_cache must be [max_position, R/2]");
+    auto gathered = [&](Value table) -> Value {
+      auto tt = typeOf(table);
+      return ch(nc.make<tc::GatherOp>(
+          {table, pos}, {nc.namedI64("axis", 0)},
+          RankedTensorType::get({b, s, tt.getDimSize(1)}, tt.getElementType())));
+    };
+    cs = gathered(cs);
+    sn = gathered(sn);
+    if (!ch.ok)
+      return failure();
+  }
+  // Caches shared by the batch ([1, S, R/2], as torch's exporter writes them).
+  if (typeOf(cs).getRank() == 3 && typeOf(cs).getDimSize(0) == 1 && b != 1 && typeOf(sn) == typeOf(cs)) {
+    SmallVector<int64_t> full = {b, s, typeOf(cs).getDimSize(2)};
+    cs = ch(nc.broadcastTo(cs, full));
+    sn = ch.ok ? ch(nc.broadcastTo(sn, full)) : Value();
+    if (!ch.ok)
+      return failure();
+  }
+  auto ct = typeOf(cs);
+  if (ct.getRank() != 3 || ct.getDimSize(0) != b || ct.getDimSize(1) != s ||
+      ct.getDimSize(2) != r / 2 || typeOf(sn) != ct)
+    return nc.fail("cos_cache / sin_cache must be [batch, seq, rotary_dim / 2] = [" + Twine(b) +
+                   ", " + Twine(s) + ", " + Twine(r / 2) + "]");
+  Value y = ch(nc.make<tc::RotaryOp>({x, cs, sn},
+                                     {nc.namedBool("interleaved", nc.attrInt("interleaved", 0) != 0)},
+                                     x.getType()));
+  if (ch.ok && rank == 3) {
+    y = ch(nc.transpose(y, {0, 2, 1, 3}));
+    y = ch.ok ? ch(nc.reshape(y, xt.getShape())) : Value();
+  }
+  return ch.out(0, y);
+}
+
 LogicalResult globalPool(NodeContext &nc, StringRef kind) {
   auto x = nc.requiredInput(0);
   if (failed(x))
@@ -510,6 +580,7 @@ void registerNnHandlers(std::vector<HandlerEntry> &t) {
   addHandler(t, "MeanVarianceNormalization", 9, M, meanVarianceNorm);
   addHandler(t, "LpNormalization", 1, M, lpNorm);
   addHandler(t, "Attention", 23, M, attention);
+  addHandler(t, "RotaryEmbedding", 23, M, rotaryEmbedding);
   addHandler(t, "GlobalAveragePool", 1, M, [](NodeContext &nc) { return globalPool(nc, "reduce_mean"); });
   addHandler(t, "GlobalMaxPool", 1, M, [](NodeContext &nc) { return globalPool(nc, "reduce_max"); });
 }

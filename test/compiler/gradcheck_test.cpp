@@ -675,6 +675,23 @@ TEST(GradCheck, AttentionKeyMask) {
     }
 }
 
+TEST(GradCheck, Rotary) {
+  // x [2, 2, 3, 6], rotary dim 4 (partial: features 4, 5 pass through), the
+  // rotate_half and the interleaved layout; cos/sin [2, 3, 2] constants.
+  const char *tables =
+      "  %c = tc.constant dense<[[[0.9, 0.5], [0.2, -0.7], [1.0, 0.0]], "
+      "[[-0.4, 0.3], [0.6, 0.8], [0.1, -1.0]]]> : tensor<2x3x2xf64>\n"
+      "  %s = tc.constant dense<[[[0.4, -0.8], [0.97, 0.7], [0.0, 1.0]], "
+      "[[0.9, 0.95], [-0.8, 0.6], [1.0, 0.1]]]> : tensor<2x3x2xf64>\n";
+  for (const char *inter : {"false", "true"})
+    check(Case{{P("x", "tensor<2x2x3x6xf64>")},
+               std::string(tables) + "  %y = tc.rotary %x, %c, %s {interleaved = " + inter +
+                   "} : (tensor<2x2x3x6xf64>, tensor<2x3x2xf64>, tensor<2x3x2xf64>) -> "
+                   "tensor<2x2x3x6xf64>",
+               "tensor<2x2x3x6xf64>"},
+          std::string("rotary interleaved = ") + inter);
+}
+
 TEST(GradCheck, Gather) {
   check(Case{{P("w", "tensor<5x3xf64>")},
              "  %ids = tc.constant dense<[[1, 4, 1, 0], [-1, 2, 1, 3]]> : tensor<2x4xi64>\n"
@@ -945,3 +962,55 @@ TEST(Autodiff, ParameterNotReachingTheLossGetsZeros) {
 }
 
 } // namespace
+
+// tc-decompose-rotary (the GPU pipeline's) computes what tc.rotary computes:
+// both programs run on the CPU reference on the same input.
+TEST(DecomposeRotary, MatchesTheOp) {
+  for (const char *inter : {"false", "true"}) {
+    SCOPED_TRACE(std::string("interleaved = ") + inter);
+    std::string text =
+        std::string("func.func @infer(%x: tensor<2x2x3x6xf64> {tc.name = \"x\"}) -> "
+                    "(tensor<2x2x3x6xf64> {tc.name = \"y\"}) {\n"
+                    "  %c = tc.constant dense<[[[0.9, 0.5], [0.2, -0.7], [1.0, 0.0]], "
+                    "[[-0.4, 0.3], [0.6, 0.8], [0.1, -1.0]]]> : tensor<2x3x2xf64>\n"
+                    "  %s = tc.constant dense<[[[0.4, -0.8], [0.97, 0.7], [0.0, 1.0]], "
+                    "[[0.9, 0.95], [-0.8, 0.6], [1.0, 0.1]]]> : tensor<2x3x2xf64>\n"
+                    "  %y = tc.rotary %x, %c, %s {interleaved = ") +
+        inter +
+        "} : (tensor<2x2x3x6xf64>, tensor<2x3x2xf64>, tensor<2x3x2xf64>) -> tensor<2x2x3x6xf64>\n"
+        "  return %y : tensor<2x2x3x6xf64>\n}\n";
+    MLIRContext ctx;
+    ctx.loadDialect<tc::TCDialect, func::FuncDialect>();
+    OwningOpRef<ModuleOp> m = parseSourceString<ModuleOp>(text, &ctx);
+    ASSERT_TRUE(m);
+    std::vector<double> xs(72);
+    for (size_t i = 0; i < xs.size(); ++i)
+      xs[i] = std::sin(0.37 * static_cast<double>(i)) + 0.1;
+    tc::rt::HostTensor x = tc::rt::makeHostTensor({tc::rt::DType::F64, {2, 2, 3, 6}}, xs);
+    auto run = [&](ModuleOp mod) {
+      std::string err;
+      auto fn = tc::lowerToProgram(mod.lookupSymbol<func::FuncOp>("infer"), "infer", &err);
+      EXPECT_TRUE(succeeded(fn)) << err;
+      std::vector<tc::rt::HostTensor> outs;
+      tc::rt::Artifact empty;
+      tc::rt::ExecOptions opts;
+      opts.precision = tc::rt::RefPrecision::F64;
+      EXPECT_TRUE(tc::rt::runFunction(empty, *fn, {x}, &outs, opts, nullptr).isOk());
+      return outs.empty() ? std::vector<double>() : tc::rt::hostTensorToDoubles(outs[0]);
+    };
+    std::vector<double> want = run(*m);
+    PassManager pm(&ctx);
+    pm.addNestedPass<func::FuncOp>(tc::createTcDecomposeRotary());
+    ASSERT_TRUE(succeeded(pm.run(*m)));
+    bool gone = true;
+    m->walk([&](tc::RotaryOp) { gone = false; });
+    EXPECT_TRUE(gone);
+    std::vector<double> got = run(*m);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-12) << "element " << i;
+    // Partial rotary keeps the last two features.
+    EXPECT_EQ(want[4], xs[4]);
+    EXPECT_EQ(want[5], xs[5]);
+  }
+}

@@ -615,6 +615,27 @@ LogicalResult AttentionGradOp::verify() {
   return expectType(*this, getDvalue(), tensorType(getValue()).getShape(), elt, "dvalue");
 }
 
+LogicalResult RotaryOp::verify() {
+  auto xt = tensorType(getInput()), ct = tensorType(getCos()), st = tensorType(getSin());
+  if (xt.getRank() != 4)
+    return emitOpError() << "input must be [batch, heads, seq, dim], got " << shapeStr(xt.getShape());
+  if (ct != st)
+    return emitOpError() << "cos " << ct << " and sin " << st << " differ";
+  if (ct.getElementType() != xt.getElementType())
+    return emitOpError() << "cos/sin element type " << ct.getElementType() << " != input's "
+                         << xt.getElementType();
+  ArrayRef<int64_t> x = xt.getShape();
+  if (ct.getRank() != 3 || ct.getDimSize(0) != x[0] || ct.getDimSize(1) != x[2])
+    return emitOpError() << "cos/sin must be [batch, seq, rotary_dim / 2] = [" << x[0] << ", "
+                         << x[2] << ", R/2], got " << shapeStr(ct.getShape());
+  if (2 * ct.getDimSize(2) > x[3] || ct.getDimSize(2) == 0)
+    return emitOpError() << "rotary dim " << 2 * ct.getDimSize(2) << " must be in [2, " << x[3]
+                         << "]";
+  if (getResult().getType() != xt)
+    return emitOpError() << "result must be " << xt << ", got " << getResult().getType();
+  return success();
+}
+
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {

@@ -513,6 +513,29 @@ def TC_AttentionGradOp : TC_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def TC_RotaryOp : TC_Op<"rotary", [Pure]> {
+  let summary = "Rotary position embedding (ONNX RotaryEmbedding)";
+  let description = [{
+    Rotates pairs of features of `input` [B, H, S, D] by the angles whose
+    cosines and sines are `cos` / `sin` [B, S, R/2] (already gathered at each
+    token's position): for k < R/2 the pair (x1, x2) is (x[k], x[k + R/2])
+    (the rotate_half layout of HF Llama), or (x[2k], x[2k+1]) with
+    `interleaved`, and becomes (cos * x1 - sin * x2, sin * x1 + cos * x2).
+    Features from R on (partial rotary) are copied. The gradient with respect
+    to `input` is tc.rotary of the gradient with -sin (the inverse rotation).
+
+    ```mlir
+    %y = tc.rotary %x, %cos, %sin {interleaved = false}
+        : (tensor<2x4x16x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, TC_FloatTensor:$cos, TC_FloatTensor:$sin,
+                   DefaultValuedAttr<BoolAttr, "false">:$interleaved);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let summary = "Gather slices along `axis` (ONNX Gather; embedding lookup)";
   let description = [{

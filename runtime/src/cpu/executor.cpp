@@ -36,6 +36,7 @@ const KernelTable &kernelTable() {
     cpu::registerReduceKernels(t);
     cpu::registerNormKernels(t);
     cpu::registerAttentionKernels(t);
+    cpu::registerRotaryKernels(t);
     cpu::registerLossKernels(t);
     cpu::registerMatmulKernels(t);
     cpu::registerShapeKernels(t);

@@ -120,6 +120,7 @@ void registerElementwiseKernels(KernelTable &t); // elementwise.cpp
 void registerReduceKernels(KernelTable &t);      // reduce.cpp
 void registerNormKernels(KernelTable &t);        // norm.cpp
 void registerAttentionKernels(KernelTable &t);   // attention.cpp
+void registerRotaryKernels(KernelTable &t);      // rotary.cpp
 void registerLossKernels(KernelTable &t);        // loss.cpp
 void registerMatmulKernels(KernelTable &t);      // matmul.cpp
 void registerShapeKernels(KernelTable &t);       // shape.cpp

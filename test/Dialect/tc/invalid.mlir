@@ -459,6 +459,15 @@ func.func @attention_lse(%q: tensor<1x2x4x8xbf16>) {
 
 // -----
 
+// Tests that rotary's tables are [batch, seq, rotary_dim / 2].
+func.func @rotary_tables(%x: tensor<1x2x3x4xf32>, %c: tensor<1x2x2xf32>) {
+  // expected-error @+1 {{cos/sin must be [batch, seq, rotary_dim / 2] = [1, 3, R/2], got 1x2x2}}
+  %y = tc.rotary %x, %c, %c : (tensor<1x2x3x4xf32>, tensor<1x2x2xf32>, tensor<1x2x2xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
 // Tests that a key mask is [batch, keys].
 func.func @attention_key_mask(%q: tensor<2x2x4x8xf32>, %m: tensor<2x3xi1>) {
   // expected-error @+1 {{key_mask must be [batch, keys] = 2x4, got 2x3}}
