@@ -13,6 +13,9 @@ lm_head, Conv1D, biases) and llama (LlamaForCausalLM, GQA, rotary, RMSNorm, unti
   fresh-<m>.ts.onnx                          TorchScript exporter, opset 17, dynamic axes
   fresh-<m>.dynamo.onnx + .onnx.data         dynamo exporter, optimize=True (the default)
   fresh-<m>.dynamo-noopt.onnx + .onnx.data   dynamo exporter, optimize=False
+  fresh-llama.dynamo-op23.onnx + .onnx.data  llama only: dynamo exporter at opset_version=23, which
+                                             writes ONNX's own Attention, RMSNormalization and
+                                             RotaryEmbedding ops (same model, same trajectory)
   fresh-<m>.input_ids.npy, fresh-<m>.labels.npy   int64 [2, 16]; labels = input_ids with two
                                              -100 (HF shifts the labels itself)
   fresh-<m>.ref.json                         the torch parameter names, the float64 AdamW
@@ -93,7 +96,16 @@ def main():
         H.export_ts(model, (ids, labels), base + ".ts.onnx")
         model.mask = False
         H.export_dynamo(model, (ids, labels), base + ".dynamo-noopt.onnx", base + ".dynamo.onnx")
-        for mode in ("ts", "dynamo", "dynamo-noopt"):
+        modes = ["ts", "dynamo", "dynamo-noopt"]
+        if name == "llama":
+            from torch.export import Dim
+            ds = {k: {0: Dim("batch", min=1, max=64), 1: Dim("seq", min=2, max=64)} for k in ("input_ids", "labels")}
+            prog = torch.onnx.export(model, (ids, labels), dynamo=True, opset_version=23,
+                                     input_names=["input_ids", "labels"], output_names=["loss", "logits"],
+                                     dynamic_shapes=ds, optimize=True)
+            H.save_program(prog, base + ".dynamo-op23.onnx")
+            modes.append("dynamo-op23")
+        for mode in modes:
             path = f"{base}.{mode}.onnx"
             if mode != "ts":
                 strip_stack_traces(path)

@@ -3,7 +3,8 @@
 
     train_fresh.py FIXTURES WORKDIR
 
-For each of fresh-{gpt2,llama}.{ts,dynamo,dynamo-noopt}.onnx (and --keep-merged for the exports
+For each of fresh-{gpt2,llama}.{ts,dynamo,dynamo-noopt}.onnx and fresh-llama.dynamo-op23.onnx
+(ONNX's own Attention / RMSNormalization / RotaryEmbedding ops) (and --keep-merged for the exports
 that merge parameters): tc-compile --train (AdamW as in ref.json) + tc-run --steps 3
 --ref-precision f64, then prints one line "<model> <export>[ --keep-merged]: N parameters
 TRAJECTORY-OK|TRAJECTORY-FAIL" (N: trainable tensors, from tc-compile), or "refused: <error>" when
@@ -69,7 +70,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     ckpt = None
     for model in ("gpt2", "llama"):
-        for export in ("ts", "dynamo", "dynamo-noopt"):
+        exports = ["ts", "dynamo", "dynamo-noopt"] + (["dynamo-op23"] if model == "llama" else [])
+        for export in exports:
             out = train(fix, work, model, export, [])
             if model == "llama" and export == "dynamo":
                 ckpt = out
