@@ -74,6 +74,17 @@ for m in gpt2 llama; do
   done
 done
 
+# Fresh models (restored merged parameters) and ONNX's own Attention /
+# RMSNormalization / RotaryEmbedding (opset 23; tc.rotary is written out on the GPU).
+for me in fresh-gpt2.ts fresh-llama.dynamo-op23; do
+  m="${me%%.*}"
+  cp "$FX/$m.input_ids.npy" "$FX/$m.labels.npy" "$OUT/fixtures/"
+  for p in fp32 bf16; do
+    compile_fixture "$FX/$me.onnx" "$me.$p" "$p"
+    cpu_reference "$me.$p" "$FX/$m"
+  done
+done
+
 # Gradient accumulation (grad_step per micro-batch, averaged through the host, apply_step).
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.accum2.fp32 fp32 --grad-accum 2
 cpu_reference gpt2.accum2.fp32 "$FX/gpt2"

@@ -747,8 +747,20 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, const OpsetMap &
                               FileLineColLoc::get(&ctx_, path_, 0, 0));
   onnx::NodeProto named = node;
   named.set_name(label);
+  {
+    std::set<std::string> seen;
+    for (const auto &a : node.attribute())
+      if (!seen.insert(a.name()).second)
+        return fail("node '" + label + "' (" + node.op_type() + ") has attribute '" + a.name() +
+                    "' twice");
+  }
   NodeContext nc(*this, named, opset, loc, std::move(inputs));
-  if (failed(handler->fn(nc)))
+  LogicalResult handled = handler->fn(nc);
+  if (!nc.attrTypeError().empty()) {
+    error_.clear(); // the attribute is the cause of whatever else failed
+    return fail(nc.describe() + ": " + nc.attrTypeError());
+  }
+  if (failed(handled))
     return fail(nc.describe() + ": import failed");
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty() && !scope_->count(node.output(i)))
@@ -1039,33 +1051,47 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   return nullptr;
 }
 
-int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+const onnx::AttributeProto *NodeContext::typedAttr(StringRef name,
+                                                   onnx::AttributeProto::AttributeType type) const {
   const auto *a = attr(name);
+  if (!a || a->type() == type || a->type() == onnx::AttributeProto::UNDEFINED)
+    return a;
+  if (attrError_.empty())
+    attrError_ = "attribute '" + name.str() + "' must be " +
+                 onnx::AttributeProto::AttributeType_Name(type) + ", but the model stores it as " +
+                 onnx::AttributeProto::AttributeType_Name(a->type());
+  return nullptr;
+}
+
+int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = typedAttr(name, onnx::AttributeProto::INT);
   return a ? a->i() : dflt;
 }
 float NodeContext::attrFloat(StringRef name, float dflt) const {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::FLOAT);
   return a ? a->f() : dflt;
 }
 std::string NodeContext::attrString(StringRef name, StringRef dflt) const {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::STRING);
   return a ? a->s() : dflt.str();
 }
 std::optional<SmallVector<int64_t>> NodeContext::attrInts(StringRef name) const {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::INTS);
   if (!a)
     return std::nullopt;
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 std::optional<SmallVector<float>> NodeContext::attrFloats(StringRef name) const {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::FLOATS);
   if (!a)
     return std::nullopt;
   return SmallVector<float>(a->floats().begin(), a->floats().end());
 }
 
 FailureOr<DenseElementsAttr> NodeContext::attrTensor(StringRef name) {
-  const auto *a = attr(name);
+  const auto *a = typedAttr(name, onnx::AttributeProto::TENSOR);
+  if (!attrError_.empty())
+    return fail(attrError_), failure();
   if (!a || !a->has_t())
     return fail("attribute " + name + " must be a tensor"), failure();
   std::string err;

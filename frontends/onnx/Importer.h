@@ -126,6 +126,11 @@ public:
   std::optional<llvm::SmallVector<float>> attrFloats(llvm::StringRef name) const;
   /// A TENSOR attribute as a dense attribute.
   mlir::FailureOr<mlir::DenseElementsAttr> attrTensor(llvm::StringRef name);
+  /// The first attribute read with a type other than the one it is stored
+  /// with (an INT read from a FLOAT attribute would silently be 0): the
+  /// accessors return the default then, and the importer fails the node with
+  /// this message after its handler ran. Empty when none.
+  const std::string &attrTypeError() const { return attrError_; }
 
   //===--- Outputs ---------------------------------------------------------===//
   size_t numOutputs() const { return node_.output_size(); }
@@ -240,6 +245,11 @@ private:
   int64_t opset_;
   mlir::Location loc_;
   std::vector<const OnnxValue *> inputs_;
+  mutable std::string attrError_;
+  /// `name` when stored with `type` (or without a type, as IR < 3 writes),
+  /// else null, recording the mismatch.
+  const onnx::AttributeProto *typedAttr(llvm::StringRef name,
+                                        onnx::AttributeProto::AttributeType type) const;
 };
 
 /// A handler imports one node; it returns failure after NodeContext::fail.
