@@ -176,8 +176,10 @@ private:
 LogicalResult Importer::readModel(onnx::ModelProto &model) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (!fs::exists(path_, ec))
+    return fail("cannot open '" + path_ + "': no such file");
   if (!fs::is_regular_file(path_, ec))
-    return fail("cannot open '" + path_ + "'");
+    return fail("'" + path_ + "' is not a regular file (a FIFO, device or directory)");
   uintmax_t size = fs::file_size(path_, ec);
   if (ec)
     return fail("cannot read '" + path_ + "'");

@@ -159,6 +159,10 @@ int main(int argc, char **argv) {
       std::vector<int64_t> dims;
       if (eq == std::string::npos || eq == 0 || !parseDims(v.substr(eq + 1), &dims))
         fail(2, "--input wants NAME=DIMS like input_ids=2x16, got '" + v + "'");
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (dims[d] == 0)
+          fail(2, "--input " + v + ": axis " + std::to_string(d) + " is 0 (an empty " +
+                      (d == 0 ? "batch" : "dimension") + "); every dimension must be at least 1");
       opts.import.inputShapes[v.substr(0, eq)] = dims;
     } else if (a == "--train") {
       opts.train.enabled = true;
@@ -251,6 +255,27 @@ int main(int argc, char **argv) {
   }
   if (opts.modelPath.empty())
     fail(2, "no model given (see --help)");
+  // The ranges torch.optim accepts (it raises ValueError outside them).
+  {
+    const tc::TrainOptions &t = opts.train;
+    auto need = [](bool ok, const std::string &msg) {
+      if (!ok)
+        fail(2, msg);
+    };
+    auto num = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", v);
+      return std::string(buf);
+    };
+    need(t.lr >= 0, "--lr must be >= 0 (torch: invalid learning rate), got " + num(t.lr));
+    need(t.eps >= 0, "--eps must be >= 0 (torch: invalid epsilon value), got " + num(t.eps));
+    need(t.beta1 >= 0 && t.beta1 < 1, "--beta1 must be in [0, 1) (torch: invalid beta parameter), got " +
+                                          num(t.beta1));
+    need(t.beta2 >= 0 && t.beta2 < 1, "--beta2 must be in [0, 1) (torch: invalid beta parameter), got " +
+                                          num(t.beta2));
+    need(t.momentum >= 0, "--momentum must be >= 0 (torch: invalid momentum value), got " +
+                              num(t.momentum));
+  }
   if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && dumpDir.empty())
     fail(2, "no output: give -o FILE.tca, --emit=KIND or --report memory|precision");
   bool gpu = tc::isGpuTarget(opts.target);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <unistd.h>
 
 #include "runtime/src/base/byte_io.h"
 #include "runtime/src/base/file_io.h"
@@ -699,10 +700,11 @@ Status parseArtifact(const uint8_t *data, size_t size, Artifact *out,
 Status readArtifact(const std::string &path, Artifact *out) {
   // Read the header and table first, then each section straight into its
   // destination, so that the weights are not held twice.
-  std::FILE *f = std::fopen(path.c_str(), "rb");
+  int fd = -1;
+  TC_RETURN_IF_ERROR(openRegularFile(path, "artifact", &fd));
+  std::FILE *f = ::fdopen(fd, "rb");
   if (!f) {
-    if (errno == ENOENT)
-      return notFound("cannot open artifact '" + path + "': no such file");
+    ::close(fd);
     return ioError("cannot open artifact '" + path + "': " + std::strerror(errno));
   }
   struct Closer {

@@ -36,19 +36,42 @@ Status writeAll(int fd, const uint8_t *data, size_t size, const std::string &pat
 }
 } // namespace
 
+Status openRegularFile(const std::string &path, const std::string &what, int *fd) {
+  // O_NONBLOCK: opening a FIFO without a writer would block.
+  int d = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  std::string label = what.empty() ? "'" + path + "'" : what + " '" + path + "'";
+  if (d < 0) {
+    if (errno == ENOENT)
+      return notFound("cannot open " + label + ": no such file");
+    return ioError("cannot open " + label + ": " + errnoText());
+  }
+  struct stat st;
+  if (::fstat(d, &st) != 0) {
+    ::close(d);
+    return ioError("cannot stat " + label + ": " + errnoText());
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(d);
+    const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                     : "not a regular file";
+    return invalidArgument(label + " is " + kind + ", not a regular file");
+  }
+  int flags = ::fcntl(d, F_GETFL);
+  if (flags >= 0)
+    ::fcntl(d, F_SETFL, flags & ~O_NONBLOCK);
+  *fd = d;
+  return Status::ok();
+}
+
 Status readFileBytes(const std::string &path, std::vector<uint8_t> *out) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) {
-    if (errno == ENOENT)
-      return notFound("cannot open '" + path + "': no such file");
-    return ioError("cannot open '" + path + "': " + errnoText());
-  }
+  TC_RETURN_IF_ERROR(openRegularFile(path, "", &f.fd));
   struct stat st;
   if (::fstat(f.fd, &st) != 0)
     return ioError("cannot stat '" + path + "': " + errnoText());
-  if (S_ISDIR(st.st_mode))
-    return invalidArgument("'" + path + "' is a directory, not a file");
   out->clear();
   try {
     out->resize(static_cast<size_t>(st.st_size));

@@ -11,6 +11,11 @@
 namespace tc::rt {
 
 /// Reads the whole file. NotFound when it does not exist, IoError otherwise.
+/// Opens `path` for reading, refusing anything but a regular file (a FIFO
+/// would block forever, a device never end) with InvalidArgument naming
+/// `what` and the path. On success *fd is the descriptor (blocking reads).
+Status openRegularFile(const std::string &path, const std::string &what, int *fd);
+
 Status readFileBytes(const std::string &path, std::vector<uint8_t> *out);
 
 /// Writes `size` bytes to `path` atomically: a temporary file in the same

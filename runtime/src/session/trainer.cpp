@@ -144,10 +144,7 @@ TokenData::~TokenData() {
 Status TokenData::open(const std::string &path, int tokenBytes) {
   path_ = path;
   tokenBytes_ = tokenBytes;
-  fd_ = ::open(path.c_str(), O_RDONLY);
-  if (fd_ < 0)
-    return (errno == ENOENT ? notFound : ioError)("cannot open token file '" + path +
-                                                   "': " + errnoText());
+  TC_RETURN_IF_ERROR(openRegularFile(path, "token file", &fd_));
   struct stat st;
   if (::fstat(fd_, &st) != 0)
     return ioError("cannot stat '" + path + "': " + errnoText());
