@@ -145,7 +145,8 @@ FailureOr<rt::HostTensor> toHostTensor(ElementsAttr attr) {
     } else {
       if ((int64_t)raw.size() != n * bytes)
         return failure();
-      std::memcpy(out.data.data(), raw.data(), raw.size());
+      if (!raw.empty()) // an empty tensor's data pointer may be null
+        std::memcpy(out.data.data(), raw.data(), raw.size());
     }
     return out;
   }

@@ -17,6 +17,11 @@ Each file is a few hundred bytes and committed; rerunning gives the same bytes.
                          value_info pkg.onnxscript.optimizer.folded_from: mask from two
                          intermediate values, rope from inv_freq, val_7 from lin.weight alone,
                          rows from pe.weight and an index; IR 10
+  no_outputs.onnx        IR 10 (libonnx's checker does not read it): a graph without outputs
+  dup_outputs.onnx       IR 10: graph output 'Y' listed twice
+  extra_inputs.onnx      IR 10: Relu with two inputs (it takes one)
+  external_nul.onnx      IR 10: external data location 'a\0b.bin'
+  external_dupkey.onnx   IR 10: external data key 'location' given twice
   merged_dedup.onnx      Y = Linear(X * a * b) as the dynamo exporter's optimizer leaves a fresh
                          model: b was deduplicated into a (equal values; the second Mul reads
                          'a' while its FX node names p_b), the Linear's Transpose(w) folded into
@@ -81,6 +86,19 @@ def main():
 
     save("buffer_kind.onnx", buffer_kind_model())
     save("merged_dedup.onnx", merged_dedup_model())
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])
+    relu = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    save("no_outputs.onnx", model(helper.make_graph([relu], "g", [x], []), ir=10))
+    save("dup_outputs.onnx", model(helper.make_graph([relu], "g", [x], [y, y]), ir=10))
+    relu2 = helper.make_node("Relu", ["X", "X"], ["Y"], name="relu")
+    save("extra_inputs.onnx", model(helper.make_graph([relu2], "g", [x], [y]), ir=10))
+    save("external_nul.onnx", model(add_graph(external("W", "a\0b.bin", 0, 16)), ir=10))
+    dup = external("W", "external_ok.bin", 0, 16)
+    e = dup.external_data.add()
+    e.key, e.value = "location", "other.bin"
+    save("external_dupkey.onnx", model(add_graph(dup), ir=10))
 
 
 def buffer_kind_model():

@@ -264,9 +264,15 @@ LogicalResult Importer::checkAndSortGraph(onnx::GraphProto &graph) {
       if (it->second >= i)
         sorted = false;
     }
-  for (const auto &out : graph.output())
+  if (graph.output_size() == 0)
+    return fail("the graph has no outputs");
+  std::set<std::string> outputNames;
+  for (const auto &out : graph.output()) {
+    if (!outputNames.insert(out.name()).second)
+      return fail("graph output '" + out.name() + "' is listed twice");
     if (!defined.count(out.name()) && !producer.count(out.name()))
       return fail("graph output '" + out.name() + "' is not produced by any node");
+  }
   if (sorted)
     return success();
 
@@ -749,6 +755,19 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, const OpsetMap &
                               FileLineColLoc::get(&ctx_, path_, 0, 0));
   onnx::NodeProto named = node;
   named.set_name(label);
+  // Extra inputs / outputs of a fixed-arity op (the checker catches these,
+  // but not for IR >= 9 models, which it does not read).
+  int maxIn = 0, maxOut = 0;
+  if (lib::schemaArity(domain, node.op_type(), (int)opset, &maxIn, &maxOut)) {
+    if (node.input_size() > maxIn)
+      return fail("node '" + label + "' (" + node.op_type() + ") has " +
+                  std::to_string(node.input_size()) + " inputs; opset " + std::to_string(opset) +
+                  " allows at most " + std::to_string(maxIn));
+    if (node.output_size() > maxOut)
+      return fail("node '" + label + "' (" + node.op_type() + ") has " +
+                  std::to_string(node.output_size()) + " outputs; opset " + std::to_string(opset) +
+                  " allows at most " + std::to_string(maxOut));
+  }
   {
     std::set<std::string> seen;
     for (const auto &a : node.attribute())

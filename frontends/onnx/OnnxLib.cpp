@@ -64,6 +64,24 @@ int knownOpsetVersion(const std::string &domain) {
   }
 }
 
+bool schemaArity(const std::string &domain, const std::string &opType, int opset, int *maxInputs,
+                 int *maxOutputs) {
+  try {
+    std::string d = domain == "ai.onnx" ? std::string("") : domain;
+    int known = knownOpsetVersion(d);
+    if (known < 0 || opset > known)
+      return false;
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(opType, opset, d);
+    if (!schema)
+      return false;
+    *maxInputs = schema->max_input();
+    *maxOutputs = schema->max_output();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::string checkModel(const onnx::ModelProto &model, const std::string &modelDir) {
   try {
     // Mirrors onnx::checker::check_model(const ModelProto&) of 1.12, plus the

@@ -29,6 +29,12 @@ std::string parseTextModel(const std::string &text, onnx::ModelProto &model);
 /// for ("" and "ai.onnx" are the same domain), or -1 if it does not know it.
 int knownOpsetVersion(const std::string &domain);
 
+/// The most inputs and outputs the schema of `opType` in `domain` at `opset`
+/// allows, when the linked libonnx has that schema (opset <= its newest);
+/// false otherwise.
+bool schemaArity(const std::string &domain, const std::string &opType, int opset, int *maxInputs,
+                 int *maxOutputs);
+
 /// Runs libonnx's model checker (what onnx::checker::check_model does, with
 /// `modelDir` as the folder external data is looked up in).
 std::string checkModel(const onnx::ModelProto &model, const std::string &modelDir);

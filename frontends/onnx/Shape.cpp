@@ -288,6 +288,9 @@ LogicalResult sliceOp(NodeContext &nc) {
     int64_t d = in.getDimSize(*axis), step = steps[i];
     if (step == 0)
       return nc.fail("step 0 on axis " + Twine(*axis));
+    // A step longer than the axis takes at most one element: clamping it to
+    // d + 1 keeps the arithmetic below in range (INT64_MIN cannot be negated).
+    step = std::clamp<int64_t>(step, -(d + 1), d + 1);
     // ONNX clamping: negative values count from the end; then starts/ends
     // are clamped to [0, d] (positive step) or [-1, d-1] (negative step).
     auto norm = [&](int64_t v) { return v < 0 ? (v < INT64_MIN + d ? INT64_MIN : v + d) : v; };

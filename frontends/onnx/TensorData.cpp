@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 using namespace mlir;
@@ -147,8 +148,17 @@ LogicalResult readExternal(const onnx::TensorProto &t, const std::string &modelD
                            std::string *error) {
   std::string location;
   int64_t offset = 0, length = -1;
+  std::set<std::string> keys;
   for (const auto &kv : t.external_data()) {
+    if (!keys.insert(kv.key()).second) {
+      *error = tensorLabel(t) + ": external data key '" + kv.key() + "' is given twice";
+      return failure();
+    }
     if (kv.key() == "location") {
+      if (kv.value().find('\0') != std::string::npos) {
+        *error = tensorLabel(t) + ": external data location contains a NUL byte";
+        return failure();
+      }
       location = kv.value();
     } else if (kv.key() == "offset" || kv.key() == "length") {
       long long v = 0;

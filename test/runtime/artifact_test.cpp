@@ -635,3 +635,15 @@ TEST(Artifact, EvalStepIsInferOnTheDevice) {
 
 } // namespace
 } // namespace tc::rt
+
+// A shape whose element count overflows int64 saturates (a fuzzing finding:
+// [2^31, 2^31, 2^31] was undefined behaviour) rather than wrapping to a small
+// count that a reader would then trust.
+TEST(TensorTypeTest, NumElementsSaturates) {
+  using tc::rt::DType;
+  using tc::rt::TensorType;
+  int64_t big = int64_t{1} << 31;
+  EXPECT_EQ((TensorType{DType::F32, {big, big, big}}.numElements()), INT64_MAX);
+  EXPECT_EQ((TensorType{DType::F32, {big, big}}.numElements()), big * big);
+  EXPECT_EQ((TensorType{DType::F32, {3, 0, big}}.numElements()), 0);
+}

@@ -1,12 +1,17 @@
 //===- program.cpp - the op-level program an artifact carries -------------===//
 #include "runtime/src/base/program.h"
 
+#include <cstdint>
+
 namespace tc::rt {
 
 int64_t TensorType::numElements() const {
+  // Saturates instead of overflowing (a corrupt or hostile shape such as
+  // [2^31, 2^31, 2^31]); readers compare the count with the bytes they hold.
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return INT64_MAX;
   return n;
 }
 
