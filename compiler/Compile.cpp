@@ -328,6 +328,7 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   if (opts.train.enabled)
     a.reports["training"] = trainingConfigJson(*result->module, opts.train);
   if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer")) {
+    a.reports["input_ranges"] = inputRangesJson(infer);
     LabelConvention labels = detectLabelConvention(infer);
     if (!labels.convention.empty()) {
       a.reports["labels"] = labelConventionJson(labels);

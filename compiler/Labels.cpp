@@ -8,6 +8,9 @@
 #include "dialects/tc/IR/TcOps.h"
 #include "runtime/src/base/json.h"
 
+#include <map>
+#include <optional>
+
 using namespace mlir;
 
 namespace tc {
@@ -93,6 +96,59 @@ std::string labelConventionJson(const LabelConvention &c) {
   return "{\"convention\": " + rt::jsonQuote(c.convention) + ", \"input\": " +
          rt::jsonQuote(c.input) + ", \"ignore_index\": " + std::to_string(c.ignoreIndex) +
          ", \"reason\": " + rt::jsonQuote(c.reason) + "}";
+}
+
+std::string inputRangesJson(func::FuncOp fn) {
+  struct Range {
+    int64_t max = -1;
+    std::optional<int64_t> ignore;
+    std::string what;
+  };
+  std::map<unsigned, Range> ranges;
+  // The argument `v` comes from through reshapes and casts, or none.
+  auto argOf = [&](Value v) -> BlockArgument {
+    while (Operation *d = v.getDefiningOp()) {
+      if (!isa<tc::ReshapeOp, tc::CastOp>(d))
+        return {};
+      v = d->getOperand(0);
+    }
+    auto a = dyn_cast<BlockArgument>(v);
+    return a && a.getOwner()->getParentOp() == fn.getOperation() ? a : BlockArgument();
+  };
+  auto narrow = [&](BlockArgument a, int64_t max, std::optional<int64_t> ignore,
+                    const std::string &what) {
+    auto it = ranges.find(a.getArgNumber());
+    if (it == ranges.end() || max < it->second.max)
+      ranges[a.getArgNumber()] = Range{max, ignore, what};
+  };
+  fn.walk([&](Operation *op) {
+    if (auto g = dyn_cast<tc::GatherOp>(op)) {
+      auto p = g.getData().getDefiningOp<tc::ParameterOp>();
+      BlockArgument a = argOf(g.getIndices());
+      if (p && a && g.getAxis() == 0)
+        narrow(a, cast<RankedTensorType>(p.getType()).getDimSize(0) - 1, std::nullopt,
+               "token ids of the embedding '" + p.getName().str() + "'");
+    } else if (isa<tc::CrossEntropyOp, tc::NllLossOp>(op)) {
+      BlockArgument a = argOf(op->getOperand(1));
+      auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index");
+      auto t = cast<RankedTensorType>(op->getOperand(0).getType());
+      if (a && t.getRank() >= 1)
+        narrow(a, t.getDimSize(t.getRank() - 1) - 1, ignore ? ignore.getInt() : -100,
+               "class ids of the " + op->getName().stripDialect().str());
+    }
+  });
+  std::string s = "{";
+  bool first = true;
+  for (const auto &[arg, r] : ranges) {
+    auto name = fn.getArgAttrOfType<StringAttr>(arg, "tc.name");
+    if (!name)
+      continue;
+    s += (first ? "" : ", ") + rt::jsonQuote(name.getValue().str()) + ": {\"min\": 0, \"max\": " +
+         std::to_string(r.max) + (r.ignore ? ", \"ignore_index\": " + std::to_string(*r.ignore) : "") +
+         ", \"what\": " + rt::jsonQuote(r.what) + "}";
+    first = false;
+  }
+  return s + "}";
 }
 
 } // namespace tc

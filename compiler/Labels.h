@@ -38,6 +38,16 @@ LabelConvention detectLabelConvention(mlir::func::FuncOp fn);
 /// The report: {"convention": ..., "input": ..., "ignore_index": ..., "reason": ...}.
 std::string labelConventionJson(const LabelConvention &c);
 
+/// reports["input_ranges"]: the values integer inputs of `fn` may hold, so
+/// that the runtime refuses a bad token before running (ONNX's Gather would
+/// wrap a negative id to the end of the table, an id past it is a run-time
+/// error deep inside the step): an input read (through reshapes and casts)
+/// as the indices of an axis-0 gather of a parameter (an embedding) holds
+/// ids in [0, rows); one read as a loss's labels holds classes in [0, C) or
+/// the loss's ignore_index. {"input_ids": {"min": 0, "max": 255, "what":
+/// "..."}, "labels": {..., "ignore_index": -100}}; "{}" when none.
+std::string inputRangesJson(mlir::func::FuncOp fn);
+
 } // namespace tc
 
 #endif // TC_COMPILER_LABELS_H

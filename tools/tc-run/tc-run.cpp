@@ -191,7 +191,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       std::string v;
       err = takeValue(&v);
       int64_t x = 0;
-      int64_t lo = (flag == "--batch" || flag == "--seq") ? 1 : 0;
+      int64_t lo = (flag == "--batch" || flag == "--seq" || flag == "--save-every") ? 1 : 0;
       if (err.empty())
         err = parseInt(flag, v, lo, &x);
       if (err.empty()) {
@@ -464,6 +464,9 @@ int runTraining(const Options &o, const Artifact &artifact) {
         return fail(kExitUsage, "--feed '" + names[i] + "': expected " + typeToString(types[i]) +
                                     ", got " + typeToString(fixed[i].type));
     }
+    st = checkInputRanges(artifact, names, fixed);
+    if (!st.isOk())
+      return fail(kExitUsage, st.message());
   }
   int64_t tokensPerMicro = 0;
   {
@@ -531,6 +534,9 @@ int runTraining(const Options &o, const Artifact &artifact) {
                           labelShift);
       if (!st.isOk())
         return fail(kExitRuntime, st.message());
+      st = checkInputRanges(artifact, names, mb);
+      if (!st.isOk()) // a token of the file the model cannot take: the user's input
+        return fail(kExitUsage, "token file '" + o.data + "': " + st.message());
     }
     auto ts = clock();
     StepResult r;
@@ -662,6 +668,8 @@ int main(int argc, char **argv) {
       return fail(kExitUsage, "--feed '" + name + "': " + st.message());
   }
   st = checkInputs(*fn, inputs);
+  if (st.isOk())
+    st = checkInputRanges(artifact, fn->inputNames, inputs);
   if (!st.isOk())
     return fail(kExitUsage, st.message());
 

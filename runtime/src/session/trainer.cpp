@@ -156,6 +156,41 @@ Status TokenData::open(const std::string &path, int tokenBytes) {
   return Status::ok();
 }
 
+Status checkInputRanges(const Artifact &artifact, const std::vector<std::string> &names,
+                        const std::vector<HostTensor> &values) {
+  auto it = artifact.reports.find("input_ranges");
+  if (it == artifact.reports.end())
+    return Status::ok();
+  JsonValue v;
+  TC_RETURN_IF_ERROR(parseJson(it->second, &v, "the artifact's input_ranges report"));
+  if (!v.isObject())
+    return dataLoss("the artifact's input_ranges report is not a JSON object");
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
+    const JsonValue *r = v.find(names[i]);
+    if (!r || !r->isObject() || !dtypeIsInteger(values[i].type.dtype))
+      continue;
+    const JsonValue *lo = r->find("min"), *hi = r->find("max"), *ig = r->find("ignore_index"),
+                    *what = r->find("what");
+    if (!lo || !hi || !lo->isNumber() || !hi->isNumber())
+      return dataLoss("the artifact's input_ranges report for '" + names[i] + "' has no min/max");
+    int64_t mn = static_cast<int64_t>(lo->num), mx = static_cast<int64_t>(hi->num);
+    bool hasIgnore = ig && ig->isNumber();
+    int64_t ignore = hasIgnore ? static_cast<int64_t>(ig->num) : 0;
+    std::vector<int64_t> xs = hostTensorToInts(values[i]);
+    for (size_t k = 0; k < xs.size(); ++k) {
+      int64_t x = xs[k];
+      if ((x >= mn && x <= mx) || (hasIgnore && x == ignore))
+        continue;
+      return invalidArgument(
+          "input '" + names[i] + "' element " + std::to_string(k) + " is " + std::to_string(x) +
+          ": " + (what && what->isString() ? what->str : std::string("its values")) +
+          " must be in [" + std::to_string(mn) + ", " + std::to_string(mx) + "]" +
+          (hasIgnore ? " or " + std::to_string(ignore) + " (ignore_index)" : ""));
+    }
+  }
+  return Status::ok();
+}
+
 Status chooseLabels(const Artifact &artifact, const std::string &flag, LabelShift *out,
                     std::string *message, std::string *note) {
   if (!flag.empty() && flag != "next" && flag != "same")

@@ -67,6 +67,15 @@ enum class LabelShift { Next, Same };
 Status chooseLabels(const Artifact &artifact, const std::string &flag, LabelShift *out,
                     std::string *message, std::string *note);
 
+/// Refuses integer inputs outside the ranges the compiler recorded
+/// (reports["input_ranges"], compiler/Labels.h): a token id outside its
+/// embedding (a negative one would wrap, as ONNX's Gather does), a label
+/// outside the classes other than the loss's ignore_index. InvalidArgument
+/// naming the input, the element, its value and the range; ok when the
+/// artifact recorded none.
+Status checkInputRanges(const Artifact &artifact, const std::vector<std::string> &names,
+                        const std::vector<HostTensor> &values);
+
 /// A flat token file (nanoGPT / llm.c .bin: raw little-endian uint16 or
 /// uint32 tokens, no header). Batches are random windows: input_ids =
 /// tokens[o, o+T), labels = tokens[o+1, o+T+1) (LabelShift::Next) or
