@@ -72,6 +72,11 @@ private:
         if (pos >= s.size() || s[pos] != ':')
           return err("expected ':'");
         ++pos;
+        // A key given twice is ambiguous (readers differ on which one wins):
+        // refuse it rather than pick one.
+        for (const auto &kv : v->object)
+          if (kv.first == key)
+            return err("member '" + key + "' is given twice");
         JsonValue member;
         TC_RETURN_IF_ERROR(value(&member, depth + 1));
         v->object.emplace_back(std::move(key), std::move(member));

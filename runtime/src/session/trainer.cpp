@@ -26,7 +26,10 @@ namespace {
 constexpr const char *kModelFile = "model.safetensors";
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
 constexpr const char *kStateFile = "state.json";
-constexpr int kCheckpointVersion = 1;
+// 2: state.json carries state_crc32 (over step, RNG, data position, artifact,
+// precision and both files' sizes and CRCs); the step and counters are range-
+// checked on load.
+constexpr int kCheckpointVersion = 2;
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -155,6 +158,17 @@ Status TokenData::open(const std::string &path, int tokenBytes) {
   count_ = st.st_size / tokenBytes;
   return Status::ok();
 }
+
+namespace {
+/// What state_crc32 covers, in one canonical text.
+std::string stateCanonical(const CheckpointMeta &m, size_t modelBytes, uint32_t modelCrc,
+                           size_t optBytes, uint32_t optCrc) {
+  return "tc-checkpoint|" + std::to_string(m.step) + "|" + std::to_string(m.rngState) + "|" +
+         std::to_string(m.dataPosition) + "|" + m.artifactHash + "|" + m.precision + "|" +
+         std::to_string(modelBytes) + "|" + std::to_string(modelCrc) + "|" +
+         std::to_string(optBytes) + "|" + std::to_string(optCrc);
+}
+} // namespace
 
 Status checkInputRanges(const Artifact &artifact, const std::vector<std::string> &names,
                         const std::vector<HostTensor> &values) {
@@ -459,6 +473,9 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
   std::vector<uint8_t> modelBytes, optBytes;
   TC_RETURN_IF_ERROR(serializeSafetensors(model, &modelBytes));
   TC_RETURN_IF_ERROR(serializeSafetensors(opt, &optBytes));
+  uint32_t modelCrc = crc32(modelBytes.data(), modelBytes.size());
+  uint32_t optCrc = crc32(optBytes.data(), optBytes.size());
+  std::string canonical = stateCanonical(meta, modelBytes.size(), modelCrc, optBytes.size(), optCrc);
   std::string json = "{\n  \"format\": \"tc-checkpoint\",\n  \"version\": " +
                      std::to_string(kCheckpointVersion) + ",\n  \"step\": " +
                      std::to_string(meta.step) + ",\n  \"rng_state\": \"" +
@@ -467,10 +484,13 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
                      jsonQuote(meta.artifactHash) + ",\n  \"precision\": " +
                      jsonQuote(meta.precision) + ",\n  \"files\": {\n    \"" + kModelFile +
                      "\": {\"bytes\": " + std::to_string(modelBytes.size()) +
-                     ", \"crc32\": " + std::to_string(crc32(modelBytes.data(), modelBytes.size())) +
+                     ", \"crc32\": " + std::to_string(modelCrc) +
                      "},\n    \"" + kOptimizerFile + "\": {\"bytes\": " +
                      std::to_string(optBytes.size()) + ", \"crc32\": " +
-                     std::to_string(crc32(optBytes.data(), optBytes.size())) + "}\n  }\n}\n";
+                     std::to_string(optCrc) + "}\n  },\n  \"state_crc32\": " +
+                     std::to_string(crc32(reinterpret_cast<const uint8_t *>(canonical.data()),
+                                          canonical.size())) +
+                     "\n}\n";
 
   // Write a complete new folder next to `dir`, then swap it in.
   std::string target = dir;
@@ -551,8 +571,12 @@ Status Trainer::loadCheckpoint(const std::string &dir, const std::string &expect
       !art || !art->isString() || !prec || !prec->isString() || !files || !files->isObject())
     return dataLoss(where + ": " + kStateFile + " is not a tc checkpoint state");
   if (ver->num != kCheckpointVersion)
-    return unimplemented(where + " has version " + ver->str + ", this tc-run reads " +
-                         std::to_string(kCheckpointVersion));
+    return unimplemented(where + " has checkpoint format " + ver->str + ", this tc-run reads " +
+                         std::to_string(kCheckpointVersion) +
+                         (ver->num < kCheckpointVersion
+                              ? " (written by an older tc: re-save it with the tc that wrote it, "
+                                "or train again)"
+                              : " (written by a newer tc)"));
   if (art->str != expectedHash)
     return failedPrecondition(where + " was made with another artifact (" + art->str +
                               ", this one is " + expectedHash + ")");
@@ -560,9 +584,26 @@ Status Trainer::loadCheckpoint(const std::string &dir, const std::string &expect
   if (prec->str != precision)
     return failedPrecondition(where + " was trained with --ref-precision " + prec->str +
                               ", this run uses " + precision);
+  // Range checks: a whole step >= 0, the RNG state and data position as the
+  // unsigned decimals they were written as.
+  if (!(stp->num >= 0) || stp->num != std::floor(stp->num) || stp->num > 9.0e15)
+    return dataLoss(where + ": " + kStateFile + " has step " + stp->str +
+                    ", not a whole number >= 0");
+  auto u64 = [](const std::string &t, uint64_t *out) {
+    if (t.empty() || t.size() > 20 || t.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long x = std::strtoull(t.c_str(), &end, 10);
+    if (errno == ERANGE || *end)
+      return false;
+    *out = x;
+    return true;
+  };
   meta->step = static_cast<int64_t>(stp->num);
-  meta->rngState = std::strtoull(rng->str.c_str(), nullptr, 10);
-  meta->dataPosition = std::strtoull(pos->str.c_str(), nullptr, 10);
+  if (!u64(rng->str, &meta->rngState) || !u64(pos->str, &meta->dataPosition))
+    return dataLoss(where + ": " + kStateFile + " has an rng_state or data_position that is not "
+                    "an unsigned 64-bit decimal");
   meta->artifactHash = art->str;
   meta->precision = prec->str;
   std::map<std::string, SafetensorsFile> loaded;
@@ -582,6 +623,21 @@ Status Trainer::loadCheckpoint(const std::string &dir, const std::string &expect
     if (static_cast<double>(crc32(bytes.data(), bytes.size())) != crc->num)
       return dataLoss(where + ": " + file + " fails its CRC-32 check (corrupted)");
     TC_RETURN_IF_ERROR(parseSafetensors(bytes.data(), bytes.size(), &loaded[file], path));
+  }
+  // The state's own checksum, over what it says (step, RNG, position,
+  // artifact, precision, both files' sizes and CRCs).
+  {
+    const JsonValue *sc = v.find("state_crc32");
+    const JsonValue *m = files->find(kModelFile), *op = files->find(kOptimizerFile);
+    std::string canonical = stateCanonical(
+        *meta, static_cast<size_t>(m->find("bytes")->num),
+        static_cast<uint32_t>(m->find("crc32")->num), static_cast<size_t>(op->find("bytes")->num),
+        static_cast<uint32_t>(op->find("crc32")->num));
+    if (!sc || !sc->isNumber() ||
+        sc->num != static_cast<double>(crc32(reinterpret_cast<const uint8_t *>(canonical.data()),
+                                             canonical.size())))
+      return dataLoss(where + ": " + kStateFile + " fails its state_crc32 check (edited or "
+                      "corrupted)");
   }
   TC_RETURN_IF_ERROR(setEntries(loaded[kModelFile].tensors, false, where + " " + kModelFile));
   return setEntries(loaded[kOptimizerFile].tensors, true, where + " " + kOptimizerFile);
