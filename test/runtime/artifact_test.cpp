@@ -126,6 +126,18 @@ void expectSameArtifact(const Artifact &a, const Artifact &b) {
   }
 }
 
+/// Recomputes the header's CRC-32 (bytes 24..27: over the 32-byte header and
+/// the section table, the field itself read as 0) after a test edited them.
+void fixHeaderCrc(std::vector<uint8_t> &bytes) {
+  uint32_t count = bytes[12] | bytes[13] << 8 | bytes[14] << 16 | (uint32_t)bytes[15] << 24;
+  std::vector<uint8_t> head(bytes.begin(), bytes.begin() + 32 + 24 * count);
+  for (int k = 0; k < 4; ++k)
+    head[24 + k] = 0;
+  uint32_t crc = crc32(head.data(), head.size());
+  for (int k = 0; k < 4; ++k)
+    bytes[24 + k] = (crc >> (8 * k)) & 0xFF;
+}
+
 TEST(Artifact, MemoryRoundTrip) {
   Artifact a = sampleArtifact();
   std::vector<uint8_t> bytes;
@@ -359,7 +371,7 @@ TEST(Artifact, DeviceProgramValidation) {
   uint32_t nsections = rd32(12);
   bool patched = false;
   for (uint32_t i = 0; i < nsections; ++i) {
-    size_t entry = 24 + 24 * size_t{i};
+    size_t entry = 32 + 24 * size_t{i};
     if (rd32(entry) != 7)
       continue;
     uint64_t off = rd64(entry + 8), size = rd64(entry + 16);
@@ -373,6 +385,7 @@ TEST(Artifact, DeviceProgramValidation) {
     patched = true;
   }
   ASSERT_TRUE(patched);
+  fixHeaderCrc(bytes);
   Artifact out;
   Status st = parseArtifact(bytes.data(), bytes.size(), &out, "hostile.tca");
   EXPECT_EQ(st.code(), StatusCode::InvalidArgument) << st.toString();
@@ -460,7 +473,7 @@ std::vector<uint8_t> patchSection(std::vector<uint8_t> bytes, uint32_t kind,
   auto rd64 = [&](size_t o) { return rd32(o) | (uint64_t)rd32(o + 4) << 32; };
   uint32_t count = rd32(12);
   for (uint32_t s = 0; s < count; ++s) {
-    size_t e = 24 + 24 * s;
+    size_t e = 32 + 24 * s;
     if (rd32(e) != kind)
       continue;
     uint64_t off = rd64(e + 8), size = rd64(e + 16);
@@ -473,7 +486,22 @@ std::vector<uint8_t> patchSection(std::vector<uint8_t> bytes, uint32_t kind,
     for (int k = 0; k < 4; ++k)
       bytes[e + 4 + k] = (crc >> (8 * k)) & 0xFF;
   }
+  fixHeaderCrc(bytes);
   return bytes;
+}
+
+TEST(Artifact, HeaderAndTableAreChecksummed) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(sampleArtifact(), &bytes).isOk());
+  // A flipped section kind (REPORTS -> an unknown kind, which readers skip)
+  // must not silently drop the section: the header CRC catches it.
+  std::vector<uint8_t> bad = bytes;
+  bad[32] ^= 0x40;
+  Artifact out;
+  Status st = parseArtifact(bad.data(), bad.size(), &out, "k.tca");
+  EXPECT_EQ(st.code(), StatusCode::DataLoss);
+  EXPECT_NE(st.message().find("header or section table fails its CRC-32"), std::string::npos)
+      << st.message();
 }
 
 TEST(Artifact, HostileCountsAreRejectedWithoutAllocating) {
@@ -584,7 +612,7 @@ TEST(Artifact, HeaderErrors) {
   st = parseArtifact(bad.data(), bad.size(), &out);
   EXPECT_EQ(st.code(), StatusCode::Unimplemented);
   EXPECT_NE(st.message().find("version 2"), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find("version 3"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("version 4"), std::string::npos) << st.message();
   bad = bytes;
   bad.push_back(0); // the size no longer matches the header
   EXPECT_EQ(parseArtifact(bad.data(), bad.size(), &out).code(), StatusCode::DataLoss);
@@ -647,3 +675,34 @@ TEST(TensorTypeTest, NumElementsSaturates) {
   EXPECT_EQ((TensorType{DType::F32, {big, big}}.numElements()), big * big);
   EXPECT_EQ((TensorType{DType::F32, {3, 0, big}}.numElements()), 0);
 }
+
+namespace tc::rt {
+namespace {
+using namespace tc::rt::test;
+
+// The program is checked against the parameter table when an artifact is
+// written or read: a tc.parameter of a name the table lacks, or read with
+// another type, is refused then rather than in the middle of a step.
+TEST(Artifact, ProgramMatchesParameterTable) {
+  Artifact a = sampleArtifact();
+  FnBuilder f("uses_params");
+  int32_t w = f.op("tc.parameter", {}, f32({2, 2}), {{"name", aStr("w")}});
+  f.output("w", w);
+  a.functions.push_back(f.fn);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(serializeArtifact(a, &bytes).isOk());
+  Artifact missing = a;
+  missing.functions.back().ops[0].attrs["name"] = aStr("nowhere");
+  Status st = validateArtifact(missing);
+  EXPECT_EQ(st.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(st.message().find("reads parameter 'nowhere', which is not in the parameter table"),
+            std::string::npos) << st.message();
+  Artifact retyped = a;
+  retyped.functions.back().values[static_cast<size_t>(w)] = f32({4});
+  st = validateArtifact(retyped);
+  EXPECT_NE(st.message().find("reads parameter 'w' as f32 4, the parameter table has f32 2x2"),
+            std::string::npos) << st.message();
+}
+
+} // namespace
+} // namespace tc::rt

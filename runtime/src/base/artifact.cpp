@@ -20,7 +20,7 @@ namespace tc::rt {
 namespace {
 
 const uint8_t kMagic[8] = {0x89, 'T', 'C', 'A', '\r', '\n', 0x1A, '\n'};
-constexpr size_t kHeaderBytes = 24;
+constexpr size_t kHeaderBytes = 32;
 constexpr size_t kEntryBytes = 24;
 constexpr uint32_t kMaxSections = 64;
 constexpr uint64_t kAlign = 64;
@@ -237,6 +237,15 @@ void encodeSections(const Artifact &a, std::vector<std::vector<uint8_t>> *storag
   }
 }
 
+/// CRC-32 of the header and the section table with the CRC field itself
+/// (bytes 24..27) read as zero.
+uint32_t headerCrc(const uint8_t *head, size_t size) {
+  static const uint8_t zeros[4] = {0, 0, 0, 0};
+  uint32_t c = crc32(head, 24);
+  c = crc32(zeros, 4, c);
+  return crc32(head + 28, size - 28, c);
+}
+
 /// The header and section table for `sections`, padded to the first payload.
 std::vector<uint8_t> encodeHeader(const std::vector<Section> &sections,
                                   std::vector<uint64_t> *offsets,
@@ -254,12 +263,17 @@ std::vector<uint8_t> encodeHeader(const std::vector<Section> &sections,
   w.u32(Artifact::kFormatVersion);
   w.u32(static_cast<uint32_t>(sections.size()));
   w.u64(*fileSize);
+  w.u32(0); // the header's CRC-32, filled in below
+  w.u32(0); // reserved
   for (size_t i = 0; i < sections.size(); ++i) {
     w.u32(sections[i].kind);
     w.u32(crc32(sections[i].data, sections[i].size));
     w.u64((*offsets)[i]);
     w.u64(sections[i].size);
   }
+  uint32_t crc = headerCrc(head.data(), head.size());
+  for (int b = 0; b < 4; ++b)
+    head[24 + b] = static_cast<uint8_t>(crc >> (8 * b));
   head.resize((*offsets)[0], 0);
   return head;
 }
@@ -573,6 +587,12 @@ Status parseHeader(const uint8_t *head, size_t headSize, uint64_t fileSize,
     return err("section table runs past the end of the file");
   if (headSize < tableEnd)
     return Status::ok(); // the caller reads the table and calls again
+  {
+    uint32_t stored = static_cast<uint32_t>(head[24]) | static_cast<uint32_t>(head[25]) << 8 |
+                      static_cast<uint32_t>(head[26]) << 16 | static_cast<uint32_t>(head[27]) << 24;
+    if (headerCrc(head, tableEnd) != stored)
+      return err("the header or section table fails its CRC-32 check (the file is corrupted)");
+  }
   ByteReader t(head + kHeaderBytes, tableEnd - kHeaderBytes,
                "artifact '" + name + "' section table");
   table->assign(*count, {});
@@ -947,6 +967,28 @@ Status validateArtifact(const Artifact &a) {
                              std::to_string(p.bytes) + ") lie outside the " +
                              std::to_string(a.weights.size()) + " weight bytes");
   }
+  // The program against the parameter table: every tc.parameter a function
+  // reads is in the table with the type the program computes with, so that
+  // an inconsistent (but checksum-valid) artifact fails when it is loaded,
+  // not in the middle of a step.
+  for (const Function &f : a.functions)
+    for (const Op &op : f.ops) {
+      if (op.name != "tc.parameter")
+        continue;
+      auto it = op.attrs.find("name");
+      if (it == op.attrs.end() || it->second.kind != Attr::Kind::String || op.results.size() != 1)
+        return invalidArgument("function '" + f.name + "': a tc.parameter without a name");
+      const std::string &n = it->second.s;
+      const Parameter *p = a.findParam(n);
+      if (!p)
+        return invalidArgument("function '" + f.name + "' reads parameter '" + n +
+                               "', which is not in the parameter table");
+      const TensorType &want = f.values[static_cast<size_t>(op.results[0])];
+      if (p->type != want)
+        return invalidArgument("function '" + f.name + "' reads parameter '" + n + "' as " +
+                               typeToString(want) + ", the parameter table has " +
+                               typeToString(p->type));
+    }
   names.clear();
   for (const DeviceFunction &f : a.deviceFunctions) {
     if (!names.insert(f.name).second)

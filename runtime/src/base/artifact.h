@@ -2,7 +2,7 @@
 //
 // One artifact file holds everything needed to run a compiled model: the
 // target, the functions (the op-level reference program), the parameter
-// table, the weights and the reports. Its format, version 3 (files of any
+// table, the weights and the reports. Its format, version 4 (files of any
 // other version are rejected with a message naming both versions; older ones
 // are asked to be recompiled):
 //
@@ -13,7 +13,11 @@
 //   8       4       u32 format version (Artifact::kFormatVersion)
 //   12      4       u32 section count S (1 <= S <= 64)
 //   16      8       u64 total file size in bytes (detects truncation at once)
-//   24      24*S    section table, one entry per section:
+//   24      4       u32 CRC-32 of bytes 0..31 and the section table, this
+//                   field read as 0 (a flipped section kind or offset is
+//                   detected, not silently skipped; version 4)
+//   28      4       reserved (0)
+//   32      24*S    section table, one entry per section:
 //                     u32 kind, u32 CRC-32 (zlib polynomial) of the payload,
 //                     u64 offset of the payload, u64 size of the payload
 //   ...             payloads, each starting at a 64-byte aligned offset,

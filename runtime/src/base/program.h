@@ -179,7 +179,7 @@ struct DeviceFunction {
 struct Artifact {
   /// 2: parameter entries carry a kind and an initialiser (training).
   /// 3: initialisers ones/normal/uniform with two f64 arguments per entry.
-  static constexpr uint32_t kFormatVersion = 3;
+  static constexpr uint32_t kFormatVersion = 4;
   uint32_t formatVersion = kFormatVersion;
   std::string target;   // "cpu", "sm_90", "sm_120a"
   std::string producer; // "tc-compile <version>"
