@@ -88,6 +88,16 @@ fi
 echo "onnx 1.23 conformance: $c23p passed, $c23f failed, $c23s skipped"
 add "$c23p" "$c23f" "$c23s"
 
+# --- fuzzing: libFuzzer + ASan/UBSan over the byte readers ----------------------
+# Separate clang-22 build (build-fuzz); the committed regression inputs, then
+# a fixed number of mutations per target (scripts/fuzz.sh).
+TC_FUZZ_DIR="$BUILD/fuzz" bash "$ROOT/scripts/fuzz.sh" >"$LOGS/fuzz.log" 2>&1
+fline=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$LOGS/fuzz.log" | tail -1)
+fp=$(echo "${fline:-0 passed, 1 failed}" | awk '{print $1}'); ff=$(echo "${fline:-0 passed, 1 failed}" | awk '{print $3}')
+grep -E 'FAILED|not found|build failed' "$LOGS/fuzz.log" | head -10
+echo "fuzz: $fp passed, $ff failed"
+add "$fp" "$ff" 0
+
 echo "logs in $LOGS"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -9,7 +9,7 @@ config.name = "TC"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "runtime", "conformance", "fixtures"]
+                   "runtime", "conformance", "fixtures", "fuzz"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tc_obj_root, "test")
 config.substitutions.append(("%fixtures", os.path.join(config.tc_src_root, "test", "fixtures")))
