@@ -22,6 +22,7 @@ Each file is a few hundred bytes and committed; rerunning gives the same bytes.
   extra_inputs.onnx      IR 10: Relu with two inputs (it takes one)
   external_nul.onnx      IR 10: external data location 'a\0b.bin'
   external_dupkey.onnx   IR 10: external data key 'location' given twice
+  onehot_nan.onnx        OneHot with a NaN depth; range_inf.onnx: Range with an infinite limit
   merged_dedup.onnx      Y = Linear(X * a * b) as the dynamo exporter's optimizer leaves a fresh
                          model: b was deduplicated into a (equal values; the second Mul reads
                          'a' while its FX node names p_b), the Linear's Transpose(w) folded into
@@ -91,6 +92,17 @@ def main():
     y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])
     relu = helper.make_node("Relu", ["X"], ["Y"], name="relu")
     save("no_outputs.onnx", model(helper.make_graph([relu], "g", [x], []), ir=10))
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [3])
+    oh = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
+    save("onehot_nan.onnx", model(helper.make_graph(
+        [helper.make_node("OneHot", ["idx", "depth", "values"], ["y"], name="y")], "g", [idx], [oh],
+        initializer=[helper.make_tensor("depth", TensorProto.FLOAT, [], [float("nan")]),
+                     helper.make_tensor("values", TensorProto.FLOAT, [2], [0.0, 1.0])])))
+    r = helper.make_tensor_value_info("r", TensorProto.FLOAT, [1])
+    save("range_inf.onnx", model(helper.make_graph(
+        [helper.make_node("Range", ["s", "l", "d"], ["r"], name="r")], "g", [], [r],
+        initializer=[helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in
+                     (("s", 0.0), ("l", float("inf")), ("d", 1.0))])))
     save("dup_outputs.onnx", model(helper.make_graph([relu], "g", [x], [y, y]), ir=10))
     relu2 = helper.make_node("Relu", ["X", "X"], ["Y"], name="relu")
     save("extra_inputs.onnx", model(helper.make_graph([relu2], "g", [x], [y]), ir=10))

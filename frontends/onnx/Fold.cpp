@@ -33,7 +33,12 @@ SmallVector<int64_t> denseToInts(DenseElementsAttr attr) {
       bool lost;
       d.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
       double x = d.convertToDouble();
-      out.push_back(std::isfinite(x) ? (int64_t)x : 0);
+      // Saturating, never undefined: NaN reads as 0, +-inf and values past
+      // int64's range as its bounds (callers range-check what they get).
+      out.push_back(std::isnan(x) ? 0
+                    : x >= 9223372036854775807.0 ? INT64_MAX
+                    : x <= -9223372036854775808.0 ? INT64_MIN
+                                                  : (int64_t)x);
     }
   }
   return out;

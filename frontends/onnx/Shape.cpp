@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
@@ -559,7 +561,8 @@ LogicalResult range(NodeContext &nc) {
   if (!(count >= 0))
     count = 0;
   if (count > kMaxFoldElements)
-    return nc.fail("range of " + Twine((int64_t)count) + " elements is too large");
+    return nc.fail("range of " + llvm::formatv("{0:e2}", count).str() +
+                   " elements is too large (at most " + Twine(kMaxFoldElements) + ")");
   int64_t n = (int64_t)count;
   Type elt = nc.inputType(0).getElementType();
   auto type = RankedTensorType::get({n}, elt);
@@ -783,9 +786,16 @@ LogicalResult oneHot(NodeContext &nc) {
     return failure();
   if (depthV->size() != 1)
     return nc.fail("depth must hold one value");
-  int64_t depth = (int64_t)(*depthV)[0];
-  if (depth <= 0)
-    return nc.fail("depth must be positive");
+  // The depth becomes a [depth] index constant: capped as ConstantOfShape
+  // and Range are, and checked before converting (NaN / inf / huge floats).
+  double depthD = (*depthV)[0];
+  if (!std::isfinite(depthD) || depthD < 1)
+    return nc.fail("depth must be a positive finite number, got " +
+                   llvm::formatv("{0:e2}", depthD).str());
+  if (depthD > (double)kMaxFoldElements)
+    return nc.fail("depth " + llvm::formatv("{0:e2}", depthD).str() + " is too large (at most " +
+                   Twine(kMaxFoldElements) + ")");
+  int64_t depth = (int64_t)depthD;
   auto it = typeOf(*idx);
   int64_t outRank = it.getRank() + 1;
   auto axis = nc.normalizeAxis(nc.attrInt("axis", -1), outRank);
