@@ -11,6 +11,7 @@
 #     1e-4 relative; bf16: 2e-2), and each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
+#     compute-sanitizer memcheck and racecheck on two fixtures (exit clean),
 #     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
 #   - GPT-2 124M: tc beside PyTorch eager and torch.compile (TC_BENCH=0 skips;
 #     TC_BENCH_PROFILE=1 adds a per-op GPU time profile of tc, bench/profile.txt).
@@ -286,6 +287,30 @@ PY
   echo "   $resume_line"
 fi
 
+# compute-sanitizer: memcheck and racecheck on a fixture's training steps
+# (fp32 and bf16) and an eval; a reported error or a failing CUDA API call
+# fails the check (--error-exitcode).
+sanitizer_line="sanitizer: not run (no compute-sanitizer)"
+CS="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
+if [ -n "$CS" ] && [ -x "$TCRUN" ] && [ -f "$BUILD/fixtures/llama.ts.fp32.tca" ]; then
+  echo "== compute-sanitizer (logs: $OUT/sanitizer)"
+  mkdir -p "$OUT/sanitizer"
+  sres=""
+  for tool in memcheck racecheck; do
+    for fx in llama.ts.fp32 gpt2.ts.bf16; do
+      m="${fx%%.*}"
+      "$CS" --tool "$tool" --error-exitcode 3 "$TCRUN" "$BUILD/fixtures/$fx.tca" --device cuda --steps 2 \
+        --feed "input_ids=$BUILD/fixtures/$m.input_ids.npy" --feed "labels=$BUILD/fixtures/$m.labels.npy" \
+        --log-every 0 >"$OUT/sanitizer/$tool.$fx.log" 2>&1
+      rc=$?
+      errs=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$OUT/sanitizer/$tool.$fx.log" | tail -1 | grep -oE '[0-9]+$')
+      sres="$sres $tool/$fx=$([ $rc -eq 0 ] && echo ok || echo "FAIL(rc $rc, ${errs:-?} errors)")"
+    done
+  done
+  sanitizer_line="sanitizer:$sres"
+  echo "   $sanitizer_line"
+fi
+
 # The main job (scripts/run.sh) on the GPU: the tiny GPT, 800 AdamW steps on
 # the Debian license texts (the CPU reference goes 5.53 -> about 2.45).
 tiny_line="tiny-gpt: not run"
@@ -361,8 +386,9 @@ echo "gpu-check: $tiny_line"
 echo "gpu-check: $resume_line"
 echo "gpu-check: $eval_line"
 echo "gpu-check: $errors_line"
+echo "gpu-check: $sanitizer_line"
 extra_rc=0
-for line in "$resume_line" "$eval_line" "$errors_line"; do
+for line in "$resume_line" "$eval_line" "$errors_line" "$sanitizer_line"; do
   case "$line" in *FAIL*) extra_rc=1 ;; esac
 done
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&
