@@ -409,8 +409,14 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
     bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {
       return vi.name() == name;
     });
-    if (!found || initTypes_.count(name))
-      return fail("--input names '" + name + "', which is not a graph input");
+    if (!found || initTypes_.count(name)) {
+      std::string inputs;
+      for (const auto &vi : graph.input())
+        if (!initTypes_.count(vi.name()))
+          inputs += (inputs.empty() ? "'" : ", '") + vi.name() + "'";
+      return fail("--input names '" + name + "', which is not a graph input (the graph's inputs: " +
+                  (inputs.empty() ? std::string("none") : inputs) + ")");
+    }
   }
   for (const auto &[name, value] : opts_.constantInputs) {
     bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &vi) {

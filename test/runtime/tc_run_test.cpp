@@ -118,7 +118,7 @@ TEST_F(TcRun, UsageAndInputErrorsExit2) {
   expectError(runTool(model + " --eval --feed ids=" + dir + "/nope.npy --feed labels=" + dir +
                       "/labels.npy"),
               2, "nope.npy");
-  expectError(runTool(model + " --eval --bogus" + feeds()), 2, "unknown flag '--bogus'");
+  expectError(runTool(model + " --eval --bogus" + feeds()), 2, "unknown option '--bogus'; see --help");
   expectError(runTool(model + " --eval --function train_step" + feeds()), 2,
               "no function 'train_step'");
   // A CPU artifact has no GPU program, whatever the machine has.

@@ -8,6 +8,7 @@
 #include "compiler/DeviceProgram.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/base/artifact.h"
+#include "tools/cli.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,8 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
 
   MODEL                  an ONNX model (.onnx, external data beside it) or ONNX
                          textual syntax (.onnxtxt)
-  -o FILE                write the artifact (.tca) to FILE
+  -o FILE                write the artifact (.tca) to FILE (default: MODEL with
+                         its .onnx / .onnxtxt extension replaced by .tca)
   --input NAME=DIMS      fix the shape of input NAME, e.g. --input input_ids=2x16
                          (repeatable; every dynamic dimension must be fixed)
   --target T             cpu (default), sm_90 (H100/H200) or sm_120 (RTX 5090,
@@ -54,6 +57,7 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --quiet                print no notes (what the importer restored, which
                          attention chains stay unfused and why, ...)
   -h, --help             this text
+  --version              print tc's version
 
 Weights and initialisers (tc-run --seed N picks the random draws):
   --no-weights           read no weight data (external data files may be
@@ -151,6 +155,9 @@ int main(int argc, char **argv) {
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
+    } else if (a == "--version") {
+      std::printf("tc-compile (tc) %s\n", tc::cli::kVersion);
+      return 0;
     } else if (is("-o")) {
       outPath = value("-o");
     } else if (is("--input")) {
@@ -246,7 +253,7 @@ int main(int argc, char **argv) {
         fail(2, "--emit must be mlir, tc, program, tcx, cuda, kernels or device, got '" + emit +
                     "'");
     } else if (!a.empty() && a[0] == '-') {
-      fail(2, "unknown option '" + a + "' (see --help)");
+      fail(2, tc::cli::unknownOption(a, kUsage));
     } else if (opts.modelPath.empty()) {
       opts.modelPath = a;
     } else {
@@ -276,8 +283,18 @@ int main(int argc, char **argv) {
     need(t.momentum >= 0, "--momentum must be >= 0 (torch: invalid momentum value), got " +
                               num(t.momentum));
   }
-  if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && dumpDir.empty())
-    fail(2, "no output: give -o FILE.tca, --emit=KIND or --report memory|precision");
+  if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && dumpDir.empty()) {
+    // model.onnx -> model.tca, beside the model.
+    std::string base = opts.modelPath;
+    for (const char *ext : {".onnxtxt", ".onnx"}) {
+      size_t n = std::strlen(ext);
+      if (base.size() > n && base.compare(base.size() - n, n, ext) == 0) {
+        base.resize(base.size() - n);
+        break;
+      }
+    }
+    outPath = base + ".tca";
+  }
   bool gpu = tc::isGpuTarget(opts.target);
   if (!gpu && (reportMemory || !dumpDir.empty() || emit == "tcx" || emit == "cuda" ||
                emit == "kernels" || emit == "device"))

@@ -11,6 +11,9 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "tools/cli.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
@@ -21,6 +24,8 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   tc::registerTcCompilerPasses();
   tc::registerTcGpuPasses();
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "tc-opt (tc) " << tc::cli::kVersion << "\n"; });
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tc optimizer driver\n", registry));
 }

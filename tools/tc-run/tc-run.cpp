@@ -40,6 +40,7 @@
 #include "runtime/src/base/npy.h"
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/trainer.h"
+#include "tools/cli.h"
 #if TC_HAVE_CUDA
 #include "runtime/src/cuda/executor.h"
 #endif
@@ -63,8 +64,7 @@ int fail(int code, const std::string &msg) {
   return code;
 }
 
-void usage(std::FILE *out) {
-  std::fprintf(out,
+constexpr const char *kUsage =
                "usage: tc-run MODEL.tca [--device auto|cpu|cuda[:N]] --eval [--function NAME]\n"
                "              --feed NAME=FILE.npy ... [--metrics OUT.jsonl]\n"
                "              [--ref-precision f32|f64] [--save-outputs DIR]\n"
@@ -92,8 +92,10 @@ void usage(std::FILE *out) {
                "compiled with tc-compile --init-params (--init FILE replaces them).\n"
                "--device auto (the default) runs on the GPU when the artifact has a GPU\n"
                "program (tc-compile --target sm_90|sm_120) and a CUDA GPU is present,\n"
-               "else on the CPU reference; cuda[:N] insists on GPU N.\n");
-}
+               "else on the CPU reference; cuda[:N] insists on GPU N.\n"
+    "-h/--help prints this text, --version tc's version.\n";
+
+void usage(std::FILE *out) { std::fputs(kUsage, out); }
 
 struct Options {
   std::string model;
@@ -104,6 +106,7 @@ struct Options {
   std::string refPrecision = "f32";
   std::string saveDir;
   bool help = false;
+  bool version = false;
   bool eval = false;
   // Training.
   int64_t steps = -1;
@@ -156,6 +159,8 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     std::string err;
     if (flag == "--help" || flag == "-h") {
       o->help = true;
+    } else if (flag == "--version") {
+      o->version = true;
     } else if (flag == "--eval") {
       if (hasValue)
         return "flag --eval takes no value";
@@ -233,12 +238,12 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     } else if (flag == "--init") {
       err = takeValue(&o->init);
     } else {
-      return "unknown flag '" + flag + "' (see tc-run --help)";
+      return tc::cli::unknownOption(flag, kUsage);
     }
     if (!err.empty())
       return err;
   }
-  if (o->help)
+  if (o->help || o->version)
     return "";
   if (positional.empty())
     return "no artifact given (usage: tc-run MODEL.tca --eval --feed NAME=FILE.npy ...)";
@@ -611,6 +616,10 @@ int main(int argc, char **argv) {
   std::string err = parseArgs(argc, argv, &o);
   if (!err.empty())
     return fail(kExitUsage, err);
+  if (o.version) {
+    std::printf("tc-run (tc) %s\n", tc::cli::kVersion);
+    return 0;
+  }
   if (o.help) {
     usage(stdout);
     return 0;
