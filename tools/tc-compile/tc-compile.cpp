@@ -140,6 +140,7 @@ int main(int argc, char **argv) {
   tc::CompileOptions opts;
   std::string outPath, emit, dumpDir;
   bool reportMemory = false, reportPrecision = false, quiet = false;
+  std::vector<std::string> trainOnly; // flags that only mean something with --train
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string &flag) -> std::string {
@@ -174,34 +175,45 @@ int main(int argc, char **argv) {
     } else if (a == "--train") {
       opts.train.enabled = true;
     } else if (is("--loss")) {
+      trainOnly.push_back("--loss");
       opts.train.loss = value("--loss");
     } else if (is("--optimizer")) {
+      trainOnly.push_back("--optimizer");
       opts.train.optimizer = value("--optimizer");
       if (opts.train.optimizer != "sgd" && opts.train.optimizer != "adamw")
         fail(2, "--optimizer must be sgd or adamw, got '" + opts.train.optimizer + "'");
     } else if (is("--lr")) {
+      trainOnly.push_back("--lr");
       opts.train.lr = parseNumber("--lr", value("--lr"));
     } else if (is("--momentum")) {
+      trainOnly.push_back("--momentum");
       opts.train.momentum = parseNumber("--momentum", value("--momentum"));
     } else if (is("--beta1")) {
+      trainOnly.push_back("--beta1");
       opts.train.beta1 = parseNumber("--beta1", value("--beta1"));
     } else if (is("--beta2")) {
+      trainOnly.push_back("--beta2");
       opts.train.beta2 = parseNumber("--beta2", value("--beta2"));
     } else if (is("--eps")) {
+      trainOnly.push_back("--eps");
       opts.train.eps = parseNumber("--eps", value("--eps"));
     } else if (is("--weight-decay")) {
+      trainOnly.push_back("--weight-decay");
       opts.train.weightDecay = parseNumber("--weight-decay", value("--weight-decay"));
       if (opts.train.weightDecay < 0)
         fail(2, "--weight-decay must be >= 0");
     } else if (is("--no-decay")) {
+      trainOnly.push_back("--no-decay");
       opts.train.noDecay.push_back(value("--no-decay"));
     } else if (is("--grad-accum")) {
+      trainOnly.push_back("--grad-accum");
       std::string v = value("--grad-accum");
       double n = parseNumber("--grad-accum", v);
       if (n < 1 || n != static_cast<double>(static_cast<int64_t>(n)) || n > 1e6)
         fail(2, "--grad-accum wants a whole number >= 1, got '" + v + "'");
       opts.train.gradAccum = static_cast<int64_t>(n);
     } else if (is("--clip-grad-norm")) {
+      trainOnly.push_back("--clip-grad-norm");
       opts.train.clipGradNorm = parseNumber("--clip-grad-norm", value("--clip-grad-norm"));
       if (opts.train.clipGradNorm < 0)
         fail(2, "--clip-grad-norm must be >= 0");
@@ -262,6 +274,8 @@ int main(int argc, char **argv) {
   }
   if (opts.modelPath.empty())
     fail(2, "no model given (see --help)");
+  if (!opts.train.enabled && !trainOnly.empty())
+    fail(2, trainOnly.front() + " has no effect without --train (it sets up the training step)");
   // The ranges torch.optim accepts (it raises ValueError outside them).
   {
     const tc::TrainOptions &t = opts.train;
