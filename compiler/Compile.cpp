@@ -121,7 +121,7 @@ std::string trainingConfigJson(ModuleOp module, const TrainOptions &t) {
 } // namespace
 
 LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
-                                  std::string *error) {
+                                  std::string *error, std::vector<std::string> *notes) {
   const TrainOptions &t = opts.train;
   if (t.enabled) {
     if (t.optimizer != "sgd" && t.optimizer != "adamw") {
@@ -160,6 +160,7 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
   DiagnosticCollector diags(*module.getContext());
   PassManager pm(module.getContext());
   TcMarkTrainableOptions mark;
+  mark.report = true;
   mark.trainable.assign(opts.trainable.begin(), opts.trainable.end());
   mark.freeze.assign(opts.freeze.begin(), opts.freeze.end());
   pm.addPass(createTcMarkTrainable(mark));
@@ -168,6 +169,7 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
     ad.loss = t.loss;
     pm.addPass(createTcAutodiff(ad));
     TcOptimizerOptions o;
+    o.report = true;
     o.optimizer = t.optimizer;
     o.momentum = t.momentum;
     o.beta1 = t.beta1;
@@ -184,6 +186,8 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
     *error = diags.text.empty() ? "the training pipeline failed" : diags.text;
     return failure();
   }
+  if (notes)
+    notes->insert(notes->end(), diags.remarks.begin(), diags.remarks.end());
   return success();
 }
 
@@ -261,7 +265,7 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
     error->message = msg;
     return false;
   }
-  if (failed(runTrainingPipeline(*result->module, opts, &msg))) {
+  if (failed(runTrainingPipeline(*result->module, opts, &msg, &result->notes))) {
     // Bad regexes, a missing loss, an op without a gradient rule: all are
     // about the model or the flags the user gave.
     error->kind = CompileErrorKind::BadInput;

@@ -129,7 +129,8 @@ mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error,
 /// opts.train.enabled tc-autodiff, tc-optimizer and a canonicalize/CSE
 /// cleanup. On failure `error` holds the diagnostics.
 mlir::LogicalResult runTrainingPipeline(mlir::ModuleOp module, const CompileOptions &opts,
-                                        std::string *error);
+                                        std::string *error,
+                                        std::vector<std::string> *notes = nullptr);
 
 } // namespace tc
 

@@ -11,6 +11,7 @@
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Regex.h"
 
 namespace tc {
@@ -47,16 +48,45 @@ struct MarkTrainablePass : tc::impl::TcMarkTrainableBase<MarkTrainablePass> {
     auto anyMatch = [](std::vector<llvm::Regex> &res, StringRef name) {
       return llvm::any_of(res, [&](llvm::Regex &re) { return re.match(name); });
     };
+    // How many floating-point parameters each regex names: a regex that
+    // names none is an error (a typo would otherwise train another set).
+    std::vector<int> trainHits(train.size()), freezeHits(freezeRe.size());
+    std::vector<std::string> examples;
     module.walk([&](tc::ParameterOp p) {
       auto type = llvm::cast<RankedTensorType>(p.getType());
       StringRef name = p.getName();
+      bool isFloat = llvm::isa<FloatType>(type.getElementType());
+      if (isFloat) {
+        for (size_t i = 0; i < train.size(); ++i)
+          trainHits[i] += train[i].match(name);
+        for (size_t i = 0; i < freezeRe.size(); ++i)
+          freezeHits[i] += freezeRe[i].match(name);
+        if (examples.size() < 3)
+          examples.push_back("'" + name.str() + "'");
+      }
       // The importer marks torch buffers (tc.buffer): frozen by default,
       // trainable only when a --trainable regex names them.
       bool buffer = p->hasAttr("tc.buffer");
-      bool on = llvm::isa<FloatType>(type.getElementType()) &&
-                (train.empty() ? !buffer : anyMatch(train, name)) && !anyMatch(freezeRe, name);
+      bool on = isFloat && (train.empty() ? !buffer : anyMatch(train, name)) &&
+                !anyMatch(freezeRe, name);
       p.setTrainable(on);
     });
+    auto check = [&](StringRef flag, ArrayRef<std::string> patterns, ArrayRef<int> hits) {
+      for (size_t i = 0; i < patterns.size(); ++i) {
+        if (hits[i] == 0) {
+          module.emitError() << flag << " '" << patterns[i]
+                             << "' matches no floating-point parameter (they are named like "
+                             << llvm::join(examples, ", ") << ")";
+          return false;
+        }
+        if (report)
+          module.emitRemark() << flag << " '" << patterns[i] << "' matches " << hits[i]
+                              << " parameter" << (hits[i] == 1 ? "" : "s");
+      }
+      return true;
+    };
+    if (!check("--trainable", trainable, trainHits) || !check("--freeze", freeze, freezeHits))
+      return signalPassFailure();
   }
 };
 

@@ -11,6 +11,8 @@
 
 #include "compiler/Transforms/Passes.h"
 
+#include <cstdio>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -281,6 +283,31 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
       p.type = type;
       p.decay = !llvm::any_of(noDecayRe, [&](llvm::Regex &re) { return re.match(p.name); });
       params.push_back(std::move(p));
+    }
+    // Each --no-decay regex must name a trained parameter; the groups are
+    // reported (a tc-compile note), as torch users print param_groups.
+    for (size_t r = 0; r < noDecayRe.size(); ++r) {
+      int hits = 0;
+      for (const ParamInfo &p : params)
+        hits += noDecayRe[r].match(p.name);
+      if (hits == 0) {
+        module.emitError() << "--no-decay '" << noDecay[r]
+                           << "' matches no trained parameter";
+        return signalPassFailure();
+      }
+      if (report)
+        module.emitRemark() << "--no-decay '" << noDecay[r] << "' matches " << hits
+                            << " parameter" << (hits == 1 ? "" : "s");
+    }
+    if (report && decay() != 0) {
+      int decayed = 0;
+      for (const ParamInfo &p : params)
+        decayed += p.decay;
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%g", decay());
+      module.emitRemark() << "weight decay " << rate << " on " << decayed << " of "
+                          << params.size() << " trained parameters, none on "
+                          << params.size() - decayed;
     }
     auto f32Scalar = RankedTensorType::get({}, Float32Type::get(&getContext()));
 

@@ -186,6 +186,9 @@ def TcMarkTrainable : Pass<"tc-mark-trainable", "mlir::ModuleOp"> {
     Fails on a regex that does not compile, naming it.
   }];
   let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "emit a remark per regex with the number of parameters it matches "
+           "(tc-compile prints them as notes)">,
     ListOption<"trainable", "trainable", "std::string",
                "Regexes of the parameters to train (default: all)">,
     ListOption<"freeze", "freeze", "std::string",
@@ -230,6 +233,9 @@ def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
     `optimizer` is unknown.
   }];
   let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "emit remarks with each --no-decay regex's match count and the decay "
+           "groups (tc-compile prints them as notes)">,
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
            "sgd or adamw">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
