@@ -48,21 +48,25 @@ grep -E '(\*\*\*Failed|\*\*\*Exception|Timeout)' "$LOGS/ctest.log"
 echo "googletest: $cpass passed, $cfail failed, $cskip skipped"
 add "$cpass" "$cfail" "$cskip"
 
-# --- ONNX node conformance ----------------------------------------------------
-"$BUILD/bin/tc-conformance" /usr/share/libonnx-testdata/data/node \
-  --report "$LOGS/conformance.txt" --min-pass 466 >"$LOGS/conformance.log" 2>&1
-cf_rc=$?
-cline=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$LOGS/conformance.log" | tail -1)
-if [ -n "$cline" ]; then
-  cp_=$(echo "$cline" | awk '{print $1}'); cf_=$(echo "$cline" | awk '{print $3}'); cs_=$(echo "$cline" | awk '{print $5}')
-else
-  cp_=0; cf_=1; cs_=0
-fi
-if [ $cf_rc -ne 0 ] && [ "$cf_" -eq 0 ]; then cf_=1; fi
-grep -E '^FAIL' "$LOGS/conformance.log" | head -50
-tail -3 "$LOGS/conformance.log"
-echo "onnx conformance: $cp_ passed, $cf_ failed, $cs_ skipped"
-add "$cp_" "$cf_" "$cs_"
+# conformance LABEL DIR REPORT MIN_PASS [FLAGS...]: runs tc-conformance on DIR,
+# prints its failures and "LABEL: N passed, N failed, N skipped", adds to the totals.
+conformance() {
+  local label=$1 dir=$2 name=$3 min=$4; shift 4
+  "$BUILD/bin/tc-conformance" "$dir" --report "$LOGS/$name.txt" --min-pass "$min" "$@" \
+    >"$LOGS/$name.log" 2>&1
+  local rc=$? p=0 f=1 s=0
+  local line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$LOGS/$name.log" | tail -1)
+  if [ -n "$line" ]; then
+    p=$(echo "$line" | awk '{print $1}'); f=$(echo "$line" | awk '{print $3}'); s=$(echo "$line" | awk '{print $5}')
+  fi
+  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  grep -E '^FAIL|WRONG|only [0-9]+ passed' "$LOGS/$name.log" | head -50
+  echo "$label: $p passed, $f failed, $s skipped"
+  add "$p" "$f" "$s"
+}
+
+# --- ONNX node conformance (Debian's ONNX 1.12 test data) ----------------------
+conformance "onnx conformance" /usr/share/libonnx-testdata/data/node conformance 466
 
 # --- ONNX 1.23 node conformance (opsets up to 28) -------------------------------
 # The onnx release's own node tests, written from its Python test cases; 0
@@ -70,23 +74,12 @@ add "$cp_" "$cf_" "$cs_"
 # the log. Skipped (and counted as such) where the pinned onnx is missing.
 NODE23="$BUILD/onnx-node-tests"
 if python3 "$ROOT/scripts/make_node_tests.py" "$NODE23" >"$LOGS/node23-gen.log" 2>&1; then
-  "$BUILD/bin/tc-conformance" "$NODE23" --by-op --report "$LOGS/conformance23.txt" \
-    --min-pass 1195 >"$LOGS/conformance23.log" 2>&1
-  c23_rc=$?
-  cline=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$LOGS/conformance23.log" | tail -1)
-  if [ -n "$cline" ]; then
-    c23p=$(echo "$cline" | awk '{print $1}'); c23f=$(echo "$cline" | awk '{print $3}'); c23s=$(echo "$cline" | awk '{print $5}')
-  else
-    c23p=0; c23f=1; c23s=0
-  fi
-  if [ $c23_rc -ne 0 ] && [ "$c23f" -eq 0 ]; then c23f=1; fi
-  grep -E '^FAIL|WRONG|only [0-9]+ passed' "$LOGS/conformance23.log" | head -50
+  conformance "onnx 1.23 conformance" "$NODE23" conformance23 1195 --by-op
 else
   echo "onnx 1.23 node tests not generated (see $LOGS/node23-gen.log)"
-  c23p=0; c23f=0; c23s=1
+  echo "onnx 1.23 conformance: 0 passed, 0 failed, 1 skipped"
+  add 0 0 1
 fi
-echo "onnx 1.23 conformance: $c23p passed, $c23f failed, $c23s skipped"
-add "$c23p" "$c23f" "$c23s"
 
 # --- fuzzing: libFuzzer + ASan/UBSan over the byte readers ----------------------
 # Separate clang-22 build (build-fuzz); the committed regression inputs, then
