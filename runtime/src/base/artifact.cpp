@@ -2,7 +2,6 @@
 #include "runtime/src/base/artifact.h"
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -648,23 +647,6 @@ Status decodeAll(const std::vector<Entry> &table, const std::string &name,
 //===----------------------------------------------------------------------===//
 // Public entry points
 //===----------------------------------------------------------------------===//
-
-uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i)
-    crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
 
 Status serializeArtifact(const Artifact &artifact, std::vector<uint8_t> *out) {
   TC_RETURN_IF_ERROR(validateArtifact(artifact).withPrefix("cannot write artifact"));

@@ -89,6 +89,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/base/crc.h" // crc32 of the sections, for readers and tests
 #include "runtime/src/base/program.h"
 #include "runtime/src/base/status.h"
 
@@ -115,9 +116,6 @@ Status validateFunction(const Function &fn);
 /// parameter entry for it. Returns the new entry.
 Parameter &appendParameter(Artifact *artifact, const std::string &name,
                            const HostTensor &t, bool trainable = false);
-
-/// CRC-32 (IEEE 802.3 / zlib polynomial) of `size` bytes, continuing `crc`.
-uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc = 0);
 
 } // namespace tc::rt
 

@@ -142,4 +142,26 @@ Status writeFileAtomic(const std::string &path,
   return Status::ok();
 }
 
+Status makeDirectories(const std::string &dir) {
+  if (dir.empty())
+    return invalidArgument("cannot create a directory with an empty name");
+  // Each prefix that ends before a '/', then `dir` itself.
+  for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
+    std::string part = dir.substr(0, end);
+    if (!part.empty() && part.back() != '/' && ::mkdir(part.c_str(), 0755) != 0) {
+      int err = errno;
+      struct stat st;
+      if (err != EEXIST)
+        return ioError("cannot create directory '" + part + "': " + std::strerror(err));
+      if (::stat(part.c_str(), &st) != 0)
+        return ioError("cannot stat '" + part + "': " + errnoText());
+      if (!S_ISDIR(st.st_mode))
+        return invalidArgument("cannot create directory '" + dir + "': '" + part +
+                               "' exists and is not a directory");
+    }
+    if (end == std::string::npos)
+      return Status::ok();
+  }
+}
+
 } // namespace tc::rt

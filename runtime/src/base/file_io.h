@@ -27,6 +27,11 @@ Status writeFileAtomic(const std::string &path, const uint8_t *data, size_t size
 Status writeFileAtomic(const std::string &path,
                        const std::vector<std::pair<const uint8_t *, size_t>> &chunks);
 
+/// mkdir -p: creates `dir` and its missing parents (mode 0755). OK when `dir`
+/// already is a directory; IoError naming the component that could not be
+/// made, or InvalidArgument when `dir` (or a parent) exists and is no directory.
+Status makeDirectories(const std::string &dir);
+
 } // namespace tc::rt
 
 #endif // TC_RUNTIME_BASE_FILE_IO_H
