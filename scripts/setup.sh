@@ -21,9 +21,13 @@ if ((${#missing[@]})); then
 fi
 
 # Test-only Python packages, pinned: the onnx release whose node tests
-# (opsets up to 28) the conformance suite runs (scripts/make_node_tests.py).
+# (opsets up to 28) the conformance suite runs (scripts/make_node_tests.py);
+# tensorboard, whose own reader checks tc's event files
+# (scripts/check_tensorboard.py; 2.21 takes protobuf < 8), and matplotlib for
+# scripts/plot_metrics.py.
 # torch stays out: fixtures are made by committed scripts and committed.
-PY_PKGS=(numpy==2.4.6 ml_dtypes==0.6.0 protobuf==7.36.2 onnx==1.23.2)
+PY_PKGS=(numpy==2.4.6 ml_dtypes==0.6.0 protobuf==7.36.2 onnx==1.23.2
+         tensorboard==2.21.0 matplotlib==3.11.2)
 py_ok() {
   python3 - "$@" <<'PYEOF' 2>/dev/null
 import importlib.metadata as md, sys
@@ -36,7 +40,7 @@ PYEOF
 if ! py_ok "${PY_PKGS[@]}"; then
   echo "setup: installing ${PY_PKGS[*]} (pip)"
   python3 -m pip install --quiet --disable-pip-version-check "${PY_PKGS[@]}" >/dev/null ||
-    echo "setup: note: pip could not install ${PY_PKGS[*]}; the ONNX 1.23 node tests are skipped"
+    echo "setup: note: pip could not install ${PY_PKGS[*]}; the ONNX 1.23 node tests and the script tests (test/scripts) cannot run"
 fi
 
 if [ ! -d /usr/local/cuda ]; then
