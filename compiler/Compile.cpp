@@ -1,6 +1,8 @@
 //===- Compile.cpp - import, pipeline, artifact ---------------------------===//
 
 #include "compiler/Compile.h"
+#include "compiler/Flops.h"
+#include "compiler/Target.h"
 
 #include "compiler/DeviceProgram.h"
 #include "compiler/Labels.h"
@@ -343,14 +345,15 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   a.reports["precision"] =
       precisionReport(*result->module, opts.train.enabled ? "train_step" : "infer");
+  if (opts.train.enabled)
+    a.reports["flops"] = flopsReportJson(countFlops(*result->module, opts.train.gradAccum),
+                                         opts.target, opts.precision);
   if (isGpuTarget(opts.target) && !runGpuPipeline(*result->module, opts, result, error))
     return false;
   return true;
 }
 
-bool isGpuTarget(const std::string &target) {
-  return target == "sm_90" || target == "sm_120" || target == "sm_120a";
-}
+bool isGpuTarget(const std::string &target) { return isGpuArch(target); }
 
 bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
                     CompileError *error) {

@@ -62,7 +62,7 @@ struct CompileOptions {
   /// Parameter) by role (rt::applyInitSpec with byRole); init Data keeps the
   /// imported bytes.
   rt::InitSpec initAll;
-  /// --init-param REGEX=SPEC in flag order: ECMAScript regex searched in the
+  /// --init-param REGEX=SPEC in flag order: regex (name_regex.h) searched in the
   /// parameter name; the last matching one wins over initAll.
   std::vector<std::pair<std::string, rt::InitSpec>> initOverrides;
 };

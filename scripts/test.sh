@@ -48,6 +48,18 @@ grep -E '(\*\*\*Failed|\*\*\*Exception|Timeout)' "$LOGS/ctest.log"
 echo "googletest: $cpass passed, $cfail failed, $cskip skipped"
 add "$cpass" "$cfail" "$cskip"
 
+# --- the Python scripts' own tests (test/scripts: check_tensorboard.py,
+# plot_metrics.py, with tc's TensorBoard writer from the GoogleTest binary) --
+TC_BUILD_DIR="$BUILD" python3 -m unittest discover -s "$ROOT/test/scripts" -v >"$LOGS/scripts.log" 2>&1
+py_rc=$?
+py_ran=$(grep -oE '^Ran [0-9]+ tests?' "$LOGS/scripts.log" | grep -oE '[0-9]+' | tail -1); py_ran=${py_ran:-0}
+py_skip=$(grep -oE 'skipped=[0-9]+' "$LOGS/scripts.log" | grep -oE '[0-9]+' | tail -1); py_skip=${py_skip:-0}
+py_fail=$(grep -oE '(failures|errors)=[0-9]+' "$LOGS/scripts.log" | grep -oE '[0-9]+' | awk '{s += $1} END {print s + 0}')
+if [ $py_rc -ne 0 ] && [ "$py_fail" -eq 0 ]; then py_fail=1; fi
+grep -E '^(FAIL|ERROR):' "$LOGS/scripts.log" | head -20
+echo "scripts: $((py_ran - py_fail - py_skip)) passed, $py_fail failed, $py_skip skipped"
+add "$((py_ran - py_fail - py_skip))" "$py_fail" "$py_skip"
+
 # conformance LABEL DIR REPORT MIN_PASS [FLAGS...]: runs tc-conformance on DIR,
 # prints its failures and "LABEL: N passed, N failed, N skipped", adds to the totals.
 conformance() {

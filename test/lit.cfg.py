@@ -15,6 +15,10 @@ config.test_exec_root = os.path.join(config.tc_obj_root, "test")
 config.substitutions.append(("%fixtures", os.path.join(config.tc_src_root, "test", "fixtures")))
 
 llvm_config.use_default_substitutions()
+# %py3: the python3 on PATH, which scripts/setup.sh gives the pinned test
+# packages (numpy, onnx, tensorboard, matplotlib); %python is lit's own.
+import shutil as _shutil
+config.substitutions.append(("%py3", _shutil.which("python3") or "python3"))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.tc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["not", "count", "split-file"], [config.llvm_tools_dir])

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/base/version.h"
+
 namespace tc::cli {
 
-/// The version every tool prints for --version.
-inline constexpr const char kVersion[] = "0.2.0";
+/// The version every tool prints for --version (runtime/src/base/version.h).
+inline constexpr const char *kVersion = tc::rt::kTcVersion;
 
 /// Every "--name" token of a help text (the options it documents).
 inline std::vector<std::string> optionsIn(const std::string &usage) {

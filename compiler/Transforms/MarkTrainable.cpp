@@ -12,7 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/Regex.h"
+#include "runtime/src/base/name_regex.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCMARKTRAINABLE
@@ -23,14 +23,15 @@ using namespace mlir;
 
 namespace {
 
-/// Compiles every regex; emits an error naming the bad one.
+/// Compiles every regex (rt::NameRegex: tc's one dialect); emits an error
+/// naming the bad one.
 LogicalResult compileAll(ModuleOp module, ArrayRef<std::string> patterns,
-                         StringRef flag, std::vector<llvm::Regex> *out) {
+                         StringRef flag, std::vector<tc::rt::NameRegex> *out) {
   for (const std::string &p : patterns) {
-    llvm::Regex re(p);
-    std::string why;
-    if (!re.isValid(why))
-      return module.emitError() << "invalid " << flag << " regex '" << p << "': " << why;
+    tc::rt::NameRegex re;
+    tc::rt::Status st = tc::rt::NameRegex::compile(p, flag.str(), &re);
+    if (!st.isOk())
+      return module.emitError() << st.message();
     out->push_back(std::move(re));
   }
   return success();
@@ -41,12 +42,12 @@ struct MarkTrainablePass : tc::impl::TcMarkTrainableBase<MarkTrainablePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::vector<llvm::Regex> train, freezeRe;
+    std::vector<tc::rt::NameRegex> train, freezeRe;
     if (failed(compileAll(module, trainable, "--trainable", &train)) ||
         failed(compileAll(module, freeze, "--freeze", &freezeRe)))
       return signalPassFailure();
-    auto anyMatch = [](std::vector<llvm::Regex> &res, StringRef name) {
-      return llvm::any_of(res, [&](llvm::Regex &re) { return re.match(name); });
+    auto anyMatch = [](std::vector<tc::rt::NameRegex> &res, StringRef name) {
+      return llvm::any_of(res, [&](tc::rt::NameRegex &re) { return re.search(name.str()); });
     };
     // How many floating-point parameters each regex names: a regex that
     // names none is an error (a typo would otherwise train another set).
@@ -58,9 +59,9 @@ struct MarkTrainablePass : tc::impl::TcMarkTrainableBase<MarkTrainablePass> {
       bool isFloat = llvm::isa<FloatType>(type.getElementType());
       if (isFloat) {
         for (size_t i = 0; i < train.size(); ++i)
-          trainHits[i] += train[i].match(name);
+          trainHits[i] += train[i].search(name.str());
         for (size_t i = 0; i < freezeRe.size(); ++i)
-          freezeHits[i] += freezeRe[i].match(name);
+          freezeHits[i] += freezeRe[i].search(name.str());
         if (examples.size() < 3)
           examples.push_back("'" + name.str() + "'");
       }

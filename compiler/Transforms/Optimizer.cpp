@@ -10,13 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "runtime/src/base/name_regex.h"
 
 #include <cstdio>
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/Support/Regex.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCOPTIMIZER
@@ -251,12 +251,12 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
         module.emitError() << "the module already has @" << n;
         return signalPassFailure();
       }
-    std::vector<llvm::Regex> noDecayRe;
+    std::vector<tc::rt::NameRegex> noDecayRe;
     for (const std::string &p : noDecay) {
-      llvm::Regex re(p);
-      std::string why;
-      if (!re.isValid(why)) {
-        module.emitError() << "invalid --no-decay regex '" << p << "': " << why;
+      tc::rt::NameRegex re;
+      tc::rt::Status st = tc::rt::NameRegex::compile(p, "--no-decay", &re);
+      if (!st.isOk()) {
+        module.emitError() << st.message();
         return signalPassFailure();
       }
       noDecayRe.push_back(std::move(re));
@@ -281,7 +281,7 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
       ParamInfo p;
       p.name = nameAttr.getValue().drop_front(5).str();
       p.type = type;
-      p.decay = !llvm::any_of(noDecayRe, [&](llvm::Regex &re) { return re.match(p.name); });
+      p.decay = !llvm::any_of(noDecayRe, [&](tc::rt::NameRegex &re) { return re.search(p.name); });
       params.push_back(std::move(p));
     }
     // Each --no-decay regex must name a trained parameter; the groups are
@@ -289,7 +289,7 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
     for (size_t r = 0; r < noDecayRe.size(); ++r) {
       int hits = 0;
       for (const ParamInfo &p : params)
-        hits += noDecayRe[r].match(p.name);
+        hits += noDecayRe[r].search(p.name);
       if (hits == 0) {
         module.emitError() << "--no-decay '" << noDecay[r]
                            << "' matches no trained parameter";

@@ -44,6 +44,11 @@ struct ImportOptions {
   /// dims and must agree with the static ones; naming no graph input is an
   /// error.
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// --dim NAME=N: every dynamic input axis the exporter named NAME (ONNX
+  /// dim_param, e.g. torch's dynamic_shapes={"input_ids": {0: "batch"}})
+  /// becomes N. --input wins for the inputs it names (and must agree); a
+  /// NAME no input axis carries is an error listing the names there are.
+  std::map<std::string, int64_t> dimParams;
   /// Graph inputs bound to known values: they become tc.constant instead of
   /// function arguments (their type must match the declared one).
   std::map<std::string, rt::HostTensor> constantInputs;

@@ -162,6 +162,14 @@ private:
   std::map<std::string, rt::HostTensor> initData_;
   std::map<std::string, RankedTensorType> initTypes_;
   std::vector<std::string> argNames_;
+  /// Graph inputs whose shape the user set (--input, --dim) where the model
+  /// left an axis dynamic: name -> "4x16 (axis 0 'batch' from --dim batch=4)".
+  /// A node that then fails is reported at these inputs.
+  std::map<std::string, std::string> boundInputs_;
+  /// --dim names some input axis carried.
+  std::set<std::string> usedDimParams_;
+  /// Every dim_param of the graph inputs (for the error of an unused --dim).
+  std::set<std::string> dimParamNames_;
   std::vector<std::string> notes_;
   /// Folded W^T initializer -> W (MergedParameters::transposed): imported as
   /// tc.transpose of parameter W.
@@ -361,6 +369,7 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
       return fail("input '" + name + "' has no shape; give it with --input " + name +
                   "=2x16 (its full shape)"),
              failure();
+    boundInputs_[name] = joinShape(override->second) + " (from --input; the model gives no shape)";
     return RankedTensorType::get(override->second, elt);
   }
   const auto &shape = tt.shape();
@@ -371,9 +380,17 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
                 std::to_string(override->second.size()) + " but input '" + name +
                 "' has rank " + std::to_string(shape.dim_size())),
            failure();
+  std::string how; // which dynamic axes the user's flags set
   for (int d = 0; d < shape.dim_size(); ++d) {
     const auto &dim = shape.dim(d);
     bool isStatic = dim.has_dim_value() && dim.dim_value() >= 0;
+    std::string param = !isStatic && dim.has_dim_param() ? dim.dim_param() : "";
+    if (!param.empty())
+      dimParamNames_.insert(param);
+    auto named = param.empty() ? opts_.dimParams.end() : opts_.dimParams.find(param);
+    if (named != opts_.dimParams.end())
+      usedDimParams_.insert(param);
+    std::string axis = "axis " + std::to_string(d) + (param.empty() ? "" : " '" + param + "'");
     if (override != opts_.inputShapes.end()) {
       int64_t want = override->second[d];
       if (want < 0)
@@ -384,23 +401,39 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
                     " conflicts with the static shape of input '" + name + "': axis " +
                     std::to_string(d) + " is " + std::to_string(dim.dim_value())),
                failure();
+      if (named != opts_.dimParams.end() && named->second != want)
+        return fail("--input " + name + "=" + joinShape(override->second) + " sets " + axis +
+                    " to " + std::to_string(want) + " but --dim " + param + "=" +
+                    std::to_string(named->second)),
+               failure();
+      if (!isStatic)
+        how += (how.empty() ? "" : ", ") + axis + " from --input";
       dims.push_back(want);
       continue;
     }
+    if (!isStatic && named != opts_.dimParams.end()) {
+      how += (how.empty() ? "" : ", ") + axis + " from --dim " + param + "=" +
+             std::to_string(named->second);
+      dims.push_back(named->second);
+      continue;
+    }
     if (!isStatic) {
-      std::string param = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
       std::string example;
       for (int e = 0; e < shape.dim_size(); ++e) {
         const auto &de = shape.dim(e);
         example += (e ? "x" : "") + (de.has_dim_value() ? std::to_string(de.dim_value())
                                                          : std::string(e == 0 ? "2" : "16"));
       }
-      return fail("input '" + name + "' axis " + std::to_string(d) + param +
-                  " is dynamic; fix it with --input " + name + "=" + example),
+      return fail("input '" + name + "' axis " + std::to_string(d) +
+                  (param.empty() ? "" : " ('" + param + "')") + " is dynamic; fix it with " +
+                  (param.empty() ? "" : "--dim " + param + "=" + (d == 0 ? "2" : "16") + " or ") +
+                  "--input " + name + "=" + example),
              failure();
     }
     dims.push_back(dim.dim_value());
   }
+  if (!how.empty())
+    boundInputs_[name] = joinShape(dims) + " (" + how + ")";
   return RankedTensorType::get(dims, elt);
 }
 
@@ -487,6 +520,16 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
   }
   func_.setType(builder_.getFunctionType(argTypes, {}));
   func_.setAllArgAttrs(argAttrs);
+  for (const auto &[param, value] : opts_.dimParams) {
+    if (usedDimParams_.count(param))
+      continue;
+    std::string names;
+    for (const std::string &n : dimParamNames_)
+      names += (names.empty() ? "'" : ", '") + n + "'";
+    return fail("--dim " + param + "=" + std::to_string(value) +
+                ": no dynamic input axis is named '" + param + "' (the named ones: " +
+                (names.empty() ? std::string("none") : names) + ")");
+  }
 
   // Initializers: float tensors with elements are trainable parameters; the
   // rest (integer/bool tables, scalars) are constants.
@@ -787,8 +830,29 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, const OpsetMap &
     error_.clear(); // the attribute is the cause of whatever else failed
     return fail(nc.describe() + ": " + nc.attrTypeError());
   }
-  if (failed(handled))
+  if (failed(handled)) {
+    // A node that fails on shapes the user set is reported at those inputs:
+    // the export fixed a size inside the graph that they do not fit.
+    if (!boundInputs_.empty() && !error_.empty() &&
+        error_.rfind(kNeedsConstantInputPrefix, 0) != 0) {
+      std::set<std::string> from;
+      for (size_t i = 0; i < nc.numInputs(); ++i)
+        if (const OnnxValue *in = nc.inputEntry(i); in && in->value)
+          for (const std::string &g : graphInputsOf(in->value))
+            if (boundInputs_.count(g))
+              from.insert(g);
+      if (!from.empty()) {
+        std::string what;
+        for (const std::string &g : from)
+          what += (what.empty() ? "" : "; ") + ("input '" + g + "' is " + boundInputs_[g]);
+        error_ = what + ", and " + (from.size() > 1 ? "these shapes do" : "this shape does") +
+                 " not fit the sizes the export fixed inside the graph: " + error_ +
+                 " (compile with the shape the model was exported with, or re-export it with "
+                 "those axes dynamic)";
+      }
+    }
     return fail(nc.describe() + ": import failed");
+  }
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty() && !scope_->count(node.output(i)))
       return fail(nc.describe() + ": output #" + std::to_string(i) + " ('" + node.output(i) +

@@ -5,7 +5,7 @@
 // RUN: tc-opt %s --tc-mark-trainable="trainable=." | FileCheck %s --check-prefix=NAMED
 
 // Tests that a regex that does not compile is an error naming it.
-// BAD: error: invalid --trainable regex '('
+// BAD: error: --trainable: bad regex '(':
 
 
 // Tests that floating parameters are trainable unless frozen, that integer

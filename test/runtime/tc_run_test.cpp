@@ -80,7 +80,11 @@ TEST_F(TcRun, EvaluatesPrintsAndWritesMetrics) {
   std::ifstream m(dir + "/m.jsonl");
   std::stringstream ss;
   ss << m.rdbuf();
-  EXPECT_EQ(ss.str().rfind("{\"mode\":\"eval\",\"loss\":0.8132", 0), 0u) << ss.str();
+  EXPECT_EQ(ss.str().rfind("{\"schema\": \"tc.metrics/1\", \"kind\": \"eval\", \"step\": null, "
+                           "\"function\": \"eval_step\", \"loss\": 0.8132",
+                           0),
+            0u)
+      << ss.str();
   HostTensor saved;
   ASSERT_TRUE(readNpy(dir + "/out/logits.npy", &saved).isOk());
   EXPECT_EQ(saved.type, f32({3, 2}));

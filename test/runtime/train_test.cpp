@@ -9,6 +9,7 @@
 #include "runtime/src/base/file_io.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
+#include "runtime/src/base/version.h"
 #include "runtime/src/session/trainer.h"
 #include "test_util.h"
 
@@ -154,8 +155,11 @@ TEST(ArtifactV2, KindsAndInitialisersRoundTrip) {
   bytes[8] = 1;
   Status st = parseArtifact(bytes.data(), bytes.size(), &b);
   EXPECT_EQ(st.code(), StatusCode::Unimplemented);
-  EXPECT_NE(st.message().find("version 1 is too old"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("version 1 is too old (written by a tc before 0.2.0)"),
+            std::string::npos)
+      << st.message();
   EXPECT_NE(st.message().find("recompile"), std::string::npos);
+  EXPECT_NE(st.message().find(std::string("this tc (") + kTcVersion + ")"), std::string::npos);
 }
 
 TEST(Trainer, LearningRateSchedule) {

@@ -29,8 +29,12 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          textual syntax (.onnxtxt)
   -o FILE                write the artifact (.tca) to FILE (default: MODEL with
                          its .onnx / .onnxtxt extension replaced by .tca)
-  --input NAME=DIMS      fix the shape of input NAME, e.g. --input input_ids=2x16
-                         (repeatable; every dynamic dimension must be fixed)
+  --dim NAME=N           bind every dynamic input axis the exporter named NAME,
+                         e.g. --dim batch=8 --dim seq=1024 (repeatable;
+                         torch.onnx.export's dynamic_shapes / dynamic_axes names)
+  --input NAME=DIMS      fix the whole shape of input NAME, e.g. --input
+                         input_ids=2x16 (repeatable; wins over --dim, must agree)
+                         Every dynamic dimension must be fixed by one of the two.
   --target T             cpu (default), sm_90 (H100/H200) or sm_120 (RTX 5090,
                          kernels built for sm_120a)
   --fp32                 precision: everything in fp32 (default)
@@ -71,8 +75,8 @@ Weights and initialisers (tc-run --seed N picks the random draws):
                          uniform[:A] (the same with U(-A, A)), zeros, ones
   --init-param REGEX=KIND[:ARG]
                          the initialiser of the weights whose name matches
-                         REGEX (ECMAScript, searched; repeatable, the last
-                         match wins): normal[:STD], uniform[:A], zeros, ones
+                         REGEX (repeatable, the last match wins):
+                         normal[:STD], uniform[:A], zeros, ones
 
 Training (the artifact gets eval_step, grad_step, apply_step, train_step):
   --train                build the training step
@@ -99,7 +103,9 @@ Training (the artifact gets eval_step, grad_step, apply_step, train_step):
   --no-tie               keep an initializer that holds the exact transpose of
                          another (a tied weight split by the exporter) as a
                          parameter of its own (default: both use the first)
-Regexes are POSIX extended, searched in the ONNX initializer names.
+Every REGEX (--trainable, --freeze, --no-decay, --init-param) is a POSIX
+extended regular expression (as grep -E: no \d, write [0-9]), searched in the
+parameter names (the model's own names, as in the checkpoint): anchor with ^ $.
 )";
 
 [[noreturn]] void fail(int code, const std::string &msg) {
@@ -171,7 +177,17 @@ int main(int argc, char **argv) {
         if (dims[d] == 0)
           fail(2, "--input " + v + ": axis " + std::to_string(d) + " is 0 (an empty " +
                       (d == 0 ? "batch" : "dimension") + "); every dimension must be at least 1");
-      opts.import.inputShapes[v.substr(0, eq)] = dims;
+      if (!opts.import.inputShapes.emplace(v.substr(0, eq), dims).second)
+        fail(2, "--input " + v.substr(0, eq) + " is given twice");
+    } else if (is("--dim")) {
+      std::string v = value("--dim");
+      size_t eq = v.find('=');
+      std::string n = eq == std::string::npos ? "" : v.substr(eq + 1);
+      if (eq == std::string::npos || eq == 0 || n.empty() || n.size() > 12 ||
+          n.find_first_not_of("0123456789") != std::string::npos || std::stoll(n) < 1)
+        fail(2, "--dim wants NAME=N with N >= 1, like batch=8, got '" + v + "'");
+      if (!opts.import.dimParams.emplace(v.substr(0, eq), std::stoll(n)).second)
+        fail(2, "--dim " + v.substr(0, eq) + " is given twice");
     } else if (a == "--train") {
       opts.train.enabled = true;
     } else if (is("--loss")) {

@@ -1,37 +1,28 @@
 //===- tc-run.cpp - run a compiled tc artifact ----------------------------===//
 //
-//   tc-run MODEL.tca [--device cpu|cuda] --eval [--function NAME]
-//          --feed NAME=FILE.npy ... [--metrics out.jsonl]
-//          [--ref-precision f32|f64] [--save-outputs DIR]
-//   tc-run MODEL.tca --steps N (--feed NAME=FILE.npy ... | --data TOKENS.bin
-//          [--batch B --seq T --dtype uint16|uint32 --seed S]) [--lr X]
-//          [--warmup W] [--lr-schedule constant|cosine] [--metrics out.jsonl]
-//          [--save DIR --save-every K] [--resume DIR] [--init W.safetensors]
-//          [--ref-precision f32|f64] [--log-every K]
-//
-// Trains (with --steps): runs the artifact's training step (see
-// runtime/src/session/trainer.h) from the checkpoint's step (or 0) up to
-// step N, writing one JSON line per step to --metrics.
-//
-// Evaluates: runs "eval_step" if the artifact has it, else "infer" (or
-// --function), prints every output, appends one JSON object per evaluation
-// to --metrics with each scalar output by name, and writes the outputs as
-// NAME.npy under --save-outputs. A thin main: the work is in the runtime.
+// Thin: parses flags, installs the signal handlers and prints; the work is
+// in the runtime (runtime/src/session/run.h: train, evaluate, generate;
+// the CPU and CUDA executors for --eval with feeds).
 //
 // Exit codes: 0 success; 2 usage or input error (bad flag, missing or bad
-// artifact, missing/extra/ill-typed feed); 1 run-time failure. Every error
-// is one line on stderr starting with "tc-run: error: ".
+// artifact, data or checkpoint, missing/extra/ill-typed feed); 1 run-time
+// failure; 128+N when signal N stopped training (after saving it with
+// --save). Every error is one line on stderr starting with "tc-run: error: ".
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 #include "runtime/src/base/artifact.h"
@@ -39,14 +30,11 @@
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/npy.h"
 #include "runtime/src/cpu/executor.h"
-#include "runtime/src/session/trainer.h"
+#include "runtime/src/session/run.h"
 #include "tools/cli.h"
 #if TC_HAVE_CUDA
 #include "runtime/src/cuda/executor.h"
 #endif
-
-#include <chrono>
-#include <unistd.h>
 
 using namespace tc::rt;
 
@@ -64,38 +52,89 @@ int fail(int code, const std::string &msg) {
   return code;
 }
 
-constexpr const char *kUsage =
-               "usage: tc-run MODEL.tca [--device auto|cpu|cuda[:N]] --eval [--function NAME]\n"
-               "              --feed NAME=FILE.npy ... [--metrics OUT.jsonl]\n"
-               "              [--ref-precision f32|f64] [--save-outputs DIR]\n"
-               "       tc-run MODEL.tca --steps N (--feed NAME=FILE.npy ... | --data TOKENS.bin\n"
-               "              [--batch B] [--seq T] [--dtype uint16|uint32] [--seed S]\n"
-               "              [--labels next|same])\n"
-               "              [--lr X] [--warmup W] [--lr-schedule constant|cosine]\n"
-               "              [--metrics OUT.jsonl] [--save DIR] [--save-every K]\n"
-               "              [--resume DIR] [--init WEIGHTS.safetensors]\n"
-               "              [--ref-precision f32|f64] [--log-every K]\n"
-               "\n"
-               "Training: --steps is the total step count (a resumed run continues to it).\n"
-               "--lr defaults to the value given to tc-compile; --warmup W ramps it\n"
-               "linearly over steps 1..W; cosine then decays it to 0.1*lr at step N\n"
-               "(nanoGPT's schedule). --data reads a flat token file (nanoGPT/llm.c\n"
-               ".bin, no header): random windows; --labels next feeds labels =\n"
-               "input_ids shifted by one (nanoGPT, llm.c), --labels same labels =\n"
-               "input_ids for a model that shifts them itself (HuggingFace\n"
-               "*ForCausalLM(labels=...)); the default is what tc-compile found in the\n"
-               "model's loss (recorded in the artifact), next when it found nothing.\n"
-               "--save writes DIR/model.safetensors (the model's own names),\n"
-               "DIR/optimizer.safetensors and DIR/state.json (step, RNG, data position,\n"
-               "artifact hash) every K steps and at the end, atomically.\n"
-               "--seed S (default 1337) also seeds the parameter initialisers of a model\n"
-               "compiled with tc-compile --init-params (--init FILE replaces them).\n"
-               "--device auto (the default) runs on the GPU when the artifact has a GPU\n"
-               "program (tc-compile --target sm_90|sm_120) and a CUDA GPU is present,\n"
-               "else on the CPU reference; cuda[:N] insists on GPU N.\n"
-    "-h/--help prints this text, --version tc's version.\n";
+constexpr const char *kUsage = R"(usage: tc-run MODEL.tca --steps N (--data TOKENS.bin | --feed NAME=FILE.npy ...) [options]
+       tc-run MODEL.tca --resume DIR [--steps N] [options]
+       tc-run MODEL.tca --eval (--feed NAME=FILE.npy ... | --data TOKENS.bin) [--init CKPT]
+       tc-run MODEL.tca --generate --prompt 1,2,3 [--init CKPT] [--max-new-tokens N]
 
-void usage(std::FILE *out) { std::fputs(kUsage, out); }
+Training (the artifact of tc-compile --train):
+  --steps N              the total step count; a resumed run continues to it
+                         (default on --resume: the run's own total)
+  --data FILE            a flat token file (nanoGPT/llm.c .bin, no header):
+                         random [batch, seq] windows, seeded by --seed
+  --dtype uint16|uint32  the token file's type (uint16)
+  --labels next|same     what --data feeds as labels: next = input_ids shifted
+                         by one (nanoGPT, llm.c); same = input_ids, for a model
+                         that shifts them itself (HuggingFace
+                         *ForCausalLM(labels=...)). Default: what tc-compile
+                         found in the model's loss (recorded in the artifact),
+                         next when it found nothing
+  --batch B --seq T      must match the compiled input (a check; recompile
+                         with tc-compile --dim batch=B --dim seq=T to change)
+  --feed NAME=FILE.npy   a fixed input instead of --data (every input)
+  --lr X                 base learning rate (default: tc-compile's --lr, 1e-3)
+  --warmup W             linear warmup over steps 1..W (0)
+  --lr-schedule constant|cosine
+                         constant (default), or cosine from lr down to 0.1*lr
+                         at step N (nanoGPT's schedule)
+  --seed S               data windows and the initialisers of a model compiled
+                         with --init-params (1337)
+  --save DIR             checkpoint: DIR/model.safetensors (the model's own
+                         names), DIR/optimizer.safetensors, DIR/state.json
+                         (step, RNG, data position, the run's configuration),
+                         written atomically at the end, every --save-every K
+                         steps and on SIGINT/SIGTERM (a second signal exits at
+                         once). Refuses to replace a newer checkpoint or one of
+                         another run
+  --save-every K         also save every K steps (off)
+  --overwrite            let --save replace any checkpoint in DIR
+  --keep-checkpoints N   save into DIR/step-NNNNNNNN folders and keep the
+                         newest N (off: DIR itself is the checkpoint)
+  --resume DIR           continue the run saved in DIR (or its newest
+                         step-N folder) with its configuration: --lr, --warmup,
+                         --lr-schedule, --seed, --data, --labels, --val-data
+                         ... default to the run's, and one that differs is an
+                         error; --steps may be raised (the schedule is
+                         recomputed and printed)
+  --init WEIGHTS         start from a checkpoint folder's or a .safetensors
+                         file's weights (fresh optimizer state)
+  --val-data FILE        validation tokens: val_loss every --eval-every K
+                         steps (100) over --eval-iters N batches (20) of evenly
+                         spaced windows (the same ones each time)
+  --log-every K          a progress line every K steps (10; 0: none)
+  --tensorboard DIR      TensorBoard event files with the metrics' scalars
+
+Evaluation:
+  --eval                 run eval_step (or infer, or --function NAME) once
+                         with --feed inputs and print every output; with
+                         --data, the mean loss over --eval-iters batches (20)
+  --init CKPT            evaluate a checkpoint's (or .safetensors) weights
+  --function NAME        the function to run with --feed
+  --save-outputs DIR     write each output as DIR/NAME.npy
+
+Generation (causal LMs with a logits output, as nanoGPT's sample.py):
+  --generate             sample --max-new-tokens tokens (32) after --prompt
+  --prompt IDS           the prompt's token ids, comma-separated
+  --temperature X        softmax temperature (1.0; 0 is greedy)
+  --top-k K              sample among the K most likely tokens (0: all)
+
+Everywhere:
+  --device auto|cpu|cuda[:N]
+                         auto (default): the GPU when the artifact has a GPU
+                         program (tc-compile --target sm_90|sm_120) and a CUDA
+                         GPU is present, else the CPU reference (with a note
+                         saying why); cuda[:N] insists on GPU N
+  --metrics FILE.jsonl   one JSON object per step / validation / evaluation,
+                         schema "tc.metrics/1" (docs/metrics.md); appended to
+                         on --resume
+  --ref-precision f32|f64
+                         the CPU reference's arithmetic (f32)
+  -h, --help             this text
+  --version              print tc's version
+)";
+
+/// Which modes a flag means something in.
+enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4 };
 
 struct Options {
   std::string model;
@@ -104,22 +143,17 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> feeds; // name, file
   std::string metrics;
   std::string refPrecision = "f32";
-  std::string saveDir;
-  bool help = false;
-  bool version = false;
-  bool eval = false;
-  // Training.
-  int64_t steps = -1;
-  std::string data, dataDtype = "uint16";
-  std::string labels; // --labels next|same ("" = the artifact's convention)
-  int64_t batch = -1, seq = -1, warmup = 0, saveEvery = 0, logEvery = 10;
-  uint64_t seed = 1337;
-  double lr = -1;
-  std::string schedule = "constant";
-  std::string save, resume, init;
+  std::string saveDir; // --save-outputs
+  bool help = false, version = false, eval = false, generate = false, overwrite = false;
+  TrainOptions train;
+  std::string prompt;
+  int64_t maxNewTokens = 32, topK = 0;
+  double temperature = 1.0;
+  /// Every flag given, with the modes it means something in.
+  std::vector<std::pair<std::string, unsigned>> given;
 };
 
-/// A non-negative integer flag value.
+/// A whole-number flag value >= lo.
 std::string parseInt(const std::string &flag, const std::string &v, int64_t lo, int64_t *out) {
   char *end = nullptr;
   errno = 0;
@@ -130,11 +164,25 @@ std::string parseInt(const std::string &flag, const std::string &v, int64_t lo, 
   return "";
 }
 
+std::string parseDouble(const std::string &flag, const std::string &v, double *out) {
+  char *end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(d) || d < 0)
+    return flag + " wants a number >= 0, got '" + v + "'";
+  *out = d;
+  return "";
+}
+
 /// Parses argv; returns an error message or "".
 std::string parseArgs(int argc, char **argv, Options *o) {
   std::vector<std::string> positional;
+  TrainOptions &t = o->train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "-h") {
+      o->help = true;
+      continue;
+    }
     if (arg.size() < 2 || arg.compare(0, 2, "--") != 0) {
       positional.push_back(arg);
       continue;
@@ -147,109 +195,169 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       value = arg.substr(eq + 1);
       hasValue = true;
     }
-    auto takeValue = [&](std::string *dst) -> std::string {
+    auto take = [&]() -> std::string {
       if (!hasValue) {
         if (i + 1 >= argc)
           return "flag " + flag + " needs a value";
         value = argv[++i];
       }
-      *dst = value;
       return "";
     };
+    auto noValue = [&]() -> std::string {
+      return hasValue ? "flag " + flag + " takes no value" : "";
+    };
     std::string err;
-    if (flag == "--help" || flag == "-h") {
+    unsigned modes = kTrain | kEval | kGenerate;
+    if (flag == "--help") {
       o->help = true;
     } else if (flag == "--version") {
       o->version = true;
     } else if (flag == "--eval") {
-      if (hasValue)
-        return "flag --eval takes no value";
+      err = noValue();
       o->eval = true;
+      modes = kEval;
+    } else if (flag == "--generate") {
+      err = noValue();
+      o->generate = true;
+      modes = kGenerate;
+    } else if (flag == "--overwrite") {
+      err = noValue();
+      t.overwrite = true;
+      modes = kTrain;
     } else if (flag == "--device") {
-      err = takeValue(&o->device);
-      if (err.empty() && o->device != "cpu" && o->device != "auto" && o->device != "cuda" &&
-          !(o->device.compare(0, 5, "cuda:") == 0 && o->device.size() > 5 &&
-            o->device.find_first_not_of("0123456789", 5) == std::string::npos))
-        return "--device must be auto, cpu, cuda or cuda:N, got '" + o->device + "'";
-    } else if (flag == "--function") {
-      err = takeValue(&o->function);
+      err = take();
+      o->device = value;
+      if (err.empty() && value != "cpu" && value != "auto" && value != "cuda" &&
+          !(value.compare(0, 5, "cuda:") == 0 && value.size() > 5 &&
+            value.find_first_not_of("0123456789", 5) == std::string::npos))
+        return "--device must be auto, cpu, cuda or cuda:N, got '" + value + "'";
+    } else if (flag == "--function" || flag == "--save-outputs") {
+      err = take();
+      (flag == "--function" ? o->function : o->saveDir) = value;
+      modes = kEval;
     } else if (flag == "--feed") {
-      std::string feed;
-      err = takeValue(&feed);
+      err = take();
       if (err.empty()) {
-        size_t e = feed.find('=');
-        if (e == std::string::npos || e == 0 || e + 1 == feed.size())
-          return "--feed expects NAME=FILE.npy, got '" + feed + "'";
-        o->feeds.push_back({feed.substr(0, e), feed.substr(e + 1)});
+        size_t e = value.find('=');
+        if (e == std::string::npos || e == 0 || e + 1 == value.size())
+          return "--feed expects NAME=FILE.npy, got '" + value + "'";
+        o->feeds.push_back({value.substr(0, e), value.substr(e + 1)});
       }
+      modes = kTrain | kEval;
     } else if (flag == "--metrics") {
-      err = takeValue(&o->metrics);
+      err = take();
+      o->metrics = value;
+      modes = kTrain | kEval;
     } else if (flag == "--ref-precision") {
-      err = takeValue(&o->refPrecision);
-      if (err.empty() && o->refPrecision != "f32" && o->refPrecision != "f64")
-        return "--ref-precision must be f32 or f64, got '" + o->refPrecision + "'";
-    } else if (flag == "--save-outputs") {
-      err = takeValue(&o->saveDir);
-    } else if (flag == "--steps" || flag == "--batch" || flag == "--seq" ||
-               flag == "--warmup" || flag == "--save-every" || flag == "--log-every" ||
-               flag == "--seed") {
-      std::string v;
-      err = takeValue(&v);
+      err = take();
+      o->refPrecision = value;
+      if (err.empty() && value != "f32" && value != "f64")
+        return "--ref-precision must be f32 or f64, got '" + value + "'";
+    } else if (flag == "--steps" || flag == "--batch" || flag == "--seq" || flag == "--warmup" ||
+               flag == "--save-every" || flag == "--log-every" || flag == "--seed" ||
+               flag == "--keep-checkpoints" || flag == "--eval-every" || flag == "--eval-iters" ||
+               flag == "--max-new-tokens" || flag == "--top-k") {
+      err = take();
       int64_t x = 0;
-      int64_t lo = (flag == "--batch" || flag == "--seq" || flag == "--save-every") ? 1 : 0;
+      int64_t lo = (flag == "--batch" || flag == "--seq" || flag == "--save-every" ||
+                    flag == "--keep-checkpoints" || flag == "--eval-every" ||
+                    flag == "--eval-iters")
+                       ? 1
+                       : 0;
       if (err.empty())
-        err = parseInt(flag, v, lo, &x);
-      if (err.empty()) {
-        if (flag == "--steps") o->steps = x;
-        else if (flag == "--batch") o->batch = x;
-        else if (flag == "--seq") o->seq = x;
-        else if (flag == "--warmup") o->warmup = x;
-        else if (flag == "--save-every") o->saveEvery = x;
-        else if (flag == "--log-every") o->logEvery = x;
-        else o->seed = static_cast<uint64_t>(x);
-      }
-    } else if (flag == "--lr") {
-      std::string v;
-      err = takeValue(&v);
-      char *end = nullptr;
-      if (err.empty()) {
-        o->lr = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !std::isfinite(o->lr) || o->lr < 0)
-          return "--lr wants a number >= 0, got '" + v + "'";
+        err = parseInt(flag, value, lo, &x);
+      modes = kTrain;
+      if (flag == "--steps") t.steps = x;
+      else if (flag == "--batch") t.batch = x;
+      else if (flag == "--seq") t.seq = x;
+      else if (flag == "--warmup") t.warmup = x;
+      else if (flag == "--save-every") t.saveEvery = x;
+      else if (flag == "--log-every") t.logEvery = x;
+      else if (flag == "--keep-checkpoints") t.keepCheckpoints = x;
+      else if (flag == "--eval-every") t.evalEvery = x;
+      else if (flag == "--eval-iters") { t.evalIters = x; modes = kTrain | kEval; }
+      else if (flag == "--seed") { t.seed = x; modes = kTrain | kEval | kGenerate; }
+      else if (flag == "--max-new-tokens") { o->maxNewTokens = x; modes = kGenerate; }
+      else { o->topK = x; modes = kGenerate; }
+    } else if (flag == "--lr" || flag == "--temperature") {
+      err = take();
+      double x = 0;
+      if (err.empty())
+        err = parseDouble(flag, value, &x);
+      if (flag == "--lr") {
+        t.lr = x;
+        modes = kTrain;
+      } else {
+        o->temperature = x;
+        modes = kGenerate;
       }
     } else if (flag == "--lr-schedule") {
-      err = takeValue(&o->schedule);
-      if (err.empty() && o->schedule != "constant" && o->schedule != "cosine")
-        return "--lr-schedule must be constant or cosine, got '" + o->schedule + "'";
-    } else if (flag == "--data") {
-      err = takeValue(&o->data);
+      err = take();
+      t.schedule = value;
+      modes = kTrain;
+      if (err.empty() && value != "constant" && value != "cosine")
+        return "--lr-schedule must be constant or cosine, got '" + value + "'";
     } else if (flag == "--labels") {
-      err = takeValue(&o->labels);
-      if (err.empty() && o->labels != "next" && o->labels != "same")
-        return "--labels must be next or same, got '" + o->labels + "'";
+      err = take();
+      t.labels = value;
+      modes = kTrain | kEval;
+      if (err.empty() && value != "next" && value != "same")
+        return "--labels must be next or same, got '" + value + "'";
     } else if (flag == "--dtype") {
-      err = takeValue(&o->dataDtype);
-      if (err.empty() && o->dataDtype != "uint16" && o->dataDtype != "uint32")
-        return "--dtype must be uint16 or uint32, got '" + o->dataDtype + "'";
-    } else if (flag == "--save") {
-      err = takeValue(&o->save);
-    } else if (flag == "--resume") {
-      err = takeValue(&o->resume);
-    } else if (flag == "--init") {
-      err = takeValue(&o->init);
+      err = take();
+      t.dataDtype = value;
+      modes = kTrain | kEval;
+      if (err.empty() && value != "uint16" && value != "uint32")
+        return "--dtype must be uint16 or uint32, got '" + value + "'";
+    } else if (flag == "--data" || flag == "--init") {
+      err = take();
+      (flag == "--data" ? t.data : t.init) = value;
+      modes = flag == "--data" ? kTrain | kEval : kTrain | kEval | kGenerate;
+    } else if (flag == "--save" || flag == "--resume" || flag == "--val-data" ||
+               flag == "--tensorboard") {
+      err = take();
+      (flag == "--save" ? t.save : flag == "--resume" ? t.resume
+                                   : flag == "--val-data" ? t.valData : t.tensorboard) = value;
+      modes = kTrain;
+    } else if (flag == "--prompt") {
+      err = take();
+      o->prompt = value;
+      modes = kGenerate;
     } else {
       return tc::cli::unknownOption(flag, kUsage);
     }
     if (!err.empty())
       return err;
+    o->given.push_back({flag, modes});
   }
   if (o->help || o->version)
     return "";
   if (positional.empty())
-    return "no artifact given (usage: tc-run MODEL.tca --eval --feed NAME=FILE.npy ...)";
+    return "no artifact given (usage: tc-run MODEL.tca --steps N --data TOKENS.bin, or --help)";
   if (positional.size() > 1)
     return "unexpected argument '" + positional[1] + "' (only one artifact is allowed)";
   o->model = positional[0];
+  if (o->eval && o->generate)
+    return "--eval and --generate are two runs: give one";
+  // No silent no-ops: every flag must mean something in the mode it runs.
+  unsigned mode = o->generate ? kGenerate : o->eval ? kEval : kTrain;
+  bool trainingAsked = t.steps >= 0 || !t.resume.empty();
+  if (mode == kTrain && !trainingAsked) {
+    // Nothing but feeds (and their options): the old way to evaluate.
+    bool onlyEval = true;
+    for (const auto &[f, m] : o->given)
+      onlyEval = onlyEval && (m & kEval);
+    if (onlyEval && t.data.empty() && t.init.empty())
+      mode = kEval;
+    else
+      return "training needs --steps N (or --resume DIR); to evaluate, give --eval";
+  }
+  const char *modeName = mode == kTrain ? "training" : mode == kEval ? "--eval" : "--generate";
+  for (const auto &[f, m] : o->given)
+    if (!(m & mode))
+      return f + " has no effect in " + (mode == kTrain ? std::string("training") : modeName) +
+             " (it goes with " +
+             ((m & kTrain) ? "training (--steps)" : (m & kEval) ? "--eval" : "--generate") + ")";
   return "";
 }
 
@@ -318,21 +426,13 @@ bool makeDirs(const std::string &dir) {
   return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/// The shortest decimal that reads back as exactly `v`.
-std::string exactNumber(double v) {
-  char buf[40];
-  for (int digits = 15; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (std::strtod(buf, nullptr) == v)
-      break;
-  }
-  return buf;
-}
-
 /// Where to run: *gpu = -1 for the CPU reference, else the GPU ordinal.
-/// Returns an error message or "".
-std::string resolveDevice(const Options &o, const Artifact &artifact, int *gpu) {
+/// `*note` says why --device auto runs a GPU artifact on the CPU. Returns an
+/// error message or "".
+std::string resolveDevice(const Options &o, const Artifact &artifact, int *gpu,
+                          std::string *note) {
   *gpu = -1;
+  note->clear();
   if (o.device == "cpu")
     return "";
   bool explicitGpu = o.device != "auto";
@@ -343,269 +443,234 @@ std::string resolveDevice(const Options &o, const Artifact &artifact, int *gpu) 
     return "artifact '" + o.model + "' was compiled for '" + artifact.target +
            "' and has no GPU program: compile it with tc-compile --target sm_90 (or sm_120)";
   }
+#if !TC_HAVE_CUDA
+  (void)ordinal;
+#endif
+  std::string fallback = "the artifact has a GPU program (" + artifact.target + ") but ";
   if (o.refPrecision == "f64") {
     if (explicitGpu)
       return "--ref-precision f64 is a CPU reference mode; it does not go with --device cuda";
+    *note = fallback + "--ref-precision f64 is a CPU reference mode: running on the CPU reference";
     return "";
   }
 #if TC_HAVE_CUDA
   Status st = cuda::requireGpu();
-  if (!st.isOk())
-    return explicitGpu ? st.message() : "";
+  if (!st.isOk()) {
+    if (explicitGpu)
+      return st.message();
+    *note = fallback + st.message() + ": running on the CPU reference (--device cuda to insist)";
+    return "";
+  }
   *gpu = ordinal;
   return "";
 #else
   if (explicitGpu)
     return "this tc-run was built without the CUDA backend (configure with -DTC_ENABLE_CUDA=ON)";
+  *note = fallback + "this tc-run was built without the CUDA backend: running on the CPU "
+          "reference";
   return "";
 #endif
 }
 
-/// Everything --steps does. Returns the exit code.
-int runTraining(const Options &o, const Artifact &artifact) {
-  if (o.steps < 0)
-    return fail(kExitUsage, "training needs --steps N");
-  if (!o.data.empty() && !o.feeds.empty())
-    return fail(kExitUsage, "give either --data or --feed, not both");
-  if (o.data.empty() && (o.batch > 0 || o.seq > 0))
-    return fail(kExitUsage, "--batch and --seq go with --data");
-  if (o.data.empty() && !o.labels.empty())
-    return fail(kExitUsage, "--labels goes with --data (--feed gives the labels themselves)");
-  if (o.saveEvery > 0 && o.save.empty())
-    return fail(kExitUsage, "--save-every needs --save DIR");
-  if (!o.resume.empty() && !o.init.empty())
-    return fail(kExitUsage, "give either --resume or --init, not both");
+std::atomic<int> gStop{0};
 
-  ExecOptions exec;
-  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
-  exec.initSeed = o.seed; // parameter initialisers (tc-compile --init-params)
-  int gpu = -1;
-  std::string derr = resolveDevice(o, artifact, &gpu);
-  if (!derr.empty())
-    return fail(kExitUsage, derr);
-  Trainer trainer;
-  Status st = trainer.init(&artifact, exec, /*hostValues=*/gpu < 0);
-  if (!st.isOk())
-    return fail(kExitUsage, st.message());
-  if (gpu >= 0) {
-    st = trainer.useDevice(gpu);
-    if (!st.isOk()) // the artifact or the device named does not fit this machine: an input error
-      return fail(st.code() == StatusCode::InvalidArgument ? kExitUsage : kExitRuntime,
-                  st.message());
-    DeviceMemoryReport m = trainer.deviceMemory();
-    std::printf("device: %s\n", m.device.c_str());
-    std::printf("device memory: parameters+state %llu, constants %llu, inputs %llu, "
-                "workspace %llu, arena %llu, total %llu bytes; cudaMemGetInfo saw %lld\n",
-                (unsigned long long)m.parameters, (unsigned long long)m.constants,
-                (unsigned long long)m.inputs, (unsigned long long)m.workspace,
-                (unsigned long long)m.arena, (unsigned long long)m.total, (long long)m.measured);
-  } else {
-    std::printf("device: cpu (reference executor)\n");
-  }
-  std::fflush(stdout);
-  std::string hash;
-  st = artifactHash(o.model, &hash);
-  if (!st.isOk())
-    return fail(kExitUsage, st.message());
-  const TrainConfig &cfg = trainer.config();
-  const std::vector<std::string> &names = trainer.dataInputNames();
-  const std::vector<TensorType> &types = trainer.dataInputTypes();
+void onSignal(int sig) {
+  if (gStop.load() != 0)
+    std::_Exit(128 + sig); // a second signal: at once
+  gStop.store(sig);
+}
 
-  // The batch: fixed feeds or windows of a token file.
-  std::vector<HostTensor> fixed(names.size());
-  TokenData data;
-  Rng rng;
-  rng.state = o.seed * 0x9e3779b97f4a7c15ULL + 1;
-  int idsIndex = -1, labelsIndex = -1;
-  LabelShift labelShift = LabelShift::Next;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == "input_ids")
-      idsIndex = static_cast<int>(i);
-    if (names[i] == "labels")
-      labelsIndex = static_cast<int>(i);
+std::string clockText(double s) {
+  if (!(s >= 0) || !std::isfinite(s))
+    return "?";
+  long long t = static_cast<long long>(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+
+std::string countText(double v) {
+  char buf[32];
+  if (v >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  else if (v >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (v >= 1e4)
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+/// Prints what a run says: lines to stdout, notes to stderr, the progress
+/// bar on a terminal (stderr) and the periodic lines (kept in the scrollback).
+class Printer : public RunObserver {
+public:
+  explicit Printer(bool tty) : tty_(tty) {}
+  void line(const std::string &text) override {
+    clearBar();
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
   }
-  if (!o.data.empty()) {
-    if (names.size() != 2 || idsIndex < 0 || labelsIndex < 0)
-      return fail(kExitUsage, "--data needs a model whose inputs are input_ids and labels");
-    const TensorType &t = types[idsIndex];
-    if (t.shape.size() != 2 || types[labelsIndex] != t || !dtypeIsInteger(t.dtype))
-      return fail(kExitUsage, "--data needs integer input_ids and labels of shape [batch, seq] "
-                              "(the model has " + typeToString(t) + ")");
-    if ((o.batch > 0 && o.batch != t.shape[0]) || (o.seq > 0 && o.seq != t.shape[1]))
-      return fail(kExitUsage, "--batch/--seq " + std::to_string(o.batch) + "x" +
-                                  std::to_string(o.seq) + " do not match the compiled input " +
-                                  shapeToString(t.shape) + " (recompile with --input)");
-    st = data.open(o.data, o.dataDtype == "uint32" ? 4 : 2);
-    if (!st.isOk())
-      return fail(kExitUsage, st.message());
-    std::string message, note;
-    st = chooseLabels(artifact, o.labels, &labelShift, &message, &note);
-    if (!st.isOk())
-      return fail(kExitUsage, st.message());
-    if (!note.empty())
-      std::fprintf(stderr, "tc-run: note: %s\n", note.c_str());
-    std::printf("%s\n", message.c_str());
-    if (data.numTokens() < t.shape[1] + 1)
-      return fail(kExitUsage, "token file '" + o.data + "' has " +
-                                  std::to_string(data.numTokens()) + " tokens, fewer than seq+1");
-  } else {
-    std::map<std::string, std::string> feedFiles;
-    for (const auto &[name, file] : o.feeds)
-      if (!feedFiles.emplace(name, file).second)
-        return fail(kExitUsage, "--feed '" + name + "' is given twice");
-    for (const auto &kv : feedFiles)
-      if (std::find(names.begin(), names.end(), kv.first) == names.end())
-        return fail(kExitUsage, "--feed '" + kv.first + "': the training step has no input '" +
-                                    kv.first + "'");
-    for (size_t i = 0; i < names.size(); ++i) {
-      auto it = feedFiles.find(names[i]);
-      if (it == feedFiles.end())
-        return fail(kExitUsage, "missing --feed for input '" + names[i] + "' (" +
-                                    typeToString(types[i]) + "), or use --data");
-      st = readNpy(it->second, &fixed[i]);
-      if (!st.isOk())
-        return fail(kExitUsage, "--feed '" + names[i] + "': " + st.message());
-      if (fixed[i].type != types[i])
-        return fail(kExitUsage, "--feed '" + names[i] + "': expected " + typeToString(types[i]) +
-                                    ", got " + typeToString(fixed[i].type));
+  void note(const std::string &text) override {
+    clearBar();
+    std::fprintf(stderr, "tc-run: note: %s\n", text.c_str());
+  }
+  void step(const StepRecord &r) override {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "step %lld/%lld loss %.4f (avg %.4f) lr %.3g grad_norm %.3g | %s tok/s, %s "
+                  "tokens | %s elapsed, ETA %s",
+                  static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss,
+                  r.lossSmooth, r.lr, r.gradNorm, countText(r.tokensPerS).c_str(),
+                  countText(static_cast<double>(r.tokensTotal)).c_str(),
+                  clockText(r.elapsedS).c_str(), clockText(r.etaS).c_str());
+    std::string text = buf;
+    if (r.mfu >= 0) {
+      std::snprintf(buf, sizeof buf, " | MFU %.1f%% HFU %.1f%%", 100 * r.mfu, 100 * r.hfu);
+      text += buf;
     }
-    st = checkInputRanges(artifact, names, fixed);
-    if (!st.isOk())
-      return fail(kExitUsage, st.message());
-  }
-  int64_t tokensPerMicro = 0;
-  {
-    int k = idsIndex >= 0 ? idsIndex : 0;
-    tokensPerMicro = names.empty() ? 0 : types[k].numElements();
-  }
-
-  int64_t start = 0;
-  if (!o.init.empty()) {
-    st = trainer.loadWeights(o.init);
-    if (!st.isOk())
-      return fail(kExitUsage, st.message());
-  }
-  if (!o.resume.empty()) {
-    CheckpointMeta meta;
-    st = trainer.loadCheckpoint(o.resume, hash, &meta);
-    if (!st.isOk())
-      return fail(kExitUsage, st.message());
-    start = meta.step;
-    rng.state = meta.rngState;
-    data.position = meta.dataPosition;
-    if (start > o.steps)
-      return fail(kExitUsage, "checkpoint '" + o.resume + "' is at step " +
-                                  std::to_string(start) + ", beyond --steps " +
-                                  std::to_string(o.steps));
-  }
-  double baseLr = o.lr >= 0 ? o.lr : cfg.lr;
-
-  std::FILE *metrics = nullptr;
-  if (!o.metrics.empty()) {
-    metrics = std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a");
-    if (!metrics)
-      return fail(kExitRuntime, "cannot open metrics file '" + o.metrics + "': " +
-                                    std::strerror(errno));
-  }
-  auto save = [&](int64_t step) -> int {
-    CheckpointMeta meta;
-    meta.step = step;
-    meta.rngState = rng.state;
-    meta.dataPosition = data.position;
-    meta.artifactHash = hash;
-    meta.precision = o.refPrecision;
-    Status s2 = trainer.saveCheckpoint(o.save, meta);
-    if (!s2.isOk())
-      return fail(kExitRuntime, "saving checkpoint '" + o.save + "': " + s2.message());
-    return 0;
-  };
-
-  bool tty = ::isatty(2);
-  auto clock = std::chrono::steady_clock::now;
-  auto t0 = clock();
-  double firstLoss = NAN, lastLoss = NAN;
-  int64_t savedAt = -1;
-  for (int64_t step = start + 1; step <= o.steps; ++step) {
-    double lr = learningRate(step, o.steps, baseLr, o.warmup, o.schedule);
-    std::vector<std::vector<HostTensor>> micro(cfg.gradAccum);
-    for (auto &mb : micro) {
-      if (o.data.empty()) {
-        mb = fixed;
-        continue;
-      }
-      mb.resize(2);
-      st = data.nextBatch(types[idsIndex].shape[0], types[idsIndex].shape[1],
-                          types[idsIndex].dtype, &rng, &mb[idsIndex], &mb[labelsIndex],
-                          labelShift);
-      if (!st.isOk())
-        return fail(kExitRuntime, st.message());
-      st = checkInputRanges(artifact, names, mb);
-      if (!st.isOk()) // a token of the file the model cannot take: the user's input
-        return fail(kExitUsage, "token file '" + o.data + "': " + st.message());
-    }
-    auto ts = clock();
-    StepResult r;
-    st = trainer.step(step, lr, micro, &r);
-    if (!st.isOk())
-      return fail(kExitRuntime, "step " + std::to_string(step) + ": " + st.message());
-    double dt = std::chrono::duration<double>(clock() - ts).count();
-    double tokPerS = dt > 0 ? static_cast<double>(tokensPerMicro * cfg.gradAccum) / dt : 0;
-    if (!std::isfinite(r.loss)) {
-      if (tty)
-        std::fputc('\n', stderr);
-      return fail(kExitRuntime, std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
-                                    " at step " + std::to_string(step));
-    }
-    if (std::isnan(firstLoss))
-      firstLoss = r.loss;
-    lastLoss = r.loss;
-    if (metrics) {
-      char tail[128];
-      std::snprintf(tail, sizeof tail, ", \"tokens\": %lld, \"tokens_per_s\": %.1f, "
-                    "\"step_time_s\": %.4f}\n",
-                    static_cast<long long>(tokensPerMicro * cfg.gradAccum), tokPerS, dt);
-      std::string line = "{\"step\": " + std::to_string(step) + ", \"loss\": " +
-                         exactNumber(r.loss) + ", \"lr\": " + exactNumber(lr) +
-                         ", \"grad_norm\": " +
-                         (std::isfinite(r.gradNorm) ? exactNumber(r.gradNorm) : "null") + tail;
-      if (std::fputs(line.c_str(), metrics) < 0 || std::fflush(metrics) != 0)
-        return fail(kExitRuntime, "cannot write metrics file '" + o.metrics + "'");
-    }
-    if (tty) {
-      int width = 30;
-      int filled = static_cast<int>(width * step / std::max<int64_t>(o.steps, 1));
-      std::string bar(filled, '#');
-      bar += std::string(width - filled, '.');
-      std::fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ",
-                   bar.c_str(), static_cast<long long>(step), static_cast<long long>(o.steps),
-                   r.loss, lr, r.gradNorm, tokPerS);
-      if (step == o.steps)
-        std::fputc('\n', stderr);
-    } else if (o.logEvery > 0 && (step % o.logEvery == 0 || step == start + 1 || step == o.steps)) {
-      std::printf("step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s\n",
-                  static_cast<long long>(step), static_cast<long long>(o.steps), r.loss, lr,
-                  r.gradNorm, tokPerS);
+    if (r.periodic) {
+      clearBar();
+      std::printf("%s\n", text.c_str());
       std::fflush(stdout);
     }
-    if (!o.save.empty() && o.saveEvery > 0 && step % o.saveEvery == 0) {
-      if (int rc = save(step))
-        return rc;
-      savedAt = step;
+    if (tty_) {
+      int width = 24;
+      int64_t span = std::max<int64_t>(r.total - r.first + 1, 1);
+      int filled = static_cast<int>(width * (r.step - r.first + 1) / span);
+      std::fprintf(stderr, "\r[%s%s] %s\x1b[K", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), text.c_str());
+      barShown_ = true;
     }
   }
-  if (metrics)
-    std::fclose(metrics);
-  if (!o.save.empty() && savedAt != o.steps)
-    if (int rc = save(o.steps))
-      return rc;
-  double secs = std::chrono::duration<double>(clock() - t0).count();
-  if (o.steps > start)
+  void val(const ValRecord &v) override {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "step %lld val_loss %.4f (%lld tokens)",
+                  static_cast<long long>(v.step), v.valLoss, static_cast<long long>(v.valTokens));
+    line(buf);
+  }
+  void clearBar() {
+    if (barShown_) {
+      std::fputs("\r\x1b[K", stderr);
+      barShown_ = false;
+    }
+  }
+
+private:
+  bool tty_;
+  bool barShown_ = false;
+};
+
+/// --generate.
+int runGenerate(const Options &o, const Artifact &artifact, int gpu) {
+  GenerateOptions g;
+  std::string p = o.prompt;
+  for (size_t pos = 0; pos <= p.size();) {
+    size_t c = p.find(',', pos);
+    std::string part = p.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+    int64_t x = 0;
+    std::string err = parseInt("--prompt", part, 0, &x);
+    if (!err.empty())
+      return fail(kExitUsage, "--prompt wants comma-separated token ids >= 0, got '" + p + "'");
+    g.prompt.push_back(x);
+    if (c == std::string::npos)
+      break;
+    pos = c + 1;
+  }
+  g.maxNewTokens = o.maxNewTokens;
+  g.temperature = o.temperature;
+  g.topK = o.topK;
+  g.seed = o.train.seed >= 0 ? static_cast<uint64_t>(o.train.seed) : 1337;
+  g.init = o.train.init;
+  g.refPrecision = o.refPrecision;
+  g.gpu = gpu;
+  std::vector<int64_t> tokens;
+  bool userError = false;
+  Status st = generate(artifact, g, &tokens, &userError);
+  if (!st.isOk())
+    return fail(userError ? kExitUsage : kExitRuntime, st.message());
+  std::string line;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    line += (i ? "," : "") + std::to_string(tokens[i]);
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+/// Training.
+int runTraining(const Options &o, const Artifact &artifact, int gpu) {
+  TrainOptions t = o.train;
+  t.feeds = o.feeds;
+  t.metrics = o.metrics;
+  t.refPrecision = o.refPrecision;
+  t.gpu = gpu;
+  t.stop = &gStop;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  Printer printer(::isatty(2));
+  TrainSummary sum;
+  bool userError = false;
+  Status st = train(artifact, o.model, t, &printer, &sum, &userError);
+  printer.clearBar();
+  if (!st.isOk())
+    return fail(userError ? kExitUsage : kExitRuntime, st.message());
+  if (sum.interrupted) {
+    std::printf("stopped by signal %d after step %lld%s\n", sum.interrupted,
+                static_cast<long long>(sum.last),
+                t.save.empty() ? " (no --save: nothing saved)" : "");
+    return 128 + sum.interrupted;
+  }
+  if (sum.last >= sum.first)
     std::printf("trained steps %lld..%lld in %.1f s: loss %.4f -> %.4f\n",
-                static_cast<long long>(start + 1), static_cast<long long>(o.steps), secs,
-                firstLoss, lastLoss);
+                static_cast<long long>(sum.first), static_cast<long long>(sum.last), sum.seconds,
+                sum.firstLoss, sum.lastLoss);
   else
-    std::printf("nothing to do: already at step %lld of %lld\n", static_cast<long long>(start),
-                static_cast<long long>(o.steps));
+    std::printf("nothing to do: already at step %lld of %lld\n",
+                static_cast<long long>(sum.first - 1), static_cast<long long>(sum.last));
+  return 0;
+}
+
+/// --eval --data.
+int runEvalData(const Options &o, const Artifact &artifact, int gpu) {
+  EvalDataOptions e;
+  e.data = o.train.data;
+  if (!o.train.dataDtype.empty())
+    e.dataDtype = o.train.dataDtype;
+  e.labels = o.train.labels;
+  e.init = o.train.init;
+  if (o.train.evalIters > 0)
+    e.iters = o.train.evalIters;
+  e.refPrecision = o.refPrecision;
+  e.gpu = gpu;
+  if (o.train.seed >= 0)
+    e.seed = o.train.seed;
+  Printer printer(false);
+  EvalDataResult r;
+  bool userError = false;
+  Status st = evaluateData(artifact, e, &printer, &r, &userError);
+  if (!st.isOk())
+    return fail(userError ? kExitUsage : kExitRuntime, st.message());
+  std::printf("eval loss %.6g over %lld batches (%lld tokens)%s\n", r.loss,
+              static_cast<long long>(r.batches), static_cast<long long>(r.tokens),
+              r.step >= 0 ? (" of the checkpoint at step " + std::to_string(r.step)).c_str() : "");
+  if (!o.metrics.empty()) {
+    std::string line = std::string("{\"schema\": \"") + kMetricsSchema +
+                       "\", \"kind\": \"eval\", \"step\": " +
+                       (r.step >= 0 ? std::to_string(r.step) : "null") +
+                       ", \"function\": \"loss\", \"val_loss\": " + shortestDecimal(r.loss) +
+                       ", \"val_tokens\": " + std::to_string(r.tokens) + "}\n";
+    std::FILE *f = std::fopen(o.metrics.c_str(), "a");
+    if (!f || std::fputs(line.c_str(), f) < 0 || std::fclose(f) != 0)
+      return fail(kExitRuntime, "cannot append to metrics file '" + o.metrics + "': " +
+                                    std::strerror(errno));
+  }
   return 0;
 }
 
@@ -621,19 +686,40 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (o.help) {
-    usage(stdout);
+    std::fputs(kUsage, stdout);
     return 0;
   }
   Artifact artifact;
   Status st = readArtifact(o.model, &artifact);
   if (!st.isOk())
     return fail(kExitUsage, st.message());
-  bool training = o.steps >= 0 || !o.data.empty() || !o.save.empty() || !o.resume.empty() ||
-                  !o.init.empty();
-  if (training && o.eval)
-    return fail(kExitUsage, "--eval does not go with the training flags");
-  if (training)
-    return runTraining(o, artifact);
+  int gpu = -1;
+  std::string note;
+  std::string derr = resolveDevice(o, artifact, &gpu, &note);
+  if (!derr.empty())
+    return fail(kExitUsage, derr);
+  if (!note.empty())
+    std::fprintf(stderr, "tc-run: note: %s\n", note.c_str());
+  if (o.generate)
+    return runGenerate(o, artifact, gpu);
+  if (!o.eval && (o.train.steps >= 0 || !o.train.resume.empty()))
+    return runTraining(o, artifact, gpu);
+  if (!o.train.data.empty()) {
+    if (!o.feeds.empty())
+      return fail(kExitUsage, "give either --data or --feed, not both");
+    return runEvalData(o, artifact, gpu);
+  }
+  if (o.train.evalIters >= 0 || !o.train.labels.empty() || !o.train.dataDtype.empty())
+    return fail(kExitUsage, "--eval-iters, --labels and --dtype go with --eval --data");
+  int64_t ckptStep = -1;
+  if (!o.train.init.empty()) {
+    st = loadArtifactWeights(&artifact, o.train.init, &ckptStep);
+    if (!st.isOk())
+      return fail(kExitUsage, st.message());
+  }
+  ExecOptions exec;
+  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
+  exec.initSeed = o.train.seed >= 0 ? static_cast<uint64_t>(o.train.seed) : 1337;
 
   std::string fnName = o.function;
   if (fnName.empty())
@@ -682,21 +768,14 @@ int main(int argc, char **argv) {
   if (!st.isOk())
     return fail(kExitUsage, st.message());
 
-  ExecOptions exec;
-  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
-  exec.initSeed = o.seed; // parameter initialisers (tc-compile --init-params)
   std::vector<HostTensor> outputs;
-  int gpu = -1;
-  std::string derr = resolveDevice(o, artifact, &gpu);
-  if (!derr.empty())
-    return fail(kExitUsage, derr);
   if (gpu >= 0 && o.device == "auto" && !artifact.findDeviceFunction(fn->name))
     gpu = -1; // the GPU program has no such function: the CPU reference runs it
 #if TC_HAVE_CUDA
   if (gpu >= 0) {
     cuda::ExecutorOptions eo;
     eo.device = gpu;
-    eo.seed = o.seed;
+    eo.seed = exec.initSeed;
     std::unique_ptr<cuda::DeviceExecutor> ex;
     st = cuda::DeviceExecutor::create(&artifact, eo, &ex);
     if (st.isOk() && !ex->hasFunction(fn->name))
@@ -719,12 +798,15 @@ int main(int argc, char **argv) {
     printOutput(fn->outputNames[i], outputs[i]);
 
   if (!o.metrics.empty()) {
-    std::string line = "{\"mode\":\"eval\"";
+    std::string line = std::string("{\"schema\": \"") + kMetricsSchema +
+                       "\", \"kind\": \"eval\", \"step\": " +
+                       (ckptStep >= 0 ? std::to_string(ckptStep) : "null") +
+                       ", \"function\": " + jsonQuote(fn->name);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const HostTensor &t = outputs[i];
       if (!t.type.shape.empty())
         continue;
-      line += "," + jsonQuote(fn->outputNames[i]) + ":" +
+      line += ", " + jsonQuote(fn->outputNames[i]) + ": " +
               jsonNumber(t, hostTensorToDoubles(t)[0]);
     }
     line += "}\n";

@@ -1,5 +1,6 @@
 //===- artifact.cpp - the artifact file: read, write, validate ------------===//
 #include "runtime/src/base/artifact.h"
+#include "runtime/src/base/version.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,13 @@
 #include "runtime/src/base/host_tensor.h"
 
 namespace tc::rt {
+
+static const char *artifactFormatWriter(uint32_t version) {
+  // Which tc versions wrote each artifact format (append one entry per bump).
+  if (version == 4)
+    return "tc 0.2.0 to 0.3.0";
+  return "a tc before 0.2.0";
+}
 
 namespace {
 
@@ -568,14 +576,15 @@ Status parseHeader(const uint8_t *head, size_t headSize, uint64_t fileSize,
   if (version != 0 && version < Artifact::kFormatVersion)
     return Status(StatusCode::Unimplemented,
                   "artifact '" + name + "': format version " + std::to_string(version) +
-                      " is too old: this runtime reads version " +
+                      " is too old (written by " + artifactFormatWriter(version) +
+                      "): this tc (" + kTcVersion + ") reads version " +
                       std::to_string(Artifact::kFormatVersion) +
-                      " only (recompile the model with this tc-compile)");
+                      " only; recompile the model with this tc-compile");
   if (version == 0 || version > Artifact::kFormatVersion)
     return Status(StatusCode::Unimplemented,
-                  "artifact '" + name + "': format version " +
-                      std::to_string(version) + " is not supported (this runtime reads " +
-                      std::to_string(Artifact::kFormatVersion) + ")");
+                  "artifact '" + name + "': format version " + std::to_string(version) +
+                      " is not supported (written by a newer tc; this tc (" + kTcVersion +
+                      ") reads version " + std::to_string(Artifact::kFormatVersion) + ")");
   if (declared != fileSize)
     return err("file is " + std::to_string(fileSize) + " bytes, header says " +
                std::to_string(declared) + " (truncated or corrupted)");

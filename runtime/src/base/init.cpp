@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
 
+#include "runtime/src/base/name_regex.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/init_rng.h"
 
@@ -140,11 +140,8 @@ Status parseInitParamFlag(const std::string &text, std::pair<std::string, InitSp
     return invalidArgument("--init-param wants REGEX=KIND[:ARGS] (KIND normal[:STD], "
                            "uniform[:A], zeros or ones), got '" + text + "'");
   std::string re = text.substr(0, eq);
-  try {
-    std::regex check(re, std::regex::ECMAScript);
-  } catch (const std::regex_error &e) {
-    return invalidArgument("--init-param: bad regex '" + re + "': " + e.what());
-  }
+  NameRegex check;
+  TC_RETURN_IF_ERROR(NameRegex::compile(re, "--init-param", &check));
   InitSpec spec;
   TC_RETURN_IF_ERROR(parseInitSpec(text.substr(eq + 1), &spec).withPrefix("--init-param"));
   *out = {re, spec};
@@ -156,21 +153,16 @@ Status applyInitialisers(const InitSpec &all,
                          Artifact *a) {
   if (all.init == ParamInit::Data && overrides.empty())
     return Status::ok();
-  std::vector<std::regex> regexes;
-  for (const auto &o : overrides) {
-    try {
-      regexes.emplace_back(o.first, std::regex::ECMAScript);
-    } catch (const std::regex_error &e) {
-      return invalidArgument("--init-param: bad regex '" + o.first + "': " + e.what());
-    }
-  }
+  std::vector<NameRegex> regexes(overrides.size());
+  for (size_t i = 0; i < overrides.size(); ++i)
+    TC_RETURN_IF_ERROR(NameRegex::compile(overrides[i].first, "--init-param", &regexes[i]));
   for (Parameter &p : a->params) {
     if (p.kind != ParamKind::Parameter)
       continue; // buffers keep their data; optimizer state stays zeros
     if (all.init != ParamInit::Data)
       applyInitSpec(all, /*byRole=*/true, &p);
     for (size_t i = overrides.size(); i-- > 0;)
-      if (std::regex_search(p.name, regexes[i])) {
+      if (regexes[i].search(p.name)) {
         applyInitSpec(overrides[i].second, /*byRole=*/false, &p);
         break;
       }

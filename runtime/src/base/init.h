@@ -59,7 +59,7 @@ Status parseInitSpec(const std::string &text, InitSpec *out);
 void applyInitSpec(const InitSpec &spec, bool byRole, Parameter *p);
 
 /// Parses tc-compile's "--init-param REGEX=SPEC" value (split at the last
-/// '='; REGEX an ECMAScript regular expression). InvalidArgument otherwise.
+/// '='; REGEX in tc's one dialect, name_regex.h). InvalidArgument otherwise.
 Status parseInitParamFlag(const std::string &text, std::pair<std::string, InitSpec> *out);
 
 /// tc-compile --init-params `all` (applyInitSpec byRole, unless all.init is

@@ -1,6 +1,7 @@
 //===- json.cpp - a small JSON reader -------------------------------------===//
 #include "runtime/src/base/json.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -229,6 +230,18 @@ std::string jsonQuote(const std::string &s) {
     }
   }
   return out + "\"";
+}
+
+std::string shortestDecimal(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[40];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
 }
 
 } // namespace tc::rt

@@ -43,6 +43,10 @@ Status parseJson(const std::string &text, JsonValue *out, const std::string &wha
 /// "..." with JSON escapes.
 std::string jsonQuote(const std::string &s);
 
+/// The shortest decimal that reads back as exactly `v` (15 to 17 digits);
+/// "null" for NaN and infinities, which JSON cannot hold.
+std::string shortestDecimal(double v);
+
 } // namespace tc::rt
 
 #endif // TC_RUNTIME_BASE_JSON_H

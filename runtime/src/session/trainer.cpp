@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include "runtime/src/base/init.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
+#include "runtime/src/base/version.h"
 
 namespace tc::rt {
 
@@ -29,7 +31,96 @@ constexpr const char *kStateFile = "state.json";
 // 2: state.json carries state_crc32 (over step, RNG, data position, artifact,
 // precision and both files' sizes and CRCs); the step and counters are range-
 // checked on load.
-constexpr int kCheckpointVersion = 2;
+// 3: the run's configuration ("run": RunConfig), its id and the tc version
+// that wrote it, all under state_crc32.
+constexpr int kCheckpointVersion = 3;
+
+/// Which tc versions wrote each older checkpoint format.
+std::string checkpointFormatWriter(int version) {
+  if (version == 2)
+    return "tc 0.2.0";
+  return "a tc before 0.2.0";
+}
+
+std::string fingerprintJson(const FileFingerprint &f) {
+  return "{\"path\": " + jsonQuote(f.path) + ", \"bytes\": " + std::to_string(f.bytes) +
+         ", \"hash\": " + jsonQuote(f.hash) + "}";
+}
+
+/// RunConfig as one JSON object, deterministic (the CRC covers this text).
+std::string runJson(const RunConfig &r) {
+  std::string feeds;
+  for (const auto &[name, f] : r.feeds)
+    feeds += (feeds.empty() ? "" : ", ") + jsonQuote(name) + ": " + fingerprintJson(f);
+  return "{\"steps\": " + std::to_string(r.steps) + ", \"lr\": " + shortestDecimal(r.lr) +
+         ", \"warmup\": " + std::to_string(r.warmup) + ", \"schedule\": " +
+         jsonQuote(r.schedule) + ", \"seed\": \"" + std::to_string(r.seed) +
+         "\", \"data\": " + fingerprintJson(r.data) + ", \"data_dtype\": " +
+         jsonQuote(r.dataDtype) + ", \"labels\": " + jsonQuote(r.labels) + ", \"feeds\": {" +
+         feeds + "}, \"val_data\": " + fingerprintJson(r.valData) + ", \"eval_every\": " +
+         std::to_string(r.evalEvery) + ", \"eval_iters\": " + std::to_string(r.evalIters) + "}";
+}
+
+bool parseU64(const std::string &t, uint64_t *out) {
+  if (t.empty() || t.size() > 20 || t.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long x = std::strtoull(t.c_str(), &end, 10);
+  if (errno == ERANGE || *end)
+    return false;
+  *out = x;
+  return true;
+}
+
+bool wholeNumber(const JsonValue *v, double lo, int64_t *out) {
+  if (!v || !v->isNumber() || !(v->num >= lo) || v->num != std::floor(v->num) || v->num > 9.0e15)
+    return false;
+  *out = static_cast<int64_t>(v->num);
+  return true;
+}
+
+bool parseFingerprint(const JsonValue *v, FileFingerprint *f) {
+  if (!v || !v->isObject())
+    return false;
+  const JsonValue *p = v->find("path"), *h = v->find("hash");
+  if (!p || !p->isString() || !h || !h->isString() || !wholeNumber(v->find("bytes"), 0, &f->bytes))
+    return false;
+  f->path = p->str;
+  f->hash = h->str;
+  return true;
+}
+
+/// state.json's "run" object back into a RunConfig; false when a field is
+/// missing or out of range.
+bool parseRun(const JsonValue *v, RunConfig *r) {
+  if (!v || !v->isObject())
+    return false;
+  const JsonValue *lr = v->find("lr"), *sch = v->find("schedule"), *seed = v->find("seed"),
+                  *dt = v->find("data_dtype"), *lab = v->find("labels"), *feeds = v->find("feeds");
+  if (!wholeNumber(v->find("steps"), 0, &r->steps) || !lr || !lr->isNumber() ||
+      !std::isfinite(lr->num) || lr->num < 0 || !wholeNumber(v->find("warmup"), 0, &r->warmup) ||
+      !sch || !sch->isString() || (sch->str != "constant" && sch->str != "cosine") || !seed ||
+      !seed->isString() || !parseU64(seed->str, &r->seed) ||
+      !parseFingerprint(v->find("data"), &r->data) || !dt || !dt->isString() || !lab ||
+      !lab->isString() || !feeds || !feeds->isObject() ||
+      !parseFingerprint(v->find("val_data"), &r->valData) ||
+      !wholeNumber(v->find("eval_every"), 0, &r->evalEvery) ||
+      !wholeNumber(v->find("eval_iters"), 0, &r->evalIters))
+    return false;
+  r->lr = lr->num;
+  r->schedule = sch->str;
+  r->dataDtype = dt->str;
+  r->labels = lab->str;
+  r->feeds.clear();
+  for (const auto &[name, f] : feeds->object) {
+    FileFingerprint fp;
+    if (!parseFingerprint(&f, &fp))
+      return false;
+    r->feeds.push_back({name, fp});
+  }
+  return true;
+}
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -68,8 +159,8 @@ void fsyncPath(const std::string &p) {
   }
 }
 
-/// Removes a checkpoint folder made by tc: its known files, leftover
-/// temporaries, then the folder (left in place if anything else is inside).
+} // namespace
+
 void removeCheckpointDir(const std::string &dir) {
   if (DIR *d = ::opendir(dir.c_str())) {
     std::vector<std::string> names;
@@ -85,6 +176,8 @@ void removeCheckpointDir(const std::string &dir) {
   }
   ::rmdir(dir.c_str());
 }
+
+namespace {
 
 std::string parentDir(const std::string &p) {
   size_t s = p.find_last_of('/');
@@ -165,8 +258,96 @@ std::string stateCanonical(const CheckpointMeta &m, size_t modelBytes, uint32_t 
                            size_t optBytes, uint32_t optCrc) {
   return "tc-checkpoint|" + std::to_string(m.step) + "|" + std::to_string(m.rngState) + "|" +
          std::to_string(m.dataPosition) + "|" + m.artifactHash + "|" + m.precision + "|" +
-         std::to_string(modelBytes) + "|" + std::to_string(modelCrc) + "|" +
-         std::to_string(optBytes) + "|" + std::to_string(optCrc);
+         m.runId + "|" + m.tcVersion + "|" + runJson(m.run) + "|" + std::to_string(modelBytes) +
+         "|" + std::to_string(modelCrc) + "|" + std::to_string(optBytes) + "|" +
+         std::to_string(optCrc);
+}
+
+/// The two tensor files as state.json describes them.
+struct FileRecord {
+  double bytes = 0, crc = 0;
+};
+
+/// Parses and checks DIR/state.json: format, fields, ranges, state_crc32.
+Status parseState(const std::string &dir, CheckpointMeta *meta, FileRecord *model,
+                  FileRecord *opt) {
+  std::string where = "checkpoint '" + dir + "'";
+  if (!isDir(dir))
+    return notFound(where + " does not exist or is not a folder");
+  std::vector<uint8_t> bytes;
+  std::string statePath = dir + "/" + kStateFile;
+  struct stat sst;
+  if (::stat(statePath.c_str(), &sst) != 0)
+    return notFound(where + " holds no checkpoint (no " + kStateFile + ")");
+  Status st = readFileBytes(statePath, &bytes);
+  if (!st.isOk())
+    return dataLoss(where + " is incomplete: " + st.message());
+  JsonValue v;
+  TC_RETURN_IF_ERROR(parseJson(std::string(bytes.begin(), bytes.end()), &v,
+                               where + " " + kStateFile));
+  const JsonValue *fmt = v.find("format"), *ver = v.find("version");
+  if (!v.isObject() || !fmt || fmt->str != "tc-checkpoint" || !ver || !ver->isNumber())
+    return dataLoss(where + ": " + kStateFile + " is not a tc checkpoint state");
+  if (ver->num != kCheckpointVersion) {
+    bool older = ver->num < kCheckpointVersion;
+    const JsonValue *by = v.find("tc_version");
+    std::string writer = by && by->isString() ? "tc " + by->str
+                         : older ? checkpointFormatWriter(static_cast<int>(ver->num))
+                                 : "a newer tc";
+    return unimplemented(
+        where + " has checkpoint format " + ver->str + " (written by " + writer + "); this tc (" +
+        kTcVersion + ") reads format " + std::to_string(kCheckpointVersion) +
+        (older ? ": re-save it: start a run from its weights with --init " + dir + "/" +
+                     kModelFile + " and --save (its optimizer state and data position are not "
+                     "carried over), or resume it with the tc that wrote it"
+               : ": use that tc"));
+  }
+  const JsonValue *stp = v.find("step"), *rng = v.find("rng_state"),
+                  *pos = v.find("data_position"), *art = v.find("artifact"),
+                  *prec = v.find("precision"), *files = v.find("files"), *rid = v.find("run_id"),
+                  *tv = v.find("tc_version");
+  if (!stp || !stp->isNumber() || !rng || !rng->isString() || !pos || !pos->isString() || !art ||
+      !art->isString() || !prec || !prec->isString() || !files || !files->isObject() || !rid ||
+      !rid->isString() || !tv || !tv->isString())
+    return dataLoss(where + ": " + kStateFile + " is not a tc checkpoint state");
+  // Range checks: a whole step >= 0, the RNG state and data position as the
+  // unsigned decimals they were written as.
+  if (!wholeNumber(stp, 0, &meta->step))
+    return dataLoss(where + ": " + kStateFile + " has step " + stp->str +
+                    ", not a whole number >= 0");
+  if (!parseU64(rng->str, &meta->rngState) || !parseU64(pos->str, &meta->dataPosition))
+    return dataLoss(where + ": " + kStateFile + " has an rng_state or data_position that is not "
+                    "an unsigned 64-bit decimal");
+  if (!parseRun(v.find("run"), &meta->run))
+    return dataLoss(where + ": " + kStateFile + " has no valid run configuration (\"run\")");
+  meta->artifactHash = art->str;
+  meta->precision = prec->str;
+  meta->runId = rid->str;
+  meta->tcVersion = tv->str;
+  FileRecord *recs[2] = {model, opt};
+  const char *names[2] = {kModelFile, kOptimizerFile};
+  for (int i = 0; i < 2; ++i) {
+    const JsonValue *info = files->find(names[i]);
+    const JsonValue *nb = info ? info->find("bytes") : nullptr;
+    const JsonValue *crc = info ? info->find("crc32") : nullptr;
+    if (!nb || !crc || !nb->isNumber() || !crc->isNumber() || nb->num < 0 || crc->num < 0 ||
+        crc->num > 4294967295.0)
+      return dataLoss(where + ": " + kStateFile + " does not describe " + names[i]);
+    recs[i]->bytes = nb->num;
+    recs[i]->crc = crc->num;
+  }
+  // The state's own checksum, over everything it says.
+  std::string canonical = stateCanonical(*meta, static_cast<size_t>(model->bytes),
+                                         static_cast<uint32_t>(model->crc),
+                                         static_cast<size_t>(opt->bytes),
+                                         static_cast<uint32_t>(opt->crc));
+  const JsonValue *sc = v.find("state_crc32");
+  if (!sc || !sc->isNumber() ||
+      sc->num != static_cast<double>(crc32(reinterpret_cast<const uint8_t *>(canonical.data()),
+                                           canonical.size())))
+    return dataLoss(where + ": " + kStateFile + " fails its state_crc32 check (edited or "
+                    "corrupted)");
+  return Status::ok();
 }
 } // namespace
 
@@ -242,12 +423,26 @@ Status TokenData::nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng,
   if (count_ < seq + 1)
     return invalidArgument("token file '" + path_ + "' has " + std::to_string(count_) +
                            " tokens, fewer than --seq + 1 = " + std::to_string(seq + 1));
+  uint64_t windows = static_cast<uint64_t>(count_ - seq);
+  std::vector<uint64_t> offsets(static_cast<size_t>(batch));
+  for (uint64_t &o : offsets) {
+    o = rng->next() % windows;
+    ++position;
+  }
+  return batchAt(offsets, seq, dtype, inputIds, labels, shift);
+}
+
+Status TokenData::batchAt(const std::vector<uint64_t> &offsets, int64_t seq, DType dtype,
+                          HostTensor *inputIds, HostTensor *labels, LabelShift shift) const {
+  int64_t batch = static_cast<int64_t>(offsets.size());
   std::vector<int64_t> ids(batch * seq), lab(batch * seq);
   std::vector<uint8_t> buf((seq + 1) * tokenBytes_);
-  uint64_t windows = static_cast<uint64_t>(count_ - seq);
   for (int64_t b = 0; b < batch; ++b) {
-    uint64_t o = rng->next() % windows;
-    ++position;
+    uint64_t o = offsets[static_cast<size_t>(b)];
+    if (count_ < seq + 1 || o > static_cast<uint64_t>(count_ - seq - 1))
+      return invalidArgument("token file '" + path_ + "': a window at token " +
+                             std::to_string(o) + " does not fit its " + std::to_string(count_) +
+                             " tokens");
     ssize_t got = ::pread(fd_, buf.data(), buf.size(), static_cast<off_t>(o * tokenBytes_));
     if (got != static_cast<ssize_t>(buf.size()))
       return ioError("cannot read token file '" + path_ + "' at token " + std::to_string(o));
@@ -411,14 +606,14 @@ Status Trainer::accumulate(int64_t step, double lr,
   return Status::ok();
 }
 
-Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
-                           const std::string &what) {
+Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTensor> &tensors,
+                    bool optimizerState, const std::string &what, std::set<std::string> *wanted) {
   std::vector<std::string> missing, unexpected, mismatched;
-  std::set<std::string> wanted;
-  for (const Parameter &p : artifact_->params) {
+  wanted->clear();
+  for (const Parameter &p : artifact.params) {
     if ((p.kind == ParamKind::OptimizerState) != optimizerState)
       continue;
-    wanted.insert(p.name);
+    wanted->insert(p.name);
     auto it = tensors.find(p.name);
     if (it == tensors.end()) {
       missing.push_back(p.name);
@@ -431,7 +626,7 @@ Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, boo
                            typeToString(p.type) + ")");
   }
   for (const auto &kv : tensors)
-    if (!wanted.count(kv.first))
+    if (!wanted->count(kv.first))
       unexpected.push_back(kv.first);
   std::string msg;
   if (!missing.empty())
@@ -442,6 +637,13 @@ Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, boo
     msg += "; shape/dtype mismatch: " + joinNames(mismatched);
   if (!msg.empty())
     return invalidArgument(what + " does not match the model" + msg);
+  return Status::ok();
+}
+
+Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
+                           const std::string &what) {
+  std::set<std::string> wanted;
+  TC_RETURN_IF_ERROR(matchEntries(*artifact_, tensors, optimizerState, what, &wanted));
   for (const std::string &name : wanted) {
     HostTensor &dst = state_[name];
     const HostTensor &src = tensors.at(name);
@@ -475,22 +677,22 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
   TC_RETURN_IF_ERROR(serializeSafetensors(opt, &optBytes));
   uint32_t modelCrc = crc32(modelBytes.data(), modelBytes.size());
   uint32_t optCrc = crc32(optBytes.data(), optBytes.size());
-  std::string canonical = stateCanonical(meta, modelBytes.size(), modelCrc, optBytes.size(), optCrc);
-  std::string json = "{\n  \"format\": \"tc-checkpoint\",\n  \"version\": " +
-                     std::to_string(kCheckpointVersion) + ",\n  \"step\": " +
-                     std::to_string(meta.step) + ",\n  \"rng_state\": \"" +
-                     std::to_string(meta.rngState) + "\",\n  \"data_position\": \"" +
-                     std::to_string(meta.dataPosition) + "\",\n  \"artifact\": " +
-                     jsonQuote(meta.artifactHash) + ",\n  \"precision\": " +
-                     jsonQuote(meta.precision) + ",\n  \"files\": {\n    \"" + kModelFile +
-                     "\": {\"bytes\": " + std::to_string(modelBytes.size()) +
-                     ", \"crc32\": " + std::to_string(modelCrc) +
-                     "},\n    \"" + kOptimizerFile + "\": {\"bytes\": " +
-                     std::to_string(optBytes.size()) + ", \"crc32\": " +
-                     std::to_string(optCrc) + "}\n  },\n  \"state_crc32\": " +
-                     std::to_string(crc32(reinterpret_cast<const uint8_t *>(canonical.data()),
-                                          canonical.size())) +
-                     "\n}\n";
+  CheckpointMeta m = meta;
+  m.tcVersion = kTcVersion;
+  std::string canonical = stateCanonical(m, modelBytes.size(), modelCrc, optBytes.size(), optCrc);
+  std::string json =
+      "{\n  \"format\": \"tc-checkpoint\",\n  \"version\": " +
+      std::to_string(kCheckpointVersion) + ",\n  \"tc_version\": " + jsonQuote(m.tcVersion) +
+      ",\n  \"run_id\": " + jsonQuote(m.runId) + ",\n  \"step\": " + std::to_string(m.step) +
+      ",\n  \"rng_state\": \"" + std::to_string(m.rngState) + "\",\n  \"data_position\": \"" +
+      std::to_string(m.dataPosition) + "\",\n  \"artifact\": " + jsonQuote(m.artifactHash) +
+      ",\n  \"precision\": " + jsonQuote(m.precision) + ",\n  \"run\": " + runJson(m.run) +
+      ",\n  \"files\": {\n    \"" + kModelFile + "\": {\"bytes\": " +
+      std::to_string(modelBytes.size()) + ", \"crc32\": " + std::to_string(modelCrc) +
+      "},\n    \"" + kOptimizerFile + "\": {\"bytes\": " + std::to_string(optBytes.size()) +
+      ", \"crc32\": " + std::to_string(optCrc) + "}\n  },\n  \"state_crc32\": " +
+      std::to_string(crc32(reinterpret_cast<const uint8_t *>(canonical.data()), canonical.size())) +
+      "\n}\n";
 
   // Write a complete new folder next to `dir`, then swap it in.
   std::string target = dir;
@@ -550,97 +752,108 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
   return Status::ok();
 }
 
+Status readCheckpointMeta(const std::string &dir, CheckpointMeta *meta) {
+  FileRecord model, opt;
+  return parseState(dir, meta, &model, &opt);
+}
+
 Status Trainer::loadCheckpoint(const std::string &dir, const std::string &expectedHash,
                                CheckpointMeta *meta) {
   std::string where = "checkpoint '" + dir + "'";
-  if (!isDir(dir))
-    return notFound(where + " does not exist or is not a folder");
-  std::vector<uint8_t> bytes;
-  Status st = readFileBytes(dir + "/" + kStateFile, &bytes);
-  if (!st.isOk())
-    return dataLoss(where + " is incomplete: " + st.message());
-  JsonValue v;
-  TC_RETURN_IF_ERROR(parseJson(std::string(bytes.begin(), bytes.end()), &v,
-                               where + " " + kStateFile));
-  const JsonValue *fmt = v.find("format"), *ver = v.find("version"), *stp = v.find("step"),
-                  *rng = v.find("rng_state"), *pos = v.find("data_position"),
-                  *art = v.find("artifact"), *prec = v.find("precision"),
-                  *files = v.find("files");
-  if (!v.isObject() || !fmt || fmt->str != "tc-checkpoint" || !ver || !ver->isNumber() ||
-      !stp || !stp->isNumber() || !rng || !rng->isString() || !pos || !pos->isString() ||
-      !art || !art->isString() || !prec || !prec->isString() || !files || !files->isObject())
-    return dataLoss(where + ": " + kStateFile + " is not a tc checkpoint state");
-  if (ver->num != kCheckpointVersion)
-    return unimplemented(where + " has checkpoint format " + ver->str + ", this tc-run reads " +
-                         std::to_string(kCheckpointVersion) +
-                         (ver->num < kCheckpointVersion
-                              ? " (written by an older tc: re-save it with the tc that wrote it, "
-                                "or train again)"
-                              : " (written by a newer tc)"));
-  if (art->str != expectedHash)
-    return failedPrecondition(where + " was made with another artifact (" + art->str +
+  FileRecord recs[2];
+  TC_RETURN_IF_ERROR(parseState(dir, meta, &recs[0], &recs[1]));
+  if (meta->artifactHash != expectedHash)
+    return failedPrecondition(where + " was made with another artifact (" + meta->artifactHash +
                               ", this one is " + expectedHash + ")");
   std::string precision = wide_ ? "f64" : "f32";
-  if (prec->str != precision)
-    return failedPrecondition(where + " was trained with --ref-precision " + prec->str +
+  if (meta->precision != precision)
+    return failedPrecondition(where + " was trained with --ref-precision " + meta->precision +
                               ", this run uses " + precision);
-  // Range checks: a whole step >= 0, the RNG state and data position as the
-  // unsigned decimals they were written as.
-  if (!(stp->num >= 0) || stp->num != std::floor(stp->num) || stp->num > 9.0e15)
-    return dataLoss(where + ": " + kStateFile + " has step " + stp->str +
-                    ", not a whole number >= 0");
-  auto u64 = [](const std::string &t, uint64_t *out) {
-    if (t.empty() || t.size() > 20 || t.find_first_not_of("0123456789") != std::string::npos)
-      return false;
-    errno = 0;
-    char *end = nullptr;
-    unsigned long long x = std::strtoull(t.c_str(), &end, 10);
-    if (errno == ERANGE || *end)
-      return false;
-    *out = x;
-    return true;
-  };
-  meta->step = static_cast<int64_t>(stp->num);
-  if (!u64(rng->str, &meta->rngState) || !u64(pos->str, &meta->dataPosition))
-    return dataLoss(where + ": " + kStateFile + " has an rng_state or data_position that is not "
-                    "an unsigned 64-bit decimal");
-  meta->artifactHash = art->str;
-  meta->precision = prec->str;
   std::map<std::string, SafetensorsFile> loaded;
-  for (const char *file : {kModelFile, kOptimizerFile}) {
-    const JsonValue *info = files->find(file);
-    const JsonValue *nb = info ? info->find("bytes") : nullptr;
-    const JsonValue *crc = info ? info->find("crc32") : nullptr;
-    if (!nb || !crc)
-      return dataLoss(where + ": " + kStateFile + " does not describe " + file);
-    std::string path = dir + "/" + file;
-    st = readFileBytes(path, &bytes);
+  const char *names[2] = {kModelFile, kOptimizerFile};
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 2; ++i) {
+    std::string path = dir + "/" + names[i];
+    Status st = readFileBytes(path, &bytes);
     if (!st.isOk())
       return dataLoss(where + " is incomplete: " + st.message());
-    if (static_cast<double>(bytes.size()) != nb->num)
-      return dataLoss(where + ": " + file + " has " + std::to_string(bytes.size()) +
-                      " bytes, the checkpoint says " + nb->str + " (truncated or corrupted)");
-    if (static_cast<double>(crc32(bytes.data(), bytes.size())) != crc->num)
-      return dataLoss(where + ": " + file + " fails its CRC-32 check (corrupted)");
-    TC_RETURN_IF_ERROR(parseSafetensors(bytes.data(), bytes.size(), &loaded[file], path));
-  }
-  // The state's own checksum, over what it says (step, RNG, position,
-  // artifact, precision, both files' sizes and CRCs).
-  {
-    const JsonValue *sc = v.find("state_crc32");
-    const JsonValue *m = files->find(kModelFile), *op = files->find(kOptimizerFile);
-    std::string canonical = stateCanonical(
-        *meta, static_cast<size_t>(m->find("bytes")->num),
-        static_cast<uint32_t>(m->find("crc32")->num), static_cast<size_t>(op->find("bytes")->num),
-        static_cast<uint32_t>(op->find("crc32")->num));
-    if (!sc || !sc->isNumber() ||
-        sc->num != static_cast<double>(crc32(reinterpret_cast<const uint8_t *>(canonical.data()),
-                                             canonical.size())))
-      return dataLoss(where + ": " + kStateFile + " fails its state_crc32 check (edited or "
-                      "corrupted)");
+    if (static_cast<double>(bytes.size()) != recs[i].bytes)
+      return dataLoss(where + ": " + names[i] + " has " + std::to_string(bytes.size()) +
+                      " bytes, the checkpoint says " +
+                      std::to_string(static_cast<uint64_t>(recs[i].bytes)) +
+                      " (truncated or corrupted)");
+    if (static_cast<double>(crc32(bytes.data(), bytes.size())) != recs[i].crc)
+      return dataLoss(where + ": " + names[i] + " fails its CRC-32 check (corrupted)");
+    TC_RETURN_IF_ERROR(parseSafetensors(bytes.data(), bytes.size(), &loaded[names[i]], path));
   }
   TC_RETURN_IF_ERROR(setEntries(loaded[kModelFile].tensors, false, where + " " + kModelFile));
   return setEntries(loaded[kOptimizerFile].tensors, true, where + " " + kOptimizerFile);
+}
+
+Status Trainer::evalLoss(const std::vector<HostTensor> &batch, double *loss) {
+  std::vector<HostTensor> outputs;
+  if (gpu_)
+    return evalLossDevice(batch, loss);
+  const Function *eval = artifact_->findFunction("eval_step");
+  if (!eval)
+    return failedPrecondition("the artifact has no eval_step (compile it with tc-compile --train)");
+  TC_RETURN_IF_ERROR(runFunction(*artifact_, *eval, batch, &outputs, opts_, &state_));
+  for (size_t i = 0; i < eval->outputNames.size(); ++i)
+    if (eval->outputNames[i] == config_.loss) {
+      *loss = hostTensorToDoubles(outputs[i])[0];
+      return Status::ok();
+    }
+  return dataLoss("eval_step has no output '" + config_.loss + "'");
+}
+
+Status fileFingerprint(const std::string &path, const std::string &what, FileFingerprint *out) {
+  int fd = -1;
+  TC_RETURN_IF_ERROR(openRegularFile(path, what, &fd));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return ioError("cannot stat '" + path + "': " + errnoText());
+  }
+  const int64_t kBlock = 1 << 20, kAll = 64 * kBlock;
+  int64_t size = st.st_size;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&](const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 0x100000001b3ULL;
+    }
+  };
+  mix(reinterpret_cast<const uint8_t *>(&size), sizeof size);
+  std::vector<std::pair<int64_t, int64_t>> ranges; // offset, length
+  if (size <= kAll) {
+    ranges.push_back({0, size});
+  } else {
+    for (int64_t i = 0; i < 64; ++i)
+      ranges.push_back({(size - kBlock) / 63 * i, kBlock});
+    ranges.push_back({size - kBlock, kBlock});
+  }
+  std::vector<uint8_t> buf(static_cast<size_t>(kBlock));
+  for (auto [off, len] : ranges) {
+    while (len > 0) {
+      ssize_t want = static_cast<ssize_t>(std::min<int64_t>(len, kBlock));
+      ssize_t got = ::pread(fd, buf.data(), static_cast<size_t>(want), static_cast<off_t>(off));
+      if (got <= 0) {
+        ::close(fd);
+        return ioError("cannot read '" + path + "': " + (got < 0 ? errnoText() : "short read"));
+      }
+      mix(buf.data(), static_cast<size_t>(got));
+      off += got;
+      len -= got;
+    }
+  }
+  ::close(fd);
+  // The absolute path: a resumed run may start in another folder.
+  char *real = ::realpath(path.c_str(), nullptr);
+  out->path = real ? real : path;
+  std::free(real);
+  out->bytes = size;
+  out->hash = hex64(h);
+  return Status::ok();
 }
 
 } // namespace tc::rt

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,10 @@ public:
   /// Fills a [batch, seq] input_ids and labels of `dtype` (an integer type).
   Status nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng, HostTensor *inputIds,
                    HostTensor *labels, LabelShift shift = LabelShift::Next);
+  /// The same for the windows starting at the given token offsets (one per
+  /// row; each must leave seq + 1 tokens). `position` is not advanced.
+  Status batchAt(const std::vector<uint64_t> &offsets, int64_t seq, DType dtype,
+                 HostTensor *inputIds, HostTensor *labels, LabelShift shift) const;
   /// Windows drawn so far (saved in checkpoints).
   uint64_t position = 0;
 
@@ -103,6 +108,40 @@ struct StepResult {
   double gradNorm = 0;
 };
 
+/// A file a run reads, as the checkpoint identifies it: its path, its size
+/// and a hash of its bytes (fileFingerprint). Empty path: none.
+struct FileFingerprint {
+  std::string path;
+  int64_t bytes = 0;
+  std::string hash;
+  bool operator==(const FileFingerprint &o) const {
+    return bytes == o.bytes && hash == o.hash; // the same data, wherever it lies now
+  }
+  bool operator!=(const FileFingerprint &o) const { return !(*this == o); }
+};
+
+/// FNV-1a 64 over the file's size and bytes: all of them up to 64 MiB, else
+/// 64 evenly spaced 1 MiB blocks plus the last MiB (a token file of tens of
+/// GB is identified in milliseconds; an edit between the blocks is not seen).
+Status fileFingerprint(const std::string &path, const std::string &what, FileFingerprint *out);
+
+/// How a training run was configured: the tc-run flags that shape its
+/// trajectory. The checkpoint keeps it so that --resume continues the same
+/// run (runtime/src/session/run.h checks flags against it).
+struct RunConfig {
+  int64_t steps = 0; ///< the planned total
+  double lr = 0;     ///< the base learning rate
+  int64_t warmup = 0;
+  std::string schedule = "constant";
+  uint64_t seed = 1337;
+  FileFingerprint data; ///< --data (empty with --feed)
+  std::string dataDtype;
+  std::string labels; ///< "next" / "same" (with --data)
+  std::vector<std::pair<std::string, FileFingerprint>> feeds; ///< --feed NAME=FILE, by name
+  FileFingerprint valData; ///< --val-data
+  int64_t evalEvery = 0, evalIters = 0;
+};
+
 /// What a checkpoint holds besides tensors.
 struct CheckpointMeta {
   int64_t step = 0;
@@ -110,7 +149,29 @@ struct CheckpointMeta {
   uint64_t dataPosition = 0;
   std::string artifactHash;
   std::string precision = "f32";
+  /// The run's identity: drawn when a run starts fresh, kept by --resume.
+  /// --save refuses to replace another run's checkpoint (run.h).
+  std::string runId;
+  std::string tcVersion; ///< the tc that wrote it (version.h)
+  RunConfig run;
 };
+
+/// Checks that `tensors` hold exactly the model entries (parameters and
+/// buffers; with `optimizerState` the optimizer state) of `artifact`, by
+/// name, shape and dtype (float widths may differ): InvalidArgument "WHAT
+/// does not match the model; missing: ...; unexpected: ...; shape/dtype
+/// mismatch: ..." otherwise. `*wanted` gets the entry names.
+Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTensor> &tensors,
+                    bool optimizerState, const std::string &what, std::set<std::string> *wanted);
+
+/// Removes a checkpoint folder tc made: its own files and leftover
+/// temporaries, then the folder (left in place if anything else is inside).
+void removeCheckpointDir(const std::string &dir);
+
+/// The checkpoint in `dir`'s state.json only (no tensors), checked as
+/// loadCheckpoint checks it: its format, fields and state_crc32. NotFound
+/// when `dir` holds no checkpoint.
+Status readCheckpointMeta(const std::string &dir, CheckpointMeta *meta);
 
 /// FNV-1a 64 of the artifact file's bytes, as 16 hex digits: the identity a
 /// checkpoint is tied to.
@@ -158,6 +219,11 @@ public:
   Status loadCheckpoint(const std::string &dir, const std::string &expectedHash,
                         CheckpointMeta *meta);
 
+  /// The loss of one batch (the data inputs of a micro-batch) with the
+  /// current state, nothing updated: eval_step on the CPU reference,
+  /// grad_step's loss on a GPU (its program has no forward of its own).
+  Status evalLoss(const std::vector<HostTensor> &batch, double *loss);
+
   const std::map<std::string, HostTensor> &state() const { return state_; }
 
   /// Moves training to CUDA GPU `device`: the state table is copied there
@@ -174,6 +240,7 @@ public:
 private:
   struct Gpu;
   std::unique_ptr<Gpu> gpu_;
+  Status evalLossDevice(const std::vector<HostTensor> &batch, double *loss);
   Status stepDevice(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
                     StepResult *out);
   Status pushToDevice(const std::vector<std::string> &names);

@@ -142,6 +142,24 @@ Status Trainer::stepDevice(int64_t step, double lr,
   return scalarOut(*afn, "grad_norm", &out->gradNorm);
 }
 
+Status Trainer::evalLossDevice(const std::vector<HostTensor> &batch, double *loss) {
+  cuda::DeviceExecutor &ex = *gpu_->exec;
+  const char *name = ex.function("eval_step") ? "eval_step" : "grad_step";
+  const DeviceFunction *fn = ex.function(name);
+  if (!fn)
+    return failedPrecondition("the artifact has no GPU eval_step or grad_step");
+  std::vector<bool> want(fn->outputNames.size(), false);
+  // grad_step's first result is the loss (whatever the model named it).
+  int li = std::string(name) == "grad_step" ? 0 : resultIndex(*fn, config_.loss);
+  if (li < 0 || fn->outputNames.empty())
+    return dataLoss("@" + fn->name + " has no result '" + config_.loss + "'");
+  want[static_cast<size_t>(li)] = true;
+  std::vector<HostTensor> outputs;
+  TC_RETURN_IF_ERROR(ex.run(name, batch, &outputs, &want));
+  *loss = hostTensorToDoubles(outputs[static_cast<size_t>(li)])[0];
+  return Status::ok();
+}
+
 #else // !TC_HAVE_CUDA
 
 struct Trainer::Gpu {};
@@ -156,6 +174,9 @@ DeviceMemoryReport Trainer::deviceMemory() const { return DeviceMemoryReport(); 
 Status Trainer::pushToDevice(const std::vector<std::string> &) { return Status::ok(); }
 Status Trainer::deviceState(std::map<std::string, HostTensor> *) const {
   return failedPrecondition("training is not on a GPU");
+}
+Status Trainer::evalLossDevice(const std::vector<HostTensor> &, double *) {
+  return unimplemented("this tc was built without the CUDA backend");
 }
 Status Trainer::stepDevice(int64_t, double, const std::vector<std::vector<HostTensor>> &,
                            StepResult *) {

@@ -12,7 +12,7 @@ ref = json.load(open(ref_path))
 want = ref["loss_" + precision]
 lines = [l for l in open(metrics).read().splitlines() if l.strip()]
 got = json.loads(lines[-1])
-assert got.get("mode") == "eval", got
+assert got.get("schema") == "tc.metrics/1" and got.get("kind") == "eval", got
 rel = abs(got["loss"] - want) / abs(want)
 print(f"loss {got['loss']:.8f} want {want:.8f} rel {rel:.2e}")
 if not rel <= rtol:

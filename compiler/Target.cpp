@@ -1,0 +1,56 @@
+//===- Target.cpp - the one table of the GPUs tc compiles for -------------===//
+#include "compiler/Target.h"
+
+namespace tc {
+
+const std::vector<TargetDevice> &targetDevices() {
+  // Peaks: NVIDIA's datasheets (H100/H200 SXM: dense bf16/fp16 989.4
+  // TFLOP/s, tf32 494.7, fp8 1978.9, fp32 66.9; the RTX 5090 from the RTX
+  // Blackwell architecture whitepaper: dense bf16/fp16 with fp32
+  // accumulation 209.5, fp32 104.8; its fp8/fp4 with fp32 accumulation are
+  // not entered until sourced).
+  static const std::vector<TargetDevice> kDevices = {
+      {"NVIDIA H200", "H200", "sm_90", 150'110'011'392ll,
+       "cudaMemGetInfo total, measured on the H200 here (bench/RESULTS.md, 2026-12-01)",
+       989.4e12, 989.4e12, 494.7e12, 1978.9e12, 66.9e12, "NVIDIA H200 SXM datasheet",
+       "NVLink 4 (900 GB/s) on SXM boards"},
+      {"NVIDIA H100", "H100", "sm_90", 85'520'809'984ll,
+       "81,559 MiB, the total nvidia-smi shows for an H100 SXM 80 GB (not measured by tc)",
+       989.4e12, 989.4e12, 494.7e12, 1978.9e12, 66.9e12, "NVIDIA H100 SXM datasheet",
+       "NVLink 4 (900 GB/s) on SXM boards"},
+      {"NVIDIA GeForce RTX 5090", "RTX 5090", "sm_120", 34'190'917'632ll,
+       "32,607 MiB, the total nvidia-smi shows for an RTX 5090 (not measured by tc)", 209.5e12,
+       209.5e12, 104.8e12, 0, 104.8e12, "NVIDIA RTX Blackwell GPU architecture whitepaper",
+       "PCIe 5.0 x16 (no NVLink)"},
+  };
+  return kDevices;
+}
+
+std::vector<const TargetDevice *> devicesOf(const std::string &arch) {
+  std::string a = arch == "sm_120a" ? "sm_120" : arch;
+  std::vector<const TargetDevice *> out;
+  for (const TargetDevice &d : targetDevices())
+    if (a == d.arch)
+      out.push_back(&d);
+  return out;
+}
+
+bool isGpuArch(const std::string &target) {
+  return target == "sm_90" || target == "sm_120" || target == "sm_120a";
+}
+
+double densePeak(const TargetDevice &d, const std::string &dtype) {
+  if (dtype == "bf16")
+    return d.bf16;
+  if (dtype == "fp16")
+    return d.fp16;
+  if (dtype == "tf32")
+    return d.tf32;
+  if (dtype == "fp8")
+    return d.fp8;
+  if (dtype == "fp32")
+    return d.fp32;
+  return 0;
+}
+
+} // namespace tc

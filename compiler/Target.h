@@ -1,0 +1,49 @@
+//===- Target.h - the one table of the GPUs tc compiles for ----*- C++ -*-===//
+//
+// Each card tc targets: its architecture, its memory as the driver reports
+// it (cudaMemGetInfo's total, which is what a plan must fit in), its dense
+// tensor-core peaks per dtype (for MFU) and its interconnect. The memory
+// report's fit verdicts, the largest batch that fits and MFU read it. Every
+// number says where it comes from.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_COMPILER_TARGET_H
+#define TC_COMPILER_TARGET_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tc {
+
+struct TargetDevice {
+  const char *name;  ///< "NVIDIA H200"
+  const char *match; ///< a part of the driver's device name that picks this row: "H200"
+  const char *arch;  ///< the compile target: "sm_90", "sm_120"
+  /// cudaMemGetInfo's total, in bytes, and where the number comes from.
+  int64_t memoryBytes;
+  const char *memorySource;
+  /// Dense (no sparsity) peaks in FLOP/s, 0 where the card has no such unit
+  /// or the table has no sourced number: bf16 and fp16 with fp32
+  /// accumulation, tf32, fp8 (fp32 accumulation), fp32 without tensor cores.
+  double bf16, fp16, tf32, fp8, fp32;
+  const char *peakSource;
+  const char *interconnect;
+};
+
+/// Every card, in the order the reports list them.
+const std::vector<TargetDevice> &targetDevices();
+
+/// The cards of a compile target ("sm_90": H200, H100; "sm_120": RTX 5090).
+std::vector<const TargetDevice *> devicesOf(const std::string &arch);
+
+/// The compile targets tc builds GPU programs for.
+bool isGpuArch(const std::string &target);
+
+/// The dense peak of `d` for a step whose matmuls run in `dtype` ("bf16",
+/// "fp16", "tf32", "fp8", "fp32"); 0 when unknown.
+double densePeak(const TargetDevice &d, const std::string &dtype);
+
+} // namespace tc
+
+#endif // TC_COMPILER_TARGET_H
