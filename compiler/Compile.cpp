@@ -1,6 +1,7 @@
 //===- Compile.cpp - import, pipeline, artifact ---------------------------===//
 
 #include "compiler/Compile.h"
+#include "runtime/src/base/json.h"
 #include "compiler/Flops.h"
 #include "compiler/Target.h"
 
@@ -80,21 +81,7 @@ LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAtt
 }
 
 namespace {
-std::string jsonQuote(llvm::StringRef s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
+std::string jsonQuote(llvm::StringRef s) { return tc::rt::jsonQuote(s.str()); }
 
 std::string jsonDouble(double v) {
   char buf[40];
@@ -434,6 +421,22 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   if (failed(report))
     return fail("memory report", err);
   result->artifact.reports["memory"] = *report;
+  {
+    func::FuncOp shown = fused->lookupSymbol<func::FuncOp>("train_step");
+    if (!shown || !shown->hasAttr("tcx.arena_size")) {
+      shown = nullptr;
+      int64_t most = -1;
+      for (auto fn : fused->getOps<func::FuncOp>())
+        if (fn->hasAttr("tcx.arena_size"))
+          if (auto p = summarizeMemoryPlan(fn, nullptr); succeeded(p) && p->total() > most) {
+            most = p->total();
+            shown = fn;
+          }
+    }
+    if (shown)
+      if (auto p = summarizeMemoryPlan(shown, nullptr); succeeded(p))
+        result->memoryPlan = *p;
+  }
   for (auto fn : fused->getOps<func::FuncOp>()) {
     auto device = lowerToDeviceProgram(fn, &err);
     if (failed(device))
@@ -442,6 +445,141 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   }
   result->gpuModule = std::move(fused);
   return true;
+}
+
+int64_t batchOf(const CompileOptions &opts, const ModuleOp imported, std::string *why) {
+  if (auto it = opts.import.dimParams.find("batch"); it != opts.import.dimParams.end())
+    return it->second;
+  int64_t b = -1;
+  for (const auto &[name, shape] : opts.import.inputShapes) {
+    if (shape.empty() || (b >= 0 && shape[0] != b)) {
+      *why = "the --input shapes do not share one batch (axis 0)";
+      return -1;
+    }
+    b = shape[0];
+  }
+  if (b < 0)
+    *why = "the batch is fixed by the export (static shapes) or not set: compile with "
+           "--dim batch=B (or --input) to re-plan it";
+  (void)imported;
+  return b;
+}
+
+namespace {
+/// `opts` at batch `b` (as batchOf reads it).
+CompileOptions atBatch(const CompileOptions &opts, int64_t b) {
+  CompileOptions o = opts;
+  if (auto it = o.import.dimParams.find("batch"); it != o.import.dimParams.end())
+    it->second = b;
+  else
+    for (auto &[name, shape] : o.import.inputShapes)
+      shape[0] = b;
+  o.compileKernels = false;
+  return o;
+}
+} // namespace
+
+BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t plannedTotal,
+                             const TargetDevice &card, std::map<int64_t, int64_t> *planned) {
+  BatchFit fit;
+  std::string failure;
+  (*planned)[batch] = plannedTotal;
+  // The plan's total at batch b; -1 when it does not compile.
+  auto total = [&](int64_t b) -> int64_t {
+    if (auto it = planned->find(b); it != planned->end())
+      return it->second;
+    MLIRContext ctx;
+    loadCompilerDialects(ctx);
+    CompileResult r;
+    CompileError e;
+    if (!compile(ctx, atBatch(opts, b), &r, &e) || !r.memoryPlan) {
+      failure = "batch " + std::to_string(b) + " does not compile: " + e.message;
+      return -1;
+    }
+    return (*planned)[b] = r.memoryPlan->total();
+  };
+  auto fits = [&](int64_t b) -> int {
+    int64_t t = total(b);
+    return t < 0 ? -1 : fitsCard(t, card) ? 1 : 0;
+  };
+  const int64_t kMaxBatch = int64_t(1) << 40;
+  // lo fits (0: none known), hi does not (-1: none known).
+  int64_t lo = 0, hi = -1;
+  int f = fitsCard(plannedTotal, card) ? 1 : 0;
+  (f ? lo : hi) = batch;
+  // The guess: a line through the plans at batch and 2 * batch (or batch / 2).
+  int64_t other = batch > 1 ? batch / 2 : 2;
+  int64_t tOther = total(other);
+  if (tOther < 0) {
+    fit.note = failure;
+    return fit;
+  }
+  if (fitsCard(tOther, card))
+    lo = std::max(lo, other);
+  else if (hi < 0 || other < hi)
+    hi = other;
+  // Secant steps: the line through the two plans farthest apart so far
+  // predicts the batch that fills the card; a plan there replaces the nearer
+  // point (the totals are close to linear in the batch, so this converges in
+  // a few plans), and the guess and the guess + 1 bracket the answer.
+  int64_t b0 = other, b1 = batch;
+  int64_t t0 = tOther, t1 = plannedTotal;
+  double room = static_cast<double>(card.memoryBytes - card.contextBytes);
+  for (int iter = 0; iter < 6 && (hi < 0 || hi - lo > 1); ++iter) {
+    if (b0 == b1 || t0 == t1)
+      break;
+    double slope = static_cast<double>(t1 - t0) / static_cast<double>(b1 - b0);
+    if (!(slope > 0))
+      break;
+    double g = static_cast<double>(b1) + (room - static_cast<double>(t1)) / slope;
+    int64_t guess = g < 1 ? 1 : static_cast<int64_t>(std::min(g, 1e12));
+    bool moved = false;
+    for (int64_t c : {guess, guess + 1}) {
+      if (c <= lo || (hi >= 0 && c >= hi))
+        continue;
+      int r = fits(c);
+      if (r < 0) {
+        fit.note = failure;
+        return fit;
+      }
+      (r ? lo : hi) = c;
+      moved = true;
+    }
+    if (!moved)
+      break;
+    // Keep the farther of the old points and the guess.
+    int64_t tg = total(guess);
+    if (std::llabs(guess - b0) > std::llabs(guess - b1)) {
+      b1 = guess;
+      t1 = tg;
+    } else {
+      b0 = guess;
+      t0 = tg;
+    }
+  }
+  // Bisection where the line was wrong (a plan that packs unevenly).
+  while (hi < 0 && lo < kMaxBatch) {
+    int64_t g = std::max<int64_t>(1, lo * 2);
+    int r = fits(g);
+    if (r < 0) {
+      fit.note = failure;
+      return fit;
+    }
+    (r ? lo : hi) = g;
+  }
+  while (hi - lo > 1) {
+    int64_t g = lo + (hi - lo) / 2;
+    int r = fits(g);
+    if (r < 0) {
+      fit.note = failure;
+      return fit;
+    }
+    (r ? lo : hi) = g;
+  }
+  fit.batch = lo;
+  fit.note = "batch " + std::to_string(lo + 1) + " does not fit (" + std::to_string(planned->size()) +
+             " plans in all)";
+  return fit;
 }
 
 } // namespace tc

@@ -15,6 +15,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "compiler/MemoryReport.h"
+
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +86,9 @@ struct CompileResult {
     std::vector<uint8_t> cubin;
   };
   std::vector<Kernel> kernels;
+  /// GPU targets: the plan the memory report shows (@train_step, else the
+  /// planned function with the largest total).
+  std::optional<MemoryPlanSummary> memoryPlan;
 };
 
 /// Error classes, so that tools can choose exit codes: bad input (the model,
@@ -105,6 +112,20 @@ bool importModel(mlir::MLIRContext &ctx, const CompileOptions &opts,
 /// by tc-run).
 bool compile(mlir::MLIRContext &ctx, const CompileOptions &opts,
              CompileResult *result, CompileError *error);
+
+/// The largest batch whose plan fits `card` (MemoryReport.h's fitsCard),
+/// found by re-planning `opts` (a GPU target) at other batch sizes: the
+/// exporter's "batch" dimension (--dim batch=B) when the model names one,
+/// else axis 0 of every --input. A linear fit of two plans gives the guess;
+/// plans at the guess and the guess + 1 confirm it (bisection when they do
+/// not). Kernels are not compiled. `plannedTotal` is the plan of `batch`
+/// (opts' own); `planned` caches totals by batch across calls (one per card).
+BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t plannedTotal,
+                             const TargetDevice &card, std::map<int64_t, int64_t> *planned);
+
+/// The batch `opts` compiles at (the "batch" dim or axis 0 of the --input
+/// shapes, all equal), or -1 with `*why` set.
+int64_t batchOf(const CompileOptions &opts, const mlir::ModuleOp imported, std::string *why);
 
 /// The import-cleanup pipeline (canonicalize, CSE) on a module.
 /// Whether `target` names a GPU ("sm_90", "sm_120", "sm_120a").

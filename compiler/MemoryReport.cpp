@@ -3,6 +3,7 @@
 #include "compiler/MemoryReport.h"
 
 #include "dialects/tcx/IR/TcxOps.h"
+#include "runtime/src/base/json.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
@@ -13,11 +14,6 @@ using namespace mlir;
 namespace tc {
 
 namespace {
-const GpuDevice kDevices[] = {
-    {"sm_90", "NVIDIA H200", 141'000'000'000ll, "141 GB"},
-    {"sm_90", "NVIDIA H100", 80'000'000'000ll, "80 GB"},
-    {"sm_120", "NVIDIA RTX 5090", 32ll << 30, "32 GiB"},
-};
 
 /// "1,234,567"
 std::string grouped(int64_t v) {
@@ -37,7 +33,21 @@ int64_t intAttr(func::FuncOp fn, StringRef name) {
 }
 } // namespace
 
-llvm::ArrayRef<GpuDevice> gpuDevices() { return kDevices; }
+bool fitsCard(int64_t total, const TargetDevice &d) {
+  return total + d.contextBytes <= d.memoryBytes;
+}
+
+namespace {
+/// "150.1 GB = 139.8 GiB"
+std::string bothUnits(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.1f GB = %.1f GiB", bytes / 1e9, bytes / 1073741824.0);
+  return s;
+}
+
+std::string q(llvm::StringRef s) { return tc::rt::jsonQuote(s.str()); }
+} // namespace
 
 std::string humanBytes(int64_t bytes) {
   static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
@@ -97,7 +107,8 @@ FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *e
   return s;
 }
 
-std::string memoryReport(const MemoryPlanSummary &s, StringRef target) {
+std::string memoryReport(const MemoryPlanSummary &s, StringRef target,
+                         const std::vector<BatchFit> &fits) {
   std::string out;
   llvm::raw_string_ostream os(out);
   os << "memory plan of @" << s.function << " for " << target
@@ -127,23 +138,71 @@ std::string memoryReport(const MemoryPlanSummary &s, StringRef target) {
   line("arena peak", s.arena, ("one allocation; peak live " + humanBytes(s.peakLive)).c_str());
   int64_t total = s.total();
   line("total", total, "what the runtime allocates");
-  bool any = false;
-  for (const GpuDevice &d : gpuDevices()) {
-    if (target != d.target)
-      continue;
-    any = true;
-    double used = 100.0 * static_cast<double>(total) / static_cast<double>(d.memoryBytes);
-    os << "  fit on " << d.name << " (" << d.memoryText << " = " << grouped(d.memoryBytes)
-       << " B): ";
-    if (total <= d.memoryBytes)
+  std::vector<const TargetDevice *> cards = devicesOf(target.str());
+  for (size_t i = 0; i < cards.size(); ++i) {
+    const TargetDevice &d = *cards[i];
+    int64_t need = total + d.contextBytes;
+    double used = 100.0 * static_cast<double>(need) / static_cast<double>(d.memoryBytes);
+    os << "  " << d.name << ": capacity " << grouped(d.memoryBytes) << " B ("
+       << bothUnits(d.memoryBytes) << "; " << d.memorySource << "); with the CUDA context ("
+       << humanBytes(d.contextBytes) << ", " << d.contextSource << ") the step needs "
+       << grouped(need) << " B: ";
+    if (fitsCard(total, d))
       os << "fits, " << llvm::format("%.1f", used) << "% used, "
-         << humanBytes(d.memoryBytes - total) << " free\n";
+         << humanBytes(d.memoryBytes - need) << " free";
     else
-      os << "does NOT fit, " << humanBytes(total - d.memoryBytes) << " over ("
-         << llvm::format("%.1f", used) << "%)\n";
+      os << "does NOT fit, " << humanBytes(need - d.memoryBytes) << " over ("
+         << llvm::format("%.1f", used) << "%)";
+    os << "\n";
+    if (i < fits.size()) {
+      const BatchFit &f = fits[i];
+      if (f.batch > 0)
+        os << "    largest batch that fits: " << f.batch << " (re-planned)";
+      else if (f.batch == 0)
+        os << "    largest batch that fits: none (batch 1 does not fit)";
+      else
+        os << "    largest batch: not searched";
+      if (!f.note.empty())
+        os << "; " << f.note;
+      os << "\n";
+    }
   }
-  if (!any)
-    os << "  fit: no device of target " << target << " in the table (known: sm_90, sm_120)\n";
+  if (cards.empty())
+    os << "  fit: no card of target " << target << " in the table (known: sm_90, sm_120)\n";
+  return out;
+}
+
+std::string memoryReportJson(const MemoryPlanSummary &s, StringRef target,
+                             const std::vector<BatchFit> &fits) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "{\"function\": " << q(s.function) << ", \"target\": " << q(target)
+     << ", \"unit\": \"bytes\", \"bytes\": {\"parameters\": " << s.parameters
+     << ", \"model_buffers\": " << s.modelBuffers
+     << ", \"gradients\": " << (s.persistentGradients ? s.persistentGradients : s.arenaGradients)
+     << ", \"gradients_in_arena\": " << (s.persistentGradients ? "false" : "true")
+     << ", \"optimizer_state\": " << s.optimizerState << ", \"constants\": " << s.constants
+     << ", \"inputs\": " << s.inputs << ", \"activations_peak\": " << s.activations
+     << ", \"backward_peak\": " << s.backward << ", \"workspace\": " << s.workspace
+     << ", \"arena\": " << s.arena << ", \"peak_live\": " << s.peakLive
+     << "}, \"total\": " << s.total() << ", \"cards\": [";
+  std::vector<const TargetDevice *> cards = devicesOf(target.str());
+  for (size_t i = 0; i < cards.size(); ++i) {
+    const TargetDevice &d = *cards[i];
+    bool fit = fitsCard(s.total(), d);
+    os << (i ? ", " : "") << "{\"name\": " << q(d.name) << ", \"capacity_bytes\": "
+       << d.memoryBytes << ", \"capacity_source\": " << q(d.memorySource)
+       << ", \"context_bytes\": " << d.contextBytes << ", \"fits\": " << (fit ? "true" : "false")
+       << ", \"free_bytes\": " << d.memoryBytes - s.total() - d.contextBytes;
+    if (i < fits.size()) {
+      if (fits[i].batch >= 0)
+        os << ", \"largest_batch\": " << fits[i].batch;
+      if (!fits[i].note.empty())
+        os << ", \"note\": " << q(fits[i].note);
+    }
+    os << "}";
+  }
+  os << "]}\n";
   return out;
 }
 

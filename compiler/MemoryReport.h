@@ -8,6 +8,7 @@
 #ifndef TC_COMPILER_MEMORYREPORT_H
 #define TC_COMPILER_MEMORYREPORT_H
 
+#include "compiler/Target.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -15,19 +16,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tc {
-
-/// One GPU of the target table.
-struct GpuDevice {
-  const char *target;     // "sm_90", "sm_120"
-  const char *name;       // "NVIDIA H200"
-  int64_t memoryBytes;    // device memory as sold: 141 GB = 141e9 bytes
-  const char *memoryText; // "141 GB"
-};
-
-/// The target table (sm_90: H200 141 GB, H100 80 GB; sm_120: RTX 5090 32 GiB).
-llvm::ArrayRef<GpuDevice> gpuDevices();
 
 /// The cuBLASLt workspace the runtime preallocates when a step has matmuls
 /// (runtime/src/cuda/cublaslt.h Matmul::kDefaultWorkspaceBytes).
@@ -60,11 +51,33 @@ struct MemoryPlanSummary {
 mlir::FailureOr<MemoryPlanSummary> summarizeMemoryPlan(mlir::func::FuncOp fn,
                                                        std::string *error);
 
+/// The largest batch that fits one card, found by re-planning (Compile.h's
+/// largestFittingBatch): batch < 0 when it was not searched, 0 when not even
+/// batch 1 fits; `note` says why it was not searched or what bounds it.
+struct BatchFit {
+  int64_t batch = -1;
+  std::string note;
+};
+
 /// The table for one function and a target ("sm_90", "sm_120"): one line per
-/// category with exact bytes and binary units beside, the total, and a fit
-/// verdict per GPU of the target. An unknown target gets the table and a
-/// line saying no device of it is known.
-std::string memoryReport(const MemoryPlanSummary &summary, llvm::StringRef target);
+/// category with exact bytes and binary units beside, the total, and per
+/// card of the target (compiler/Target.h) its capacity (cudaMemGetInfo's
+/// total, in GB = 1e9 B and GiB = 2^30 B, and where the number comes from)
+/// and the verdict: the step fits when its total plus the CUDA context
+/// (measured) is at most the capacity. With `fits` (one per card, in the
+/// table's order) the largest batch that fits each card. An unknown target
+/// gets the table and a line saying no card of it is known.
+std::string memoryReport(const MemoryPlanSummary &summary, llvm::StringRef target,
+                         const std::vector<BatchFit> &fits = {});
+
+/// The same as JSON: {"function", "target", "bytes": {category: n},
+/// "total", "cards": [{"name", "capacity_bytes", "capacity_source",
+/// "context_bytes", "fits", "free_bytes", "largest_batch"?, "note"?}]}.
+std::string memoryReportJson(const MemoryPlanSummary &summary, llvm::StringRef target,
+                             const std::vector<BatchFit> &fits = {});
+
+/// Whether `summary` fits card `d`: total + context <= capacity.
+bool fitsCard(int64_t total, const TargetDevice &d);
 
 /// The report of `function` in a planned module (default: @train_step when
 /// there is one, else every planned function, one table each). Fails with

@@ -10,13 +10,16 @@
 #include "compiler/PrecisionReport.h"
 
 #include "dialects/tc/IR/TcOps.h"
+#include "runtime/src/base/json.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <vector>
 
@@ -59,21 +62,36 @@ double matmulFlops(tc::MatmulOp mm) {
   return 2.0 * k * (double)res.getNumElements();
 }
 
-} // namespace
+struct Row {
+  std::string name, type, precision, reason, node;
+};
 
-std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  auto fn = module.lookupSymbol<func::FuncOp>(function);
-  if (!fn || fn.isExternal()) {
-    os << "precision report: no function @" << function << "\n";
-    return out;
-  }
-  struct Row {
-    std::string name, type, precision, reason;
-  };
+struct Report {
+  bool found = false;
   std::vector<Row> rows;
   double flops = 0, bf16Flops = 0;
+  std::map<std::string, int64_t> perPrecision;
+};
+
+/// The ONNX node an op comes from: the first name in its location.
+std::string nodeOf(Location loc) {
+  if (auto n = llvm::dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (std::string s = nodeOf(l); !s.empty())
+        return s;
+  if (auto c = llvm::dyn_cast<CallSiteLoc>(loc))
+    return nodeOf(c.getCallee());
+  return "";
+}
+
+Report collect(ModuleOp module, llvm::StringRef function) {
+  Report rep;
+  auto fn = module.lookupSymbol<func::FuncOp>(function);
+  if (!fn || fn.isExternal())
+    return rep;
+  rep.found = true;
   fn.walk([&](Operation *op) {
     if (!llvm::isa<tc::TCDialect>(op->getDialect()))
       return;
@@ -91,11 +109,12 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
     auto why = op->getAttrOfType<StringAttr>("tc.precision_reason");
     row.precision = p ? p.getValue().str() : derivedPrecision(op);
     row.reason = why ? why.getValue().str() : "(derived from types)";
+    row.node = nodeOf(op->getLoc());
     if (auto mm = llvm::dyn_cast<tc::MatmulOp>(op)) {
       double f = matmulFlops(mm);
-      flops += f;
+      rep.flops += f;
       if (llvm::isa<BFloat16Type>(elementOf(mm.getLhs().getType())))
-        bf16Flops += f;
+        rep.bf16Flops += f;
     }
     if (auto at = llvm::dyn_cast<tc::AttentionOp>(op)) {
       // Its two products, counted dense (q k^T and p v), as the unfused
@@ -105,36 +124,120 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
       auto v = llvm::cast<RankedTensorType>(at.getValue().getType());
       double f = 2.0 * q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) * k.getDimSize(2) *
                  static_cast<double>(q.getDimSize(3) + v.getDimSize(3));
-      flops += f;
+      rep.flops += f;
       if (llvm::isa<BFloat16Type>(q.getElementType()))
-        bf16Flops += f;
+        rep.bf16Flops += f;
     }
-    rows.push_back(std::move(row));
+    ++rep.perPrecision[row.precision];
+    rep.rows.push_back(std::move(row));
   });
-  size_t wName = 2, wType = 4, wPrec = 9;
-  for (const Row &r : rows) {
+  return rep;
+}
+
+/// The ops of each kind, in order of first appearance.
+struct Kind {
+  std::string name;
+  int64_t count = 0;
+  std::map<std::string, int64_t> precisions, reasons;
+};
+
+std::vector<Kind> byKind(const Report &rep) {
+  std::vector<Kind> kinds;
+  std::map<std::string, size_t> index;
+  for (const Row &r : rep.rows) {
+    auto [it, fresh] = index.emplace(r.name, kinds.size());
+    if (fresh)
+      kinds.push_back(Kind{r.name});
+    Kind &k = kinds[it->second];
+    ++k.count;
+    ++k.precisions[r.precision];
+    ++k.reasons[r.reason];
+  }
+  return kinds;
+}
+
+std::string joinCounts(const std::map<std::string, int64_t> &m) {
+  std::string s;
+  for (const auto &[k, n] : m)
+    s += (s.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  return s;
+}
+
+std::string quote(const std::string &s) { return tc::rt::jsonQuote(s); }
+
+std::string jsonCounts(const std::map<std::string, int64_t> &m) {
+  std::string s;
+  for (const auto &[k, n] : m)
+    s += (s.empty() ? "" : ", ") + quote(k) + ": " + std::to_string(n);
+  return "{" + s + "}";
+}
+
+} // namespace
+
+std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  Report rep = collect(module, function);
+  if (!rep.found) {
+    os << "precision report: no function @" << function << "\n";
+    return out;
+  }
+  os << "precision report: @" << function << " (" << rep.rows.size() << " ops)\n";
+  os << "matmul FLOPs in bf16: " << llvm::format("%.0f", rep.bf16Flops) << " of "
+     << llvm::format("%.0f", rep.flops) << " ("
+     << llvm::format("%.1f", rep.flops > 0 ? 100.0 * rep.bf16Flops / rep.flops : 0.0) << "%)\n";
+  os << "counts: " << joinCounts(rep.perPrecision) << "\n";
+  std::vector<Kind> kinds = byKind(rep);
+  size_t wKind = 4;
+  for (const Kind &k : kinds)
+    wKind = std::max(wKind, k.name.size());
+  os << "by kind:\n";
+  for (const Kind &k : kinds) {
+    std::string reasons;
+    for (const auto &[r, n] : k.reasons)
+      reasons += (reasons.empty() ? "" : "; ") + r + (k.reasons.size() > 1 ? " (" + std::to_string(n) + ")" : "");
+    os << "  " << llvm::left_justify(k.name, wKind) << "  " << llvm::right_justify(std::to_string(k.count), 5)
+       << "  " << joinCounts(k.precisions) << ": " << reasons << "\n";
+  }
+  size_t wName = 2, wType = 4, wPrec = 9, wReason = 6;
+  for (const Row &r : rep.rows) {
     wName = std::max(wName, r.name.size());
     wType = std::max(wType, r.type.size());
     wPrec = std::max(wPrec, r.precision.size());
+    wReason = std::max(wReason, r.reason.size());
   }
-  std::map<std::string, int64_t> perPrecision;
-  os << "precision report: @" << function << " (" << rows.size() << " ops)\n";
+  os << "ops:\n";
   os << llvm::left_justify("op", wName) << "  " << llvm::left_justify("type", wType) << "  "
-     << llvm::left_justify("precision", wPrec) << "  reason\n";
-  for (const Row &r : rows) {
-    os << llvm::left_justify(r.name, wName) << "  " << llvm::left_justify(r.type, wType)
-       << "  " << llvm::left_justify(r.precision, wPrec) << "  " << r.reason << "\n";
-    ++perPrecision[r.precision];
-  }
-  os << "counts:";
-  bool first = true;
-  for (auto &[prec, n] : perPrecision) {
-    os << (first ? " " : ", ") << prec << " " << n;
-    first = false;
-  }
-  os << "\n";
-  os << "matmul FLOPs in bf16: " << llvm::format("%.0f", bf16Flops) << " of "
-     << llvm::format("%.0f", flops) << " ("
-     << llvm::format("%.1f", flops > 0 ? 100.0 * bf16Flops / flops : 0.0) << "%)\n";
+     << llvm::left_justify("precision", wPrec) << "  " << llvm::left_justify("reason", wReason)
+     << "  onnx node\n";
+  for (const Row &r : rep.rows)
+    os << llvm::left_justify(r.name, wName) << "  " << llvm::left_justify(r.type, wType) << "  "
+       << llvm::left_justify(r.precision, wPrec) << "  " << llvm::left_justify(r.reason, wReason)
+       << "  " << (r.node.empty() ? "-" : r.node) << "\n";
   return out;
+}
+
+std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function) {
+  Report rep = collect(module, function);
+  if (!rep.found)
+    return "{\"error\": " + quote("no function @" + function.str()) + "}\n";
+  std::string out = "{\"function\": " + quote(function.str()) +
+                    ", \"ops\": " + std::to_string(rep.rows.size()) +
+                    ", \"matmul_flops\": " + llvm::formatv("{0:F0}", rep.flops).str() +
+                    ", \"bf16_matmul_flops\": " + llvm::formatv("{0:F0}", rep.bf16Flops).str() +
+                    ", \"counts\": " + jsonCounts(rep.perPrecision) + ", \"by_kind\": [";
+  std::vector<Kind> kinds = byKind(rep);
+  for (size_t i = 0; i < kinds.size(); ++i)
+    out += std::string(i ? ", " : "") + "{\"op\": " + quote(kinds[i].name) +
+           ", \"count\": " + std::to_string(kinds[i].count) +
+           ", \"precisions\": " + jsonCounts(kinds[i].precisions) +
+           ", \"reasons\": " + jsonCounts(kinds[i].reasons) + "}";
+  out += "], \"op_list\": [";
+  for (size_t i = 0; i < rep.rows.size(); ++i) {
+    const Row &r = rep.rows[i];
+    out += std::string(i ? ",\n  " : "\n  ") + "{\"op\": " + quote(r.name) +
+           ", \"type\": " + quote(r.type) + ", \"precision\": " + quote(r.precision) +
+           ", \"reason\": " + quote(r.reason) + ", \"node\": " + quote(r.node) + "}";
+  }
+  return out + "]}\n";
 }

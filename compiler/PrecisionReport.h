@@ -1,8 +1,9 @@
 //===- PrecisionReport.h - `tc-compile --report precision` -----*- C++ -*-===//
 //
-// Prints the precision plan tc-precision left on a function: each op with its
-// result type, precision and reason, then the counts per precision and the
-// share of matmul FLOPs computed in bf16.
+// Prints the precision plan tc-precision left on a function: its summary
+// (the share of matmul FLOPs in bf16, the counts per precision), the ops by
+// kind, then each op with its result type, precision, reason and ONNX node;
+// or all of it as JSON.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_PRECISIONREPORT_H
@@ -15,14 +16,24 @@
 
 namespace tc {
 
-/// The precision report of `func.func @<function>` in `module` (one line per
-/// op: name, result type, `tc.precision`, `tc.precision_reason`; ops the pass
-/// did not annotate, like the backward tc-autodiff adds, show the element
-/// type they compute in and "(derived from types)"). Then "counts:" per
-/// precision and "matmul FLOPs in bf16: <bf16> of <total> (<pct>%)", FLOPs
-/// being 2*M*N*K per batch element. An unknown function gives one line
-/// saying so.
+/// The precision report of `func.func @<function>` in `module`. It starts
+/// with its summary: the op count, the share of matmul FLOPs computed in bf16
+/// ("matmul FLOPs in bf16: <bf16> of <total> (<pct>%)", 2*M*N*K per batch
+/// element, attention's two products counted as the matmuls they replace)
+/// and the counts per precision. Then the ops grouped by kind (count, their
+/// precisions, their reasons), then one line per op: name, result type,
+/// `tc.precision`, `tc.precision_reason` and the ONNX node it comes from (its
+/// location; ops tc-autodiff adds carry their forward node's). Ops the pass
+/// did not annotate show the element type they compute in and "(derived
+/// from types)". An unknown function gives one line saying so.
 std::string precisionReport(mlir::ModuleOp module, llvm::StringRef function);
+
+/// The same as one JSON object: {"function", "ops", "matmul_flops",
+/// "bf16_matmul_flops", "counts": {precision: n}, "by_kind": [{"op", "count",
+/// "precisions": {...}, "reasons": {...}}], "op_list": [{"op", "type",
+/// "precision", "reason", "node"}]} listing every op; {"error": ...} for an
+/// unknown function.
+std::string precisionReportJson(mlir::ModuleOp module, llvm::StringRef function);
 
 } // namespace tc
 

@@ -23,6 +23,10 @@ struct TargetDevice {
   /// cudaMemGetInfo's total, in bytes, and where the number comes from.
   int64_t memoryBytes;
   const char *memorySource;
+  /// What is in use on the card before tc allocates: the CUDA context
+  /// (cudaMemGetInfo's total - free after the context is made).
+  int64_t contextBytes;
+  const char *contextSource;
   /// Dense (no sparsity) peaks in FLOP/s, 0 where the card has no such unit
   /// or the table has no sourced number: bf16 and fp16 with fp32
   /// accumulation, tf32, fp8 (fp32 accumulation), fp32 without tensor cores.

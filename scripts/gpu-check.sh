@@ -190,7 +190,7 @@ for f in sorted(os.listdir(fixt)):
     mm = re.search(r"^\s*total\s+([\d,]+)", mt, re.M)
     if mm:
         planned = int(mm.group(1).replace(",", ""))
-    dm = re.search(r"total (\d+) bytes; cudaMemGetInfo saw (-?\d+)", log)
+    dm = re.search(r"\((\d+) bytes\); cudaMemGetInfo saw (-?\d+) bytes", log)
     if dm:
         runtime, seen = int(dm.group(1)), int(dm.group(2))
     # Allocations are padded to 16 bytes per entry; the driver maps 2 MiB pages
@@ -324,6 +324,51 @@ if [ -x "$TCRUN" ] && [ -f "$BUILD/tiny-gpt/tiny-gpt.tca" ]; then
   echo "   $tiny_line"
 fi
 
+# The run loop on the GPU (runtime/src/session/run.h): validation through the
+# device (grad_step's loss), --eval --data --init of the saved checkpoint
+# (eval_step of the device program) against the val_loss it wrote, MFU/HFU
+# known for the card, TensorBoard, SIGINT saving; and the card's memory as
+# cudaMemGetInfo reports it (the target table's capacity, compiler/Target.cpp).
+loop_line="run loop: not run"
+if [ -x "$TCRUN" ] && [ -f "$BUILD/tiny-gpt/tiny-gpt.tca" ]; then
+  echo "== run loop on the GPU (logs: $OUT/loop)"
+  rm -rf "$OUT/loop" && mkdir -p "$OUT/loop"
+  TB="$BUILD/tiny-gpt/tiny-gpt.tca"
+  "$TCRUN" "$TB" --device cuda --steps 40 --data "$BUILD/tiny-gpt/train.bin" --val-data "$BUILD/tiny-gpt/train.bin" \
+    --eval-every 20 --eval-iters 4 --save "$OUT/loop/ck" --metrics "$OUT/loop/m.jsonl" \
+    --tensorboard "$OUT/loop/tb" --log-every 20 >"$OUT/loop/train.log" 2>&1
+  "$TCRUN" "$TB" --device cuda --eval --data "$BUILD/tiny-gpt/train.bin" --eval-iters 4 --init "$OUT/loop/ck" \
+    --metrics "$OUT/loop/e.jsonl" >"$OUT/loop/eval.log" 2>&1
+  timeout --preserve-status -s INT 20 "$TCRUN" "$TB" --device cuda --steps 100000000 \
+    --data "$BUILD/tiny-gpt/train.bin" --save "$OUT/loop/sig" --log-every 0 >"$OUT/loop/sig.log" 2>&1
+  sig_rc=$?
+  loop_line="run loop: $(python3 - "$OUT/loop" "$sig_rc" <<'PY'
+import json, re, sys
+d, sig_rc = sys.argv[1], int(sys.argv[2])
+try:
+    L = [json.loads(l) for l in open(f"{d}/m.jsonl")]
+    e = json.loads(open(f"{d}/e.jsonl").read().splitlines()[-1])
+    log = open(f"{d}/train.log").read()
+    st = json.load(open(f"{d}/sig/state.json"))
+except (OSError, ValueError) as x:
+    print(f"FAIL ({x})"); sys.exit(0)
+val = [r for r in L if r["kind"] == "val"]
+train = [r for r in L if r["kind"] == "train"]
+mfu = [r["mfu"] for r in train[5:] if r["mfu"] is not None]
+rel = abs(val[-1]["val_loss"] - e["val_loss"]) / abs(e["val_loss"]) if val else 1
+card = re.search(r"the card: (\d+) bytes in all \(cudaMemGetInfo\), (\d+) in use before", log)
+ok = len(val) == 2 and rel < 1e-4 and mfu and 0 < min(mfu) and max(mfu) < 1 and sig_rc == 130 \
+    and st["step"] > 0 and card
+print(("PASS" if ok else "FAIL") + f": val_loss {val[-1]['val_loss'] if val else 'none'} vs --eval --init {e['val_loss']} (rel {rel:.1e});"
+      f" MFU {min(mfu) if mfu else 'none'}..{max(mfu) if mfu else ''}; SIGINT exit {sig_rc}, saved step {st['step']};"
+      f" card {card.group(1) if card else '?'} B total, {card.group(2) if card else '?'} B in use before tc")
+PY
+)"
+  if python3 "$ROOT/scripts/check_tensorboard.py" "$OUT/loop/tb" "$OUT/loop/m.jsonl" >>"$OUT/loop/train.log" 2>&1; then :; else
+    loop_line="$loop_line; tensorboard FAIL"; fi
+  echo "   $loop_line"
+fi
+
 # GPT-2 124M: tc (artifact compiled by gpu-prepare.sh) beside PyTorch eager and
 # torch.compile, same model, batch 16 x 1024, bf16, AdamW.
 bench_rc=0
@@ -358,11 +403,14 @@ rows = []
 if tc and "tokens_per_s" in tc[0]:
     timed = [r["tokens_per_s"] for r in tc[5:]] or [r["tokens_per_s"] for r in tc]
     log = open(f"{out}/tc.log").read()
-    dm = re.search(r"total (\d+) bytes; cudaMemGetInfo saw (-?\d+)", log)
+    dm = re.search(r"\((\d+) bytes\); cudaMemGetInfo saw (-?\d+) bytes", log)
     mem = int(dm.group(2)) / 2**30 if dm else float("nan")
     comp = open(f"{bdir}/compile_seconds").read().strip()
+    mfu = [r["mfu"] for r in tc[5:] if r.get("mfu") is not None]
+    hfu = [r["hfu"] for r in tc[5:] if r.get("hfu") is not None]
+    util = f", MFU {statistics.median(mfu):.1%} HFU {statistics.median(hfu):.1%}" if mfu and hfu else ""
     rows.append(["tc", statistics.median(timed), mem, f"compile {comp} s (on the CPU machine)",
-                 f"loss {tc[0]['loss']:.3f} -> {tc[-1]['loss']:.3f}"])
+                 f"loss {tc[0]['loss']:.3f} -> {tc[-1]['loss']:.3f}{util}"])
 try:
     for l in open(f"{out}/torch.jsonl"):
         if l.strip():
@@ -383,12 +431,13 @@ fi
 echo
 echo "gpu-check: $gen_line"
 echo "gpu-check: $tiny_line"
+echo "gpu-check: $loop_line"
 echo "gpu-check: $resume_line"
 echo "gpu-check: $eval_line"
 echo "gpu-check: $errors_line"
 echo "gpu-check: $sanitizer_line"
 extra_rc=0
-for line in "$resume_line" "$eval_line" "$errors_line" "$sanitizer_line"; do
+for line in "$resume_line" "$eval_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
   case "$line" in *FAIL*) extra_rc=1 ;; esac
 done
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&

@@ -5,7 +5,9 @@
 // Tests the table of a planned train_step: exact bytes with binary units,
 // gradients counted in the arena (one per trainable parameter), the
 // cuBLASLt workspace because there is a matmul, the total, and the verdict
-// per GPU of the target.
+// per card of the target (compiler/Target.cpp): its capacity as
+// cudaMemGetInfo reports it, in GB and GiB, and the step plus the CUDA
+// context against it.
 // H100:      memory plan of @train_step for sm_90
 // H100-NEXT:   parameters                 8,589,934,592  (8.0 GiB)      persistent
 // H100-NEXT:   gradients                  8,589,934,592  (8.0 GiB)      in the arena (one per trainable parameter)
@@ -16,11 +18,11 @@
 // H100-NEXT:   workspace                     33,554,432  (32.0 MiB)     cuBLASLt
 // H100-NEXT:   arena peak                42,949,672,960  (40.0 GiB)     one allocation; peak live 39.5 GiB
 // H100-NEXT:   total                     68,753,032,192  (64.0 GiB)     what the runtime allocates
-// H100-NEXT:   fit on NVIDIA H200 (141 GB = 141,000,000,000 B): fits, 48.8% used, 67.3 GiB free
-// H100-NEXT:   fit on NVIDIA H100 (80 GB = 80,000,000,000 B): fits, 85.9% used, 10.5 GiB free
+// H100-NEXT:   NVIDIA H200: capacity {{[0-9,]+}} B ({{[0-9.]+}} GB = {{[0-9.]+}} GiB; cudaMemGetInfo total, measured on the H200 here {{.*}}); with the CUDA context ({{[0-9.]+}} MiB, measured on the H200 here {{.*}}) the step needs {{[0-9,]+}} B: fits, {{[0-9.]+}}% used, {{[0-9.]+}} GiB free
+// H100-NEXT:   NVIDIA H100: capacity 85,520,809,984 B (85.5 GB = 79.6 GiB; 81,559 MiB, the total nvidia-smi shows for an H100 SXM 80 GB (not measured by tc)); with the CUDA context ({{[0-9.]+}} MiB, assumed as measured on the H200) the step needs {{[0-9,]+}} B: fits, {{[0-9.]+}}% used
 // RTX:         total                     68,753,032,192  (64.0 GiB)
-// RTX-NEXT:    fit on NVIDIA RTX 5090 (32 GiB = 34,359,738,368 B): does NOT fit, 32.0 GiB over (200.1%)
-// UNKNOWN:     fit: no device of target sm_75 in the table (known: sm_90, sm_120)
+// RTX-NEXT:    NVIDIA GeForce RTX 5090: capacity 34,190,917,632 B (34.2 GB = 31.8 GiB; 32,607 MiB, the total nvidia-smi shows for an RTX 5090 (not measured by tc)); with the CUDA context ({{[0-9.]+}} MiB, assumed as measured on the H200) the step needs {{[0-9,]+}} B: does NOT fit, {{[0-9.]+}} GiB over ({{[0-9.]+}}%)
+// UNKNOWN:     fit: no card of target sm_75 in the table (known: sm_90, sm_120)
 module {
   func.func @train_step(%ids: !tcx.buffer<128xi64> {tc.name = "input_ids"})
       -> (!tcx.buffer<1024x1024x1024xf64> {tc.name = "update:w"})

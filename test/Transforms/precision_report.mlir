@@ -7,7 +7,17 @@
 // [2,8]x[8,16] matmul (2*2*8*16 = 512 FLOPs) is bf16, the integer one (16)
 // is not.
 // CHECK: precision report: @infer (9 ops)
-// CHECK-NEXT: op type precision reason
+// CHECK-NEXT: matmul FLOPs in bf16: 512 of 528 (97.0%)
+// CHECK-NEXT: counts: bf16 3, f32 4, i64 2
+// CHECK-NEXT: by kind:
+// CHECK-NEXT: tc.cast 3 bf16 2, f32 1: cast: to bf16 for bf16 compute (2); cast: up to f32 for tc.layer_norm (1)
+// CHECK-NEXT: tc.parameter 1 f32 1: parameter: fp32 master weight
+// CHECK-NEXT: tc.matmul 2 bf16 1, i64 1: integer/bool: untouched (1); matmul: bf16 operands, fp32 accumulation (1)
+// CHECK-NEXT: tc.layer_norm 1 f32 1: norm: kept in f32
+// CHECK-NEXT: tc.cross_entropy 1 f32 1: loss: kept in f32
+// CHECK-NEXT: tc.constant 1 i64 1: integer/bool: untouched
+// CHECK-NEXT: ops:
+// CHECK-NEXT: op type precision reason onnx node
 // CHECK-NEXT: tc.cast tensor<2x8xbf16> bf16 cast: to bf16 for bf16 compute
 // CHECK-NEXT: tc.parameter tensor<8x16xf32> f32 parameter: fp32 master weight
 // CHECK-NEXT: tc.cast tensor<8x16xbf16> bf16 cast: to bf16 for bf16 compute
@@ -17,8 +27,6 @@
 // CHECK-NEXT: tc.cross_entropy tensor<f32> f32 loss: kept in f32
 // CHECK-NEXT: tc.constant tensor<2x2xi64> i64 integer/bool: untouched
 // CHECK-NEXT: tc.matmul tensor<2x2xi64> i64 integer/bool: untouched
-// CHECK-NEXT: counts: bf16 3, f32 4, i64 2
-// CHECK-NEXT: matmul FLOPs in bf16: 512 of 528 (97.0%)
 func.func @infer(%x: tensor<2x8xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, tensor<2x2xi64>) {
   %w = tc.parameter "w" {trainable} : tensor<8x16xf32>
   %y = tc.matmul %x, %w : tensor<2x8xf32>, tensor<8x16xf32> -> tensor<2x16xf32>
@@ -32,10 +40,10 @@ func.func @infer(%x: tensor<2x8xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, t
 // Tests that ops without the pass's attributes (the backward tc-autodiff
 // builds) are described by their types.
 // UNANNOTATED: precision report: @grad_step (2 ops)
+// UNANNOTATED: matmul FLOPs in bf16: 0 of 0 (0.0%)
+// UNANNOTATED: counts: bf16 1, f32 1
 // UNANNOTATED: tc.cast tensor<4xf32> f32 (derived from types)
 // UNANNOTATED: tc.neg tensor<4xbf16> bf16 (derived from types)
-// UNANNOTATED: counts: bf16 1, f32 1
-// UNANNOTATED: matmul FLOPs in bf16: 0 of 0 (0.0%)
 func.func @grad_step(%g: tensor<4xbf16>) -> (tensor<4xf32>, tensor<4xbf16>) {
   %0 = tc.cast %g : tensor<4xbf16> to tensor<4xf32>
   %1 = tc.neg %g : tensor<4xbf16>

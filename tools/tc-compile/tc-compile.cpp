@@ -6,12 +6,17 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Compile.h"
 #include "compiler/DeviceProgram.h"
+#include "compiler/Flops.h"
+#include "compiler/MemoryReport.h"
+#include "compiler/PrecisionReport.h"
+#include "compiler/Target.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/base/artifact.h"
 #include "tools/cli.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -45,10 +50,21 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --no-fused-attention   keep exported attention as matmul / softmax / matmul
                          (default: tc-recognize-attention makes each causal or
                          unmasked attention one tc.attention op)
-  --report precision     print each op with its precision and the reason
+  --report precision     print the precision plan: its summary (matmul FLOPs in
+                         bf16, ops per precision), the ops by kind, then each
+                         op with its precision, the reason and its ONNX node
   --report memory        GPU targets: print the memory plan (parameters,
                          gradients, optimizer state, activations, workspace,
-                         arena peak) and whether it fits each GPU of the target
+                         arena peak; bytes, and GiB = 2^30 B), and per card of
+                         the target its capacity (cudaMemGetInfo's total, GB
+                         and GiB), whether the step fits with the CUDA context,
+                         and the largest batch that fits (found by re-planning
+                         at other batch sizes: --dim batch=B or --input)
+  --report flops         training: what MFU and HFU are measured against (N
+                         without embeddings, L, T, d; 6N + 12LTd per token;
+                         the compiler's FLOP count of a step; the target's
+                         dense peaks)
+  --json                 print the --report as JSON (every op, every card)
   --emit=KIND            print instead of writing: mlir (the imported module),
                          tc (after the compiler pipeline), program (the
                          reference program summary); GPU targets also: tcx
@@ -145,7 +161,8 @@ bool parseDims(const std::string &s, std::vector<int64_t> *dims) {
 int main(int argc, char **argv) {
   tc::CompileOptions opts;
   std::string outPath, emit, dumpDir;
-  bool reportMemory = false, reportPrecision = false, quiet = false;
+  bool reportMemory = false, reportPrecision = false, reportFlops = false, quiet = false,
+       json = false;
   std::vector<std::string> trainOnly; // flags that only mean something with --train
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -264,14 +281,18 @@ int main(int argc, char **argv) {
     } else if (a == "--tf32") {
       opts.precision = "tf32";
       opts.tf32 = true;
+    } else if (a == "--json") {
+      json = true;
     } else if (is("--report")) {
       std::string r = value("--report");
       if (r == "memory")
         reportMemory = true;
       else if (r == "precision")
         reportPrecision = true;
+      else if (r == "flops")
+        reportFlops = true;
       else
-        fail(2, "--report must be memory or precision, got '" + r + "'");
+        fail(2, "--report must be memory, precision or flops, got '" + r + "'");
     } else if (is("--dump-kernels")) {
       dumpDir = value("--dump-kernels");
     } else if (is("--emit")) {
@@ -313,7 +334,14 @@ int main(int argc, char **argv) {
     need(t.momentum >= 0, "--momentum must be >= 0 (torch: invalid momentum value), got " +
                               num(t.momentum));
   }
-  if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && dumpDir.empty()) {
+  int reports = reportMemory + reportPrecision + reportFlops;
+  if (json && reports != 1)
+    fail(2, reports ? "--json prints one report: give one --report"
+                    : "--json goes with --report memory, precision or flops");
+  if (reportFlops && !opts.train.enabled)
+    fail(2, "--report flops describes a training step: give --train");
+  if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && !reportFlops &&
+      dumpDir.empty()) {
     // model.onnx -> model.tca, beside the model.
     std::string base = opts.modelPath;
     for (const char *ext : {".onnxtxt", ".onnx"}) {
@@ -367,10 +395,50 @@ int main(int argc, char **argv) {
                    "be initialised at run time (tc-run --init FILE), or give --init-params\n",
                    missing, missing == 1 ? " has" : "s have");
   }
-  if (reportPrecision)
-    llvm::outs() << result.artifact.reports["precision"];
-  if (reportMemory)
-    llvm::outs() << result.artifact.reports["memory"];
+  if (reportPrecision) {
+    llvm::StringRef fn = opts.train.enabled ? "train_step" : "infer";
+    llvm::outs() << (json ? tc::precisionReportJson(*result.module, fn)
+                          : tc::precisionReport(*result.module, fn));
+  }
+  if (reportFlops) {
+    const std::string &f = result.artifact.reports["flops"];
+    if (json) {
+      llvm::outs() << f << "\n";
+    } else {
+      tc::FlopCount c = tc::countFlops(*result.module, opts.train.gradAccum);
+      llvm::outs() << llvm::format(
+          "flops of @train_step: N = %lld parameters without embeddings, L = %lld attention "
+          "layers, T = %lld, d = %lld\n  model FLOPs per token 6N + 12LTd = %.6g (MFU)\n  "
+          "hardware FLOPs per step (the compiler's count, recomputation included) = %.6g (HFU)\n",
+          (long long)c.nonEmbeddingParams, (long long)c.layers, (long long)c.seq,
+          (long long)c.width, c.modelFlopsPerToken, c.hardwareFlopsPerStep);
+      std::string dtype = opts.precision;
+      bool any = false;
+      for (const tc::TargetDevice *d : tc::devicesOf(opts.target))
+        if (double p = tc::densePeak(*d, dtype); p > 0) {
+          llvm::outs() << llvm::format("  %s: dense %s peak %.1f TFLOP/s (%s)\n", d->name,
+                                       dtype.c_str(), p / 1e12, d->peakSource);
+          any = true;
+        }
+      if (!any)
+        llvm::outs() << "  no dense " << dtype << " peak for target " << opts.target
+                     << ": MFU is not reported there\n";
+    }
+  }
+  if (reportMemory) {
+    if (!result.memoryPlan)
+      fail(1, "internal error: the GPU pipeline left no memory plan");
+    std::vector<tc::BatchFit> fits;
+    std::string why;
+    int64_t batch = tc::batchOf(opts, *result.imported, &why);
+    std::map<int64_t, int64_t> planned;
+    for (const tc::TargetDevice *card : tc::devicesOf(opts.target))
+      fits.push_back(batch > 0 ? tc::largestFittingBatch(opts, batch, result.memoryPlan->total(),
+                                                         *card, &planned)
+                               : tc::BatchFit{-1, why});
+    llvm::outs() << (json ? tc::memoryReportJson(*result.memoryPlan, opts.target, fits)
+                          : tc::memoryReport(*result.memoryPlan, opts.target, fits));
+  }
   if (!dumpDir.empty()) {
     std::error_code ec = llvm::sys::fs::create_directories(dumpDir);
     if (ec)

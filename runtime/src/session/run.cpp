@@ -448,15 +448,19 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
     DeviceMemoryReport m = trainer.deviceMemory();
     deviceName = m.device;
     obs->line("device: " + m.device);
-    char buf[256];
+    auto gib = [](double b) { return b / 1073741824.0; };
+    char buf[512];
     std::snprintf(buf, sizeof buf,
                   "device memory: parameters+state %.3f GiB, constants %.3f GiB, inputs %.3f "
                   "GiB, workspace %.3f GiB, arena %.3f GiB, total %.3f GiB (%llu bytes); "
-                  "cudaMemGetInfo saw %.3f GiB",
-                  m.parameters / 1073741824.0, m.constants / 1073741824.0,
-                  m.inputs / 1073741824.0, m.workspace / 1073741824.0, m.arena / 1073741824.0,
-                  m.total / 1073741824.0, static_cast<unsigned long long>(m.total),
-                  static_cast<double>(m.measured) / 1073741824.0);
+                  "cudaMemGetInfo saw %lld bytes (%.3f GiB); the card: %lld bytes in all "
+                  "(cudaMemGetInfo), %lld in use before tc allocated (%.3f GiB: the CUDA "
+                  "context and other processes)",
+                  gib(m.parameters), gib(m.constants), gib(m.inputs), gib(m.workspace),
+                  gib(m.arena), gib(m.total), static_cast<unsigned long long>(m.total),
+                  static_cast<long long>(m.measured), gib(m.measured),
+                  static_cast<long long>(m.cardTotal), static_cast<long long>(m.inUseBefore),
+                  gib(m.inUseBefore));
     obs->line(buf);
   } else {
     obs->line("device: cpu (reference executor)");

@@ -183,6 +183,9 @@ struct DeviceMemoryReport {
   std::string device; // DeviceInfo::toString()
   uint64_t parameters = 0, constants = 0, inputs = 0, workspace = 0, arena = 0, total = 0;
   int64_t measured = 0; // drop of cudaMemGetInfo's free bytes over the allocation
+  /// cudaMemGetInfo before tc allocated: the card's total, and what was in
+  /// use already (the CUDA context, and any other process).
+  int64_t cardTotal = 0, inUseBefore = 0;
 };
 
 class Trainer {

@@ -65,6 +65,8 @@ Status Trainer::useDevice(int device) {
   r.arena = m.arena;
   r.total = m.total();
   r.measured = static_cast<int64_t>(free0) - static_cast<int64_t>(free1);
+  r.cardTotal = static_cast<int64_t>(total);
+  r.inUseBefore = static_cast<int64_t>(total) - static_cast<int64_t>(free0);
   gpu_ = std::move(gpu);
   return Status::ok();
 }
