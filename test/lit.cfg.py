@@ -19,6 +19,7 @@ llvm_config.use_default_substitutions()
 # packages (numpy, onnx, tensorboard, matplotlib); %python is lit's own.
 import shutil as _shutil
 config.substitutions.append(("%py3", _shutil.which("python3") or "python3"))
+config.substitutions.append(("%tc_conformance", os.path.join(config.tc_tools_dir, "tc-conformance")))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.tc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["not", "count", "split-file"], [config.llvm_tools_dir])

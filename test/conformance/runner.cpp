@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/src/base/version.h"
 #include "compiler/Compile.h"
 #include "frontends/onnx/Importer.h"
 #include "runtime/src/base/host_tensor.h"
@@ -416,7 +417,15 @@ int main(int argc, char **argv) {
       verbose = true;
     else if (a == "--by-op")
       byOp = true;
-    else if (!a.empty() && a[0] != '-' && root.empty())
+    else if (a == "--version") {
+      std::printf("tc-conformance (tc) %s\n", tc::rt::kTcVersion);
+      return 0;
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: tc-conformance DIR [--filter S] [--report F] [--min-pass N] [--by-op] "
+                  "[-v]\n\nRuns every ONNX node test under DIR (model.onnx + test_data_set_*) "
+                  "through tc's importer and CPU reference; prints passed / refused / wrong.\n");
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && root.empty())
       root = a;
     else {
       std::fprintf(stderr, "usage: tc-conformance DIR [--filter S] [--report F] "

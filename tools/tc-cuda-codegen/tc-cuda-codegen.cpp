@@ -33,6 +33,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "tools/cli.h"
+
 #include <fstream>
 
 using namespace mlir;
@@ -140,6 +142,8 @@ LogicalResult writePlan(ModuleOp module, const std::vector<tc::cuda::KernelSourc
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "tc-cuda-codegen (tc) " << tc::cli::kVersion << "\n"; });
   cl::ParseCommandLineOptions(argc, argv, "tc-fuse + CUDA codegen\n");
   DialectRegistry registry;
   registry.insert<func::FuncDialect>();
