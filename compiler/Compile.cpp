@@ -267,17 +267,37 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   // Trainability and optimizer state as the IR says.
   llvm::StringSet<> trainable;
   std::vector<std::pair<std::string, rt::TensorType>> state;
-  llvm::StringSet<> seenState;
+  llvm::StringSet<> seenState, notInStateDict;
   result->module->walk([&](ParameterOp p) {
     if (p.getTrainable())
       trainable.insert(p.getName());
+    if (p->hasAttr("tc.not_in_state_dict"))
+      notInStateDict.insert(p.getName());
     if (p->hasAttr("tc.optimizer_state") && seenState.insert(p.getName()).second)
       if (auto t = toTensorType(p.getType()))
         state.push_back({p.getName().str(), *t});
   });
+  std::vector<std::string> leftOut;
   for (rt::Parameter &p : a.params) {
     p.trainable = trainable.contains(p.name);
     p.kind = rt::dtypeIsFloat(p.type.dtype) ? rt::ParamKind::Parameter : rt::ParamKind::Buffer;
+    if (notInStateDict.contains(p.name) && !p.trainable)
+      leftOut.push_back(p.name);
+  }
+  if (!leftOut.empty()) {
+    // Checkpoints leave these out (torch's state_dict has no such entry:
+    // a persistent=False buffer, a constant the exporter folded).
+    std::string list;
+    for (const std::string &n : leftOut)
+      list += (list.empty() ? "" : ", ") + jsonQuote(n);
+    a.reports["not_in_state_dict"] = "[" + list + "]";
+    if (opts.train.enabled)
+      result->notes.push_back(
+          std::to_string(leftOut.size()) + " frozen tensor" + (leftOut.size() > 1 ? "s are" : " is") +
+          " not in torch's state_dict (a buffer registered with persistent=False, or a constant "
+          "the exporter folded: " + leftOut.front() + (leftOut.size() > 1 ? ", ..." : "") +
+          "): checkpoints leave " + (leftOut.size() > 1 ? "them" : "it") +
+          " out, so that load_model(strict=True) reads the checkpoint back");
   }
   if (rt::Status st = rt::applyInitialisers(opts.initAll, opts.initOverrides, &a); !st.isOk()) {
     error->kind = CompileErrorKind::BadInput;

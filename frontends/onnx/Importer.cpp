@@ -547,7 +547,12 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
   // tc-mark-trainable leaves them frozen unless --trainable names them, as
   // torch.optim never sees them. A constant folded from a parameter
   // (Transpose(W), the rows of a position embedding) stays trainable.
+  // A buffer registered with persistent=False (rotary inv_freq) is not in
+  // torch's state_dict, and a folded constant is no torch tensor at all:
+  // both get tc.not_in_state_dict, so that checkpoints leave them out and
+  // load_model(strict=True) reads them back.
   std::map<std::string, std::string> kinds; // FQN or initializer name -> kind
+  std::set<std::string> nonPersistent;
   for (const auto &[placeholder, in] : graphSignature(graph))
     kinds[in.target] = in.kind;
   for (const auto &vi : graph.value_info()) {
@@ -557,6 +562,9 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
     auto it = md.find("pkg.torch.export.graph_signature.InputSpec.kind");
     if (it != md.end())
       kinds[vi.name()] = it->second;
+    auto pe = md.find("pkg.torch.export.graph_signature.InputSpec.persistent");
+    if (pe != md.end() && pe->second == "False")
+      nonPersistent.insert(vi.name());
   }
   std::map<std::string, std::vector<std::string>> foldedFrom = foldedSources(graph);
   std::set<std::string> buffers, folded;
@@ -626,6 +634,8 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
           v.getDefiningOp()->setAttr("tc.buffer", builder_.getUnitAttr());
           (buffers.count(init.name()) ? bufferParams : foldedParams).push_back(init.name());
         }
+        if (nonPersistent.count(init.name()) || folded.count(init.name()))
+          v.getDefiningOp()->setAttr("tc.not_in_state_dict", builder_.getUnitAttr());
         if (type.getRank() == 2)
           matrices.emplace_back(init.name(), v);
       }

@@ -258,7 +258,8 @@ Status loadArtifactWeights(Artifact *artifact, const std::string &weights, int64
   SafetensorsFile f;
   TC_RETURN_IF_ERROR(readSafetensors(file, &f));
   std::set<std::string> wanted;
-  TC_RETURN_IF_ERROR(matchEntries(*artifact, f.tensors, false, "'" + file + "'", &wanted));
+  TC_RETURN_IF_ERROR(matchEntries(*artifact, f.tensors, false, "'" + file + "'", &wanted,
+                                  notInStateDict(*artifact)));
   // New weights: the replaced entries' bytes, the others' as they were.
   std::vector<uint8_t> blob;
   std::vector<Parameter> params = artifact->params;

@@ -482,6 +482,7 @@ Status Trainer::init(const Artifact *artifact, const ExecOptions &opts, bool hos
   wide_ = opts.precision == RefPrecision::F64;
   opts_.wideF32 = wide_;
   TC_RETURN_IF_ERROR(readTrainConfig(*artifact, &config_));
+  leftOut_ = notInStateDict(*artifact);
   train_ = artifact->findFunction("train_step");
   grad_ = artifact->findFunction("grad_step");
   apply_ = artifact->findFunction("apply_step");
@@ -606,8 +607,22 @@ Status Trainer::accumulate(int64_t step, double lr,
   return Status::ok();
 }
 
+std::set<std::string> notInStateDict(const Artifact &artifact) {
+  std::set<std::string> out;
+  auto it = artifact.reports.find("not_in_state_dict");
+  JsonValue v;
+  if (it == artifact.reports.end() || !parseJson(it->second, &v, "not_in_state_dict").isOk() ||
+      !v.isArray())
+    return out;
+  for (const JsonValue &n : v.array)
+    if (n.isString())
+      out.insert(n.str);
+  return out;
+}
+
 Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTensor> &tensors,
-                    bool optimizerState, const std::string &what, std::set<std::string> *wanted) {
+                    bool optimizerState, const std::string &what, std::set<std::string> *wanted,
+                    const std::set<std::string> &mayBeMissing) {
   std::vector<std::string> missing, unexpected, mismatched;
   wanted->clear();
   for (const Parameter &p : artifact.params) {
@@ -616,7 +631,10 @@ Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTe
     wanted->insert(p.name);
     auto it = tensors.find(p.name);
     if (it == tensors.end()) {
-      missing.push_back(p.name);
+      if (mayBeMissing.count(p.name))
+        wanted->erase(p.name); // keeps the artifact's value
+      else
+        missing.push_back(p.name);
       continue;
     }
     const HostTensor &t = it->second;
@@ -626,7 +644,7 @@ Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTe
                            typeToString(p.type) + ")");
   }
   for (const auto &kv : tensors)
-    if (!wanted->count(kv.first))
+    if (!wanted->count(kv.first) && !mayBeMissing.count(kv.first))
       unexpected.push_back(kv.first);
   std::string msg;
   if (!missing.empty())
@@ -643,7 +661,8 @@ Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTe
 Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
                            const std::string &what) {
   std::set<std::string> wanted;
-  TC_RETURN_IF_ERROR(matchEntries(*artifact_, tensors, optimizerState, what, &wanted));
+  TC_RETURN_IF_ERROR(matchEntries(*artifact_, tensors, optimizerState, what, &wanted,
+                                  optimizerState ? std::set<std::string>() : leftOut_));
   for (const std::string &name : wanted) {
     HostTensor &dst = state_[name];
     const HostTensor &src = tensors.at(name);
@@ -671,7 +690,8 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
     values = &onDevice;
   }
   for (const Parameter &p : artifact_->params)
-    (p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name] = values->at(p.name);
+    if (!leftOut_.count(p.name)) // not in torch's state_dict: not in the checkpoint
+      (p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name] = values->at(p.name);
   std::vector<uint8_t> modelBytes, optBytes;
   TC_RETURN_IF_ERROR(serializeSafetensors(model, &modelBytes));
   TC_RETURN_IF_ERROR(serializeSafetensors(opt, &optBytes));

@@ -161,8 +161,16 @@ struct CheckpointMeta {
 /// name, shape and dtype (float widths may differ): InvalidArgument "WHAT
 /// does not match the model; missing: ...; unexpected: ...; shape/dtype
 /// mismatch: ..." otherwise. `*wanted` gets the entry names.
+/// Entries in `mayBeMissing` (notInStateDict) may be absent: they keep the
+/// artifact's values.
 Status matchEntries(const Artifact &artifact, const std::map<std::string, HostTensor> &tensors,
-                    bool optimizerState, const std::string &what, std::set<std::string> *wanted);
+                    bool optimizerState, const std::string &what, std::set<std::string> *wanted,
+                    const std::set<std::string> &mayBeMissing = {});
+
+/// reports["not_in_state_dict"]: frozen tensors torch's state_dict does not
+/// hold (buffers registered with persistent=False, constants the exporter
+/// folded). Checkpoints leave them out; loading does not require them.
+std::set<std::string> notInStateDict(const Artifact &artifact);
 
 /// Removes a checkpoint folder tc made: its own files and leftover
 /// temporaries, then the folder (left in place if anything else is inside).
@@ -267,6 +275,7 @@ private:
   std::vector<std::string> dataNames_;
   std::vector<TensorType> dataTypes_;
   std::map<std::string, HostTensor> state_;
+  std::set<std::string> leftOut_; ///< notInStateDict(*artifact_)
 };
 
 } // namespace tc::rt
