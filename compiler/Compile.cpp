@@ -267,12 +267,14 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   // Trainability and optimizer state as the IR says.
   llvm::StringSet<> trainable;
   std::vector<std::pair<std::string, rt::TensorType>> state;
-  llvm::StringSet<> seenState, notInStateDict;
+  llvm::StringSet<> seenState, notInStateDict, buffers;
   result->module->walk([&](ParameterOp p) {
     if (p.getTrainable())
       trainable.insert(p.getName());
     if (p->hasAttr("tc.not_in_state_dict"))
       notInStateDict.insert(p.getName());
+    if (p->hasAttr("tc.buffer"))
+      buffers.insert(p.getName());
     if (p->hasAttr("tc.optimizer_state") && seenState.insert(p.getName()).second)
       if (auto t = toTensorType(p.getType()))
         state.push_back({p.getName().str(), *t});
@@ -280,7 +282,11 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   std::vector<std::string> leftOut;
   for (rt::Parameter &p : a.params) {
     p.trainable = trainable.contains(p.name);
-    p.kind = rt::dtypeIsFloat(p.type.dtype) ? rt::ParamKind::Parameter : rt::ParamKind::Buffer;
+    // A frozen torch buffer (or folded constant) keeps its data: no
+    // --init-params initialiser draws it.
+    p.kind = rt::dtypeIsFloat(p.type.dtype) && !(buffers.contains(p.name) && !p.trainable)
+                 ? rt::ParamKind::Parameter
+                 : rt::ParamKind::Buffer;
     if (notInStateDict.contains(p.name) && !p.trainable)
       leftOut.push_back(p.name);
   }

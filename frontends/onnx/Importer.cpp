@@ -127,6 +127,7 @@ private:
   LogicalResult readModel(onnx::ModelProto &model);
   LogicalResult checkOpsets(const onnx::ModelProto &model);
   LogicalResult checkAndSortGraph(onnx::GraphProto &graph);
+  void classifyInitializers(const onnx::GraphProto &graph);
   LogicalResult readInitializers(const onnx::GraphProto &graph);
   LogicalResult createFunction(const onnx::GraphProto &graph);
   LogicalResult importNode(const onnx::NodeProto &node, const OpsetMap &opsets,
@@ -166,6 +167,10 @@ private:
   /// left an axis dynamic: name -> "4x16 (axis 0 'batch' from --dim batch=4)".
   /// A node that then fails is reported at these inputs.
   std::map<std::string, std::string> boundInputs_;
+  /// Initializers that are no torch weights (classifyInitializers): module
+  /// buffers of the graph signature, constants folded from no parameter,
+  /// and buffers registered with persistent=False.
+  std::set<std::string> buffers_, folded_, nonPersistent_;
   /// --dim names some input axis carried.
   std::set<std::string> usedDimParams_;
   /// Every dim_param of the graph inputs (for the error of an unused --dim).
@@ -321,6 +326,41 @@ LogicalResult Importer::checkAndSortGraph(onnx::GraphProto &graph) {
   return success();
 }
 
+void Importer::classifyInitializers(const onnx::GraphProto &graph) {
+  std::set<std::string> initNames;
+  for (const auto &init : graph.initializer())
+    initNames.insert(init.name());
+  // A buffer registered with persistent=False (rotary inv_freq) is not in
+  // torch's state_dict, and a folded constant is no torch tensor at all:
+  // both get tc.not_in_state_dict, so that checkpoints leave them out and
+  // load_model(strict=True) reads them back.
+  std::map<std::string, std::string> kinds; // FQN or initializer name -> kind
+  for (const auto &[placeholder, in] : graphSignature(graph))
+    kinds[in.target] = in.kind;
+  for (const auto &vi : graph.value_info()) {
+    if (!initNames.count(vi.name()))
+      continue;
+    auto md = unknownMetadata(vi, kValueInfoMetadataField);
+    auto it = md.find("pkg.torch.export.graph_signature.InputSpec.kind");
+    if (it != md.end())
+      kinds[vi.name()] = it->second;
+    auto pe = md.find("pkg.torch.export.graph_signature.InputSpec.persistent");
+    if (pe != md.end() && pe->second == "False")
+      nonPersistent_.insert(vi.name());
+  }
+  std::map<std::string, std::vector<std::string>> foldedFrom = foldedSources(graph);
+  for (const auto &[name, kind] : kinds)
+    if (kind == "BUFFER" || kind == "CONSTANT_TENSOR")
+      buffers_.insert(name);
+  if (!kinds.empty()) // without a signature, sources cannot be told apart
+    for (const auto &[name, src] : foldedFrom)
+      if (!kinds.count(name) && llvm::none_of(src, [&](const std::string &s) {
+            auto k = kinds.find(s);
+            return k != kinds.end() && k->second == "PARAMETER";
+          }))
+        folded_.insert(name);
+}
+
 LogicalResult Importer::readInitializers(const onnx::GraphProto &graph) {
   for (const auto &init : graph.initializer()) {
     auto type = tensorProtoType(&ctx_, init, &error_);
@@ -331,9 +371,18 @@ LogicalResult Importer::readInitializers(const onnx::GraphProto &graph) {
     initTypes_[init.name()] = *type;
     bool isParam = isa<FloatType>(type->getElementType()) && type->getRank() >= 1 &&
                    type->getNumElements() >= 1;
-    if (isParam && !opts_.loadWeights)
+    // Without weights, buffers and folded constants (no torch weights) are
+    // still read when their data is there: --init-params must not draw them
+    // and a checkpoint need not hold them.
+    bool buffer = buffers_.count(init.name()) || folded_.count(init.name());
+    if (isParam && !opts_.loadWeights && !buffer)
       continue;
+    std::string saved = error_;
     auto host = readTensorProto(&ctx_, init, modelDir_, &error_);
+    if (failed(host) && isParam && !opts_.loadWeights) {
+      error_ = saved; // its data is absent: a weight like the others
+      continue;
+    }
     if (failed(host)) {
       // Without weights only constants are read: say why this one is needed.
       if (!opts_.loadWeights)
@@ -547,37 +596,6 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
   // tc-mark-trainable leaves them frozen unless --trainable names them, as
   // torch.optim never sees them. A constant folded from a parameter
   // (Transpose(W), the rows of a position embedding) stays trainable.
-  // A buffer registered with persistent=False (rotary inv_freq) is not in
-  // torch's state_dict, and a folded constant is no torch tensor at all:
-  // both get tc.not_in_state_dict, so that checkpoints leave them out and
-  // load_model(strict=True) reads them back.
-  std::map<std::string, std::string> kinds; // FQN or initializer name -> kind
-  std::set<std::string> nonPersistent;
-  for (const auto &[placeholder, in] : graphSignature(graph))
-    kinds[in.target] = in.kind;
-  for (const auto &vi : graph.value_info()) {
-    if (!initTypes_.count(vi.name()))
-      continue;
-    auto md = unknownMetadata(vi, kValueInfoMetadataField);
-    auto it = md.find("pkg.torch.export.graph_signature.InputSpec.kind");
-    if (it != md.end())
-      kinds[vi.name()] = it->second;
-    auto pe = md.find("pkg.torch.export.graph_signature.InputSpec.persistent");
-    if (pe != md.end() && pe->second == "False")
-      nonPersistent.insert(vi.name());
-  }
-  std::map<std::string, std::vector<std::string>> foldedFrom = foldedSources(graph);
-  std::set<std::string> buffers, folded;
-  for (const auto &[name, kind] : kinds)
-    if (kind == "BUFFER" || kind == "CONSTANT_TENSOR")
-      buffers.insert(name);
-  if (!kinds.empty()) // without a signature, sources cannot be told apart
-    for (const auto &[name, src] : foldedFrom)
-      if (!kinds.count(name) && llvm::none_of(src, [&](const std::string &s) {
-            auto k = kinds.find(s);
-            return k != kinds.end() && k->second == "PARAMETER";
-          }))
-        folded.insert(name);
   std::vector<std::string> bufferParams, foldedParams;
   size_t restoredTransposes = 0;
   for (const auto &init : graph.initializer()) {
@@ -630,11 +648,11 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
       if (!v) {
         v = tc::ParameterOp::create(builder_, loc, type, builder_.getStringAttr(init.name()),
                                     builder_.getUnitAttr());
-        if (buffers.count(init.name()) || folded.count(init.name())) {
+        if (buffers_.count(init.name()) || folded_.count(init.name())) {
           v.getDefiningOp()->setAttr("tc.buffer", builder_.getUnitAttr());
-          (buffers.count(init.name()) ? bufferParams : foldedParams).push_back(init.name());
+          (buffers_.count(init.name()) ? bufferParams : foldedParams).push_back(init.name());
         }
-        if (nonPersistent.count(init.name()) || folded.count(init.name()))
+        if (nonPersistent_.count(init.name()) || folded_.count(init.name()))
           v.getDefiningOp()->setAttr("tc.not_in_state_dict", builder_.getUnitAttr());
         if (type.getRank() == 2)
           matrices.emplace_back(init.name(), v);
@@ -996,6 +1014,7 @@ FailureOr<ImportResult> Importer::run() {
   if (opts_.restoreMerged)
     for (const auto &[folded, param] : merged.transposed)
       transposedParams_[folded] = param;
+  classifyInitializers(model.graph());
   if (failed(readInitializers(model.graph())))
     return failure();
 
