@@ -10,19 +10,19 @@ const std::vector<TargetDevice> &targetDevices() {
   // accumulation 209.5, fp32 104.8; its fp8/fp4 with fp32 accumulation are
   // not entered until sourced).
   static const std::vector<TargetDevice> kDevices = {
-      {"NVIDIA H200", "H200", "sm_90", 150'110'011'392ll,
+      {"NVIDIA H200", "H200", "sm_90", 150'109'880'320ll,
        "cudaMemGetInfo total, measured on the H200 here (bench/RESULTS.md, 2026-12-01)",
-       536'870'912ll, "measured on the H200 here (bench/RESULTS.md, 2026-12-01)",
+       552'402'944ll, "measured on the H200 here (bench/RESULTS.md, 2026-12-01)",
        989.4e12, 989.4e12, 494.7e12, 1978.9e12, 66.9e12, "NVIDIA H200 SXM datasheet",
        "NVLink 4 (900 GB/s) on SXM boards"},
       {"NVIDIA H100", "H100", "sm_90", 85'520'809'984ll,
        "81,559 MiB, the total nvidia-smi shows for an H100 SXM 80 GB (not measured by tc)",
-       536'870'912ll, "assumed as measured on the H200",
+       552'402'944ll, "assumed as measured on the H200",
        989.4e12, 989.4e12, 494.7e12, 1978.9e12, 66.9e12, "NVIDIA H100 SXM datasheet",
        "NVLink 4 (900 GB/s) on SXM boards"},
       {"NVIDIA GeForce RTX 5090", "RTX 5090", "sm_120", 34'190'917'632ll,
        "32,607 MiB, the total nvidia-smi shows for an RTX 5090 (not measured by tc)",
-       536'870'912ll, "assumed as measured on the H200", 209.5e12,
+       552'402'944ll, "assumed as measured on the H200", 209.5e12,
        209.5e12, 104.8e12, 0, 104.8e12, "NVIDIA RTX Blackwell GPU architecture whitepaper",
        "PCIe 5.0 x16 (no NVLink)"},
   };
