@@ -121,7 +121,8 @@ std::string flopsReportJson(const FlopCount &c, const std::string &target,
     peaks += std::string(peaks.empty() ? "" : ", ") + "{\"name\": \"" + d->name +
              "\", \"match\": \"" + d->match + "\", \"dense_flops\": " + num(p) + "}";
   }
-  return "{\"non_embedding_params\": " + std::to_string(c.nonEmbeddingParams) +
+  return "{\"schema\": \"tc.metrics/1\", \"kind\": \"flops_report\", \"non_embedding_params\": " +
+         std::to_string(c.nonEmbeddingParams) +
          ", \"layers\": " + std::to_string(c.layers) + ", \"seq\": " + std::to_string(c.seq) +
          ", \"width\": " + std::to_string(c.width) + ", \"model_flops_per_token\": " +
          num(c.modelFlopsPerToken) + ", \"hardware_flops_per_step\": " +

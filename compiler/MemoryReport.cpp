@@ -176,7 +176,8 @@ std::string memoryReportJson(const MemoryPlanSummary &s, StringRef target,
                              const std::vector<BatchFit> &fits) {
   std::string out;
   llvm::raw_string_ostream os(out);
-  os << "{\"function\": " << q(s.function) << ", \"target\": " << q(target)
+  os << "{\"schema\": \"tc.metrics/1\", \"kind\": \"memory_report\", \"function\": "
+     << q(s.function) << ", \"target\": " << q(target)
      << ", \"unit\": \"bytes\", \"bytes\": {\"parameters\": " << s.parameters
      << ", \"model_buffers\": " << s.modelBuffers
      << ", \"gradients\": " << (s.persistentGradients ? s.persistentGradients : s.arenaGradients)

@@ -220,8 +220,10 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
 std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function) {
   Report rep = collect(module, function);
   if (!rep.found)
-    return "{\"error\": " + quote("no function @" + function.str()) + "}\n";
-  std::string out = "{\"function\": " + quote(function.str()) +
+    return "{\"schema\": \"tc.metrics/1\", \"kind\": \"precision_report\", \"error\": " +
+           quote("no function @" + function.str()) + "}\n";
+  std::string out = "{\"schema\": \"tc.metrics/1\", \"kind\": \"precision_report\", "
+                    "\"function\": " + quote(function.str()) +
                     ", \"ops\": " + std::to_string(rep.rows.size()) +
                     ", \"matmul_flops\": " + llvm::formatv("{0:F0}", rep.flops).str() +
                     ", \"bf16_matmul_flops\": " + llvm::formatv("{0:F0}", rep.bf16Flops).str() +

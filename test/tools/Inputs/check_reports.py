@@ -12,6 +12,7 @@ import sys
 mode = sys.argv[1]
 if mode == "precision":
     r = json.load(open(sys.argv[2]))
+    assert r["schema"] == "tc.metrics/1" and r["kind"] == "precision_report", r.get("schema")
     assert r["function"] == "train_step", r["function"]
     assert len(r["op_list"]) == r["ops"] == sum(k["count"] for k in r["by_kind"]) == sum(r["counts"].values())
     mm = [o for o in r["op_list"] if o["op"] == "tc.matmul" and o["node"]]
@@ -21,6 +22,7 @@ if mode == "precision":
 elif mode == "memory":
     r = json.load(open(sys.argv[2]))
     c = r["cards"][0]
+    assert r["schema"] == "tc.metrics/1" and r["kind"] == "memory_report", r.get("schema")
     assert r["unit"] == "bytes" and c["name"] == "NVIDIA H200" and c["fits"] and c["largest_batch"] > 2, c
     assert c["free_bytes"] == c["capacity_bytes"] - r["total"] - c["context_bytes"], c
     open(sys.argv[3], "w").write(str(c["largest_batch"]))
