@@ -71,7 +71,8 @@ LogicalResult reshapeOp(NodeContext &nc) {
     }
     if (d < 0)
       return nc.fail("shape " + shapeStr(spec) + " has a negative entry");
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known) || known > kMaxTensorElements)
+      return nc.fail("shape " + shapeStr(spec) + " has more than 2^40 elements");
     shape.push_back(d);
   }
   if (inferAt >= 0) {
