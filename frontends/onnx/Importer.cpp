@@ -1207,13 +1207,12 @@ Value NodeContext::constant(DenseElementsAttr value) {
 }
 
 Value NodeContext::splat(double v, Type elementType, ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, elementType);
-  if (isa<IntegerType>(elementType)) {
-    SmallVector<int64_t> vals(type.getNumElements(), (int64_t)v);
-    return constant(denseFromInts(type, vals));
-  }
-  SmallVector<double> vals(type.getNumElements(), v);
-  return constant(denseFromDoubles(type, vals));
+  // One element, resized: a splat attribute never holds more than one value
+  // (shapes up to kMaxTensorElements must not allocate at import time).
+  auto scalar = RankedTensorType::get({}, elementType);
+  DenseElementsAttr one = isa<IntegerType>(elementType) ? denseFromInts(scalar, {(int64_t)v})
+                                                        : denseFromDoubles(scalar, {v});
+  return constant(one.resizeSplat(RankedTensorType::get(shape, elementType)));
 }
 
 Value NodeContext::constI64(ArrayRef<int64_t> values) {
