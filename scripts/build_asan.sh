@@ -9,6 +9,10 @@
 # would add tc-opt, tc-conformance and tc-cuda-codegen for nothing). Safe to
 # run twice (ninja rebuilds what changed).
 #   bash scripts/build_asan.sh
+#
+# A clean build, measured with `time` on the 2-core development machine
+# (2026-12-01, shared with other builds): 6 min 15 s wall, 8 min 7 s user
+# CPU (configure included; 93 build steps). A second run is a no-op.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 export TC_BUILD_DIR="${TC_ASAN_DIR:-$ROOT/build-asan}"

@@ -19,13 +19,13 @@
 # status or a time-out is a failure. Last line: "N passed, N failed" (one
 # per case); the log of each failure is in $OUT/logs.
 #
-#   bash scripts/sanitized_tools.sh    # builds build-asan if needed, then the
-#                                      # runs (about 5 minutes on 2 cores)
+#   bash scripts/sanitized_tools.sh    # builds build-asan if needed, then
+#                                      # about 160 runs: 26 s on 2 cores
 #
-# Time of a clean sanitizer build (scripts/build_asan.sh: only tc-compile,
-# tc-run and fuzz_onnx; the full build adds three tools nobody runs here),
-# measured with `time` on the 2-core development machine, 2026-12-01:
-# see the README's Tests section.
+# The clean sanitizer build (scripts/build_asan.sh builds only tc-compile,
+# tc-run and fuzz_onnx; a full build would add three tools nobody runs
+# here), measured with `time` on the 2-core development machine on
+# 2026-12-01: 6 min 15 s wall, 8 min 7 s user CPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ASAN="${TC_ASAN_DIR:-$ROOT/build-asan}"

@@ -253,18 +253,25 @@ void mutateModel(onnx::ModelProto &m, Rng &rng) {
   }
 }
 
-/// model.onnx in a private temporary folder, made once per process.
+/// The private temporary folder of this process and its model.onnx, made on
+/// first use and removed at exit.
+std::string tempDir, tempModel;
+
 const std::string &modelPath() {
-  static const std::string path = [] {
+  if (tempModel.empty()) {
     const char *tmp = std::getenv("TMPDIR");
-    std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/tc-fuzz-onnx-XXXXXX";
-    if (!mkdtemp(dir.data())) {
+    tempDir = std::string(tmp && *tmp ? tmp : "/tmp") + "/tc-fuzz-onnx-XXXXXX";
+    if (!mkdtemp(tempDir.data())) {
       std::perror("fuzz_onnx: mkdtemp");
       std::abort();
     }
-    return dir + "/model.onnx";
-  }();
-  return path;
+    tempModel = tempDir + "/model.onnx";
+    std::atexit([] {
+      std::remove(tempModel.c_str());
+      rmdir(tempDir.c_str());
+    });
+  }
+  return tempModel;
 }
 
 } // namespace
