@@ -261,6 +261,22 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
     error->message = msg;
     return false;
   }
+  // A splat constant of any shape is one value to MLIR, but the artifact
+  // stores it expanded: a model whose constants exceed that is bad input
+  // (found by fuzzing: Dropout's mask for a [3,4,5,2,2^31] input).
+  std::string tooLarge;
+  result->module->walk([&](ConstantOp c) {
+    auto t = toTensorType(c.getType());
+    if (tooLarge.empty() && t &&
+        t->numElements() > kMaxConstantBytes / rt::dtypeStorageBytes(t->dtype))
+      tooLarge = "the model computes a constant of " + std::to_string(t->numElements()) +
+                 " elements, more than the 4 GiB an artifact carries per constant";
+  });
+  if (!tooLarge.empty()) {
+    error->kind = CompileErrorKind::BadInput;
+    error->message = tooLarge;
+    return false;
+  }
   rt::Artifact &a = result->artifact;
   a.target = opts.target;
   a.producer = "tc-compile 0.1";

@@ -145,9 +145,11 @@ struct Lowering {
           auto b = describe(op, c.getType());
           if (failed(b))
             return failure();
-          auto t = toHostTensor(c.getValue());
+          std::string why;
+          auto t = toHostTensor(c.getValue(), &why);
           if (failed(t))
-            return fail(op, "holds a constant the runtime cannot carry");
+            return fail(op, "holds " + (why.empty() ? std::string("a constant the runtime cannot carry")
+                                                    : why));
           b->space = rt::DeviceBuffer::Space::Const;
           b->index = static_cast<int32_t>(out.consts.size());
           out.consts.push_back(std::move(*t));

@@ -124,14 +124,20 @@ bool rawCompatible(Type elt) {
 }
 } // namespace
 
-FailureOr<rt::HostTensor> toHostTensor(ElementsAttr attr) {
+FailureOr<rt::HostTensor> toHostTensor(ElementsAttr attr, std::string *error) {
   auto tt = toTensorType(attr.getType());
   if (!tt)
     return failure();
   rt::HostTensor out;
   out.type = *tt;
-  int64_t n = out.type.numElements();
+  int64_t n = out.type.numElements(); // saturates at INT64_MAX
   int bytes = rt::dtypeStorageBytes(tt->dtype);
+  if (n > kMaxConstantBytes / bytes) {
+    if (error)
+      *error = "a constant of " + std::to_string(n) + " elements (more than the 4 GiB an "
+               "artifact carries per constant)";
+    return failure();
+  }
   out.data.resize(n * bytes);
   auto dense = llvm::dyn_cast<DenseElementsAttr>(attr);
   if (!dense)
@@ -231,9 +237,11 @@ LogicalResult convertAttr(Attribute a, rt::Attr *out, std::string *error,
     out->kind = rt::Attr::Kind::Ints;
     out->ints.assign(arr.asArrayRef().begin(), arr.asArrayRef().end());
   } else if (auto e = llvm::dyn_cast<ElementsAttr>(a)) {
-    auto t = toHostTensor(e);
+    std::string why;
+    auto t = toHostTensor(e, &why);
     if (failed(t)) {
-      *error = ("attribute '" + attrName + "' holds an unsupported constant").str();
+      *error = ("attribute '" + attrName + "' holds " +
+                (why.empty() ? std::string("an unsupported constant") : why)).str();
       return failure();
     }
     out->kind = rt::Attr::Kind::Tensor;
@@ -385,9 +393,11 @@ evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *err
       *error = "operand #" + std::to_string(i) + " is not a constant";
       return failure();
     }
-    auto t = toHostTensor(value);
+    std::string why;
+    auto t = toHostTensor(value, &why);
     if (failed(t)) {
-      *error = "operand #" + std::to_string(i) + " holds an unsupported constant";
+      *error = "operand #" + std::to_string(i) + " holds " +
+               (why.empty() ? std::string("an unsupported constant") : why);
       return failure();
     }
     int32_t id = (int32_t)fn.values.size();

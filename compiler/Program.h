@@ -30,8 +30,16 @@ mlir::Type fromDType(mlir::MLIRContext *ctx, rt::DType dtype);
 /// The runtime type of a ranked, static tensor type (nullopt otherwise).
 std::optional<rt::TensorType> toTensorType(mlir::Type type);
 
+/// Most bytes a constant may take in an artifact (4 GiB). A splat attribute
+/// of any shape costs nothing in MLIR but is stored expanded: a hostile model
+/// (a 2^38-element mask) must get an error, not an allocation that aborts.
+constexpr int64_t kMaxConstantBytes = int64_t(1) << 32;
+
 /// Host copy of a constant (dense or resource elements) in storage format.
-mlir::FailureOr<rt::HostTensor> toHostTensor(mlir::ElementsAttr attr);
+/// Fails for an unsupported element type or one of more than
+/// kMaxConstantBytes (then with a message in `*error`, if given).
+mlir::FailureOr<rt::HostTensor> toHostTensor(mlir::ElementsAttr attr,
+                                             std::string *error = nullptr);
 /// A dense attribute of `type` holding the host tensor's values.
 mlir::DenseElementsAttr fromHostTensor(mlir::RankedTensorType type,
                                        const rt::HostTensor &tensor);

@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (test/fuzz/fuzz_*.cpp) with clang-22 and
-# ASan + UBSan into ${TC_FUZZ_DIR:-build-fuzz}, then runs each:
+# ASan + UBSan, then runs each:
 #   1. over its committed regression inputs (test/fuzz/regressions/<target>/:
 #      every finding becomes one) and its seeds (test data of its format);
-#   2. for a fixed number of mutations (TC_FUZZ_RUNS, default 2,000,000) from
-#      those seeds, with a per-input time and memory limit.
+#   2. for a fixed number of mutations (TC_FUZZ_RUNS, default 2,000,000; the
+#      ONNX importer, about 100 times slower an input, TC_FUZZ_ONNX_RUNS,
+#      default 60,000: about 2 minutes) from those seeds, with a per-input time and
+#      memory limit.
 # A crash, a sanitizer report, a time-out or an allocation beyond the limit
-# is a failure (libFuzzer writes the input to build-fuzz/crash-* for a new
+# is a failure (libFuzzer writes the input to $TC_FUZZ_DIR/crash-* for a new
 # regression file). Last line: "N passed, N failed" (one per target).
 #
-#   bash scripts/fuzz.sh            # build + run (about 3 minutes on 2 cores)
+#   bash scripts/fuzz.sh            # build + run
 #
-# The targets read bytes only (no MLIR), so this build is separate from the
-# main one and small: the runtime's base sources plus one file per target.
+# Measured from a fresh clone on the 2-core development machine (2026-12-01,
+# shared with other builds, load about 3): the byte readers' build and runs
+# 7 min 43 s, the sanitizer build 6 min 6 s, fuzz_onnx 47 s at 30,000 runs
+# (650 inputs/s); with scripts/sanitized_tools.sh (26 s) 15 min 2 s wall,
+# 16 min 47 s CPU. 60,000 importer runs alone: 2 min 13 s (450 inputs/s),
+# so about 16.5 min in all. CI allows the whole section 20 minutes.
+#
+# The byte readers' targets (artifact, safetensors, npy, json) need no MLIR:
+# they are built here into ${TC_FUZZ_DIR:-build-fuzz} from the runtime's base
+# sources plus one file per target. fuzz_onnx runs tc's ONNX import, so it
+# comes from the CMake sanitizer build (${TC_ASAN_DIR:-build-asan},
+# scripts/build_asan.sh: tc's sources instrumented, MLIR and libonnx not),
+# which also gives the sanitized tools of scripts/sanitized_tools.sh.
 set -uo pipefail
+shopt -s nullglob # an empty regression folder adds no arguments
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${TC_FUZZ_DIR:-$ROOT/build-fuzz}"
+ASAN="${TC_ASAN_DIR:-$ROOT/build-asan}"
 RUNS="${TC_FUZZ_RUNS:-2000000}"
+ONNX_RUNS="${TC_FUZZ_ONNX_RUNS:-60000}"
 CXX="${TC_FUZZ_CXX:-clang++-22}"
 mkdir -p "$OUT/obj"
 if ! command -v "$CXX" >/dev/null; then
@@ -24,6 +40,9 @@ if ! command -v "$CXX" >/dev/null; then
   echo "0 passed, 1 failed"
   exit 1
 fi
+# fuzz_onnx inlines LLVM's allocators into instrumented code that MLIR (not
+# instrumented) shares: see ASAN_OPTIONS in scripts/sanitized_tools.sh.
+export ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -I"$ROOT"
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
@@ -37,6 +56,23 @@ for src in "$ROOT"/runtime/src/base/*.cpp; do
   objs+=("$obj")
 done
 
+# The ONNX seeds, gathered (not committed twice): the binary models of
+# test/ and the node tests listed in test/fuzz/seeds/onnx-node-tests.txt.
+# Those up to ONNX_MAX_LEN bytes seed the mutations; the fixtures above it
+# (up to 1 MB) run once, with the regression inputs.
+ONNX_MAX_LEN=16384
+rm -rf "$OUT/seeds/onnx" "$OUT/seeds/onnx-large"
+mkdir -p "$OUT/seeds/onnx" "$OUT/seeds/onnx-large"
+for m in "$ROOT"/test/frontends/onnx/Inputs/*.onnx "$ROOT"/test/fixtures/*.onnx; do
+  sz=$(stat -c %s "$m")
+  if [ "$sz" -le $ONNX_MAX_LEN ]; then cp "$m" "$OUT/seeds/onnx/"
+  elif [ "$sz" -le 1048576 ]; then cp "$m" "$OUT/seeds/onnx-large/"; fi
+done
+while read -r t; do
+  case "$t" in ''|'#'*) continue ;; esac
+  cp "/usr/share/libonnx-testdata/data/node/$t/model.onnx" "$OUT/seeds/onnx/$t.onnx"
+done <"$ROOT/test/fuzz/seeds/onnx-node-tests.txt"
+
 # seeds TARGET: the test data of the target's format.
 seeds() {
   case "$1" in
@@ -44,13 +80,20 @@ seeds() {
     safetensors) echo "$ROOT/test/fuzz/seeds/safetensors" ;;
     npy) echo "$ROOT/test/fuzz/seeds/npy" ;;
     json) echo "$ROOT/test/fuzz/seeds/safetensors" ;; # state.json (and the .safetensors headers)
+    onnx) echo "$OUT/seeds/onnx" ;;
   esac
 }
 
 pass=0; fail=0
-for t in artifact safetensors npy json; do
-  bin="$OUT/fuzz_$t"
-  if ! "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer "$ROOT/test/fuzz/fuzz_$t.cpp" "${objs[@]}" -o "$bin"; then
+for t in artifact safetensors npy json onnx; do
+  bin="$OUT/fuzz_$t"; runs=$RUNS; max_len=65536; once=()
+  if [ $t = onnx ]; then
+    bin="$ASAN/bin/fuzz_onnx"; runs=$ONNX_RUNS; max_len=$ONNX_MAX_LEN
+    once=("$OUT"/seeds/onnx-large/*)
+    if ! TC_ASAN_DIR="$ASAN" bash "$ROOT/scripts/build_asan.sh" >"$OUT/build_asan.log" 2>&1; then
+      echo "fuzz_$t: build failed (log: $OUT/build_asan.log)"; fail=$((fail + 1)); continue
+    fi
+  elif ! "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer "$ROOT/test/fuzz/fuzz_$t.cpp" "${objs[@]}" -o "$bin"; then
     echo "fuzz_$t: build failed"; fail=$((fail + 1)); continue
   fi
   reg="$ROOT/test/fuzz/regressions/$t"
@@ -58,17 +101,17 @@ for t in artifact safetensors npy json; do
   mkdir -p "$corpus" "$reg"
   log="$OUT/fuzz_$t.log"
   ok=1
-  # 1. the regression inputs, each once
-  if [ -n "$(ls -A "$reg")" ]; then
-    "$bin" -rss_limit_mb=2048 -timeout=10 "$reg"/* >"$log.regressions" 2>&1 || ok=0
+  # 1. the regression inputs (and seeds too large to mutate), each once
+  if [ -n "$(ls -A "$reg")" ] || [ ${#once[@]} -gt 0 ]; then
+    "$bin" -rss_limit_mb=2048 -timeout=10 "$reg"/* "${once[@]}" >"$log.regressions" 2>&1 || ok=0
   fi
   # 2. mutations from the seeds (the corpus folder keeps what it learns)
   if [ $ok = 1 ]; then
-    (cd "$OUT" && "$bin" -runs="$RUNS" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+    (cd "$OUT" && "$bin" -runs="$runs" -max_len=$max_len -rss_limit_mb=2048 -timeout=10 \
        -malloc_limit_mb=1024 "$corpus" "$(seeds $t)" "$reg" >"$log" 2>&1) || ok=0
   fi
   if [ $ok = 1 ]; then
-    echo "fuzz_$t: ok ($(grep -c . "$log.regressions" 2>/dev/null >/dev/null; ls "$reg" | wc -l) regression inputs, $RUNS runs)"
+    echo "fuzz_$t: ok ($(ls "$reg" | wc -l) regression inputs, $runs runs)"
     pass=$((pass + 1))
   else
     echo "fuzz_$t: FAILED (log: $log; the input is in $OUT/crash-* or $OUT/leak-*)"

@@ -2,6 +2,7 @@
 """Write the small binary ONNX models the importer's error tests read.
 
     python3 scripts/make_bad_onnx.py [--out test/frontends/onnx/Inputs]
+                                     [--fuzz-out test/fuzz/regressions/onnx]
 
 Each file is a few hundred bytes and committed; rerunning gives the same bytes.
   malformed.onnx         bytes that are not a ModelProto
@@ -29,6 +30,11 @@ Each file is a few hundred bytes and committed; rerunning gives the same bytes.
                          val_7 (folded_from ['w']) and its zero bias dropped with its Add (the
                          FX node names p_lin_bias, no ONNX node reads it); 'c' is in the
                          signature but no FX node names it (a tied weight); IR 10
+Into --fuzz-out, the UBSan findings of issue 9 as fuzz_onnx regression inputs (the fuzzer's
+own findings there are its bytes, not written here):
+  slice_int64_min_step.onnx   Slice steps INT64_MIN and INT64_MAX (-step overflowed)
+  empty_constant_concat.onnx  Concat of two int64 constants, one of them empty (memcpy from null)
+  input_2e31_cubed.onnx       a graph input of shape [2^31, 2^31, 2^31] (the element count overflows)
 """
 import argparse
 import os
@@ -65,8 +71,12 @@ def main():
     ap = argparse.ArgumentParser()
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--out", default=os.path.join(here, "..", "test", "frontends", "onnx", "Inputs"))
-    out = ap.parse_args().out
+    ap.add_argument("--fuzz-out",
+                    default=os.path.join(here, "..", "test", "fuzz", "regressions", "onnx"))
+    args = ap.parse_args()
+    out = args.out
     os.makedirs(out, exist_ok=True)
+    fuzz_regressions(args.fuzz_out)
 
     def save(name, m):
         with open(os.path.join(out, name), "wb") as f:
@@ -111,6 +121,35 @@ def main():
     e = dup.external_data.add()
     e.key, e.value = "location", "other.bin"
     save("external_dupkey.onnx", model(add_graph(dup), ir=10))
+
+
+def fuzz_regressions(out):
+    os.makedirs(out, exist_ok=True)
+
+    def save(name, m):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(m.SerializeToString())
+
+    i64 = lambda name, vals: helper.make_tensor(name, TensorProto.INT64, [len(vals)], vals)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])
+    save("slice_int64_min_step.onnx", model(helper.make_graph(
+        [helper.make_node("Slice", ["x", "s0", "e0", "ax", "neg"], ["a"], name="a"),
+         helper.make_node("Slice", ["x", "s1", "e1", "ax", "pos"], ["b"], name="b")],
+        "g", [x], [a, b],
+        initializer=[i64("s0", [4]), i64("e0", [-2**63 + 1]), i64("ax", [0]), i64("neg", [-2**63]),
+                     i64("s1", [1]), i64("e1", [2**63 - 1]), i64("pos", [2**63 - 1])])))
+
+    c = helper.make_tensor_value_info("c", TensorProto.INT64, [2])
+    save("empty_constant_concat.onnx", model(helper.make_graph(
+        [helper.make_node("Concat", ["e", "f"], ["c"], name="c", axis=0)], "g", [], [c],
+        initializer=[i64("e", []), i64("f", [1, 2])])))
+
+    big = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**31, 2**31, 2**31])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**31, 2**31, 2**31])
+    save("input_2e31_cubed.onnx", model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="y")], "g", [big], [y])))
 
 
 def buffer_kind_model():

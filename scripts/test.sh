@@ -93,15 +93,31 @@ else
   add 0 0 1
 fi
 
-# --- fuzzing: libFuzzer + ASan/UBSan over the byte readers ----------------------
-# Separate clang-22 build (build-fuzz); the committed regression inputs, then
-# a fixed number of mutations per target (scripts/fuzz.sh).
-TC_FUZZ_DIR="$BUILD/fuzz" bash "$ROOT/scripts/fuzz.sh" >"$LOGS/fuzz.log" 2>&1
-fline=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$LOGS/fuzz.log" | tail -1)
-fp=$(echo "${fline:-0 passed, 1 failed}" | awk '{print $1}'); ff=$(echo "${fline:-0 passed, 1 failed}" | awk '{print $3}')
-grep -E 'FAILED|not found|build failed' "$LOGS/fuzz.log" | head -10
-echo "fuzz: $fp passed, $ff failed"
-add "$fp" "$ff" 0
+# script_suite LABEL LOG PATTERN: reads the "N passed, N failed" last line of a
+# script's LOG (none: 1 failed), prints the LOG lines matching PATTERN and
+# "LABEL: N passed, N failed", adds to the totals.
+script_suite() {
+  local line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$2" | tail -1)
+  local p=$(echo "${line:-0 passed, 1 failed}" | awk '{print $1}') f=$(echo "${line:-0 passed, 1 failed}" | awk '{print $3}')
+  grep -E "$3" "$2" | head -10
+  echo "$1: $p passed, $f failed"
+  add "$p" "$f" 0
+}
+
+# --- fuzzing: libFuzzer + ASan/UBSan over the byte readers and the importer -----
+# Separate clang-22 builds (build/fuzz: the byte readers; build/asan: the
+# CMake sanitizer build for fuzz_onnx and the tools); the committed
+# regression inputs, then a fixed number of mutations per target
+# (scripts/fuzz.sh).
+TC_FUZZ_DIR="$BUILD/fuzz" TC_ASAN_DIR="$BUILD/asan" bash "$ROOT/scripts/fuzz.sh" >"$LOGS/fuzz.log" 2>&1
+script_suite fuzz "$LOGS/fuzz.log" 'FAILED|not found|build failed'
+
+# --- sanitized tools: tc-compile / tc-run of build/asan over the corpus ---------
+# Every fuzz regression input, the models of test/ and the fixtures through
+# the ASan + UBSan tools: exit 0 or 2 with an error, never a sanitizer report
+# (scripts/sanitized_tools.sh).
+TC_ASAN_DIR="$BUILD/asan" bash "$ROOT/scripts/sanitized_tools.sh" >"$LOGS/sanitized-tools.log" 2>&1
+script_suite "sanitized tools" "$LOGS/sanitized-tools.log" '^FAIL|build failed'
 
 echo "logs in $LOGS"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"

@@ -533,14 +533,14 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         Value x = o.getInput(), y = o.getResult();
         if (!needs(x))
           return success();
-        Value s = e.reduceSum(e.mul(g, y), {o.getAxis()}, true);
+        Value s = e.reduceSum(e.mul(g, y), {static_cast<int64_t>(o.getAxis())}, true);
         return acc(x, e.mul(y, e.sub(g, s)));
       })
       .Case([&](LogSoftmaxOp o) -> LogicalResult {
         Value x = o.getInput(), y = o.getResult();
         if (!needs(x))
           return success();
-        Value s = e.reduceSum(g, {o.getAxis()}, true);
+        Value s = e.reduceSum(g, {static_cast<int64_t>(o.getAxis())}, true);
         return acc(x, e.sub(g, e.mul(e.unary<ExpOp>(y), s)));
       })
       .Case([&](LayerNormOp o) -> LogicalResult {

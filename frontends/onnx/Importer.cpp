@@ -80,6 +80,9 @@ std::string nodeLabel(const onnx::NodeProto &n) {
 std::string joinShape(ArrayRef<int64_t> s) {
   return llvm::join(llvm::map_range(s, [](int64_t d) { return std::to_string(d); }), "x");
 }
+std::string tooLarge(ArrayRef<int64_t> s) {
+  return "shape " + joinShape(s) + " has more than 2^40 elements";
+}
 /// Up to four items, then "and N more".
 std::string listItems(const std::vector<std::string> &names) {
   std::string list;
@@ -91,6 +94,14 @@ std::string listItems(const std::vector<std::string> &names) {
 }
 
 } // namespace
+
+int64_t boundedNumElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxTensorElements)
+      return -1;
+  return n;
+}
 
 /// Imports one model. Lives for one importOnnxFile call.
 class Importer {
@@ -418,6 +429,8 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
       return fail("input '" + name + "' has no shape; give it with --input " + name +
                   "=2x16 (its full shape)"),
              failure();
+    if (boundedNumElements(override->second) < 0)
+      return fail("--input " + name + ": " + tooLarge(override->second)), failure();
     boundInputs_[name] = joinShape(override->second) + " (from --input; the model gives no shape)";
     return RankedTensorType::get(override->second, elt);
   }
@@ -481,6 +494,8 @@ FailureOr<RankedTensorType> Importer::graphInputType(const onnx::ValueInfoProto 
     }
     dims.push_back(dim.dim_value());
   }
+  if (boundedNumElements(dims) < 0)
+    return fail("graph input '" + name + "': " + tooLarge(dims)), failure();
   if (!how.empty())
     boundInputs_[name] = joinShape(dims) + " (" + how + ")";
   return RankedTensorType::get(dims, elt);
@@ -1241,6 +1256,13 @@ LogicalResult NodeContext::setOutputSequence(size_t i, ArrayRef<Value> elems, Ty
 }
 
 FailureOr<SmallVector<Value>> NodeContext::finishOp(Operation *op) {
+  for (auto [i, t] : llvm::enumerate(op->getResultTypes())) {
+    auto shape = llvm::cast<RankedTensorType>(t).getShape();
+    if (boundedNumElements(shape) < 0) {
+      op->erase();
+      return fail("result #" + Twine(i) + ": " + tooLarge(shape)), failure();
+    }
+  }
   {
     DiagnosticCapture diag(context());
     if (failed(mlir::verify(op))) {
@@ -1278,13 +1300,12 @@ Value NodeContext::constant(DenseElementsAttr value) {
 }
 
 Value NodeContext::splat(double v, Type elementType, ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, elementType);
-  if (isa<IntegerType>(elementType)) {
-    SmallVector<int64_t> vals(type.getNumElements(), (int64_t)v);
-    return constant(denseFromInts(type, vals));
-  }
-  SmallVector<double> vals(type.getNumElements(), v);
-  return constant(denseFromDoubles(type, vals));
+  // One element, resized: a splat attribute never holds more than one value
+  // (shapes up to kMaxTensorElements must not allocate at import time).
+  auto scalar = RankedTensorType::get({}, elementType);
+  DenseElementsAttr one = isa<IntegerType>(elementType) ? denseFromInts(scalar, {(int64_t)v})
+                                                        : denseFromDoubles(scalar, {v});
+  return constant(one.resizeSplat(RankedTensorType::get(shape, elementType)));
 }
 
 Value NodeContext::constI64(ArrayRef<int64_t> values) {
@@ -1303,14 +1324,11 @@ FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
   auto t = llvm::cast<RankedTensorType>(v.getType());
   if (t.getShape() == shape)
     return v;
-  int64_t n = 1;
-  for (int64_t d : shape) {
+  for (int64_t d : shape)
     if (d < 0)
       return fail("cannot reshape to a shape with negative dimension " + joinShape(shape)),
              failure();
-    n *= d;
-  }
-  if (n != t.getNumElements())
+  if (boundedNumElements(shape) != t.getNumElements())
     return fail("cannot reshape " + joinShape(t.getShape()) + " (" +
                 Twine(t.getNumElements()) + " elements) to " + joinShape(shape)),
            failure();

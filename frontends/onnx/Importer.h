@@ -41,6 +41,16 @@ namespace tc::onnx_import {
 /// the module with attributes nobody needs at compile time).
 constexpr int64_t kMaxFoldElements = 16 * 1024 * 1024;
 
+/// Most elements any tensor of an imported model may have (2^40, as for
+/// initializer data): the element counts and byte sizes of every type the
+/// importer builds then stay far from int64 overflow, in tc's code and in
+/// MLIR's (RankedTensorType::getNumElements multiplies unchecked).
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
+/// The element count of `shape`, or -1 if a dimension is negative or the
+/// count exceeds kMaxTensorElements (computed without overflowing).
+int64_t boundedNumElements(llvm::ArrayRef<int64_t> shape);
+
 /// What an ONNX value name stands for.
 struct OnnxValue {
   mlir::Value value; ///< a tensor (null for sequences)

@@ -127,6 +127,9 @@ LogicalResult softmaxLike(NodeContext &nc, StringRef kind) {
     Value am = ch(nc.make<tc::ArgMaxOp>({v}, {nc.namedI64("axis", axis), nc.namedBool("keepdims", true)}));
     SmallVector<int64_t> iotaShape(vt.getRank(), 1), iota;
     iotaShape[axis] = vt.getDimSize(axis);
+    if (iotaShape[axis] > kMaxFoldElements) // the iota below is built at import
+      return nc.fail("Hardmax axis of " + Twine(iotaShape[axis]) + " elements is too large (at most " +
+                     Twine(kMaxFoldElements) + ")");
     for (int64_t i = 0; i < vt.getDimSize(axis); ++i)
       iota.push_back(i);
     Value io = nc.constant(denseFromInts(RankedTensorType::get(iotaShape, nc.builder().getI64Type()), iota));

@@ -71,7 +71,8 @@ LogicalResult reshapeOp(NodeContext &nc) {
     }
     if (d < 0)
       return nc.fail("shape " + shapeStr(spec) + " has a negative entry");
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known) || known > kMaxTensorElements)
+      return nc.fail("shape " + shapeStr(spec) + " has more than 2^40 elements");
     shape.push_back(d);
   }
   if (inferAt >= 0) {
@@ -647,6 +648,9 @@ LogicalResult gatherElements(NodeContext &nc) {
   if (failed(axis))
     return failure();
   // out[c] = flat_data[idx[c] * stride[axis] + sum_{d != axis} c[d] * stride[d]]
+  if (it.getNumElements() > kMaxFoldElements) // the offsets below are built at import
+    return nc.fail("indices of " + Twine(it.getNumElements()) + " elements are too many (at most " +
+                   Twine(kMaxFoldElements) + ")");
   SmallVector<int64_t> st = strides(dt.getShape());
   SmallVector<int64_t> base(it.getNumElements());
   SmallVector<int64_t> coord(rank, 0);
@@ -770,6 +774,9 @@ LogicalResult eyeLike(NodeContext &nc) {
       return nc.failAttr("dtype", "unsupported element type");
   }
   int64_t k = nc.attrInt("k", 0);
+  if (t.getNumElements() > kMaxFoldElements) // the matrix below is built at import
+    return nc.fail("result of " + Twine(t.getNumElements()) + " elements is too large (at most " +
+                   Twine(kMaxFoldElements) + ")");
   SmallVector<int64_t> vals;
   for (int64_t i = 0; i < t.getDimSize(0); ++i)
     for (int64_t j = 0; j < t.getDimSize(1); ++j)

@@ -82,19 +82,15 @@ FailureOr<RankedTensorType> tensorProtoType(MLIRContext *ctx,
              onnxTypeName(t.data_type());
     return failure();
   }
-  SmallVector<int64_t> shape;
-  int64_t n = 1;
-  for (int64_t d : t.dims()) {
+  SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+  for (int64_t d : shape)
     if (d < 0) {
       *error = tensorLabel(t) + " has a negative dimension " + std::to_string(d);
       return failure();
     }
-    if (d != 0 && n > (int64_t(1) << 40) / d) {
-      *error = tensorLabel(t) + " is too large";
-      return failure();
-    }
-    n *= d;
-    shape.push_back(d);
+  if (boundedNumElements(shape) < 0) {
+    *error = tensorLabel(t) + " is too large";
+    return failure();
   }
   return RankedTensorType::get(shape, elt);
 }
@@ -252,32 +248,50 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
       return sizeError(raw.size(), "bytes of raw_data");
     host.data.assign(raw.begin(), raw.end());
   } else {
-    host.data.assign(bytes, 0);
-    uint8_t *dst = host.data.data();
+    // The typed field must hold the n values before their bytes are
+    // allocated: dims alone (up to 2^40 elements) must not allocate.
     int32_t dt = t.data_type();
+    int64_t have;
+    const char *field;
     switch (dt) {
     case kFloat:
-      if (t.float_data_size() != n)
-        return sizeError(t.float_data_size(), "elements in float_data");
+      have = t.float_data_size(), field = "elements in float_data";
+      break;
+    case kDouble:
+      have = t.double_data_size(), field = "elements in double_data";
+      break;
+    case kInt64:
+      have = t.int64_data_size(), field = "elements in int64_data";
+      break;
+    case kUint32:
+    case kUint64:
+      have = t.uint64_data_size(), field = "elements in uint64_data";
+      break;
+    default:
+      // INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16 and the
+      // float8 types keep their values (or bit patterns) in int32_data.
+      have = t.int32_data_size(), field = "elements in int32_data";
+      break;
+    }
+    if (have != n)
+      return sizeError(have, field);
+    host.data.assign(bytes, 0);
+    uint8_t *dst = host.data.data();
+    switch (dt) {
+    case kFloat:
       for (int64_t i = 0; i < n; ++i)
         storeLE<float>(dst + 4 * i, t.float_data(i));
       break;
     case kDouble:
-      if (t.double_data_size() != n)
-        return sizeError(t.double_data_size(), "elements in double_data");
       for (int64_t i = 0; i < n; ++i)
         storeLE<double>(dst + 8 * i, t.double_data(i));
       break;
     case kInt64:
-      if (t.int64_data_size() != n)
-        return sizeError(t.int64_data_size(), "elements in int64_data");
       for (int64_t i = 0; i < n; ++i)
         storeLE<int64_t>(dst + 8 * i, t.int64_data(i));
       break;
     case kUint32:
     case kUint64:
-      if (t.uint64_data_size() != n)
-        return sizeError(t.uint64_data_size(), "elements in uint64_data");
       for (int64_t i = 0; i < n; ++i) {
         uint64_t v = t.uint64_data(i);
         if (dt == kUint32)
@@ -287,10 +301,6 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
       }
       break;
     default:
-      // INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16 and the
-      // float8 types keep their values (or bit patterns) in int32_data.
-      if (t.int32_data_size() != n)
-        return sizeError(t.int32_data_size(), "elements in int32_data");
       for (int64_t i = 0; i < n; ++i) {
         uint32_t v = (uint32_t)t.int32_data(i);
         if (dt == kBool)

@@ -471,9 +471,9 @@ LogicalResult MatmulOp::verify() {
   struct Side {
     const char *name;
     int64_t have, matrix, stride;
-  } sides[] = {{"lhs", lhsN, m * k, getStrideLhs()},
-               {"rhs", rhsN, k * n, getStrideRhs()},
-               {"out", outN, m * n, getStrideOut()}};
+  } sides[] = {{"lhs", lhsN, m * k, static_cast<int64_t>(getStrideLhs())}, // I64Attr reads as uint64_t
+               {"rhs", rhsN, k * n, static_cast<int64_t>(getStrideRhs())},
+               {"out", outN, m * n, static_cast<int64_t>(getStrideOut())}};
   for (const Side &s : sides) {
     if (s.stride < -1)
       return emitOpError() << "stride_" << s.name << " " << s.stride << " is invalid";
