@@ -524,9 +524,10 @@ CompileOptions atBatch(const CompileOptions &opts, int64_t b) {
 BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t plannedTotal,
                              const TargetDevice &card, std::map<int64_t, int64_t> *planned) {
   BatchFit fit;
-  std::string failure;
+  std::map<int64_t, std::string> failures; // batches that did not compile, and why
   (*planned)[batch] = plannedTotal;
-  // The plan's total at batch b; -1 when it does not compile.
+  // The plan's total at batch b; -1 when it does not compile (a batch so
+  // large that a tensor passes the importer's limits: it does not fit).
   auto total = [&](int64_t b) -> int64_t {
     if (auto it = planned->find(b); it != planned->end())
       return it->second;
@@ -535,92 +536,66 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
     CompileResult r;
     CompileError e;
     if (!compile(ctx, atBatch(opts, b), &r, &e) || !r.memoryPlan) {
-      failure = "batch " + std::to_string(b) + " does not compile: " + e.message;
-      return -1;
+      failures[b] = e.message;
+      return (*planned)[b] = -1;
     }
     return (*planned)[b] = r.memoryPlan->total();
   };
-  auto fits = [&](int64_t b) -> int {
+  auto fits = [&](int64_t b) {
     int64_t t = total(b);
-    return t < 0 ? -1 : fitsCard(t, card) ? 1 : 0;
+    return t >= 0 && fitsCard(t, card);
   };
   const int64_t kMaxBatch = int64_t(1) << 40;
   // lo fits (0: none known), hi does not (-1: none known).
   int64_t lo = 0, hi = -1;
-  int f = fitsCard(plannedTotal, card) ? 1 : 0;
-  (f ? lo : hi) = batch;
-  // The guess: a line through the plans at batch and 2 * batch (or batch / 2).
-  int64_t other = batch > 1 ? batch / 2 : 2;
-  int64_t tOther = total(other);
-  if (tOther < 0) {
-    fit.note = failure;
-    return fit;
-  }
-  if (fitsCard(tOther, card))
-    lo = std::max(lo, other);
-  else if (hi < 0 || other < hi)
-    hi = other;
-  // Secant steps: the line through the two plans farthest apart so far
-  // predicts the batch that fills the card; a plan there replaces the nearer
-  // point (the totals are close to linear in the batch, so this converges in
-  // a few plans), and the guess and the guess + 1 bracket the answer.
-  int64_t b0 = other, b1 = batch;
-  int64_t t0 = tOther, t1 = plannedTotal;
+  auto record = [&](int64_t b) {
+    if (fits(b))
+      lo = std::max(lo, b);
+    else if (hi < 0 || b < hi)
+      hi = b;
+  };
+  record(batch);
+  // Secant steps through the two plans farthest apart so far: the totals are
+  // close to linear in the batch, so the line's crossing of the capacity is
+  // near the answer. A step grows the batch at most 64-fold (a line through
+  // small plans may be far off), and the guess and the guess + 1 bracket it.
   double room = static_cast<double>(card.memoryBytes - card.contextBytes);
-  for (int iter = 0; iter < 6 && (hi < 0 || hi - lo > 1); ++iter) {
-    if (b0 == b1 || t0 == t1)
+  int64_t b0 = batch, b1 = batch * 2;
+  record(b1);
+  for (int iter = 0; iter < 10 && (hi < 0 || hi - lo > 1); ++iter) {
+    int64_t t0 = total(b0), t1 = total(b1);
+    if (t0 < 0 || t1 < 0 || b0 == b1 || t0 == t1)
       break;
     double slope = static_cast<double>(t1 - t0) / static_cast<double>(b1 - b0);
     if (!(slope > 0))
       break;
     double g = static_cast<double>(b1) + (room - static_cast<double>(t1)) / slope;
-    int64_t guess = g < 1 ? 1 : static_cast<int64_t>(std::min(g, 1e12));
+    double cap = static_cast<double>(std::max<int64_t>(lo, 1)) * 64;
+    int64_t guess = static_cast<int64_t>(std::max(1.0, std::min({g, cap, 1e12})));
     bool moved = false;
-    for (int64_t c : {guess, guess + 1}) {
-      if (c <= lo || (hi >= 0 && c >= hi))
-        continue;
-      int r = fits(c);
-      if (r < 0) {
-        fit.note = failure;
-        return fit;
+    for (int64_t c : {guess, guess + 1})
+      if (c > lo && (hi < 0 || c < hi)) {
+        record(c);
+        moved = true;
       }
-      (r ? lo : hi) = c;
-      moved = true;
-    }
     if (!moved)
       break;
-    // Keep the farther of the old points and the guess.
-    int64_t tg = total(guess);
-    if (std::llabs(guess - b0) > std::llabs(guess - b1)) {
+    // Keep the guess and the farther of the two old points.
+    if (std::llabs(guess - b0) > std::llabs(guess - b1))
       b1 = guess;
-      t1 = tg;
-    } else {
+    else
       b0 = guess;
-      t0 = tg;
-    }
   }
-  // Bisection where the line was wrong (a plan that packs unevenly).
-  while (hi < 0 && lo < kMaxBatch) {
-    int64_t g = std::max<int64_t>(1, lo * 2);
-    int r = fits(g);
-    if (r < 0) {
-      fit.note = failure;
-      return fit;
-    }
-    (r ? lo : hi) = g;
-  }
-  while (hi - lo > 1) {
-    int64_t g = lo + (hi - lo) / 2;
-    int r = fits(g);
-    if (r < 0) {
-      fit.note = failure;
-      return fit;
-    }
-    (r ? lo : hi) = g;
-  }
+  // Bisection where the line did not settle it.
+  while (hi < 0 && lo < kMaxBatch)
+    record(std::max<int64_t>(1, lo * 2));
+  while (hi - lo > 1)
+    record(lo + (hi - lo) / 2);
   fit.batch = lo;
-  fit.note = "batch " + std::to_string(lo + 1) + " does not fit (" + std::to_string(planned->size()) +
-             " plans in all)";
+  fit.note = "batch " + std::to_string(lo + 1) + " does not fit (" +
+             std::to_string(planned->size()) + " plans in all)";
+  if (auto f = failures.find(lo + 1); f != failures.end())
+    fit.note += ": it does not compile (" + f->second + ")";
   return fit;
 }
 

@@ -888,10 +888,10 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, const OpsetMap &
         std::string what;
         for (const std::string &g : from)
           what += (what.empty() ? "" : "; ") + ("input '" + g + "' is " + boundInputs_[g]);
-        error_ = what + ", and " + (from.size() > 1 ? "these shapes do" : "this shape does") +
-                 " not fit the sizes the export fixed inside the graph: " + error_ +
-                 " (compile with the shape the model was exported with, or re-export it with "
-                 "those axes dynamic)";
+        error_ = what + ", and with " + (from.size() > 1 ? "these shapes " : "this shape ") +
+                 error_ +
+                 " (where the export fixed sizes inside the graph, compile with the shape the "
+                 "model was exported with, or re-export it with those axes dynamic)";
       }
     }
     return fail(nc.describe() + ": import failed");
