@@ -110,7 +110,7 @@ for m in "$ROOT"/test/fixtures/*.onnx; do
     "$BIN/tc-compile" "$m" "${shapes[@]}" --train -o "$W/$f.tca"
   [ -f "$W/$f.tca" ] && fixtures+=("$f")
   check "tc-compile --train --target sm_90 test/fixtures/$f.onnx" "0 2" \
-    "$BIN/tc-compile" "$m" "${shapes[@]}" --train --target sm_90 --report memory
+    "$BIN/tc-compile" "$m" "${shapes[@]}" --train --target sm_90 --report memory --no-batch-search
 done
 
 # --- 2. artifacts ---------------------------------------------------------------

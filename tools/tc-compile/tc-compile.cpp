@@ -64,6 +64,8 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          without embeddings, L, T, d; 6N + 12LTd per token;
                          the compiler's FLOP count of a step; the target's
                          dense peaks)
+  --no-batch-search      --report memory without the largest batch (each
+                         re-plan costs about one compile)
   --json                 print the --report as JSON (every op, every card)
   --emit=KIND            print instead of writing: mlir (the imported module),
                          tc (after the compiler pipeline), program (the
@@ -162,7 +164,7 @@ int main(int argc, char **argv) {
   tc::CompileOptions opts;
   std::string outPath, emit, dumpDir;
   bool reportMemory = false, reportPrecision = false, reportFlops = false, quiet = false,
-       json = false;
+       json = false, batchSearch = true;
   std::vector<std::string> trainOnly; // flags that only mean something with --train
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -283,6 +285,8 @@ int main(int argc, char **argv) {
       opts.tf32 = true;
     } else if (a == "--json") {
       json = true;
+    } else if (a == "--no-batch-search") {
+      batchSearch = false;
     } else if (is("--report")) {
       std::string r = value("--report");
       if (r == "memory")
@@ -338,6 +342,8 @@ int main(int argc, char **argv) {
   if (json && reports != 1)
     fail(2, reports ? "--json prints one report: give one --report"
                     : "--json goes with --report memory, precision or flops");
+  if (!batchSearch && !reportMemory)
+    fail(2, "--no-batch-search goes with --report memory");
   if (reportFlops && !opts.train.enabled)
     fail(2, "--report flops describes a training step: give --train");
   if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && !reportFlops &&
@@ -430,7 +436,9 @@ int main(int argc, char **argv) {
       fail(1, "internal error: the GPU pipeline left no memory plan");
     std::vector<tc::BatchFit> fits;
     std::string why;
-    int64_t batch = tc::batchOf(opts, *result.imported, &why);
+    int64_t batch = batchSearch ? tc::batchOf(opts, *result.imported, &why) : -1;
+    if (!batchSearch)
+      why = "--no-batch-search";
     std::map<int64_t, int64_t> planned;
     for (const tc::TargetDevice *card : tc::devicesOf(opts.target))
       fits.push_back(batch > 0 ? tc::largestFittingBatch(opts, batch, result.memoryPlan->total(),
