@@ -489,7 +489,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   return true;
 }
 
-int64_t batchOf(const CompileOptions &opts, const ModuleOp imported, std::string *why) {
+int64_t batchOf(const CompileOptions &opts, std::string *why) {
   if (auto it = opts.import.dimParams.find("batch"); it != opts.import.dimParams.end())
     return it->second;
   int64_t b = -1;
@@ -503,7 +503,6 @@ int64_t batchOf(const CompileOptions &opts, const ModuleOp imported, std::string
   if (b < 0)
     *why = "the batch is fixed by the export (static shapes) or not set: compile with "
            "--dim batch=B (or --input) to re-plan it";
-  (void)imported;
   return b;
 }
 

@@ -125,7 +125,7 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
 
 /// The batch `opts` compiles at (the "batch" dim or axis 0 of the --input
 /// shapes, all equal), or -1 with `*why` set.
-int64_t batchOf(const CompileOptions &opts, const mlir::ModuleOp imported, std::string *why);
+int64_t batchOf(const CompileOptions &opts, std::string *why);
 
 /// The import-cleanup pipeline (canonicalize, CSE) on a module.
 /// Whether `target` names a GPU ("sm_90", "sm_120", "sm_120a").

@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
       fail(1, "internal error: the GPU pipeline left no memory plan");
     std::vector<tc::BatchFit> fits;
     std::string why;
-    int64_t batch = batchSearch ? tc::batchOf(opts, *result.imported, &why) : -1;
+    int64_t batch = batchSearch ? tc::batchOf(opts, &why) : -1;
     if (!batchSearch)
       why = "--no-batch-search";
     std::map<int64_t, int64_t> planned;

@@ -334,10 +334,6 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
 
   Trainer trainer;
   const TrainConfig *cfg = nullptr;
-  {
-    TrainConfig probe;
-    TC_RETURN_IF_ERROR(readTrainConfig(artifact, &probe));
-  }
   // Resolve every configuration value (flag > resumed run > default).
   if (resuming) {
     std::string d = resumeDir;
