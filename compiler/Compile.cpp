@@ -7,7 +7,7 @@
 
 #include "compiler/DeviceProgram.h"
 #include "compiler/Labels.h"
-#include "compiler/Program.h"
+#include "dialects/tc/Eval/Program.h"
 #include "compiler/MemoryReport.h"
 #include "compiler/PrecisionReport.h"
 #include "compiler/Transforms/GpuPasses.h"

@@ -2,7 +2,7 @@
 
 #include "compiler/DeviceProgram.h"
 
-#include "compiler/Program.h"
+#include "dialects/tc/Eval/Types.h"
 #include "dialects/tcx/IR/TcxOps.h"
 
 #include "llvm/ADT/DenseMap.h"

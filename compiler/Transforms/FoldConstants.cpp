@@ -1,12 +1,12 @@
 //===- FoldConstants.cpp - tc-fold-constants -------------------------------===//
 //
 // Folds tc ops with all-constant operands by running them on the reference
-// executor (compiler/Program.h: evaluateOp).
+// executor (dialects/tc/Eval/Program.h: evaluateOp).
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Program.h"
 #include "compiler/Transforms/Passes.h"
+#include "dialects/tc/Eval/Program.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
 
-#include "compiler/Program.h"
+#include "dialects/tc/Eval/Program.h"
 
 #include "llvm/ADT/APFloat.h"
 

@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
 
-#include "compiler/Program.h"
+#include "dialects/tc/Eval/Types.h"
 #include "frontends/onnx/MergedParameters.h"
 #include "frontends/onnx/Metadata.h"
 #include "frontends/onnx/OnnxLib.h"

@@ -319,7 +319,7 @@ mlir::FailureOr<rt::HostTensor> readTensorProto(mlir::MLIRContext *ctx,
                                                 const std::string &modelDir,
                                                 std::string *error);
 // Conversions between MLIR types/attributes and runtime dtypes/host tensors
-// are compiler/Program.h's (tc::toDType, tc::fromHostTensor, tc::toHostTensor).
+// are dialects/tc/Eval/Types.h's (tc::toDType, tc::fromHostTensor, tc::toHostTensor).
 
 //===--- Folding (Fold.cpp) ------------------------------------------------===//
 

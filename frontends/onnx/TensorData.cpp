@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
 
-#include "compiler/Program.h"
+#include "dialects/tc/Eval/Types.h"
 
 #include "llvm/ADT/StringExtras.h"
 

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Program.h"
 #include "compiler/Transforms/Passes.h"
+#include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"

@@ -10,8 +10,8 @@
 
 #include "compiler/Compile.h"
 #include "compiler/PrecisionReport.h"
-#include "compiler/Program.h"
 #include "compiler/Transforms/Passes.h"
+#include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/npy.h"

@@ -15,9 +15,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Program.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
+#include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"
 #include "runtime/src/base/artifact.h"
 

@@ -1,22 +1,21 @@
-//===- Program.h - tc dialect <-> runtime program ---------------*- C++ -*-===//
+//===- Types.h - tc types and constants <-> runtime types -------*- C++ -*-===//
 //
-// Lowers a func.func of tc ops into the runtime's op-level program (the
-// contract in runtime/src/base/program.h), converts constants between MLIR
-// attributes and host tensors, and evaluates ops whose operands are all
-// constants with the CPU reference executor (the importer's and the
-// constant folder's one source of truth for op semantics).
+// The bridge between MLIR's side of a tc program and the runtime's program
+// contract (runtime/src/base/program.h): element types <-> dtypes, static
+// tensor types <-> rt::TensorType, constants <-> host tensors in storage
+// format, op attributes <-> rt::Attr. The ONNX importer (initialisers,
+// folded constants) and the compiler (the artifact's program and parameter
+// table) both convert through here.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_COMPILER_PROGRAM_H
-#define TC_COMPILER_PROGRAM_H
+#ifndef TC_DIALECT_TC_EVAL_TYPES_H
+#define TC_DIALECT_TC_EVAL_TYPES_H
 
 #include "runtime/src/base/program.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/Operation.h"
-#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <optional>
 #include <string>
@@ -25,8 +24,6 @@ namespace tc {
 
 /// The runtime dtype of an MLIR element type, or nullopt if it has none.
 std::optional<rt::DType> toDType(mlir::Type elementType);
-/// The MLIR element type of a runtime dtype.
-mlir::Type fromDType(mlir::MLIRContext *ctx, rt::DType dtype);
 /// The runtime type of a ranked, static tensor type (nullopt otherwise).
 std::optional<rt::TensorType> toTensorType(mlir::Type type);
 
@@ -50,20 +47,6 @@ mlir::DenseElementsAttr fromHostTensor(mlir::RankedTensorType type,
 mlir::LogicalResult convertAttr(mlir::Attribute a, rt::Attr *out, std::string *error,
                                 llvm::StringRef attrName);
 
-/// Lowers `fn` (tc ops + func.return only) to a runtime function called
-/// `name`. Argument and result names come from the `tc.name` argument and
-/// result attributes (falling back to "arg<i>" / "out<i>").
-mlir::FailureOr<rt::Function> lowerToProgram(mlir::func::FuncOp fn,
-                                             llvm::StringRef name,
-                                             std::string *error);
-
-/// Evaluates a tc op whose operands are all produced by tc.constant (or are
-/// given in `operandValues`, one per operand) on the reference executor.
-/// Returns one attribute per result, or failure with a message in `error`.
-mlir::FailureOr<llvm::SmallVector<mlir::DenseElementsAttr>>
-evaluateOp(mlir::Operation *op, llvm::ArrayRef<mlir::ElementsAttr> operandValues,
-           std::string *error);
-
 } // namespace tc
 
-#endif // TC_COMPILER_PROGRAM_H
+#endif // TC_DIALECT_TC_EVAL_TYPES_H

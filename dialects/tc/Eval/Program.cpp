@@ -1,0 +1,208 @@
+//===- Program.cpp - tc functions and ops on the reference executor -------===//
+//
+// The serializer is generic: every tc op becomes one rt::Op named like the MLIR
+// op, carrying all its attributes (defaults filled in), so adding an op to the
+// dialect needs no change here, only a kernel in the reference executor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/tc/Eval/Program.h"
+
+#include "dialects/tc/IR/TcOps.h"
+#include "tc/reference.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+
+namespace tc {
+
+namespace {
+
+/// Optional-operand layout of ops without AttrSizedOperandSegments: the
+/// number of leading required operands and the number of optional ones.
+struct OptionalLayout {
+  unsigned required;
+  unsigned optional;
+};
+const llvm::StringMap<OptionalLayout> &optionalLayouts() {
+  static const llvm::StringMap<OptionalLayout> table = {
+      {"tc.rms_norm", {1, 1}},
+      {"tc.layer_norm_grad", {2, 1}},
+      {"tc.rms_norm_grad", {2, 1}},
+      {"tc.cross_entropy", {2, 1}},
+      {"tc.nll_loss", {2, 1}},
+  };
+  return table;
+}
+
+} // namespace
+
+namespace {
+
+/// Fills `out` (name, attributes, operand presence) for `op`; operands and
+/// results are left to the caller.
+LogicalResult convertOpHeader(Operation *op, rt::Op *out, std::string *error) {
+  out->name = op->getName().getStringRef().str();
+  NamedAttrList attrs(op->getAttrDictionary());
+  op->getName().populateDefaultAttrs(attrs);
+  for (NamedAttribute na : attrs) {
+    StringRef name = na.getName().getValue();
+    if (name == "operandSegmentSizes") {
+      rt::Attr present;
+      present.kind = rt::Attr::Kind::Ints;
+      for (int32_t s : llvm::cast<DenseI32ArrayAttr>(na.getValue()).asArrayRef())
+        present.ints.push_back(s);
+      out->attrs["operand_present"] = std::move(present);
+      continue;
+    }
+    rt::Attr a;
+    if (failed(convertAttr(na.getValue(), &a, error, name))) {
+      *error = "op '" + out->name + "': " + *error;
+      return failure();
+    }
+    out->attrs[name.str()] = std::move(a);
+  }
+  auto it = optionalLayouts().find(out->name);
+  if (it != optionalLayouts().end()) {
+    rt::Attr present;
+    present.kind = rt::Attr::Kind::Ints;
+    unsigned n = op->getNumOperands();
+    for (unsigned i = 0; i < it->second.required + it->second.optional; ++i)
+      present.ints.push_back(i < n ? 1 : 0);
+    out->attrs["operand_present"] = std::move(present);
+  }
+  return success();
+}
+
+std::string valueName(ArrayAttr attrs, unsigned i, StringRef fallback) {
+  if (attrs && i < attrs.size())
+    if (auto d = llvm::dyn_cast<DictionaryAttr>(attrs[i]))
+      if (auto s = d.getAs<StringAttr>("tc.name"))
+        return s.getValue().str();
+  return (fallback + Twine(i)).str();
+}
+
+} // namespace
+
+FailureOr<rt::Function> lowerToProgram(func::FuncOp fn, StringRef name,
+                                       std::string *error) {
+  rt::Function out;
+  out.name = name.str();
+  llvm::DenseMap<Value, int32_t> ids;
+  auto addValue = [&](Value v) -> FailureOr<int32_t> {
+    auto t = toTensorType(v.getType());
+    if (!t) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << "value of type " << v.getType()
+         << " is not a static tensor of a supported element type";
+      *error = s;
+      return failure();
+    }
+    int32_t id = (int32_t)out.values.size();
+    out.values.push_back(*t);
+    ids[v] = id;
+    return id;
+  };
+  if (!fn.getBody().hasOneBlock()) {
+    *error = "function '" + fn.getName().str() + "' must have exactly one block";
+    return failure();
+  }
+  Block &body = fn.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    auto id = addValue(arg);
+    if (failed(id))
+      return failure();
+    out.inputs.push_back(*id);
+    out.inputNames.push_back(
+        valueName(fn.getArgAttrsAttr(), arg.getArgNumber(), "arg"));
+  }
+  for (Operation &op : body) {
+    if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        out.outputs.push_back(ids.lookup(v));
+        out.outputNames.push_back(valueName(fn.getResAttrsAttr(), i, "out"));
+      }
+      continue;
+    }
+    if (!llvm::isa<TCDialect>(op.getDialect())) {
+      *error = "op '" + op.getName().getStringRef().str() +
+               "' is not a tc op and cannot be lowered to the reference program";
+      return failure();
+    }
+    rt::Op rop;
+    if (failed(convertOpHeader(&op, &rop, error)))
+      return failure();
+    for (Value v : op.getOperands()) {
+      auto it = ids.find(v);
+      if (it == ids.end()) {
+        *error = "operand of '" + rop.name + "' is defined outside the function";
+        return failure();
+      }
+      rop.operands.push_back(it->second);
+    }
+    for (Value r : op.getResults()) {
+      auto id = addValue(r);
+      if (failed(id))
+        return failure();
+      rop.results.push_back(*id);
+    }
+    out.ops.push_back(std::move(rop));
+  }
+  return out;
+}
+
+FailureOr<SmallVector<DenseElementsAttr>>
+evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *error) {
+  if (!llvm::isa<TCDialect>(op->getDialect()) || llvm::isa<ParameterOp>(op)) {
+    *error = "cannot evaluate '" + op->getName().getStringRef().str() + "' at compile time";
+    return failure();
+  }
+  rt::Op rop;
+  if (failed(convertOpHeader(op, &rop, error)))
+    return failure();
+  std::vector<rt::HostTensor> inputs;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    ElementsAttr value;
+    if (i < operandValues.size() && operandValues[i])
+      value = operandValues[i];
+    else if (auto c = v.getDefiningOp<ConstantOp>())
+      value = c.getValue();
+    if (!value) {
+      *error = "operand #" + std::to_string(i) + " is not a constant";
+      return failure();
+    }
+    std::string why;
+    auto t = toHostTensor(value, &why);
+    if (failed(t)) {
+      *error = "operand #" + std::to_string(i) + " holds " +
+               (why.empty() ? std::string("an unsupported constant") : why);
+      return failure();
+    }
+    inputs.push_back(std::move(*t));
+  }
+  SmallVector<RankedTensorType> resultTypes;
+  std::vector<rt::TensorType> runtimeTypes;
+  for (Value r : op->getResults()) {
+    auto t = toTensorType(r.getType());
+    if (!t) {
+      *error = "result type is not a static tensor of a supported element type";
+      return failure();
+    }
+    resultTypes.push_back(llvm::cast<RankedTensorType>(r.getType()));
+    runtimeTypes.push_back(*t);
+  }
+  // Constants fold in the precision their types declare.
+  std::vector<rt::HostTensor> outputs;
+  if (!reference::runOp(rop, inputs, runtimeTypes, &outputs, error))
+    return failure();
+  SmallVector<DenseElementsAttr> results;
+  for (auto [t, h] : llvm::zip(resultTypes, outputs))
+    results.push_back(fromHostTensor(t, h));
+  return results;
+}
+
+} // namespace tc

@@ -1,0 +1,40 @@
+//===- Program.h - tc functions and ops on the reference executor -*- C++ -*-===//
+//
+// Lowers a func.func of tc ops into the runtime's op-level program (the
+// contract in runtime/src/base/program.h), and evaluates ops whose operands
+// are all constants on the CPU reference (runtime/include/tc/reference.h):
+// the importer's and the constant folder's one source of truth for op
+// semantics. Both convert ops the same way: every tc op becomes one rt::Op
+// named like the MLIR op, carrying all its attributes (defaults filled in).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_DIALECT_TC_EVAL_PROGRAM_H
+#define TC_DIALECT_TC_EVAL_PROGRAM_H
+
+#include "dialects/tc/Eval/Types.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace tc {
+
+/// Lowers `fn` (tc ops + func.return only) to a runtime function called
+/// `name`. Argument and result names come from the `tc.name` argument and
+/// result attributes (falling back to "arg<i>" / "out<i>").
+mlir::FailureOr<rt::Function> lowerToProgram(mlir::func::FuncOp fn,
+                                             llvm::StringRef name,
+                                             std::string *error);
+
+/// Evaluates a tc op whose operands are all produced by tc.constant (or are
+/// given in `operandValues`, one per operand) on the reference executor.
+/// Returns one attribute per result, or failure with a message in `error`.
+mlir::FailureOr<llvm::SmallVector<mlir::DenseElementsAttr>>
+evaluateOp(mlir::Operation *op, llvm::ArrayRef<mlir::ElementsAttr> operandValues,
+           std::string *error);
+
+} // namespace tc
+
+#endif // TC_DIALECT_TC_EVAL_PROGRAM_H
