@@ -191,6 +191,31 @@ __device__ inline MaxSum blockMaxSum(MaxSum v) {
   return warpMaxSum(v);
 }
 
+/// The MaxSum of row x[0, cols) over a block of Threads threads, every
+/// thread getting it: thread `tid` (its threadIdx.x) folds elements tid,
+/// tid + Threads, ... (with Vec: 8-element vectors, cols a multiple of 8 and
+/// x 16-byte aligned), then blockMaxSum combines them in the fixed order of
+/// the threads. Softmax and cross-entropy share it, so their row statistics
+/// are the same bits. (tid is a parameter, not read here, so that the
+/// kernels compile to the same code as with the loop written inline.)
+template <int Threads, bool Vec, class T>
+__device__ __forceinline__ MaxSum rowMaxSum(const T *x, int64_t cols, unsigned tid) {
+  MaxSum acc{-INFINITY, 0.0f};
+  if constexpr (Vec) {
+    for (int64_t i = tid * kVec; i < cols; i += Threads * kVec) {
+      float v[8];
+      load8(x + i, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        addOnline(acc, v[j]);
+    }
+  } else {
+    for (int64_t i = tid; i < cols; i += Threads)
+      addOnline(acc, toF(x[i]));
+  }
+  return blockMaxSum(acc);
+}
+
 //===----------------------------------------------------------------------===//
 // Host side of the launchers
 //===----------------------------------------------------------------------===//

@@ -54,20 +54,7 @@ __global__ void __launch_bounds__(kRowThreads)
     }
     return;
   }
-  MaxSum acc{-INFINITY, 0.0f};
-  if constexpr (Vec) {
-    for (int64_t i = threadIdx.x * kVec; i < cols; i += kRowThreads * kVec) {
-      float v[8];
-      load8(xr + i, v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        addOnline(acc, v[j]);
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < cols; i += kRowThreads)
-      addOnline(acc, toF(xr[i]));
-  }
-  acc = blockMaxSum(acc);
+  MaxSum acc = rowMaxSum<kRowThreads, Vec>(xr, cols, threadIdx.x);
   // Read the label's logit before the barrier: with dlogits == logits another
   // thread overwrites it in the pass below.
   float target = bad ? NAN : toF(xr[label]);

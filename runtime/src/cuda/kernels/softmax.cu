@@ -20,20 +20,7 @@ template <class T, bool Vec, bool Log>
 __global__ void __launch_bounds__(kThreads) softmaxKernel(const T *x, T *y, int64_t cols) {
   const T *xr = x + static_cast<int64_t>(blockIdx.x) * cols;
   T *yr = y + static_cast<int64_t>(blockIdx.x) * cols;
-  MaxSum acc{-INFINITY, 0.0f};
-  if constexpr (Vec) {
-    for (int64_t i = threadIdx.x * kVec; i < cols; i += kThreads * kVec) {
-      float v[8];
-      load8(xr + i, v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        addOnline(acc, v[j]);
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < cols; i += kThreads)
-      addOnline(acc, toF(xr[i]));
-  }
-  acc = blockMaxSum(acc);
+  MaxSum acc = rowMaxSum<kThreads, Vec>(xr, cols, threadIdx.x);
   const float m = acc.m, inv = 1.0f / acc.s, logSum = logf(acc.s);
   auto f = [&](float v) { return Log ? v - m - logSum : expf(v - m) * inv; };
   if constexpr (Vec) {

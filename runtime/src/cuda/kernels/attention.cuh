@@ -1,0 +1,65 @@
+//===- attention.cuh - the two attention paths attention.cu picks from ----===//
+//
+// Internal to runtime/src/cuda/kernels. attention.cu checks the arguments
+// and chooses a path (the design of both is in its banner); the flash path
+// (attention_flash.cu: bf16 mma.sync, d == dv in {32, 64, 128}, 16-byte
+// aligned operands) and the generic path (attention_generic.cu: f32 or bf16,
+// one warp per row) launch their kernels on the given stream and return
+// checkLaunch's status. Shapes are [batch, heads, t, d] with the strides of
+// AttentionStrides; lse and the D = rowsum(dout * out) scratch are fp32
+// [batch, heads, tq].
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_CUDA_KERNELS_ATTENTION_CUH
+#define TC_RUNTIME_CUDA_KERNELS_ATTENTION_CUH
+
+#include "runtime/src/cuda/kernels/common.cuh"
+#include "runtime/src/cuda/kernels/kernels.h"
+
+namespace tc::rt::cuda::attn {
+
+using kern::bf16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxHeadDim = 256;
+
+/// The flash path's operands (bf16) and sizes (int: checkShape bounds them).
+struct FastParams {
+  const bf16 *q, *k, *v, *o, *dout;
+  bf16 *out, *dq, *dk, *dv;
+  const float *lseIn;
+  float *lse, *dd;
+  AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
+  int batch, heads, kvHeads, group, tq, tk;
+  float scale, scaleLog2; // scale and scale * log2(e)
+  bool causal;
+};
+
+/// out [tq, d] and lse of every (batch, head) with head dim p's d, which
+/// must be 32, 64 or 128.
+Status flashForward(const FastParams &p, int64_t d, cudaStream_t stream);
+/// dq, dk, dv (and D into p.dd) for head dim d in {32, 64, 128}; needs
+/// tq > 0 and tk > 0.
+Status flashBackward(const FastParams &p, int64_t d, cudaStream_t stream);
+
+/// The generic path's operands (T = float or bf16) and sizes.
+template <class T> struct GenericParams {
+  const T *q, *k, *v, *o, *dout;
+  T *out, *dq, *dk, *dv;
+  const float *lseIn;
+  float *lse, *dd;
+  AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
+  int64_t batch, heads, kvHeads, group, tq, tk, d, dv_;
+  float scale;
+  bool causal;
+};
+
+/// out and (if p.lse) lse, one warp per query row.
+template <class T> Status genericForward(const GenericParams<T> &p, cudaStream_t stream);
+/// D into p.dd, then dk, dv and dq, one warp per key or query row; tq == 0
+/// or tk == 0 gives zero gradients.
+template <class T> Status genericBackward(const GenericParams<T> &p, cudaStream_t stream);
+
+} // namespace tc::rt::cuda::attn
+
+#endif // TC_RUNTIME_CUDA_KERNELS_ATTENTION_CUH
