@@ -35,19 +35,7 @@ void scatterAddKernel(KernelContext &c) {
     outer *= y.shape()[d];
   for (int64_t d = axis + 1; d < y.rank(); ++d)
     inner *= y.shape()[d];
-  std::vector<int64_t> idx(count);
-  for (int64_t j = 0; j < count; ++j) {
-    int64_t v = indices.i[j];
-    bool u = indices.dtype() == DType::U64 && v < 0;
-    int64_t w = v < 0 ? v + len : v;
-    if (u || w < 0 || w >= len)
-      c.fail("index " +
-                 (u ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v)) +
-                 " (indices element " + std::to_string(j) + ") is out of range for axis " +
-                 std::to_string(axis) + " of size " + std::to_string(len),
-             StatusCode::OutOfRange);
-    idx[j] = w;
-  }
+  std::vector<int64_t> idx = normalizeIndices(c, indices, axis, len);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < count; ++j) {
       int64_t src = (o * count + j) * inner, dst = (o * len + idx[j]) * inner;

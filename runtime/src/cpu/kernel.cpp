@@ -240,6 +240,25 @@ int64_t intTypeMax(DType t) {
   }
 }
 
+std::vector<int64_t> normalizeIndices(const KernelContext &c, const Buffer &indices,
+                                      int64_t axis, int64_t len) {
+  int64_t count = indices.size();
+  std::vector<int64_t> idx(count);
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t v = indices.i[j];
+    bool u = indices.dtype() == DType::U64 && v < 0;
+    int64_t w = v < 0 ? v + len : v;
+    if (u || w < 0 || w >= len)
+      c.fail("index " +
+                 (u ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v)) +
+                 " (indices element " + std::to_string(j) + ") is out of range for axis " +
+                 std::to_string(axis) + " of size " + std::to_string(len),
+             StatusCode::OutOfRange);
+    idx[j] = w;
+  }
+  return idx;
+}
+
 } // namespace tc::rt::cpu
 
 namespace tc::rt::cpu {

@@ -198,6 +198,13 @@ int64_t floatToIntOf(double v, DType t);
 int64_t intTypeMin(DType t);
 int64_t intTypeMax(DType t);
 
+/// The elements of integer buffer `indices` as positions along axis `axis`
+/// of length `len`, negative ones counted from the end. An index outside
+/// [-len, len), or a ui64 one past the int64 range, fails through `c` with
+/// OutOfRange, naming the index, its position and the axis.
+std::vector<int64_t> normalizeIndices(const KernelContext &c, const Buffer &indices,
+                                      int64_t axis, int64_t len);
+
 /// What the loss ops and their gradients share: input [..., C] float,
 /// labels [...] integer, optional weight [C]; ignore_index and reduction
 /// read and checked (failures throw through `c`).

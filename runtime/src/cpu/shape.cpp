@@ -330,19 +330,7 @@ void gatherKernel(KernelContext &c) {
   c.expectShape(y, outShape, "result");
   int64_t outer = outerOf(data.shape(), axis), inner = innerOf(data.shape(), axis);
   int64_t len = data.shape()[axis], count = indices.size();
-  std::vector<int64_t> idx(count);
-  for (int64_t j = 0; j < count; ++j) {
-    int64_t v = indices.i[j];
-    bool u = indices.dtype() == DType::U64 && v < 0;
-    int64_t w = v < 0 ? v + len : v;
-    if (u || w < 0 || w >= len)
-      c.fail("index " +
-                 (u ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v)) +
-                 " (indices element " + std::to_string(j) + ") is out of range for axis " +
-                 std::to_string(axis) + " of size " + std::to_string(len),
-             StatusCode::OutOfRange);
-    idx[j] = w;
-  }
+  std::vector<int64_t> idx = normalizeIndices(c, indices, axis, len);
   withElements(data, y, [&](const auto &src, auto &dst) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < count; ++j)
