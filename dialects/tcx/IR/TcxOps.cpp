@@ -119,17 +119,6 @@ std::string joined(ArrayRef<StringRef> options) {
 }
 } // namespace
 
-Value tcx::bufferRoot(Value v, int64_t *offset) {
-  int64_t off = 0;
-  while (auto view = v.getDefiningOp<ViewOp>()) {
-    off += view.getOffset();
-    v = view.getSource();
-  }
-  if (offset)
-    *offset = off;
-  return v;
-}
-
 //===----------------------------------------------------------------------===//
 // Storage ops
 //===----------------------------------------------------------------------===//

@@ -42,9 +42,6 @@ std::optional<LibrarySignature> lookupLibrary(llvm::StringRef name);
 /// sizes (0: none). Mirrors runtime/src/cuda/kernels/*ScratchBytes; the
 /// runtime checks the scratch buffer it is given is at least its own figure.
 int64_t libraryScratchBytes(llvm::StringRef callee, mlir::DictionaryAttr attrs);
-
-/// The persistent/arena root a buffer aliases: follows tcx.view chains.
-mlir::Value bufferRoot(mlir::Value v, int64_t *offset = nullptr);
 } // namespace tcx
 
 #endif // TC_DIALECT_TCX_IR_TCXOPS_H

@@ -53,8 +53,6 @@ inline uint16_t doubleToBf16Bits(double x) {
 inline uint16_t doubleToF16Bits(double x) {
   return static_cast<uint16_t>(encodeFloat(x, DType::F16));
 }
-inline double bf16BitsToDouble(uint16_t b) { return decodeFloat(b, DType::BF16); }
-inline double f16BitsToDouble(uint16_t b) { return decodeFloat(b, DType::F16); }
 
 } // namespace tc::rt
 

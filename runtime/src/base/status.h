@@ -61,9 +61,6 @@ inline Status invalidArgument(std::string msg) {
 inline Status notFound(std::string msg) {
   return Status(StatusCode::NotFound, std::move(msg));
 }
-inline Status outOfRange(std::string msg) {
-  return Status(StatusCode::OutOfRange, std::move(msg));
-}
 inline Status unimplemented(std::string msg) {
   return Status(StatusCode::Unimplemented, std::move(msg));
 }
