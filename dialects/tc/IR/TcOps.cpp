@@ -14,6 +14,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -657,9 +658,6 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 LogicalResult ReshapeOp::verify() {
   auto in = tensorType(getInput());
-  if (in.getElementType() != getType().getElementType())
-    return emitOpError() << "element type changes from " << in.getElementType()
-                         << " to " << getType().getElementType();
   if (!in.hasStaticShape() || !getType().hasStaticShape())
     return emitOpError() << "needs static shapes";
   if (in.getNumElements() != getType().getNumElements())
@@ -707,9 +705,6 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult BroadcastOp::verify() {
   auto in = tensorType(getInput());
-  if (in.getElementType() != getType().getElementType())
-    return emitOpError() << "element type changes from " << in.getElementType()
-                         << " to " << getType().getElementType();
   auto b = broadcastShapes(in.getShape(), getType().getShape());
   if (failed(b) || ArrayRef<int64_t>(*b) != getType().getShape())
     return emitOpError() << "cannot broadcast " << shapeStr(in.getShape())
@@ -727,8 +722,6 @@ LogicalResult SliceOp::verify() {
                          << out.getRank() << ", " << getStarts().size()
                          << " starts and " << getStrides().size()
                          << " strides must all agree";
-  if (in.getElementType() != out.getElementType())
-    return emitOpError() << "element type changes";
   for (int64_t d = 0; d < rank; ++d) {
     int64_t s = getStarts()[d], st = getStrides()[d], n = out.getDimSize(d);
     if (st == 0)
@@ -861,9 +854,6 @@ LogicalResult InsertSliceOp::verify() {
     return emitOpError() << "source rank " << src.getRank() << ", result rank "
                          << rank << ", " << getStarts().size() << " starts and "
                          << getStrides().size() << " strides must all agree";
-  if (src.getElementType() != out.getElementType())
-    return emitOpError() << "element type changes from " << src.getElementType()
-                         << " to " << out.getElementType();
   if (failed(checkStatic(getLoc(), "result", out)) ||
       failed(checkStatic(getLoc(), "source", src)))
     return failure();

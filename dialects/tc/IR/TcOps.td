@@ -556,7 +556,7 @@ def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def TC_ReshapeOp : TC_Op<"reshape", [Pure]> {
+def TC_ReshapeOp : TC_Op<"reshape", [Pure, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "Same elements, new shape (row-major)";
   let description = [{
     ```mlir
@@ -582,7 +582,7 @@ def TC_TransposeOp : TC_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def TC_BroadcastOp : TC_Op<"broadcast", [Pure]> {
+def TC_BroadcastOp : TC_Op<"broadcast", [Pure, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "Broadcast to the result shape (numpy rules; ONNX Expand)";
   let description = [{
     ```mlir
@@ -595,7 +595,7 @@ def TC_BroadcastOp : TC_Op<"broadcast", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TC_SliceOp : TC_Op<"slice", [Pure]> {
+def TC_SliceOp : TC_Op<"slice", [Pure, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "Strided slice; the result type gives the extent";
   let description = [{
     result[i0, i1, ...] = input[starts[0] + i0 * strides[0], ...]. One start
@@ -685,7 +685,8 @@ def TC_ScatterAddOp : TC_Op<"scatter_add", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TC_InsertSliceOp : TC_Op<"insert_slice", [Pure]> {
+def TC_InsertSliceOp : TC_Op<"insert_slice",
+                         [Pure, AllElementTypesMatch<["source", "result"]>]> {
   let summary = "Place a tensor into zeros at a strided window (the transpose of tc.slice)";
   let description = [{
     The result (of the type written after `to`) is zero everywhere except

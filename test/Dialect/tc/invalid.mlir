@@ -515,3 +515,39 @@ func.func @attention_grad_shapes(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32
         -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
+
+// -----
+
+// Tests that reshape keeps the element type (ODS AllElementTypesMatch).
+func.func @reshape_type(%x: tensor<2x3xf32>) -> tensor<6xf16> {
+  // expected-error @+1 {{'tc.reshape' op failed to verify that all of {input, result} have same element type}}
+  %0 = tc.reshape %x : tensor<2x3xf32> to tensor<6xf16>
+  return %0 : tensor<6xf16>
+}
+
+// -----
+
+// Tests that broadcast keeps the element type.
+func.func @broadcast_type(%x: tensor<1x3xf32>) -> tensor<2x3xbf16> {
+  // expected-error @+1 {{'tc.broadcast' op failed to verify that all of {input, result} have same element type}}
+  %0 = tc.broadcast %x : tensor<1x3xf32> to tensor<2x3xbf16>
+  return %0 : tensor<2x3xbf16>
+}
+
+// -----
+
+// Tests that slice keeps the element type.
+func.func @slice_type(%x: tensor<4xf32>) -> tensor<2xi32> {
+  // expected-error @+1 {{'tc.slice' op failed to verify that all of {input, result} have same element type}}
+  %0 = tc.slice %x {starts = array<i64: 0>, strides = array<i64: 1>} : tensor<4xf32> to tensor<2xi32>
+  return %0 : tensor<2xi32>
+}
+
+// -----
+
+// Tests that insert_slice keeps the element type.
+func.func @insert_slice_type(%x: tensor<2xf32>) -> tensor<4xf16> {
+  // expected-error @+1 {{'tc.insert_slice' op failed to verify that all of {source, result} have same element type}}
+  %0 = tc.insert_slice %x {starts = array<i64: 0>, strides = array<i64: 1>} : tensor<2xf32> to tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
