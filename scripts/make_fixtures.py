@@ -27,8 +27,8 @@ import logging
 import math
 import os
 import platform
+import sys
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -36,6 +36,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import onnx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_export import OUTPUT_NAMES, all_graphs, export_dynamo_pair, export_torchscript  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------
 # configuration
@@ -58,9 +61,6 @@ SEED = 1234
 TRAIN_STEPS = 8
 SGD_CFG = dict(lr=0.1, momentum=0.9)
 ADAMW_CFG = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-
-INPUT_NAMES = ["input_ids", "labels"]
-OUTPUT_NAMES = ["loss", "logits"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,19 +366,9 @@ def train_trajectory(model_fp64, input_ids, labels, opt_name):
 
 def op_histogram(model_proto):
     c = collections.Counter()
-
-    def walk(graph):
-        for n in graph.node:
-            key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
-            c[key] += 1
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for sg in a.graphs:
-                        walk(sg)
-
-    walk(model_proto.graph)
+    for g in all_graphs(model_proto.graph):
+        for n in g.node:
+            c[n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"] += 1
     return dict(sorted(c.items()))
 
 
@@ -465,84 +455,6 @@ def check_and_run(path, input_ids, labels):
 
 # ----------------------------------------------------------------------------------------------
 # exports
-
-def export_torchscript(model, args, path, seq_dim_name="seq"):
-    dyn = {"input_ids": {0: "batch", 1: seq_dim_name},
-           "labels": {0: "batch", 1: seq_dim_name},
-           "logits": {0: "batch", 1: seq_dim_name}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, dynamo=False, opset_version=17,
-                          input_names=INPUT_NAMES, output_names=OUTPUT_NAMES, dynamic_axes=dyn,
-                          export_params=True,
-                          # keep parameter names: with folding, Linear's MatMul(x, Transpose(W))
-                          # becomes a new initializer "onnx::MatMul_NNN" holding W^T
-                          do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.EVAL)
-
-
-def export_dynamo(model, args, max_seq):
-    """Returns (ONNXProgram, dynamic: bool, note)."""
-    from torch.export import Dim
-    batch = Dim("batch", min=1, max=1024)
-    seq = Dim("seq", min=2, max=max_seq)
-    ds = {"input_ids": {0: batch, 1: seq}, "labels": {0: batch, 1: seq}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            prog = torch.onnx.export(model, args, dynamo=True, opset_version=18,
-                                     input_names=INPUT_NAMES, output_names=OUTPUT_NAMES,
-                                     dynamic_shapes=ds, optimize=False, verbose=False)
-            return prog, True, ""
-        except Exception as e:
-            note = f"dynamic export failed ({type(e).__name__}: {str(e).splitlines()[0][:160]}); static"
-            prog = torch.onnx.export(model, args, dynamo=True, opset_version=18,
-                                     input_names=INPUT_NAMES, output_names=OUTPUT_NAMES,
-                                     optimize=False, verbose=False)
-            return prog, False, note
-
-
-def save_program(prog, path):
-    data = os.path.basename(path) + ".data"
-    for p in (path, os.path.join(os.path.dirname(path), data)):
-        if os.path.exists(p):
-            os.remove(p)
-    prog.save(path, external_data=True)
-    assert os.path.exists(os.path.join(os.path.dirname(path), data)), "external data file missing"
-    strip_host_paths(path)
-
-
-def strip_host_paths(path):
-    """The dynamo exporter stores a Python stack trace per node (metadata_props
-    "pkg.torch.onnx.stack_trace") with absolute host paths: drop it so that the bytes do not depend
-    on where the script runs.  Everything else (namespace, class_hierarchy, fx_node, name_scopes) is
-    kept.  The external-data references are left untouched."""
-    m = onnx.load(path, load_external_data=False)
-
-    def strip(props):
-        keep = [p for p in props if p.key != "pkg.torch.onnx.stack_trace"]
-        del props[:]
-        props.extend(keep)
-
-    def walk(graph):
-        for n in graph.node:
-            strip(n.metadata_props)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for sg in a.graphs:
-                        walk(sg)
-        for v in list(graph.value_info) + list(graph.input) + list(graph.output) + list(graph.initializer):
-            strip(v.metadata_props)
-
-    walk(m.graph)
-    for f in m.functions:
-        for n in f.node:
-            strip(n.metadata_props)
-    strip(m.metadata_props)
-    onnx.save(m, path)
-
 
 # ----------------------------------------------------------------------------------------------
 
@@ -637,12 +549,10 @@ def build(name, spec, out, log):
     # 2./3. dynamo exporter: export once unoptimised, save, then optimise the same program and save
     # (this is exactly what optimize=True does inside torch.onnx.export)
     t0 = time.time()
-    prog, dynamic, note = export_dynamo(model, args, spec["max_seq"])
     p_noopt = os.path.join(out, f"{name}.dynamo-noopt.onnx")
-    save_program(prog, p_noopt)
-    prog.optimize()
     p_opt = os.path.join(out, f"{name}.dynamo.onnx")
-    save_program(prog, p_opt)
+    dynamic, note = export_dynamo_pair(model, args, p_noopt, p_opt, max_batch=1024,
+                                       max_seq=spec["max_seq"], strip=True)
     for key, p, opt in (("dynamo", p_opt, True), ("dynamo-noopt", p_noopt, False)):
         exports[key] = dict(file=os.path.basename(p), data_file=os.path.basename(p) + ".data",
                             exporter="dynamo", opset=18, dynamic=dynamic, optimize=opt,

@@ -54,6 +54,10 @@ import warnings
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_export import (INPUT_NAMES, OUTPUT_NAMES, export_dynamo_pair,  # noqa: E402
+                         export_torchscript, save_program)
+
 VOCAB = 256
 BATCH = 2
 SEQ = 16
@@ -184,30 +188,14 @@ def adamw_trajectory(model, ids, labels):
 
 
 def export_ts(model, args, path):
-    dyn = {"input_ids": {0: "batch", 1: "seq"}, "labels": {0: "batch", 1: "seq"},
-           "logits": {0: "batch", 1: "seq"}}
-    torch.onnx.export(model, args, path, dynamo=False, opset_version=17, input_names=["input_ids", "labels"],
-                      output_names=["loss", "logits"], dynamic_axes=dyn)
+    """TorchScript export with torch's default do_constant_folding (as users do)."""
+    export_torchscript(model, args, path, constant_folding=True)
 
 
 def export_dynamo(model, args, path_noopt, path_opt):
     """Exports once without the optimizer, saves, then optimizes the same program and saves again
-    (what optimize=True does inside torch.onnx.export)."""
-    from torch.export import Dim
-    ds = {"input_ids": {0: Dim("batch", min=1, max=64), 1: Dim("seq", min=2, max=64)},
-          "labels": {0: Dim("batch", min=1, max=64), 1: Dim("seq", min=2, max=64)}}
-    note = ""
-    try:
-        prog = torch.onnx.export(model, args, dynamo=True, opset_version=18, input_names=["input_ids", "labels"],
-                                 output_names=["loss", "logits"], dynamic_shapes=ds, optimize=False,
-                                 verbose=False)
-    except Exception as e:   # some models do not export with symbolic shapes: fall back to static ones
-        note = f"dynamic shapes failed ({type(e).__name__}: {str(e).splitlines()[0][:120]}); static"
-        prog = torch.onnx.export(model, args, dynamo=True, opset_version=18, input_names=["input_ids", "labels"],
-                                 output_names=["loss", "logits"], optimize=False, verbose=False)
-    save_program(prog, path_noopt)
-    prog.optimize()
-    save_program(prog, path_opt)
+    (what optimize=True does inside torch.onnx.export).  Returns why the shapes are static, or ""."""
+    _, note = export_dynamo_pair(model, args, path_noopt, path_opt, max_batch=64, max_seq=64)
     return note
 
 
@@ -258,18 +246,11 @@ def rows_of(a, p):
     return False
 
 
-def save_program(prog, path):
-    for p in (path, path + ".data"):
-        if os.path.exists(p):
-            os.remove(p)
-    prog.save(path, external_data=True)
-
-
 def export_static(model, args, path):
     """dynamo exporter without dynamic_shapes (what torch.onnx.export(..., dynamo=True) does by default),
     optimize=True: onnxscript then folds the causal mask and the rotary cos/sin tables into initializers."""
-    prog = torch.onnx.export(model, args, dynamo=True, opset_version=18, input_names=["input_ids", "labels"],
-                             output_names=["loss", "logits"], optimize=True, verbose=False)
+    prog = torch.onnx.export(model, args, dynamo=True, opset_version=18, input_names=INPUT_NAMES,
+                             output_names=OUTPUT_NAMES, optimize=True, verbose=False)
     save_program(prog, path)
 
 
