@@ -16,8 +16,10 @@
 
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "compiler/codegen/cuda/Prelude.h"
+#include "compiler/Target.h"
 
 #include "dialects/tc/IR/TcOps.h"
+#include "dialects/tcx/IR/TcxOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -287,44 +289,43 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
   auto lit = [&](double v) { return floatLiteral(v, dbl); };
   std::string x = a.empty() ? "" : a[0];
   std::string y = a.size() > 1 ? a[1] : "";
-  llvm::StringRef name = op->getName().getStringRef();
   std::string e;
-  if (name == "tc.neg")
+  if (llvm::isa<tc::NegOp>(op))
     e = fl ? "(-" + x + ")" : "(" + computeType(in) + ")(0ull - (unsigned long long)" + x + ")";
-  else if (name == "tc.abs")
+  else if (llvm::isa<tc::AbsOp>(op))
     e = fl ? call("fabs") : (isU64(in) || in.isUnsignedInteger() ? x : "(" + x + " < 0 ? -" + x + " : " + x + ")");
-  else if (name == "tc.sign")
+  else if (llvm::isa<tc::SignOp>(op))
     e = fl ? "(" + x + " != " + x + " ? " + x + " : (" + computeType(in) + ")((" + x + " > 0) - (" + x + " < 0)))"
            : "(" + computeType(in) + ")((" + x + " > 0) - (" + x + " < 0))";
-  else if (name == "tc.relu")
+  else if (llvm::isa<tc::ReluOp>(op))
     e = fl ? "(" + x + " > 0 || " + x + " != " + x + " ? " + x + " : " + lit(0) + ")"
            : "(" + x + " > 0 ? " + x + " : 0)";
-  else if (name == "tc.exp") e = call("exp");
-  else if (name == "tc.log") e = call("log");
-  else if (name == "tc.sqrt") e = call("sqrt");
-  else if (name == "tc.rsqrt") e = "(" + lit(1) + " / " + call("sqrt") + ")";
-  else if (name == "tc.reciprocal") e = "(" + lit(1) + " / " + x + ")";
-  else if (name == "tc.tanh") e = call("tanh");
-  else if (name == "tc.sigmoid") e = "(" + lit(1) + " / (" + lit(1) + " + " + fn("exp") + "(-" + x + ")))";
-  else if (name == "tc.erf") e = call("erf");
-  else if (name == "tc.silu") e = "(" + x + " / (" + lit(1) + " + " + fn("exp") + "(-" + x + ")))";
-  else if (name == "tc.sin") e = call("sin");
-  else if (name == "tc.cos") e = call("cos");
-  else if (name == "tc.tan") e = call("tan");
-  else if (name == "tc.asin") e = call("asin");
-  else if (name == "tc.acos") e = call("acos");
-  else if (name == "tc.atan") e = call("atan");
-  else if (name == "tc.sinh") e = call("sinh");
-  else if (name == "tc.cosh") e = call("cosh");
-  else if (name == "tc.asinh") e = call("asinh");
-  else if (name == "tc.acosh") e = call("acosh");
-  else if (name == "tc.atanh") e = call("atanh");
-  else if (name == "tc.floor") e = call("floor");
-  else if (name == "tc.ceil") e = call("ceil");
-  else if (name == "tc.round") e = call("rint"); // half to even
-  else if (name == "tc.not") e = "(!" + x + ")";
-  else if (name == "tc.isnan") e = "(" + x + " != " + x + ")";
-  else if (name == "tc.isinf") e = "(" + call("fabs") + " == " + lit(INFINITY) + ")";
+  else if (llvm::isa<tc::ExpOp>(op)) e = call("exp");
+  else if (llvm::isa<tc::LogOp>(op)) e = call("log");
+  else if (llvm::isa<tc::SqrtOp>(op)) e = call("sqrt");
+  else if (llvm::isa<tc::RsqrtOp>(op)) e = "(" + lit(1) + " / " + call("sqrt") + ")";
+  else if (llvm::isa<tc::ReciprocalOp>(op)) e = "(" + lit(1) + " / " + x + ")";
+  else if (llvm::isa<tc::TanhOp>(op)) e = call("tanh");
+  else if (llvm::isa<tc::SigmoidOp>(op)) e = "(" + lit(1) + " / (" + lit(1) + " + " + fn("exp") + "(-" + x + ")))";
+  else if (llvm::isa<tc::ErfOp>(op)) e = call("erf");
+  else if (llvm::isa<tc::SiluOp>(op)) e = "(" + x + " / (" + lit(1) + " + " + fn("exp") + "(-" + x + ")))";
+  else if (llvm::isa<tc::SinOp>(op)) e = call("sin");
+  else if (llvm::isa<tc::CosOp>(op)) e = call("cos");
+  else if (llvm::isa<tc::TanOp>(op)) e = call("tan");
+  else if (llvm::isa<tc::AsinOp>(op)) e = call("asin");
+  else if (llvm::isa<tc::AcosOp>(op)) e = call("acos");
+  else if (llvm::isa<tc::AtanOp>(op)) e = call("atan");
+  else if (llvm::isa<tc::SinhOp>(op)) e = call("sinh");
+  else if (llvm::isa<tc::CoshOp>(op)) e = call("cosh");
+  else if (llvm::isa<tc::AsinhOp>(op)) e = call("asinh");
+  else if (llvm::isa<tc::AcoshOp>(op)) e = call("acosh");
+  else if (llvm::isa<tc::AtanhOp>(op)) e = call("atanh");
+  else if (llvm::isa<tc::FloorOp>(op)) e = call("floor");
+  else if (llvm::isa<tc::CeilOp>(op)) e = call("ceil");
+  else if (llvm::isa<tc::RoundOp>(op)) e = call("rint"); // half to even
+  else if (llvm::isa<tc::NotOp>(op)) e = "(!" + x + ")";
+  else if (llvm::isa<tc::IsNanOp>(op)) e = "(" + x + " != " + x + ")";
+  else if (llvm::isa<tc::IsInfOp>(op)) e = "(" + call("fabs") + " == " + lit(INFINITY) + ")";
   else if (auto g = llvm::dyn_cast<tc::GeluOp>(op)) {
     if (g.getApproximate() == "tanh")
       e = "(" + lit(0.5) + " * " + x + " * (" + lit(1) + " + " + fn("tanh") + "(" +
@@ -351,23 +352,23 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
       e = "(" + computeType(out) + ")(" + x + ")";
     }
   }
-  else if (name == "tc.add") e = "(" + x + " + " + y + ")";
-  else if (name == "tc.sub") e = "(" + x + " - " + y + ")";
-  else if (name == "tc.mul") e = "(" + x + " * " + y + ")";
-  else if (name == "tc.div")
+  else if (llvm::isa<tc::AddOp>(op)) e = "(" + x + " + " + y + ")";
+  else if (llvm::isa<tc::SubOp>(op)) e = "(" + x + " - " + y + ")";
+  else if (llvm::isa<tc::MulOp>(op)) e = "(" + x + " * " + y + ")";
+  else if (llvm::isa<tc::DivOp>(op))
     e = fl || isU64(in) ? "(" + x + " / " + y + ")" : "tc_idiv(" + x + ", " + y + ")";
-  else if (name == "tc.pow") e = fl ? fn("pow") + "(" + x + ", " + y + ")" : "tc_ipow(" + x + ", " + y + ")";
-  else if (name == "tc.max") e = "tc_max(" + x + ", " + y + ")";
-  else if (name == "tc.min") e = "tc_min(" + x + ", " + y + ")";
-  else if (name == "tc.and") e = "(" + x + " && " + y + ")";
-  else if (name == "tc.or") e = "(" + x + " || " + y + ")";
-  else if (name == "tc.xor") e = "(" + x + " != " + y + ")";
-  else if (name == "tc.eq") e = "(" + x + " == " + y + ")";
-  else if (name == "tc.ne") e = "(" + x + " != " + y + ")";
-  else if (name == "tc.lt") e = "(" + x + " < " + y + ")";
-  else if (name == "tc.le") e = "(" + x + " <= " + y + ")";
-  else if (name == "tc.gt") e = "(" + x + " > " + y + ")";
-  else if (name == "tc.ge") e = "(" + x + " >= " + y + ")";
+  else if (llvm::isa<tc::PowOp>(op)) e = fl ? fn("pow") + "(" + x + ", " + y + ")" : "tc_ipow(" + x + ", " + y + ")";
+  else if (llvm::isa<tc::MaxOp>(op)) e = "tc_max(" + x + ", " + y + ")";
+  else if (llvm::isa<tc::MinOp>(op)) e = "tc_min(" + x + ", " + y + ")";
+  else if (llvm::isa<tc::AndOp>(op)) e = "(" + x + " && " + y + ")";
+  else if (llvm::isa<tc::OrOp>(op)) e = "(" + x + " || " + y + ")";
+  else if (llvm::isa<tc::XorOp>(op)) e = "(" + x + " != " + y + ")";
+  else if (llvm::isa<tc::EqOp>(op)) e = "(" + x + " == " + y + ")";
+  else if (llvm::isa<tc::NeOp>(op)) e = "(" + x + " != " + y + ")";
+  else if (llvm::isa<tc::LtOp>(op)) e = "(" + x + " < " + y + ")";
+  else if (llvm::isa<tc::LeOp>(op)) e = "(" + x + " <= " + y + ")";
+  else if (llvm::isa<tc::GtOp>(op)) e = "(" + x + " > " + y + ")";
+  else if (llvm::isa<tc::GeOp>(op)) e = "(" + x + " >= " + y + ")";
   else if (auto r = llvm::dyn_cast<tc::RemOp>(op)) {
     if (fl)
       e = r.getFmod() ? fn("fmod") + "(" + x + ", " + y + ")" : "tc_pymod(" + x + ", " + y + ")";
@@ -375,7 +376,7 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
       e = "(" + y + " == 0 ? 0ull : " + x + " % " + y + ")";
     else
       e = (r.getFmod() ? "tc_ifmod(" : "tc_imod(") + x + ", " + y + ")";
-  } else if (name == "tc.select")
+  } else if (llvm::isa<tc::SelectOp>(op))
     e = "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
   if (e.empty())
     return e;
@@ -389,9 +390,9 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
 enum class ArgMode { Full, Scalar, Strided };
 
 struct FusionGen {
-  tc::FusionOp fusion;
-  Block &body;
-  tc::YieldOp yield;
+  Operation *anchor; // the tc.fusion or tcx.kernel (diagnostics, KernelSource::op)
+  Block &body;       // its body: one argument per input
+  ValueRange yielded; // the body's results, one per output
   Operation *red = nullptr; // final reduction / softmax
   std::string globals;      // module-scope declarations the kernel needs
   SmallVector<int64_t> iter;
@@ -416,8 +417,10 @@ struct FusionGen {
   bool needIdx = false;
 
   FusionGen(tc::FusionOp f)
-      : fusion(f), body(f.getBody().front()),
-        yield(llvm::cast<tc::YieldOp>(f.getBody().front().getTerminator())) {}
+      : anchor(f), body(f.getBody().front()),
+        yielded(f.getBody().front().getTerminator()->getOperands()) {}
+  FusionGen(tcx::KernelOp k)
+      : anchor(k), body(k.getEntry()), yielded(k.getEntry().getTerminator()->getOperands()) {}
 
   LogicalResult analyse() {
     for (Operation &op : body.without_terminator())
@@ -428,9 +431,9 @@ struct FusionGen {
         if (!computable(llvm::cast<RankedTensorType>(t).getElementType()))
           return op.emitOpError() << "CUDA codegen: unsupported element type in " << t;
     }
-    for (Value v : fusion.getInputs())
+    for (Value v : body.getArguments())
       if (storageType(eltOf(v)).empty() || !computable(eltOf(v)))
-        return fusion.emitOpError() << "CUDA codegen: unsupported input type " << v.getType();
+        return anchor->emitOpError() << "CUDA codegen: unsupported input type " << v.getType();
     if (red) {
       iter.assign(shapeOf(red->getOperand(0)).begin(), shapeOf(red->getOperand(0)).end());
       int64_t k = 1;
@@ -443,10 +446,10 @@ struct FusionGen {
     } else {
       // The iteration space: the broadcast of every yielded shape.
       SmallVector<int64_t> s;
-      for (Value v : yield.getValues()) {
+      for (Value v : yielded) {
         auto b = tc::broadcastShapes(s, shapeOf(v));
         if (failed(b))
-          return fusion.emitOpError() << "CUDA codegen: results do not broadcast";
+          return anchor->emitOpError() << "CUDA codegen: results do not broadcast";
         s = *b;
       }
       iter = s;
@@ -463,7 +466,7 @@ struct FusionGen {
         needIdx = true;
       }
     }
-    for (Value v : yield.getValues()) {
+    for (Value v : yielded) {
       outGuard.emplace_back();
       if (v.getDefiningOp() == red && red && !tc::isLastAxisSoftmax(red)) {
         outMeta.push_back(-1);
@@ -496,7 +499,7 @@ struct FusionGen {
       auto st = broadcastStrides(shapeOf(arg), iter);
       meta.insert(meta.end(), st.begin(), st.end());
     }
-    for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+    for (auto [k, v] : llvm::enumerate(yielded)) {
       if (outMeta[k] < 0)
         continue;
       outMeta[k] = meta.size();
@@ -623,7 +626,7 @@ struct FusionGen {
   /// Stores of the yielded elementwise values at flat index `i`.
   std::string storeCode(const std::string &ind, llvm::DenseMap<Value, std::string> &names, bool skipRed) {
     std::string s;
-    for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+    for (auto [k, v] : llvm::enumerate(yielded)) {
       if (skipRed && v.getDefiningOp() == red)
         continue;
       std::string ks = std::to_string(k);
@@ -645,11 +648,11 @@ struct FusionGen {
     if (failed(analyse()))
       return failure();
     KernelSource k;
-    k.op = fusion;
+    k.op = anchor;
     Signature sig;
-    for (auto [i, v] : llvm::enumerate(fusion.getResults()))
+    for (auto [i, v] : llvm::enumerate(yielded))
       sig.output(i, v);
-    for (auto [i, v] : llvm::enumerate(fusion.getInputs()))
+    for (auto [i, v] : llvm::enumerate(body.getArguments()))
       sig.input(i, v);
     std::string src = kPrelude;
     std::string bodyText;
@@ -678,8 +681,8 @@ struct FusionGen {
       unsigned nptr = 0;
       for (const KernelParam &kp : sig.params) {
         if (kp.kind == ParamKind::Output || kp.kind == ParamKind::Input) {
-          Value v = kp.kind == ParamKind::Output ? fusion.getResult(kp.index)
-                                                 : fusion.getInputs()[kp.index];
+          Value v = kp.kind == ParamKind::Output ? yielded[kp.index]
+                                                 : Value(this->body.getArgument(kp.index));
           std::string ty = (kp.kind == ParamKind::Input ? "const " : "") + storageType(eltOf(v)) + "*";
           casts += (casts.empty() ? "" : ", ") + std::string("(") + ty + ")it_.p[" +
                    std::to_string(nptr++) + "]";
@@ -720,7 +723,7 @@ struct FusionGen {
     for (auto [j, arg] : llvm::enumerate(body.getArguments()))
       if (argModes[j] == ArgMode::Full)
         maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
-    for (Value v : yield.getValues())
+    for (Value v : yielded)
       maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
     int64_t V = std::min<int64_t>(8, 16 / maxBytes);
     vec = vec && V > 1 && numel % V == 0;
@@ -733,7 +736,7 @@ struct FusionGen {
       for (auto [j, arg] : llvm::enumerate(body.getArguments()))
         if (argModes[j] == ArgMode::Full)
           align += " | (unsigned long long)in" + std::to_string(j);
-      for (unsigned i = 0; i < fusion.getNumResults(); ++i)
+      for (unsigned i = 0; i < yielded.size(); ++i)
         align += " | (unsigned long long)out" + std::to_string(i);
       s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
       s += "  if (((0ull" + align + ") & 15) == 0) {\n";
@@ -745,7 +748,7 @@ struct FusionGen {
           s += "      const " + t + " a" + std::to_string(j) + " = *reinterpret_cast<const " + t +
                "*>(in" + std::to_string(j) + " + b);\n";
         }
-      for (auto [i, v] : llvm::enumerate(yield.getValues()))
+      for (auto [i, v] : llvm::enumerate(yielded))
         s += "      TcVec<" + storageType(eltOf(v)) + ", " + VS + "> o" + std::to_string(i) + ";\n";
       s += "#pragma unroll\n      for (int k = 0; k < " + VS + "; ++k) {\n";
       llvm::DenseMap<Value, std::string> names;
@@ -753,10 +756,10 @@ struct FusionGen {
       if (failed(evalCode("        ", true, names, eval)))
         return failure();
       s += eval;
-      for (auto [i, v] : llvm::enumerate(yield.getValues()))
+      for (auto [i, v] : llvm::enumerate(yielded))
         s += "        o" + std::to_string(i) + ".v[k] = " + storeExpr(eltOf(v), names.lookup(v)) + ";\n";
       s += "      }\n";
-      for (auto [i, v] : llvm::enumerate(yield.getValues())) {
+      for (auto [i, v] : llvm::enumerate(yielded)) {
         std::string t = "TcVec<" + storageType(eltOf(v)) + ", " + VS + ">";
         s += "      *reinterpret_cast<" + t + "*>(out" + std::to_string(i) + " + b) = o" +
              std::to_string(i) + ";\n";
@@ -863,13 +866,12 @@ struct FusionGen {
       return success();
     }
     // Trailing-axis reduction.
-    llvm::StringRef name = red->getName().getStringRef();
     bool fl = isFloat(xe);
     std::string init, op;
-    if (name == "tc.reduce_sum" || name == "tc.reduce_mean") {
+    if (llvm::isa<tc::ReduceSumOp>(red) || llvm::isa<tc::ReduceMeanOp>(red)) {
       init = "0";
       op = "TcSum";
-    } else if (name == "tc.reduce_max") {
+    } else if (llvm::isa<tc::ReduceMaxOp>(red)) {
       init = fl ? lit(-INFINITY) : (isU64(xe) ? "0ull" : "(-9223372036854775807ll - 1)");
       op = "TcMax";
     } else {
@@ -894,10 +896,10 @@ struct FusionGen {
       s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
       s += "    if (threadIdx.x == 0) tc_done_[row] = 0;\n";
     }
-    if (name == "tc.reduce_mean")
+    if (llvm::isa<tc::ReduceMeanOp>(red))
       s += "    acc_ = acc_ / (" + acc + ")rowLen;\n";
     unsigned k2 = 0;
-    for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    for (auto [i, v] : llvm::enumerate(yielded))
       if (v.getDefiningOp() == red) {
         s += std::string("    if (") + (split ? "threadIdx.x == 0" : "lane == 0") + ") out" +
              std::to_string(i) + "[row] = " + storeExpr(eltOf(v), "acc_") + ";\n";
@@ -1219,17 +1221,16 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
   sig.output(0, out);
   sig.input(0, in);
   sig.tail(product(keptDims), meta);
-  llvm::StringRef name = op->getName().getStringRef();
   std::string acc = computeType(e);
   bool fl = isFloat(e), dbl = e.isF64();
   std::string init, comb;
-  if (name == "tc.reduce_sum" || name == "tc.reduce_mean") {
+  if (llvm::isa<tc::ReduceSumOp>(op) || llvm::isa<tc::ReduceMeanOp>(op)) {
     init = "0";
     comb = "acc + x";
-  } else if (name == "tc.reduce_prod") {
+  } else if (llvm::isa<tc::ReduceProdOp>(op)) {
     init = "1";
     comb = "acc * x";
-  } else if (name == "tc.reduce_max") {
+  } else if (llvm::isa<tc::ReduceMaxOp>(op)) {
     init = fl ? floatLiteral(-INFINITY, dbl) : (isU64(e) ? "0ull" : "(-9223372036854775807ll - 1)");
     comb = "tc_max(acc, x)";
   } else {
@@ -1340,7 +1341,7 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
     s += "      " + acc + " a_ = " + init + ";\n";
     s += "      for (int p_ = 0; p_ < " + Rs + "; ++p_)\n        a_ = TC_COMB(a_, ((volatile " + acc +
          " *)tc_cpart_)[p_ * " + Ns + " + i + j_]);\n";
-    if (name == "tc.reduce_mean")
+    if (llvm::isa<tc::ReduceMeanOp>(op))
       s += "      a_ = a_ / (" + acc + ")" + m + ";\n";
     s += "      out0[i + j_] = " + storeExpr(eltOf(out), "a_") + ";\n    }\n  }\n";
     s += "  if (threadIdx.x == 0) tc_cdone_[tile_] = 0;\n}\n";
@@ -1370,7 +1371,7 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
   } else {
     s += "    if (i < n) {\n";
   }
-  if (name == "tc.reduce_mean")
+  if (llvm::isa<tc::ReduceMeanOp>(op))
     s += "      acc = acc / (" + acc + ")" + m + ";\n";
   s += "      out0[i] = " + storeExpr(eltOf(out), "acc") + ";\n    }\n";
   if (G > 1)
@@ -1382,9 +1383,9 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
 } // namespace
 
 bool isKernelOp(Operation *op) {
-  return llvm::isa<tc::FusionOp, tc::TransposeOp, tc::SliceOp, tc::BroadcastOp, tc::ReshapeOp,
-                   tc::ConcatOp, tc::SplitOp, tc::PadOp, tc::InsertSliceOp, tc::ReduceSumOp,
-                   tc::ReduceMeanOp, tc::ReduceMaxOp, tc::ReduceMinOp, tc::ReduceProdOp>(op);
+  // Gathers are the embedding library call or a generic kernel of their own.
+  return llvm::isa<tc::FusionOp>(op) || tc::isReduction(op) ||
+         (tc::isDataMovement(op) && !llvm::isa<tc::GatherOp>(op));
 }
 
 FailureOr<KernelSource> generateKernel(Operation *op) {
@@ -1434,6 +1435,38 @@ FailureOr<KernelSource> generateKernel(Operation *op) {
   return op->emitOpError() << "CUDA codegen: no kernel for this op";
 }
 
+/// The one op a standalone kernel's body holds (then the yield), else null.
+static Operation *soleOp(tcx::KernelOp kernel) {
+  Block &body = kernel.getEntry();
+  if (body.empty() || std::next(body.begin()) == body.end() ||
+      std::next(body.begin(), 2) != body.end())
+    return nullptr;
+  return &body.front();
+}
+
+bool hasGeneratedKernel(tcx::KernelOp kernel) {
+  if (kernel.getKind() == "fusion")
+    return true;
+  Operation *op = soleOp(kernel);
+  return op && isKernelOp(op) && !llvm::isa<tc::FusionOp>(op);
+}
+
+FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel) {
+  if (kernel.getKind() == "fusion") {
+    for (Type t : llvm::concat<Type>(kernel.getEntry().getArgumentTypes(),
+                                     kernel.getEntry().getTerminator()->getOperandTypes())) {
+      auto rt = llvm::dyn_cast<RankedTensorType>(t);
+      if (!rt || !rt.hasStaticShape() || storageType(rt.getElementType()).empty())
+        return kernel.emitOpError() << "CUDA codegen: unsupported type " << t;
+    }
+    return FusionGen(kernel).generate();
+  }
+  if (!hasGeneratedKernel(kernel))
+    return kernel.emitOpError() << "CUDA codegen: no kernel for kind '" << kernel.getKind()
+                                << "'";
+  return generateKernel(soleOp(kernel));
+}
+
 FailureOr<std::vector<KernelSource>> generateKernels(ModuleOp module) {
   std::vector<KernelSource> out;
   bool ok = true;
@@ -1453,13 +1486,8 @@ FailureOr<std::vector<KernelSource>> generateKernels(ModuleOp module) {
 }
 
 std::string nvrtcArch(llvm::StringRef target) {
-  if (target == "sm_90" || target == "sm_90a")
-    return target.str();
-  if (target == "sm_120" || target == "sm_120a")
-    return "sm_120a";
-  if (target == "sm_100" || target == "sm_100a")
-    return "sm_100a";
-  return "";
+  const TargetArch *a = findTargetArch(target.str());
+  return a ? a->nvrtc : "";
 }
 
 std::optional<std::string> cubinArch(llvm::ArrayRef<uint8_t> c) {
