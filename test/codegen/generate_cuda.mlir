@@ -56,10 +56,10 @@ func.func @m(%a: !tcx.buffer<2x2xi32>, %b: !tcx.buffer<2x2xi32>, %c: !tcx.buffer
 
 // -----
 
-// Tests that a body codegen cannot compile is an error naming the type.
-// expected-error @+1 {{'tcx.kernel' op CUDA codegen: unsupported input type tensor<4xf8E4M3FN>}}
+// Tests that a body codegen cannot compile is an error on the op, naming the type.
 tcx.kernel @c_fusion_0 kind("fusion") {
 ^bb0(%a: tensor<4xf8E4M3FN>):
+  // expected-error @+1 {{'tc.neg' op CUDA codegen: unsupported element type in 'tensor<4xf8E4M3FN>'}}
   %0 = tc.neg %a : tensor<4xf8E4M3FN>
   tcx.yield %0 : tensor<4xf8E4M3FN>
 }
