@@ -1,4 +1,4 @@
-//===- FusionKernels.cpp - one kernel per fused elementwise chain -----------===//
+//===- FusionKernels.cpp - one kernel per fused elementwise chain ---------===//
 //
 // Part of CUDA code generation (CudaCodegen.h gives the kernel ABI).
 //

@@ -1,4 +1,4 @@
-//===- ReduceKernels.cpp - reductions over any axes -------------------------===//
+//===- ReduceKernels.cpp - reductions over any axes -----------------------===//
 //
 // Part of CUDA code generation (CudaCodegen.h gives the kernel ABI).
 //

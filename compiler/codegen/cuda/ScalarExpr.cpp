@@ -1,4 +1,4 @@
-//===- ScalarExpr.cpp - the C expression of each elementwise op -------------===//
+//===- ScalarExpr.cpp - the C expression of each elementwise op -----------===//
 //
 // Part of CUDA code generation (CudaCodegen.h gives the kernel ABI).
 //

@@ -1,4 +1,4 @@
-//===- ShapeKernels.cpp - transpose, slice, pad, concat, split --------------===//
+//===- ShapeKernels.cpp - transpose, slice, pad, concat, split ------------===//
 //
 // Part of CUDA code generation (CudaCodegen.h gives the kernel ABI).
 //
