@@ -280,7 +280,7 @@ TEST_F(CApiTrain, CallsDuringARunLeaveItsLossesAlone) {
     runStatus = tc_trainer_run(t, &sum);
     done = true;
   });
-  int calls = 0;
+  int calls = 0, refused = 0;
   std::string failure;
   while (!done.load()) {
     tc_trainer_progress_t p;
@@ -296,8 +296,9 @@ TEST_F(CApiTrain, CallsDuringARunLeaveItsLossesAlone) {
     g.max_new_tokens = 2;
     if (!st)
       st = tc_trainer_generate(t, &g, ids.data(), 3, &gen);
-    if (!st && logits)
+    if (!st && logits) {
       EXPECT_EQ(tc_tensor_element_count(logits), 256u);
+    }
     tc_tensor_release(logits);
     tc_tensor_release(gen);
     if (st) {
@@ -305,14 +306,23 @@ TEST_F(CApiTrain, CallsDuringARunLeaveItsLossesAlone) {
       break;
     }
     ++calls;
+    // A call that changes the training state is refused while the run runs
+    // (the same schedule: harmless if the run has just ended).
+    tc_status_t *change = tc_trainer_set_learning_rate(t, 1e-2, 2, "cosine");
+    if (tc_status_code(change) == TC_STATUS_FAILED_PRECONDITION) {
+      ++refused;
+      tc_status_release(change);
+    } else if (change) {
+      failure = message(change);
+      break;
+    }
   }
   job.join();
   ASSERT_EQ(failure, "");
   ASSERT_EQ(runStatus, nullptr) << message(runStatus);
   EXPECT_GT(calls, 0);
+  EXPECT_GT(refused, 0);
   expectSameBits(busy.losses, quiet.losses);
-  // A step that changes the state is refused while the run runs; after it,
-  // it goes (and the run is at its end).
   tc_trainer_progress_t p;
   ASSERT_TC_OK(tc_trainer_progress(t, &p));
   EXPECT_EQ(p.step, 12);
@@ -429,6 +439,55 @@ TEST_F(CApiTrain, BadArgumentsNameTheArgument) {
   tc_trainer_release(nullptr); // NULL-safe
   expectInvalid(tc_token_source_open(tokens.c_str(), TC_DTYPE_I32, &src), "token_dtype");
   expectInvalid(tc_npy_read(nullptr, "x", &x), "path");
+}
+
+TEST_F(CApiTrain, CpuSessionKeepsItsState) {
+  // A CPU session holds the parameters and optimizer state as a CUDA one
+  // does: train_step updates them, so the same batch twice loses less.
+  tc_session_t *s = nullptr;
+  ASSERT_TC_OK(tc_session_create_from_artifact(artifact, nullptr, &s));
+  tc_token_source_t *src = nullptr;
+  ASSERT_TC_OK(tc_token_source_open(tokens.c_str(), TC_DTYPE_U16, &src));
+  uint64_t offsets[2] = {0, 100};
+  tc_tensor_t *ids = nullptr, *labels = nullptr;
+  ASSERT_TC_OK(tc_token_source_batch(src, offsets, 2, 16, TC_DTYPE_I64, TC_LABELS_NEXT, &ids,
+                                     &labels));
+  float lr = 1e-2f, step = 1;
+  tc_tensor_view_t in[4];
+  tc_tensor_as_view(ids, &in[0]);
+  tc_tensor_as_view(labels, &in[1]);
+  in[2] = {"lr", TC_DTYPE_F32, 0, nullptr, &lr, sizeof lr};
+  in[3] = {"step", TC_DTYPE_F32, 0, nullptr, &step, sizeof step};
+  size_t n = 0;
+  ASSERT_TC_OK(tc_session_output_count(s, "train_step", &n));
+  std::vector<tc_tensor_t *> out(n);
+  double losses[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TC_OK(tc_session_run(s, "train_step", in, 4, out.data(), n));
+    ASSERT_TC_OK(tc_tensor_to_f64(out[0], &losses[i], 1));
+    for (tc_tensor_t *t : out)
+      tc_tensor_release(t);
+    step = 2;
+  }
+  EXPECT_LT(losses[1], losses[0]);
+  // Generation on the session: greedy is deterministic, the prompt comes first.
+  tc_generate_options_t g;
+  tc_generate_options_initialize(&g);
+  g.temperature = 0;
+  g.max_new_tokens = 3;
+  int64_t prompt[2] = {5, 6};
+  tc_tensor_t *a = nullptr, *b = nullptr;
+  ASSERT_TC_OK(tc_session_generate(s, &g, prompt, 2, &a));
+  ASSERT_TC_OK(tc_session_generate(s, &g, prompt, 2, &b));
+  ASSERT_EQ(tc_tensor_element_count(a), 5u);
+  EXPECT_EQ(static_cast<const int64_t *>(tc_tensor_data(a))[1], 6);
+  EXPECT_EQ(std::memcmp(tc_tensor_data(a), tc_tensor_data(b), tc_tensor_byte_size(a)), 0);
+  tc_tensor_release(a);
+  tc_tensor_release(b);
+  tc_tensor_release(ids);
+  tc_tensor_release(labels);
+  tc_token_source_release(src);
+  tc_session_release(s);
 }
 
 TEST_F(CApiTrain, TensorFilesRoundTrip) {

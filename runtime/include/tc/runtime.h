@@ -287,11 +287,13 @@ tc_status_t *tc_artifact_load_weights(tc_artifact_t *artifact, const char *weigh
 
 /*===------------------------------- devices -----------------------------===*/
 
+/* On both devices a session holds the parameters and optimizer state from
+ * its creation on; functions with "update:NAME" results (train_step,
+ * apply_step) update them in place. */
 typedef enum tc_device_t {
   TC_DEVICE_CPU = 0,  /* the reference executor */
   TC_DEVICE_CUDA = 1, /* a GPU: runs the artifact's device program (tc-compile
-                         --target sm_90|sm_120); parameters stay on the GPU and
-                         train/apply steps update them in place */
+                         --target sm_90|sm_120); parameters stay on the GPU */
 } tc_device_t;
 
 /* 1 when this build has the CUDA backend. */
