@@ -588,7 +588,8 @@ tc_status_t *tc_trainer_step(tc_trainer_t *trainer, tc_step_metrics_t *out_metri
 /* One optimizer step on the given inputs: each data input of the training
  * step, by name, given grad_accum times (the k-th view of a name feeds
  * micro-batch k). Integer inputs are range-checked. Metrics as
- * tc_trainer_step. */
+ * tc_trainer_step. Windows of any token source at offsets of the caller's
+ * choosing are tc_token_source_batch's "input_ids" and "labels", as views. */
 tc_status_t *tc_trainer_step_inputs(tc_trainer_t *trainer, const tc_tensor_view_t *inputs,
                                     size_t num_inputs, tc_step_metrics_t *out_metrics);
 
