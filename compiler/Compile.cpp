@@ -9,6 +9,7 @@
 #include "compiler/Labels.h"
 #include "dialects/tc/Eval/Program.h"
 #include "compiler/MemoryReport.h"
+#include "compiler/Pipelines.h"
 #include "compiler/PrecisionReport.h"
 #include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
@@ -58,26 +59,32 @@ struct DiagnosticCollector {
   std::vector<std::string> remarks;
   ScopedDiagnosticHandler handler;
 };
-} // namespace
 
-LogicalResult runImportCleanup(ModuleOp module, std::string *error, bool fuseAttention,
-                               std::vector<std::string> *notes, bool fuseKeyMasks) {
+/// Runs `pm` on `module`: the pass failures' diagnostics into `*error`
+/// (`what` when there are none), remarks into `notes`.
+LogicalResult runCollecting(PassManager &pm, ModuleOp module, llvm::StringRef what,
+                            std::string *error, std::vector<std::string> *notes) {
   DiagnosticCollector diags(*module.getContext());
-  PassManager pm(module.getContext());
-  pm.addPass(createCanonicalizerPass());
-  pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
-  pm.addPass(createCSEPass());
-  pm.addNestedPass<func::FuncOp>(createTcRecognizeRmsNorm());
-  if (fuseAttention)
-    pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention({fuseKeyMasks}));
-  pm.addPass(createCanonicalizerPass());
   if (failed(pm.run(module))) {
-    *error = diags.text.empty() ? "the import-cleanup pipeline failed" : diags.text;
+    *error = diags.text.empty() ? what.str() + " failed" : diags.text;
     return failure();
   }
   if (notes)
     notes->insert(notes->end(), diags.remarks.begin(), diags.remarks.end());
   return success();
+}
+} // namespace
+
+LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std::string *error,
+                               std::vector<std::string> *notes) {
+  ImportCleanupPipelineOptions o;
+  o.fuseAttention = opts.fuseAttention;
+  // Padding masks fuse on the CPU reference only: the GPU kernels have no
+  // key mask yet, so GPU targets keep such attention unfused (with a note).
+  o.fuseKeyMasks = !isGpuTarget(opts.target);
+  PassManager pm(module.getContext());
+  buildImportCleanupPipeline(pm, o);
+  return runCollecting(pm, module, "the import-cleanup pipeline", error, notes);
 }
 
 namespace {
@@ -113,10 +120,6 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
                                   std::string *error, std::vector<std::string> *notes) {
   const TrainOptions &t = opts.train;
   if (t.enabled) {
-    if (t.optimizer != "sgd" && t.optimizer != "adamw") {
-      *error = "--optimizer must be sgd or adamw, got '" + t.optimizer + "'";
-      return failure();
-    }
     if (t.gradAccum < 1) {
       *error = "--grad-accum must be at least 1";
       return failure();
@@ -126,102 +129,62 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
       return failure();
     }
   }
-  // Precision before autodiff: the backward differentiates the casts, so it
-  // runs in bf16 where the forward does and the f32 master weights get f32
-  // gradients. Runs in every mode (fp32/tf32 only annotate, for the report).
-  if (opts.precision != "fp32" && opts.precision != "tf32" && opts.precision != "bf16") {
-    *error = "precision must be fp32, tf32 or bf16, got '" + opts.precision + "'";
-    return failure();
-  }
-  {
-    DiagnosticCollector precDiags(*module.getContext());
-    PassManager precPm(module.getContext());
-    TcPrecisionOptions prec;
-    prec.mode = opts.precision;
-    precPm.addNestedPass<func::FuncOp>(createTcPrecision(prec));
-    if (failed(precPm.run(module))) {
-      *error = precDiags.text.empty() ? "tc-precision failed" : precDiags.text;
-      return failure();
-    }
-  }
-  if (opts.trainable.empty() && opts.freeze.empty() && !t.enabled)
-    return success();
-  DiagnosticCollector diags(*module.getContext());
+  TrainingPipelineOptions o;
+  o.precision = opts.precision;
+  o.trainable = opts.trainable;
+  o.freeze = opts.freeze;
+  o.train = t.enabled;
+  o.loss = t.loss;
+  o.optimizer = t.optimizer;
+  o.momentum = t.momentum;
+  o.beta1 = t.beta1;
+  o.beta2 = t.beta2;
+  o.eps = t.eps;
+  o.weightDecay = t.weightDecay;
+  o.noDecay = t.noDecay;
+  o.clipGradNorm = t.clipGradNorm;
   PassManager pm(module.getContext());
-  TcMarkTrainableOptions mark;
-  mark.report = true;
-  mark.trainable.assign(opts.trainable.begin(), opts.trainable.end());
-  mark.freeze.assign(opts.freeze.begin(), opts.freeze.end());
-  pm.addPass(createTcMarkTrainable(mark));
-  if (t.enabled) {
-    TcAutodiffOptions ad;
-    ad.loss = t.loss;
-    pm.addPass(createTcAutodiff(ad));
-    TcOptimizerOptions o;
-    o.report = true;
-    o.optimizer = t.optimizer;
-    o.momentum = t.momentum;
-    o.beta1 = t.beta1;
-    o.beta2 = t.beta2;
-    o.eps = t.eps;
-    o.weightDecay = t.weightDecay;
-    o.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
-    o.clipGradNorm = t.clipGradNorm;
-    pm.addPass(createTcOptimizer(o));
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
-  if (failed(pm.run(module))) {
-    *error = diags.text.empty() ? "the training pipeline failed" : diags.text;
-    return failure();
-  }
-  if (notes)
-    notes->insert(notes->end(), diags.remarks.begin(), diags.remarks.end());
-  return success();
+  buildTrainingPipeline(pm, o);
+  return runCollecting(pm, module, "the training pipeline", error, notes);
 }
 
-bool importModel(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result,
-                 CompileError *error) {
-  std::string msg;
-  auto imported = onnx_import::importOnnxFile(ctx, opts.modelPath, opts.import, &msg);
-  if (failed(imported)) {
-    error->kind = CompileErrorKind::BadInput;
-    error->message = msg;
-    return false;
-  }
-  result->imported = std::move(imported->module);
-  result->notes = imported->notes;
-  result->droppedParameters = imported->droppedParameters;
-  // Keep the weights with the result: stash them in the artifact right away.
-  rt::Artifact &a = result->artifact;
-  for (onnx_import::ImportedWeight &w : imported->weights) {
-    rt::Parameter p;
-    p.name = w.name;
-    p.type = w.tensor.type;
-    p.hasData = !w.tensor.data.empty() || p.type.numElements() == 0;
-    // 64-byte alignment so that a runtime can map weights in place.
-    a.weights.resize((a.weights.size() + 63) / 64 * 64);
-    p.offset = a.weights.size();
-    p.bytes = w.tensor.data.size();
-    a.weights.insert(a.weights.end(), w.tensor.data.begin(), w.tensor.data.end());
-    a.params.push_back(std::move(p));
-  }
-  return true;
-}
+namespace {
+bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
+                    CompileError *error);
+} // namespace
 
-bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result,
-             CompileError *error) {
+bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
+             CompileResult *result, CompileError *error) {
   if (opts.target != "cpu" && !isGpuTarget(opts.target)) {
     error->kind = CompileErrorKind::BadInput;
     error->message = "unknown target '" + opts.target + "' (cpu, sm_90 or sm_120)";
     return false;
   }
-  if (!importModel(ctx, opts, result, error))
+  if (!input.module || input.module->getContext() != &ctx) {
+    error->kind = CompileErrorKind::Internal;
+    error->message = "compile() needs an imported module of the context it is given";
     return false;
-  if (opts.train.enabled && !result->droppedParameters.empty()) {
+  }
+  result->imported = std::move(input.module);
+  result->notes = std::move(input.notes);
+  // Keep the weights with the result: stash them in the artifact right away.
+  rt::Artifact &a = result->artifact;
+  for (auto &[name, tensor] : input.weights) {
+    rt::Parameter p;
+    p.name = name;
+    p.type = tensor.type;
+    p.hasData = !tensor.data.empty() || p.type.numElements() == 0;
+    // 64-byte alignment so that a runtime can map weights in place.
+    a.weights.resize((a.weights.size() + 63) / 64 * 64);
+    p.offset = a.weights.size();
+    p.bytes = tensor.data.size();
+    a.weights.insert(a.weights.end(), tensor.data.begin(), tensor.data.end());
+    a.params.push_back(std::move(p));
+  }
+  if (opts.train.enabled && !input.droppedParameters.empty()) {
     // Training would leave them at their initial value where PyTorch trains
     // them: refuse rather than train another model.
-    const std::vector<std::string> &d = result->droppedParameters;
+    const std::vector<std::string> &d = input.droppedParameters;
     std::string list;
     for (size_t i = 0; i < d.size(); ++i)
       list += (i ? ", '" : "'") + d[i] + "'";
@@ -246,10 +209,7 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
   }
   result->module = OwningOpRef<ModuleOp>(cast<ModuleOp>(result->imported->getOperation()->clone()));
   std::string msg;
-  // Padding masks fuse on the CPU reference only: the GPU kernels have no
-  // key mask yet, so GPU targets keep such attention unfused (with a note).
-  if (failed(runImportCleanup(*result->module, &msg, opts.fuseAttention, &result->notes,
-                              /*fuseKeyMasks=*/!isGpuTarget(opts.target)))) {
+  if (failed(runImportCleanup(*result->module, opts, &msg, &result->notes))) {
     error->kind = CompileErrorKind::Internal;
     error->message = msg;
     return false;
@@ -277,7 +237,6 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
     error->message = tooLarge;
     return false;
   }
-  rt::Artifact &a = result->artifact;
   a.target = opts.target;
   a.producer = "tc-compile 0.1";
   // Trainability and optimizer state as the IR says.
@@ -384,6 +343,10 @@ bool compile(MLIRContext &ctx, const CompileOptions &opts, CompileResult *result
 
 bool isGpuTarget(const std::string &target) { return isGpuArch(target); }
 
+namespace {
+/// The tc-gpu pipeline on a copy of `module` (after training), then NVRTC on
+/// the sources it generated; fills result->gpuModule, result->kernels, the
+/// artifact's kernels, device functions and "memory" report.
 bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
                     CompileError *error) {
   MLIRContext *ctx = module.getContext();
@@ -392,71 +355,42 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     error->message = what + ": " + msg;
     return false;
   };
-  // Fusion runs after the reference program was taken: tc.fusion regions
-  // exist only on the GPU path.
+  // The GPU half runs on a copy, after the reference program was taken:
+  // tc.fusion regions and tcx exist only on the GPU path.
   OwningOpRef<ModuleOp> fused(cast<ModuleOp>(module->clone()));
   {
-    DiagnosticCollector diags(*ctx);
+    GpuPipelineOptions o;
+    o.tf32 = opts.tf32;
     PassManager pm(ctx);
-    pm.addNestedPass<func::FuncOp>(createTcDecomposeRotary());
-    pm.addNestedPass<func::FuncOp>(createTcFuse());
-    if (failed(pm.run(*fused)))
-      return fail("tc-fuse", diags.text);
+    buildGpuPipeline(pm, o);
+    std::string msg;
+    if (failed(runCollecting(pm, *fused, "the GPU pipeline", &msg, nullptr)))
+      return fail("the GPU pipeline (tc-gpu)", msg);
   }
-  {
-    DiagnosticCollector diags(*ctx);
-    auto sources = tc::cuda::generateKernels(*fused);
-    if (failed(sources))
-      return fail("CUDA code generation", diags.text);
-    // Tell tc-lower-to-tcx which generated kernel each kernel op became and
-    // how to launch it: its tcx.kernel carries the name on, its tcx.launch
-    // the scalar arguments (n, meta) and the 1-D grid and block, so the
-    // device program holds every kernel argument.
-    auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(ctx, 64), v); };
-    for (auto &s : *sources) {
-      if (!s.op)
-        continue;
-      s.op->setAttr("tc.cuda_kernel", StringAttr::get(ctx, s.name));
-      for (const tc::cuda::KernelParam &p : s.params) {
-        if (p.kind == tc::cuda::ParamKind::Int64)
-          s.op->setAttr("tc.cuda_n", i64(p.values.at(0)));
-        else if (p.kind == tc::cuda::ParamKind::Int64Array)
-          s.op->setAttr("tc.cuda_meta", DenseI64ArrayAttr::get(ctx, p.values));
-      }
-      s.op->setAttr("tc.cuda_grid", i64(s.launch.grid));
-      s.op->setAttr("tc.cuda_block", i64(s.launch.block));
-    }
+  // NVRTC compiles what tcx-generate-cuda wrote into the module.
+  std::vector<tc::cuda::KernelSource> sources;
+  for (auto src : fused->getOps<tcx::CudaSourceOp>()) {
+    tc::cuda::KernelSource k;
+    k.name = src.getSymName().str();
+    k.source = src.getSource().str();
+    sources.push_back(std::move(k));
+  }
+  if (opts.compileKernels) {
+    if (!tc::cuda::haveNvrtc())
+      return fail("CUDA code generation",
+                  "this tc-compile was built without NVRTC, so it cannot compile kernels "
+                  "for " + opts.target);
     std::string err;
-    std::vector<tc::cuda::KernelBinary> binaries;
-    if (opts.compileKernels) {
-      if (!tc::cuda::haveNvrtc())
-        return fail("CUDA code generation",
-                    "this tc-compile was built without NVRTC, so it cannot compile kernels "
-                    "for " + opts.target);
-      auto compiled = tc::cuda::compileKernels(*sources, opts.target, &err);
-      if (failed(compiled))
-        return fail("NVRTC", err);
-      binaries = std::move(*compiled);
-      for (auto &b : binaries) {
-        result->kernels.push_back({b.name, b.source, b.ptx, b.arch, b.cubin});
-        result->artifact.kernels.push_back({b.name, b.arch, b.source, b.ptx, b.cubin});
-      }
-    } else {
-      llvm::StringSet<> seen;
-      for (auto &s : *sources)
-        if (seen.insert(s.name).second)
-          result->kernels.push_back({s.name, s.source, "", "", {}});
+    auto compiled = tc::cuda::compileKernels(sources, opts.target, &err);
+    if (failed(compiled))
+      return fail("NVRTC", err);
+    for (auto &b : *compiled) {
+      result->kernels.push_back({b.name, b.source, b.ptx, b.arch, b.cubin});
+      result->artifact.kernels.push_back({b.name, b.arch, b.source, b.ptx, b.cubin});
     }
-  }
-  {
-    DiagnosticCollector diags(*ctx);
-    PassManager pm(ctx);
-    TcLowerToTcxOptions lower;
-    lower.tf32 = opts.tf32;
-    pm.addPass(createTcLowerToTcx(lower));
-    pm.addNestedPass<func::FuncOp>(createTcxPlanMemory());
-    if (failed(pm.run(*fused)))
-      return fail("lowering to tcx", diags.text);
+  } else {
+    for (auto &k : sources)
+      result->kernels.push_back({k.name, k.source, "", "", {}});
   }
   std::string err;
   auto report = memoryReport(*fused, opts.target, /*function=*/"", &err);
@@ -488,40 +422,13 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   result->gpuModule = std::move(fused);
   return true;
 }
-
-int64_t batchOf(const CompileOptions &opts, std::string *why) {
-  if (auto it = opts.import.dimParams.find("batch"); it != opts.import.dimParams.end())
-    return it->second;
-  int64_t b = -1;
-  for (const auto &[name, shape] : opts.import.inputShapes) {
-    if (shape.empty() || (b >= 0 && shape[0] != b)) {
-      *why = "the --input shapes do not share one batch (axis 0)";
-      return -1;
-    }
-    b = shape[0];
-  }
-  if (b < 0)
-    *why = "the batch is fixed by the export (static shapes) or not set: compile with "
-           "--dim batch=B (or --input) to re-plan it";
-  return b;
-}
-
-namespace {
-/// `opts` at batch `b` (as batchOf reads it).
-CompileOptions atBatch(const CompileOptions &opts, int64_t b) {
-  CompileOptions o = opts;
-  if (auto it = o.import.dimParams.find("batch"); it != o.import.dimParams.end())
-    it->second = b;
-  else
-    for (auto &[name, shape] : o.import.inputShapes)
-      shape[0] = b;
-  o.compileKernels = false;
-  return o;
-}
 } // namespace
 
 BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t plannedTotal,
-                             const TargetDevice &card, std::map<int64_t, int64_t> *planned) {
+                             const TargetDevice &card, std::map<int64_t, int64_t> *planned,
+                             const ImportAtBatch &importAt) {
+  CompileOptions planOnly = opts;
+  planOnly.compileKernels = false;
   BatchFit fit;
   std::map<int64_t, std::string> failures; // batches that did not compile, and why
   (*planned)[batch] = plannedTotal;
@@ -532,9 +439,11 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
       return it->second;
     MLIRContext ctx;
     loadCompilerDialects(ctx);
+    CompileInput in;
     CompileResult r;
     CompileError e;
-    if (!compile(ctx, atBatch(opts, b), &r, &e) || !r.memoryPlan) {
+    if (!importAt(ctx, b, &in, &e.message) || !compile(ctx, std::move(in), planOnly, &r, &e) ||
+        !r.memoryPlan) {
       failures[b] = e.message;
       return (*planned)[b] = -1;
     }

@@ -1,13 +1,15 @@
 //===- Compile.h - the compiler's C++ entry point ---------------*- C++ -*-===//
 //
-// `compile(...)` is what tc-compile (and tests) call: import a model, run the
-// named pipeline, lower to the runtime program and assemble the artifact.
+// `compile(...)` is what tc-compile (and tests) call: run the named
+// pipelines (Pipelines.h) on a module a frontend imported, lower it to the
+// runtime program and assemble the artifact. The compiler knows no input
+// format: tools/OnnxInput.h turns an ONNX file into a CompileInput.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_COMPILE_H
 #define TC_COMPILER_COMPILE_H
 
-#include "frontends/onnx/Import.h"
+#include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/init.h"
 #include "runtime/src/base/program.h"
 
@@ -17,6 +19,7 @@
 
 #include "compiler/MemoryReport.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,9 +45,21 @@ struct TrainOptions {
   double clipGradNorm = 0.0;       // 0: no clipping
 };
 
+/// What a frontend gives compile(): the module (one func.func @infer of tc
+/// ops) and the weights of its tc.parameter ops.
+struct CompileInput {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// One per tc.parameter, in order of appearance, with the same names (data
+  /// empty for weights the frontend did not read: --no-weights).
+  std::vector<std::pair<std::string, rt::HostTensor>> weights;
+  /// Things the user should know about the import, one line each.
+  std::vector<std::string> notes;
+  /// Parameters of the source model the exporter folded away together with
+  /// their consumers: compile() refuses to train such a model, naming them.
+  std::vector<std::string> droppedParameters;
+};
+
 struct CompileOptions {
-  std::string modelPath;
-  onnx_import::ImportOptions import;
   /// "cpu", "sm_90" (H100/H200) or "sm_120" (RTX 5090; kernels for sm_120a).
   std::string target = "cpu";
   /// GPU targets: allow TF32 tensor cores for fp32 matmuls.
@@ -73,13 +88,12 @@ struct CompileOptions {
 
 struct CompileResult {
   mlir::OwningOpRef<mlir::ModuleOp> imported; // straight from the frontend
-  mlir::OwningOpRef<mlir::ModuleOp> module;   // after the pipeline
+  mlir::OwningOpRef<mlir::ModuleOp> module;   // after tc-training (--emit=tc)
   rt::Artifact artifact;
-  std::vector<std::string> notes; // from the import (ImportResult::notes)
-  /// ImportResult::droppedParameters: compile() refuses to train them.
-  std::vector<std::string> droppedParameters;
-  /// GPU targets: the planned execution-level module (tcx), the generated
-  /// kernels (source; cubin and PTX when compiled) and the memory report.
+  std::vector<std::string> notes; // the import's and the passes' remarks
+  /// GPU targets: the execution-level module after tc-gpu (--emit=tcx), the
+  /// generated kernels (its tcx.cuda_source ops, in order; cubin and PTX
+  /// when compiled) and the memory report.
   mlir::OwningOpRef<mlir::ModuleOp> gpuModule;
   struct Kernel {
     std::string name, source, ptx, arch;
@@ -100,55 +114,43 @@ struct CompileError {
   std::string message;
 };
 
-/// Imports only (no passes): `result->imported` is set.
-bool importModel(mlir::MLIRContext &ctx, const CompileOptions &opts,
-                 CompileResult *result, CompileError *error);
-
-/// Import + pipeline + artifact. With train.enabled the pipeline adds
+/// Pipelines + artifact for `input` (its module is moved into
+/// result->imported; its context is `ctx`). With train.enabled the pipeline adds
 /// tc-autodiff and tc-optimizer, and the artifact holds "infer", "eval_step"
 /// (the same program), "grad_step", "apply_step" and "train_step", optimizer
 /// state entries (kind OptimizerState, zeros) and reports["training"], a JSON
 /// object with the optimizer settings, the loss name and "grad_accum" (read
 /// by tc-run).
-bool compile(mlir::MLIRContext &ctx, const CompileOptions &opts,
+bool compile(mlir::MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
              CompileResult *result, CompileError *error);
 
+/// A frontend's import of the model at batch `batch` (largestFittingBatch
+/// re-plans at other batches); false with `*error` set when it fails.
+using ImportAtBatch = std::function<bool(mlir::MLIRContext &ctx, int64_t batch,
+                                         CompileInput *input, std::string *error)>;
+
 /// The largest batch whose plan fits `card` (MemoryReport.h's fitsCard),
-/// found by re-planning `opts` (a GPU target) at other batch sizes: the
-/// exporter's "batch" dimension (--dim batch=B) when the model names one,
-/// else axis 0 of every --input. A linear fit of two plans gives the guess;
+/// found by re-planning `opts` (a GPU target) at other batch sizes, each
+/// imported by `importAt`. A linear fit of two plans gives the guess;
 /// plans at the guess and the guess + 1 confirm it (bisection when they do
 /// not). Kernels are not compiled. `plannedTotal` is the plan of `batch`
 /// (opts' own); `planned` caches totals by batch across calls (one per card).
 BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t plannedTotal,
-                             const TargetDevice &card, std::map<int64_t, int64_t> *planned);
+                             const TargetDevice &card, std::map<int64_t, int64_t> *planned,
+                             const ImportAtBatch &importAt);
 
-/// The batch `opts` compiles at (the "batch" dim or axis 0 of the --input
-/// shapes, all equal), or -1 with `*why` set.
-int64_t batchOf(const CompileOptions &opts, std::string *why);
-
-/// The import-cleanup pipeline (canonicalize, CSE) on a module.
-/// Whether `target` names a GPU ("sm_90", "sm_120", "sm_120a").
+/// Whether `target` names a GPU ("sm_90", "sm_120", "sm_120a"): the target
+/// table (Target.h) has it.
 bool isGpuTarget(const std::string &target);
 
-/// The CUDA pipeline on a copy of `module` (after training): tc-fuse, kernel
-/// generation (+ NVRTC), tc-lower-to-tcx and tcx-plan-memory; fills
-/// result->gpuModule, result->kernels and the artifact's "memory" report.
-bool runGpuPipeline(mlir::ModuleOp module, const CompileOptions &opts,
-                    CompileResult *result, CompileError *error);
+/// The tc-import-cleanup pipeline on `module` with the options `opts` gives
+/// it. Remarks of the passes (what a recogniser left alone, and why) are
+/// appended to `notes`; on failure `error` holds the diagnostics.
+mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, const CompileOptions &opts,
+                                     std::string *error,
+                                     std::vector<std::string> *notes = nullptr);
 
-/// Canonicalize, tc-fold-constants, CSE, tc-recognize-rms-norm (+
-/// tc-recognize-attention with `fuseAttention`), canonicalize.
-/// Remarks of the passes (what a recogniser left alone, and why) are
-/// appended to `notes`.
-mlir::LogicalResult runImportCleanup(mlir::ModuleOp module, std::string *error,
-                                     bool fuseAttention = true,
-                                     std::vector<std::string> *notes = nullptr,
-                                     bool fuseKeyMasks = true);
-
-/// tc-mark-trainable (when regexes are given or training), then with
-/// opts.train.enabled tc-autodiff, tc-optimizer and a canonicalize/CSE
-/// cleanup. On failure `error` holds the diagnostics.
+/// The tc-training pipeline on `module` with the options `opts` gives it.
 mlir::LogicalResult runTrainingPipeline(mlir::ModuleOp module, const CompileOptions &opts,
                                         std::string *error,
                                         std::vector<std::string> *notes = nullptr);

@@ -34,18 +34,33 @@ const std::vector<TargetDevice> &targetDevices() {
   return kDevices;
 }
 
+const std::vector<TargetArch> &targetArches() {
+  static const std::vector<TargetArch> kArches = {
+      {"sm_90", "sm_90", "sm_90"},
+      // Block-scaled FP8/FP4 MMA needs the architecture-specific features.
+      {"sm_120", "sm_120", "sm_120a"},
+      {"sm_120a", "sm_120", "sm_120a"},
+  };
+  return kArches;
+}
+
+const TargetArch *findTargetArch(const std::string &target) {
+  for (const TargetArch &a : targetArches())
+    if (target == a.name)
+      return &a;
+  return nullptr;
+}
+
 std::vector<const TargetDevice *> devicesOf(const std::string &arch) {
-  std::string a = arch == "sm_120a" ? "sm_120" : arch;
+  const TargetArch *a = findTargetArch(arch);
   std::vector<const TargetDevice *> out;
   for (const TargetDevice &d : targetDevices())
-    if (a == d.arch)
+    if (a && std::string(a->devices) == d.arch)
       out.push_back(&d);
   return out;
 }
 
-bool isGpuArch(const std::string &target) {
-  return target == "sm_90" || target == "sm_120" || target == "sm_120a";
-}
+bool isGpuArch(const std::string &target) { return findTargetArch(target) != nullptr; }
 
 double densePeak(const TargetDevice &d, const std::string &dtype) {
   if (dtype == "bf16")

@@ -1,10 +1,12 @@
 //===- Target.h - the one table of the GPUs tc compiles for ----*- C++ -*-===//
 //
-// Each card tc targets: its architecture, its memory as the driver reports
+// The compile targets (and the NVRTC architecture of each), and each card tc
+// targets: its architecture, its memory as the driver reports
 // it (cudaMemGetInfo's total, which is what a plan must fit in), its dense
 // tensor-core peaks per dtype (for MFU) and its interconnect. The memory
-// report's fit verdicts, the largest batch that fits and MFU read it. Every
-// number says where it comes from.
+// report's fit verdicts, the largest batch that fits, MFU, isGpuTarget and
+// the CUDA code generator's architecture read it. Every number says where it
+// comes from.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_TARGET_H
@@ -34,6 +36,19 @@ struct TargetDevice {
   const char *peakSource;
   const char *interconnect;
 };
+
+/// A compile target (tc-compile --target): the cards it runs on
+/// (TargetDevice::arch) and the architecture NVRTC compiles its kernels for.
+struct TargetArch {
+  const char *name;    ///< "sm_90", "sm_120", "sm_120a"
+  const char *devices; ///< the TargetDevice::arch of its cards
+  const char *nvrtc;   ///< "sm_90", "sm_120a"
+};
+
+/// Every compile target.
+const std::vector<TargetArch> &targetArches();
+/// The row of `target`, or null when tc does not compile for it.
+const TargetArch *findTargetArch(const std::string &target);
 
 /// Every card, in the order the reports list them.
 const std::vector<TargetDevice> &targetDevices();

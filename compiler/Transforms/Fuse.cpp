@@ -99,7 +99,7 @@ bool isMatmulEpilogue(Operation *op) {
 }
 
 bool isRoot(Operation *op) {
-  return (tc::isFusibleElementwise(op) || tc::isTrailingReduction(op) ||
+  return (tc::isElementwise(op) || tc::isTrailingReduction(op) ||
           tc::isLastAxisSoftmax(op)) &&
          allCodegenTypes(op) && !isMatmulEpilogue(op);
 }
@@ -162,7 +162,7 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
             worklist.push_back(def);
             continue;
           }
-          if (grouped.contains(def) || !tc::isFusibleElementwise(def) ||
+          if (grouped.contains(def) || !tc::isElementwise(def) ||
               !allCodegenTypes(def) || isMatmulEpilogue(def) ||
               shapeOf(def->getResult(0)) != ArrayRef(iter))
             continue;

@@ -5,7 +5,8 @@
 // parameter's persistent buffer, a constant, or a view of another buffer)
 // and every op becomes the launch, library call or matmul that writes it.
 // Generated kernels are outlined into module-level `tcx.kernel`s holding the
-// tc ops they compute, which the CUDA code generator turns into source.
+// tc ops they compute; tcx-generate-cuda, the next stage, turns each body
+// into CUDA C++ and sets how it is launched.
 //
 // The function stays straight-line and in the original op order, so the
 // memory planner's liveness is program order and the runtime can replay it
@@ -22,7 +23,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCLOWERTOTCX
@@ -34,35 +34,6 @@ using namespace mlir;
 namespace {
 
 constexpr llvm::StringLiteral kName = "tc.name";
-// Set on kernel ops by the GPU pipeline (Compile.cpp): the generated kernel's
-// name, its `n` and `meta` arguments, and its 1-D grid and block.
-constexpr llvm::StringLiteral kCudaKernel = "tc.cuda_kernel";
-constexpr llvm::StringLiteral kCudaN = "tc.cuda_n";
-constexpr llvm::StringLiteral kCudaMeta = "tc.cuda_meta";
-constexpr llvm::StringLiteral kCudaGrid = "tc.cuda_grid";
-constexpr llvm::StringLiteral kCudaBlock = "tc.cuda_block";
-
-/// A kernel body holds the op, not how it is launched.
-void stripLaunchAttrs(Operation *op) {
-  for (StringRef attr : {kCudaKernel, kCudaN, kCudaMeta, kCudaGrid, kCudaBlock})
-    op->removeAttr(attr);
-}
-
-/// Elementwise tc ops (numpy broadcasting for the binary ones): one thread
-/// per output element, fusible.
-bool isElementwise(Operation *op) {
-  static const llvm::StringSet<> names = {
-      "tc.neg",  "tc.abs",   "tc.sign",  "tc.relu",  "tc.exp",   "tc.log",
-      "tc.sqrt", "tc.rsqrt", "tc.reciprocal", "tc.tanh", "tc.sigmoid", "tc.erf",
-      "tc.silu", "tc.sin",   "tc.cos",   "tc.tan",   "tc.asin",  "tc.acos",
-      "tc.atan", "tc.sinh",  "tc.cosh",  "tc.asinh", "tc.acosh", "tc.atanh",
-      "tc.floor", "tc.ceil", "tc.round", "tc.not",   "tc.gelu",  "tc.isnan",
-      "tc.isinf", "tc.cast", "tc.add",   "tc.sub",   "tc.mul",   "tc.div",
-      "tc.pow",  "tc.max",   "tc.min",   "tc.and",   "tc.or",    "tc.xor",
-      "tc.eq",   "tc.ne",    "tc.lt",    "tc.le",    "tc.gt",    "tc.ge",
-      "tc.rem",  "tc.select"};
-  return names.contains(op->getName().getStringRef());
-}
 
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
@@ -79,7 +50,7 @@ bool isLibraryIndex(Type t) { return t.isInteger(32) || t.isInteger(64); }
 /// A tc.fusion that is one cast of its only input from `from` to `to`
 /// element type (what tc-fuse makes of a lone precision cast).
 bool isLoneCast(Operation *op, Type from, Type to) {
-  if (!op || op->getName().getStringRef() != "tc.fusion" || op->getNumOperands() != 1 ||
+  if (!op || !llvm::isa<tc::FusionOp>(op) || op->getNumOperands() != 1 ||
       op->getNumResults() != 1 || op->getNumRegions() != 1)
     return false;
   Block &body = op->getRegion(0).front();
@@ -309,7 +280,7 @@ void FunctionLowering::planDestinations() {
     if (safe && update) {
       // Every read of the old value must come before `def`, or be `def`
       // itself reading it elementwise (same shape as the output).
-      bool elementwise = isElementwise(def) || def->getName().getStringRef() == "tc.fusion";
+      bool elementwise = tc::isElementwise(def) || llvm::isa<tc::FusionOp>(def);
       for (Value old : reads.lookup(n))
         for (OpOperand &use : old.getUses()) {
           Operation *u = use.getOwner();
@@ -378,10 +349,8 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, StringRef kind) {
   OpBuilder mb(module.getContext());
   mb.setInsertionPoint(fn);
   auto kernel = tcx::KernelOp::create(mb, op->getLoc(), mb.getStringAttr(name),
-                                      mb.getStringAttr(kind));
+                                      mb.getStringAttr(kind), FlatSymbolRefAttr());
   symbols.insert(kernel, Block::iterator(fn)); // unique name, placed before fn
-  if (auto cuda = op->getAttrOfType<StringAttr>(kCudaKernel))
-    kernel->setAttr(kCudaKernel, cuda);
   Block *entry = new Block();
   kernel.getBody().push_back(entry);
   // The kernel ABI: one input pointer per operand in operand order, repeated
@@ -398,7 +367,6 @@ LogicalResult FunctionLowering::lowerKernel(Operation *op, StringRef kind) {
   OpBuilder kb = OpBuilder::atBlockEnd(entry);
   Operation *clone = kb.clone(*op);
   clone->setOperands(entry->getArguments());
-  stripLaunchAttrs(clone);
   tcx::YieldOp::create(kb, op->getLoc(), clone->getResults());
   SmallVector<Value> outs;
   for (Value r : op->getResults())
@@ -418,10 +386,8 @@ LogicalResult FunctionLowering::lowerFusion(Operation *op) {
   OpBuilder mb(module.getContext());
   mb.setInsertionPoint(fn);
   auto kernel = tcx::KernelOp::create(mb, op->getLoc(), mb.getStringAttr(kernelName("fusion")),
-                                      mb.getStringAttr("fusion"));
+                                      mb.getStringAttr("fusion"), FlatSymbolRefAttr());
   symbols.insert(kernel, Block::iterator(fn));
-  if (auto cuda = op->getAttrOfType<StringAttr>(kCudaKernel))
-    kernel->setAttr(kCudaKernel, cuda);
   IRMapping map;
   op->getRegion(0).cloneInto(&kernel.getBody(), map);
   Block &entry = kernel.getEntry();
@@ -446,21 +412,11 @@ LogicalResult FunctionLowering::lowerFusion(Operation *op) {
 
 void FunctionLowering::launch(Operation *op, tcx::KernelOp kernel, ValueRange ins,
                               ValueRange outs) {
-  // What CUDA codegen decided (Compile.cpp's GPU pipeline): the 1-D grid and
-  // block (both or neither), and the kernel's `n` and `meta` arguments.
-  DenseI64ArrayAttr grid, block;
-  auto g = op->getAttrOfType<IntegerAttr>(kCudaGrid);
-  auto k = op->getAttrOfType<IntegerAttr>(kCudaBlock);
-  if (g && k) {
-    grid = b.getDenseI64ArrayAttr({g.getInt()});
-    block = b.getDenseI64ArrayAttr({k.getInt()});
-  }
-  auto l = tcx::LaunchOp::create(
-      b, op->getLoc(), FlatSymbolRefAttr::get(kernel.getSymNameAttr()), ins, outs,
-      b.getI64IntegerAttr(tensorType(op->getResult(0)).getNumElements()), grid, block);
-  for (StringRef attr : {kCudaN, kCudaMeta})
-    if (Attribute v = op->getAttr(attr))
-      l->setAttr(attr, v);
+  // The grid, block, n and meta come later, from tcx-generate-cuda.
+  tcx::LaunchOp::create(b, op->getLoc(), FlatSymbolRefAttr::get(kernel.getSymNameAttr()), ins,
+                        outs, b.getI64IntegerAttr(tensorType(op->getResult(0)).getNumElements()),
+                        DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
+                        DenseI64ArrayAttr());
 }
 
 LogicalResult FunctionLowering::lowerMatmul(tc::MatmulOp op) {
@@ -1073,9 +1029,9 @@ LogicalResult FunctionLowering::lower(Operation *op) {
   }
   if (auto mm = llvm::dyn_cast<tc::MatmulOp>(op))
     return lowerMatmul(mm);
-  if (op->getName().getStringRef() == "tc.fusion")
+  if (llvm::isa<tc::FusionOp>(op))
     return lowerFusion(op);
-  if (isElementwise(op))
+  if (tc::isElementwise(op))
     return lowerKernel(op, "elementwise");
   FailureOr<bool> lib = lowerLibrary(op);
   if (failed(lib))

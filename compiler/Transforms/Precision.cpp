@@ -81,10 +81,9 @@ Kind classify(Operation *op) {
   if (llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceProdOp, CumSumOp, ScatterAddOp>(op))
     return Kind::Accumulate;
   // max/min/argmax are exact in any precision: they follow their input.
-  if (isFusibleElementwise(op) || llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp>(op))
+  if (isElementwise(op) || llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp>(op))
     return Kind::Elementwise;
-  if (llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, ConcatOp, SplitOp, PadOp,
-                GatherOp, InsertSliceOp>(op))
+  if (isDataMovement(op))
     return Kind::Movement;
   return Kind::Other;
 }

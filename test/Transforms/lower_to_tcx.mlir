@@ -36,26 +36,20 @@ func.func @square(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
-// Tests that what CUDA codegen decided (set by the GPU pipeline on the tc
-// op) goes onto the launch: grid and block as one-element arrays, n and
-// meta as tc.cuda_n / tc.cuda_meta; the kernel keeps the name, and the op
-// in its body none of them.
-// CHECK-LABEL: tcx.kernel @codegen_transpose_0 kind("transpose") attributes {tc.cuda_kernel = "tc_gather_0123"}
+// Tests that the lowering leaves how a kernel is launched to codegen
+// (tcx-generate-cuda runs after it): no grid, block, n or meta on the launch,
+// no cuda_kernel on the kernel, and the body holds the op as it was.
+// CHECK-LABEL: tcx.kernel @codegen_transpose_0 kind("transpose") {
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: tc.transpose %{{.+}} {permutation = array<i64: 1, 0>} :
 // CHECK-NEXT: tcx.yield
-// CHECK-LABEL: tcx.kernel @codegen_fusion_1 kind("fusion") attributes {tc.cuda_kernel = "tc_fusion_4567"}
-// CHECK-NOT: tc.cuda_
+// CHECK-LABEL: tcx.kernel @codegen_fusion_1 kind("fusion") {
 // CHECK-LABEL: func.func @codegen
-// CHECK: tcx.launch @codegen_transpose_0 ins({{.+}}) outs({{.+}}) {block = array<i64: 256>, elements = 32 : i64, grid = array<i64: 1>, tc.cuda_meta = array<i64: 0, 8, 4, 1, 8>, tc.cuda_n = 32 : i64}
-// CHECK: tcx.launch @codegen_fusion_1 ins({{.+}}) outs({{.+}}) {block = array<i64: 128>, elements = 32 : i64, grid = array<i64: 2>, tc.cuda_meta = array<i64: 0>, tc.cuda_n = 32 : i64}
+// CHECK: tcx.launch @codegen_transpose_0 ins({{.+}}) outs({{.+}}) {elements = 32 : i64}
+// CHECK: tcx.launch @codegen_fusion_1 ins({{.+}}) outs({{.+}}) {elements = 32 : i64}
 func.func @codegen(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {
-  %t = tc.transpose %x {permutation = array<i64: 1, 0>, tc.cuda_kernel = "tc_gather_0123",
-                        tc.cuda_n = 32 : i64, tc.cuda_meta = array<i64: 0, 8, 4, 1, 8>,
-                        tc.cuda_grid = 1 : i64, tc.cuda_block = 256 : i64} : tensor<4x8xf32> -> tensor<8x4xf32>
-  %y = tc.fusion (%t) {tc.cuda_kernel = "tc_fusion_4567", tc.cuda_n = 32 : i64,
-                       tc.cuda_meta = array<i64: 0>, tc.cuda_grid = 2 : i64,
-                       tc.cuda_block = 128 : i64} : (tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %t = tc.transpose %x {permutation = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  %y = tc.fusion (%t) : (tensor<8x4xf32>) -> tensor<8x4xf32> {
   ^bb0(%a: tensor<8x4xf32>):
     %0 = tc.tanh %a : tensor<8x4xf32>
     tc.yield %0 : tensor<8x4xf32>

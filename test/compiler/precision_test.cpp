@@ -16,6 +16,7 @@
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/npy.h"
 #include "runtime/src/cpu/executor.h"
+#include "tools/OnnxInput.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -24,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,21 +37,20 @@ const std::string kFixtures = TC_FIXTURES_DIR;
 
 struct Fixture {
   MLIRContext ctx;
-  tc::CompileResult imported;
+  tc::CompileInput imported;
+  std::map<std::string, tc::rt::HostTensor> weights; // by parameter name
   std::vector<tc::rt::HostTensor> inputs; // input_ids, labels
 
   /// `model`: "gpt2" or "llama" (the TorchScript exports, batch 2, seq 16).
   bool load(const std::string &model, std::string *err) {
     tc::loadCompilerDialects(ctx);
-    tc::CompileOptions opts;
-    opts.modelPath = kFixtures + "/" + model + ".ts.onnx";
-    opts.import.inputShapes["input_ids"] = {2, 16};
-    opts.import.inputShapes["labels"] = {2, 16};
-    tc::CompileError e;
-    if (!tc::importModel(ctx, opts, &imported, &e)) {
-      *err = e.message;
+    tc::onnx_import::ImportOptions opts;
+    opts.inputShapes["input_ids"] = {2, 16};
+    opts.inputShapes["labels"] = {2, 16};
+    if (!tc::importOnnx(ctx, kFixtures + "/" + model + ".ts.onnx", opts, &imported, err))
       return false;
-    }
+    for (const auto &[name, t] : imported.weights)
+      weights[name] = t;
     tc::rt::HostTensor ids, labels;
     tc::rt::Status s1 = tc::rt::readNpy(kFixtures + "/" + model + ".input_ids.npy", &ids);
     tc::rt::Status s2 = tc::rt::readNpy(kFixtures + "/" + model + ".labels.npy", &labels);
@@ -64,8 +65,8 @@ struct Fixture {
   /// A cleaned-up copy of the imported module, with `mode` applied (empty:
   /// no tc-precision) and with `train` also tc-autodiff.
   OwningOpRef<ModuleOp> prepare(const std::string &mode, bool train, std::string *err) {
-    OwningOpRef<ModuleOp> m(cast<ModuleOp>(imported.imported->getOperation()->clone()));
-    if (failed(tc::runImportCleanup(*m, err)))
+    OwningOpRef<ModuleOp> m(cast<ModuleOp>(imported.module->getOperation()->clone()));
+    if (failed(tc::runImportCleanup(*m, tc::CompileOptions(), err)))
       return {};
     if (!mode.empty()) {
       PassManager pm(&ctx);
@@ -99,7 +100,8 @@ struct Fixture {
     if (failed(lowered))
       return false;
     *names = lowered->outputNames;
-    tc::rt::Status st = tc::rt::runFunction(imported.artifact, *lowered, inputs, outs);
+    tc::rt::Status st =
+        tc::rt::runFunction(tc::rt::Artifact(), *lowered, inputs, outs, {}, &weights);
     if (!st.isOk()) {
       *err = st.toString();
       return false;

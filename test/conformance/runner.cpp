@@ -25,6 +25,7 @@
 
 #include "runtime/src/base/version.h"
 #include "compiler/Compile.h"
+#include "tools/OnnxInput.h"
 #include "frontends/onnx/Importer.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
@@ -278,9 +279,9 @@ Outcome runTest(const std::string &dir) {
   }
 
   tc::CompileOptions opts;
-  opts.modelPath = modelPath;
+  tc::onnx_import::ImportOptions importOpts;
   for (auto &[name, t] : inputs)
-    opts.import.inputShapes[name] = t.type.shape;
+    importOpts.inputShapes[name] = t.type.shape;
   // The context must outlive the modules in `result`.
   mlir::MLIRContext ctx;
   tc::loadCompilerDialects(ctx);
@@ -289,7 +290,9 @@ Outcome runTest(const std::string &dir) {
   for (int attempt = 0;; ++attempt) {
     tc::CompileError error;
     result = tc::CompileResult();
-    if (tc::compile(ctx, opts, &result, &error))
+    tc::CompileInput input;
+    if (tc::importOnnx(ctx, modelPath, importOpts, &input, &error.message) &&
+        tc::compile(ctx, std::move(input), opts, &result, &error))
       break;
     const std::string tag = "needs-constant-input: ";
     size_t at = error.message.find(tag);
@@ -297,9 +300,9 @@ Outcome runTest(const std::string &dir) {
       std::string rest = error.message.substr(at + tag.size());
       std::string name = rest.substr(0, rest.find(':'));
       auto it = inputs.find(name);
-      if (it != inputs.end() && !opts.import.constantInputs.count(name)) {
-        opts.import.constantInputs[name] = it->second;
-        opts.import.inputShapes.erase(name);
+      if (it != inputs.end() && !importOpts.constantInputs.count(name)) {
+        importOpts.constantInputs[name] = it->second;
+        importOpts.inputShapes.erase(name);
         continue;
       }
     }

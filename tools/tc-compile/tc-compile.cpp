@@ -12,6 +12,7 @@
 #include "compiler/Target.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/base/artifact.h"
+#include "tools/OnnxInput.h"
 #include "tools/cli.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -162,6 +163,8 @@ bool parseDims(const std::string &s, std::vector<int64_t> *dims) {
 
 int main(int argc, char **argv) {
   tc::CompileOptions opts;
+  std::string modelPath;
+  tc::onnx_import::ImportOptions importOpts;
   std::string outPath, emit, dumpDir;
   bool reportMemory = false, reportPrecision = false, reportFlops = false, quiet = false,
        json = false, batchSearch = true;
@@ -196,7 +199,7 @@ int main(int argc, char **argv) {
         if (dims[d] == 0)
           fail(2, "--input " + v + ": axis " + std::to_string(d) + " is 0 (an empty " +
                       (d == 0 ? "batch" : "dimension") + "); every dimension must be at least 1");
-      if (!opts.import.inputShapes.emplace(v.substr(0, eq), dims).second)
+      if (!importOpts.inputShapes.emplace(v.substr(0, eq), dims).second)
         fail(2, "--input " + v.substr(0, eq) + " is given twice");
     } else if (is("--dim")) {
       std::string v = value("--dim");
@@ -205,7 +208,7 @@ int main(int argc, char **argv) {
       if (eq == std::string::npos || eq == 0 || n.empty() || n.size() > 12 ||
           n.find_first_not_of("0123456789") != std::string::npos || std::stoll(n) < 1)
         fail(2, "--dim wants NAME=N with N >= 1, like batch=8, got '" + v + "'");
-      if (!opts.import.dimParams.emplace(v.substr(0, eq), std::stoll(n)).second)
+      if (!importOpts.dimParams.emplace(v.substr(0, eq), std::stoll(n)).second)
         fail(2, "--dim " + v.substr(0, eq) + " is given twice");
     } else if (a == "--train") {
       opts.train.enabled = true;
@@ -257,7 +260,7 @@ int main(int argc, char **argv) {
     } else if (a == "--no-fused-attention") {
       opts.fuseAttention = false;
     } else if (a == "--no-weights") {
-      opts.import.loadWeights = false;
+      importOpts.loadWeights = false;
     } else if (is("--init-params")) {
       tc::rt::Status st = tc::rt::parseInitSpec(value("--init-params"), &opts.initAll);
       if (!st.isOk())
@@ -271,9 +274,9 @@ int main(int argc, char **argv) {
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "--keep-merged") {
-      opts.import.restoreMerged = false;
+      importOpts.restoreMerged = false;
     } else if (a == "--no-tie") {
-      opts.import.tieTransposedCopies = false;
+      importOpts.tieTransposedCopies = false;
     } else if (is("--freeze")) {
       opts.freeze.push_back(value("--freeze"));
     } else if (is("--target")) {
@@ -307,13 +310,13 @@ int main(int argc, char **argv) {
                     "'");
     } else if (!a.empty() && a[0] == '-') {
       fail(2, tc::cli::unknownOption(a, kUsage));
-    } else if (opts.modelPath.empty()) {
-      opts.modelPath = a;
+    } else if (modelPath.empty()) {
+      modelPath = a;
     } else {
-      fail(2, "more than one model given: '" + opts.modelPath + "' and '" + a + "'");
+      fail(2, "more than one model given: '" + modelPath + "' and '" + a + "'");
     }
   }
-  if (opts.modelPath.empty())
+  if (modelPath.empty())
     fail(2, "no model given (see --help)");
   if (!opts.train.enabled && !trainOnly.empty())
     fail(2, trainOnly.front() + " has no effect without --train (it sets up the training step)");
@@ -349,7 +352,7 @@ int main(int argc, char **argv) {
   if (emit.empty() && outPath.empty() && !reportMemory && !reportPrecision && !reportFlops &&
       dumpDir.empty()) {
     // model.onnx -> model.tca, beside the model.
-    std::string base = opts.modelPath;
+    std::string base = modelPath;
     for (const char *ext : {".onnxtxt", ".onnx"}) {
       size_t n = std::strlen(ext);
       if (base.size() > n && base.compare(base.size() - n, n, ext) == 0) {
@@ -377,16 +380,20 @@ int main(int argc, char **argv) {
     for (const std::string &n : result.notes)
       std::fprintf(stderr, "tc-compile: note: %s\n", n.c_str());
   };
-  if (emit == "mlir") {
-    bool ok = tc::importModel(ctx, opts, &result, &error);
+  tc::CompileInput input;
+  if (!tc::importOnnx(ctx, modelPath, importOpts, &input, &error.message)) {
+    result.notes = std::move(input.notes);
     printNotes();
-    if (!ok)
-      fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
-    result.imported->print(llvm::outs());
+    fail(2, error.message);
+  }
+  if (emit == "mlir") {
+    result.notes = std::move(input.notes);
+    printNotes();
+    input.module->print(llvm::outs());
     llvm::outs() << "\n";
     return 0;
   }
-  bool ok = tc::compile(ctx, opts, &result, &error);
+  bool ok = tc::compile(ctx, std::move(input), opts, &result, &error);
   printNotes(); // also on failure: a note may be what explains the error
   if (!ok)
     fail(error.kind == tc::CompileErrorKind::BadInput ? 2 : 1, error.message);
@@ -436,13 +443,17 @@ int main(int argc, char **argv) {
       fail(1, "internal error: the GPU pipeline left no memory plan");
     std::vector<tc::BatchFit> fits;
     std::string why;
-    int64_t batch = batchSearch ? tc::batchOf(opts, &why) : -1;
+    int64_t batch = batchSearch ? tc::batchOf(importOpts, &why) : -1;
+    auto importAt = [&](mlir::MLIRContext &c, int64_t b, tc::CompileInput *in,
+                        std::string *err) {
+      return tc::importOnnx(c, modelPath, tc::atBatch(importOpts, b), in, err);
+    };
     if (!batchSearch)
       why = "--no-batch-search";
     std::map<int64_t, int64_t> planned;
     for (const tc::TargetDevice *card : tc::devicesOf(opts.target))
       fits.push_back(batch > 0 ? tc::largestFittingBatch(opts, batch, result.memoryPlan->total(),
-                                                         *card, &planned)
+                                                         *card, &planned, importAt)
                                : tc::BatchFit{-1, why});
     llvm::outs() << (json ? tc::memoryReportJson(*result.memoryPlan, opts.target, fits)
                           : tc::memoryReport(*result.memoryPlan, opts.target, fits));

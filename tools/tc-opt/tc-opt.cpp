@@ -1,10 +1,13 @@
 //===- tc-opt.cpp - the tc optimizer driver --------------------------------===//
 //
-// MlirOptMain with the tc dialect, func, and every tc pass: lit's workhorse.
+// MlirOptMain with the tc dialect, func, every tc pass and the named
+// pipelines of tc-compile (Pipelines.h): lit's workhorse.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Pipelines.h"
 #include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
+#include "compiler/codegen/cuda/Passes.h"
 #include "dialects/tc/IR/TcOps.h"
 #include "dialects/tcx/IR/TcxOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +27,8 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   tc::registerTcCompilerPasses();
   tc::registerTcGpuPasses();
+  tc::cuda::registerTcCudaCodegenPasses();
+  tc::registerTcPipelines();
   llvm::cl::AddExtraVersionPrinter(
       [](llvm::raw_ostream &os) { os << "tc-opt (tc) " << tc::cli::kVersion << "\n"; });
   return mlir::asMainReturnCode(

@@ -1,8 +1,9 @@
 //===- CudaCodegen.h - CUDA C++ for tc kernels, NVRTC to cubin --*- C++ -*-===//
 //
-// One CUDA C++ kernel per `tc.fusion` (built by tc-fuse) and per standalone
-// shape / reduction op, compiled at compile time with NVRTC to a cubin for
-// the target (sm_90; sm_120a for --target sm_120) plus PTX.
+// One CUDA C++ kernel per `tcx.kernel` body (a `tc.fusion` that tc-fuse
+// built, or a standalone shape / reduction op), made by tcx-generate-cuda
+// after tc-lower-to-tcx and compiled with NVRTC to a cubin for the target
+// (sm_90; sm_120a for --target sm_120) plus PTX.
 //
 // Kernel ABI (every generated kernel; `extern "C"`, so the name is the
 // symbol):
@@ -33,6 +34,8 @@
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_CODEGEN_CUDA_CUDACODEGEN_H
 #define TC_COMPILER_CODEGEN_CUDA_CUDACODEGEN_H
+
+#include "dialects/tcx/IR/TcxOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
@@ -94,13 +97,25 @@ bool isKernelOp(mlir::Operation *op);
 /// for element types or patterns codegen does not handle.
 mlir::FailureOr<KernelSource> generateKernel(mlir::Operation *op);
 
-/// One KernelSource per kernel op of every function, in walk order (names
-/// repeat where ops share a kernel; compileKernels compiles each once).
+/// Whether the body of `kernel` gets a generated kernel: kind "fusion" (a
+/// tc.fusion body), or one op that isKernelOp.
+bool hasGeneratedKernel(tcx::KernelOp kernel);
+
+/// The kernel for the body of a tcx.kernel (hasGeneratedKernel), as
+/// tcx-generate-cuda makes it: the same source, parameters and launch as
+/// generateKernel of the tc op the body came from. `KernelSource::op` is
+/// the tcx.kernel.
+mlir::FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel);
+
+/// One KernelSource per kernel op (tc level, before tc-lower-to-tcx) of every
+/// function, in walk order (names repeat where ops share a kernel;
+/// compileKernels compiles each once). For tc-cuda-codegen, which tests
+/// codegen on tc ops without the rest of the GPU pipeline.
 mlir::FailureOr<std::vector<KernelSource>> generateKernels(mlir::ModuleOp module);
 
-/// The NVRTC architecture of a tc target: "sm_90" -> "sm_90",
-/// "sm_120" / "sm_120a" -> "sm_120a" (block-scaled FP4/FP8 need the `a`
-/// features). Empty for targets without a GPU ("cpu") or unknown ones.
+/// The NVRTC architecture of a tc target, as the target table (Target.h)
+/// gives it: "sm_90" -> "sm_90", "sm_120" / "sm_120a" -> "sm_120a". Empty
+/// for targets without a GPU ("cpu") or unknown ones.
 std::string nvrtcArch(llvm::StringRef target);
 
 /// Whether this build can compile kernels (NVRTC was found at build time).

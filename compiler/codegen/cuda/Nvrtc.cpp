@@ -4,12 +4,15 @@
 // (the cubin the runtime loads) and to PTX for its virtual one (kept in the
 // artifact for inspection and JIT on a newer GPU). Without NVRTC at build
 // time (TC_HAVE_NVRTC unset) compileKernels fails with a clear message.
+// cubinArch reads a cubin's architecture back without any CUDA tool.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/cuda/CudaCodegen.h"
 
 #include "llvm/ADT/StringSet.h"
+
+#include <cctype>
 
 #ifdef TC_HAVE_NVRTC
 #include <nvrtc.h>
@@ -106,6 +109,31 @@ compileKernels(const std::vector<KernelSource> &sources, llvm::StringRef target,
   }
   return out;
 #endif
+}
+
+std::optional<std::string> cubinArch(llvm::ArrayRef<uint8_t> c) {
+  // ELF64 little-endian with e_machine EM_CUDA (190). With the CUDA 13 ELF
+  // ABI (e_ident[EI_ABIVERSION] = 8) the SM number is e_flags bits 8..15
+  // (0x5a = 90, 0x78 = 120), the same for sm_120, sm_120a and sm_120f; the
+  // variant is recorded in the toolkit-info note ptxas writes
+  // (".note.nv.tkinfo": "... -arch sm_120a -m 64"), which is where cuobjdump
+  // reads it too. The note must agree with e_flags.
+  if (c.size() < 64 || c[0] != 0x7f || c[1] != 'E' || c[2] != 'L' || c[3] != 'F' || c[4] != 2)
+    return std::nullopt;
+  uint16_t machine = c[18] | (c[19] << 8);
+  if (machine != 190)
+    return std::nullopt;
+  uint32_t flags = c[48] | (c[49] << 8) | (c[50] << 16) | ((uint32_t)c[51] << 24);
+  unsigned sm = c[8] >= 8 ? (flags >> 8) & 0xff : flags & 0xff;
+  std::string base = "sm_" + std::to_string(sm);
+  llvm::StringRef bytes(reinterpret_cast<const char *>(c.data()), c.size());
+  size_t p = bytes.find("-arch sm_");
+  if (p == llvm::StringRef::npos)
+    return base;
+  llvm::StringRef arch = bytes.substr(p + 6).take_while([](char ch) { return std::isalnum(ch) || ch == '_'; });
+  if (!arch.starts_with(base) || arch.size() > base.size() + 1)
+    return base + " (note says " + arch.str() + ")";
+  return arch.str();
 }
 
 } // namespace tc::cuda

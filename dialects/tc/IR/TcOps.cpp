@@ -904,18 +904,6 @@ LogicalResult NllLossGradOp::verify() {
 // Fusion
 //===----------------------------------------------------------------------===//
 
-bool tc::isFusibleElementwise(Operation *op) {
-  return llvm::isa<
-      // unary
-      NegOp, AbsOp, SignOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp,
-      TanhOp, SigmoidOp, ErfOp, SiluOp, SinOp, CosOp, TanOp, AsinOp, AcosOp,
-      AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp, FloorOp, CeilOp,
-      RoundOp, NotOp, GeluOp, IsNanOp, IsInfOp, CastOp,
-      // binary and ternary
-      AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqOp,
-      NeOp, LtOp, LeOp, GtOp, GeOp, RemOp, SelectOp>(op);
-}
-
 bool tc::isTrailingReduction(Operation *op) {
   if (!llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp>(op))
     return false;
@@ -985,7 +973,7 @@ LogicalResult FusionOp::verifyRegions() {
         return op.emitOpError() << "in a tc.fusion body must be a splat constant";
       continue;
     }
-    if (!isReduction && !isFusibleElementwise(&op) && !llvm::isa<BroadcastOp>(op))
+    if (!isReduction && !tc::isElementwise(&op) && !llvm::isa<BroadcastOp>(op))
       return op.emitOpError()
              << "cannot be fused: a tc.fusion body holds elementwise ops, "
                 "broadcasts, splat constants and one final reduction over "

@@ -13,6 +13,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/tc/IR/TcTraits.h"
+
 #include "dialects/tc/IR/TcOpsDialect.h.inc"
 
 #define GET_OP_CLASSES
@@ -23,10 +25,13 @@ namespace tc {
 /// is neither equal nor 1.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
-/// Elementwise ops a tc.fusion body may hold and CUDA codegen can emit:
-/// unary math, gelu, isnan/isinf, cast, binary arithmetic/logic/comparisons
-/// (numpy broadcasting), rem and select.
-bool isFusibleElementwise(mlir::Operation *op);
+/// Elementwise ops (the TC_Elementwise trait): what a tc.fusion body may hold
+/// and CUDA codegen can emit.
+inline bool isElementwise(mlir::Operation *op) { return op->hasTrait<traits::Elementwise>(); }
+/// Reductions over `axes` (the TC_Reduction trait).
+inline bool isReduction(mlir::Operation *op) { return op->hasTrait<traits::Reduction>(); }
+/// Ops that only move or select elements (the TC_DataMovement trait).
+inline bool isDataMovement(mlir::Operation *op) { return op->hasTrait<traits::DataMovement>(); }
 /// reduce_sum / reduce_mean / reduce_max / reduce_min over the trailing axes
 /// [rank-k, rank) of its input, k >= 1 (the reductions a fusion may end in).
 bool isTrailingReduction(mlir::Operation *op);

@@ -15,6 +15,22 @@ include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+//===----------------------------------------------------------------------===//
+// Op classes: what passes ask of an op instead of listing op names
+//===----------------------------------------------------------------------===//
+
+// One result element from the operand elements at the same (numpy-
+// broadcast) index: unary math, gelu, isnan/isinf, cast, binary arithmetic,
+// logic and comparisons, rem, select. tc-fuse groups them, CUDA codegen emits
+// them inside one kernel, tc-lower-to-tcx gives a lone one a kernel.
+def TC_Elementwise : NativeOpTrait<"Elementwise"> { let cppNamespace = "::tc::traits"; }
+// A reduction over `axes` (with `keepdims`): reduce_sum/mean/max/min/prod.
+def TC_Reduction : NativeOpTrait<"Reduction"> { let cppNamespace = "::tc::traits"; }
+// Moves or selects elements without arithmetic (values are exact in any
+// precision): reshape, transpose, broadcast, slice, concat, split, pad,
+// gather, insert_slice.
+def TC_DataMovement : NativeOpTrait<"DataMovement"> { let cppNamespace = "::tc::traits"; }
+
 class TC_Op<string mnemonic, list<Trait> traits = []>
     : Op<TC_Dialect, mnemonic, traits>;
 
@@ -66,7 +82,7 @@ def TC_ConstantOp : TC_Op<"constant", [ConstantLike, Pure,
 //===----------------------------------------------------------------------===//
 
 class TC_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : TC_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : TC_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, TC_Elementwise])> {
   let summary = "Elementwise " # mnemonic;
   let description = [{
     Applies `}] # mnemonic # [{` to every element; the result has the type of
@@ -111,7 +127,7 @@ def TC_CeilOp : TC_UnaryOp<"ceil", TC_FloatTensor>;
 def TC_RoundOp : TC_UnaryOp<"round", TC_FloatTensor>;
 def TC_NotOp : TC_UnaryOp<"not", TC_BoolTensor>;
 
-def TC_GeluOp : TC_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def TC_GeluOp : TC_Op<"gelu", [Pure, SameOperandsAndResultType, TC_Elementwise]> {
   let summary = "Elementwise GELU";
   let description = [{
     `approximate = "none"` is x * Phi(x) (erf form); `"tanh"` is the tanh
@@ -129,7 +145,7 @@ def TC_GeluOp : TC_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 }
 
 class TC_FloatPredicateOp<string mnemonic>
-    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor, TC_Elementwise]> {
   let summary = "Elementwise " # mnemonic # " test";
   let description = [{
     Result is i1 with the operand's shape.
@@ -146,7 +162,7 @@ class TC_FloatPredicateOp<string mnemonic>
 def TC_IsNanOp : TC_FloatPredicateOp<"isnan">;
 def TC_IsInfOp : TC_FloatPredicateOp<"isinf">;
 
-def TC_CastOp : TC_Op<"cast", [Pure]> {
+def TC_CastOp : TC_Op<"cast", [Pure, TC_Elementwise]> {
   let summary = "Element type conversion";
   let description = [{
     Converts every element to the result's element type with round to nearest
@@ -172,7 +188,7 @@ def TC_CastOp : TC_Op<"cast", [Pure]> {
 
 class TC_BinaryOp<string mnemonic, Type operandType, Type resultType,
                   list<Trait> traits = []>
-    : TC_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : TC_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, TC_Elementwise])> {
   let summary = "Elementwise " # mnemonic # " with broadcasting";
   let description = [{
     Both operands have one element type; their shapes broadcast like numpy
@@ -206,7 +222,7 @@ def TC_LeOp : TC_BinaryOp<"le", TC_NumericTensor, TC_BoolTensor>;
 def TC_GtOp : TC_BinaryOp<"gt", TC_NumericTensor, TC_BoolTensor>;
 def TC_GeOp : TC_BinaryOp<"ge", TC_NumericTensor, TC_BoolTensor>;
 
-def TC_RemOp : TC_Op<"rem", [Pure, InferTypeOpAdaptor]> {
+def TC_RemOp : TC_Op<"rem", [Pure, InferTypeOpAdaptor, TC_Elementwise]> {
   let summary = "Elementwise remainder with broadcasting";
   let description = [{
     `fmod = false`: the result takes the sign of the divisor (Python `%`,
@@ -224,7 +240,7 @@ def TC_RemOp : TC_Op<"rem", [Pure, InferTypeOpAdaptor]> {
       "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
-def TC_SelectOp : TC_Op<"select", [Pure, InferTypeOpAdaptor]> {
+def TC_SelectOp : TC_Op<"select", [Pure, InferTypeOpAdaptor, TC_Elementwise]> {
   let summary = "Elementwise choice with broadcasting (ONNX Where)";
   let description = [{
     `result = cond ? on_true : on_false`; the three shapes broadcast.
@@ -245,7 +261,7 @@ def TC_SelectOp : TC_Op<"select", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class TC_ReduceOp<string mnemonic, Type operandType>
-    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : TC_Op<mnemonic, [Pure, InferTypeOpAdaptor, TC_Reduction]> {
   let summary = "Reduction (" # mnemonic # ") over `axes`";
   let description = [{
     `axes` are distinct, sorted and in [0, rank); an empty list reduces
@@ -536,7 +552,7 @@ def TC_RotaryOp : TC_Op<"rotary", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor, TC_DataMovement]> {
   let summary = "Gather slices along `axis` (ONNX Gather; embedding lookup)";
   let description = [{
     result shape = data.shape[:axis] + indices.shape + data.shape[axis+1:].
@@ -556,7 +572,8 @@ def TC_GatherOp : TC_Op<"gather", [Pure, InferTypeOpAdaptor]> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def TC_ReshapeOp : TC_Op<"reshape", [Pure, AllElementTypesMatch<["input", "result"]>]> {
+def TC_ReshapeOp : TC_Op<"reshape",
+                         [Pure, TC_DataMovement, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "Same elements, new shape (row-major)";
   let description = [{
     ```mlir
@@ -570,7 +587,7 @@ def TC_ReshapeOp : TC_Op<"reshape", [Pure, AllElementTypesMatch<["input", "resul
   let hasFolder = 1;
 }
 
-def TC_TransposeOp : TC_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def TC_TransposeOp : TC_Op<"transpose", [Pure, InferTypeOpAdaptor, TC_DataMovement]> {
   let summary = "Permute dimensions: result dim i is input dim permutation[i]";
   let description = [{
     ```mlir
@@ -582,7 +599,8 @@ def TC_TransposeOp : TC_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def TC_BroadcastOp : TC_Op<"broadcast", [Pure, AllElementTypesMatch<["input", "result"]>]> {
+def TC_BroadcastOp : TC_Op<"broadcast",
+                           [Pure, TC_DataMovement, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "Broadcast to the result shape (numpy rules; ONNX Expand)";
   let description = [{
     ```mlir
@@ -595,7 +613,8 @@ def TC_BroadcastOp : TC_Op<"broadcast", [Pure, AllElementTypesMatch<["input", "r
   let hasVerifier = 1;
 }
 
-def TC_SliceOp : TC_Op<"slice", [Pure, AllElementTypesMatch<["input", "result"]>]> {
+def TC_SliceOp : TC_Op<"slice",
+                       [Pure, TC_DataMovement, AllElementTypesMatch<["input", "result"]>]> {
   let summary = "Strided slice; the result type gives the extent";
   let description = [{
     result[i0, i1, ...] = input[starts[0] + i0 * strides[0], ...]. One start
@@ -614,7 +633,7 @@ def TC_SliceOp : TC_Op<"slice", [Pure, AllElementTypesMatch<["input", "result"]>
   let hasVerifier = 1;
 }
 
-def TC_ConcatOp : TC_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def TC_ConcatOp : TC_Op<"concat", [Pure, InferTypeOpAdaptor, TC_DataMovement]> {
   let summary = "Concatenate along `axis`";
   let description = [{
     ```mlir
@@ -626,7 +645,7 @@ def TC_ConcatOp : TC_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
 }
 
-def TC_SplitOp : TC_Op<"split", [Pure]> {
+def TC_SplitOp : TC_Op<"split", [Pure, TC_DataMovement]> {
   let summary = "Split along `axis` into consecutive pieces (result types give the sizes)";
   let description = [{
     ```mlir
@@ -640,7 +659,7 @@ def TC_SplitOp : TC_Op<"split", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TC_PadOp : TC_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+def TC_PadOp : TC_Op<"pad", [Pure, InferTypeOpAdaptor, TC_DataMovement]> {
   let summary = "Pad each dimension by `low` before and `high` after";
   let description = [{
     `mode` is "constant" (fill with `value`), "reflect" or "edge". Pads are
@@ -686,7 +705,7 @@ def TC_ScatterAddOp : TC_Op<"scatter_add", [Pure]> {
 }
 
 def TC_InsertSliceOp : TC_Op<"insert_slice",
-                         [Pure, AllElementTypesMatch<["source", "result"]>]> {
+                         [Pure, TC_DataMovement, AllElementTypesMatch<["source", "result"]>]> {
   let summary = "Place a tensor into zeros at a strided window (the transpose of tc.slice)";
   let description = [{
     The result (of the type written after `to`) is zero everywhere except

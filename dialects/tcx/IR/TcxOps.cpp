@@ -213,6 +213,8 @@ LogicalResult LaunchOp::verify() {
     return emitOpError() << "elements " << static_cast<int64_t>(getElements()) << " is negative";
   if (getGrid().has_value() != getBlock().has_value())
     return emitOpError() << "grid and block are given together or not at all";
+  if (getN().has_value() != getMeta().has_value())
+    return emitOpError() << "n and meta are given together or not at all";
   if (getGrid()) {
     for (ArrayRef<int64_t> dims : {*getGrid(), *getBlock()})
       if (dims.empty() || dims.size() > 3 || llvm::any_of(dims, [](int64_t d) { return d < 1; }))
@@ -247,6 +249,24 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
   for (auto [i, v] : llvm::enumerate(getOutputs()))
     if (failed(check("output", i, v, results[i])))
       return failure();
+  // A generated kernel is launched with every argument codegen chose.
+  if (kernel.getCudaKernel()) {
+    auto oneD = [](std::optional<ArrayRef<int64_t>> d) { return d && d->size() == 1; };
+    if (!getN() || !getMeta() || getMeta()->empty() || !oneD(getGrid()) || !oneD(getBlock()))
+      return emitOpError() << "launches generated kernel @" << *kernel.getCudaKernel()
+                           << " without n, a non-empty meta and a 1-D grid and block";
+  } else if (getN() || getMeta()) {
+    return emitOpError() << "gives n/meta but @" << getKernel()
+                         << " has no generated kernel (cuda_kernel)";
+  }
+  return success();
+}
+
+LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (auto ref = getCudaKernelAttr())
+    if (!symbols.lookupNearestSymbolFrom<CudaSourceOp>(*this, ref))
+      return emitOpError() << "@" << getSymName() << " names cuda_kernel " << ref
+                           << ", which is not a tcx.cuda_source in this module";
   return success();
 }
 

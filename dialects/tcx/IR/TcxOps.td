@@ -184,13 +184,14 @@ def Tcx_ViewOp : Tcx_Op<"view", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Tcx_KernelOp : Tcx_Op<"kernel", [Symbol, IsolatedFromAbove, SingleBlock,
-    HasParent<"::mlir::ModuleOp">]> {
+    HasParent<"::mlir::ModuleOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A generated kernel: tc ops on tensors, one CUDA kernel";
   let description = [{
     The body says what the kernel computes, on tensors: its block arguments
-    are the inputs, `tcx.yield` gives the outputs. The CUDA code generator
-    turns each body into one `__global__` function named like the symbol;
-    `tcx.launch` runs it on buffers of the same shapes. `kind` tells the
+    are the inputs, `tcx.yield` gives the outputs; `tcx.launch` runs it on
+    buffers of the same shapes. tcx-generate-cuda turns each body into one
+    `__global__` function and sets `cuda_kernel` to the `tcx.cuda_source`
+    that holds it (kernels with equal code share one). `kind` tells the
     generator which template applies: "elementwise" (every op elementwise,
     outputs all of one shape; one thread per output element), "fusion" (a
     `tc.fusion` body) or the name of the one tc op it holds ("transpose",
@@ -204,7 +205,8 @@ def Tcx_KernelOp : Tcx_Op<"kernel", [Symbol, IsolatedFromAbove, SingleBlock,
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind);
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind,
+                   OptionalAttr<FlatSymbolRefAttr>:$cuda_kernel);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `kind` `(` $kind `)` attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -219,6 +221,23 @@ def Tcx_YieldOp : Tcx_Op<"yield", [Pure, Terminator, HasParent<"KernelOp">]> {
   let summary = "The outputs of a tcx.kernel body";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Tcx_CudaSourceOp : Tcx_Op<"cuda_source", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "The CUDA C++ of one generated kernel";
+  let description = [{
+    Set by tcx-generate-cuda: a complete translation unit whose
+    `extern "C" __global__` function is named like the symbol (the kind and
+    a hash of the source, so kernels with equal code share one). NVRTC
+    compiles each one after the pipeline; `tcx.kernel`s name theirs in
+    `cuda_kernel`.
+
+    ```mlir
+    tcx.cuda_source @tc_fusion_0123456789abcdef "extern \"C\" __global__ ..."
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$source);
+  let assemblyFormat = "$sym_name $source attr-dict";
 }
 
 def Tcx_LaunchOp : Tcx_Op<"launch", [AttrSizedOperandSegments,
@@ -236,11 +255,12 @@ def Tcx_LaunchOp : Tcx_Op<"launch", [AttrSizedOperandSegments,
     when the kernel reads each element before writing it (elementwise
     kernels with an input of the output's shape).
 
-    On the GPU path tc-lower-to-tcx also records what CUDA codegen chose, so
-    the device program can launch the kernel without MLIR: `grid` and
-    `block` (one element each), and the kernel's scalar arguments as the
-    discardable attributes `tc.cuda_n` (i64) and `tc.cuda_meta`
-    (array<i64>).
+    tcx-generate-cuda sets what the generated kernel needs besides its
+    pointers, so that the device program launches it without MLIR: the 1-D
+    `grid` and `block` (one element each) and the kernel's scalar arguments
+    `n` (its grid-stride work count) and `meta` (shapes, strides and offsets;
+    see compiler/codegen/cuda/CudaCodegen.h). They are set together, and
+    only for a kernel with a `cuda_kernel`.
 
     ```mlir
     tcx.launch @add_0 ins(%a, %b : !tcx.buffer<4xf32>, !tcx.buffer<4xf32>)
@@ -252,7 +272,9 @@ def Tcx_LaunchOp : Tcx_Op<"launch", [AttrSizedOperandSegments,
                    Arg<Variadic<Tcx_Buffer>, "", [MemWrite]>:$outputs,
                    I64Attr:$elements,
                    OptionalAttr<DenseI64ArrayAttr>:$grid,
-                   OptionalAttr<DenseI64ArrayAttr>:$block);
+                   OptionalAttr<DenseI64ArrayAttr>:$block,
+                   OptionalAttr<I64Attr>:$n,
+                   OptionalAttr<DenseI64ArrayAttr>:$meta);
   let assemblyFormat = "$kernel (`ins` `(` $inputs^ `:` type($inputs) `)`)? "
                        "`outs` `(` $outputs `:` type($outputs) `)` attr-dict";
   let hasVerifier = 1;

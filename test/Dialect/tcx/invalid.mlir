@@ -236,3 +236,57 @@ func.func @stream() {
   %e = tcx.record {stream = -1 : i64} : !tcx.event
   return
 }
+
+// -----
+
+// Tests that a kernel's cuda_kernel must name a tcx.cuda_source.
+// expected-error @+1 {{'tcx.kernel' op @exp names cuda_kernel @nowhere, which is not a tcx.cuda_source in this module}}
+tcx.kernel @exp kind("elementwise") attributes {cuda_kernel = @nowhere} {
+^bb0(%x: tensor<4xf32>):
+  %0 = tc.exp %x : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a generated kernel is launched with everything codegen chose.
+tcx.cuda_source @tc_fusion_0 "extern \"C\" __global__ void tc_fusion_0() {}"
+tcx.kernel @exp kind("fusion") attributes {cuda_kernel = @tc_fusion_0} {
+^bb0(%x: tensor<4xf32>):
+  %0 = tc.exp %x : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+func.func @f(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{'tcx.launch' op launches generated kernel @tc_fusion_0 without n, a non-empty meta and a 1-D grid and block}}
+  tcx.launch @exp ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64, grid = array<i64: 1>, block = array<i64: 256>}
+  return
+}
+
+// -----
+
+// Tests that n and meta go together.
+tcx.cuda_source @tc_fusion_0 "extern \"C\" __global__ void tc_fusion_0() {}"
+tcx.kernel @exp kind("fusion") attributes {cuda_kernel = @tc_fusion_0} {
+^bb0(%x: tensor<4xf32>):
+  %0 = tc.exp %x : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+func.func @f(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{'tcx.launch' op n and meta are given together or not at all}}
+  tcx.launch @exp ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64, n = 4 : i64}
+  return
+}
+
+// -----
+
+// Tests that only a generated kernel takes n and meta.
+tcx.kernel @exp kind("elementwise") {
+^bb0(%x: tensor<4xf32>):
+  %0 = tc.exp %x : tensor<4xf32>
+  tcx.yield %0 : tensor<4xf32>
+}
+func.func @f(%a: !tcx.buffer<4xf32>) {
+  // expected-error @+1 {{'tcx.launch' op gives n/meta but @exp has no generated kernel (cuda_kernel)}}
+  tcx.launch @exp ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64, n = 4 : i64, meta = array<i64: 0>}
+  return
+}

@@ -1,0 +1,87 @@
+//===- Pipelines.h - the named pass pipelines of tc-compile -----*- C++ -*-===//
+//
+// The stages compile() runs, registered by name so that tc-opt replays
+// exactly what tc-compile does (as StableHLO's PassPipelines.cpp):
+//
+//   tc-import-cleanup  the imported module: canonicalize, fold constants,
+//                      CSE, recognise RMSNorm and attention
+//   tc-training        tc-precision; tc-mark-trainable; with `train`,
+//                      tc-autodiff + tc-optimizer and a cleanup
+//   tc-gpu             the GPU half, one way: tc-decompose-rotary,
+//                      tc-fuse, tc-lower-to-tcx, tcx-plan-memory,
+//                      tcx-generate-cuda (NVRTC runs after the pipeline)
+//
+// `tc-compile --emit=tc` prints the module after tc-training, `--emit=tcx`
+// after tc-gpu; compile() builds the same pass managers from the same
+// options (CompileOptions -> these structs).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_COMPILER_PIPELINES_H
+#define TC_COMPILER_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace tc {
+
+struct ImportCleanupPipelineOptions
+    : mlir::PassPipelineOptions<ImportCleanupPipelineOptions> {
+  Option<bool> fuseAttention{*this, "fuse-attention",
+                             llvm::cl::desc("tc-recognize-attention: exported attention chains "
+                                            "become tc.attention"),
+                             llvm::cl::init(true)};
+  Option<bool> fuseKeyMasks{*this, "fuse-key-masks",
+                            llvm::cl::desc("also fuse attention with a padding (key) mask"),
+                            llvm::cl::init(true)};
+};
+
+struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("tc-precision mode: fp32, tf32 or bf16"),
+                                llvm::cl::init("fp32")};
+  ListOption<std::string> trainable{*this, "trainable",
+                                    llvm::cl::desc("tc-mark-trainable: trainable regexes")};
+  ListOption<std::string> freeze{*this, "freeze",
+                                 llvm::cl::desc("tc-mark-trainable: frozen regexes")};
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("add the backward and the optimizer step (tc-autodiff, "
+                                    "tc-optimizer)"),
+                     llvm::cl::init(false)};
+  Option<std::string> loss{*this, "loss", llvm::cl::desc("tc-autodiff: the loss's tc.name"),
+                           llvm::cl::init("")};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd or adamw"),
+                                llvm::cl::init("adamw")};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW eps"), llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("< 0: torch's default (sgd 0, adamw 0.01)"),
+                             llvm::cl::init(-1.0)};
+  ListOption<std::string> noDecay{*this, "no-decay",
+                                  llvm::cl::desc("regexes of parameters without decay")};
+  Option<double> clipGradNorm{*this, "clip-grad-norm",
+                              llvm::cl::desc("clip the global gradient norm (0: no clipping)"),
+                              llvm::cl::init(0.0)};
+};
+
+struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
+  Option<bool> tf32{*this, "tf32",
+                    llvm::cl::desc("TF32 tensor cores for fp32 matmuls (tc-lower-to-tcx)"),
+                    llvm::cl::init(false)};
+};
+
+void buildImportCleanupPipeline(mlir::OpPassManager &pm,
+                                const ImportCleanupPipelineOptions &options);
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+void buildGpuPipeline(mlir::OpPassManager &pm, const GpuPipelineOptions &options);
+
+/// Registers tc-import-cleanup, tc-training and tc-gpu (for tc-opt).
+void registerTcPipelines();
+
+} // namespace tc
+
+#endif // TC_COMPILER_PIPELINES_H

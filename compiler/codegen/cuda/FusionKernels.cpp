@@ -1,0 +1,544 @@
+//===- FusionKernels.cpp - one kernel per fused elementwise chain ---------===//
+//
+// Part of CUDA code generation (CudaCodegen.h gives the kernel ABI).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/KernelSupport.h"
+
+namespace tc::cuda::detail {
+
+namespace {
+//===----------------------------------------------------------------------===//
+// Fusion kernels
+//===----------------------------------------------------------------------===//
+
+enum class ArgMode { Full, Scalar, Strided };
+
+struct FusionGen {
+  Operation *anchor; // the tc.fusion or tcx.kernel (diagnostics, KernelSource::op)
+  Block &body;       // its body: one argument per input
+  ValueRange yielded; // the body's results, one per output
+  Operation *red = nullptr; // final reduction / softmax
+  std::string globals;      // module-scope declarations the kernel needs
+  SmallVector<int64_t> iter;
+  int64_t numel = 0, rows = 1, rowLen = 1;
+  int64_t rowDims = 0; // row kernels: the trailing dims a row spans
+
+  /// Index and offset arithmetic in 32 bits when the iteration space has
+  /// fewer than 2^31 elements (so has every operand): fewer instructions in
+  /// kernels whose time goes to address arithmetic (masked softmax rows).
+  bool narrowIdx() const { return numel < (int64_t(1) << 31); }
+  std::string ix() const { return narrowIdx() ? "int" : "long long"; }
+  std::string mv(int64_t k) const {
+    std::string v = "meta.v[" + std::to_string(k) + "]";
+    return narrowIdx() ? "(int)" + v : v;
+  }
+  SmallVector<ArgMode> argModes;
+  SmallVector<int64_t> argMeta;     // offset of the strides in meta (Strided)
+  SmallVector<int64_t> outMeta;     // offset of the strides (guarded outputs), -1 = dense
+  SmallVector<SmallVector<int64_t>> outGuard; // dims that must be 0 to store
+  std::vector<int64_t> meta;
+  int64_t dimsAt = -1;              // offset of the iteration dims in meta
+  bool needIdx = false;
+
+  FusionGen(tc::FusionOp f)
+      : anchor(f), body(f.getBody().front()),
+        yielded(f.getBody().front().getTerminator()->getOperands()) {}
+  FusionGen(tcx::KernelOp k)
+      : anchor(k), body(k.getEntry()), yielded(k.getEntry().getTerminator()->getOperands()) {}
+
+  LogicalResult analyse() {
+    for (Operation &op : body.without_terminator())
+      if (tc::isTrailingReduction(&op) || tc::isLastAxisSoftmax(&op))
+        red = &op;
+    for (Operation &op : body.without_terminator()) {
+      for (Type t : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
+        if (!computable(llvm::cast<RankedTensorType>(t).getElementType()))
+          return op.emitOpError() << "CUDA codegen: unsupported element type in " << t;
+    }
+    for (Value v : body.getArguments())
+      if (storageType(eltOf(v)).empty() || !computable(eltOf(v)))
+        return anchor->emitOpError() << "CUDA codegen: unsupported input type " << v.getType();
+    if (red) {
+      iter.assign(shapeOf(red->getOperand(0)).begin(), shapeOf(red->getOperand(0)).end());
+      int64_t k = 1;
+      if (auto axes = red->getAttrOfType<DenseI64ArrayAttr>("axes"))
+        k = axes.size();
+      rowLen = product(ArrayRef(iter).take_back(k));
+      rowDims = k;
+      rows = product(ArrayRef(iter).drop_back(k));
+      meta.push_back(rowLen);
+    } else {
+      // The iteration space: the broadcast of every yielded shape.
+      SmallVector<int64_t> s;
+      for (Value v : yielded) {
+        auto b = tc::broadcastShapes(s, shapeOf(v));
+        if (failed(b))
+          return anchor->emitOpError() << "CUDA codegen: results do not broadcast";
+        s = *b;
+      }
+      iter = s;
+    }
+    numel = product(iter);
+    for (BlockArgument arg : body.getArguments()) {
+      ArrayRef<int64_t> s = shapeOf(arg);
+      if (s == ArrayRef(iter))
+        argModes.push_back(ArgMode::Full);
+      else if (product(s) == 1)
+        argModes.push_back(ArgMode::Scalar);
+      else {
+        argModes.push_back(ArgMode::Strided);
+        needIdx = true;
+      }
+    }
+    for (Value v : yielded) {
+      outGuard.emplace_back();
+      if (v.getDefiningOp() == red && red && !tc::isLastAxisSoftmax(red)) {
+        outMeta.push_back(-1);
+        continue;
+      }
+      if (shapeOf(v) == ArrayRef(iter)) {
+        outMeta.push_back(-1);
+        continue;
+      }
+      // A value smaller than the iteration space: stored by the threads at
+      // index 0 of every broadcast dimension.
+      needIdx = true;
+      outMeta.push_back(0);
+      ArrayRef<int64_t> s = shapeOf(v);
+      for (size_t d = 0; d < iter.size(); ++d) {
+        int64_t sd = (int64_t)d - ((int64_t)iter.size() - (int64_t)s.size());
+        if ((sd < 0 || s[sd] == 1) && iter[d] != 1)
+          outGuard.back().push_back(d);
+      }
+    }
+    if (needIdx) {
+      dimsAt = meta.size();
+      meta.insert(meta.end(), iter.begin(), iter.end());
+    }
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      argMeta.push_back(-1);
+      if (argModes[j] != ArgMode::Strided)
+        continue;
+      argMeta.back() = meta.size();
+      auto st = broadcastStrides(shapeOf(arg), iter);
+      meta.insert(meta.end(), st.begin(), st.end());
+    }
+    for (auto [k, v] : llvm::enumerate(yielded)) {
+      if (outMeta[k] < 0)
+        continue;
+      outMeta[k] = meta.size();
+      auto st = broadcastStrides(shapeOf(v), iter);
+      meta.insert(meta.end(), st.begin(), st.end());
+    }
+    return success();
+  }
+
+  /// Row kernels: idx0..idx{r-k-1} of the row, once per row.
+  std::string rowIdxCode(const std::string &ind) {
+    if (!needIdx || !red)
+      return "";
+    const std::string it = numel < (int64_t(1) << 31) ? "unsigned" : "long long";
+    std::string s = ind + it + " rrem_ = (" + it + ")row;\n" +
+                    digitsCode(ind, it, "rrem_", (int64_t)iter.size() - rowDims - 1, 0);
+    const int64_t first = (int64_t)iter.size() - rowDims;
+    auto rowOffset = [&](int64_t at) {
+      if (at < 0 || first == 0)
+        return;
+      s += ind + "const " + ix() + " roff" + std::to_string(at) + "_ = ";
+      for (int64_t d = 0; d < first; ++d)
+        s += (d ? " + idx" : "idx") + std::to_string(d) + " * " + mv(at + d);
+      s += ";\n";
+    };
+    for (int64_t at : argMeta)
+      rowOffset(at);
+    for (int64_t at : outMeta)
+      rowOffset(at);
+    return s;
+  }
+
+  /// Index decomposition of flat `i` into idx0..idx{r-1}.
+  std::string idxCode(const std::string &ind) {
+    if (!needIdx)
+      return "";
+    // 64-bit division costs several times 32-bit division on the GPU: an
+    // iteration space below 2^31 elements decomposes in 32 bits.
+    const bool narrow = numel < (int64_t(1) << 31);
+    const std::string it = narrow ? "unsigned" : "long long";
+    // Row kernels: the dims before the row come from `row` once per row
+    // (rowIdxCode), only the row's own dims from `j` per element.
+    const int64_t first = red ? (int64_t)iter.size() - rowDims : 0;
+    if (red && rowDims == 1)
+      return ind + "const " + ix() + " idx" + std::to_string(iter.size() - 1) + " = j;\n";
+    return ind + it + " rem_ = (" + it + ")" + (red ? "j" : "i") + ";\n" +
+           digitsCode(ind, it, "rem_", (int64_t)iter.size() - 1, first);
+  }
+
+  /// idx<hi> down to idx<lo>: the digits of `rem` (of type `it`) in the
+  /// iteration dims (unit dims are 0), dividing `rem` as it goes.
+  std::string digitsCode(const std::string &ind, const std::string &it, const std::string &rem,
+                         int64_t hi, int64_t lo) {
+    std::string s;
+    for (int64_t d = hi; d >= lo; --d) {
+      std::string dim = "(" + it + ")meta.v[" + std::to_string(dimsAt + d) + "]";
+      if (iter[d] == 1) {
+        s += ind + "const " + ix() + " idx" + std::to_string(d) + " = 0;\n";
+        continue;
+      }
+      s += ind + "const " + ix() + " idx" + std::to_string(d) + " = (" + ix() + ")(" + rem + " % " +
+           dim + "); " + rem + " /= " + dim + ";\n";
+    }
+    return s;
+  }
+
+  std::string stridedOffset(int64_t at) {
+    // Row kernels: the part from the dims before the row is per row
+    // (roff<at>_, rowIdxCode); only the row's own dims vary per element.
+    const size_t first = red ? iter.size() - rowDims : 0;
+    std::string s = red && first > 0 ? "roff" + std::to_string(at) + "_" : "";
+    for (size_t d = first; d < iter.size(); ++d)
+      s += (s.empty() ? "idx" : " + idx") + std::to_string(d) + " * " + mv(at + d);
+    return s.empty() ? "0" : s;
+  }
+
+  /// Loads of the block arguments and the body (not the reduction): the
+  /// names of the values in `names`. `vecLoad` (vector path): Full inputs
+  /// come from a{j}.v[k].
+  LogicalResult evalCode(const std::string &ind, bool vecLoad, llvm::DenseMap<Value, std::string> &names,
+                         std::string &out) {
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      std::string js = std::to_string(j);
+      std::string raw;
+      switch (argModes[j]) {
+      case ArgMode::Full:
+        raw = vecLoad ? "a" + js + ".v[k]" : "in" + js + "[i]";
+        break;
+      case ArgMode::Scalar:
+        raw = "in" + js + "[0]";
+        break;
+      case ArgMode::Strided:
+        raw = "in" + js + "[" + stridedOffset(argMeta[j]) + "]";
+        break;
+      }
+      names[arg] = "x" + js;
+      out += ind + "const " + computeType(eltOf(arg)) + " x" + js + " = " + loadExpr(eltOf(arg), raw) + ";\n";
+    }
+    unsigned n = 0;
+    for (Operation &op : body.without_terminator()) {
+      if (&op == red)
+        continue;
+      Value r = op.getResult(0);
+      std::string var = "v" + std::to_string(n++);
+      std::string e;
+      if (auto c = llvm::dyn_cast<tc::ConstantOp>(op)) {
+        e = splatLiteral(c);
+      } else if (llvm::isa<tc::BroadcastOp>(op)) {
+        e = names.lookup(op.getOperand(0)); // broadcasting is index projection
+      } else {
+        SmallVector<std::string> a;
+        for (Value v : op.getOperands())
+          a.push_back(names.lookup(v));
+        e = opExpr(&op, a);
+        if (e.empty())
+          return op.emitOpError() << "CUDA codegen: no expression for this op";
+      }
+      names[r] = var;
+      out += ind + "const " + computeType(eltOf(r)) + " " + var + " = " + e + ";\n";
+    }
+    return success();
+  }
+
+  /// Stores of the yielded elementwise values at flat index `i`.
+  std::string storeCode(const std::string &ind, llvm::DenseMap<Value, std::string> &names, bool skipRed) {
+    std::string s;
+    for (auto [k, v] : llvm::enumerate(yielded)) {
+      if (skipRed && v.getDefiningOp() == red)
+        continue;
+      std::string ks = std::to_string(k);
+      std::string st = storeExpr(eltOf(v), names.lookup(v));
+      if (outMeta[k] < 0) {
+        s += ind + "out" + ks + "[i] = " + st + ";\n";
+        continue;
+      }
+      std::string cond;
+      for (int64_t d : outGuard[k])
+        cond += (cond.empty() ? "" : " && ") + std::string("idx") + std::to_string(d) + " == 0";
+      s += ind + (cond.empty() ? "" : "if (" + cond + ") ") + "out" + ks + "[" +
+           stridedOffset(outMeta[k]) + "] = " + st + ";\n";
+    }
+    return s;
+  }
+
+  FailureOr<KernelSource> generate() {
+    if (failed(analyse()))
+      return failure();
+    KernelSource k;
+    k.op = anchor;
+    Signature sig;
+    for (auto [i, v] : llvm::enumerate(yielded))
+      sig.output(i, v);
+    for (auto [i, v] : llvm::enumerate(body.getArguments()))
+      sig.input(i, v);
+    std::string src = kPrelude;
+    std::string bodyText;
+    if (!red) {
+      sig.tail(numel, meta);
+      if (failed(elementwise(bodyText, k)))
+        return failure();
+    } else {
+      sig.tail(rows, meta);
+      if (failed(rowKernel(bodyText, k)))
+        return failure();
+    }
+    src += globals;
+    if (!red && !needIdx) {
+      // Elementwise kernels without index arithmetic also get a grouped entry
+      // point, NAME_group: one launch over many same-kernel problems (the
+      // per-parameter optimizer updates: one AdamW launch for every
+      // parameter). Each item holds its pointers, n and its range of blocks;
+      // a block finds its item by binary search and runs the same body.
+      std::string body = bodyText;
+      for (auto [from, to] : {std::pair<const char *, const char *>{"blockIdx.x", "bid_"},
+                              {"gridDim.x", "nb_"}})
+        for (size_t p; (p = body.find(from)) != std::string::npos;)
+          body.replace(p, std::strlen(from), to);
+      std::string args, casts;
+      unsigned nptr = 0;
+      for (const KernelParam &kp : sig.params) {
+        if (kp.kind == ParamKind::Output || kp.kind == ParamKind::Input) {
+          Value v = kp.kind == ParamKind::Output ? yielded[kp.index]
+                                                 : Value(this->body.getArgument(kp.index));
+          std::string ty = (kp.kind == ParamKind::Input ? "const " : "") + storageType(eltOf(v)) + "*";
+          casts += (casts.empty() ? "" : ", ") + std::string("(") + ty + ")it_.p[" +
+                   std::to_string(nptr++) + "]";
+        }
+      }
+      src += "\n__device__ __forceinline__ void @KERNEL@_body(\n    " + sig.text +
+             ", long long bid_, long long nb_) {\n" + body + "}\n";
+      src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text +
+             ") {\n  @KERNEL@_body(";
+      for (const KernelParam &kp : sig.params)
+        src += kp.name + ", ";
+      src += "blockIdx.x, gridDim.x);\n}\n";
+      src += "\nstruct TcGroupItem_" + std::to_string(nptr) + " { void *p[" + std::to_string(nptr) +
+             "]; long long n, firstBlock, blocks; };\n";
+      src += "extern \"C\" __global__ void __launch_bounds__(256) @KERNEL@_group(\n    const TcGroupItem_" +
+             std::to_string(nptr) + "* __restrict__ items, int count, const TcMeta<" +
+             std::to_string(std::max<size_t>(1, meta.size())) + "> meta) {\n";
+      src += "  int lo_ = 0, hi_ = count - 1;\n";
+      src += "  while (lo_ < hi_) {\n    const int mid_ = (lo_ + hi_ + 1) / 2;\n"
+             "    if (items[mid_].firstBlock <= (long long)blockIdx.x) lo_ = mid_; else hi_ = mid_ - 1;\n  }\n";
+      src += "  const TcGroupItem_" + std::to_string(nptr) + " it_ = items[lo_];\n";
+      src += "  @KERNEL@_body(" + casts + ", it_.n, meta, (long long)blockIdx.x - it_.firstBlock, it_.blocks);\n}\n";
+    } else {
+      src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text +
+             ") {\n" + bodyText + "}\n";
+    }
+    k.source = std::move(src);
+    k.params = std::move(sig.params);
+    finalize(k, red ? (tc::isLastAxisSoftmax(red) ? "softmax" : "reduce") : "fusion");
+    return k;
+  }
+
+  LogicalResult elementwise(std::string &s, KernelSource &k) {
+    // Vector path: every pointer dense over the whole space (or a scalar).
+    bool vec = llvm::all_of(argModes, [](ArgMode m) { return m != ArgMode::Strided; }) &&
+               llvm::all_of(outMeta, [](int64_t m) { return m < 0; });
+    int64_t maxBytes = 1;
+    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+      if (argModes[j] == ArgMode::Full)
+        maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
+    for (Value v : yielded)
+      maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
+    int64_t V = std::min<int64_t>(8, 16 / maxBytes);
+    vec = vec && V > 1 && numel % V == 0;
+    k.launch.block = 256;
+    k.launch.grid = gridFor(vec ? numel / V : numel, 256);
+    s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
+    if (vec) {
+      std::string VS = std::to_string(V);
+      std::string align;
+      for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+        if (argModes[j] == ArgMode::Full)
+          align += " | (unsigned long long)in" + std::to_string(j);
+      for (unsigned i = 0; i < yielded.size(); ++i)
+        align += " | (unsigned long long)out" + std::to_string(i);
+      s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
+      s += "  if (((0ull" + align + ") & 15) == 0) {\n";
+      s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+           "; b < n; b += stride * " + VS + ") {\n";
+      for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+        if (argModes[j] == ArgMode::Full) {
+          std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">";
+          s += "      const " + t + " a" + std::to_string(j) + " = *reinterpret_cast<const " + t +
+               "*>(in" + std::to_string(j) + " + b);\n";
+        }
+      for (auto [i, v] : llvm::enumerate(yielded))
+        s += "      TcVec<" + storageType(eltOf(v)) + ", " + VS + "> o" + std::to_string(i) + ";\n";
+      s += "#pragma unroll\n      for (int k = 0; k < " + VS + "; ++k) {\n";
+      llvm::DenseMap<Value, std::string> names;
+      std::string eval;
+      if (failed(evalCode("        ", true, names, eval)))
+        return failure();
+      s += eval;
+      for (auto [i, v] : llvm::enumerate(yielded))
+        s += "        o" + std::to_string(i) + ".v[k] = " + storeExpr(eltOf(v), names.lookup(v)) + ";\n";
+      s += "      }\n";
+      for (auto [i, v] : llvm::enumerate(yielded)) {
+        std::string t = "TcVec<" + storageType(eltOf(v)) + ", " + VS + ">";
+        s += "      *reinterpret_cast<" + t + "*>(out" + std::to_string(i) + " + b) = o" +
+             std::to_string(i) + ";\n";
+      }
+      s += "    }\n    return;\n  }\n";
+    }
+    s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n";
+    s += idxCode("    ");
+    llvm::DenseMap<Value, std::string> names;
+    std::string eval;
+    if (failed(evalCode("    ", false, names, eval)))
+      return failure();
+    s += eval + storeCode("    ", names, false) + "  }\n";
+    return success();
+  }
+
+  LogicalResult rowKernel(std::string &s, KernelSource &k) {
+    // A warp per row up to 4096 elements: 8 independent rows per block and no
+    // __syncthreads (attention softmax rows of 1024: block-per-row kernels
+    // were latency-bound, 1.3 ms for [16,12,1024,1024] on the H200).
+    int64_t tpr = rowLen > 4096 ? 256 : 32;
+    k.launch.block = 256;
+    k.launch.grid = gridFor(rows, 256 / tpr);
+    // A few very long rows (the sum of squares of a whole gradient for the
+    // grad-norm clip): S blocks per row, each reduces a slice; the last block
+    // to finish (a counter in module memory) combines the S partials in
+    // block order, so the result does not depend on timing.
+    const bool split = !tc::isLastAxisSoftmax(red) && rows <= kSplitRows &&
+                       rowLen >= (int64_t(1) << 18);
+    const int64_t S = split ? std::clamp<int64_t>(rowLen / 32768, 2, kSplitParts) : 1;
+    Value x = red->getOperand(0);
+    Type xe = eltOf(x);
+    std::string acc = computeType(xe);
+    std::string T = std::to_string(tpr);
+    auto reduce = [&](const std::string &v, const char *op, const std::string &init) {
+      return tpr == 32 ? "tc_warp_reduce(" + v + ", " + op + "())"
+                       : "tc_block_reduce(" + v + ", " + op + "(), (" + acc + ")" + init + ")";
+    };
+    std::string end = "rowLen";
+    if (split) {
+      tpr = 256;
+      T = "256";
+      k.launch.grid = rows * S;
+      std::string Ss = std::to_string(S);
+      globals += "__device__ " + acc + " tc_part_[" + std::to_string(kSplitRows * kSplitParts) +
+                 "];\n__device__ unsigned int tc_done_[" + std::to_string(kSplitRows) + "];\n";
+      s += "  const long long rowLen = meta.v[0];\n";
+      s += "  const long long row = blockIdx.x / " + Ss + ", part_ = blockIdx.x % " + Ss + ";\n";
+      s += "  const long long chunk_ = (rowLen + " + Ss + " - 1) / " + Ss + ";\n";
+      s += "  const long long lane = part_ * chunk_ + threadIdx.x;\n";
+      s += "  const long long end_ = rowLen < (part_ + 1) * chunk_ ? rowLen : (part_ + 1) * chunk_;\n";
+      s += "  if (row < n) {\n";
+      s += rowIdxCode("    ");
+      end = "end_";
+    } else {
+      s += "  const int lane = threadIdx.x % " + T + ";\n";
+      s += "  const long long rowsPerBlock = blockDim.x / " + T + ";\n";
+      s += "  const long long rowLen = meta.v[0];\n";
+      s += "  for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / " + T +
+           "; row < n; row += (long long)gridDim.x * rowsPerBlock) {\n";
+      s += rowIdxCode("    ");
+    }
+    auto pass = [&](const std::string &before, const std::string &after, bool stores) -> LogicalResult {
+      s += "    for (" + ix() + " j = (" + ix() + ")lane; j < (" + ix() + ")" + end + "; j += " + T + ") {\n";
+      s += "      const " + ix() + " i = (" + ix() + ")row * (" + ix() + ")rowLen + j;\n";
+      s += idxCode("      ");
+      llvm::DenseMap<Value, std::string> names;
+      std::string eval;
+      if (failed(evalCode("      ", false, names, eval)))
+        return failure();
+      s += eval;
+      std::string xv = names.lookup(x);
+      std::string a = after;
+      for (size_t p; (p = a.find("@X@")) != std::string::npos;)
+        a.replace(p, 3, xv);
+      s += a;
+      if (stores) {
+        if (tc::isLastAxisSoftmax(red))
+          names[red->getResult(0)] = "y_";
+        s += storeCode("      ", names, !tc::isLastAxisSoftmax(red));
+      }
+      s += "    }\n";
+      (void)before;
+      return success();
+    };
+    bool dbl = xe.isF64();
+    auto lit = [&](double v) { return floatLiteral(v, dbl); };
+    if (auto sm = llvm::dyn_cast<tc::SoftmaxOp>(red); sm || llvm::isa<tc::LogSoftmaxOp>(red)) {
+      std::string e = dbl ? "exp" : "expf", l = dbl ? "log" : "logf";
+      s += "    " + acc + " m_ = " + lit(-INFINITY) + ";\n";
+      if (failed(pass("", "      m_ = tc_max(m_, @X@);\n", false)))
+        return failure();
+      s += "    m_ = " + reduce("m_", "TcMax", "m_") + ";\n";
+      s += "    " + acc + " s_ = 0;\n";
+      if (failed(pass("", "      s_ += " + e + "(@X@ - m_);\n", false)))
+        return failure();
+      s += "    s_ = " + reduce("s_", "TcSum", "0") + ";\n";
+      s += "    const " + acc + " ls_ = " + l + "(s_);\n";
+      std::string y = sm ? "      const " + acc + " y_ = " + e + "(@X@ - m_) / s_;\n"
+                         : "      const " + acc + " y_ = @X@ - m_ - ls_;\n";
+      if (failed(pass("", y, true)))
+        return failure();
+      s += "  }\n";
+      return success();
+    }
+    // Trailing-axis reduction.
+    bool fl = isFloat(xe);
+    std::string init, op;
+    if (llvm::isa<tc::ReduceSumOp>(red) || llvm::isa<tc::ReduceMeanOp>(red)) {
+      init = "0";
+      op = "TcSum";
+    } else if (llvm::isa<tc::ReduceMaxOp>(red)) {
+      init = fl ? lit(-INFINITY) : (isU64(xe) ? "0ull" : "(-9223372036854775807ll - 1)");
+      op = "TcMax";
+    } else {
+      init = fl ? lit(INFINITY) : (isU64(xe) ? "~0ull" : "9223372036854775807ll");
+      op = "TcMin";
+    }
+    if (isBool(xe))
+      return red->emitOpError() << "CUDA codegen: reductions of i1 are not supported";
+    s += "    " + acc + " acc_ = " + init + ";\n";
+    if (failed(pass("", "      acc_ = " + op + "()(acc_, @X@);\n", true)))
+      return failure();
+    s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
+    if (split) {
+      std::string Ss = std::to_string(S);
+      s += "    __shared__ bool last_;\n";
+      s += "    if (threadIdx.x == 0) {\n      tc_part_[row * " + Ss + " + part_] = acc_;\n"
+           "      __threadfence();\n      last_ = atomicAdd(&tc_done_[row], 1u) == " + Ss + " - 1;\n    }\n";
+      s += "    __syncthreads();\n    if (!last_) return;\n    __threadfence();\n";
+      s += "    acc_ = " + init + ";\n";
+      s += "    for (long long p_ = threadIdx.x; p_ < " + Ss + "; p_ += 256)\n";
+      s += "      acc_ = " + op + "()(acc_, ((volatile " + acc + " *)tc_part_)[row * " + Ss + " + p_]);\n";
+      s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
+      s += "    if (threadIdx.x == 0) tc_done_[row] = 0;\n";
+    }
+    if (llvm::isa<tc::ReduceMeanOp>(red))
+      s += "    acc_ = acc_ / (" + acc + ")rowLen;\n";
+    unsigned k2 = 0;
+    for (auto [i, v] : llvm::enumerate(yielded))
+      if (v.getDefiningOp() == red) {
+        s += std::string("    if (") + (split ? "threadIdx.x == 0" : "lane == 0") + ") out" +
+             std::to_string(i) + "[row] = " + storeExpr(eltOf(v), "acc_") + ";\n";
+        ++k2;
+      }
+    s += "  }\n";
+    return success();
+  }
+};
+
+} // namespace
+
+FailureOr<KernelSource> fusionKernel(tc::FusionOp fusion) { return FusionGen(fusion).generate(); }
+FailureOr<KernelSource> fusionKernel(tcx::KernelOp kernel) { return FusionGen(kernel).generate(); }
+
+} // namespace tc::cuda::detail

@@ -1,0 +1,281 @@
+//===- ShapeKernels.cpp - transpose, slice, pad, concat, split ------------===//
+//
+// Part of CUDA code generation (CudaCodegen.h gives the kernel ABI).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/cuda/KernelSupport.h"
+
+namespace tc::cuda::detail {
+
+//===----------------------------------------------------------------------===//
+// Standalone shape ops and reductions
+//===----------------------------------------------------------------------===//
+
+std::string header(Signature &sig) {
+  return std::string(kPrelude) + "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " +
+         sig.text + ") {\n";
+}
+
+
+const char *kLoopBegin =
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;"
+    " i += (long long)gridDim.x * blockDim.x) {\n";
+
+/// Storage bits of `value` in element type `e` (pad fill).
+std::string rawLiteral(Type e, double value) {
+  if (auto ft = llvm::dyn_cast<FloatType>(e)) {
+    if (e.isF32())
+      return floatLiteral(value, false);
+    if (e.isF64())
+      return floatLiteral(value, true);
+    APFloat f(value);
+    bool lost;
+    f.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    return "(" + storageType(e) + ")" + std::to_string(f.bitcastToAPInt().getZExtValue()) + "u";
+  }
+  if (isBool(e))
+    return value != 0 ? "(unsigned char)1" : "(unsigned char)0";
+  return "(" + storageType(e) + ")(" + std::to_string((long long)value) + "ll)";
+}
+
+/// One piece of a strided copy: for every index o of `dims`,
+/// dst[dstBase + sum o_d * dstStrides_d] = src[srcBase + sum o_d * srcStrides_d],
+/// where dst / src name kernel parameters ("out0", "in1").
+struct CopyPart {
+  std::string dst, src;
+  SmallVector<int64_t> dims, dstStrides, srcStrides;
+  int64_t dstBase = 0, srcBase = 0;
+};
+
+/// Drops unit dims and merges neighbours that are contiguous on both sides
+/// (fewer divisions per element; a transpose of [B, T, H, D] to [B, H, T, D]
+/// keeps its D-long rows).
+void simplify(CopyPart &p) {
+  CopyPart q = p;
+  q.dims.clear();
+  q.dstStrides.clear();
+  q.srcStrides.clear();
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    if (p.dims[d] == 1)
+      continue;
+    if (!q.dims.empty() && q.dstStrides.back() == p.dstStrides[d] * p.dims[d] &&
+        q.srcStrides.back() == p.srcStrides[d] * p.dims[d]) {
+      q.dims.back() *= p.dims[d];
+      q.dstStrides.back() = p.dstStrides[d];
+      q.srcStrides.back() = p.srcStrides[d];
+      continue;
+    }
+    q.dims.push_back(p.dims[d]);
+    q.dstStrides.push_back(p.dstStrides[d]);
+    q.srcStrides.push_back(p.srcStrides[d]);
+  }
+  if (q.dims.empty()) {
+    q.dims = {1};
+    q.dstStrides = {1};
+    q.srcStrides = {1};
+  }
+  p = std::move(q);
+}
+
+/// Elements a part can move per 16-byte access: its innermost dim is
+/// contiguous on both sides and every size, stride and base is a multiple.
+int64_t vectorWidth(const CopyPart &p, int64_t elemBytes) {
+  int64_t v = elemBytes > 0 && elemBytes <= 16 && 16 % elemBytes == 0 ? 16 / elemBytes : 1;
+  if (v == 1 || p.dstStrides.back() != 1 || p.srcStrides.back() != 1 || p.dims.back() % v ||
+      p.dstBase % v || p.srcBase % v)
+    return 1;
+  for (size_t d = 0; d + 1 < p.dims.size(); ++d)
+    if (p.dstStrides[d] % v || p.srcStrides[d] % v)
+      return 1;
+  return v;
+}
+
+/// A kernel of strided copies (transpose, slice, broadcast, reshape, split,
+/// concat). Shapes and strides are constants of the source, so the index
+/// divisions are by constants; the index math is 32-bit below 2^31 elements.
+/// When every part allows it, each thread moves 16 bytes (pointers that turn
+/// out not to be 16-byte aligned at run time take a scalar loop instead).
+FailureOr<KernelSource> copyKernel(Operation *op, Signature &sig, std::vector<CopyPart> parts,
+                                   Type elt, llvm::StringRef kind) {
+  int64_t total = 0;
+  for (CopyPart &p : parts) {
+    simplify(p);
+    total += product(p.dims);
+  }
+  int64_t v = vectorWidth(parts.front(), storageBytes(elt));
+  for (const CopyPart &p : parts)
+    v = std::min(v, vectorWidth(p, storageBytes(elt)));
+  if (v > 1)
+    for (const CopyPart &p : parts)
+      if (vectorWidth(p, storageBytes(elt)) % v)
+        v = 1;
+  int64_t n = total / v;
+  sig.tail(n, {v});
+  const std::string it = total < (int64_t(1) << 31) ? "unsigned" : "long long";
+  auto lit = [&](int64_t x) { return std::to_string(x) + (it == "unsigned" ? "u" : "ll"); };
+  std::string s = header(sig);
+  if (v > 1) {
+    // Every pointer once: 16-byte aligned or the scalar loop.
+    std::vector<std::string> ptrs;
+    for (const CopyPart &p : parts)
+      for (const std::string &ptr : {p.dst, p.src})
+        if (!llvm::is_contained(ptrs, ptr))
+          ptrs.push_back(ptr);
+    s += "  const bool vec_ =";
+    for (auto [j, ptr] : llvm::enumerate(ptrs))
+      s += std::string(j ? " &&" : "") + " ((unsigned long long)" + ptr + " % 16 == 0)";
+    s += ";\n";
+  }
+  s += "  for (long long t_ = (long long)blockIdx.x * blockDim.x + threadIdx.x; t_ < n;"
+       " t_ += (long long)gridDim.x * blockDim.x) {\n";
+  s += "    " + it + " i = (" + it + ")t_ * " + lit(v) + ";\n";
+  int64_t begin = 0;
+  for (auto [j, p] : llvm::enumerate(parts)) {
+    int64_t size = product(p.dims);
+    bool last = j + 1 == parts.size();
+    std::string cond = last ? "" : "if (i < " + lit(begin + size) + ") ";
+    s += std::string("    ") + (j ? "else " : "") + cond + "{\n";
+    s += "      " + it + " rem_ = i" + (begin ? " - " + lit(begin) : "") + ";\n";
+    std::string dOff = lit(p.dstBase), sOff = lit(p.srcBase);
+    for (int64_t d = (int64_t)p.dims.size() - 1; d >= 0; --d) {
+      std::string o = "o" + std::to_string(d) + "_";
+      if (d > 0)
+        s += "      const " + it + " " + o + " = rem_ % " + lit(p.dims[d]) + "; rem_ /= " +
+             lit(p.dims[d]) + ";\n";
+      else
+        s += "      const " + it + " " + o + " = rem_;\n";
+      dOff += " + " + o + " * " + lit(p.dstStrides[d]);
+      sOff += " + " + o + " * " + lit(p.srcStrides[d]);
+    }
+    s += "      const " + it + " d_ = " + dOff + ", s_ = " + sOff + ";\n";
+    if (v > 1) {
+      s += "      if (vec_) *reinterpret_cast<uint4 *>(" + p.dst + " + d_) = *reinterpret_cast<const uint4 *>(" +
+           p.src + " + s_);\n";
+      s += "      else for (int j_ = 0; j_ < " + std::to_string(v) + "; ++j_) " + p.dst + "[d_ + j_] = " +
+           p.src + "[s_ + j_];\n";
+    } else {
+      s += "      " + p.dst + "[d_] = " + p.src + "[s_];\n";
+    }
+    s += "    }\n";
+    begin += size;
+  }
+  s += "  }\n}\n";
+  return makeKernel(op, std::move(s), sig, gridFor(n, 256), kind);
+}
+
+/// out = in[base + sum o_d * st_d] (dense out): transpose, slice, broadcast, reshape.
+FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> stridesOut, int64_t base,
+                                     SmallVector<int64_t> outDims) {
+  Value in = op->getOperand(0), out = op->getResult(0);
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  CopyPart p{"out0", "in0", outDims, denseStrides(outDims), stridesOut, 0, base};
+  return copyKernel(op, sig, {p}, eltOf(out), "gather");
+}
+
+FailureOr<KernelSource> padKernel(tc::PadOp op) {
+  Value in = op.getInput(), out = op.getResult();
+  ArrayRef<int64_t> is = shapeOf(in), os = shapeOf(out);
+  int64_t r = os.size();
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  std::vector<int64_t> meta(os.begin(), os.end());
+  meta.insert(meta.end(), op.getLow().begin(), op.getLow().end());
+  meta.insert(meta.end(), is.begin(), is.end());
+  auto st = denseStrides(is);
+  meta.insert(meta.end(), st.begin(), st.end());
+  sig.tail(product(os), meta);
+  std::string mode = op.getMode().str();
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0, product(os));
+  s += "    bool inside = true;\n    long long off = 0;\n";
+  for (int64_t d = 0; d < r; ++d) {
+    std::string ds = std::to_string(d);
+    std::string low = "meta.v[" + std::to_string(r + d) + "]", dim = "meta.v[" + std::to_string(2 * r + d) + "]";
+    s += "    long long q" + ds + " = o" + ds + " - " + low + ";\n";
+    if (mode == "reflect")
+      s += "    if (q" + ds + " < 0) q" + ds + " = -q" + ds + ";\n    if (q" + ds + " >= " + dim + ") q" + ds +
+           " = " + dim + " == 1 ? 0 : 2 * (" + dim + " - 1) - q" + ds + ";\n";
+    else if (mode == "edge")
+      s += "    q" + ds + " = q" + ds + " < 0 ? 0 : (q" + ds + " >= " + dim + " ? " + dim + " - 1 : q" + ds + ");\n";
+    else
+      s += "    inside = inside && q" + ds + " >= 0 && q" + ds + " < " + dim + ";\n";
+    s += "    off += q" + ds + " * meta.v[" + std::to_string(3 * r + d) + "];\n";
+  }
+  s += "    out0[i] = inside ? in0[off] : " + rawLiteral(eltOf(out), op.getValue().convertToDouble()) +
+       ";\n  }\n}\n";
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return op.emitOpError() << "CUDA codegen: unknown pad mode '" << mode << "'";
+  return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "pad");
+}
+
+FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
+  Value in = op.getSource(), out = op.getResult();
+  ArrayRef<int64_t> is = shapeOf(in), os = shapeOf(out);
+  int64_t r = os.size();
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  std::vector<int64_t> meta(os.begin(), os.end());
+  meta.insert(meta.end(), op.getStarts().begin(), op.getStarts().end());
+  meta.insert(meta.end(), op.getStrides().begin(), op.getStrides().end());
+  meta.insert(meta.end(), is.begin(), is.end());
+  auto st = denseStrides(is);
+  meta.insert(meta.end(), st.begin(), st.end());
+  sig.tail(product(os), meta);
+  std::string s = header(sig) + kLoopBegin + outIdx(r, 0, product(os));
+  s += "    bool inside = true;\n    long long off = 0;\n";
+  for (int64_t d = 0; d < r; ++d) {
+    std::string ds = std::to_string(d);
+    auto m = [&](int64_t block) { return "meta.v[" + std::to_string(block * r + d) + "]"; };
+    s += "    { const long long t = o" + ds + " - " + m(1) + ", q = t / " + m(2) + ";\n";
+    s += "      inside = inside && t % " + m(2) + " == 0 && q >= 0 && q < " + m(3) + ";\n";
+    s += "      off += q * " + m(4) + "; }\n";
+  }
+  s += "    out0[i] = inside ? in0[off] : " + rawLiteral(eltOf(out), 0.0) + ";\n  }\n}\n";
+  return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "insert_slice");
+}
+
+/// Each input is a part: dense in the input, at its offset along `axis` in
+/// the result.
+FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {
+  Value out = op.getResult();
+  Signature sig;
+  sig.output(0, out);
+  for (auto [j, v] : llvm::enumerate(op.getInputs()))
+    sig.input(j, v);
+  auto ost = denseStrides(shapeOf(out));
+  int64_t axis = op.getAxis(), at = 0;
+  std::vector<CopyPart> parts;
+  for (auto [j, v] : llvm::enumerate(op.getInputs())) {
+    SmallVector<int64_t> dims(shapeOf(v));
+    parts.push_back({"out0", "in" + std::to_string(j), dims, ost, denseStrides(dims),
+                     at * ost[axis], 0});
+    at += dims[axis];
+  }
+  return copyKernel(op, sig, std::move(parts), eltOf(out), "concat");
+}
+
+/// Each result is a part: dense in the result, read at its offset along
+/// `axis` of the input.
+FailureOr<KernelSource> splitKernel(tc::SplitOp op) {
+  Value in = op.getInput();
+  Signature sig;
+  for (auto [j, r] : llvm::enumerate(op.getResults()))
+    sig.output(j, r);
+  sig.input(0, in);
+  auto ist = denseStrides(shapeOf(in));
+  int64_t axis = op.getAxis(), at = 0;
+  std::vector<CopyPart> parts;
+  for (auto [j, r] : llvm::enumerate(op.getResults())) {
+    SmallVector<int64_t> dims(shapeOf(r));
+    parts.push_back({"out" + std::to_string(j), "in0", dims, denseStrides(dims), ist, 0,
+                     at * ist[axis]});
+    at += dims[axis];
+  }
+  return copyKernel(op, sig, std::move(parts), eltOf(in), "split");
+}
+
+} // namespace tc::cuda::detail

@@ -1,0 +1,65 @@
+// RUN: tc-opt %s --split-input-file --tcx-generate-cuda --verify-diagnostics | FileCheck %s
+
+// Tests that every kernel body gets its CUDA C++ as a module-level
+// tcx.cuda_source named like its extern "C" symbol, that kernels with equal
+// code share one source, and that each launch gets the grid, block, n and
+// meta codegen chose (a transpose: n = elements, meta = rank, dims, strides).
+// CHECK: tcx.cuda_source @[[GATHER:tc_gather_[0-9a-f]+]] "{{.*}}extern \22C\22 __global__ {{.*}} [[GATHER]](
+// CHECK: tcx.kernel @t_transpose_0 kind("transpose") attributes {cuda_kernel = @[[GATHER]]}
+// CHECK: tcx.cuda_source @[[TANH:tc_fusion_[0-9a-f]+]] "
+// CHECK: tcx.kernel @t_fusion_1 kind("fusion") attributes {cuda_kernel = @[[TANH]]}
+// CHECK-NOT: tcx.cuda_source
+// CHECK: tcx.kernel @t_fusion_2 kind("fusion") attributes {cuda_kernel = @[[TANH]]}
+// CHECK-LABEL: func.func @t
+// CHECK: tcx.launch @t_transpose_0 {{.+}} {block = array<i64: 256>, elements = 32 : i64, grid = array<i64: 1>, meta = array<i64: {{[0-9, ]+}}>, n = 32 : i64}
+// CHECK: tcx.launch @t_fusion_1 {{.+}} {block = array<i64: 256>, elements = 32 : i64, grid = array<i64: 1>, meta = array<i64: 0>, n = 32 : i64}
+// CHECK: tcx.launch @t_fusion_2 {{.+}} {block = array<i64: 256>, elements = 32 : i64, grid = array<i64: 1>, meta = array<i64: 0>, n = 32 : i64}
+tcx.kernel @t_transpose_0 kind("transpose") {
+^bb0(%a: tensor<4x8xf32>):
+  %0 = tc.transpose %a {permutation = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+  tcx.yield %0 : tensor<8x4xf32>
+}
+tcx.kernel @t_fusion_1 kind("fusion") {
+^bb0(%a: tensor<8x4xf32>):
+  %0 = tc.tanh %a : tensor<8x4xf32>
+  tcx.yield %0 : tensor<8x4xf32>
+}
+tcx.kernel @t_fusion_2 kind("fusion") {
+^bb0(%a: tensor<8x4xf32>):
+  %0 = tc.tanh %a : tensor<8x4xf32>
+  tcx.yield %0 : tensor<8x4xf32>
+}
+func.func @t(%x: !tcx.buffer<4x8xf32>, %y: !tcx.buffer<8x4xf32>, %z: !tcx.buffer<8x4xf32>, %w: !tcx.buffer<8x4xf32>) {
+  tcx.launch @t_transpose_0 ins(%x : !tcx.buffer<4x8xf32>) outs(%y : !tcx.buffer<8x4xf32>) {elements = 32 : i64}
+  tcx.launch @t_fusion_1 ins(%y : !tcx.buffer<8x4xf32>) outs(%z : !tcx.buffer<8x4xf32>) {elements = 32 : i64}
+  tcx.launch @t_fusion_2 ins(%y : !tcx.buffer<8x4xf32>) outs(%w : !tcx.buffer<8x4xf32>) {elements = 32 : i64}
+  return
+}
+
+// -----
+
+// Tests that a kernel codegen has no template for (an integer matmul) keeps
+// no cuda_kernel and its launch no launch parameters: the device program
+// marks it as missing, and a runtime refuses the step.
+// CHECK-NOT: tcx.cuda_source
+// CHECK-LABEL: tcx.kernel @m_matmul_0 kind("matmul") {
+// CHECK: tcx.launch @m_matmul_0 {{.+}} {elements = 4 : i64}
+tcx.kernel @m_matmul_0 kind("matmul") {
+^bb0(%a: tensor<2x2xi32>, %b: tensor<2x2xi32>):
+  %0 = tc.matmul %a, %b : tensor<2x2xi32>, tensor<2x2xi32> -> tensor<2x2xi32>
+  tcx.yield %0 : tensor<2x2xi32>
+}
+func.func @m(%a: !tcx.buffer<2x2xi32>, %b: !tcx.buffer<2x2xi32>, %c: !tcx.buffer<2x2xi32>) {
+  tcx.launch @m_matmul_0 ins(%a, %b : !tcx.buffer<2x2xi32>, !tcx.buffer<2x2xi32>) outs(%c : !tcx.buffer<2x2xi32>) {elements = 4 : i64}
+  return
+}
+
+// -----
+
+// Tests that a body codegen cannot compile is an error on the op, naming the type.
+tcx.kernel @c_fusion_0 kind("fusion") {
+^bb0(%a: tensor<4xf8E4M3FN>):
+  // expected-error @+1 {{'tc.neg' op CUDA codegen: unsupported element type in 'tensor<4xf8E4M3FN>'}}
+  %0 = tc.neg %a : tensor<4xf8E4M3FN>
+  tcx.yield %0 : tensor<4xf8E4M3FN>
+}
