@@ -8,8 +8,8 @@
 #define TC_COMPILER_COMPILE_H
 
 #include "frontends/onnx/Import.h"
-#include "runtime/src/base/init.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/init_spec.h"
+#include "runtime/src/schema/program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"

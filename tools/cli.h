@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/base/version.h"
+#include "runtime/src/schema/version.h"
 
 namespace tc::cli {
 
-/// The version every tool prints for --version (runtime/src/base/version.h).
+/// The version every tool prints for --version (runtime/src/schema/version.h).
 inline constexpr const char *kVersion = tc::rt::kTcVersion;
 
 /// Every "--name" token of a help text (the options it documents).

@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/src/base/version.h"
+#include "runtime/src/schema/version.h"
 #include "compiler/Compile.h"
 #include "frontends/onnx/Importer.h"
 #include "runtime/src/base/host_tensor.h"

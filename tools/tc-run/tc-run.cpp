@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/npy.h"
