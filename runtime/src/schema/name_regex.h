@@ -18,10 +18,6 @@
 
 namespace tc::rt {
 
-/// How --help names the dialect.
-inline constexpr const char kRegexDialect[] =
-    "POSIX extended regular expressions (as grep -E), searched in the name";
-
 class NameRegex {
 public:
   NameRegex();
