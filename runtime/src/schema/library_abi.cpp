@@ -71,28 +71,6 @@ const LibraryAttrSpec *LibraryCallee::findAttr(const std::string &attr) const {
 
 namespace {
 using K = LibraryAttrKind;
-const LibraryAttrSpec kRows{"rows", K::Int, true}, kCols{"cols", K::Int, true};
-const LibraryAttrSpec kEps{"eps", K::Float, false};
-const LibraryAttrSpec kHasWeight{"has_weight", K::Bool, false};
-const LibraryAttrSpec kHasBias{"has_bias", K::Bool, false};
-const LibraryAttrSpec kIgnoreIndex{"ignore_index", K::Int, false};
-const LibraryAttrSpec kGradScale{"grad_scale", K::Float, false};
-const LibraryAttrSpec kElements{"elements", K::Int, true};
-const std::vector<LibraryAttrSpec> kEmbeddingAttrs = {
-    {"count", K::Int, true}, {"vocab", K::Int, true}, {"dim", K::Int, true}};
-// q [batch, heads, tq, d], k [batch, kv_heads, tk, d], v [batch, kv_heads, tk, dv];
-// per operand [batch, head, row] element strides (contiguous when absent).
-const std::vector<LibraryAttrSpec> kAttentionAttrs = {
-    {"batch", K::Int, true},        {"heads", K::Int, true},       {"kv_heads", K::Int, true},
-    {"tq", K::Int, true},           {"tk", K::Int, true},          {"d", K::Int, true},
-    {"dv", K::Int, true},           {"scale", K::Float, false},    {"causal", K::Bool, false},
-    {"q_strides", K::Ints, false},  {"k_strides", K::Ints, false}, {"v_strides", K::Ints, false},
-    {"o_strides", K::Ints, false}};
-const std::vector<LibraryAttrSpec> kAttentionGradStrides = {
-    {"do_strides", K::Ints, false},
-    {"dq_strides", K::Ints, false},
-    {"dk_strides", K::Ints, false},
-    {"dv_strides", K::Ints, false}};
 
 template <class T> std::vector<T> cat(std::vector<T> a, const std::vector<T> &b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -113,78 +91,104 @@ size_t attentionScratch(const LibraryInts &a) {
 }
 size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
 
-// The rms rows take has_bias too (always false: the lowering writes it for
-// both norms); no operand depends on it.
-const std::vector<LibraryCallee> kCallees = {
-    {"softmax_fwd", {{"x"}}, {{"y"}}, {kRows, kCols, {"log", K::Bool, false}}},
-    {"layer_norm_fwd",
-     {{"x"}, {"weight", "has_weight"}, {"bias", "has_bias"}},
-     {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}},
-     {kRows, kCols, kEps, kHasWeight, kHasBias}},
-    {"layer_norm_bwd",
-     {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}},
-     {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"scratch"}},
-     {kRows, kCols, kHasWeight, kHasBias},
-     normBackwardScratch},
-    {"rms_norm_fwd",
-     {{"x"}, {"weight", "has_weight"}},
-     {{"y"}, {"rstd", nullptr, 1}},
-     {kRows, kCols, kEps, kHasWeight, kHasBias}},
-    {"rms_norm_bwd",
-     {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}},
-     {{"dx"}, {"dweight", "has_weight"}, {"scratch"}},
-     {kRows, kCols, kHasWeight, kHasBias},
-     normBackwardScratch},
-    // loss: the f32 mean over the rows not ignored.
-    {"cross_entropy_fwd",
-     {{"logits"}, {"labels"}},
-     {{"loss"}, {"scratch"}},
-     {kRows, kCols, kIgnoreIndex},
-     crossEntropyScratch},
-    // grad: the incoming scalar loss gradient (a runtime value).
-    {"cross_entropy_bwd",
-     {{"logits"}, {"labels"}, {"grad", nullptr, 1}},
-     {{"dlogits"}, {"scratch"}},
-     {kRows, kCols, kIgnoreIndex, kGradScale},
-     crossEntropyScratch},
-    {"cross_entropy_fwd_bwd",
-     {{"logits"}, {"labels"}, {"grad", nullptr, 1}},
-     {{"loss"}, {"dlogits"}, {"scratch"}},
-     {kRows, kCols, kIgnoreIndex, kGradScale},
-     crossEntropyScratch},
-    {"embedding_fwd", {{"table"}, {"ids"}}, {{"out"}}, kEmbeddingAttrs},
-    {"embedding_bwd",
-     {{"dout"}, {"ids"}},
-     {{"dtable"}, {"scratch"}},
-     cat(kEmbeddingAttrs, {{"accumulate", K::Bool, false}}),
-     embeddingScratch},
-    // lse [batch, heads, tq] f32.
-    {"attention_fwd", {{"q"}, {"k"}, {"v"}}, {{"out"}, {"lse"}}, kAttentionAttrs},
-    {"attention_bwd",
-     {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}},
-     {{"dq"}, {"dk"}, {"dv"}, {"scratch"}},
-     cat(kAttentionAttrs, kAttentionGradStrides),
-     attentionScratch},
-    {"gelu_fwd", {{"x"}}, {{"y"}}, {kElements}},
-    {"gelu_bwd", {{"x"}, {"dy"}}, {{"dx"}}, {kElements}},
-    {"cast", {{"x"}}, {{"y"}}, {kElements}},
-    {"adamw",
-     {{"params"}, {"grads"}, {"exp_avg"}, {"exp_avg_sq"}, {"grad_norm_sq", nullptr, 1}},
-     {{"params"}, {"exp_avg"}, {"exp_avg_sq"}},
-     {kElements}},
-    {"sgd",
-     {{"params"}, {"grads"}, {"momentum", nullptr, 1}, {"grad_norm_sq", nullptr, 2}},
-     {{"params"}, {"momentum", nullptr, 1}},
-     {kElements}},
-    // sum: an f32 scalar.
-    {"sum_squares", {{"x"}}, {{"sum"}, {"scratch"}}, {kElements}, sumSquaresScratch},
-};
 } // namespace
 
-const std::vector<LibraryCallee> &libraryCallees() { return kCallees; }
+const std::vector<LibraryCallee> &libraryCallees() {
+  // Built on first use (no static initialisation order to depend on).
+  static const LibraryAttrSpec kRows{"rows", K::Int, true}, kCols{"cols", K::Int, true};
+  static const LibraryAttrSpec kEps{"eps", K::Float, false};
+  static const LibraryAttrSpec kHasWeight{"has_weight", K::Bool, false};
+  static const LibraryAttrSpec kHasBias{"has_bias", K::Bool, false};
+  static const LibraryAttrSpec kIgnoreIndex{"ignore_index", K::Int, false};
+  static const LibraryAttrSpec kGradScale{"grad_scale", K::Float, false};
+  static const LibraryAttrSpec kElements{"elements", K::Int, true};
+  static const std::vector<LibraryAttrSpec> kEmbeddingAttrs = {
+      {"count", K::Int, true}, {"vocab", K::Int, true}, {"dim", K::Int, true}};
+  // q [batch, heads, tq, d], k [batch, kv_heads, tk, d], v [batch, kv_heads, tk, dv];
+  // per operand [batch, head, row] element strides (contiguous when absent).
+  static const std::vector<LibraryAttrSpec> kAttentionAttrs = {
+      {"batch", K::Int, true},        {"heads", K::Int, true},       {"kv_heads", K::Int, true},
+      {"tq", K::Int, true},           {"tk", K::Int, true},          {"d", K::Int, true},
+      {"dv", K::Int, true},           {"scale", K::Float, false},    {"causal", K::Bool, false},
+      {"q_strides", K::Ints, false},  {"k_strides", K::Ints, false}, {"v_strides", K::Ints, false},
+      {"o_strides", K::Ints, false}};
+  static const std::vector<LibraryAttrSpec> kAttentionGradStrides = {
+      {"do_strides", K::Ints, false},
+      {"dq_strides", K::Ints, false},
+      {"dk_strides", K::Ints, false},
+      {"dv_strides", K::Ints, false}};
+
+  // The rms rows take has_bias too (always false: the lowering writes it for
+  // both norms); no operand depends on it.
+  static const std::vector<LibraryCallee> callees = {
+      {"softmax_fwd", {{"x"}}, {{"y"}}, {kRows, kCols, {"log", K::Bool, false}}},
+      {"layer_norm_fwd",
+       {{"x"}, {"weight", "has_weight"}, {"bias", "has_bias"}},
+       {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}},
+       {kRows, kCols, kEps, kHasWeight, kHasBias}},
+      {"layer_norm_bwd",
+       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}},
+       {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"scratch"}},
+       {kRows, kCols, kHasWeight, kHasBias},
+       normBackwardScratch},
+      {"rms_norm_fwd",
+       {{"x"}, {"weight", "has_weight"}},
+       {{"y"}, {"rstd", nullptr, 1}},
+       {kRows, kCols, kEps, kHasWeight, kHasBias}},
+      {"rms_norm_bwd",
+       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}},
+       {{"dx"}, {"dweight", "has_weight"}, {"scratch"}},
+       {kRows, kCols, kHasWeight, kHasBias},
+       normBackwardScratch},
+      // loss: the f32 mean over the rows not ignored.
+      {"cross_entropy_fwd",
+       {{"logits"}, {"labels"}},
+       {{"loss"}, {"scratch"}},
+       {kRows, kCols, kIgnoreIndex},
+       crossEntropyScratch},
+      // grad: the incoming scalar loss gradient (a runtime value).
+      {"cross_entropy_bwd",
+       {{"logits"}, {"labels"}, {"grad", nullptr, 1}},
+       {{"dlogits"}, {"scratch"}},
+       {kRows, kCols, kIgnoreIndex, kGradScale},
+       crossEntropyScratch},
+      {"cross_entropy_fwd_bwd",
+       {{"logits"}, {"labels"}, {"grad", nullptr, 1}},
+       {{"loss"}, {"dlogits"}, {"scratch"}},
+       {kRows, kCols, kIgnoreIndex, kGradScale},
+       crossEntropyScratch},
+      {"embedding_fwd", {{"table"}, {"ids"}}, {{"out"}}, kEmbeddingAttrs},
+      {"embedding_bwd",
+       {{"dout"}, {"ids"}},
+       {{"dtable"}, {"scratch"}},
+       cat(kEmbeddingAttrs, {{"accumulate", K::Bool, false}}),
+       embeddingScratch},
+      // lse [batch, heads, tq] f32.
+      {"attention_fwd", {{"q"}, {"k"}, {"v"}}, {{"out"}, {"lse"}}, kAttentionAttrs},
+      {"attention_bwd",
+       {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}},
+       {{"dq"}, {"dk"}, {"dv"}, {"scratch"}},
+       cat(kAttentionAttrs, kAttentionGradStrides),
+       attentionScratch},
+      {"gelu_fwd", {{"x"}}, {{"y"}}, {kElements}},
+      {"gelu_bwd", {{"x"}, {"dy"}}, {{"dx"}}, {kElements}},
+      {"cast", {{"x"}}, {{"y"}}, {kElements}},
+      {"adamw",
+       {{"params"}, {"grads"}, {"exp_avg"}, {"exp_avg_sq"}, {"grad_norm_sq", nullptr, 1}},
+       {{"params"}, {"exp_avg"}, {"exp_avg_sq"}},
+       {kElements}},
+      {"sgd",
+       {{"params"}, {"grads"}, {"momentum", nullptr, 1}, {"grad_norm_sq", nullptr, 2}},
+       {{"params"}, {"momentum", nullptr, 1}},
+       {kElements}},
+      // sum: an f32 scalar.
+      {"sum_squares", {{"x"}}, {{"sum"}, {"scratch"}}, {kElements}, sumSquaresScratch},
+  };
+  return callees;
+}
 
 const LibraryCallee *findLibraryCallee(const std::string &name) {
-  for (const LibraryCallee &c : kCallees)
+  for (const LibraryCallee &c : libraryCallees())
     if (name == c.name)
       return &c;
   return nullptr;
@@ -192,7 +196,7 @@ const LibraryCallee *findLibraryCallee(const std::string &name) {
 
 std::string libraryCalleeNames() {
   std::string names;
-  for (const LibraryCallee &c : kCallees)
+  for (const LibraryCallee &c : libraryCallees())
     names += (names.empty() ? "" : ", ") + std::string(c.name);
   return names;
 }

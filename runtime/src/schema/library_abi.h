@@ -117,16 +117,19 @@ struct LibraryLayout {
 std::string layoutLibraryCall(const LibraryCallee &c, const LibraryInts &ints, size_t numInputs,
                               size_t numOutputs, LibraryLayout *out);
 
-/// Checks a call's attributes (name, kind as given, the Int value or 0)
-/// against `c`: every required one present, each of the right kind, sizes
-/// >= 0, and (with `rejectUnknown`) no attribute `c` does not take. Returns
-/// "" or what is wrong, without the callee's name: "needs the integer
-/// attribute 'cols'", "attribute 'eps' is an integer array, wants a float".
+/// One attribute as a call gives it: name, kind, and the value of an Int (0
+/// for the other kinds).
 struct LibraryAttrValue {
   std::string name;
   LibraryAttrKind kind;
   int64_t value;
 };
+
+/// Checks a call's attributes against `c`: every required one present, each
+/// of the right kind, sizes >= 0, and (with `rejectUnknown`) no attribute `c`
+/// does not take. Returns "" or what is wrong, without the callee's name:
+/// "needs the integer attribute 'cols'", "attribute 'eps' is integer array,
+/// wants float".
 std::string checkLibraryAttrs(const LibraryCallee &c, const std::vector<LibraryAttrValue> &given,
                               bool rejectUnknown);
 
