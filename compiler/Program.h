@@ -1,7 +1,7 @@
 //===- Program.h - tc dialect <-> runtime program ---------------*- C++ -*-===//
 //
 // Lowers a func.func of tc ops into the runtime's op-level program (the
-// contract in runtime/src/base/program.h), converts constants between MLIR
+// contract in runtime/src/schema/program.h), converts constants between MLIR
 // attributes and host tensors, and evaluates ops whose operands are all
 // constants with the CPU reference executor (the importer's and the
 // constant folder's one source of truth for op semantics).
@@ -10,7 +10,7 @@
 #ifndef TC_COMPILER_PROGRAM_H
 #define TC_COMPILER_PROGRAM_H
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
