@@ -72,7 +72,7 @@ public:
       fail("the body is empty; " + route_ + " wants a JSON object");
     try {
       obj_ = json::parse(req.body);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) { // parse_error, out_of_range (1e400)
       fail(std::string("the body is not valid JSON (") + e.what() + ")");
     }
     if (!obj_.is_object())
@@ -166,8 +166,10 @@ private:
                               const std::string &rangeNote = "") {
     if (!v.is_number_integer())
       fail(what + " must be an integer, not " + typeName(v));
+    // JSON integers beyond int64 arrive unsigned: compare those as such.
     bool inRange = v.is_number_unsigned()
-                       ? v.get<uint64_t>() <= static_cast<uint64_t>(max) && max >= 0
+                       ? max >= 0 && v.get<uint64_t>() <= static_cast<uint64_t>(max) &&
+                             (min <= 0 || v.get<uint64_t>() >= static_cast<uint64_t>(min))
                        : v.get<int64_t>() >= min && v.get<int64_t>() <= max;
     if (!inRange)
       fail(what + " = " + v.dump() + " is outside [" + std::to_string(min) + ", " +
@@ -218,10 +220,38 @@ httplib::Server::Handler guarded(std::function<json(const httplib::Request &, in
   };
 }
 
+/// Refuses, before any body is read, the bodies whose size
+/// set_payload_max_length cannot bound: cpp-httplib 0.11 checks it against
+/// Content-Length only, reading chunked bodies, bodies without a length and
+/// decompressed ones whole. The reply closes the connection, whose unread
+/// body would otherwise be taken for the next request.
+httplib::Server::HandlerResponse refuseUnboundedBodies(const httplib::Request &req,
+                                                       httplib::Response &res) {
+  std::string why;
+  int status = 0;
+  bool hasBody = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                 req.method == "DELETE";
+  if (req.has_header("Transfer-Encoding"))
+    status = 411, why = "chunked request bodies are not taken: send a Content-Length";
+  else if (hasBody && !req.has_header("Content-Length"))
+    status = 411, why = "a " + req.method + " needs a Content-Length (0 for no body)";
+  else if (req.has_header("Content-Encoding") && req.get_header_value("Content-Encoding") != "identity")
+    status = 415, why = "compressed request bodies (Content-Encoding: " +
+                        req.get_header_value("Content-Encoding") + ") are not taken: send JSON";
+  else if (req.is_multipart_form_data())
+    status = 415, why = "multipart bodies are not taken: send JSON";
+  if (!status)
+    return httplib::Server::HandlerResponse::Unhandled;
+  res.set_header("Connection", "close");
+  replyError(res, status, why);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
 } // namespace
 
 void installRoutes(httplib::Server &server, Model &model, const ApiLimits &limits) {
   server.set_payload_max_length(limits.maxBodyBytes);
+  server.set_pre_routing_handler(refuseUnboundedBodies);
 
   server.Get("/health", guarded([&model](const httplib::Request &, int *) {
     return json{{"status", "ok"},
@@ -238,7 +268,7 @@ void installRoutes(httplib::Server &server, Model &model, const ApiLimits &limit
     f.expect({"steps", "lr", "warmup", "schedule", "data", "data_dtype", "seed"});
     JobConfig c;
     c.steps = f.integer("steps", 1, limits.maxSteps, nullptr);
-    c.lr = f.number("lr", 0, 10, 0);
+    c.lr = f.number("lr", 0, 10, -1);
     if (f.has("lr") && !(c.lr > 0))
       Fields::fail("\"lr\" must be > 0 (leave it out for the artifact's)");
     const int64_t zero = 0;
@@ -282,15 +312,14 @@ void installRoutes(httplib::Server &server, Model &model, const ApiLimits &limit
     Fields f(req, false);
     f.expect({"tokens"});
     std::vector<int64_t> tokens =
-        f.tokens("tokens", model.vocab(), 2,
-                 static_cast<size_t>(model.batch() * model.context() + 1));
+        f.tokens("tokens", model.vocab(), static_cast<size_t>(model.context() + 1), 1 << 20);
     f.done();
     double loss = 0;
-    int64_t positions = 0, step = 0;
+    int64_t evaluated = 0;
     Failure failure;
-    if (!model.eval(tokens, &loss, &positions, &step, &failure))
+    if (!model.eval(tokens, &loss, &evaluated, &failure))
       throw failure;
-    return json{{"loss", loss}, {"positions", positions}, {"weights_step", step}};
+    return json{{"loss", loss}, {"tokens", evaluated}};
   }));
 
   server.Post("/infer", guarded([&model, limits](const httplib::Request &req, int *) {
@@ -302,9 +331,8 @@ void installRoutes(httplib::Server &server, Model &model, const ApiLimits &limit
     f.done();
     std::vector<float> logits;
     std::vector<int64_t> generated;
-    int64_t step = 0;
     Failure failure;
-    if (!model.infer(tokens, n, &logits, &generated, &step, &failure))
+    if (!model.infer(tokens, n, &logits, &generated, &failure))
       throw failure;
     size_t best = 0;
     for (size_t i = 1; i < logits.size(); ++i)
@@ -312,14 +340,14 @@ void installRoutes(httplib::Server &server, Model &model, const ApiLimits &limit
         best = i;
     return json{{"logits", logits},
                 {"next_token", best},
-                {"generated", generated},
-                {"weights_step", step}};
+                {"generated", generated}};
   }));
 
   // What no handler answered (unknown route or method, httplib's own 400s
   // and 413s) gets a JSON message too; replies a handler wrote stay as they
   // are.
-  server.set_error_handler([limits](const httplib::Request &req, httplib::Response &res) {
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [limits](const httplib::Request &req, httplib::Response &res) {
     if (!res.body.empty())
       return httplib::Server::HandlerResponse::Unhandled;
     auto route = routeMethods().find(req.path);
@@ -337,10 +365,12 @@ void installRoutes(httplib::Server &server, Model &model, const ApiLimits &limit
       replyError(res, 413, "the request body is over the limit of " +
                                std::to_string(limits.maxBodyBytes) + " bytes (--max-body-bytes)");
     } else {
-      replyError(res, res.status, "bad request (HTTP " + std::to_string(res.status) + ")");
+      replyError(res, res.status, "malformed HTTP request (HTTP " + std::to_string(res.status) +
+                                      "): not a request line, headers and body this server "
+                                      "reads, or an unknown method");
     }
     return httplib::Server::HandlerResponse::Handled;
-  });
+  }));
 
   server.set_exception_handler(
       [](const httplib::Request &, httplib::Response &res, std::exception_ptr) {
