@@ -229,11 +229,13 @@ httplib::Server::HandlerResponse refuseUnboundedBodies(const httplib::Request &r
                                                        httplib::Response &res) {
   std::string why;
   int status = 0;
-  bool hasBody = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
-                 req.method == "DELETE";
+  // The methods whose body cpp-httplib reads to the end of the connection
+  // when no length is given.
+  bool readsBody = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                   req.method == "PRI";
   if (req.has_header("Transfer-Encoding"))
     status = 411, why = "chunked request bodies are not taken: send a Content-Length";
-  else if (hasBody && !req.has_header("Content-Length"))
+  else if (readsBody && !req.has_header("Content-Length"))
     status = 411, why = "a " + req.method + " needs a Content-Length (0 for no body)";
   else if (req.has_header("Content-Encoding") && req.get_header_value("Content-Encoding") != "identity")
     status = 415, why = "compressed request bodies (Content-Encoding: " +

@@ -43,52 +43,74 @@ TensorPtr owned(tc_tensor_t *t) { return TensorPtr(t, tc_tensor_release); }
 void printLine(void *, const char *text) { std::fprintf(stderr, "tc-service: %s\n", text); }
 void printNote(void *, const char *text) { std::fprintf(stderr, "tc-service: note: %s\n", text); }
 
+/// One input or output of a session's function.
+struct ValueInfo {
+  std::string name;
+  tc_dtype_t dtype;
+  std::vector<int64_t> shape;
+};
+using CountFn = tc_status_t *(*)(const tc_session_t *, const char *, size_t *);
+using InfoFn = tc_status_t *(*)(const tc_session_t *, const char *, size_t, const char **,
+                                tc_dtype_t *, size_t *, const int64_t **);
+
+/// The inputs (tc_session_input_*) or outputs (tc_session_output_*) of `fn`.
+bool valueInfos(tc_session_t *s, const char *fn, CountFn count, InfoFn info,
+                std::vector<ValueInfo> *out, std::string *error) {
+  size_t n = 0;
+  if (tc_status_t *st = count(s, fn, &n))
+    return *error = takeMessage(st), false;
+  for (size_t i = 0; i < n; ++i) {
+    const char *name;
+    tc_dtype_t dtype;
+    size_t rank;
+    const int64_t *shape;
+    if (tc_status_t *st = info(s, fn, i, &name, &dtype, &rank, &shape))
+      return *error = takeMessage(st), false;
+    out->push_back({name, dtype, std::vector<int64_t>(shape, shape + rank)});
+  }
+  return true;
+}
+
+/// The value named `name` among `values`, else the only one that `fits`
+/// (nullptr when none or several fit).
+const ValueInfo *pick(const std::vector<ValueInfo> &values, const std::string &name,
+                      bool (*fits)(const ValueInfo &)) {
+  const ValueInfo *only = nullptr;
+  int fitting = 0;
+  for (const ValueInfo &v : values) {
+    if (!fits(v))
+      continue;
+    if (v.name == name)
+      return &v;
+    only = &v;
+    ++fitting;
+  }
+  return fitting == 1 ? only : nullptr;
+}
+
 /// Reads [batch, seq] from infer's input_ids and vocab from its logits
-/// [batch, seq, vocab], as the runtime's generation finds them (runtime.h,
-/// "generation"): by name, else the only candidate.
+/// [batch, seq, vocab], found as the runtime's generation finds them
+/// (runtime.h, "generation"): by name, else the only candidate.
 bool modelShape(tc_session_t *s, int64_t *batch, int64_t *seq, int64_t *vocab,
                 std::string *error) {
-  const char *fn = "infer";
-  size_t nin = 0, nout = 0;
-  tc_status_t *st = tc_session_input_count(s, fn, &nin);
-  if (!st)
-    st = tc_session_output_count(s, fn, &nout);
-  if (st) {
-    *error = "the artifact has no infer function: " + takeMessage(st);
-    return false;
-  }
-  const int64_t *ids = nullptr, *logits = nullptr;
-  int floats3 = 0;
-  for (size_t i = 0; i < nin; ++i) {
-    const char *name;
-    tc_dtype_t dt;
-    size_t rank;
-    const int64_t *shape;
-    if ((st = tc_session_input_info(s, fn, i, &name, &dt, &rank, &shape)))
-      return *error = takeMessage(st), false;
-    if (rank == 2 && !tc_dtype_is_float(dt) && (std::string(name) == "input_ids" || nin == 1))
-      ids = shape;
-  }
-  for (size_t i = 0; i < nout; ++i) {
-    const char *name;
-    tc_dtype_t dt;
-    size_t rank;
-    const int64_t *shape;
-    if ((st = tc_session_output_info(s, fn, i, &name, &dt, &rank, &shape)))
-      return *error = takeMessage(st), false;
-    bool candidate = rank == 3 && tc_dtype_is_float(dt);
-    floats3 += candidate;
-    if (candidate && (std::string(name) == "logits" || !logits))
-      logits = shape;
-  }
-  if (!ids || !logits || floats3 == 0) {
-    *error = "tc-service serves causal LMs: the artifact's infer function needs an integer "
-             "input input_ids [batch, seq] and a float output logits [batch, seq, vocab]";
-    return false;
-  }
-  *batch = ids[0];
-  *seq = ids[1];
-  *vocab = logits[2];
+  std::vector<ValueInfo> inputs, outputs;
+  if (!valueInfos(s, "infer", tc_session_input_count, tc_session_input_info, &inputs, error) ||
+      !valueInfos(s, "infer", tc_session_output_count, tc_session_output_info, &outputs, error))
+    return *error = "the artifact's infer function: " + *error, false;
+  const ValueInfo *ids = pick(inputs, "input_ids", [](const ValueInfo &v) {
+    return v.shape.size() == 2 && !tc_dtype_is_float(v.dtype);
+  });
+  const ValueInfo *logits = pick(outputs, "logits", [](const ValueInfo &v) {
+    return v.shape.size() == 3 && tc_dtype_is_float(v.dtype) != 0;
+  });
+  if (!ids || !logits)
+    return *error = "tc-service serves causal LMs: the artifact's infer function needs an "
+                    "integer input input_ids [batch, seq] and a float output logits [batch, "
+                    "seq, vocab]",
+           false;
+  *batch = ids->shape[0];
+  *seq = ids->shape[1];
+  *vocab = logits->shape[2];
   return true;
 }
 

@@ -15,6 +15,7 @@ compiled for training on the CPU, the server started on a loopback port
 Needs build/bin/tc-compile and build/bin/tc-service (TC_BUILD_DIR); the
 client is the standard library's urllib.
 """
+import http.client
 import json
 import os
 import re
@@ -164,6 +165,28 @@ class ServiceTest(unittest.TestCase):
         status, reply, _ = self.call("POST", "/eval", raw=b" " * (MAX_BODY + 1))
         self.assertEqual(status, 413, reply)
         self.assertIn("--max-body-bytes", reply["error"])
+
+    def test_bodies_the_limit_cannot_bound_are_refused(self):
+        # cpp-httplib 0.11 bounds Content-Length bodies only: chunked,
+        # length-less and compressed ones are refused before they are read.
+        port = int(self.base.rsplit(":", 1)[1])
+        cases = [("POST", "/eval", iter([b'{"tokens": [1]}']), {}, True, 411, "chunked"),
+                 ("PUT", "/eval", None, {}, False, 411, "Content-Length"),
+                 ("POST", "/eval", b"{}", {"Content-Encoding": "gzip"}, False, 415, "compressed"),
+                 ("POST", "/eval", b"--x\r\n", {"Content-Type": "multipart/form-data; boundary=x"},
+                  False, 415, "multipart")]
+        for method, path, body, headers, chunked, want, word in cases:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            if body is None:  # no Content-Length at all
+                conn.putrequest(method, path)
+                conn.endheaders()
+            else:
+                conn.request(method, path, body=body, headers=headers, encode_chunked=chunked)
+            r = conn.getresponse()
+            reply = json.loads(r.read())
+            conn.close()
+            self.assertEqual(r.status, want, f"{method} {headers}: {reply}")
+            self.assertIn(word, reply["error"])
 
     def test_eval_and_infer(self):
         text = b"This program is free software: you can redistribute it"
