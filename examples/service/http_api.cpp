@@ -52,7 +52,9 @@ const char *typeName(const json &v) {
 
 void reply(httplib::Response &res, int status, const json &body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Messages quote the request (its path, a field's name), whose bytes need
+  // not be UTF-8: replaced, not thrown.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void replyError(httplib::Response &res, int status, const std::string &message) {

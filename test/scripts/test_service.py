@@ -76,6 +76,7 @@ MALFORMED = [
     ("POST", "/train/start", {"steps": 5, "data": "/nonexistent/tokens.bin"}, 400,
      "/nonexistent/tokens.bin"),
     ("GET", "/nope", None, 404, "no route GET /nope"),
+    ("GET", "/%FF%FE", None, 404, "no route GET /"),  # not UTF-8: replaced in the message
     ("DELETE", "/health", None, 405, "use GET"),
     ("GET", "/eval", None, 405, "use POST"),
     ("POST", "/train/stop", b"{\"now\": true}", 400, "unknown field \"now\""),
@@ -305,6 +306,22 @@ class ServiceTest(unittest.TestCase):
         # Inference now runs on the trained weights.
         _, after, _ = self.call("POST", "/infer", {"tokens": [10, 20, 30]})
         self.assertNotEqual(before["logits"], after["logits"])
+
+
+class ServiceCliTest(unittest.TestCase):
+    def test_bad_flags_and_artifacts_exit_2_with_a_message(self):
+        if not os.path.exists(TC_SERVICE):
+            self.fail(f"{TC_SERVICE} is missing")
+        cases = [([], "no artifact given"),
+                 (["/nonexistent/model.tca"], "/nonexistent/model.tca"),
+                 (["m.tca", "--port", "99999"], "--port wants a whole number in [0, 65535]"),
+                 (["m.tca", "--device", "tpu"], "--device wants cpu or cuda"),
+                 (["m.tca", "--bogus", "1"], "unknown flag --bogus"),
+                 (["m.tca", "--host"], "--host needs a value")]
+        for args, word in cases:
+            r = subprocess.run([TC_SERVICE] + args, capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
+            self.assertIn(word, r.stderr, args)
 
 
 class ServiceSourcesTest(unittest.TestCase):
