@@ -182,7 +182,7 @@ tc_status_t *tc_npy_write(const char *path, const tc_tensor_view_t *tensor);
  * backslash in NAME becomes '_': output names are not paths). */
 tc_status_t *tc_npy_write_dir(const char *dir, const tc_tensor_t *const *tensors, size_t count);
 
-/* Named tensors (a safetensors file), in the file's order. */
+/* Named tensors (a safetensors file), sorted by name. */
 typedef struct tc_tensor_list_t tc_tensor_list_t;
 size_t tc_tensor_list_count(const tc_tensor_list_t *list);
 /* Tensor `index` (NULL when out of range), owned by the list. */
@@ -256,6 +256,26 @@ const char *tc_artifact_function_name(const tc_artifact_t *artifact, size_t inde
 /* 1 when the artifact has a host function / a GPU function called `name`. */
 int tc_artifact_has_function(const tc_artifact_t *artifact, const char *name);
 int tc_artifact_has_device_function(const tc_artifact_t *artifact, const char *name);
+/* Inputs and outputs of function `function_name`, as tc_session_input_info
+ * and tc_session_output_info give them (without making a session). */
+tc_status_t *tc_artifact_input_count(const tc_artifact_t *artifact, const char *function_name,
+                                     size_t *out_count);
+tc_status_t *tc_artifact_input_info(const tc_artifact_t *artifact, const char *function_name,
+                                    size_t index, const char **out_name, tc_dtype_t *out_dtype,
+                                    size_t *out_rank, const int64_t **out_shape);
+tc_status_t *tc_artifact_output_count(const tc_artifact_t *artifact, const char *function_name,
+                                      size_t *out_count);
+tc_status_t *tc_artifact_output_info(const tc_artifact_t *artifact, const char *function_name,
+                                     size_t index, const char **out_name, tc_dtype_t *out_dtype,
+                                     size_t *out_rank, const int64_t **out_shape);
+/* The checks tc-run makes before running a function: `inputs` come in the
+ * function's input order; their count, dtypes, shapes and sizes must be the
+ * declared ones ("input 'ids': expected ..., got ...") and integer inputs
+ * must lie in the ranges the compiler recorded (a token id within the
+ * embedding, a label within the classes). INVALID_ARGUMENT naming the input,
+ * the element and its value otherwise. */
+tc_status_t *tc_artifact_check_inputs(const tc_artifact_t *artifact, const char *function_name,
+                                      const tc_tensor_view_t *inputs, size_t num_inputs);
 /* Replaces the model entries (parameters and buffers) by those of `weights`:
  * a checkpoint folder (or its newest step-N folder), DIR/model.safetensors
  * or a .safetensors file. Names and shapes must match exactly (the error
@@ -366,15 +386,6 @@ tc_status_t *tc_session_output_info(const tc_session_t *session,
 tc_status_t *tc_session_run(tc_session_t *session, const char *function_name,
                             const tc_tensor_view_t *inputs, size_t num_inputs,
                             tc_tensor_t **out_outputs, size_t num_outputs);
-
-/* The checks tc-run makes before running a function: `inputs` come in the
- * function's input order; their count, dtypes, shapes and sizes must be the
- * declared ones ("input 'ids': expected ..., got ...") and integer inputs
- * must lie in the ranges the compiler recorded (a token id within the
- * embedding, a label within the classes). INVALID_ARGUMENT naming the input,
- * the element and its value otherwise. */
-tc_status_t *tc_session_check_inputs(const tc_session_t *session, const char *function_name,
-                                     const tc_tensor_view_t *inputs, size_t num_inputs);
 
 /*===------------------------------ generation ---------------------------===*/
 
