@@ -43,28 +43,28 @@ TensorPtr owned(tc_tensor_t *t) { return TensorPtr(t, tc_tensor_release); }
 void printLine(void *, const char *text) { std::fprintf(stderr, "tc-service: %s\n", text); }
 void printNote(void *, const char *text) { std::fprintf(stderr, "tc-service: note: %s\n", text); }
 
-/// One input or output of a session's function.
+/// One input or output of an artifact's function.
 struct ValueInfo {
   std::string name;
   tc_dtype_t dtype;
   std::vector<int64_t> shape;
 };
-using CountFn = tc_status_t *(*)(const tc_session_t *, const char *, size_t *);
-using InfoFn = tc_status_t *(*)(const tc_session_t *, const char *, size_t, const char **,
+using CountFn = tc_status_t *(*)(const tc_artifact_t *, const char *, size_t *);
+using InfoFn = tc_status_t *(*)(const tc_artifact_t *, const char *, size_t, const char **,
                                 tc_dtype_t *, size_t *, const int64_t **);
 
-/// The inputs (tc_session_input_*) or outputs (tc_session_output_*) of `fn`.
-bool valueInfos(tc_session_t *s, const char *fn, CountFn count, InfoFn info,
+/// The inputs (tc_artifact_input_*) or outputs (tc_artifact_output_*) of `fn`.
+bool valueInfos(const tc_artifact_t *a, const char *fn, CountFn count, InfoFn info,
                 std::vector<ValueInfo> *out, std::string *error) {
   size_t n = 0;
-  if (tc_status_t *st = count(s, fn, &n))
+  if (tc_status_t *st = count(a, fn, &n))
     return *error = takeMessage(st), false;
   for (size_t i = 0; i < n; ++i) {
     const char *name;
     tc_dtype_t dtype;
     size_t rank;
     const int64_t *shape;
-    if (tc_status_t *st = info(s, fn, i, &name, &dtype, &rank, &shape))
+    if (tc_status_t *st = info(a, fn, i, &name, &dtype, &rank, &shape))
       return *error = takeMessage(st), false;
     out->push_back({name, dtype, std::vector<int64_t>(shape, shape + rank)});
   }
@@ -91,11 +91,11 @@ const ValueInfo *pick(const std::vector<ValueInfo> &values, const std::string &n
 /// Reads [batch, seq] from infer's input_ids and vocab from its logits
 /// [batch, seq, vocab], found as the runtime's generation finds them
 /// (runtime.h, "generation"): by name, else the only candidate.
-bool modelShape(tc_session_t *s, int64_t *batch, int64_t *seq, int64_t *vocab,
+bool modelShape(const tc_artifact_t *a, int64_t *batch, int64_t *seq, int64_t *vocab,
                 std::string *error) {
   std::vector<ValueInfo> inputs, outputs;
-  if (!valueInfos(s, "infer", tc_session_input_count, tc_session_input_info, &inputs, error) ||
-      !valueInfos(s, "infer", tc_session_output_count, tc_session_output_info, &outputs, error))
+  if (!valueInfos(a, "infer", tc_artifact_input_count, tc_artifact_input_info, &inputs, error) ||
+      !valueInfos(a, "infer", tc_artifact_output_count, tc_artifact_output_info, &outputs, error))
     return *error = "the artifact's infer function: " + *error, false;
   const ValueInfo *ids = pick(inputs, "input_ids", [](const ValueInfo &v) {
     return v.shape.size() == 2 && !tc_dtype_is_float(v.dtype);
@@ -187,22 +187,21 @@ std::unique_ptr<Model> Model::load(const std::string &path, const std::string &d
   if (tc_status_t *st = tc_artifact_open(path.c_str(), &m->artifact_))
     return *error = takeMessage(st), nullptr;
 
-  tc_session_options_t so;
-  tc_session_options_initialize(&so);
-  so.device = dev;
-  if (tc_status_t *st = tc_session_create_from_artifact(m->artifact_, &so, &m->session_))
-    return *error = takeMessage(st), nullptr;
-  if (!modelShape(m->session_, &m->batch_, &m->context_, &m->vocab_, error))
+  if (!modelShape(m->artifact_, &m->batch_, &m->context_, &m->vocab_, error))
     return nullptr;
   m->canTrain_ = tc_artifact_has_function(m->artifact_, "train_step") ||
                  tc_artifact_has_function(m->artifact_, "grad_step");
-  if (!m->canTrain_)
-    return m; // /infer from the session
+  if (!m->canTrain_) { // /infer from a session
+    tc_session_options_t so;
+    tc_session_options_initialize(&so);
+    so.device = dev;
+    if (tc_status_t *st = tc_session_create_from_artifact(m->artifact_, &so, &m->session_))
+      return *error = takeMessage(st), nullptr;
+    return m;
+  }
 
   // The idle trainer: the artifact's weights, for eval and infer before the
   // first job. It has no data and never steps.
-  tc_session_release(m->session_);
-  m->session_ = nullptr;
   tc_train_options_t o;
   tc_train_options_initialize(&o);
   o.steps = 1;
