@@ -24,11 +24,15 @@ std::string takeMessage(tc_status_t *st) {
   return m;
 }
 
-/// A runtime failure as a reply: the caller's input (a bad option, a
-/// missing token file, a token id the model refuses) is a 400, anything else
-/// a 500. Frees `st`.
+/// A runtime failure as a reply: the request's fault (a bad option, a token
+/// id the model refuses, a token file that is missing, unreadable or
+/// malformed: the only files the runtime reads after loading are those a
+/// request names) is a 400, anything else a 500. Frees `st`.
 Failure failureOf(tc_status_t *st, const std::string &what) {
-  bool input = tc_status_is_input_error(st) || tc_status_code(st) == TC_STATUS_INVALID_ARGUMENT;
+  tc_status_code_t code = tc_status_code(st);
+  bool input = tc_status_is_input_error(st) || code == TC_STATUS_INVALID_ARGUMENT ||
+               code == TC_STATUS_NOT_FOUND || code == TC_STATUS_OUT_OF_RANGE ||
+               code == TC_STATUS_DATA_LOSS || code == TC_STATUS_IO_ERROR;
   return Failure{input ? 400 : 500, what + ": " + takeMessage(st)};
 }
 
