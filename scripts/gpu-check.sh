@@ -11,6 +11,7 @@
 #     1e-4 relative; bf16: 2e-2), and each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
+#     the C API's trainer against tc-run's losses (test/runtime/capi_train_check),
 #     compute-sanitizer memcheck and racecheck on two fixtures (exit clean),
 #     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
 #   - GPT-2 124M: tc beside PyTorch eager and torch.compile (TC_BENCH=0 skips;
@@ -32,7 +33,7 @@ TORCH=1
 for arg in "$@"; do
   case "$arg" in
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) BUILD="$arg" ;;
   esac
 done
@@ -287,6 +288,33 @@ PY
   echo "   $resume_line"
 fi
 
+# The C API's trainer on the GPU (test/runtime/capi_train_check: tc/runtime.h
+# only): 8 steps on the resume check's feeds must equal tc-run's uninterrupted
+# run (resume/full.jsonl) to the bit, and its own save at step 4 resumed by a
+# new trainer must equal its 8 steps.
+capi_line="capi: not run"
+CAPI="$BUILD/test/runtime/capi_train_check"
+if [ -x "$CAPI" ] && [ -f "$RFX" ] && [ -f "$OUT/resume/full.jsonl" ]; then
+  mkdir -p "$OUT/capi"
+  feeds=(--feed "input_ids=$FIXT/gpt2.input_ids.npy" --feed "labels=$FIXT/gpt2.labels.npy")
+  own=$("$CAPI" "$RFX" "$OUT/capi" cuda 8 4 "${feeds[@]}" 2>&1 | tail -1)
+  capi_line="capi: $(python3 - "$OUT" "$own" <<'PY'
+import json, sys
+d, own = sys.argv[1], sys.argv[2]
+try:
+    ref = [r["loss"] for r in map(json.loads, open(f"{d}/resume/full.jsonl"))]
+    got = [r["loss"] for r in map(json.loads, open(f"{d}/capi/capi-full.jsonl"))]
+except OSError as e:
+    print(f"FAIL ({e}; {own})"); sys.exit(0)
+same = len(ref) == 8 and got == ref and own.startswith("PASS")
+print(("PASS" if same else "FAIL") + f": C API vs tc-run {'equal' if got == ref else 'differ'} over "
+      f"{len(got)} steps (last {got[-1] if got else float('nan'):.9g} vs "
+      f"{ref[-1] if ref else float('nan'):.9g}); save/resume: {own[:120]}")
+PY
+)"
+  echo "   $capi_line"
+fi
+
 # compute-sanitizer: memcheck and racecheck on a fixture's training steps
 # (fp32 and bf16) and an eval; a reported error or a failing CUDA API call
 # fails the check (--error-exitcode).
@@ -433,11 +461,12 @@ echo "gpu-check: $gen_line"
 echo "gpu-check: $tiny_line"
 echo "gpu-check: $loop_line"
 echo "gpu-check: $resume_line"
+echo "gpu-check: $capi_line"
 echo "gpu-check: $eval_line"
 echo "gpu-check: $errors_line"
 echo "gpu-check: $sanitizer_line"
 extra_rc=0
-for line in "$resume_line" "$eval_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
+for line in "$resume_line" "$capi_line" "$eval_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
   case "$line" in *FAIL*) extra_rc=1 ;; esac
 done
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&

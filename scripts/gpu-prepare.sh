@@ -38,10 +38,13 @@ if [ ! -f "$CB/build.ninja" ]; then
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
     -DMLIR_LINK_MLIR_DYLIB=ON -DTC_ENABLE_CUDA=ON >/dev/null
 fi
-ninja -C "$CB" -j"$JOBS" tc-compile tc-run tc-cuda-codegen tc_cuda_tests run_generated
+ninja -C "$CB" -j"$JOBS" tc-compile tc-run tc-cuda-codegen tc_cuda_tests run_generated \
+  capi_train_check
 
-mkdir -p "$OUT/bin" "$OUT/test/cuda" "$OUT/test/codegen" "$OUT/fixtures" "$OUT/bench"
+mkdir -p "$OUT/bin" "$OUT/test/cuda" "$OUT/test/codegen" "$OUT/test/runtime" "$OUT/fixtures" \
+  "$OUT/bench"
 cp "$CB/bin/tc-run" "$OUT/bin/"
+cp "$CB/test/runtime/capi_train_check" "$OUT/test/runtime/"
 cp "$CB/test/cuda/tc_cuda_tests" "$OUT/test/cuda/"
 cp "$CB/test/codegen/run_generated" "$OUT/test/codegen/"
 rm -rf "$OUT/gpu-bundle"

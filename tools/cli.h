@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/base/version.h"
+#include "runtime/include/tc/runtime.h"
 
 namespace tc::cli {
 
-/// The version every tool prints for --version (runtime/src/base/version.h).
-inline constexpr const char *kVersion = tc::rt::kTcVersion;
+/// The version every tool prints for --version (tc_version()).
+inline const char *const kVersion = tc_version();
 
 /// Every "--name" token of a help text (the options it documents).
 inline std::vector<std::string> optionsIn(const std::string &usage) {

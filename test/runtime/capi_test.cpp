@@ -23,7 +23,9 @@ std::string writeModel() {
   b.output("y", b.op("tc.add", {x, bias}, f32({2, 3})));
   b.output("n", b.op("tc.reduce_sum", {x}, f32({}), {{"axes", aInts({0, 1})}}));
   a.functions.push_back(b.fn);
-  std::string path = ::testing::TempDir() + "/tc_capi_test.tca";
+  // One file per test: ctest runs them in parallel (and each removes its own).
+  std::string path = ::testing::TempDir() + "/tc_capi_test_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".tca";
   EXPECT_TRUE(writeArtifact(a, path).isOk());
   return path;
 }

@@ -1,8 +1,10 @@
 //===- tc-run.cpp - run a compiled tc artifact ----------------------------===//
 //
-// Thin: parses flags, installs the signal handlers and prints; the work is
-// in the runtime (runtime/src/session/run.h: train, evaluate, generate;
-// the CPU and CUDA executors for --eval with feeds).
+// Thin: parses flags, reads the environment (TC_CUDA_GRAPHS,
+// TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE, TC_MATMUL_TUNE: the CUDA options),
+// installs the signal handlers and prints; the work is the runtime's, through
+// its public C API only (tc/runtime.h: tc_run_train, tc_run_eval,
+// tc_run_generate, sessions for --eval with feeds).
 //
 // Exit codes: 0 success; 2 usage or input error (bad flag, missing or bad
 // artifact, data or checkpoint, missing/extra/ill-typed feed); 1 run-time
@@ -19,24 +21,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <set>
+#include <memory>
 #include <string>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
-#include "runtime/src/base/artifact.h"
-#include "runtime/src/base/host_tensor.h"
-#include "runtime/src/base/json.h"
-#include "runtime/src/base/npy.h"
-#include "runtime/src/cpu/executor.h"
-#include "runtime/src/session/run.h"
+#include "runtime/include/tc/runtime.h"
 #include "tools/cli.h"
-#if TC_HAVE_CUDA
-#include "runtime/src/cuda/executor.h"
-#endif
-
-using namespace tc::rt;
 
 namespace {
 
@@ -133,6 +124,27 @@ Everywhere:
   --version              print tc's version
 )";
 
+/// tc-run's training flags ("not given": -1 or ""), as tc_train_options_t
+/// takes them.
+struct TrainFlags {
+  int64_t steps = -1;
+  double lr = -1;
+  int64_t warmup = -1;
+  std::string schedule;
+  int64_t seed = -1;
+  std::string data, dataDtype, labels;
+  int64_t batch = -1, seq = -1;
+  std::string save;
+  int64_t saveEvery = 0;
+  bool overwrite = false;
+  int64_t keepCheckpoints = 0;
+  std::string resume, init;
+  std::string valData;
+  int64_t evalEvery = -1, evalIters = -1;
+  std::string tensorboard;
+  int64_t logEvery = 10;
+};
+
 /// Which modes a flag means something in.
 enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4 };
 
@@ -145,7 +157,7 @@ struct Options {
   std::string refPrecision = "f32";
   std::string saveDir; // --save-outputs
   bool help = false, version = false, eval = false, generate = false, overwrite = false;
-  TrainOptions train;
+  TrainFlags train;
   std::string prompt;
   int64_t maxNewTokens = 32, topK = 0;
   double temperature = 1.0;
@@ -176,7 +188,7 @@ std::string parseDouble(const std::string &flag, const std::string &v, double *o
 /// Parses argv; returns an error message or "".
 std::string parseArgs(int argc, char **argv, Options *o) {
   std::vector<std::string> positional;
-  TrainOptions &t = o->train;
+  TrainFlags &t = o->train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h") {
@@ -361,25 +373,61 @@ std::string parseArgs(int argc, char **argv, Options *o) {
   return "";
 }
 
-std::string formatValue(const HostTensor &t, double v) {
+/// A status as tc-run's exit: its message (consumed) and whether it is the
+/// user's input.
+struct Failure {
+  std::string message;
+  bool input = false;
+  tc_status_code_t code = TC_STATUS_OK;
+};
+Failure take(tc_status_t *st) {
+  Failure f{tc_status_message(st), tc_status_is_input_error(st) != 0, tc_status_code(st)};
+  tc_status_release(st);
+  return f;
+}
+
+/// NULL for "" (an option not given).
+const char *cstr(const std::string &s) { return s.empty() ? nullptr : s.c_str(); }
+
+/// A runtime-owned string as a std::string (released).
+std::string own(char *text) {
+  std::string s = text ? text : "";
+  tc_string_release(text);
+  return s;
+}
+
+struct TensorReleaser {
+  void operator()(tc_tensor_t *t) const { tc_tensor_release(t); }
+};
+using Tensor = std::unique_ptr<tc_tensor_t, TensorReleaser>;
+
+std::string typeText(tc_dtype_t dtype, size_t rank, const int64_t *shape) {
+  char *text = nullptr;
+  tc_status_release(tc_type_to_string(dtype, rank, shape, &text));
+  return own(text);
+}
+
+std::string formatValue(tc_dtype_t dtype, double v) {
   char buf[64];
-  if (dtypeIsFloat(t.type.dtype))
+  if (tc_dtype_is_float(dtype))
     std::snprintf(buf, sizeof buf, "%.6g", v);
   else
     std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
   return buf;
 }
 
-void printOutput(const std::string &name, const HostTensor &t) {
-  std::vector<double> v = hostTensorToDoubles(t);
-  std::string line = name + ": " + typeToString(t.type);
-  if (t.type.shape.empty() && v.size() == 1) {
-    line += " = " + formatValue(t, v[0]);
+void printOutput(const std::string &name, const tc_tensor_t *t) {
+  std::vector<double> v(tc_tensor_element_count(t));
+  tc_status_release(tc_tensor_to_f64(t, v.data(), v.size()));
+  tc_dtype_t dtype = tc_tensor_dtype(t);
+  std::string line = name + ": " + typeText(dtype, tc_tensor_rank(t), tc_tensor_shape(t));
+  if (tc_tensor_rank(t) == 0 && v.size() == 1) {
+    line += " = " + formatValue(dtype, v[0]);
   } else {
     line += " [";
     size_t shown = std::min<size_t>(v.size(), 6);
     for (size_t i = 0; i < shown; ++i)
-      line += (i ? ", " : "") + formatValue(t, v[i]);
+      line += (i ? ", " : "") + formatValue(dtype, v[i]);
     if (v.size() > shown)
       line += ", ...";
     line += "]";
@@ -399,37 +447,36 @@ void printOutput(const std::string &name, const HostTensor &t) {
   std::printf("%s\n", line.c_str());
 }
 
-std::string jsonNumber(const HostTensor &t, double v) {
-  if (!std::isfinite(v))
-    return "null";
-  char buf[64];
-  if (dtypeIsFloat(t.type.dtype))
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-  else
-    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  return buf;
+/// Appends `line` and a newline to the metrics file.
+int appendMetrics(const std::string &path, const std::string &line) {
+  std::FILE *f = std::fopen(path.c_str(), "a");
+  if (!f || std::fputs((line + "\n").c_str(), f) < 0 || std::fclose(f) != 0)
+    return fail(kExitRuntime, "cannot append to metrics file '" + path + "': " +
+                                  std::strerror(errno));
+  return 0;
 }
 
-/// mkdir -p.
-bool makeDirs(const std::string &dir) {
-  std::string path;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    path = dir.substr(0, pos);
-    if (path.empty())
-      continue;
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-      return false;
-  }
-  struct stat st;
-  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+/// The CUDA backend's options, from the environment (the runtime reads none).
+tc_cuda_options_t cudaOptionsFromEnv() {
+  tc_cuda_options_t c;
+  tc_session_options_t defaults;
+  tc_session_options_initialize(&defaults);
+  c = defaults.cuda;
+  if (const char *g = std::getenv("TC_CUDA_GRAPHS"))
+    c.graphs = std::string(g) != "0";
+  if (const char *v = std::getenv("TC_CUDA_CHECK_OPS"))
+    c.check_each_op = std::string(v) == "1";
+  if (const char *v = std::getenv("TC_CUDA_PROFILE"))
+    c.profile = std::string(v) == "1";
+  if (const char *v = std::getenv("TC_MATMUL_TUNE"))
+    c.matmul_tune = std::string(v) != "0";
+  return c;
 }
 
 /// Where to run: *gpu = -1 for the CPU reference, else the GPU ordinal.
 /// `*note` says why --device auto runs a GPU artifact on the CPU. Returns an
 /// error message or "".
-std::string resolveDevice(const Options &o, const Artifact &artifact, int *gpu,
+std::string resolveDevice(const Options &o, const tc_artifact_t *artifact, int *gpu,
                           std::string *note) {
   *gpu = -1;
   note->clear();
@@ -437,39 +484,36 @@ std::string resolveDevice(const Options &o, const Artifact &artifact, int *gpu,
     return "";
   bool explicitGpu = o.device != "auto";
   int ordinal = explicitGpu && o.device.size() > 5 ? std::atoi(o.device.c_str() + 5) : 0;
-  if (artifact.deviceFunctions.empty()) {
+  if (!tc_artifact_has_device_program(artifact)) {
     if (!explicitGpu)
       return "";
-    return "artifact '" + o.model + "' was compiled for '" + artifact.target +
+    return "artifact '" + o.model + "' was compiled for '" + tc_artifact_target(artifact) +
            "' and has no GPU program: compile it with tc-compile --target sm_90 (or sm_120)";
   }
-#if !TC_HAVE_CUDA
-  (void)ordinal;
-#endif
-  std::string fallback = "the artifact has a GPU program (" + artifact.target + ") but ";
+  std::string fallback =
+      "the artifact has a GPU program (" + std::string(tc_artifact_target(artifact)) + ") but ";
   if (o.refPrecision == "f64") {
     if (explicitGpu)
       return "--ref-precision f64 is a CPU reference mode; it does not go with --device cuda";
     *note = fallback + "--ref-precision f64 is a CPU reference mode: running on the CPU reference";
     return "";
   }
-#if TC_HAVE_CUDA
-  Status st = cuda::requireGpu();
-  if (!st.isOk()) {
+  if (!tc_cuda_built()) {
     if (explicitGpu)
-      return st.message();
-    *note = fallback + st.message() + ": running on the CPU reference (--device cuda to insist)";
+      return "this tc-run was built without the CUDA backend (configure with -DTC_ENABLE_CUDA=ON)";
+    *note = fallback + "this tc-run was built without the CUDA backend: running on the CPU "
+            "reference";
+    return "";
+  }
+  if (tc_status_t *st = tc_cuda_check()) {
+    Failure f = take(st);
+    if (explicitGpu)
+      return f.message;
+    *note = fallback + f.message + ": running on the CPU reference (--device cuda to insist)";
     return "";
   }
   *gpu = ordinal;
   return "";
-#else
-  if (explicitGpu)
-    return "this tc-run was built without the CUDA backend (configure with -DTC_ENABLE_CUDA=ON)";
-  *note = fallback + "this tc-run was built without the CUDA backend: running on the CPU "
-          "reference";
-  return "";
-#endif
 }
 
 std::atomic<int> gStop{0};
@@ -479,6 +523,9 @@ void onSignal(int sig) {
     std::_Exit(128 + sig); // a second signal: at once
   gStop.store(sig);
 }
+
+/// tc_train_options_t.should_stop: the signal that asked, 0 for none.
+int stopRequested(void *) { return gStop.load(); }
 
 std::string clockText(double s) {
   if (!(s >= 0) || !std::isfinite(s))
@@ -507,27 +554,27 @@ std::string countText(double v) {
 
 /// Prints what a run says: lines to stdout, notes to stderr, the progress
 /// bar on a terminal (stderr) and the periodic lines (kept in the scrollback).
-class Printer : public RunObserver {
+class Printer {
 public:
   explicit Printer(bool tty) : tty_(tty) {}
-  void line(const std::string &text) override {
+  void line(const std::string &text) {
     clearBar();
     std::printf("%s\n", text.c_str());
     std::fflush(stdout);
   }
-  void note(const std::string &text) override {
+  void note(const std::string &text) {
     clearBar();
     std::fprintf(stderr, "tc-run: note: %s\n", text.c_str());
   }
-  void step(const StepRecord &r) override {
+  void step(const tc_step_metrics_t &r) {
     char buf[320];
     std::snprintf(buf, sizeof buf,
                   "step %lld/%lld loss %.4f (avg %.4f) lr %.3g grad_norm %.3g | %s tok/s, %s "
                   "tokens | %s elapsed, ETA %s",
-                  static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss,
-                  r.lossSmooth, r.lr, r.gradNorm, countText(r.tokensPerS).c_str(),
-                  countText(static_cast<double>(r.tokensTotal)).c_str(),
-                  clockText(r.elapsedS).c_str(), clockText(r.etaS).c_str());
+                  static_cast<long long>(r.step), static_cast<long long>(r.total_steps), r.loss,
+                  r.loss_smooth, r.lr, r.grad_norm, countText(r.tokens_per_s).c_str(),
+                  countText(static_cast<double>(r.tokens_total)).c_str(),
+                  clockText(r.elapsed_s).c_str(), clockText(r.eta_s).c_str());
     std::string text = buf;
     if (r.mfu >= 0) {
       std::snprintf(buf, sizeof buf, " | MFU %.1f%% HFU %.1f%%", 100 * r.mfu, 100 * r.hfu);
@@ -540,17 +587,17 @@ public:
     }
     if (tty_) {
       int width = 24;
-      int64_t span = std::max<int64_t>(r.total - r.first + 1, 1);
-      int filled = static_cast<int>(width * (r.step - r.first + 1) / span);
+      int64_t span = std::max<int64_t>(r.total_steps - r.first_step + 1, 1);
+      int filled = static_cast<int>(width * (r.step - r.first_step + 1) / span);
       std::fprintf(stderr, "\r[%s%s] %s\x1b[K", std::string(filled, '#').c_str(),
                    std::string(width - filled, '.').c_str(), text.c_str());
       barShown_ = true;
     }
   }
-  void val(const ValRecord &v) override {
+  void val(const tc_val_metrics_t &v) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "step %lld val_loss %.4f (%lld tokens)",
-                  static_cast<long long>(v.step), v.valLoss, static_cast<long long>(v.valTokens));
+                  static_cast<long long>(v.step), v.val_loss, static_cast<long long>(v.val_tokens));
     line(buf);
   }
   void clearBar() {
@@ -560,14 +607,25 @@ public:
     }
   }
 
+  /// The observer the runtime calls.
+  tc_run_observer_t observer() {
+    tc_run_observer_t o;
+    o.line = [](void *p, const char *t) { static_cast<Printer *>(p)->line(t); };
+    o.note = [](void *p, const char *t) { static_cast<Printer *>(p)->note(t); };
+    o.step = [](void *p, const tc_step_metrics_t *m) { static_cast<Printer *>(p)->step(*m); };
+    o.val = [](void *p, const tc_val_metrics_t *m) { static_cast<Printer *>(p)->val(*m); };
+    o.user = this;
+    return o;
+  }
+
 private:
   bool tty_;
   bool barShown_ = false;
 };
 
 /// --generate.
-int runGenerate(const Options &o, const Artifact &artifact, int gpu) {
-  GenerateOptions g;
+int runGenerate(const Options &o, const tc_artifact_t *artifact) {
+  std::vector<int64_t> prompt;
   std::string p = o.prompt;
   for (size_t pos = 0; pos <= p.size();) {
     size_t c = p.find(',', pos);
@@ -576,38 +634,70 @@ int runGenerate(const Options &o, const Artifact &artifact, int gpu) {
     std::string err = parseInt("--prompt", part, 0, &x);
     if (!err.empty())
       return fail(kExitUsage, "--prompt wants comma-separated token ids >= 0, got '" + p + "'");
-    g.prompt.push_back(x);
+    prompt.push_back(x);
     if (c == std::string::npos)
       break;
     pos = c + 1;
   }
-  g.maxNewTokens = o.maxNewTokens;
+  tc_generate_options_t g;
+  tc_generate_options_initialize(&g);
+  g.max_new_tokens = o.maxNewTokens;
   g.temperature = o.temperature;
-  g.topK = o.topK;
+  g.top_k = o.topK;
   g.seed = o.train.seed >= 0 ? static_cast<uint64_t>(o.train.seed) : 1337;
-  g.init = o.train.init;
-  g.refPrecision = o.refPrecision;
-  g.gpu = gpu;
-  std::vector<int64_t> tokens;
-  bool userError = false;
-  Status st = generate(artifact, g, &tokens, &userError);
-  if (!st.isOk())
-    return fail(userError ? kExitUsage : kExitRuntime, st.message());
+  g.init = cstr(o.train.init);
+  g.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
+  tc_tensor_t *out = nullptr;
+  if (tc_status_t *st = tc_run_generate(artifact, &g, prompt.data(), prompt.size(), &out)) {
+    Failure f = take(st);
+    return fail(f.input ? kExitUsage : kExitRuntime, f.message);
+  }
+  Tensor tokens(out);
+  const int64_t *ids = static_cast<const int64_t *>(tc_tensor_data(out));
   std::string line;
-  for (size_t i = 0; i < tokens.size(); ++i)
-    line += (i ? "," : "") + std::to_string(tokens[i]);
+  for (size_t i = 0; i < tc_tensor_element_count(out); ++i)
+    line += (i ? "," : "") + std::to_string(ids[i]);
   std::printf("%s\n", line.c_str());
   return 0;
 }
 
 /// Training.
-int runTraining(const Options &o, const Artifact &artifact, int gpu) {
-  TrainOptions t = o.train;
-  t.feeds = o.feeds;
-  t.metrics = o.metrics;
-  t.refPrecision = o.refPrecision;
-  t.gpu = gpu;
-  t.stop = &gStop;
+int runTraining(const Options &o, const tc_artifact_t *artifact, int gpu) {
+  const TrainFlags &t = o.train;
+  tc_train_options_t c;
+  tc_train_options_initialize(&c);
+  c.steps = t.steps;
+  c.lr = t.lr;
+  c.warmup = t.warmup;
+  c.schedule = cstr(t.schedule);
+  c.seed = t.seed;
+  c.data = cstr(t.data);
+  c.data_dtype = cstr(t.dataDtype);
+  c.labels = cstr(t.labels);
+  std::vector<tc_feed_t> feeds;
+  for (const auto &[name, file] : o.feeds)
+    feeds.push_back({name.c_str(), file.c_str()});
+  c.feeds = feeds.data();
+  c.num_feeds = feeds.size();
+  c.batch = t.batch;
+  c.seq = t.seq;
+  c.save = cstr(t.save);
+  c.save_every = t.saveEvery;
+  c.overwrite = t.overwrite;
+  c.keep_checkpoints = t.keepCheckpoints;
+  c.resume = cstr(t.resume);
+  c.init = cstr(t.init);
+  c.val_data = cstr(t.valData);
+  c.eval_every = t.evalEvery;
+  c.eval_iters = t.evalIters;
+  c.metrics = cstr(o.metrics);
+  c.tensorboard = cstr(t.tensorboard);
+  c.log_every = t.logEvery;
+  c.device = gpu >= 0 ? TC_DEVICE_CUDA : TC_DEVICE_CPU;
+  c.device_ordinal = gpu >= 0 ? gpu : 0;
+  c.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
+  c.cuda = cudaOptionsFromEnv();
+  c.should_stop = stopRequested;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onSignal;
@@ -615,62 +705,174 @@ int runTraining(const Options &o, const Artifact &artifact, int gpu) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   Printer printer(::isatty(2));
-  TrainSummary sum;
-  bool userError = false;
-  Status st = train(artifact, o.model, t, &printer, &sum, &userError);
+  tc_run_observer_t obs = printer.observer();
+  tc_train_summary_t sum;
+  tc_status_t *st = tc_run_train(artifact, &c, &obs, &sum);
   printer.clearBar();
-  if (!st.isOk())
-    return fail(userError ? kExitUsage : kExitRuntime, st.message());
+  if (st) {
+    Failure f = take(st);
+    return fail(f.input ? kExitUsage : kExitRuntime, f.message);
+  }
   if (sum.interrupted) {
     std::printf("stopped by signal %d after step %lld%s\n", sum.interrupted,
-                static_cast<long long>(sum.last),
+                static_cast<long long>(sum.last_step),
                 t.save.empty() ? " (no --save: nothing saved)" : "");
     return 128 + sum.interrupted;
   }
-  if (sum.last >= sum.first)
+  if (sum.last_step >= sum.first_step)
     std::printf("trained steps %lld..%lld in %.1f s: loss %.4f -> %.4f\n",
-                static_cast<long long>(sum.first), static_cast<long long>(sum.last), sum.seconds,
-                sum.firstLoss, sum.lastLoss);
+                static_cast<long long>(sum.first_step), static_cast<long long>(sum.last_step),
+                sum.seconds, sum.first_loss, sum.last_loss);
   else
     std::printf("nothing to do: already at step %lld of %lld\n",
-                static_cast<long long>(sum.first - 1), static_cast<long long>(sum.last));
+                static_cast<long long>(sum.first_step - 1), static_cast<long long>(sum.last_step));
   return 0;
 }
 
 /// --eval --data.
-int runEvalData(const Options &o, const Artifact &artifact, int gpu) {
-  EvalDataOptions e;
-  e.data = o.train.data;
-  if (!o.train.dataDtype.empty())
-    e.dataDtype = o.train.dataDtype;
-  e.labels = o.train.labels;
-  e.init = o.train.init;
+int runEvalData(const Options &o, const tc_artifact_t *artifact, int gpu) {
+  tc_eval_options_t e;
+  tc_eval_options_initialize(&e);
+  e.data = o.train.data.c_str();
+  e.data_dtype = cstr(o.train.dataDtype);
+  e.labels = cstr(o.train.labels);
+  e.init = cstr(o.train.init);
   if (o.train.evalIters > 0)
     e.iters = o.train.evalIters;
-  e.refPrecision = o.refPrecision;
-  e.gpu = gpu;
+  e.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
+  e.device = gpu >= 0 ? TC_DEVICE_CUDA : TC_DEVICE_CPU;
+  e.device_ordinal = gpu >= 0 ? gpu : 0;
+  e.cuda = cudaOptionsFromEnv();
   if (o.train.seed >= 0)
     e.seed = o.train.seed;
   Printer printer(false);
-  EvalDataResult r;
-  bool userError = false;
-  Status st = evaluateData(artifact, e, &printer, &r, &userError);
-  if (!st.isOk())
-    return fail(userError ? kExitUsage : kExitRuntime, st.message());
+  tc_run_observer_t obs = printer.observer();
+  tc_eval_result_t r;
+  if (tc_status_t *st = tc_run_eval(artifact, &e, &obs, &r)) {
+    Failure f = take(st);
+    return fail(f.input ? kExitUsage : kExitRuntime, f.message);
+  }
   std::printf("eval loss %.6g over %lld batches (%lld tokens)%s\n", r.loss,
               static_cast<long long>(r.batches), static_cast<long long>(r.tokens),
               r.step >= 0 ? (" of the checkpoint at step " + std::to_string(r.step)).c_str() : "");
   if (!o.metrics.empty()) {
-    std::string line = std::string("{\"schema\": \"") + kMetricsSchema +
-                       "\", \"kind\": \"eval\", \"step\": " +
-                       (r.step >= 0 ? std::to_string(r.step) : "null") +
-                       ", \"function\": \"loss\", \"val_loss\": " + shortestDecimal(r.loss) +
-                       ", \"val_tokens\": " + std::to_string(r.tokens) + "}\n";
-    std::FILE *f = std::fopen(o.metrics.c_str(), "a");
-    if (!f || std::fputs(line.c_str(), f) < 0 || std::fclose(f) != 0)
-      return fail(kExitRuntime, "cannot append to metrics file '" + o.metrics + "': " +
-                                    std::strerror(errno));
+    char *json = nullptr;
+    tc_status_release(tc_metrics_eval_loss_json(r.step, r.loss, r.tokens, &json));
+    return appendMetrics(o.metrics, own(json));
   }
+  return 0;
+}
+
+/// --eval with --feed: one function on the given inputs.
+int runEvalFeeds(const Options &o, tc_artifact_t *artifact, int gpu) {
+  int64_t ckptStep = -1;
+  if (!o.train.init.empty())
+    if (tc_status_t *st = tc_artifact_load_weights(artifact, o.train.init.c_str(), &ckptStep))
+      return fail(kExitUsage, take(st).message);
+
+  std::string fnName = o.function;
+  if (fnName.empty())
+    fnName = tc_artifact_has_function(artifact, "eval_step") ? "eval_step" : "infer";
+  if (!tc_artifact_has_function(artifact, fnName.c_str())) {
+    std::string names;
+    for (size_t i = 0; i < tc_artifact_function_count(artifact); ++i)
+      names += (names.empty() ? "" : ", ") + std::string(tc_artifact_function_name(artifact, i));
+    return fail(kExitUsage, "artifact '" + o.model + "' has no function '" + fnName +
+                                "' (it has: " + (names.empty() ? "none" : names) + ")");
+  }
+  const char *fn = fnName.c_str();
+
+  // Feeds, matched to the inputs by name.
+  size_t count = 0;
+  tc_status_release(tc_artifact_input_count(artifact, fn, &count));
+  std::vector<const char *> inputNames(count);
+  for (size_t i = 0; i < count; ++i)
+    tc_status_release(
+        tc_artifact_input_info(artifact, fn, i, &inputNames[i], nullptr, nullptr, nullptr));
+  std::map<std::string, std::string> feedFiles;
+  for (const auto &[name, file] : o.feeds)
+    if (!feedFiles.emplace(name, file).second)
+      return fail(kExitUsage, "--feed '" + name + "' is given twice");
+  for (const auto &[name, file] : feedFiles) {
+    bool known = false;
+    for (const char *in : inputNames)
+      known |= in == name;
+    if (!known) {
+      std::string names;
+      for (const char *in : inputNames)
+        names += (names.empty() ? "" : ", ") + std::string(in);
+      return fail(kExitUsage, "--feed '" + name + "': function '" + fnName +
+                                  "' has no input '" + name + "' (inputs: " +
+                                  (names.empty() ? "none" : names) + ")");
+    }
+  }
+  std::vector<Tensor> inputs;
+  std::vector<tc_tensor_view_t> views(count);
+  for (size_t i = 0; i < count; ++i) {
+    const std::string name = inputNames[i];
+    auto it = feedFiles.find(name);
+    if (it == feedFiles.end()) {
+      tc_dtype_t dtype;
+      size_t rank = 0;
+      const int64_t *shape = nullptr;
+      tc_status_release(tc_artifact_input_info(artifact, fn, i, nullptr, &dtype, &rank, &shape));
+      return fail(kExitUsage, "missing --feed for input '" + name + "' (" +
+                                  typeText(dtype, rank, shape) + ")");
+    }
+    tc_tensor_t *t = nullptr;
+    if (tc_status_t *st = tc_npy_read(it->second.c_str(), name.c_str(), &t))
+      return fail(kExitUsage, "--feed '" + name + "': " + take(st).message);
+    inputs.emplace_back(t);
+    tc_tensor_as_view(t, &views[i]);
+  }
+  if (tc_status_t *st = tc_artifact_check_inputs(artifact, fn, views.data(), views.size()))
+    return fail(kExitUsage, take(st).message);
+
+  if (gpu >= 0 && o.device == "auto" && !tc_artifact_has_device_function(artifact, fn))
+    gpu = -1; // the GPU program has no such function: the CPU reference runs it
+  tc_session_options_t so;
+  tc_session_options_initialize(&so);
+  so.device = gpu >= 0 ? TC_DEVICE_CUDA : TC_DEVICE_CPU;
+  so.device_ordinal = gpu >= 0 ? gpu : 0;
+  so.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
+  so.init_seed = o.train.seed >= 0 ? static_cast<uint64_t>(o.train.seed) : 1337;
+  so.cuda = cudaOptionsFromEnv();
+  // A failure on the GPU that is the input's (a kernel for another card)
+  // exits 2; everything else the run's.
+  auto runFailure = [&](tc_status_t *st) {
+    Failure f = take(st);
+    return fail(gpu >= 0 && f.code == TC_STATUS_INVALID_ARGUMENT ? kExitUsage : kExitRuntime,
+                f.message);
+  };
+  tc_session_t *session = nullptr;
+  if (tc_status_t *st = tc_session_create_from_artifact(artifact, &so, &session))
+    return runFailure(st);
+  std::unique_ptr<tc_session_t, void (*)(tc_session_t *)> owned(session, tc_session_release);
+  if (gpu >= 0 && !tc_artifact_has_device_function(artifact, fn))
+    return fail(kExitRuntime,
+                "the artifact's GPU program has no function '" + fnName + "' (use --device cpu)");
+  size_t numOutputs = 0;
+  tc_status_release(tc_session_output_count(session, fn, &numOutputs));
+  std::vector<tc_tensor_t *> raw(numOutputs, nullptr);
+  if (tc_status_t *st =
+          tc_session_run(session, fn, views.data(), views.size(), raw.data(), raw.size()))
+    return runFailure(st);
+  std::vector<Tensor> outputs;
+  for (tc_tensor_t *t : raw)
+    outputs.emplace_back(t);
+
+  for (tc_tensor_t *t : raw)
+    printOutput(tc_tensor_name(t), t);
+
+  if (!o.metrics.empty()) {
+    char *json = nullptr;
+    tc_status_release(tc_metrics_eval_outputs_json(ckptStep, fn, raw.data(), raw.size(), &json));
+    if (int rc = appendMetrics(o.metrics, own(json)))
+      return rc;
+  }
+  if (!o.saveDir.empty())
+    if (tc_status_t *st = tc_npy_write_dir(o.saveDir.c_str(), raw.data(), raw.size()))
+      return fail(kExitRuntime, take(st).message);
   return 0;
 }
 
@@ -682,17 +884,17 @@ int main(int argc, char **argv) {
   if (!err.empty())
     return fail(kExitUsage, err);
   if (o.version) {
-    std::printf("tc-run (tc) %s\n", tc::cli::kVersion);
+    std::printf("tc-run (tc) %s\n", tc_version());
     return 0;
   }
   if (o.help) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  Artifact artifact;
-  Status st = readArtifact(o.model, &artifact);
-  if (!st.isOk())
-    return fail(kExitUsage, st.message());
+  tc_artifact_t *artifact = nullptr;
+  if (tc_status_t *st = tc_artifact_open(o.model.c_str(), &artifact))
+    return fail(kExitUsage, take(st).message);
+  std::unique_ptr<tc_artifact_t, void (*)(tc_artifact_t *)> owned(artifact, tc_artifact_release);
   int gpu = -1;
   std::string note;
   std::string derr = resolveDevice(o, artifact, &gpu, &note);
@@ -701,7 +903,7 @@ int main(int argc, char **argv) {
   if (!note.empty())
     std::fprintf(stderr, "tc-run: note: %s\n", note.c_str());
   if (o.generate)
-    return runGenerate(o, artifact, gpu);
+    return runGenerate(o, artifact);
   if (!o.eval && (o.train.steps >= 0 || !o.train.resume.empty()))
     return runTraining(o, artifact, gpu);
   if (!o.train.data.empty()) {
@@ -711,129 +913,5 @@ int main(int argc, char **argv) {
   }
   if (o.train.evalIters >= 0 || !o.train.labels.empty() || !o.train.dataDtype.empty())
     return fail(kExitUsage, "--eval-iters, --labels and --dtype go with --eval --data");
-  int64_t ckptStep = -1;
-  if (!o.train.init.empty()) {
-    st = loadArtifactWeights(&artifact, o.train.init, &ckptStep);
-    if (!st.isOk())
-      return fail(kExitUsage, st.message());
-  }
-  ExecOptions exec;
-  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
-  exec.initSeed = o.train.seed >= 0 ? static_cast<uint64_t>(o.train.seed) : 1337;
-
-  std::string fnName = o.function;
-  if (fnName.empty())
-    fnName = artifact.findFunction("eval_step") ? "eval_step" : "infer";
-  const Function *fn = artifact.findFunction(fnName);
-  if (!fn) {
-    std::string names;
-    for (const Function &f : artifact.functions)
-      names += (names.empty() ? "" : ", ") + f.name;
-    return fail(kExitUsage, "artifact '" + o.model + "' has no function '" + fnName +
-                                "' (it has: " + (names.empty() ? "none" : names) + ")");
-  }
-
-  // Feeds, matched to the inputs by name.
-  std::map<std::string, std::string> feedFiles;
-  for (const auto &[name, file] : o.feeds)
-    if (!feedFiles.emplace(name, file).second)
-      return fail(kExitUsage, "--feed '" + name + "' is given twice");
-  for (const auto &[name, file] : feedFiles) {
-    bool known = false;
-    for (const std::string &in : fn->inputNames)
-      known |= in == name;
-    if (!known) {
-      std::string names;
-      for (const std::string &in : fn->inputNames)
-        names += (names.empty() ? "" : ", ") + in;
-      return fail(kExitUsage, "--feed '" + name + "': function '" + fn->name +
-                                  "' has no input '" + name + "' (inputs: " +
-                                  (names.empty() ? "none" : names) + ")");
-    }
-  }
-  std::vector<HostTensor> inputs(fn->inputs.size());
-  for (size_t i = 0; i < fn->inputs.size(); ++i) {
-    const std::string &name = fn->inputNames[i];
-    auto it = feedFiles.find(name);
-    if (it == feedFiles.end())
-      return fail(kExitUsage, "missing --feed for input '" + name + "' (" +
-                                  typeToString(fn->values[fn->inputs[i]]) + ")");
-    st = readNpy(it->second, &inputs[i]);
-    if (!st.isOk())
-      return fail(kExitUsage, "--feed '" + name + "': " + st.message());
-  }
-  st = checkInputs(*fn, inputs);
-  if (st.isOk())
-    st = checkInputRanges(artifact, fn->inputNames, inputs);
-  if (!st.isOk())
-    return fail(kExitUsage, st.message());
-
-  std::vector<HostTensor> outputs;
-  if (gpu >= 0 && o.device == "auto" && !artifact.findDeviceFunction(fn->name))
-    gpu = -1; // the GPU program has no such function: the CPU reference runs it
-#if TC_HAVE_CUDA
-  if (gpu >= 0) {
-    cuda::ExecutorOptions eo;
-    eo.device = gpu;
-    eo.seed = exec.initSeed;
-    std::unique_ptr<cuda::DeviceExecutor> ex;
-    st = cuda::DeviceExecutor::create(&artifact, eo, &ex);
-    if (st.isOk() && !ex->hasFunction(fn->name))
-      st = notFound("the artifact's GPU program has no function '" + fn->name +
-                    "' (use --device cpu)");
-    if (st.isOk())
-      st = ex->run(fn->name, inputs, &outputs);
-    if (!st.isOk())
-      return fail(st.code() == StatusCode::InvalidArgument ? kExitUsage : kExitRuntime,
-                  st.message());
-  } else
-#endif
-  {
-    st = runFunction(artifact, *fn, inputs, &outputs, exec);
-    if (!st.isOk())
-      return fail(kExitRuntime, st.message());
-  }
-
-  for (size_t i = 0; i < outputs.size(); ++i)
-    printOutput(fn->outputNames[i], outputs[i]);
-
-  if (!o.metrics.empty()) {
-    std::string line = std::string("{\"schema\": \"") + kMetricsSchema +
-                       "\", \"kind\": \"eval\", \"step\": " +
-                       (ckptStep >= 0 ? std::to_string(ckptStep) : "null") +
-                       ", \"function\": " + jsonQuote(fn->name);
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const HostTensor &t = outputs[i];
-      if (!t.type.shape.empty())
-        continue;
-      line += ", " + jsonQuote(fn->outputNames[i]) + ": " +
-              jsonNumber(t, hostTensorToDoubles(t)[0]);
-    }
-    line += "}\n";
-    std::FILE *f = std::fopen(o.metrics.c_str(), "a");
-    if (!f || std::fputs(line.c_str(), f) < 0 || std::fclose(f) != 0)
-      return fail(kExitRuntime, "cannot append to metrics file '" + o.metrics +
-                                    "': " + std::strerror(errno));
-  }
-
-  if (!o.saveDir.empty()) {
-    if (!makeDirs(o.saveDir))
-      return fail(kExitRuntime, "cannot create folder '" + o.saveDir + "': " +
-                                    std::strerror(errno));
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      HostTensor t = outputs[i];
-      // bf16/fp8/fp4 have no numpy dtype: widen to f32 (exact).
-      if (!npyDescr(t.type.dtype))
-        t = makeHostTensor({DType::F32, t.type.shape}, hostTensorToDoubles(t));
-      std::string file = fn->outputNames[i];
-      for (char &ch : file)
-        if (ch == '/' || ch == '\\')
-          ch = '_'; // output names are not paths
-      std::string path = o.saveDir + "/" + file + ".npy";
-      st = writeNpy(path, t);
-      if (!st.isOk())
-        return fail(kExitRuntime, st.message());
-    }
-  }
-  return 0;
+  return runEvalFeeds(o, artifact, gpu);
 }

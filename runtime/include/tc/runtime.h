@@ -287,11 +287,13 @@ tc_status_t *tc_artifact_load_weights(tc_artifact_t *artifact, const char *weigh
 
 /*===------------------------------- devices -----------------------------===*/
 
+/* On both devices a session holds the parameters and optimizer state from
+ * its creation on; functions with "update:NAME" results (train_step,
+ * apply_step) update them in place. */
 typedef enum tc_device_t {
   TC_DEVICE_CPU = 0,  /* the reference executor */
   TC_DEVICE_CUDA = 1, /* a GPU: runs the artifact's device program (tc-compile
-                         --target sm_90|sm_120); parameters stay on the GPU and
-                         train/apply steps update them in place */
+                         --target sm_90|sm_120); parameters stay on the GPU */
 } tc_device_t;
 
 /* 1 when this build has the CUDA backend. */
@@ -586,7 +588,8 @@ tc_status_t *tc_trainer_step(tc_trainer_t *trainer, tc_step_metrics_t *out_metri
 /* One optimizer step on the given inputs: each data input of the training
  * step, by name, given grad_accum times (the k-th view of a name feeds
  * micro-batch k). Integer inputs are range-checked. Metrics as
- * tc_trainer_step. */
+ * tc_trainer_step. Windows of any token source at offsets of the caller's
+ * choosing are tc_token_source_batch's "input_ids" and "labels", as views. */
 tc_status_t *tc_trainer_step_inputs(tc_trainer_t *trainer, const tc_tensor_view_t *inputs,
                                     size_t num_inputs, tc_step_metrics_t *out_metrics);
 

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <unistd.h>
 
 #include "runtime/src/base/artifact.h"
 #include "runtime/src/base/float_format.h"
 #include "runtime/src/base/host_tensor.h"
+#include "runtime/src/base/init.h"
 #include "runtime/src/cpu/kernel.h"
 
 namespace tc::rt {
@@ -201,6 +203,106 @@ Status runFunction(const Artifact &artifact, const Function &fn,
   } catch (const std::exception &e) {
     return internalError("function '" + fn.name + "': " + e.what());
   }
+  return Status::ok();
+}
+
+namespace {
+/// "update:NAME" results of `fn`: the entries it updates.
+bool updatesEntries(const Function &fn) {
+  for (const std::string &n : fn.outputNames)
+    if (n.compare(0, 7, "update:") == 0)
+      return true;
+  return false;
+}
+} // namespace
+
+Status CpuExecutor::create(const Artifact *artifact, const ExecOptions &opts,
+                           std::unique_ptr<CpuExecutor> *out) {
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor());
+  ex->artifact_ = artifact;
+  ex->opts_ = opts;
+  bool wide = opts.precision == RefPrecision::F64 && opts.wideF32;
+  for (const Parameter &p : artifact->params) {
+    HostTensor t;
+    if (p.init == ParamInit::Data && !p.hasData) {
+      t.type = p.type; // no value yet: setEntry (tc-run --init) may supply it
+      ex->state_[p.name] = std::move(t);
+      continue;
+    }
+    TC_RETURN_IF_ERROR(parameterValue(*artifact, p, opts.initSeed, &t));
+    if (wide && t.type.dtype == DType::F32)
+      t = makeHostTensor({DType::F64, t.type.shape}, hostTensorToDoubles(t));
+    ex->state_[p.name] = std::move(t);
+  }
+  *out = std::move(ex);
+  return Status::ok();
+}
+
+bool CpuExecutor::hasFunction(const std::string &name) const {
+  return artifact_->findFunction(name) != nullptr;
+}
+
+const std::vector<std::string> *CpuExecutor::outputNames(const std::string &name) const {
+  const Function *fn = artifact_->findFunction(name);
+  return fn ? &fn->outputNames : nullptr;
+}
+
+Status CpuExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
+                        std::vector<HostTensor> *outputs, const std::vector<bool> *) {
+  const Function *fn = artifact_->findFunction(name);
+  if (!fn)
+    return notFound("the artifact has no function '" + name + "'");
+  if (!updatesEntries(*fn)) {
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    return runFunction(*artifact_, *fn, inputs, outputs, opts_, &state_);
+  }
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  TC_RETURN_IF_ERROR(runFunction(*artifact_, *fn, inputs, outputs, opts_, &state_));
+  // The updates become the entries' values (and stay results, as they were).
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const std::string &n = fn->outputNames[i];
+    if (n.compare(0, 7, "update:") != 0)
+      continue;
+    std::string entry = n.substr(7);
+    auto it = state_.find(entry);
+    if (it == state_.end())
+      return dataLoss("function '" + fn->name + "' updates '" + entry +
+                      "', which is not in the parameter/state table");
+    if (it->second.type != (*outputs)[i].type)
+      return internalError("update of '" + entry + "' is " + typeToString((*outputs)[i].type) +
+                           ", the entry is " + typeToString(it->second.type));
+    it->second = (*outputs)[i];
+  }
+  return Status::ok();
+}
+
+Status CpuExecutor::entryType(const std::string &name, TensorType *out) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  auto it = state_.find(name);
+  if (it == state_.end())
+    return notFound("no entry '" + name + "' in the parameter/state table");
+  *out = it->second.type;
+  return Status::ok();
+}
+
+Status CpuExecutor::getEntry(const std::string &name, HostTensor *out) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  auto it = state_.find(name);
+  if (it == state_.end())
+    return notFound("no entry '" + name + "' in the parameter/state table");
+  *out = it->second;
+  return Status::ok();
+}
+
+Status CpuExecutor::setEntry(const std::string &name, const HostTensor &value) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  auto it = state_.find(name);
+  if (it == state_.end())
+    return notFound("no entry '" + name + "' in the parameter/state table");
+  if (it->second.type != value.type)
+    return invalidArgument("entry '" + name + "' is " + typeToString(it->second.type) +
+                           ", the new value is " + typeToString(value.type));
+  it->second = value;
   return Status::ok();
 }
 

@@ -12,17 +12,27 @@
 // Errors (bad inputs, unknown ops, out-of-range indices, parameters without
 // data) come back as a Status naming the op and the value, never a crash.
 //
+// CpuExecutor is the CPU backend of base/executor.h: runFunction with the
+// parameter/state table held between calls (filled from the artifact's
+// weights and initialisers once), updated in place by the functions that
+// return "update:NAME" results, as the CUDA executor updates its table.
+//
 // Thread-safety: runFunction only reads the artifact and the function, so
-// any number of threads may call it concurrently on the same artifact.
+// any number of threads may call it concurrently on the same artifact. A
+// CpuExecutor runs functions that update nothing concurrently and the others
+// one at a time (a shared mutex).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_RUNTIME_CPU_EXECUTOR_H
 #define TC_RUNTIME_CPU_EXECUTOR_H
 
 #include <map>
+#include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "runtime/src/base/executor.h"
 #include "runtime/src/base/program.h"
 #include "runtime/src/base/status.h"
 
@@ -57,6 +67,36 @@ Status runFunction(const Artifact &artifact, const Function &fn,
 /// With `acceptF64ForF32`, an f64 input is also accepted where f32 is declared.
 Status checkInputs(const Function &fn, const std::vector<HostTensor> &inputs,
                    bool acceptF64ForF32 = false);
+
+/// The CPU reference as an Executor: the artifact (which must outlive it)
+/// and the state table. f32 entries are held in f64 with RefPrecision::F64
+/// (opts.wideF32 is set), so a float64 run never rounds to f32.
+class CpuExecutor : public Executor {
+public:
+  /// Fills the table: entries with data or an initialiser (seeded by
+  /// opts.initSeed) get their values; entries compiled without weights stay
+  /// unset (typed, no bytes) until setEntry (a run reading one fails with
+  /// init.h's missingDataMessage).
+  static Status create(const Artifact *artifact, const ExecOptions &opts,
+                       std::unique_ptr<CpuExecutor> *out);
+
+  std::string deviceName() const override { return "cpu (reference executor)"; }
+  bool onDevice() const override { return false; }
+  bool hasFunction(const std::string &name) const override;
+  const std::vector<std::string> *outputNames(const std::string &name) const override;
+  Status run(const std::string &name, const std::vector<HostTensor> &inputs,
+             std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) override;
+  Status entryType(const std::string &name, TensorType *out) const override;
+  Status getEntry(const std::string &name, HostTensor *out) override;
+  Status setEntry(const std::string &name, const HostTensor &value) override;
+
+private:
+  CpuExecutor() = default;
+  const Artifact *artifact_ = nullptr;
+  ExecOptions opts_;
+  std::map<std::string, HostTensor> state_;
+  mutable std::shared_mutex mutex_; ///< shared: runs that update nothing, reads
+};
 
 /// Whether the executor implements op `name` ("tc.add").
 bool isSupportedOp(const std::string &name);

@@ -2,7 +2,7 @@
 #include "runtime/src/cuda/cublaslt.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <atomic>
 #include <string>
 
 #include "runtime/src/cuda/device.h"
@@ -339,6 +339,12 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   return Status::ok();
 }
 
+namespace {
+std::atomic<bool> gMatmulTuning{true};
+} // namespace
+
+void setMatmulTuning(bool on) { gMatmulTuning.store(on, std::memory_order_relaxed); }
+
 Status Matmul::tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void *rhs, void *out,
                     cudaStream_t stream) {
   // The heuristic's first choice is sometimes several times slower than its
@@ -346,12 +352,10 @@ Status Matmul::tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void
   // first eager call of a plan times every candidate (2 runs each after a
   // warm-up) and keeps the fastest. Not while a stream is captured into a
   // graph, not when the call accumulates into `out` (beta != 0), and not with
-  // TC_MATMUL_TUNE=0 (then the heuristic's first choice, reproducibly).
+  // setMatmulTuning(false) (tc-run: TC_MATMUL_TUNE=0; then the heuristic's
+  // first choice, reproducibly).
   plan->tuned = true;
-  static const bool enabled = [] {
-    const char *e = std::getenv("TC_MATMUL_TUNE");
-    return !(e && std::string(e) == "0");
-  }();
+  bool enabled = gMatmulTuning.load(std::memory_order_relaxed);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   if (!enabled || plan->candidates.size() < 2 || d.beta != 0.0f ||

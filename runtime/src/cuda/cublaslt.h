@@ -76,6 +76,10 @@ struct MatmulDesc {
   std::string toString() const;
 };
 
+/// Whether Matmul tunes (see Matmul::tune; on by default). Process-wide: the
+/// CUDA executor sets it from ExecutorOptions::matmulTune.
+void setMatmulTuning(bool on);
+
 class Matmul {
 public:
   static constexpr size_t kDefaultWorkspaceBytes = 32u << 20; // 32 MiB

@@ -170,9 +170,9 @@ struct DeviceExecutor::Impl {
   std::map<std::string, Prepared> prepared;
   uint64_t epoch = 0; // bumped when a function is prepared or the arena grows
   std::deque<Event> events; // deque: closures hold pointers to them
-  // TC_CUDA_PROFILE=1: per-op GPU time (events around every op, no graphs),
-  // summed by op name over every run but the first and printed to stderr at
-  // the end.
+  // ExecutorOptions::profile (tc-run: TC_CUDA_PROFILE=1): per-op GPU time
+  // (events around every op, no graphs), summed by op name over every run but
+  // the first and printed to stderr at the end.
   bool profile = false;
   std::vector<cudaEvent_t> marks;
   struct OpTime {
@@ -959,15 +959,12 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
   TC_RETURN_IF_ERROR(requireGpu());
   TC_RETURN_IF_ERROR(selectDevice(opts.device));
   std::unique_ptr<DeviceExecutor> ex(new DeviceExecutor());
+  TC_RETURN_IF_ERROR(memInfo(&ex->freeAtCreate_, &ex->cardTotal_));
   Impl &im = *ex->impl_;
   im.artifact = artifact;
   im.opts = opts;
-  if (const char *g = std::getenv("TC_CUDA_GRAPHS"))
-    im.opts.graphs = std::string(g) != "0";
-  if (const char *c = std::getenv("TC_CUDA_CHECK_OPS"))
-    im.opts.checkEachOp = std::string(c) == "1";
-  if (const char *c = std::getenv("TC_CUDA_PROFILE"))
-    im.profile = std::string(c) == "1";
+  im.profile = opts.profile;
+  setMatmulTuning(opts.matmulTune);
   TC_RETURN_IF_ERROR(queryDevice(opts.device, &ex->info_));
   if (artifact->deviceFunctions.empty())
     return invalidArgument("the artifact was compiled for '" + artifact->target +
@@ -1054,7 +1051,48 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
   return Status::ok();
 }
 
+ExecutorOptions executorOptions(int device, uint64_t seed, const CudaOptions &cuda) {
+  ExecutorOptions o;
+  o.device = device;
+  o.seed = seed;
+  o.graphs = cuda.graphs;
+  o.checkEachOp = cuda.checkEachOp;
+  o.profile = cuda.profile;
+  o.matmulTune = cuda.matmulTune;
+  return o;
+}
+
 bool DeviceExecutor::hasFunction(const std::string &name) const { return function(name); }
+
+const std::vector<std::string> *DeviceExecutor::outputNames(const std::string &name) const {
+  const DeviceFunction *fn = function(name);
+  return fn ? &fn->outputNames : nullptr;
+}
+
+Status DeviceExecutor::entryType(const std::string &name, TensorType *out) const {
+  auto it = impl_->entries.find(name);
+  if (it == impl_->entries.end())
+    return notFound("no parameter or state entry '" + name + "'");
+  *out = it->second.param->type;
+  return Status::ok();
+}
+
+DeviceMemoryReport DeviceExecutor::memory() const {
+  DeviceMemoryReport r;
+  r.device = info_.toString();
+  r.parameters = mem_.parameters;
+  r.constants = mem_.constants;
+  r.inputs = mem_.inputs;
+  r.workspace = mem_.workspace;
+  r.arena = mem_.arena;
+  r.total = mem_.total();
+  size_t freeNow = 0, total = 0;
+  if (memInfo(&freeNow, &total).isOk())
+    r.measured = static_cast<int64_t>(freeAtCreate_) - static_cast<int64_t>(freeNow);
+  r.cardTotal = static_cast<int64_t>(cardTotal_);
+  r.inUseBefore = static_cast<int64_t>(cardTotal_) - static_cast<int64_t>(freeAtCreate_);
+  return r;
+}
 
 const DeviceFunction *DeviceExecutor::function(const std::string &name) const {
   return impl_->artifact->findDeviceFunction(name);

@@ -23,10 +23,11 @@
 //     entry point over a table of the runs' pointers and sizes.
 //
 // After the first run of a function on its stream the executor replays it
-// as a CUDA graph (one launch per step) unless TC_CUDA_GRAPHS=0 or the
-// function needs the host mid-step.
+// as a CUDA graph (one launch per step) unless ExecutorOptions::graphs is
+// off (tc-run: TC_CUDA_GRAPHS=0) or the function needs the host mid-step.
 //
-// Not thread-safe: one executor per thread.
+// It is the CUDA backend of base/executor.h. Not thread-safe: one executor
+// per thread (or a lock around it).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_RUNTIME_CUDA_EXECUTOR_H
@@ -38,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/base/executor.h"
 #include "runtime/src/base/program.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/cuda/device.h"
@@ -61,11 +63,19 @@ struct ExecutorOptions {
   bool checkEachOp = false;
   /// Capture each function as a CUDA graph after its first run.
   bool graphs = true;
+  /// Time every op and print the profile to stderr when the executor goes.
+  bool profile = false;
+  /// Time cuBLASLt's candidates on a matmul's first eager call and keep the
+  /// fastest (off: the heuristic's first choice, reproducibly).
+  bool matmulTune = true;
   /// Seed of the parameter initialisers (tc-compile --init-params).
   uint64_t seed = 1337;
 };
 
-class DeviceExecutor {
+/// ExecutorOptions from the backend-neutral CudaOptions.
+ExecutorOptions executorOptions(int device, uint64_t seed, const CudaOptions &cuda);
+
+class DeviceExecutor : public Executor {
 public:
   /// Selects the device, checks the artifact's kernels were compiled for it,
   /// loads them, allocates the parameter table and constants and fills the
@@ -75,20 +85,24 @@ public:
   /// them; run() fails naming them otherwise).
   static Status create(const Artifact *artifact, const ExecutorOptions &opts,
                        std::unique_ptr<DeviceExecutor> *out);
-  ~DeviceExecutor();
+  ~DeviceExecutor() override;
 
   const DeviceInfo &deviceInfo() const { return info_; }
-  bool hasFunction(const std::string &name) const;
+  std::string deviceName() const override { return info_.toString(); }
+  bool onDevice() const override { return true; }
+  bool hasFunction(const std::string &name) const override;
   const DeviceFunction *function(const std::string &name) const;
+  const std::vector<std::string> *outputNames(const std::string &name) const override;
 
   /// Allocates what `name` needs (arena, argument block, cuBLASLt) without
   /// running it, so memory use is known before the first step.
-  Status prepare(const std::string &name);
+  Status prepare(const std::string &name) override;
 
   /// Replaces entry `name` of the parameter/state table (same type).
-  Status setEntry(const std::string &name, const HostTensor &value);
+  Status setEntry(const std::string &name, const HostTensor &value) override;
   /// Copies entry `name` to the host.
-  Status getEntry(const std::string &name, HostTensor *out);
+  Status getEntry(const std::string &name, HostTensor *out) override;
+  Status entryType(const std::string &name, TensorType *out) const override;
   /// Entries that have no value yet (compiled without weights, not set).
   std::vector<std::string> unsetEntries() const;
 
@@ -97,9 +111,11 @@ public:
   /// with `want` only results whose flag is true are copied back (others
   /// stay empty tensors of the right type).
   Status run(const std::string &name, const std::vector<HostTensor> &inputs,
-             std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr);
+             std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) override;
 
   const DeviceMemoryUse &memoryUse() const { return mem_; }
+  /// memoryUse() with what cudaMemGetInfo saw since create().
+  DeviceMemoryReport memory() const override;
 
 private:
   struct Impl;
@@ -108,6 +124,7 @@ private:
   DeviceInfo info_;
   DeviceMemoryUse mem_;
   uint64_t memEpoch_ = ~0ull; // Impl::epoch mem_ was computed at
+  size_t freeAtCreate_ = 0, cardTotal_ = 0; // cudaMemGetInfo before create() allocated
 };
 
 } // namespace tc::rt::cuda

@@ -18,9 +18,7 @@
 #include "runtime/src/base/safetensors.h"
 #include "runtime/src/base/tensorboard.h"
 #include "runtime/src/cpu/executor.h"
-#if TC_HAVE_CUDA
-#include "runtime/src/cuda/executor.h"
-#endif
+#include "runtime/src/session/backend.h"
 
 namespace tc::rt {
 
@@ -156,22 +154,6 @@ private:
 
 std::string jsonOrNull(double v, bool known) { return known ? shortestDecimal(v) : "null"; }
 
-/// The token offsets of batch `index` of `iters` evenly spaced window
-/// batches (the same ones every time, covering the file).
-std::vector<uint64_t> evalOffsets(const TokenData &data, const TensorType &t, int64_t index,
-                                  int64_t iters) {
-  int64_t batch = t.shape[0], seq = t.shape[1];
-  int64_t windows = iters * batch;
-  int64_t span = data.numTokens() - seq - 1;
-  std::vector<uint64_t> offsets(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t k = index * batch + b;
-    offsets[static_cast<size_t>(b)] =
-        windows > 1 ? static_cast<uint64_t>(span * k / (windows - 1)) : 0;
-  }
-  return offsets;
-}
-
 /// The data inputs of a token-file model: input_ids and labels, [B, T], and
 /// optionally attention_mask (fed all ones: token windows have no padding).
 struct TokenInputs {
@@ -289,13 +271,83 @@ Status loadArtifactWeights(Artifact *artifact, const std::string &weights, int64
   return validateArtifact(*artifact);
 }
 
-Status train(const Artifact &artifact, const std::string &artifactPath, const TrainOptions &o,
-             RunObserver *obs, TrainSummary *summary, bool *userError) {
+namespace {
+std::string wallJsonPrefix(const char *kind) {
+  return std::string("{\"schema\": \"") + kMetricsSchema + "\", \"kind\": \"" + kind + "\"";
+}
+double wall() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+} // namespace
+
+std::string trainMetricsJson(const StepRecord &r) {
+  return wallJsonPrefix("train") + ", \"step\": " + std::to_string(r.step) +
+         ", \"loss\": " + shortestDecimal(r.loss) + ", \"loss_smooth\": " +
+         shortestDecimal(r.lossSmooth) + ", \"lr\": " + shortestDecimal(r.lr) +
+         ", \"grad_norm\": " + shortestDecimal(r.gradNorm) + ", \"tokens\": " +
+         std::to_string(r.tokens) + ", \"tokens_total\": " + std::to_string(r.tokensTotal) +
+         ", \"tokens_per_s\": " + shortestDecimal(r.tokensPerS) + ", \"step_time_s\": " +
+         shortestDecimal(r.stepTimeS) + ", \"elapsed_s\": " + shortestDecimal(r.elapsedS) +
+         ", \"mfu\": " + jsonOrNull(r.mfu, r.mfu >= 0) + ", \"hfu\": " +
+         jsonOrNull(r.hfu, r.hfu >= 0) + "}";
+}
+
+std::string valMetricsJson(const ValRecord &v) {
+  return wallJsonPrefix("val") + ", \"step\": " + std::to_string(v.step) +
+         ", \"val_loss\": " + shortestDecimal(v.valLoss) +
+         ", \"val_tokens\": " + std::to_string(v.valTokens) + "}";
+}
+
+std::string evalLossMetricsJson(int64_t step, double loss, int64_t tokens) {
+  return wallJsonPrefix("eval") + ", \"step\": " +
+         (step >= 0 ? std::to_string(step) : "null") +
+         ", \"function\": \"loss\", \"val_loss\": " + shortestDecimal(loss) +
+         ", \"val_tokens\": " + std::to_string(tokens) + "}";
+}
+
+/// What a TrainRun keeps between its calls.
+struct TrainRun::State {
+  TrainOptions o;
   RunObserver quiet;
-  if (!obs)
-    obs = &quiet;
+  RunObserver *obs = &quiet;
+  std::string hash, resumeDir, runId, saveDir;
+  CheckpointMeta resumed;
+  bool resuming = false;
+  bool noSource = false; ///< neither data nor feeds: stepWith only
+  std::vector<HostTensor> fixed;
+  TokenData data, val;
+  Rng rng;
+  TokenInputs tok;
+  LabelShift labelShift = LabelShift::Next;
+  int64_t tokensPerStep = 0;
+  MetricsFile metrics;
+  EventWriter tb;
+  bool tbOpen = false;
+  FlopsReport flops;
+  double peak = 0;
+  int64_t first = 1;    ///< the first step this run makes
+  int64_t savedAt = -1; ///< the step last saved
+  double smooth = 0, smoothWeight = 0;
+  bool started = false; ///< t0 is set
+  std::chrono::steady_clock::time_point t0;
+};
+
+TrainRun::TrainRun() : s_(std::make_unique<State>()) {}
+TrainRun::~TrainRun() = default;
+
+Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifactPath,
+                         const TrainOptions &options, RunObserver *observer, bool needSource,
+                         bool *userError) {
+  State &S = *s_;
+  S.o = options;
+  if (observer)
+    S.obs = observer;
+  artifact_ = artifactPtr;
+  const Artifact &artifact = *artifactPtr;
+  const TrainOptions &o = S.o;
+  RunObserver *obs = S.obs;
   *userError = true; // until the run itself starts
-  *summary = TrainSummary();
   if (!o.data.empty() && !o.feeds.empty())
     return invalidArgument("give either --data or --feed, not both");
   if (!o.resume.empty() && !o.init.empty())
@@ -308,14 +360,13 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
     return invalidArgument("--overwrite goes with --save DIR");
   if ((o.evalEvery >= 0 || o.evalIters >= 0) && o.valData.empty() && o.resume.empty())
     return invalidArgument("--eval-every and --eval-iters go with --val-data FILE");
-
-  std::string hash;
+  std::string &hash = S.hash;
   TC_RETURN_IF_ERROR(artifactHash(artifactPath, &hash));
 
   // The run's configuration: the flags, or the resumed run's.
-  CheckpointMeta resumed;
-  std::string resumeDir;
-  bool resuming = !o.resume.empty();
+  CheckpointMeta &resumed = S.resumed;
+  std::string &resumeDir = S.resumeDir;
+  bool resuming = S.resuming = !o.resume.empty();
   if (resuming) {
     resumeDir = newestCheckpoint(stripSlashes(o.resume));
     if (resumeDir.empty()) {
@@ -328,11 +379,11 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
       obs->line("resuming from " + resumeDir + " (the newest checkpoint in " + o.resume + ")");
   }
   const RunConfig &had = resumed.run;
-  RunConfig run;
+  RunConfig &run = run_;
   ExecOptions exec;
   exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
 
-  Trainer trainer;
+  Trainer &trainer = trainer_;
   const TrainConfig *cfg = nullptr;
   // Resolve every configuration value (flag > resumed run > default).
   if (resuming) {
@@ -433,15 +484,16 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
   if (run.data.path.empty() && !o.dataDtype.empty())
     return invalidArgument("--dtype goes with --data");
 
-  TC_RETURN_IF_ERROR(trainer.init(&artifact, exec, /*hostValues=*/o.gpu < 0));
+  bool deviceFailed = false;
+  Status init = trainer.init(&artifact, exec, o.device, &deviceFailed);
+  if (!init.isOk()) {
+    if (deviceFailed)
+      *userError = init.code() == StatusCode::InvalidArgument;
+    return init;
+  }
   cfg = &trainer.config();
   std::string deviceName = "cpu";
-  if (o.gpu >= 0) {
-    Status st = trainer.useDevice(o.gpu);
-    if (!st.isOk()) {
-      *userError = st.code() == StatusCode::InvalidArgument;
-      return st;
-    }
+  if (trainer.onDevice()) {
     DeviceMemoryReport m = trainer.deviceMemory();
     deviceName = m.device;
     obs->line("device: " + m.device);
@@ -460,18 +512,19 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
                   gib(m.inUseBefore));
     obs->line(buf);
   } else {
-    obs->line("device: cpu (reference executor)");
+    obs->line("device: " + trainer.executor().deviceName());
   }
   const std::vector<std::string> &names = trainer.dataInputNames();
   const std::vector<TensorType> &types = trainer.dataInputTypes();
 
   // The batch: windows of a token file or fixed feeds.
-  std::vector<HostTensor> fixed(names.size());
-  TokenData data, val;
-  Rng rng;
+  std::vector<HostTensor> &fixed = S.fixed;
+  fixed.assign(names.size(), HostTensor());
+  TokenData &data = S.data, &val = S.val;
+  Rng &rng = S.rng;
   rng.state = run.seed * 0x9e3779b97f4a7c15ULL + 1;
-  TokenInputs tok;
-  LabelShift labelShift = LabelShift::Next;
+  TokenInputs &tok = S.tok;
+  LabelShift &labelShift = S.labelShift;
   if (!run.data.path.empty()) {
     TC_RETURN_IF_ERROR(tokenInputs(names, types, &tok));
     const TensorType &t = types[static_cast<size_t>(tok.ids)];
@@ -505,6 +558,10 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
         return invalidArgument("--val-data '" + run.valData.path + "' has " +
                                std::to_string(val.numTokens()) + " tokens, fewer than seq+1");
     }
+  } else if (run.feeds.empty() && o.feeds.empty() && !needSource) {
+    if (!run.valData.path.empty())
+      return invalidArgument("--val-data goes with --data (token windows)");
+    S.noSource = true; // every step comes with its inputs (stepWith)
   } else {
     if (!run.valData.path.empty())
       return invalidArgument("--val-data goes with --data (token windows)");
@@ -537,11 +594,12 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
   int64_t tokensPerMicro = 0;
   if (!names.empty())
     tokensPerMicro = types[static_cast<size_t>(tok.ids >= 0 ? tok.ids : 0)].numElements();
-  int64_t tokensPerStep = tokensPerMicro * cfg->gradAccum;
+  S.tokensPerStep = tokensPerMicro * cfg->gradAccum;
 
   // Weights and the starting step.
   int64_t start = 0;
-  std::string runId = newRunId();
+  std::string &runId = S.runId;
+  runId = newRunId();
   if (!o.init.empty()) {
     std::string file = o.init;
     if (isDir(o.init)) {
@@ -575,7 +633,8 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
   }
 
   // --save: never replace a newer checkpoint or another run's, unless asked.
-  std::string saveDir = o.save.empty() ? "" : stripSlashes(o.save);
+  std::string &saveDir = S.saveDir;
+  saveDir = o.save.empty() ? "" : stripSlashes(o.save);
   if (!saveDir.empty() && !o.overwrite) {
     std::string there = newestCheckpoint(saveDir);
     if (!there.empty()) {
@@ -597,177 +656,332 @@ Status train(const Artifact &artifact, const std::string &artifactPath, const Tr
     }
   }
 
-  MetricsFile metrics;
+  MetricsFile &metrics = S.metrics;
   if (!o.metrics.empty())
     TC_RETURN_IF_ERROR(metrics.open(o.metrics, resuming));
-  EventWriter tb;
-  bool tbOpen = false;
+  EventWriter &tb = S.tb;
+  bool &tbOpen = S.tbOpen;
   if (!o.tensorboard.empty()) {
     TC_RETURN_IF_ERROR(tb.open(o.tensorboard));
     tbOpen = true;
   }
   FlopsReport flops;
   bool haveFlops = readFlops(artifact, &flops);
-  double peak = haveFlops ? peakFor(flops, deviceName) : 0;
+  S.peak = haveFlops ? peakFor(flops, deviceName) : 0;
+  S.flops = flops;
+  step_ = start;
+  S.first = start + 1;
 
   *userError = false; // from here on, failures are the run's
-  auto wall = [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
-  int64_t savedAt = -1;
-  auto save = [&](int64_t step) -> Status {
-    CheckpointMeta meta;
-    meta.step = step;
-    meta.rngState = rng.state;
-    meta.dataPosition = data.position;
-    meta.artifactHash = hash;
-    meta.precision = o.refPrecision;
-    meta.runId = runId;
-    meta.run = run;
-    std::string target = o.keepCheckpoints > 0 ? saveDir + "/" + stepFolderName(step) : saveDir;
-    if (o.keepCheckpoints > 0 && !isDir(saveDir) && ::mkdir(saveDir.c_str(), 0755) != 0)
-      return ioError("cannot create '" + saveDir + "': " + std::strerror(errno));
-    Status st = trainer.saveCheckpoint(target, meta);
-    if (!st.isOk())
-      return Status(st.code(), "saving checkpoint '" + target + "': " + st.message());
-    savedAt = step;
-    obs->line("saved " + target + " (step " + std::to_string(step) + ")");
-    if (o.keepCheckpoints > 0) {
-      auto all = stepFolders(saveDir);
-      for (size_t i = 0; i + static_cast<size_t>(o.keepCheckpoints) < all.size(); ++i)
-        removeCheckpointDir(all[i].second);
-    }
-    return Status::ok();
-  };
-  auto validate = [&](int64_t step) -> Status {
-    const TensorType &t = types[static_cast<size_t>(tok.ids)];
-    double sum = 0;
-    for (int64_t i = 0; i < run.evalIters; ++i) {
-      std::vector<HostTensor> batch;
-      std::vector<uint64_t> offsets = evalOffsets(val, t, i, run.evalIters);
-      TC_RETURN_IF_ERROR(tok.fill(val, &offsets, nullptr, nullptr, types, labelShift, &batch));
-      Status st = checkInputRanges(artifact, names, batch);
-      if (!st.isOk()) {
-        *userError = true;
-        return invalidArgument("--val-data '" + run.valData.path + "': " + st.message());
-      }
-      double l = 0;
-      TC_RETURN_IF_ERROR(trainer.evalLoss(batch, &l));
-      sum += l;
-    }
-    ValRecord v;
-    v.step = step;
-    v.valLoss = sum / static_cast<double>(run.evalIters);
-    v.valTokens = run.evalIters * t.numElements();
-    obs->val(v);
-    TC_RETURN_IF_ERROR(metrics.write(std::string("{\"schema\": \"") + kMetricsSchema +
-                                     "\", \"kind\": \"val\", \"step\": " + std::to_string(step) +
-                                     ", \"val_loss\": " + shortestDecimal(v.valLoss) +
-                                     ", \"val_tokens\": " + std::to_string(v.valTokens) + "}"));
-    if (tbOpen)
-      TC_RETURN_IF_ERROR(tb.scalar("val/loss", step, v.valLoss, wall()));
-    return Status::ok();
-  };
+  return Status::ok();
+}
 
-  auto clock = std::chrono::steady_clock::now;
-  auto t0 = clock();
-  summary->first = start + 1;
-  summary->last = start;
-  double smooth = 0, smoothWeight = 0;
-  for (int64_t step = start + 1; step <= run.steps; ++step) {
-    double lr = learningRate(step, run.steps, run.lr, run.warmup, run.schedule);
-    std::vector<std::vector<HostTensor>> micro(static_cast<size_t>(cfg->gradAccum));
-    for (auto &mb : micro) {
-      if (run.data.path.empty()) {
-        mb = fixed;
-        continue;
-      }
-      TC_RETURN_IF_ERROR(tok.fill(data, nullptr, &data, &rng, types, labelShift, &mb));
-      Status st = checkInputRanges(artifact, names, mb);
-      if (!st.isOk()) { // a token of the file the model cannot take: the user's input
-        *userError = true;
-        return invalidArgument("token file '" + run.data.path + "': " + st.message());
-      }
+Status TrainRun::save(int64_t step) {
+  State &S = *s_;
+  const TrainOptions &o = S.o;
+  const std::string &saveDir = S.saveDir;
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.rngState = S.rng.state;
+  meta.dataPosition = S.data.position;
+  meta.artifactHash = S.hash;
+  meta.precision = o.refPrecision;
+  meta.runId = S.runId;
+  meta.run = run_;
+  std::string target = o.keepCheckpoints > 0 ? saveDir + "/" + stepFolderName(step) : saveDir;
+  if (o.keepCheckpoints > 0 && !isDir(saveDir) && ::mkdir(saveDir.c_str(), 0755) != 0)
+    return ioError("cannot create '" + saveDir + "': " + std::strerror(errno));
+  Status st = trainer_.saveCheckpoint(target, meta);
+  if (!st.isOk())
+    return Status(st.code(), "saving checkpoint '" + target + "': " + st.message());
+  S.savedAt = step;
+  S.obs->line("saved " + target + " (step " + std::to_string(step) + ")");
+  if (o.keepCheckpoints > 0) {
+    auto all = stepFolders(saveDir);
+    for (size_t i = 0; i + static_cast<size_t>(o.keepCheckpoints) < all.size(); ++i)
+      removeCheckpointDir(all[i].second);
+  }
+  return Status::ok();
+}
+
+Status TrainRun::saveTo(const std::string &dir) {
+  State &S = *s_;
+  if (stripSlashes(dir) == S.saveDir)
+    return save(step_);
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.rngState = S.rng.state;
+  meta.dataPosition = S.data.position;
+  meta.artifactHash = S.hash;
+  meta.precision = S.o.refPrecision;
+  meta.runId = S.runId;
+  meta.run = run_;
+  Status st = trainer_.saveCheckpoint(stripSlashes(dir), meta);
+  if (!st.isOk())
+    return Status(st.code(), "saving checkpoint '" + dir + "': " + st.message());
+  return Status::ok();
+}
+
+Status TrainRun::loadCheckpoint(const std::string &dir) {
+  State &S = *s_;
+  CheckpointMeta meta;
+  TC_RETURN_IF_ERROR(trainer_.loadCheckpoint(stripSlashes(dir), S.hash, &meta));
+  step_ = meta.step;
+  S.first = meta.step + 1;
+  S.rng.state = meta.rngState;
+  S.data.position = meta.dataPosition;
+  S.runId = meta.runId;
+  return Status::ok();
+}
+
+Status TrainRun::evaluate(const TokenData &source, int64_t iters, double *loss, int64_t *tokens,
+                          bool *userError) {
+  State &S = *s_;
+  *userError = true;
+  if (iters < 1)
+    return invalidArgument("iters is " + std::to_string(iters) + ": it must be >= 1");
+  const std::vector<std::string> &names = trainer_.dataInputNames();
+  const std::vector<TensorType> &types = trainer_.dataInputTypes();
+  TokenInputs tok;
+  TC_RETURN_IF_ERROR(tokenInputs(names, types, &tok));
+  const TensorType &t = types[static_cast<size_t>(tok.ids)];
+  if (source.numTokens() < t.shape[1] + 1)
+    return invalidArgument("the tokens to evaluate are " + std::to_string(source.numTokens()) +
+                           ", fewer than seq+1 = " + std::to_string(t.shape[1] + 1));
+  double sum = 0;
+  for (int64_t i = 0; i < iters; ++i) {
+    std::vector<HostTensor> batch;
+    std::vector<uint64_t> offsets = evalOffsets(source, t.shape[0], t.shape[1], i, iters);
+    TC_RETURN_IF_ERROR(tok.fill(source, &offsets, nullptr, nullptr, types, S.labelShift, &batch));
+    TC_RETURN_IF_ERROR(checkInputRanges(*artifact_, names, batch));
+    double l = 0;
+    *userError = false;
+    TC_RETURN_IF_ERROR(trainer_.evalLoss(batch, &l));
+    *userError = true;
+    sum += l;
+  }
+  *userError = false;
+  *loss = sum / static_cast<double>(iters);
+  if (tokens)
+    *tokens = iters * t.numElements();
+  return Status::ok();
+}
+
+Status TrainRun::validate(int64_t step, bool *userError) {
+  State &S = *s_;
+  const Artifact &artifact = *artifact_;
+  const std::vector<std::string> &names = trainer_.dataInputNames();
+  const std::vector<TensorType> &types = trainer_.dataInputTypes();
+  const RunConfig &run = run_;
+  TokenInputs &tok = S.tok;
+  TokenData &val = S.val;
+  LabelShift labelShift = S.labelShift;
+  Trainer &trainer = trainer_;
+  RunObserver *obs = S.obs;
+  const TensorType &t = types[static_cast<size_t>(tok.ids)];
+  double sum = 0;
+  for (int64_t i = 0; i < run.evalIters; ++i) {
+    std::vector<HostTensor> batch;
+    std::vector<uint64_t> offsets = evalOffsets(val, t.shape[0], t.shape[1], i, run.evalIters);
+    TC_RETURN_IF_ERROR(tok.fill(val, &offsets, nullptr, nullptr, types, labelShift, &batch));
+    Status st = checkInputRanges(artifact, names, batch);
+    if (!st.isOk()) {
+      *userError = true;
+      return invalidArgument("--val-data '" + run.valData.path + "': " + st.message());
     }
-    auto ts = clock();
-    StepResult r;
-    Status st = trainer.step(step, lr, micro, &r);
-    if (!st.isOk())
-      return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
-    double dt = std::chrono::duration<double>(clock() - ts).count();
-    if (!std::isfinite(r.loss))
-      return internalError(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
-                           " at step " + std::to_string(step));
-    // The bar's loss: an exponential moving average (0.9), bias-corrected
-    // as Adam's moments are, so the first steps are not pulled to 0.
-    smooth = 0.9 * smooth + 0.1 * r.loss;
-    smoothWeight = 0.9 * smoothWeight + 0.1;
-    StepRecord rec;
-    rec.step = step;
-    rec.first = start + 1;
-    rec.total = run.steps;
-    rec.loss = r.loss;
-    rec.lossSmooth = smooth / smoothWeight;
-    rec.lr = lr;
-    rec.gradNorm = r.gradNorm;
-    rec.tokens = tokensPerStep;
-    rec.tokensTotal = tokensPerStep * step;
-    rec.tokensPerS = dt > 0 ? static_cast<double>(tokensPerStep) / dt : 0;
-    rec.stepTimeS = dt;
-    rec.elapsedS = std::chrono::duration<double>(clock() - t0).count();
-    int64_t done = step - start;
-    rec.etaS = rec.elapsedS / static_cast<double>(done) * static_cast<double>(run.steps - step);
-    if (peak > 0 && dt > 0) {
-      rec.mfu = flops.modelFlopsPerToken * rec.tokensPerS / peak;
-      rec.hfu = flops.hardwareFlopsPerStep / dt / peak;
+    double l = 0;
+    TC_RETURN_IF_ERROR(trainer.evalLoss(batch, &l));
+    sum += l;
+  }
+  ValRecord v;
+  v.step = step;
+  v.valLoss = sum / static_cast<double>(run.evalIters);
+  v.valTokens = run.evalIters * t.numElements();
+  obs->val(v);
+  TC_RETURN_IF_ERROR(S.metrics.write(valMetricsJson(v)));
+  if (S.tbOpen)
+    TC_RETURN_IF_ERROR(S.tb.scalar("val/loss", step, v.valLoss, wall()));
+  return Status::ok();
+}
+
+double TrainRun::learningRateAt(int64_t step) const {
+  return learningRate(step, run_.steps, run_.lr, run_.warmup, run_.schedule);
+}
+
+Status TrainRun::setSchedule(double lr, int64_t warmup, const std::string &schedule) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    return invalidArgument("lr is " + num(lr) + ": it must be a number >= 0");
+  if (warmup < 0)
+    return invalidArgument("warmup is " + std::to_string(warmup) + ": it must be >= 0");
+  if (!schedule.empty() && schedule != "constant" && schedule != "cosine")
+    return invalidArgument("schedule '" + schedule + "' is neither constant nor cosine");
+  run_.lr = lr;
+  run_.warmup = warmup;
+  if (!schedule.empty())
+    run_.schedule = schedule;
+  return Status::ok();
+}
+
+Status TrainRun::step(StepRecord *rec, bool *userError) {
+  State &S = *s_;
+  *userError = false;
+  if (S.noSource)
+    return failedPrecondition("the run has no data (--data or --feed): give each step its "
+                              "inputs");
+  if (!S.started) {
+    S.started = true;
+    S.t0 = std::chrono::steady_clock::now();
+  }
+  const Trainer &trainer = trainer_;
+  const std::vector<std::string> &names = trainer.dataInputNames();
+  const std::vector<TensorType> &types = trainer.dataInputTypes();
+  std::vector<std::vector<HostTensor>> micro(static_cast<size_t>(trainer.config().gradAccum));
+  for (auto &mb : micro) {
+    if (run_.data.path.empty()) {
+      mb = S.fixed;
+      continue;
     }
-    rec.periodic = o.logEvery > 0 && (step % o.logEvery == 0 || step == start + 1 ||
-                                      step == run.steps);
-    if (summary->last < summary->first)
-      summary->firstLoss = r.loss;
-    summary->last = step;
-    summary->lastLoss = r.loss;
-    obs->step(rec);
-    TC_RETURN_IF_ERROR(metrics.write(
-        std::string("{\"schema\": \"") + kMetricsSchema + "\", \"kind\": \"train\", \"step\": " +
-        std::to_string(step) + ", \"loss\": " + shortestDecimal(r.loss) + ", \"loss_smooth\": " +
-        shortestDecimal(rec.lossSmooth) + ", \"lr\": " + shortestDecimal(lr) +
-        ", \"grad_norm\": " + shortestDecimal(r.gradNorm) + ", \"tokens\": " +
-        std::to_string(rec.tokens) + ", \"tokens_total\": " + std::to_string(rec.tokensTotal) +
-        ", \"tokens_per_s\": " + shortestDecimal(rec.tokensPerS) + ", \"step_time_s\": " +
-        shortestDecimal(dt) + ", \"elapsed_s\": " + shortestDecimal(rec.elapsedS) +
-        ", \"mfu\": " + jsonOrNull(rec.mfu, rec.mfu >= 0) + ", \"hfu\": " +
-        jsonOrNull(rec.hfu, rec.hfu >= 0) + "}"));
-    if (tbOpen) {
-      double w = wall();
-      TC_RETURN_IF_ERROR(tb.scalar("train/loss", step, r.loss, w));
-      TC_RETURN_IF_ERROR(tb.scalar("train/loss_smooth", step, rec.lossSmooth, w));
-      TC_RETURN_IF_ERROR(tb.scalar("train/lr", step, lr, w));
-      if (std::isfinite(r.gradNorm))
-        TC_RETURN_IF_ERROR(tb.scalar("train/grad_norm", step, r.gradNorm, w));
-      TC_RETURN_IF_ERROR(tb.scalar("train/tokens_per_s", step, rec.tokensPerS, w));
-      if (rec.mfu >= 0)
-        TC_RETURN_IF_ERROR(tb.scalar("train/mfu", step, rec.mfu, w));
-      TC_RETURN_IF_ERROR(tb.flush());
-    }
-    if (!run.valData.path.empty() && run.evalEvery > 0 &&
-        (step % run.evalEvery == 0 || step == run.steps))
-      TC_RETURN_IF_ERROR(validate(step));
-    if (!saveDir.empty() && o.saveEvery > 0 && step % o.saveEvery == 0)
-      TC_RETURN_IF_ERROR(save(step));
-    if (o.stop && o.stop->load() != 0 && step < run.steps) {
-      summary->interrupted = o.stop->load();
-      if (!saveDir.empty() && savedAt != step)
-        TC_RETURN_IF_ERROR(save(step));
-      summary->seconds = std::chrono::duration<double>(clock() - t0).count();
-      return Status::ok();
+    TC_RETURN_IF_ERROR(S.tok.fill(S.data, nullptr, &S.data, &S.rng, types, S.labelShift, &mb));
+    Status st = checkInputRanges(*artifact_, names, mb);
+    if (!st.isOk()) { // a token of the file the model cannot take: the user's input
+      *userError = true;
+      return invalidArgument("token file '" + run_.data.path + "': " + st.message());
     }
   }
-  if (!saveDir.empty() && savedAt != run.steps)
-    TC_RETURN_IF_ERROR(save(run.steps));
-  summary->seconds = std::chrono::duration<double>(clock() - t0).count();
+  return stepWith(micro, rec, userError);
+}
+
+Status TrainRun::stepWith(const std::vector<std::vector<HostTensor>> &micro, StepRecord *rec,
+                          bool *userError) {
+  State &S = *s_;
+  *userError = false;
+  if (!S.started) {
+    S.started = true;
+    S.t0 = std::chrono::steady_clock::now();
+  }
+  int64_t step = step_ + 1;
+  double lr = learningRateAt(step);
+  auto clock = std::chrono::steady_clock::now;
+  auto ts = clock();
+  StepResult r;
+  Status st = trainer_.step(step, lr, micro, &r);
+  if (!st.isOk())
+    return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
+  double dt = std::chrono::duration<double>(clock() - ts).count();
+  if (!std::isfinite(r.loss))
+    return internalError(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
+                         " at step " + std::to_string(step));
+  step_ = step;
+  TC_RETURN_IF_ERROR(record(step, lr, dt, r, rec));
+  return finishStep(step, userError);
+}
+
+Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
+                        StepRecord *out) {
+  State &S = *s_;
+  const TrainOptions &o = S.o;
+  auto clock = std::chrono::steady_clock::now;
+  int64_t start = S.first - 1;
+  int64_t tokensPerStep = S.tokensPerStep;
+  // The bar's loss: an exponential moving average (0.9), bias-corrected
+  // as Adam's moments are, so the first steps are not pulled to 0.
+  S.smooth = 0.9 * S.smooth + 0.1 * r.loss;
+  S.smoothWeight = 0.9 * S.smoothWeight + 0.1;
+  StepRecord rec;
+  rec.step = step;
+  rec.first = start + 1;
+  rec.total = run_.steps;
+  rec.loss = r.loss;
+  rec.lossSmooth = S.smooth / S.smoothWeight;
+  rec.lr = lr;
+  rec.gradNorm = r.gradNorm;
+  rec.tokens = tokensPerStep;
+  rec.tokensTotal = tokensPerStep * step;
+  rec.tokensPerS = dt > 0 ? static_cast<double>(tokensPerStep) / dt : 0;
+  rec.stepTimeS = dt;
+  rec.elapsedS = std::chrono::duration<double>(clock() - S.t0).count();
+  int64_t done = step - start;
+  rec.etaS = rec.elapsedS / static_cast<double>(done) * static_cast<double>(run_.steps - step);
+  if (S.peak > 0 && dt > 0) {
+    rec.mfu = S.flops.modelFlopsPerToken * rec.tokensPerS / S.peak;
+    rec.hfu = S.flops.hardwareFlopsPerStep / dt / S.peak;
+  }
+  rec.periodic = o.logEvery > 0 && (step % o.logEvery == 0 || step == start + 1 ||
+                                    step == run_.steps);
+  S.obs->step(rec);
+  if (out)
+    *out = rec;
+  TC_RETURN_IF_ERROR(S.metrics.write(trainMetricsJson(rec)));
+  if (S.tbOpen) {
+    EventWriter &tb = S.tb;
+    double w = wall();
+    TC_RETURN_IF_ERROR(tb.scalar("train/loss", step, r.loss, w));
+    TC_RETURN_IF_ERROR(tb.scalar("train/loss_smooth", step, rec.lossSmooth, w));
+    TC_RETURN_IF_ERROR(tb.scalar("train/lr", step, lr, w));
+    if (std::isfinite(r.gradNorm))
+      TC_RETURN_IF_ERROR(tb.scalar("train/grad_norm", step, r.gradNorm, w));
+    TC_RETURN_IF_ERROR(tb.scalar("train/tokens_per_s", step, rec.tokensPerS, w));
+    if (rec.mfu >= 0)
+      TC_RETURN_IF_ERROR(tb.scalar("train/mfu", step, rec.mfu, w));
+    TC_RETURN_IF_ERROR(tb.flush());
+  }
   return Status::ok();
+}
+
+Status TrainRun::finishStep(int64_t step, bool *userError) {
+  State &S = *s_;
+  if (!run_.valData.path.empty() && run_.evalEvery > 0 &&
+      (step % run_.evalEvery == 0 || step == run_.steps))
+    TC_RETURN_IF_ERROR(validate(step, userError));
+  if (!S.saveDir.empty() && S.o.saveEvery > 0 && step % S.o.saveEvery == 0)
+    TC_RETURN_IF_ERROR(save(step));
+  return Status::ok();
+}
+
+Status TrainRun::run(TrainSummary *summary, bool *userError, const std::function<int()> &stop,
+                     const std::function<void()> &between) {
+  State &S = *s_;
+  *userError = false;
+  *summary = TrainSummary();
+  auto clock = std::chrono::steady_clock::now;
+  if (!S.started) {
+    S.started = true;
+    S.t0 = clock();
+  }
+  summary->first = step_ + 1;
+  summary->last = step_;
+  while (step_ < run_.steps) {
+    StepRecord rec;
+    TC_RETURN_IF_ERROR(step(&rec, userError));
+    if (summary->last < summary->first)
+      summary->firstLoss = rec.loss;
+    summary->last = rec.step;
+    summary->lastLoss = rec.loss;
+    int why = S.o.stop ? S.o.stop() : 0;
+    if (!why && stop)
+      why = stop();
+    if (why != 0 && step_ < run_.steps) {
+      summary->interrupted = why;
+      if (!S.saveDir.empty() && S.savedAt != step_)
+        TC_RETURN_IF_ERROR(save(step_));
+      summary->seconds = std::chrono::duration<double>(clock() - S.t0).count();
+      return Status::ok();
+    }
+    if (between)
+      between();
+  }
+  if (!S.saveDir.empty() && S.savedAt != run_.steps)
+    TC_RETURN_IF_ERROR(save(run_.steps));
+  summary->seconds = std::chrono::duration<double>(clock() - S.t0).count();
+  return Status::ok();
+}
+
+Status train(const Artifact &artifact, const std::string &artifactPath, const TrainOptions &o,
+             RunObserver *obs, TrainSummary *summary, bool *userError) {
+  *summary = TrainSummary();
+  TrainRun run;
+  TC_RETURN_IF_ERROR(run.prepare(&artifact, artifactPath, o, obs, /*needSource=*/true, userError));
+  return run.run(summary, userError, nullptr, nullptr);
 }
 
 Status evaluateData(const Artifact &artifact, const EvalDataOptions &o, RunObserver *obs,
@@ -818,40 +1032,28 @@ Status evaluateData(const Artifact &artifact, const EvalDataOptions &o, RunObser
     obs->note(note);
   obs->line(message);
   *userError = false;
-#if TC_HAVE_CUDA
-  std::unique_ptr<cuda::DeviceExecutor> ex;
-  if (o.gpu >= 0 && a.findDeviceFunction(fn->name)) {
-    cuda::ExecutorOptions eo;
-    eo.device = o.gpu;
-    eo.seed = static_cast<uint64_t>(o.seed);
-    Status st = cuda::DeviceExecutor::create(&a, eo, &ex);
-    if (!st.isOk()) {
-      *userError = st.code() == StatusCode::InvalidArgument;
-      return st;
-    }
-    obs->line("device: " + ex->deviceInfo().toString());
-  } else
-#endif
-  {
-    obs->line("device: cpu (reference executor)");
+  // The GPU when its program has the loss function, else the CPU reference.
+  DeviceOptions device = o.device;
+  if (!a.findDeviceFunction(fn->name))
+    device.gpu = -1;
+  std::unique_ptr<Executor> ex;
+  Status made = createExecutor(&a, exec, device, &ex);
+  if (!made.isOk()) {
+    *userError = made.code() == StatusCode::InvalidArgument;
+    return made;
   }
+  obs->line("device: " + ex->deviceName());
   double sum = 0;
   for (int64_t i = 0; i < o.iters; ++i) {
     std::vector<HostTensor> batch, outputs;
-    std::vector<uint64_t> offsets = evalOffsets(data, t, i, o.iters);
+    std::vector<uint64_t> offsets = evalOffsets(data, t.shape[0], t.shape[1], i, o.iters);
     TC_RETURN_IF_ERROR(tok.fill(data, &offsets, nullptr, nullptr, types, shift, &batch));
     Status st = checkInputRanges(a, fn->inputNames, batch);
     if (!st.isOk()) {
       *userError = true;
       return invalidArgument("token file '" + o.data + "': " + st.message());
     }
-#if TC_HAVE_CUDA
-    if (ex)
-      st = ex->run(fn->name, batch, &outputs);
-    else
-#endif
-      st = runFunction(a, *fn, batch, &outputs, exec);
-    TC_RETURN_IF_ERROR(st);
+    TC_RETURN_IF_ERROR(ex->run(fn->name, batch, &outputs));
     sum += hostTensorToDoubles(outputs[static_cast<size_t>(lossIndex)])[0];
   }
   out->loss = sum / static_cast<double>(o.iters);
@@ -860,20 +1062,18 @@ Status evaluateData(const Artifact &artifact, const EvalDataOptions &o, RunObser
   return Status::ok();
 }
 
-Status generate(const Artifact &artifact, const GenerateOptions &o, std::vector<int64_t> *tokens,
-                bool *userError) {
-  *userError = true;
-  if (o.prompt.empty())
-    return invalidArgument("--generate needs a prompt of at least one token (--prompt 1,2,3)");
-  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-    return invalidArgument("--temperature wants a number >= 0");
-  if (o.topK < 0)
-    return invalidArgument("--top-k wants a whole number >= 0");
-  Artifact a = artifact;
-  int64_t step = -1;
-  if (!o.init.empty())
-    TC_RETURN_IF_ERROR(loadArtifactWeights(&a, o.init, &step));
-  const Function *fn = a.findFunction("infer");
+namespace {
+
+/// What the sampler feeds the infer function and where it reads the logits.
+struct InferFeed {
+  const Function *fn = nullptr;
+  int logits = -1, ids = -1;
+  std::vector<TensorType> types;
+  int64_t B = 0, T = 0, V = 0;
+};
+
+Status inferFeed(const Artifact &a, InferFeed *f) {
+  const Function *fn = f->fn = a.findFunction("infer");
   if (!fn)
     return invalidArgument("the artifact has no infer function");
   // The logits: an output named logits, else the only float [B, T, V] one.
@@ -897,70 +1097,108 @@ Status generate(const Artifact &artifact, const GenerateOptions &o, std::vector<
     return invalidArgument("--generate needs a causal LM with a logits output [batch, seq, "
                            "vocab]; the model's outputs are: " + outs +
                            " (export the logits too, as the README's recipe does)");
+  f->logits = logits;
   const TensorType &lt = fn->values[static_cast<size_t>(fn->outputs[static_cast<size_t>(logits)])];
-  std::vector<TensorType> types;
-  int ids = -1;
   for (size_t i = 0; i < fn->inputs.size(); ++i) {
-    types.push_back(fn->values[static_cast<size_t>(fn->inputs[i])]);
+    f->types.push_back(fn->values[static_cast<size_t>(fn->inputs[i])]);
     if (fn->inputNames[i] == "input_ids")
-      ids = static_cast<int>(i);
+      f->ids = static_cast<int>(i);
   }
-  if (ids < 0 && types.size() == 1)
-    ids = 0;
-  if (ids < 0)
+  if (f->ids < 0 && f->types.size() == 1)
+    f->ids = 0;
+  if (f->ids < 0)
     return invalidArgument("--generate needs a model input named input_ids");
-  const TensorType &it = types[static_cast<size_t>(ids)];
+  const TensorType &it = f->types[static_cast<size_t>(f->ids)];
   if (it.shape.size() != 2 || !dtypeIsInteger(it.dtype))
     return invalidArgument("--generate needs input_ids of shape [batch, seq] (the model has " +
                            typeToString(it) + ")");
-  int64_t T = it.shape[1], B = it.shape[0], V = lt.shape[2];
-  // Other inputs: labels (ignored by the logits; all -100 where allowed,
-  // else 0) and attention_mask (ones over the context, zeros after it).
-  ExecOptions exec;
-  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
-  exec.initSeed = o.seed;
+  f->T = it.shape[1];
+  f->B = it.shape[0];
+  f->V = lt.shape[2];
+  return Status::ok();
+}
+
+/// The logits of the last context position after `seqTokens` (cropped to
+/// the last T): one infer call. Other inputs: labels (ignored by the logits;
+/// any in range) and attention_mask (ones over the context, zeros after).
+Status lastLogits(const Artifact &a, Executor &ex, const InferFeed &f,
+                  const std::vector<int64_t> &seqTokens, std::vector<double> *z,
+                  bool *userError) {
+  const Function *fn = f.fn;
+  int64_t B = f.B, T = f.T, V = f.V;
+  int64_t ctx = std::min<int64_t>(static_cast<int64_t>(seqTokens.size()), T);
+  std::vector<int64_t> row(static_cast<size_t>(B * T), 0);
+  for (int64_t t = 0; t < ctx; ++t)
+    row[static_cast<size_t>(t)] = seqTokens[seqTokens.size() - static_cast<size_t>(ctx) +
+                                            static_cast<size_t>(t)];
+  std::vector<HostTensor> inputs(f.types.size());
+  for (size_t i = 0; i < f.types.size(); ++i) {
+    const std::string &name = fn->inputNames[i];
+    const TensorType &type = f.types[i];
+    if (static_cast<int>(i) == f.ids) {
+      inputs[i] = makeHostTensorInts(type, row);
+    } else if (name == "attention_mask") {
+      std::vector<int64_t> m(static_cast<size_t>(type.numElements()), 0);
+      for (int64_t t = 0; t < ctx && t < static_cast<int64_t>(m.size()); ++t)
+        m[static_cast<size_t>(t)] = 1;
+      for (int64_t b = 1; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t)
+          m[static_cast<size_t>(b * T + t)] = 1;
+      inputs[i] = makeHostTensorInts(type, m);
+    } else if (name == "labels" && dtypeIsInteger(type.dtype)) {
+      // Any label in range: the logits do not depend on the labels.
+      inputs[i] = makeHostTensorInts(type, row);
+    } else {
+      *userError = true;
+      return invalidArgument("--generate does not know what to feed the model's input '" +
+                             name + "' (" + typeToString(type) +
+                             "): it feeds input_ids, attention_mask and labels");
+    }
+  }
+  Status st = checkInputRanges(a, fn->inputNames, inputs);
+  if (!st.isOk()) {
+    *userError = true;
+    return invalidArgument("--prompt: " + st.message());
+  }
+  *userError = false;
+  if (!ex.hasFunction(fn->name))
+    return failedPrecondition("the " + std::string(ex.onDevice() ? "GPU program" : "artifact") +
+                              " has no function '" + fn->name + "'");
+  std::vector<HostTensor> outputs;
+  std::vector<bool> want(fn->outputs.size(), false);
+  want[static_cast<size_t>(f.logits)] = true;
+  TC_RETURN_IF_ERROR(ex.run(fn->name, inputs, &outputs, &want));
+  std::vector<double> all = hostTensorToDoubles(outputs[static_cast<size_t>(f.logits)]);
+  z->assign(all.begin() + (ctx - 1) * V, all.begin() + ctx * V);
+  return Status::ok();
+}
+
+Status checkGenerateOptions(const GenerateOptions &o) {
+  if (o.prompt.empty())
+    return invalidArgument("--generate needs a prompt of at least one token (--prompt 1,2,3)");
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    return invalidArgument("--temperature wants a number >= 0");
+  if (o.topK < 0)
+    return invalidArgument("--top-k wants a whole number >= 0");
+  return Status::ok();
+}
+
+} // namespace
+
+Status generateWith(const Artifact &a, Executor &ex, const GenerateOptions &o,
+                    std::vector<int64_t> *tokens, bool *userError) {
+  *userError = true;
+  TC_RETURN_IF_ERROR(checkGenerateOptions(o));
+  InferFeed f;
+  TC_RETURN_IF_ERROR(inferFeed(a, &f));
+  int64_t V = f.V;
   Rng rng;
   rng.state = o.seed * 0x9e3779b97f4a7c15ULL + 7;
   *userError = false;
   std::vector<int64_t> seqTokens = o.prompt;
   for (int64_t n = 0; n < o.maxNewTokens; ++n) {
-    int64_t ctx = std::min<int64_t>(static_cast<int64_t>(seqTokens.size()), T);
-    std::vector<int64_t> row(static_cast<size_t>(B * T), 0);
-    for (int64_t t = 0; t < ctx; ++t)
-      row[static_cast<size_t>(t)] = seqTokens[seqTokens.size() - static_cast<size_t>(ctx) +
-                                              static_cast<size_t>(t)];
-    std::vector<HostTensor> inputs(types.size());
-    for (size_t i = 0; i < types.size(); ++i) {
-      const std::string &name = fn->inputNames[i];
-      if (static_cast<int>(i) == ids) {
-        inputs[i] = makeHostTensorInts(types[i], row);
-      } else if (name == "attention_mask") {
-        std::vector<int64_t> m(static_cast<size_t>(types[i].numElements()), 0);
-        for (int64_t t = 0; t < ctx && t < static_cast<int64_t>(m.size()); ++t)
-          m[static_cast<size_t>(t)] = 1;
-        for (int64_t b = 1; b < B; ++b)
-          for (int64_t t = 0; t < T; ++t)
-            m[static_cast<size_t>(b * T + t)] = 1;
-        inputs[i] = makeHostTensorInts(types[i], m);
-      } else if (name == "labels" && dtypeIsInteger(types[i].dtype)) {
-        // Any label in range: the logits do not depend on the labels.
-        inputs[i] = makeHostTensorInts(types[i], row);
-      } else {
-        *userError = true;
-        return invalidArgument("--generate does not know what to feed the model's input '" +
-                               name + "' (" + typeToString(types[i]) +
-                               "): it feeds input_ids, attention_mask and labels");
-      }
-    }
-    Status st = checkInputRanges(a, fn->inputNames, inputs);
-    if (!st.isOk()) {
-      *userError = true;
-      return invalidArgument("--prompt: " + st.message());
-    }
-    std::vector<HostTensor> outputs;
-    TC_RETURN_IF_ERROR(runFunction(a, *fn, inputs, &outputs, exec));
-    std::vector<double> all = hostTensorToDoubles(outputs[static_cast<size_t>(logits)]);
-    std::vector<double> z(all.begin() + (ctx - 1) * V, all.begin() + ctx * V);
+    std::vector<double> z;
+    TC_RETURN_IF_ERROR(lastLogits(a, ex, f, seqTokens, &z, userError));
     int64_t next = 0;
     if (o.temperature == 0) {
       next = std::max_element(z.begin(), z.end()) - z.begin();
@@ -995,6 +1233,37 @@ Status generate(const Artifact &artifact, const GenerateOptions &o, std::vector<
   }
   *tokens = std::move(seqTokens);
   return Status::ok();
+}
+
+Status nextLogits(const Artifact &a, Executor &ex, const std::vector<int64_t> &context,
+                  HostTensor *logits, bool *userError) {
+  *userError = true;
+  if (context.empty())
+    return invalidArgument("the context needs at least one token");
+  InferFeed f;
+  TC_RETURN_IF_ERROR(inferFeed(a, &f));
+  std::vector<double> z;
+  TC_RETURN_IF_ERROR(lastLogits(a, ex, f, context, &z, userError));
+  *logits = makeHostTensor({DType::F32, {f.V}}, z);
+  return Status::ok();
+}
+
+Status generate(const Artifact &artifact, const GenerateOptions &o, std::vector<int64_t> *tokens,
+                bool *userError) {
+  *userError = true;
+  TC_RETURN_IF_ERROR(checkGenerateOptions(o));
+  Artifact a = artifact;
+  int64_t step = -1;
+  if (!o.init.empty())
+    TC_RETURN_IF_ERROR(loadArtifactWeights(&a, o.init, &step));
+  InferFeed f;
+  TC_RETURN_IF_ERROR(inferFeed(a, &f));
+  ExecOptions exec;
+  exec.precision = o.refPrecision == "f64" ? RefPrecision::F64 : RefPrecision::F32;
+  exec.initSeed = o.seed;
+  std::unique_ptr<Executor> ex;
+  TC_RETURN_IF_ERROR(createExecutor(&a, exec, DeviceOptions(), &ex));
+  return generateWith(a, *ex, o, tokens, userError);
 }
 
 } // namespace tc::rt

@@ -1,11 +1,12 @@
 //===- run.h - the run loop: train, evaluate, generate ----------*- C++ -*-===//
 //
-// What tc-run does, as library calls (the C API will drive the same ones):
+// What tc-run does, as library calls (the C API, tc/runtime.h, drives them):
 //
-//   train()     the training loop: data (token windows or fixed feeds), the
+//   TrainRun    a training run: data (token windows or fixed feeds), the
 //               learning-rate schedule, validation, metrics (JSONL schema
 //               "tc.metrics/1", docs/metrics.md) and TensorBoard scalars,
-//               checkpoints with the run's configuration, resume, signals.
+//               checkpoints with the run's configuration, resume, stopping.
+//   train()     a TrainRun from start to end (tc-run's training).
 //   evaluate()  the loss of a model over a token file (--eval --data), with
 //               the artifact's weights or a checkpoint's.
 //   generate()  sampling from a causal LM (--generate), as nanoGPT's
@@ -19,13 +20,15 @@
 #ifndef TC_RUNTIME_SESSION_RUN_H
 #define TC_RUNTIME_SESSION_RUN_H
 
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/src/base/artifact.h"
+#include "runtime/src/base/executor.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/session/trainer.h"
 
@@ -57,10 +60,10 @@ struct TrainOptions {
   std::string metrics, tensorboard;
   int64_t logEvery = 10;
   std::string refPrecision = "f32";
-  int gpu = -1; ///< the CUDA ordinal, -1 for the CPU reference
-  /// Set (to the signal number) by the tool's SIGINT/SIGTERM handler: the
-  /// loop stops after the current step and saves when --save is given.
-  const std::atomic<int> *stop = nullptr;
+  DeviceOptions device; ///< gpu -1: the CPU reference
+  /// Polled after every step of train() / TrainRun::run: non-zero (the
+  /// tool's signal number) stops the loop there, saving when --save is given.
+  std::function<int()> stop;
 };
 
 /// One optimizer step, as the metrics line and the progress bar show it.
@@ -73,11 +76,17 @@ struct StepRecord {
   bool periodic = false;     ///< a --log-every step (a line to keep in the scrollback)
 };
 
+/// The "kind": "train" / "val" lines of the metrics file.
+std::string trainMetricsJson(const StepRecord &r);
+
 struct ValRecord {
   int64_t step = 0;
   double valLoss = 0;
   int64_t valTokens = 0;
 };
+std::string valMetricsJson(const ValRecord &v);
+/// The "kind": "eval" line of --eval --data (step < 0: null).
+std::string evalLossMetricsJson(int64_t step, double loss, int64_t tokens);
 
 /// Receives what a run has to say. Every method has a default that drops it.
 class RunObserver {
@@ -98,7 +107,74 @@ struct TrainSummary {
   int interrupted = 0; ///< the signal that stopped the run, 0 when it ran to the end
 };
 
-/// Runs training on `artifact` (read from `artifactPath`). See TrainOptions.
+/// A training run. prepare() does everything before the first step: the
+/// configuration (flags against a resumed checkpoint), the Trainer on its
+/// device, the data, --init / --resume, the --save checks, the metrics and
+/// TensorBoard files. step() and stepWith() make one step with its records
+/// (the observer, metrics, TensorBoard, validation, --save-every); run()
+/// loops to the planned total. *inputError tells failures of the user's
+/// inputs (tc-run exits 2) from the run's (1). Not thread-safe: the C API
+/// serialises the calls.
+class TrainRun {
+public:
+  TrainRun();
+  ~TrainRun();
+  TrainRun(const TrainRun &) = delete;
+  TrainRun &operator=(const TrainRun &) = delete;
+
+  /// `artifact` (read from `artifactPath`) and `obs` must outlive the run.
+  /// With `needSource`, data or feeds are required (tc-run); without, steps
+  /// without either take their inputs from stepWith().
+  Status prepare(const Artifact *artifact, const std::string &artifactPath, const TrainOptions &o,
+                 RunObserver *obs, bool needSource, bool *inputError);
+  /// The next step from the run's data (windows or feeds).
+  Status step(StepRecord *rec, bool *inputError);
+  /// The next step on given micro-batches (config().gradAccum of them).
+  Status stepWith(const std::vector<std::vector<HostTensor>> &micro, StepRecord *rec,
+                  bool *inputError);
+  /// Steps to the planned total; stops after a step when o.stop or `stop`
+  /// says so (saving with --save); `between` runs after every step.
+  Status run(TrainSummary *summary, bool *inputError, const std::function<int()> &stop,
+             const std::function<void()> &between);
+
+  /// Saves a checkpoint of the current step into `dir` (its step-N folder
+  /// with --keep-checkpoints when `dir` is the --save folder).
+  Status saveTo(const std::string &dir);
+  /// Restores a checkpoint of this artifact: state, step, RNG, data position.
+  Status loadCheckpoint(const std::string &dir);
+  /// The mean loss over `iters` batches of evenly spaced windows of `data`
+  /// with the live weights, the run's labels convention; nothing changes.
+  Status evaluate(const TokenData &data, int64_t iters, double *loss, int64_t *tokens,
+                  bool *inputError);
+
+  Trainer &trainer() { return trainer_; }
+  const Artifact &artifact() const { return *artifact_; }
+  int64_t currentStep() const { return step_; }
+  int64_t totalSteps() const { return run_.steps; }
+  /// The learning rate of `step` under the run's schedule.
+  double learningRateAt(int64_t step) const;
+  /// Replaces the schedule (kept in later checkpoints).
+  Status setSchedule(double lr, int64_t warmup, const std::string &schedule);
+  /// The data inputs of a micro-batch: names, types, and (with token data)
+  /// which are input_ids and labels.
+  const std::vector<std::string> &dataInputNames() const { return trainer_.dataInputNames(); }
+  const std::vector<TensorType> &dataInputTypes() const { return trainer_.dataInputTypes(); }
+
+private:
+  struct State;
+  std::unique_ptr<State> s_;
+  const Artifact *artifact_ = nullptr;
+  Trainer trainer_;
+  RunConfig run_;
+  int64_t step_ = 0;
+  Status save(int64_t step);
+  Status validate(int64_t step, bool *inputError);
+  Status record(int64_t step, double lr, double seconds, const StepResult &r, StepRecord *rec);
+  Status finishStep(int64_t step, bool *inputError);
+};
+
+/// Runs training on `artifact` (read from `artifactPath`): a TrainRun from
+/// prepare() to the end of run(). See TrainOptions.
 Status train(const Artifact &artifact, const std::string &artifactPath, const TrainOptions &o,
              RunObserver *obs, TrainSummary *summary, bool *userError);
 
@@ -110,7 +186,7 @@ struct EvalDataOptions {
   std::string data, dataDtype = "uint16", labels, init;
   int64_t iters = 20;
   std::string refPrecision = "f32";
-  int gpu = -1;
+  DeviceOptions device;
   int64_t seed = 1337;
 };
 struct EvalDataResult {
@@ -128,12 +204,13 @@ Status evaluateData(const Artifact &artifact, const EvalDataOptions &o, RunObser
 /// plain file).
 Status loadArtifactWeights(Artifact *artifact, const std::string &weights, int64_t *step);
 
-/// --generate: continues `prompt` by `maxNewTokens` tokens, one infer call
-/// per token at the compiled [B, T] (the context cropped to its last T
-/// tokens, as nanoGPT crops to block_size; the prompt fills row 0 and the
-/// logits of its last position are sampled). temperature 0 is greedy;
-/// topK 0 keeps every token. The model must have an output named "logits"
-/// (or exactly one float output of rank 3 [B, T, V]).
+/// The sampler (tc-run --generate, the C API's generation): continues
+/// `prompt` by `maxNewTokens` tokens, one infer call per token at the
+/// compiled [B, T] (the context cropped to its last T tokens, as nanoGPT
+/// crops to block_size; the prompt fills row 0 and the logits of its last
+/// position are sampled). temperature 0 is greedy; topK 0 keeps every
+/// token. The model must have an output named "logits" (or exactly one
+/// float output of rank 3 [B, T, V]).
 struct GenerateOptions {
   std::vector<int64_t> prompt;
   int64_t maxNewTokens = 32;
@@ -142,10 +219,20 @@ struct GenerateOptions {
   uint64_t seed = 1337;
   std::string init; ///< checkpoint or .safetensors ("" = the artifact's weights)
   std::string refPrecision = "f32";
-  int gpu = -1;
 };
+/// tc-run --generate: `o.init` loaded into a copy of the artifact, the CPU
+/// reference.
 Status generate(const Artifact &artifact, const GenerateOptions &o, std::vector<int64_t> *tokens,
                 bool *userError);
+/// The sampler on an executor holding the model's weights (`artifact`'s
+/// infer function, run by `ex`: a session's, a trainer's). Only the
+/// sampler's own RNG (seeded by o.seed) is drawn from.
+Status generateWith(const Artifact &artifact, Executor &ex, const GenerateOptions &o,
+                    std::vector<int64_t> *tokens, bool *userError);
+/// The next-token logits (f32 [V]) after `context` on `ex`, as the sampler
+/// computes them.
+Status nextLogits(const Artifact &artifact, Executor &ex, const std::vector<int64_t> &context,
+                  HostTensor *logits, bool *userError);
 
 } // namespace tc::rt
 

@@ -20,6 +20,7 @@
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
 #include "runtime/src/base/version.h"
+#include "runtime/src/session/backend.h"
 
 namespace tc::rt {
 
@@ -237,6 +238,27 @@ TokenData::~TokenData() {
     ::close(fd_);
 }
 
+Status TokenData::openMemory(std::vector<uint32_t> tokens, const std::string &what) {
+  path_ = what;
+  tokenBytes_ = 4;
+  count_ = static_cast<int64_t>(tokens.size());
+  memory_ = std::move(tokens);
+  return Status::ok();
+}
+
+std::vector<uint64_t> evalOffsets(const TokenData &data, int64_t batch, int64_t seq,
+                                  int64_t index, int64_t iters) {
+  int64_t windows = iters * batch;
+  int64_t span = data.numTokens() - seq - 1;
+  std::vector<uint64_t> offsets(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t k = index * batch + b;
+    offsets[static_cast<size_t>(b)] =
+        windows > 1 ? static_cast<uint64_t>(span * k / (windows - 1)) : 0;
+  }
+  return offsets;
+}
+
 Status TokenData::open(const std::string &path, int tokenBytes) {
   path_ = path;
   tokenBytes_ = tokenBytes;
@@ -443,14 +465,18 @@ Status TokenData::batchAt(const std::vector<uint64_t> &offsets, int64_t seq, DTy
       return invalidArgument("token file '" + path_ + "': a window at token " +
                              std::to_string(o) + " does not fit its " + std::to_string(count_) +
                              " tokens");
-    ssize_t got = ::pread(fd_, buf.data(), buf.size(), static_cast<off_t>(o * tokenBytes_));
-    if (got != static_cast<ssize_t>(buf.size()))
-      return ioError("cannot read token file '" + path_ + "' at token " + std::to_string(o));
+    if (fd_ >= 0) {
+      ssize_t got = ::pread(fd_, buf.data(), buf.size(), static_cast<off_t>(o * tokenBytes_));
+      if (got != static_cast<ssize_t>(buf.size()))
+        return ioError("cannot read token file '" + path_ + "' at token " + std::to_string(o));
+    }
     for (int64_t t = 0; t <= seq; ++t) {
       const uint8_t *p = buf.data() + t * tokenBytes_;
-      int64_t tok = tokenBytes_ == 2 ? (p[0] | (p[1] << 8))
-                                     : static_cast<int64_t>(p[0] | (p[1] << 8) | (p[2] << 16) |
-                                                            (static_cast<uint32_t>(p[3]) << 24));
+      int64_t tok = fd_ < 0 ? static_cast<int64_t>(memory_[o + static_cast<uint64_t>(t)])
+                    : tokenBytes_ == 2
+                        ? (p[0] | (p[1] << 8))
+                        : static_cast<int64_t>(p[0] | (p[1] << 8) | (p[2] << 16) |
+                                               (static_cast<uint32_t>(p[3]) << 24));
       if (t < seq)
         ids[b * seq + t] = tok;
       if (shift == LabelShift::Same && t < seq)
@@ -476,101 +502,118 @@ Status artifactHash(const std::string &artifactPath, std::string *out) {
   return Status::ok();
 }
 
-Status Trainer::init(const Artifact *artifact, const ExecOptions &opts, bool hostValues) {
+Trainer::Trainer() = default;
+Trainer::~Trainer() = default;
+
+Status Trainer::init(const Artifact *artifact, const ExecOptions &opts, const DeviceOptions &device,
+                     bool *deviceFailed) {
+  if (deviceFailed)
+    *deviceFailed = false;
   artifact_ = artifact;
   opts_ = opts;
   wide_ = opts.precision == RefPrecision::F64;
   opts_.wideF32 = wide_;
   TC_RETURN_IF_ERROR(readTrainConfig(*artifact, &config_));
   leftOut_ = notInStateDict(*artifact);
-  train_ = artifact->findFunction("train_step");
-  grad_ = artifact->findFunction("grad_step");
-  apply_ = artifact->findFunction("apply_step");
-  if (!grad_ || !apply_ || (config_.gradAccum == 1 && !train_))
+  const Function *train = artifact->findFunction("train_step");
+  const Function *grad = artifact->findFunction("grad_step");
+  const Function *apply = artifact->findFunction("apply_step");
+  if (!grad || !apply || (config_.gradAccum == 1 && !train))
     return failedPrecondition("the artifact lacks grad_step/apply_step/train_step (compile "
                               "it with tc-compile --train)");
-  dataNames_ = grad_->inputNames;
+  dataNames_ = grad->inputNames;
   dataTypes_.clear();
-  for (int32_t id : grad_->inputs)
-    dataTypes_.push_back(grad_->values[id]);
-  if (grad_->outputs.empty())
+  for (int32_t id : grad->inputs)
+    dataTypes_.push_back(grad->values[id]);
+  if (grad->outputs.empty())
     return dataLoss("grad_step has no outputs");
-  if (apply_->inputs.size() < 2 || apply_->inputNames[apply_->inputs.size() - 2] != "lr" ||
-      apply_->inputNames.back() != "step")
+  if (apply->inputs.size() < 2 || apply->inputNames[apply->inputs.size() - 2] != "lr" ||
+      apply->inputNames.back() != "step")
     return dataLoss("apply_step does not end with the inputs lr, step");
-  state_.clear();
-  for (const Parameter &p : artifact->params) {
-    HostTensor t;
-    if ((p.init == ParamInit::Data && !p.hasData) || !hostValues) {
-      // No value yet: --init FILE may supply it (loadWeights); a step without
-      // one fails in tc.parameter with init.h's missingDataMessage.
-      t.type = p.type;
-      state_[p.name] = std::move(t);
-      continue;
-    }
-    TC_RETURN_IF_ERROR(parameterValue(*artifact, p, opts.initSeed, &t));
-    if (wide_ && t.type.dtype == DType::F32)
-      t = convertFloat(t, DType::F64);
-    state_[p.name] = std::move(t);
-  }
+  if (deviceFailed)
+    *deviceFailed = true;
+  if (device.gpu >= 0 && wide_)
+    return invalidArgument("--ref-precision f64 is a CPU reference mode; the GPU computes in "
+                           "the artifact's precision");
+  TC_RETURN_IF_ERROR(createExecutor(artifact, opts_, device, &exec_));
+  // Allocate the step's buffers now, so the memory report is the step's.
+  TC_RETURN_IF_ERROR(exec_->prepare(config_.gradAccum == 1 ? "train_step" : "grad_step"));
+  if (config_.gradAccum > 1)
+    TC_RETURN_IF_ERROR(exec_->prepare("apply_step"));
+  if (deviceFailed)
+    *deviceFailed = false;
   return Status::ok();
+}
+
+DeviceMemoryReport Trainer::deviceMemory() const {
+  return exec_ ? exec_->memory() : DeviceMemoryReport();
 }
 
 HostTensor Trainer::scalar(double v) const {
   return makeHostTensor({wide_ ? DType::F64 : DType::F32, {}}, {v});
 }
 
-Status Trainer::applyUpdates(const Function &fn, std::vector<HostTensor> &outputs, size_t first) {
-  for (size_t i = first; i < outputs.size(); ++i) {
-    const std::string &n = fn.outputNames[i];
-    if (n.compare(0, 7, "update:") != 0)
-      continue;
-    std::string entry = n.substr(7);
-    auto it = state_.find(entry);
-    if (it == state_.end())
-      return dataLoss("function '" + fn.name + "' updates '" + entry +
-                      "', which is not in the parameter/state table");
-    if (it->second.type != outputs[i].type)
-      return internalError("update of '" + entry + "' is " + typeToString(outputs[i].type) +
-                           ", the entry is " + typeToString(it->second.type));
-    it->second = std::move(outputs[i]);
-  }
+Status Trainer::scalarResult(const std::string &fn, const std::string &name, int fallback,
+                             const std::vector<HostTensor> &outputs, double *v) const {
+  const std::vector<std::string> *names = exec_->outputNames(fn);
+  int index = -1;
+  if (names)
+    for (size_t i = 0; i < names->size(); ++i)
+      if ((*names)[i] == name)
+        index = static_cast<int>(i);
+  if (index < 0 && names && fallback >= 0 && static_cast<size_t>(fallback) < names->size() &&
+      !exec_->onDevice())
+    index = fallback; // the CPU program's results by position
+  if (index < 0 || static_cast<size_t>(index) >= outputs.size())
+    return dataLoss("@" + fn + " has no result '" + name + "'");
+  *v = hostTensorToDoubles(outputs[static_cast<size_t>(index)])[0];
   return Status::ok();
 }
+
+namespace {
+/// Only the results called `names` of `fn` are wanted back.
+std::vector<bool> wantOnly(const std::vector<std::string> *outputs,
+                           std::initializer_list<std::string> names) {
+  std::vector<bool> want(outputs ? outputs->size() : 0, false);
+  for (size_t i = 0; i < want.size(); ++i)
+    for (const std::string &n : names)
+      want[i] = want[i] || (*outputs)[i] == n;
+  return want;
+}
+} // namespace
 
 Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
                      StepResult *out) {
   if (static_cast<int64_t>(micro.size()) != config_.gradAccum)
     return invalidArgument("a step takes " + std::to_string(config_.gradAccum) +
                            " micro-batches, got " + std::to_string(micro.size()));
-  if (gpu_)
-    return stepDevice(step, lr, micro, out);
   std::vector<HostTensor> outputs;
   if (config_.gradAccum == 1) {
+    if (!exec_->hasFunction("train_step"))
+      return failedPrecondition("the artifact has no " + std::string(onDevice() ? "GPU " : "") +
+                                "train_step");
     std::vector<HostTensor> inputs = micro[0];
     inputs.push_back(scalar(lr));
     inputs.push_back(scalar(static_cast<double>(step)));
-    TC_RETURN_IF_ERROR(runFunction(*artifact_, *train_, inputs, &outputs, opts_, &state_));
-    out->loss = hostTensorToDoubles(outputs[0])[0];
-    out->gradNorm = hostTensorToDoubles(outputs[1])[0];
-    return applyUpdates(*train_, outputs, 2);
+    std::vector<bool> want = wantOnly(exec_->outputNames("train_step"), {config_.loss, "grad_norm"});
+    TC_RETURN_IF_ERROR(exec_->run("train_step", inputs, &outputs, &want));
+    TC_RETURN_IF_ERROR(scalarResult("train_step", config_.loss, 0, outputs, &out->loss));
+    return scalarResult("train_step", "grad_norm", 1, outputs, &out->gradNorm);
   }
+  // Gradient accumulation through the host: grad_step per micro-batch, the
+  // gradients averaged in double, then apply_step.
+  if (!exec_->hasFunction("grad_step") || !exec_->hasFunction("apply_step"))
+    return failedPrecondition("the artifact has no " + std::string(onDevice() ? "GPU " : "") +
+                              "grad_step/apply_step");
   std::vector<HostTensor> inputs;
-  TC_RETURN_IF_ERROR(accumulate(
-      step, lr, micro,
-      [&](const std::vector<HostTensor> &mb, std::vector<HostTensor> *outs) {
-        return runFunction(*artifact_, *grad_, mb, outs, opts_, &state_);
-      },
-      &inputs, &out->loss));
-  TC_RETURN_IF_ERROR(runFunction(*artifact_, *apply_, inputs, &outputs, opts_, &state_));
-  out->gradNorm = hostTensorToDoubles(outputs[0])[0];
-  return applyUpdates(*apply_, outputs, 1);
+  TC_RETURN_IF_ERROR(accumulate(step, lr, micro, &inputs, &out->loss));
+  std::vector<bool> want = wantOnly(exec_->outputNames("apply_step"), {"grad_norm"});
+  TC_RETURN_IF_ERROR(exec_->run("apply_step", inputs, &outputs, &want));
+  return scalarResult("apply_step", "grad_norm", 0, outputs, &out->gradNorm);
 }
 
 Status Trainer::accumulate(int64_t step, double lr,
                            const std::vector<std::vector<HostTensor>> &micro,
-                           const std::function<Status(const std::vector<HostTensor> &,
-                                                      std::vector<HostTensor> *)> &gradStep,
                            std::vector<HostTensor> *applyInputs, double *meanLoss) const {
   // grad_step returns the loss, then one gradient per apply_step input: sum
   // them in double over the micro-batches, then average.
@@ -579,7 +622,7 @@ Status Trainer::accumulate(int64_t step, double lr,
   std::vector<HostTensor> outputs;
   double lossSum = 0;
   for (const std::vector<HostTensor> &mb : micro) {
-    TC_RETURN_IF_ERROR(gradStep(mb, &outputs));
+    TC_RETURN_IF_ERROR(exec_->run("grad_step", mb, &outputs));
     if (outputs.empty())
       return dataLoss("grad_step returned nothing");
     lossSum += hostTensorToDoubles(outputs[0])[0];
@@ -663,14 +706,21 @@ Status Trainer::setEntries(const std::map<std::string, HostTensor> &tensors, boo
   std::set<std::string> wanted;
   TC_RETURN_IF_ERROR(matchEntries(*artifact_, tensors, optimizerState, what, &wanted,
                                   optimizerState ? std::set<std::string>() : leftOut_));
-  for (const std::string &name : wanted) {
-    HostTensor &dst = state_[name];
-    const HostTensor &src = tensors.at(name);
-    dst = dtypeIsFloat(src.type.dtype) ? convertFloat(src, dst.type.dtype) : src;
-  }
-  if (gpu_)
-    return pushToDevice(std::vector<std::string>(wanted.begin(), wanted.end()));
+  for (const std::string &name : wanted)
+    TC_RETURN_IF_ERROR(setEntry(name, tensors.at(name)));
   return Status::ok();
+}
+
+Status Trainer::getEntry(const std::string &name, HostTensor *out) const {
+  return exec_->getEntry(name, out);
+}
+
+Status Trainer::setEntry(const std::string &name, const HostTensor &value) {
+  TensorType type;
+  TC_RETURN_IF_ERROR(exec_->entryType(name, &type));
+  if (dtypeIsFloat(value.type.dtype) && dtypeIsFloat(type.dtype) && value.type.dtype != type.dtype)
+    return exec_->setEntry(name, convertFloat(value, type.dtype));
+  return exec_->setEntry(name, value);
 }
 
 Status Trainer::loadWeights(const std::string &path) {
@@ -683,15 +733,10 @@ Status Trainer::saveCheckpoint(const std::string &dir, const CheckpointMeta &met
   SafetensorsFile model, opt;
   model.metadata["format"] = "pt";
   opt.metadata["format"] = "pt";
-  const std::map<std::string, HostTensor> *values = &state_;
-  std::map<std::string, HostTensor> onDevice;
-  if (gpu_) {
-    TC_RETURN_IF_ERROR(deviceState(&onDevice));
-    values = &onDevice;
-  }
   for (const Parameter &p : artifact_->params)
     if (!leftOut_.count(p.name)) // not in torch's state_dict: not in the checkpoint
-      (p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name] = values->at(p.name);
+      TC_RETURN_IF_ERROR(exec_->getEntry(
+          p.name, &(p.kind == ParamKind::OptimizerState ? opt : model).tensors[p.name]));
   std::vector<uint8_t> modelBytes, optBytes;
   TC_RETURN_IF_ERROR(serializeSafetensors(model, &modelBytes));
   TC_RETURN_IF_ERROR(serializeSafetensors(opt, &optBytes));
@@ -811,19 +856,26 @@ Status Trainer::loadCheckpoint(const std::string &dir, const std::string &expect
 }
 
 Status Trainer::evalLoss(const std::vector<HostTensor> &batch, double *loss) {
+  const char *name = exec_->hasFunction("eval_step") ? "eval_step" : "grad_step";
+  const std::vector<std::string> *names = exec_->outputNames(name);
+  if (!names)
+    return failedPrecondition("the artifact has no " + std::string(onDevice() ? "GPU " : "") +
+                              "eval_step or grad_step");
+  // grad_step's first result is the loss (whatever the model named it).
+  int li = -1;
+  for (size_t i = 0; i < names->size(); ++i)
+    if ((*names)[i] == config_.loss)
+      li = static_cast<int>(i);
+  if (std::string(name) == "grad_step" && !names->empty())
+    li = 0;
+  if (li < 0)
+    return dataLoss(std::string(name) + " has no output '" + config_.loss + "'");
+  std::vector<bool> want(names->size(), false);
+  want[static_cast<size_t>(li)] = true;
   std::vector<HostTensor> outputs;
-  if (gpu_)
-    return evalLossDevice(batch, loss);
-  const Function *eval = artifact_->findFunction("eval_step");
-  if (!eval)
-    return failedPrecondition("the artifact has no eval_step (compile it with tc-compile --train)");
-  TC_RETURN_IF_ERROR(runFunction(*artifact_, *eval, batch, &outputs, opts_, &state_));
-  for (size_t i = 0; i < eval->outputNames.size(); ++i)
-    if (eval->outputNames[i] == config_.loss) {
-      *loss = hostTensorToDoubles(outputs[i])[0];
-      return Status::ok();
-    }
-  return dataLoss("eval_step has no output '" + config_.loss + "'");
+  TC_RETURN_IF_ERROR(exec_->run(name, batch, &outputs, &want));
+  *loss = hostTensorToDoubles(outputs[static_cast<size_t>(li)])[0];
+  return Status::ok();
 }
 
 Status fileFingerprint(const std::string &path, const std::string &what, FileFingerprint *out) {

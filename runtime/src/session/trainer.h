@@ -1,8 +1,9 @@
-//===- trainer.h - the training loop's engine (CPU reference) ---*- C++ -*-===//
+//===- trainer.h - the training loop's engine --------------------*- C++ -*-===//
 //
-// What tc-run --steps (and, later, the C API) drives: the parameter/state
-// table of an artifact compiled with `tc-compile --train`, one optimizer step
-// at a time, checkpoints, token data and the learning-rate schedule.
+// What tc-run --steps and the C API's trainers drive: the parameter/state
+// table of an artifact compiled with `tc-compile --train`, held by an
+// Executor (the CPU reference or a GPU, session/backend.h), one optimizer
+// step at a time, checkpoints, token data and the learning-rate schedule.
 //
 // A step with grad_accum == 1 runs "train_step" (loss, grad_norm,
 // update:<entry>...); with grad_accum N > 1 it runs "grad_step" once per
@@ -23,12 +24,13 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+#include <memory>
+
+#include "runtime/src/base/executor.h"
 #include "runtime/src/base/program.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/cpu/executor.h"
-
-#include <functional>
-#include <memory>
 
 namespace tc::rt {
 
@@ -78,13 +80,18 @@ Status checkInputRanges(const Artifact &artifact, const std::vector<std::string>
                         const std::vector<HostTensor> &values);
 
 /// A flat token file (nanoGPT / llm.c .bin: raw little-endian uint16 or
-/// uint32 tokens, no header). Batches are random windows: input_ids =
-/// tokens[o, o+T), labels = tokens[o+1, o+T+1) (LabelShift::Next) or
-/// tokens[o, o+T) (Same), o drawn by the Rng.
+/// uint32 tokens, no header) or tokens in memory. Batches are random
+/// windows: input_ids = tokens[o, o+T), labels = tokens[o+1, o+T+1)
+/// (LabelShift::Next) or tokens[o, o+T) (Same), o drawn by the Rng.
 class TokenData {
 public:
+  TokenData() = default;
+  TokenData(const TokenData &) = delete;
+  TokenData &operator=(const TokenData &) = delete;
   ~TokenData();
   Status open(const std::string &path, int tokenBytes);
+  /// Tokens held in memory (each < 2^32), named `what` in messages.
+  Status openMemory(std::vector<uint32_t> tokens, const std::string &what);
   int64_t numTokens() const { return count_; }
   /// Fills a [batch, seq] input_ids and labels of `dtype` (an integer type).
   Status nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng, HostTensor *inputIds,
@@ -101,7 +108,14 @@ private:
   int tokenBytes_ = 2;
   int64_t count_ = 0;
   std::string path_;
+  std::vector<uint32_t> memory_; ///< openMemory's tokens (fd_ < 0)
 };
+
+/// The token offsets of batch `index` of `iters` batches of `batch` evenly
+/// spaced windows of `seq` tokens of `data` (the same ones every time,
+/// covering it): what evaluation and validation feed.
+std::vector<uint64_t> evalOffsets(const TokenData &data, int64_t batch, int64_t seq,
+                                  int64_t index, int64_t iters);
 
 struct StepResult {
   double loss = 0;
@@ -185,17 +199,6 @@ Status readCheckpointMeta(const std::string &dir, CheckpointMeta *meta);
 /// checkpoint is tied to.
 Status artifactHash(const std::string &artifactPath, std::string *out);
 
-/// What a Trainer on a GPU holds there (DeviceExecutor::memoryUse), and what
-/// cudaMemGetInfo saw it take.
-struct DeviceMemoryReport {
-  std::string device; // DeviceInfo::toString()
-  uint64_t parameters = 0, constants = 0, inputs = 0, workspace = 0, arena = 0, total = 0;
-  int64_t measured = 0; // drop of cudaMemGetInfo's free bytes over the allocation
-  /// cudaMemGetInfo before tc allocated: the card's total, and what was in
-  /// use already (the CUDA context, and any other process).
-  int64_t cardTotal = 0, inUseBefore = 0;
-};
-
 class Trainer {
 public:
   Trainer();
@@ -204,10 +207,13 @@ public:
   Trainer &operator=(const Trainer &) = delete;
 
   /// Takes the artifact (which must outlive the Trainer) and its training
-  /// functions; fills the state table from the weights, zeros and
-  /// initialisers. With `hostValues` false (training on a GPU: useDevice
-  /// follows) the host table holds only the types and the device fills itself.
-  Status init(const Artifact *artifact, const ExecOptions &opts, bool hostValues = true);
+  /// functions, then creates the executor of `device` (backend.h), which
+  /// fills the state table from the weights, zeros and initialisers (seeded
+  /// by opts.initSeed) and holds it. `*deviceFailed` (may be null) is set
+  /// when the failure is the device's (creating the executor, or f64 on a
+  /// GPU) rather than the artifact's.
+  Status init(const Artifact *artifact, const ExecOptions &opts, const DeviceOptions &device = {},
+              bool *deviceFailed = nullptr);
 
   const TrainConfig &config() const { return config_; }
   /// The data inputs of one micro-batch, in order (grad_step's inputs).
@@ -231,39 +237,32 @@ public:
                         CheckpointMeta *meta);
 
   /// The loss of one batch (the data inputs of a micro-batch) with the
-  /// current state, nothing updated: eval_step on the CPU reference,
-  /// grad_step's loss on a GPU (its program has no forward of its own).
+  /// current state, nothing updated: eval_step, or grad_step's loss where
+  /// the program has no eval_step (a GPU program has no forward of its own).
   Status evalLoss(const std::vector<HostTensor> &batch, double *loss);
 
-  const std::map<std::string, HostTensor> &state() const { return state_; }
+  /// Entry `name` of the state table, as the executor holds it (f64 for the
+  /// f32 entries of a --ref-precision f64 run).
+  Status getEntry(const std::string &name, HostTensor *out) const;
+  /// Replaces entry `name` by `value` (floats converted to the entry's width).
+  Status setEntry(const std::string &name, const HostTensor &value);
 
-  /// Moves training to CUDA GPU `device`: the state table is copied there
-  /// (entries the host has; initialisers without host values run on the
-  /// device) and every later step, weight load and checkpoint goes through
-  /// it. Fails with a clear message on a build or machine without a GPU.
-  Status useDevice(int device);
-  bool onDevice() const { return gpu_ != nullptr; }
-  /// The device's memory use (after useDevice).
+  /// The executor holding the state (after init).
+  Executor &executor() const { return *exec_; }
+  bool onDevice() const { return exec_ && exec_->onDevice(); }
+  /// The device's memory use (zeros on the CPU).
   DeviceMemoryReport deviceMemory() const;
-  /// The state table as the device holds it now (a copy; after useDevice).
-  Status deviceState(std::map<std::string, HostTensor> *out) const;
 
 private:
-  struct Gpu;
-  std::unique_ptr<Gpu> gpu_;
-  Status evalLossDevice(const std::vector<HostTensor> &batch, double *loss);
-  Status stepDevice(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
-                    StepResult *out);
-  Status pushToDevice(const std::vector<std::string> &names);
-
   HostTensor scalar(double v) const;
-  /// Gradient accumulation: runs `gradStep` on every micro-batch and makes
+  /// Result `name` of function `fn` as a double (`fallback`: its index
+  /// when no result has that name).
+  Status scalarResult(const std::string &fn, const std::string &name, int fallback,
+                      const std::vector<HostTensor> &outputs, double *v) const;
+  /// Gradient accumulation: runs grad_step on every micro-batch and makes
   /// apply_step's inputs (the averaged gradients, lr, step) and the mean loss.
   Status accumulate(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
-                    const std::function<Status(const std::vector<HostTensor> &,
-                                               std::vector<HostTensor> *)> &gradStep,
                     std::vector<HostTensor> *applyInputs, double *meanLoss) const;
-  Status applyUpdates(const Function &fn, std::vector<HostTensor> &outputs, size_t first);
   Status setEntries(const std::map<std::string, HostTensor> &tensors, bool optimizerState,
                     const std::string &what);
 
@@ -271,11 +270,10 @@ private:
   ExecOptions opts_;
   bool wide_ = false;
   TrainConfig config_;
-  const Function *train_ = nullptr, *grad_ = nullptr, *apply_ = nullptr;
   std::vector<std::string> dataNames_;
   std::vector<TensorType> dataTypes_;
-  std::map<std::string, HostTensor> state_;
   std::set<std::string> leftOut_; ///< notInStateDict(*artifact_)
+  std::unique_ptr<Executor> exec_;
 };
 
 } // namespace tc::rt
