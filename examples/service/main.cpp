@@ -135,6 +135,12 @@ int main(int argc, char **argv) {
   int threads = o.threads;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   tc_service::installRoutes(server, *model, o.limits);
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a
+  // second tc-service on the same port would start and share its requests.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
 
   int port = o.port;
   if (port == 0) {

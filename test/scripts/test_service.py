@@ -153,6 +153,13 @@ class ServiceTest(unittest.TestCase):
             time.sleep(0.05)
         self.fail("the training job did not finish in time")
 
+    def test_a_port_in_use_exits_2(self):
+        port = self.base.rsplit(":", 1)[1]
+        r = subprocess.run([TC_SERVICE, self.artifact, "--port", port], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"cannot bind 127.0.0.1:{port}", r.stderr)
+
     def test_health(self):
         status, reply, _ = self.call("GET", "/health")
         self.assertEqual(status, 200)
