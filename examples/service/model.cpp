@@ -25,14 +25,10 @@ std::string takeMessage(tc_status_t *st) {
 }
 
 /// A runtime failure as a reply: the request's fault (a bad option, a token
-/// id the model refuses, a token file that is missing, unreadable or
-/// malformed: the only files the runtime reads after loading are those a
-/// request names) is a 400, anything else a 500. Frees `st`.
+/// id the model refuses, a token file that is missing or malformed) is a
+/// 400, anything else a 500. Frees `st`.
 Failure failureOf(tc_status_t *st, const std::string &what) {
-  tc_status_code_t code = tc_status_code(st);
-  bool input = tc_status_is_input_error(st) || code == TC_STATUS_INVALID_ARGUMENT ||
-               code == TC_STATUS_NOT_FOUND || code == TC_STATUS_OUT_OF_RANGE ||
-               code == TC_STATUS_DATA_LOSS || code == TC_STATUS_IO_ERROR;
+  bool input = tc_status_is_input_error(st) || tc_status_code(st) == TC_STATUS_INVALID_ARGUMENT;
   return Failure{input ? 400 : 500, what + ": " + takeMessage(st)};
 }
 
