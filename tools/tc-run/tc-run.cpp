@@ -458,10 +458,9 @@ int appendMetrics(const std::string &path, const std::string &line) {
 
 /// The CUDA backend's options, from the environment (the runtime reads none).
 tc_cuda_options_t cudaOptionsFromEnv() {
-  tc_cuda_options_t c;
   tc_session_options_t defaults;
   tc_session_options_initialize(&defaults);
-  c = defaults.cuda;
+  tc_cuda_options_t c = defaults.cuda;
   if (const char *g = std::getenv("TC_CUDA_GRAPHS"))
     c.graphs = std::string(g) != "0";
   if (const char *v = std::getenv("TC_CUDA_CHECK_OPS"))

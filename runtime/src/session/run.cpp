@@ -562,6 +562,9 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
     if (!run.valData.path.empty())
       return invalidArgument("--val-data goes with --data (token windows)");
     S.noSource = true; // every step comes with its inputs (stepWith)
+    // evaluate() cuts windows as the artifact's loss wants them.
+    std::string message, note;
+    TC_RETURN_IF_ERROR(chooseLabels(artifact, "", &labelShift, &message, &note));
   } else {
     if (!run.valData.path.empty())
       return invalidArgument("--val-data goes with --data (token windows)");
