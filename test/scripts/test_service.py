@@ -52,6 +52,38 @@ def request(base, method, path, body=None, raw=None, timeout=10):
     return status, json.loads(text), time.monotonic() - t0
 
 
+def start_server(artifact, *flags):
+    """A tc-service on a free loopback port: (process, base URL). Its stderr
+    goes to a file (a pipe nobody reads could fill and block it)."""
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([TC_SERVICE, artifact, "--port", "0", *flags],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    proc.log = log
+    line = proc.stdout.readline()
+    m = re.search(r"listening on http://(127\.0\.0\.1):(\d+)", line)
+    if not m:
+        proc.kill()
+        stop_server(proc, want_rc=None)
+        raise AssertionError(f"tc-service did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{m.group(2)}"
+
+
+def stop_server(proc, want_rc=0):
+    """SIGTERM, and the clean exit 0 it must give."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.log.seek(0)
+        log = proc.log.read()
+        proc.log.close()
+    assert want_rc is None or rc == want_rc, f"tc-service exited {rc} on SIGTERM: {log}"
+
+
 # (method, path, body or raw bytes, expected status, a word the message must contain)
 MALFORMED = [
     ("POST", "/eval", b"{not json", 400, "not valid JSON"),
@@ -107,26 +139,14 @@ class ServiceTest(unittest.TestCase):
             text = f.read()
         with open(cls.tokens, "wb") as f:  # byte tokens as uint16, as make_data.py writes them
             f.write(b"".join(bytes((c, 0)) for c in text))
-        cls.proc = subprocess.Popen(
-            [TC_SERVICE, cls.artifact, "--port", "0", "--max-body-bytes", str(MAX_BODY)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = cls.proc.stdout.readline()
-        m = re.search(r"listening on http://(127\.0\.0\.1):(\d+)", line)
-        if not m:
-            cls.proc.kill()
-            raise AssertionError(f"tc-service did not start: {line!r} {cls.proc.stderr.read()}")
-        cls.base = f"http://127.0.0.1:{m.group(2)}"
+        cls.proc, cls.base = start_server(cls.artifact, "--max-body-bytes", str(MAX_BODY))
 
     @classmethod
     def tearDownClass(cls):
-        cls.proc.send_signal(signal.SIGTERM)
         try:
-            rc = cls.proc.wait(timeout=30)
+            stop_server(cls.proc)
         finally:
-            if cls.proc.poll() is None:
-                cls.proc.kill()
             cls.tmp.cleanup()
-        assert rc == 0, f"tc-service exited {rc} on SIGTERM: {cls.proc.stderr.read()}"
 
     def call(self, method, path, body=None, raw=None):
         return request(self.base, method, path, body=body, raw=raw)
@@ -196,6 +216,28 @@ class ServiceTest(unittest.TestCase):
             conn.close()
             self.assertEqual(r.status, want, f"{method} {headers}: {reply}")
             self.assertIn(word, reply["error"])
+
+    def test_eval_is_tc_run_eval(self):
+        # A fresh server (the artifact's weights, whatever the other tests
+        # trained): its /eval of 300 tokens is tc-run --eval of them, to the bit.
+        with open("/usr/share/common-licenses/GPL-3", "rb") as f:
+            ids = list(f.read(300))
+        small = os.path.join(self.tmp.name, "small.bin")
+        with open(small, "wb") as f:
+            f.write(b"".join(bytes((c, 0)) for c in ids))
+        metrics = os.path.join(self.tmp.name, "eval.jsonl")
+        subprocess.run([os.path.join(BUILD, "bin", "tc-run"), self.artifact, "--eval", "--data",
+                        small, "--eval-iters", "1", "--metrics", metrics],
+                       check=True, capture_output=True)
+        with open(metrics) as f:
+            want = json.loads(f.readline())
+        proc, base = start_server(self.artifact)
+        try:
+            status, reply, _ = request(base, "POST", "/eval", {"tokens": ids})
+        finally:
+            stop_server(proc)
+        self.assertEqual(status, 200, reply)
+        self.assertEqual((reply["loss"], reply["tokens"]), (want["val_loss"], want["val_tokens"]))
 
     def test_eval_and_infer(self):
         text = b"This program is free software: you can redistribute it"
