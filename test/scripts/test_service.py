@@ -217,16 +217,23 @@ class ServiceTest(unittest.TestCase):
             self.assertEqual(r.status, want, f"{method} {headers}: {reply}")
             self.assertIn(word, reply["error"])
 
-    def test_eval_is_tc_run_eval(self):
+    def test_eval_and_generation_are_tc_run_s(self):
         # A fresh server (the artifact's weights, whatever the other tests
-        # trained): its /eval of 300 tokens is tc-run --eval of them, to the bit.
+        # trained): its /eval of 300 tokens is tc-run --eval of them, to the
+        # bit, and its greedy generation tc-run --generate --temperature 0.
+        tc_run = os.path.join(BUILD, "bin", "tc-run")
+        prompt = [84, 104, 101]
+        r = subprocess.run([tc_run, self.artifact, "--generate", "--prompt",
+                            ",".join(map(str, prompt)), "--max-new-tokens", "8",
+                            "--temperature", "0"], check=True, capture_output=True, text=True)
+        generated = [int(t) for t in r.stdout.strip().split(",")][len(prompt):]
         with open("/usr/share/common-licenses/GPL-3", "rb") as f:
             ids = list(f.read(300))
         small = os.path.join(self.tmp.name, "small.bin")
         with open(small, "wb") as f:
             f.write(b"".join(bytes((c, 0)) for c in ids))
         metrics = os.path.join(self.tmp.name, "eval.jsonl")
-        subprocess.run([os.path.join(BUILD, "bin", "tc-run"), self.artifact, "--eval", "--data",
+        subprocess.run([tc_run, self.artifact, "--eval", "--data",
                         small, "--eval-iters", "1", "--metrics", metrics],
                        check=True, capture_output=True)
         with open(metrics) as f:
@@ -234,10 +241,13 @@ class ServiceTest(unittest.TestCase):
         proc, base = start_server(self.artifact)
         try:
             status, reply, _ = request(base, "POST", "/eval", {"tokens": ids})
+            gstatus, greply, _ = request(base, "POST", "/infer", {"tokens": prompt, "generate": 8})
         finally:
             stop_server(proc)
         self.assertEqual(status, 200, reply)
         self.assertEqual((reply["loss"], reply["tokens"]), (want["val_loss"], want["val_tokens"]))
+        self.assertEqual(gstatus, 200, greply)
+        self.assertEqual(greply["generated"], generated)
 
     def test_eval_and_infer(self):
         text = b"This program is free software: you can redistribute it"
