@@ -1,7 +1,6 @@
 //===- Compile.cpp - import, pipeline, artifact ---------------------------===//
 
 #include "compiler/Compile.h"
-#include "runtime/src/base/json.h"
 #include "compiler/Flops.h"
 #include "compiler/Target.h"
 
@@ -23,6 +22,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstdio>
 
@@ -88,7 +89,9 @@ LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std:
 }
 
 namespace {
-std::string jsonQuote(llvm::StringRef s) { return tc::rt::jsonQuote(s.str()); }
+std::string jsonQuote(llvm::StringRef s) {
+  return llvm::formatv("{0}", llvm::json::Value(s)).str();
+}
 
 std::string jsonDouble(double v) {
   char buf[40];

@@ -9,9 +9,8 @@
 #ifndef TC_COMPILER_COMPILE_H
 #define TC_COMPILER_COMPILE_H
 
-#include "runtime/src/base/host_tensor.h"
-#include "runtime/src/base/init.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/init_spec.h"
+#include "runtime/src/schema/program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"

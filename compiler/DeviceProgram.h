@@ -2,7 +2,7 @@
 //
 // Turns a planned tcx function (after tc-lower-to-tcx and tcx-plan-memory:
 // straight-line tcx ops on params, consts, arguments and views of the one
-// arena) into the artifact's device program (runtime/src/base/program.h
+// arena) into the artifact's device program (runtime/src/schema/program.h
 // DeviceFunction): one DeviceOp per tcx work op, every buffer resolved to
 // (space, byte offset, bytes).
 //
@@ -10,7 +10,7 @@
 #ifndef TC_COMPILER_DEVICEPROGRAM_H
 #define TC_COMPILER_DEVICEPROGRAM_H
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

@@ -6,7 +6,8 @@
 #include "compiler/Labels.h"
 
 #include "dialects/tc/IR/TcOps.h"
-#include "runtime/src/base/json.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <map>
 #include <optional>
@@ -16,6 +17,11 @@ using namespace mlir;
 namespace tc {
 
 namespace {
+
+/// `s` as a JSON string.
+std::string jsonQuote(llvm::StringRef s) {
+  return llvm::formatv("{0}", llvm::json::Value(s)).str();
+}
 
 /// Follows `v` back through ops that keep each label's value (reshape, cast)
 /// and records a slice along axis 1 that starts at 1 and a pad of the same
@@ -93,9 +99,9 @@ LabelConvention detectLabelConvention(func::FuncOp fn) {
 }
 
 std::string labelConventionJson(const LabelConvention &c) {
-  return "{\"convention\": " + rt::jsonQuote(c.convention) + ", \"input\": " +
-         rt::jsonQuote(c.input) + ", \"ignore_index\": " + std::to_string(c.ignoreIndex) +
-         ", \"reason\": " + rt::jsonQuote(c.reason) + "}";
+  return "{\"convention\": " + jsonQuote(c.convention) + ", \"input\": " +
+         jsonQuote(c.input) + ", \"ignore_index\": " + std::to_string(c.ignoreIndex) +
+         ", \"reason\": " + jsonQuote(c.reason) + "}";
 }
 
 std::string inputRangesJson(func::FuncOp fn) {
@@ -143,9 +149,9 @@ std::string inputRangesJson(func::FuncOp fn) {
     auto name = fn.getArgAttrOfType<StringAttr>(arg, "tc.name");
     if (!name)
       continue;
-    s += (first ? "" : ", ") + rt::jsonQuote(name.getValue().str()) + ": {\"min\": 0, \"max\": " +
+    s += (first ? "" : ", ") + jsonQuote(name.getValue().str()) + ": {\"min\": 0, \"max\": " +
          std::to_string(r.max) + (r.ignore ? ", \"ignore_index\": " + std::to_string(*r.ignore) : "") +
-         ", \"what\": " + rt::jsonQuote(r.what) + "}";
+         ", \"what\": " + jsonQuote(r.what) + "}";
     first = false;
   }
   return s + "}";

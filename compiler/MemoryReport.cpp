@@ -3,10 +3,11 @@
 #include "compiler/MemoryReport.h"
 
 #include "dialects/tcx/IR/TcxOps.h"
-#include "runtime/src/base/json.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -46,7 +47,8 @@ std::string bothUnits(int64_t bytes) {
   return s;
 }
 
-std::string q(llvm::StringRef s) { return tc::rt::jsonQuote(s.str()); }
+/// `s` as a JSON string.
+std::string q(llvm::StringRef s) { return llvm::formatv("{0}", llvm::json::Value(s)).str(); }
 } // namespace
 
 std::string humanBytes(int64_t bytes) {

@@ -10,12 +10,12 @@
 #include "compiler/PrecisionReport.h"
 
 #include "dialects/tc/IR/TcOps.h"
-#include "runtime/src/base/json.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -163,7 +163,7 @@ std::string joinCounts(const std::map<std::string, int64_t> &m) {
   return s;
 }
 
-std::string quote(const std::string &s) { return tc::rt::jsonQuote(s); }
+std::string quote(llvm::StringRef s) { return llvm::formatv("{0}", llvm::json::Value(s)).str(); }
 
 std::string jsonCounts(const std::map<std::string, int64_t> &m) {
   std::string s;

@@ -22,7 +22,7 @@
 #
 # The byte readers' targets (artifact, safetensors, npy, json) need no MLIR:
 # they are built here into ${TC_FUZZ_DIR:-build-fuzz} from the runtime's base
-# sources plus one file per target. fuzz_onnx runs tc's ONNX import, so it
+# and schema sources plus one file per target. fuzz_onnx runs tc's ONNX import, so it
 # comes from the CMake sanitizer build (${TC_ASAN_DIR:-build-asan},
 # scripts/build_asan.sh: tc's sources instrumented, MLIR and libonnx not),
 # which also gives the sanitized tools of scripts/sanitized_tools.sh.
@@ -46,11 +46,12 @@ export ASAN_OPTIONS="allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 FLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -I"$ROOT"
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
-# The runtime's base sources, instrumented (rebuilt when a source is newer).
+# The runtime's base and schema sources, instrumented (rebuilt when a source
+# is newer).
 objs=()
-for src in "$ROOT"/runtime/src/base/*.cpp; do
+for src in "$ROOT"/runtime/src/base/*.cpp "$ROOT"/runtime/src/schema/*.cpp; do
   obj="$OUT/obj/$(basename "${src%.cpp}").o"
-  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find "$ROOT/runtime/src/base" -name '*.h' -newer "$obj")" ]; then
+  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find "$ROOT/runtime/src/base" "$ROOT/runtime/src/schema" -name '*.h' -newer "$obj")" ]; then
     "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || { echo "fuzz: cannot compile $src"; echo "0 passed, 1 failed"; exit 1; }
   fi
   objs+=("$obj")

@@ -6,6 +6,7 @@ set -euo pipefail
 PKGS=(cmake ninja-build libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
       libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
       googletest libgtest-dev python3
+      libcpp-httplib-dev nlohmann-json3-dev  # examples/service (HTTP, JSON)
       clang-22 libclang-rt-22-dev)  # the libFuzzer targets (scripts/fuzz.sh)
 
 missing=()

@@ -12,7 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
-#include "runtime/src/base/name_regex.h"
+#include "runtime/src/schema/name_regex.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCMARKTRAINABLE

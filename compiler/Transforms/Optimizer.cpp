@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
-#include "runtime/src/base/name_regex.h"
+#include "runtime/src/schema/name_regex.h"
 
 #include <cstdio>
 

@@ -15,7 +15,7 @@
 #ifndef TC_FRONTENDS_ONNX_IMPORT_H
 #define TC_FRONTENDS_ONNX_IMPORT_H
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"

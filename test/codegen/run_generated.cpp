@@ -22,7 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/dtype.h"
 #include "runtime/src/base/file_io.h"
 #include "runtime/src/base/host_tensor.h"

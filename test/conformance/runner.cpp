@@ -23,7 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/src/base/version.h"
+#include "runtime/src/schema/version.h"
 #include "compiler/Compile.h"
 #include "tools/OnnxInput.h"
 #include "frontends/onnx/Importer.h"

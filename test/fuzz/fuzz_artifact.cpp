@@ -5,7 +5,7 @@
 // bounds or allocate without bound (ASan/UBSan catch the rest).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -5,9 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/init.h"
+#include "runtime/src/schema/init_spec.h"
 #include "runtime/src/base/init_rng.h"
 #include "test_util.h"
 

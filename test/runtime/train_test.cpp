@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/file_io.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
-#include "runtime/src/base/version.h"
+#include "runtime/src/schema/version.h"
 #include "runtime/src/session/trainer.h"
 #include "test_util.h"
 

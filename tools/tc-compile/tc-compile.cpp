@@ -11,7 +11,7 @@
 #include "compiler/PrecisionReport.h"
 #include "compiler/Target.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "tools/OnnxInput.h"
 #include "tools/cli.h"
 

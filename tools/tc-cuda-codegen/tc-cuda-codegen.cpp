@@ -19,7 +19,7 @@
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

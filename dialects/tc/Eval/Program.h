@@ -1,7 +1,7 @@
 //===- Program.h - tc functions and ops on the reference executor -*- C++ -*-===//
 //
 // Lowers a func.func of tc ops into the runtime's op-level program (the
-// contract in runtime/src/base/program.h), and evaluates ops whose operands
+// contract in runtime/src/schema/program.h), and evaluates ops whose operands
 // are all constants on the CPU reference (runtime/include/tc/reference.h):
 // the importer's and the constant folder's one source of truth for op
 // semantics. Both convert ops the same way: every tc op becomes one rt::Op

@@ -1,7 +1,7 @@
 //===- Types.h - tc types and constants <-> runtime types -------*- C++ -*-===//
 //
 // The bridge between MLIR's side of a tc program and the runtime's program
-// contract (runtime/src/base/program.h): element types <-> dtypes, static
+// contract (runtime/src/schema/program.h): element types <-> dtypes, static
 // tensor types <-> rt::TensorType, constants <-> host tensors in storage
 // format, op attributes <-> rt::Attr. The ONNX importer (initialisers,
 // folded constants) and the compiler (the artifact's program and parameter
@@ -11,7 +11,7 @@
 #ifndef TC_DIALECT_TC_EVAL_TYPES_H
 #define TC_DIALECT_TC_EVAL_TYPES_H
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

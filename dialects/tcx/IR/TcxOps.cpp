@@ -1,18 +1,22 @@
-//===- TcxOps.cpp - tcx dialect: types, verifiers, library table ----------===//
+//===- TcxOps.cpp - tcx dialect: types and verifiers ----------------------===//
 //
 // The verifiers are the executable contract with runtime/src/cuda: a tcx
 // program that verifies gives every launcher buffers of the sizes it reads
-// and writes.
+// and writes. Library calls are checked against the runtime's one table of
+// them (runtime/src/schema/library_abi.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/tcx/IR/TcxOps.h"
+#include "runtime/src/schema/library_abi.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace tcx;
@@ -275,129 +279,80 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbols) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-constexpr StringRef kRowsCols[] = {"rows", "cols"};
-constexpr StringRef kEmbedding[] = {"count", "vocab", "dim"};
-constexpr StringRef kElements[] = {"elements"};
-constexpr StringRef kAttention[] = {"batch", "heads", "kv_heads", "tq", "tk", "d", "dv"};
+/// The Int and Bool attributes of `attrs` (what layouts and scratch sizes read).
+tc::rt::LibraryInts libraryInts(DictionaryAttr attrs) {
+  tc::rt::LibraryInts ints;
+  for (NamedAttribute na : attrs)
+    if (auto b = llvm::dyn_cast<BoolAttr>(na.getValue()))
+      ints[na.getName().str()] = b.getValue();
+    else if (auto i = llvm::dyn_cast<IntegerAttr>(na.getValue()))
+      ints[na.getName().str()] = i.getValue().getSExtValue();
+  return ints;
+}
 
-// name, inputs [min, max], outputs [min, max], required integer attributes.
-// Outputs include the trailing scratch buffer where the launcher has one.
-const LibrarySignature kLibrary[] = {
-    {"softmax_fwd", 1, 1, 1, 1, kRowsCols},
-    // x, weight?, bias? -> y, mean?, rstd?
-    {"layer_norm_fwd", 1, 3, 1, 3, kRowsCols},
-    // dy, x, weight?, mean, rstd -> dx?, dweight?, dbias?, scratch
-    {"layer_norm_bwd", 4, 5, 2, 4, kRowsCols},
-    // x, weight? -> y, rstd?
-    {"rms_norm_fwd", 1, 2, 1, 2, kRowsCols},
-    // dy, x, weight?, rstd -> dx?, dweight?, scratch
-    {"rms_norm_bwd", 3, 4, 2, 3, kRowsCols},
-    // logits, labels -> loss (f32 scalar), scratch
-    {"cross_entropy_fwd", 2, 2, 2, 2, kRowsCols},
-    // logits, labels, grad? -> dlogits, scratch
-    {"cross_entropy_bwd", 2, 3, 2, 2, kRowsCols},
-    // logits, labels, grad? -> loss, dlogits, scratch
-    {"cross_entropy_fwd_bwd", 2, 3, 3, 3, kRowsCols},
-    // table, ids -> out
-    {"embedding_fwd", 2, 2, 1, 1, kEmbedding},
-    // dout, ids -> dtable, scratch
-    {"embedding_bwd", 2, 2, 2, 2, kEmbedding},
-    // q [batch, heads, tq, d], k, v [batch, kv_heads, tk, d / dv] -> out, lse (f32)
-    {"attention_fwd", 3, 3, 2, 2, kAttention},
-    // q, k, v, out, lse, dout -> dq, dk, dv, scratch
-    {"attention_bwd", 6, 6, 4, 4, kAttention},
-    {"gelu_fwd", 1, 1, 1, 1, kElements},
-    {"gelu_bwd", 2, 2, 1, 1, kElements},
-    {"cast", 1, 1, 1, 1, kElements},
-    // params, grads, exp_avg, exp_avg_sq, grad_norm_sq? -> params, exp_avg, exp_avg_sq
-    {"adamw", 4, 5, 3, 3, kElements},
-    // params, grads, momentum?, grad_norm_sq? -> params, momentum?
-    {"sgd", 2, 4, 1, 2, kElements},
-    // x -> sum (f32 scalar), scratch
-    {"sum_squares", 1, 1, 2, 2, kElements},
-};
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t align64(int64_t a) { return ceilDiv(a, 64) * 64; }
-int64_t intAttr(DictionaryAttr attrs, StringRef name) {
-  if (auto a = attrs.getAs<IntegerAttr>(name))
-    return a.getInt();
-  return 0;
+/// The library-ABI kind of an attribute, or nullopt for one it has no kind for.
+std::optional<tc::rt::LibraryAttrKind> libraryAttrKind(Attribute a) {
+  using K = tc::rt::LibraryAttrKind;
+  if (llvm::isa<BoolAttr>(a))
+    return K::Bool;
+  if (llvm::isa<IntegerAttr>(a))
+    return K::Int;
+  if (llvm::isa<FloatAttr>(a))
+    return K::Float;
+  if (llvm::isa<DenseI64ArrayAttr, DenseI32ArrayAttr>(a))
+    return K::Ints;
+  return std::nullopt;
 }
 } // namespace
 
-std::optional<LibrarySignature> tcx::lookupLibrary(StringRef name) {
-  for (const LibrarySignature &s : kLibrary)
-    if (s.name == name)
-      return s;
-  return std::nullopt;
-}
-
 int64_t tcx::libraryScratchBytes(StringRef callee, DictionaryAttr attrs) {
-  int64_t rows = intAttr(attrs, "rows"), cols = intAttr(attrs, "cols");
-  if (callee == "layer_norm_bwd" || callee == "rms_norm_bwd") {
-    // normBackwardScratchBytes: 2 * ceil(rows / 64) * cols floats.
-    if (rows <= 0 || cols <= 0)
-      return 0;
-    return 2 * ceilDiv(rows, 64) * cols * 4;
-  }
-  if (callee.starts_with("cross_entropy"))
-    return (64 + std::max<int64_t>(rows, 0)) * 4; // crossEntropyScratchBytes
-  if (callee == "embedding_bwd") {
-    // embeddingBackwardScratchBytes (kEmbeddingChunk = 512).
-    int64_t count = intAttr(attrs, "count"), vocab = intAttr(attrs, "vocab");
-    if (count <= 0 || vocab <= 0)
-      return 0;
-    return (align64(ceilDiv(count, 512) * vocab) + 2 * align64(vocab) + align64(count)) * 4;
-  }
-  if (callee == "attention_bwd") {
-    // attentionBackwardScratchBytes: batch * heads * tq floats, 256-byte granules.
-    int64_t rows = std::max<int64_t>(
-        1, intAttr(attrs, "batch") * intAttr(attrs, "heads") * intAttr(attrs, "tq"));
-    return ceilDiv(rows * 4, 256) * 256;
-  }
-  if (callee == "sum_squares")
-    return 1024 * 4; // sumSquaresScratchBytes: kMaxNormBlocks floats
-  return 0;
+  const tc::rt::LibraryCallee *c = tc::rt::findLibraryCallee(callee.str());
+  if (!c || !c->scratchBytes)
+    return 0;
+  return static_cast<int64_t>(c->scratchBytes(libraryInts(attrs)));
 }
 
 LogicalResult LibraryOp::verify() {
-  auto sig = lookupLibrary(getCallee());
-  if (!sig) {
-    std::string names;
-    for (const LibrarySignature &s : kLibrary)
-      names += (names.empty() ? "" : ", ") + s.name.str();
-    return emitOpError() << "unknown library kernel \"" << getCallee() << "\" (known: " << names
-                         << ")";
+  const tc::rt::LibraryCallee *c = tc::rt::findLibraryCallee(getCallee().str());
+  if (!c)
+    return emitOpError() << "unknown library kernel \"" << getCallee()
+                         << "\" (known: " << tc::rt::libraryCalleeNames() << ")";
+  auto fail = [&](const std::string &why) {
+    return emitOpError() << "\"" << getCallee() << "\" " << why;
+  };
+  // The call's attributes (callee is the op's own).
+  DictionaryAttr dict = (*this)->getDiscardableAttrDictionary();
+  std::vector<tc::rt::LibraryAttrValue> given;
+  for (NamedAttribute na : dict) {
+    std::string name = na.getName().str();
+    // Discardable attributes of other dialects ("tc.precision") are no
+    // part of the call.
+    if (name.find('.') != std::string::npos)
+      continue;
+    std::optional<tc::rt::LibraryAttrKind> kind = libraryAttrKind(na.getValue());
+    if (!kind)
+      return fail("attribute '" + name + "' has a kind no library kernel takes");
+    auto i = llvm::dyn_cast<IntegerAttr>(na.getValue());
+    given.push_back({name, *kind, i && *kind == tc::rt::LibraryAttrKind::Int ? i.getInt() : 0});
   }
-  unsigned ins = getInputs().size(), outs = getOutputs().size();
-  if (ins < sig->minInputs || ins > sig->maxInputs)
-    return emitOpError() << "\"" << getCallee() << "\" takes " << sig->minInputs
-                         << (sig->minInputs == sig->maxInputs ? "" : " to " + std::to_string(sig->maxInputs))
-                         << " inputs, got " << ins;
-  if (outs < sig->minOutputs || outs > sig->maxOutputs)
-    return emitOpError() << "\"" << getCallee() << "\" takes " << sig->minOutputs
-                         << (sig->minOutputs == sig->maxOutputs ? "" : " to " + std::to_string(sig->maxOutputs))
-                         << " outputs, got " << outs;
-  for (StringRef a : sig->requiredAttrs) {
-    auto v = (*this)->getAttrOfType<IntegerAttr>(a);
-    if (!v)
-      return emitOpError() << "\"" << getCallee() << "\" needs the integer attribute '" << a << "'";
-    if (v.getInt() < 0)
-      return emitOpError() << "\"" << getCallee() << "\" attribute '" << a << "' is negative ("
-                           << v.getInt() << ")";
-  }
-  int64_t rows = intAttr((*this)->getAttrDictionary(), "rows");
-  int64_t cols = intAttr((*this)->getAttrDictionary(), "cols");
-  if (llvm::is_contained(sig->requiredAttrs, "rows")) {
+  if (std::string e = tc::rt::checkLibraryAttrs(*c, given, /*rejectUnknown=*/true); !e.empty())
+    return fail(e);
+  tc::rt::LibraryInts ints = libraryInts(dict);
+  tc::rt::LibraryLayout layout;
+  if (std::string e = tc::rt::layoutLibraryCall(*c, ints, getInputs().size(), getOutputs().size(),
+                                                &layout);
+      !e.empty())
+    return fail(e);
+  if (c->findAttr("rows")) {
     // The main input is [rows, cols] (flattened leading dimensions).
+    int64_t rows = ints["rows"], cols = ints["cols"];
     BufferType x = bufferType(getInputs()[0]);
     if (x.getNumElements() != rows * cols)
       return emitOpError() << "\"" << getCallee() << "\" input " << x << " has "
                            << x.getNumElements() << " elements, rows x cols is " << rows << " x "
                            << cols;
   }
-  int64_t scratch = libraryScratchBytes(getCallee(), (*this)->getAttrDictionary());
+  int64_t scratch = libraryScratchBytes(getCallee(), dict);
   if (scratch > 0) {
     BufferType s = bufferType(getOutputs().back());
     if (s.getSizeInBytes() < scratch)

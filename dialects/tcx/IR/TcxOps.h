@@ -20,8 +20,6 @@
 #define GET_OP_CLASSES
 #include "dialects/tcx/IR/TcxOps.h.inc"
 
-#include <optional>
-
 namespace tcx {
 /// Registers the tcx dialect with a registry.
 void registerTcxDialect(mlir::DialectRegistry &registry);
@@ -29,19 +27,11 @@ void registerTcxDialect(mlir::DialectRegistry &registry);
 /// Bytes of `n` elements of `elt` (sub-byte types packed, rounded up).
 int64_t storageBytes(mlir::Type elt, int64_t n);
 
-/// The arity of a runtime library kernel, or nullopt for an unknown name.
-struct LibrarySignature {
-  llvm::StringRef name;
-  unsigned minInputs, maxInputs, minOutputs, maxOutputs;
-  /// Integer attributes the launcher needs (each must be present).
-  llvm::ArrayRef<llvm::StringRef> requiredAttrs;
-};
-std::optional<LibrarySignature> lookupLibrary(llvm::StringRef name);
-
-/// Bytes of scratch memory the runtime launcher `callee` needs for the given
-/// sizes (0: none). Mirrors runtime/src/cuda/kernels/*ScratchBytes; the
-/// runtime checks the scratch buffer it is given is at least its own figure.
+/// Bytes of scratch memory the runtime launcher `callee` needs for the sizes
+/// in `attrs` (0: none, or an unknown callee): the library ABI's scratch
+/// function (runtime/src/schema/library_abi.h), which the launchers use too.
 int64_t libraryScratchBytes(llvm::StringRef callee, mlir::DictionaryAttr attrs);
+
 } // namespace tcx
 
 #endif // TC_DIALECT_TCX_IR_TCXOPS_H

@@ -23,7 +23,7 @@
 #ifndef TC_REFERENCE_H
 #define TC_REFERENCE_H
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-//===- host_tensor.cpp - helpers around HostTensor and TensorType ---------===//
+//===- host_tensor.cpp - element access to HostTensors ---------------------===//
 #include "runtime/src/base/host_tensor.h"
 
 #include <cmath>
@@ -7,44 +7,6 @@
 #include "runtime/src/base/float_format.h"
 
 namespace tc::rt {
-
-std::string shapeToString(const std::vector<int64_t> &shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string s;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      s += 'x';
-    s += std::to_string(shape[i]);
-  }
-  return s;
-}
-
-std::string typeToString(const TensorType &type) {
-  return std::string(dtypeName(type.dtype)) + " " + shapeToString(type.shape);
-}
-
-Status checkedNumElements(const std::vector<int64_t> &shape, int64_t *out) {
-  constexpr int64_t kLimit = int64_t{1} << 62;
-  int64_t n = 1;
-  bool zero = false;
-  for (int64_t d : shape) {
-    if (d < 0)
-      return invalidArgument("negative dimension in shape " + shapeToString(shape));
-    if (d == 0)
-      zero = true;
-    else if (!zero && n > kLimit / d)
-      return invalidArgument("shape " + shapeToString(shape) + " has too many elements");
-    if (!zero)
-      n *= d;
-  }
-  *out = zero ? 0 : n;
-  return Status::ok();
-}
-
-int64_t storageBytes(const TensorType &type) {
-  return type.numElements() * dtypeStorageBytes(type.dtype);
-}
 
 namespace {
 template <typename T> T loadRaw(const uint8_t *data, int64_t i) {
@@ -173,20 +135,6 @@ std::vector<int64_t> hostTensorToInts(const HostTensor &t) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = loadAsInt(t.data.data(), t.type.dtype, i);
   return out;
-}
-
-Status checkHostTensor(const HostTensor &t, const std::string &what) {
-  if (dtypeStorageBytes(t.type.dtype) == 0)
-    return invalidArgument(what + ": invalid dtype " +
-                           std::to_string(static_cast<int>(t.type.dtype)));
-  int64_t n = 0;
-  TC_RETURN_IF_ERROR(checkedNumElements(t.type.shape, &n).withPrefix(what));
-  uint64_t want = static_cast<uint64_t>(n) * dtypeStorageBytes(t.type.dtype);
-  if (t.data.size() != want)
-    return invalidArgument(what + ": " + typeToString(t.type) + " needs " +
-                           std::to_string(want) + " bytes, has " +
-                           std::to_string(t.data.size()));
-  return Status::ok();
 }
 
 } // namespace tc::rt

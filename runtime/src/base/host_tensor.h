@@ -1,4 +1,10 @@
-//===- host_tensor.h - helpers around HostTensor and TensorType -*- C++ -*-===//
+//===- host_tensor.h - element access to HostTensors ------------*- C++ -*-===//
+//
+// Reading and writing the elements of a HostTensor in its storage format.
+// The type helpers (typeToString, storageBytes, checkHostTensor, ...) are
+// with the types themselves, in schema/program.h.
+//
+//===----------------------------------------------------------------------===//
 #ifndef TC_RUNTIME_BASE_HOST_TENSOR_H
 #define TC_RUNTIME_BASE_HOST_TENSOR_H
 
@@ -6,23 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt {
-
-/// "2x16", or "scalar" for rank 0.
-std::string shapeToString(const std::vector<int64_t> &shape);
-/// "f32 2x16", "i64 scalar".
-std::string typeToString(const TensorType &type);
-
-/// Element count of `shape` with checks: every dim >= 0 and the product at
-/// most 2^62 (so that byte sizes fit in int64 too). For untrusted shapes.
-Status checkedNumElements(const std::vector<int64_t> &shape, int64_t *out);
-
-/// Bytes of a tensor of `type` in storage format (numElements * element size).
-/// The shape must have passed checkedNumElements.
-int64_t storageBytes(const TensorType &type);
 
 /// Reads element `i` of storage `data` of dtype `t` as a double (integers
 /// converted exactly up to 2^53) or as an int64 (floats truncated toward zero,
@@ -41,9 +34,6 @@ HostTensor makeHostTensorInts(const TensorType &type, const std::vector<int64_t>
 /// Every element as double / int64.
 std::vector<double> hostTensorToDoubles(const HostTensor &t);
 std::vector<int64_t> hostTensorToInts(const HostTensor &t);
-
-/// Checks that t.data has exactly the bytes its type needs.
-Status checkHostTensor(const HostTensor &t, const std::string &what);
 
 } // namespace tc::rt
 

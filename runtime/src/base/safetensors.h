@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt {

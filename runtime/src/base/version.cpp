@@ -6,6 +6,6 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/include/tc/runtime.h"
 
-#include "runtime/src/base/version.h"
+#include "runtime/src/schema/version.h"
 
 extern "C" const char *tc_version(void) { return tc::rt::kTcVersion; }

@@ -8,7 +8,7 @@
 #include <new>
 #include <unistd.h>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/float_format.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/init.h"

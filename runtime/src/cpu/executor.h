@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "runtime/src/base/executor.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "runtime/src/base/host_tensor.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/cpu/executor.h"
 

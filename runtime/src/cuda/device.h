@@ -27,7 +27,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt::cuda {

@@ -18,6 +18,8 @@
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cuda/cublaslt.h"
 #include "runtime/src/cuda/kernels/kernels.h"
+#include "runtime/src/cuda/library_calls.h"
+#include "runtime/src/cuda/op_attrs.h"
 
 namespace tc::rt::cuda {
 namespace {
@@ -25,73 +27,6 @@ namespace {
 constexpr uint64_t kParamAlignment = 16;
 
 uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-/// Attribute readers with the op named in errors.
-struct OpAttrs {
-  const DeviceOp &op;
-  std::string where;
-
-  const Attr *find(const char *name) const {
-    auto it = op.attrs.find(name);
-    return it == op.attrs.end() ? nullptr : &it->second;
-  }
-  Status missing(const char *name) const {
-    return invalidArgument(where + ": attribute '" + name + "' is missing");
-  }
-  Status integer(const char *name, int64_t *out) const {
-    const Attr *a = find(name);
-    if (!a)
-      return missing(name);
-    if (a->kind == Attr::Kind::Int) {
-      *out = a->i;
-      return Status::ok();
-    }
-    if (a->kind == Attr::Kind::Ints && a->ints.size() == 1) {
-      *out = a->ints[0];
-      return Status::ok();
-    }
-    return invalidArgument(where + ": attribute '" + name + "' is not an integer");
-  }
-  int64_t integerOr(const char *name, int64_t dflt) const {
-    int64_t v = dflt;
-    return find(name) && integer(name, &v).isOk() ? v : dflt;
-  }
-  double realOr(const char *name, double dflt) const {
-    const Attr *a = find(name);
-    if (!a)
-      return dflt;
-    if (a->kind == Attr::Kind::Float)
-      return a->f;
-    if (a->kind == Attr::Kind::Int)
-      return static_cast<double>(a->i);
-    return dflt;
-  }
-  std::string stringOr(const char *name, const std::string &dflt) const {
-    const Attr *a = find(name);
-    return a && a->kind == Attr::Kind::String ? a->s : dflt;
-  }
-  bool ints(const char *name, std::vector<int64_t> *out) const {
-    const Attr *a = find(name);
-    if (!a)
-      return false;
-    if (a->kind == Attr::Kind::Ints) {
-      *out = a->ints;
-      return true;
-    }
-    if (a->kind == Attr::Kind::Int) {
-      *out = {a->i};
-      return true;
-    }
-    return false;
-  }
-};
-
-Status checkGpuDtype(const std::string &where, DType dt) {
-  if (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)
-    return Status::ok();
-  return unimplemented(where + ": element type " + dtypeName(dt) +
-                       " (the CUDA library kernels take f32, bf16 or f16)");
-}
 
 /// A generated kernel's launch arguments, as DeviceProgram writes them.
 struct LaunchAttrs {
@@ -347,203 +282,18 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
                                           const std::string &where,
                                           const std::vector<void *> &ins,
                                           const std::vector<void *> &outs, cudaStream_t s) {
-  OpAttrs a{op, where};
-  const std::string &c = op.name;
-  auto need = [&](size_t nin, size_t nout) -> Status {
-    if (ins.size() < nin || outs.size() < nout)
-      return invalidArgument(where + ": \"" + c + "\" takes " + std::to_string(nin) +
-                             " inputs and " + std::to_string(nout) + " outputs, got " +
-                             std::to_string(ins.size()) + " and " + std::to_string(outs.size()));
-    return Status::ok();
-  };
-  int64_t rows = a.integerOr("rows", 0), cols = a.integerOr("cols", 0);
-  if (c == "softmax_fwd") {
-    TC_RETURN_IF_ERROR(need(1, 1));
-    DType dt = bufType(p, op.ins[0]).dtype;
-    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
-    bool log = a.integerOr("log", 0) != 0;
-    void *x = ins[0], *y = outs[0];
-    p.ops.push_back([=]() { return softmaxForward(dt, x, y, rows, cols, log, s); });
-    return Status::ok();
-  }
-  if (c == "layer_norm_fwd" || c == "rms_norm_fwd") {
-    TC_RETURN_IF_ERROR(need(1, 1));
-    DType dt = bufType(p, op.ins[0]).dtype;
-    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
-    bool hasW = a.integerOr("has_weight", 0) != 0;
-    bool hasB = c == "layer_norm_fwd" && a.integerOr("has_bias", 0) != 0;
-    size_t expect = 1 + hasW + hasB;
-    if (ins.size() != expect)
-      return invalidArgument(where + ": \"" + c + "\" expects " + std::to_string(expect) +
-                             " inputs (has_weight/has_bias), got " + std::to_string(ins.size()));
-    void *x = ins[0], *w = hasW ? ins[1] : nullptr, *bias = hasB ? ins[1 + hasW] : nullptr;
-    void *y = outs[0];
-    // The parameters may be stored wider than the rows (bf16 rows, f32 weights).
-    DType pt = hasW || hasB ? bufType(p, op.ins[1]).dtype : dt;
-    if (bufType(p, op.outs[0]).dtype != dt)
-      return invalidArgument(where + ": \"" + c + "\" writes y in the type of x");
-    float eps = static_cast<float>(a.realOr("eps", 1e-5));
-    if (c == "layer_norm_fwd") {
-      float *mean = outs.size() >= 3 ? static_cast<float *>(outs[1]) : nullptr;
-      float *rstd = outs.size() >= 3 ? static_cast<float *>(outs[2]) : nullptr;
-      p.ops.push_back([=]() {
-        return layerNormForward(dt, pt, x, w, bias, y, mean, rstd, rows, cols, eps, s);
-      });
-    } else {
-      float *rstd = outs.size() >= 2 ? static_cast<float *>(outs[1]) : nullptr;
-      p.ops.push_back([=]() { return rmsNormForward(dt, pt, x, w, y, rstd, rows, cols, eps, s); });
-    }
-    return Status::ok();
-  }
-  if (c == "layer_norm_bwd" || c == "rms_norm_bwd") {
-    // dy, x, weight?, mean (layer_norm), rstd -> dx, dweight?, dbias?, scratch
-    bool ln = c == "layer_norm_bwd";
-    bool hasW = a.integerOr("has_weight", 0) != 0;
-    bool hasB = ln && a.integerOr("has_bias", 0) != 0;
-    size_t nin = 2 + hasW + (ln ? 2 : 1), nout = 1 + hasW + hasB + 1;
-    if (ins.size() != nin || outs.size() != nout)
-      return invalidArgument(where + ": \"" + c + "\" expects " + std::to_string(nin) +
-                             " inputs and " + std::to_string(nout) +
-                             " outputs (has_weight/has_bias), got " + std::to_string(ins.size()) +
-                             " and " + std::to_string(outs.size()));
-    DType dt = bufType(p, op.ins[1]).dtype;
-    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
-    if (bufType(p, op.ins[0]).dtype != dt || bufType(p, op.outs[0]).dtype != dt)
-      return invalidArgument(where + ": \"" + c + "\" needs dy, x and dx of one type");
-    // Parameter (gradient) storage: the weight's, else dbias's, else the rows'.
-    DType pt = hasW ? bufType(p, op.ins[2]).dtype : hasB ? bufType(p, op.outs[1]).dtype : dt;
-    void *dy = ins[0], *x = ins[1], *w = hasW ? ins[2] : nullptr;
-    const float *mean = ln ? static_cast<const float *>(ins[2 + hasW]) : nullptr;
-    const float *rstd = static_cast<const float *>(ins[nin - 1]);
-    void *dx = outs[0], *dw = hasW ? outs[1] : nullptr, *db = hasB ? outs[1 + hasW] : nullptr;
-    void *scratch = outs.back();
-    if (ln)
-      p.ops.push_back([=]() {
-        return layerNormBackward(dt, pt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
-                                 /*accumulate=*/false, s);
-      });
-    else
-      p.ops.push_back([=]() {
-        return rmsNormBackward(dt, pt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
-                               /*accumulate=*/false, s);
-      });
-    return Status::ok();
-  }
-  if (c == "cross_entropy_fwd" || c == "cross_entropy_bwd" || c == "cross_entropy_fwd_bwd") {
-    bool fwd = c != "cross_entropy_bwd", bwd = c != "cross_entropy_fwd";
-    size_t nout = (fwd ? 1 : 0) + (bwd ? 1 : 0) + 1; // + scratch
-    TC_RETURN_IF_ERROR(need(2, nout));
-    DType dt = bufType(p, op.ins[0]).dtype;
-    DType lt = bufType(p, op.ins[1]).dtype;
-    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
-    void *logits = ins[0], *labels = ins[1];
-    float *loss = fwd ? static_cast<float *>(outs[0]) : nullptr;
-    void *dlogits = bwd ? outs[fwd ? 1 : 0] : nullptr;
-    void *scratch = outs.back();
-    int64_t ignore = a.integerOr("ignore_index", -100);
-    float scale = static_cast<float>(a.realOr("grad_scale", 1.0));
-    if (bwd && ins.size() > 2) {
-      // The incoming gradient is a runtime scalar: read it (a host sync, so
-      // this step cannot be a CUDA graph).
-      const void *grad = ins[2];
-      TensorType gt = bufType(p, op.ins[2]);
-      if (gt.numElements() != 1)
-        return unimplemented(where + ": a non-scalar incoming loss gradient " + typeToString(gt));
-      p.capturable = false;
-      p.ops.push_back([=]() -> Status {
-        HostTensor g;
-        TC_RETURN_IF_ERROR(copyToHost(grad, gt, &g, s));
-        float sc = static_cast<float>(loadAsDouble(g.data.data(), gt.dtype, 0));
-        return crossEntropyForwardBackward(dt, logits, lt, labels, nullptr, loss, dlogits,
-                                           scratch, rows, cols, ignore, sc, s);
-      });
-      return Status::ok();
-    }
-    p.ops.push_back([=]() {
-      return crossEntropyForwardBackward(dt, logits, lt, labels, nullptr, loss, dlogits, scratch,
-                                         rows, cols, ignore, scale, s);
-    });
-    return Status::ok();
-  }
-  if (c == "attention_fwd" || c == "attention_bwd") {
-    bool fwd = c == "attention_fwd";
-    TC_RETURN_IF_ERROR(fwd ? need(3, 2) : need(6, 4));
-    DType dt = bufType(p, op.ins[0]).dtype;
-    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
-    AttentionShape sh;
-    sh.batch = a.integerOr("batch", 0);
-    sh.heads = a.integerOr("heads", 0);
-    sh.kvHeads = a.integerOr("kv_heads", 0);
-    sh.tq = a.integerOr("tq", 0);
-    sh.tk = a.integerOr("tk", 0);
-    sh.d = a.integerOr("d", 0);
-    sh.dv = a.integerOr("dv", 0);
-    float scale = static_cast<float>(a.realOr("scale", 0.0));
-    bool causal = a.integerOr("causal", 0) != 0;
-    // Per operand [batch, head, row] element strides ("q_strides", ...;
-    // contiguous when absent): the compiler reads q/k/v out of [B, T, H, D]
-    // projections and writes results into their transposes in place.
-    auto strides = [&](const char *name, int64_t heads, int64_t t, int64_t d,
-                       AttentionStrides *out) -> Status {
-      std::vector<int64_t> v;
-      *out = contiguousAttentionStrides(heads, t, d);
-      if (!a.ints(name, &v))
-        return Status::ok();
-      if (v.size() != 3)
-        return invalidArgument(where + ": attribute '" + name + "' needs 3 strides, got " +
-                               std::to_string(v.size()));
-      *out = AttentionStrides{v[0], v[1], v[2]};
-      return Status::ok();
-    };
-    AttentionStrides qs, ks, vs, os;
-    TC_RETURN_IF_ERROR(strides("q_strides", sh.heads, sh.tq, sh.d, &qs));
-    TC_RETURN_IF_ERROR(strides("k_strides", sh.kvHeads, sh.tk, sh.d, &ks));
-    TC_RETURN_IF_ERROR(strides("v_strides", sh.kvHeads, sh.tk, sh.dv, &vs));
-    TC_RETURN_IF_ERROR(strides("o_strides", sh.heads, sh.tq, sh.dv, &os));
-    if (fwd) {
-      void *q = ins[0], *k = ins[1], *v = ins[2], *o = outs[0];
-      float *lse = static_cast<float *>(outs[1]);
-      p.ops.push_back([=]() {
-        return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s);
-      });
-      return Status::ok();
-    }
-    AttentionStrides dos, dqs, dks, dvs;
-    TC_RETURN_IF_ERROR(strides("do_strides", sh.heads, sh.tq, sh.dv, &dos));
-    TC_RETURN_IF_ERROR(strides("dq_strides", sh.heads, sh.tq, sh.d, &dqs));
-    TC_RETURN_IF_ERROR(strides("dk_strides", sh.kvHeads, sh.tk, sh.d, &dks));
-    TC_RETURN_IF_ERROR(strides("dv_strides", sh.kvHeads, sh.tk, sh.dv, &dvs));
-    void *q = ins[0], *k = ins[1], *v = ins[2], *o = ins[3], *dout = ins[5];
-    const float *lse = static_cast<const float *>(ins[4]);
-    void *dq = outs[0], *dk = outs[1], *dv = outs[2], *scratch = outs[3];
-    p.ops.push_back([=]() {
-      return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk,
-                               dks, dv, dvs, scratch, scale, causal, s);
-    });
-    return Status::ok();
-  }
-  if (c == "embedding_fwd" || c == "embedding_bwd") {
-    bool bwd = c == "embedding_bwd";
-    TC_RETURN_IF_ERROR(need(2, bwd ? 2 : 1));
-    DType dt = bwd ? bufType(p, op.outs[0]).dtype : bufType(p, op.ins[0]).dtype;
-    DType it = bufType(p, op.ins[1]).dtype;
-    TC_RETURN_IF_ERROR(checkGpuDtype(where, dt));
-    int64_t count = a.integerOr("count", 0), vocab = a.integerOr("vocab", 0),
-            dim = a.integerOr("dim", 0);
-    void *x = ins[0], *ids = ins[1], *y = outs[0];
-    if (!bwd) {
-      p.ops.push_back([=]() { return embeddingForward(dt, x, it, ids, y, count, vocab, dim, s); });
-    } else {
-      bool acc = a.integerOr("accumulate", 0) != 0;
-      void *scratch = outs[1];
-      p.ops.push_back([=]() {
-        return embeddingBackward(dt, x, it, ids, y, scratch, count, vocab, dim, acc, s);
-      });
-    }
-    return Status::ok();
-  }
-  return unimplemented(where + ": the CUDA runtime has no library kernel \"" + c +
-                       "\" (this tc-compile is newer than the runtime?)");
+  std::vector<TensorType> inTypes, outTypes;
+  for (int32_t i : op.ins)
+    inTypes.push_back(bufType(p, i));
+  for (int32_t i : op.outs)
+    outTypes.push_back(bufType(p, i));
+  std::function<Status()> launch;
+  bool capturable = true;
+  TC_RETURN_IF_ERROR(
+      bindLibraryCall({op, where, ins, outs, inTypes, outTypes}, s, &launch, &capturable));
+  p.capturable = p.capturable && capturable;
+  p.ops.push_back(std::move(launch));
+  return Status::ok();
 }
 
 Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const std::string &where,

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/src/base/executor.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/session/run.h"
 #include "runtime/src/session/trainer.h"

@@ -9,7 +9,7 @@
 #include <new>
 #include <sys/stat.h>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/npy.h"

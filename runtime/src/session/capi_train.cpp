@@ -17,7 +17,7 @@
 #include <mutex>
 #include <new>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/backend.h"

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/base/artifact.h"
 #include "runtime/src/base/executor.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/session/trainer.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/backend.h"

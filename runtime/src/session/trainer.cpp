@@ -13,13 +13,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "runtime/src/base/artifact.h"
+#include "runtime/src/schema/artifact.h"
 #include "runtime/src/base/file_io.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/init.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
-#include "runtime/src/base/version.h"
+#include "runtime/src/schema/version.h"
 #include "runtime/src/session/backend.h"
 
 namespace tc::rt {

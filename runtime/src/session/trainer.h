@@ -28,7 +28,7 @@
 #include <memory>
 
 #include "runtime/src/base/executor.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/cpu/executor.h"
 

@@ -167,6 +167,42 @@ func.func @lib_scratch(%l: !tcx.buffer<32x256xf32>, %y: !tcx.buffer<32xi64>, %lo
 
 // -----
 
+// Tests that has_* attributes say which optional operands a call gives.
+func.func @lib_has_weight(%x: !tcx.buffer<4x8xf32>, %g: !tcx.buffer<8xf32>) {
+  // expected-error @+1 {{"layer_norm_fwd" takes 3 inputs (has_weight = 1, has_bias = 1), got 2}}
+  tcx.library "layer_norm_fwd" ins(%x, %g : !tcx.buffer<4x8xf32>, !tcx.buffer<8xf32>) outs(%x : !tcx.buffer<4x8xf32>) {rows = 4 : i64, cols = 8 : i64, has_weight = true, has_bias = true}
+  return
+}
+
+// -----
+
+// Tests that an attribute of the wrong kind is named with the kind it wants.
+func.func @lib_attr_kind(%x: !tcx.buffer<4x8xf32>) {
+  // expected-error @+1 {{"layer_norm_fwd" attribute 'eps' is integer array, wants float}}
+  tcx.library "layer_norm_fwd" ins(%x : !tcx.buffer<4x8xf32>) outs(%x : !tcx.buffer<4x8xf32>) {rows = 4 : i64, cols = 8 : i64, eps = array<i64: 1>}
+  return
+}
+
+// -----
+
+// Tests that an attribute the callee does not take is refused (a misspelt one).
+func.func @lib_attr_unknown(%x: !tcx.buffer<4x8xf32>) {
+  // expected-error @+1 {{"softmax_fwd" has no attribute 'logg' (it takes rows, cols, log)}}
+  tcx.library "softmax_fwd" ins(%x : !tcx.buffer<4x8xf32>) outs(%x : !tcx.buffer<4x8xf32>) {rows = 4 : i64, cols = 8 : i64, logg = true}
+  return
+}
+
+// -----
+
+// Tests that required sizes are not negative.
+func.func @lib_attr_negative(%x: !tcx.buffer<4x8xf32>) {
+  // expected-error @+1 {{"gelu_fwd" attribute 'elements' is negative (-1)}}
+  tcx.library "gelu_fwd" ins(%x : !tcx.buffer<4x8xf32>) outs(%x : !tcx.buffer<4x8xf32>) {elements = -1 : i64}
+  return
+}
+
+// -----
+
 // Tests that matmul operand sizes are checked against m, n, k and batch.
 func.func @mm_size(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>) {
   // expected-error @+1 {{lhs holds 512 elements, the call reads 1024 (batch 2, m 8, n 32, k 64, stride -1)}}

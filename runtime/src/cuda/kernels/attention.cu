@@ -123,11 +123,6 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
   });
 }
 
-size_t attentionBackwardScratchBytes(const AttentionShape &s) {
-  int64_t rows = std::max<int64_t>(1, s.batch * s.heads * s.tq);
-  return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
-}
-
 Status attentionBackward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                          const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                          const void *out, AttentionStrides os, const void *dout,

@@ -97,12 +97,6 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 } // namespace
 
-size_t crossEntropyScratchBytes(int64_t rows) {
-  // [0]: count of rows not ignored; [64...]: per-row losses when the caller
-  // does not want them (keeps the losses 256-byte aligned).
-  return static_cast<size_t>(64 + (rows > 0 ? rows : 0)) * sizeof(float);
-}
-
 Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType,
                                    const void *labels, float *losses, float *lossMean,
                                    void *dlogits, void *scratch, int64_t rows, int64_t cols,

@@ -186,14 +186,6 @@ int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
 
 } // namespace
 
-size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab) {
-  if (count <= 0 || vocab <= 0)
-    return 0;
-  int64_t chunks = ceilDiv(count, kEmbeddingChunk);
-  return static_cast<size_t>(align64(chunks * vocab) + 2 * align64(vocab) + align64(count)) *
-         sizeof(int);
-}
-
 Status embeddingForward(DType dt, const void *table, DType idType, const void *ids, void *out,
                         int64_t count, int64_t vocab, int64_t dim, cudaStream_t stream) {
   TC_RETURN_IF_ERROR(checkEntry("embeddingForward", count, dim));

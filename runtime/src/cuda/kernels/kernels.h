@@ -11,7 +11,9 @@
 //   - is deterministic: the same inputs give the same bits run to run (no
 //     float atomics; reductions have an order fixed by the sizes only).
 // Scratch buffers (fp32 or int32 device memory, e.g. arena slices) are sized
-// by the matching *ScratchBytes function and may be reused between calls.
+// by the matching *ScratchBytes function and may be reused between calls;
+// those functions and the chunk constants are the library-call ABI's
+// (runtime/src/schema/library_abi.h), which the compiler sizes buffers with.
 // Shapes are written next to the pointers; "rows" is the product of the
 // leading dims, the op's axis is the last one.
 //
@@ -27,7 +29,8 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/src/base/dtype.h"
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/library_abi.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt::cuda {
@@ -103,8 +106,6 @@ inline Status rmsNormBackward(DType dt, const void *dy, const void *x, const voi
                          accumulate, stream);
 }
 
-constexpr int64_t kNormBackwardChunkRows = 64;
-size_t normBackwardScratchBytes(int64_t rows, int64_t cols);
 
 //===----------------------------------------------------------------------===//
 // cross_entropy.cu: softmax cross-entropy over the last axis, fused backward
@@ -125,7 +126,6 @@ Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType
                                    const void *labels, float *losses, float *lossMean,
                                    void *dlogits, void *scratch, int64_t rows, int64_t cols,
                                    int64_t ignoreIndex, float gradScale, cudaStream_t stream);
-size_t crossEntropyScratchBytes(int64_t rows);
 
 //===----------------------------------------------------------------------===//
 // embedding.cu: gather of table rows and its deterministic scatter-add
@@ -148,8 +148,6 @@ Status embeddingForward(DType dt, const void *table, DType idType, const void *i
 Status embeddingBackward(DType dt, const void *dout, DType idType, const void *ids, void *dtable,
                          void *scratch, int64_t count, int64_t vocab, int64_t dim, bool accumulate,
                          cudaStream_t stream);
-constexpr int64_t kEmbeddingChunk = 512;
-size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab);
 
 //===----------------------------------------------------------------------===//
 // elementwise.cu: GELU and casts over flat buffers
@@ -229,7 +227,6 @@ Status sgdUpdate(float *params, DType gradType, const void *grads, float *moment
 /// the summation order depend on n only. `scratch`: sumSquaresScratchBytes().
 Status sumSquares(DType dt, const void *x, int64_t n, float *out, void *scratch, bool accumulate,
                   cudaStream_t stream);
-size_t sumSquaresScratchBytes();
 
 //===----------------------------------------------------------------------===//
 // init.cu: parameter initialisers on the device
@@ -279,8 +276,11 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
                         cudaStream_t stream);
 
 /// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
-/// D = rowsum(dout * out)); 0 is never returned for a non-empty shape.
-size_t attentionBackwardScratchBytes(const AttentionShape &s);
+/// D = rowsum(dout * out)); never 0.
+using rt::attentionBackwardScratchBytes;
+inline size_t attentionBackwardScratchBytes(const AttentionShape &s) {
+  return rt::attentionBackwardScratchBytes(s.batch, s.heads, s.tq);
+}
 
 /// Gradients of attentionForward given dout (strides dos) and the forward's out and lse:
 /// dq [batch, heads, tq, d], dk [batch, kvHeads, tk, d], dv [batch, kvHeads, tk, dv]

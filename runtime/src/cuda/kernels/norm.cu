@@ -295,12 +295,6 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
 
 } // namespace
 
-size_t normBackwardScratchBytes(int64_t rows, int64_t cols) {
-  if (rows <= 0 || cols <= 0)
-    return 0;
-  return static_cast<size_t>(2 * ceilDiv(rows, kNormBackwardChunkRows) * cols) * sizeof(float);
-}
-
 Status layerNormForward(DType dt, DType pt, const void *x, const void *weight, const void *bias,
                         void *y, float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
                         cudaStream_t stream) {

@@ -27,7 +27,6 @@ namespace {
 using namespace kern;
 
 constexpr int kThreads = 256;
-constexpr int kMaxNormBlocks = 1024;
 
 __device__ __forceinline__ float clipCoef(const float *gradNormSq, float maxNorm) {
   if (!gradNormSq || maxNorm <= 0.0f)
@@ -202,8 +201,6 @@ Status sgdUpdate(float *params, DType gradType, const void *grads, float *moment
   });
 }
 
-size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
-
 Status sumSquares(DType dt, const void *x, int64_t n, float *out, void *scratch, bool accumulate,
                   cudaStream_t stream) {
   TC_RETURN_IF_ERROR(checkEntry("sumSquares", n));
@@ -219,7 +216,7 @@ Status sumSquares(DType dt, const void *x, int64_t n, float *out, void *scratch,
     sumSquaresPartialKernel<T>
         <<<blocks, kThreads, 0, stream>>>(static_cast<const T *>(x), n, partial);
     TC_RETURN_IF_ERROR(checkLaunch("sum_squares_partial"));
-    sumPartialsKernel<<<1, kMaxNormBlocks, 0, stream>>>(partial, blocks, out, accumulate);
+    sumPartialsKernel<<<1, static_cast<unsigned>(kMaxNormBlocks), 0, stream>>>(partial, blocks, out, accumulate);
     return checkLaunch("sum_squares_total");
   });
 }

@@ -4,8 +4,8 @@
 // artifacts' "written by", and the refusals of older formats.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_RUNTIME_BASE_VERSION_H
-#define TC_RUNTIME_BASE_VERSION_H
+#ifndef TC_RUNTIME_SCHEMA_VERSION_H
+#define TC_RUNTIME_SCHEMA_VERSION_H
 
 namespace tc::rt {
 
@@ -13,4 +13,4 @@ inline constexpr const char kTcVersion[] = "0.3.0";
 
 } // namespace tc::rt
 
-#endif // TC_RUNTIME_BASE_VERSION_H
+#endif // TC_RUNTIME_SCHEMA_VERSION_H

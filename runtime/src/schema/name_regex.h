@@ -8,8 +8,8 @@
 // plain 'd' without a word, so they are refused with the fix ([0-9]).
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_RUNTIME_BASE_NAME_REGEX_H
-#define TC_RUNTIME_BASE_NAME_REGEX_H
+#ifndef TC_RUNTIME_SCHEMA_NAME_REGEX_H
+#define TC_RUNTIME_SCHEMA_NAME_REGEX_H
 
 #include <memory>
 #include <string>
@@ -17,10 +17,6 @@
 #include "runtime/src/base/status.h"
 
 namespace tc::rt {
-
-/// How --help names the dialect.
-inline constexpr const char kRegexDialect[] =
-    "POSIX extended regular expressions (as grep -E), searched in the name";
 
 class NameRegex {
 public:
@@ -44,4 +40,4 @@ private:
 
 } // namespace tc::rt
 
-#endif // TC_RUNTIME_BASE_NAME_REGEX_H
+#endif // TC_RUNTIME_SCHEMA_NAME_REGEX_H

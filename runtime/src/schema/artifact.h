@@ -82,15 +82,15 @@
 // a crash or a huge allocation.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_RUNTIME_BASE_ARTIFACT_H
-#define TC_RUNTIME_BASE_ARTIFACT_H
+#ifndef TC_RUNTIME_SCHEMA_ARTIFACT_H
+#define TC_RUNTIME_SCHEMA_ARTIFACT_H
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "runtime/src/base/crc.h" // crc32 of the sections, for readers and tests
-#include "runtime/src/base/program.h"
+#include "runtime/src/schema/program.h"
 #include "runtime/src/base/status.h"
 
 namespace tc::rt {
@@ -119,4 +119,4 @@ Parameter &appendParameter(Artifact *artifact, const std::string &name,
 
 } // namespace tc::rt
 
-#endif // TC_RUNTIME_BASE_ARTIFACT_H
+#endif // TC_RUNTIME_SCHEMA_ARTIFACT_H

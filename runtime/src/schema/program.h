@@ -7,8 +7,8 @@
 // depends on LLVM or MLIR.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_RUNTIME_BASE_PROGRAM_H
-#define TC_RUNTIME_BASE_PROGRAM_H
+#ifndef TC_RUNTIME_SCHEMA_PROGRAM_H
+#define TC_RUNTIME_SCHEMA_PROGRAM_H
 
 #include <cstdint>
 #include <map>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/src/base/dtype.h"
+#include "runtime/src/base/status.h"
 
 namespace tc::rt {
 
@@ -39,6 +40,22 @@ struct HostTensor {
   TensorType type;
   std::vector<uint8_t> data;
 };
+
+/// "2x16", or "scalar" for rank 0.
+std::string shapeToString(const std::vector<int64_t> &shape);
+/// "f32 2x16", "i64 scalar".
+std::string typeToString(const TensorType &type);
+
+/// Element count of `shape` with checks: every dim >= 0 and the product at
+/// most 2^62 (so that byte sizes fit in int64 too). For untrusted shapes.
+Status checkedNumElements(const std::vector<int64_t> &shape, int64_t *out);
+
+/// Bytes of a tensor of `type` in storage format (numElements * element size).
+/// The shape must have passed checkedNumElements.
+int64_t storageBytes(const TensorType &type);
+
+/// Checks that t.data has exactly the bytes its type needs.
+Status checkHostTensor(const HostTensor &t, const std::string &what);
 
 /// An op attribute. Integers and bools are Int; enumerations are String.
 struct Attr {
@@ -89,8 +106,6 @@ enum class ParamInit : uint8_t {
 };
 
 const char *paramInitName(ParamInit i); // "data", "zeros", "ones", "normal", "uniform"
-
-const char *paramKindName(ParamKind k); // "parameter", "buffer", "optimizer-state"
 
 /// One entry of the parameter/state table. Its bytes are
 /// Artifact::weights[offset, offset + bytes) in storage format, or absent
@@ -199,4 +214,4 @@ struct Artifact {
 
 } // namespace tc::rt
 
-#endif // TC_RUNTIME_BASE_PROGRAM_H
+#endif // TC_RUNTIME_SCHEMA_PROGRAM_H

@@ -1,5 +1,5 @@
 //===- name_regex.cpp - the one regex dialect of tc's flags ---------------===//
-#include "runtime/src/base/name_regex.h"
+#include "runtime/src/schema/name_regex.h"
 
 #include <regex.h>
 

@@ -1,0 +1,331 @@
+//===- library_calls.cpp - device "library" ops bound to launchers --------===//
+//
+// See library_calls.h. The ABI table says which pointer is which operand;
+// each thunk below reads its operands by name, its sizes from the attributes
+// and the dtypes from the buffers, and returns the closure that launches.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/cuda/library_calls.h"
+
+#include <map>
+
+#include "runtime/src/base/host_tensor.h"
+#include "runtime/src/cuda/device.h"
+#include "runtime/src/cuda/kernels/kernels.h"
+#include "runtime/src/cuda/op_attrs.h"
+#include "runtime/src/schema/library_abi.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+/// A call laid out by the ABI: its pointers and types by operand name.
+struct Call {
+  const LibraryCallArgs &args;
+  const LibraryCallee &callee;
+  LibraryLayout layout;
+  OpAttrs a;
+  bool capturable = true;
+
+  /// Position of operand `name` among `ptrs`, or -1 when the call does not give it.
+  static int position(const std::vector<LibraryOperandSpec> &specs, const std::vector<int> &pos,
+                      const char *name) {
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (std::string(specs[i].name) == name)
+        return pos[i];
+    return -1;
+  }
+  int inPos(const char *name) const { return position(callee.inputs, layout.inputs, name); }
+  int outPos(const char *name) const { return position(callee.outputs, layout.outputs, name); }
+  /// The pointer of input / output `name`; nullptr when not given.
+  void *in(const char *name) const {
+    int i = inPos(name);
+    return i < 0 ? nullptr : args.ins[i];
+  }
+  void *out(const char *name) const {
+    int i = outPos(name);
+    return i < 0 ? nullptr : args.outs[i];
+  }
+  /// The dtype of input / output `name`, which the call gives.
+  DType inType(const char *name) const { return args.inTypes[inPos(name)].dtype; }
+  DType outType(const char *name) const { return args.outTypes[outPos(name)].dtype; }
+  bool has(bool output, const char *name) const {
+    return (output ? outPos(name) : inPos(name)) >= 0;
+  }
+  int64_t integer(const char *name) const { return a.integerOr(name, 0); }
+  bool flag(const char *name) const { return a.integerOr(name, 0) != 0; }
+  const std::string &name() const { return args.op.name; }
+};
+
+using Launch = std::function<Status()>;
+using Thunk = Status (*)(Call &c, cudaStream_t s, Launch *out);
+
+Status softmax(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("x");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  bool log = c.flag("log");
+  void *x = c.in("x"), *y = c.out("y");
+  *out = [=]() { return softmaxForward(dt, x, y, rows, cols, log, s); };
+  return Status::ok();
+}
+
+/// layer_norm_fwd and rms_norm_fwd.
+Status normForward(Call &c, cudaStream_t s, Launch *out) {
+  bool ln = c.name() == "layer_norm_fwd";
+  DType dt = c.inType("x");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  // The parameters may be stored wider than the rows (bf16 rows, f32 weights).
+  DType pt = c.has(false, "weight") ? c.inType("weight")
+             : c.has(false, "bias") ? c.inType("bias")
+                                    : dt;
+  if (c.outType("y") != dt)
+    return invalidArgument(c.a.where + ": \"" + c.name() + "\" writes y in the type of x");
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  float eps = static_cast<float>(c.a.realOr("eps", 1e-5));
+  void *x = c.in("x"), *w = c.in("weight"), *bias = c.in("bias"), *y = c.out("y");
+  float *rstd = static_cast<float *>(c.out("rstd"));
+  if (ln) {
+    float *mean = static_cast<float *>(c.out("mean"));
+    *out = [=]() {
+      return layerNormForward(dt, pt, x, w, bias, y, mean, rstd, rows, cols, eps, s);
+    };
+  } else {
+    *out = [=]() { return rmsNormForward(dt, pt, x, w, y, rstd, rows, cols, eps, s); };
+  }
+  return Status::ok();
+}
+
+/// layer_norm_bwd and rms_norm_bwd.
+Status normBackward(Call &c, cudaStream_t s, Launch *out) {
+  bool ln = c.name() == "layer_norm_bwd";
+  DType dt = c.inType("x");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  if (c.inType("dy") != dt || c.outType("dx") != dt)
+    return invalidArgument(c.a.where + ": \"" + c.name() + "\" needs dy, x and dx of one type");
+  // Parameter (gradient) storage: the weight's, else dbias's, else the rows'.
+  DType pt = c.has(false, "weight") ? c.inType("weight")
+             : c.has(true, "dbias") ? c.outType("dbias")
+                                    : dt;
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  void *dy = c.in("dy"), *x = c.in("x"), *w = c.in("weight");
+  const float *mean = static_cast<const float *>(c.in("mean"));
+  const float *rstd = static_cast<const float *>(c.in("rstd"));
+  void *dx = c.out("dx"), *dw = c.out("dweight"), *db = c.out("dbias");
+  void *scratch = c.out("scratch");
+  if (ln)
+    *out = [=]() {
+      return layerNormBackward(dt, pt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
+                               /*accumulate=*/false, s);
+    };
+  else
+    *out = [=]() {
+      return rmsNormBackward(dt, pt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
+                             /*accumulate=*/false, s);
+    };
+  return Status::ok();
+}
+
+/// cross_entropy_fwd, cross_entropy_bwd and cross_entropy_fwd_bwd.
+Status crossEntropy(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("logits");
+  DType lt = c.inType("labels");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  void *logits = c.in("logits"), *labels = c.in("labels");
+  float *loss = static_cast<float *>(c.out("loss"));
+  void *dlogits = c.out("dlogits");
+  void *scratch = c.out("scratch");
+  int64_t ignore = c.a.integerOr("ignore_index", -100);
+  float scale = static_cast<float>(c.a.realOr("grad_scale", 1.0));
+  if (int g = c.inPos("grad"); g >= 0) {
+    // The incoming gradient is a runtime scalar: read it (a host sync, so
+    // this step cannot be a CUDA graph).
+    const void *grad = c.args.ins[g];
+    TensorType gt = c.args.inTypes[g];
+    if (gt.numElements() != 1)
+      return unimplemented(c.a.where + ": a non-scalar incoming loss gradient " +
+                           typeToString(gt));
+    c.capturable = false;
+    *out = [=]() -> Status {
+      HostTensor h;
+      TC_RETURN_IF_ERROR(copyToHost(grad, gt, &h, s));
+      float sc = static_cast<float>(loadAsDouble(h.data.data(), gt.dtype, 0));
+      return crossEntropyForwardBackward(dt, logits, lt, labels, nullptr, loss, dlogits, scratch,
+                                         rows, cols, ignore, sc, s);
+    };
+    return Status::ok();
+  }
+  *out = [=]() {
+    return crossEntropyForwardBackward(dt, logits, lt, labels, nullptr, loss, dlogits, scratch,
+                                       rows, cols, ignore, scale, s);
+  };
+  return Status::ok();
+}
+
+/// attention_fwd and attention_bwd.
+Status attention(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("q");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  AttentionShape sh;
+  sh.batch = c.integer("batch");
+  sh.heads = c.integer("heads");
+  sh.kvHeads = c.integer("kv_heads");
+  sh.tq = c.integer("tq");
+  sh.tk = c.integer("tk");
+  sh.d = c.integer("d");
+  sh.dv = c.integer("dv");
+  float scale = static_cast<float>(c.a.realOr("scale", 0.0));
+  bool causal = c.flag("causal");
+  // Per operand [batch, head, row] element strides ("q_strides", ...;
+  // contiguous when absent): the compiler reads q/k/v out of [B, T, H, D]
+  // projections and writes results into their transposes in place.
+  // The [q, k, v, out] strides ("q_strides", ...) or, with prefix "d", those
+  // of their gradients ("dq_strides", ...; "do_strides" for dout).
+  auto strides = [&](const std::string &prefix, AttentionStrides st[4]) -> Status {
+    const char *names[4] = {"q", "k", "v", "o"};
+    const int64_t dims[4][3] = {{sh.heads, sh.tq, sh.d},
+                                {sh.kvHeads, sh.tk, sh.d},
+                                {sh.kvHeads, sh.tk, sh.dv},
+                                {sh.heads, sh.tq, sh.dv}};
+    for (int i = 0; i < 4; ++i) {
+      std::string name = prefix + names[i] + "_strides";
+      std::vector<int64_t> v;
+      st[i] = contiguousAttentionStrides(dims[i][0], dims[i][1], dims[i][2]);
+      if (!c.a.ints(name.c_str(), &v))
+        continue;
+      if (v.size() != 3)
+        return invalidArgument(c.a.where + ": attribute '" + name + "' needs 3 strides, got " +
+                               std::to_string(v.size()));
+      st[i] = AttentionStrides{v[0], v[1], v[2]};
+    }
+    return Status::ok();
+  };
+  AttentionStrides st[4];
+  TC_RETURN_IF_ERROR(strides("", st));
+  AttentionStrides qs = st[0], ks = st[1], vs = st[2], os = st[3];
+  void *q = c.in("q"), *k = c.in("k"), *v = c.in("v");
+  if (c.name() == "attention_fwd") {
+    void *o = c.out("out");
+    float *lse = static_cast<float *>(c.out("lse"));
+    *out = [=]() {
+      return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s);
+    };
+    return Status::ok();
+  }
+  AttentionStrides dst[4];
+  TC_RETURN_IF_ERROR(strides("d", dst));
+  AttentionStrides dqs = dst[0], dks = dst[1], dvs = dst[2], dos = dst[3];
+  void *o = c.in("out"), *dout = c.in("dout");
+  const float *lse = static_cast<const float *>(c.in("lse"));
+  void *dq = c.out("dq"), *dk = c.out("dk"), *dv = c.out("dv"), *scratch = c.out("scratch");
+  *out = [=]() {
+    return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk, dks,
+                             dv, dvs, scratch, scale, causal, s);
+  };
+  return Status::ok();
+}
+
+Status embeddingFwd(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("table"), it = c.inType("ids");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  int64_t count = c.integer("count"), vocab = c.integer("vocab"), dim = c.integer("dim");
+  void *table = c.in("table"), *ids = c.in("ids"), *y = c.out("out");
+  *out = [=]() { return embeddingForward(dt, table, it, ids, y, count, vocab, dim, s); };
+  return Status::ok();
+}
+
+Status embeddingBwd(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.outType("dtable"), it = c.inType("ids");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  int64_t count = c.integer("count"), vocab = c.integer("vocab"), dim = c.integer("dim");
+  bool acc = c.flag("accumulate");
+  void *dout = c.in("dout"), *ids = c.in("ids"), *dtable = c.out("dtable");
+  void *scratch = c.out("scratch");
+  *out = [=]() {
+    return embeddingBackward(dt, dout, it, ids, dtable, scratch, count, vocab, dim, acc, s);
+  };
+  return Status::ok();
+}
+
+/// The launcher thunk of each callee of the ABI that this runtime binds
+/// (the lowering emits no other); the rest are refused as Unimplemented.
+const std::map<std::string, Thunk> kThunks = {
+    {"softmax_fwd", softmax},
+    {"layer_norm_fwd", normForward},
+    {"rms_norm_fwd", normForward},
+    {"layer_norm_bwd", normBackward},
+    {"rms_norm_bwd", normBackward},
+    {"cross_entropy_fwd", crossEntropy},
+    {"cross_entropy_bwd", crossEntropy},
+    {"cross_entropy_fwd_bwd", crossEntropy},
+    {"attention_fwd", attention},
+    {"attention_bwd", attention},
+    {"embedding_fwd", embeddingFwd},
+    {"embedding_bwd", embeddingBwd},
+};
+
+/// The ABI kind of a device-op attribute; false for kinds no callee takes.
+bool abiKind(const Attr &a, LibraryAttrKind *out) {
+  switch (a.kind) {
+  case Attr::Kind::Int:
+    *out = LibraryAttrKind::Int;
+    return true;
+  case Attr::Kind::Float:
+    *out = LibraryAttrKind::Float;
+    return true;
+  case Attr::Kind::Ints:
+    *out = LibraryAttrKind::Ints;
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
+Status bindLibraryCall(const LibraryCallArgs &call, cudaStream_t s, std::function<Status()> *out,
+                       bool *capturable) {
+  const std::string &name = call.op.name;
+  const LibraryCallee *callee = findLibraryCallee(name);
+  if (!callee)
+    return unimplemented(call.where + ": the CUDA runtime has no library kernel \"" + name +
+                         "\" (this tc-compile is newer than the runtime?)");
+  auto refuse = [&](const std::string &why) {
+    return invalidArgument(call.where + ": \"" + name + "\" " + why);
+  };
+  std::vector<LibraryAttrValue> given;
+  LibraryInts ints;
+  for (const auto &[key, attr] : call.op.attrs) {
+    LibraryAttrKind kind;
+    if (!abiKind(attr, &kind))
+      continue;
+    given.push_back({key, kind, kind == LibraryAttrKind::Int ? attr.i : 0});
+    if (kind == LibraryAttrKind::Int)
+      ints[key] = attr.i;
+  }
+  // Device ops carry attributes of the executor's own ("stream"): only the
+  // callee's are checked.
+  if (std::string e = checkLibraryAttrs(*callee, given, /*rejectUnknown=*/false); !e.empty())
+    return refuse(e);
+  Call c{call, *callee, {}, OpAttrs{call.op, call.where}};
+  if (std::string e =
+          layoutLibraryCall(*callee, ints, call.ins.size(), call.outs.size(), &c.layout);
+      !e.empty())
+    return refuse(e);
+  if (callee->scratchBytes) {
+    uint64_t need = callee->scratchBytes(ints);
+    uint64_t have = static_cast<uint64_t>(storageBytes(call.outTypes[c.outPos("scratch")]));
+    if (have < need)
+      return refuse("scratch holds " + std::to_string(have) + " bytes, the launcher needs " +
+                    std::to_string(need));
+  }
+  auto thunk = kThunks.find(name);
+  if (thunk == kThunks.end())
+    return unimplemented(call.where + ": the CUDA runtime binds no launcher to library kernel \"" +
+                         name + "\"");
+  TC_RETURN_IF_ERROR(thunk->second(c, s, out));
+  *capturable = c.capturable;
+  return Status::ok();
+}
+
+} // namespace tc::rt::cuda

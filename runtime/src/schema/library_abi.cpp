@@ -1,0 +1,295 @@
+//===- library_abi.cpp - the library-call ABI, written once ---------------===//
+#include "runtime/src/schema/library_abi.h"
+
+#include <algorithm>
+
+namespace tc::rt {
+
+namespace {
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t align64(int64_t n) { return ceilDiv(n, 64) * 64; }
+int64_t intOf(const LibraryInts &ints, const char *name) {
+  auto it = ints.find(name);
+  return it == ints.end() ? 0 : it->second;
+}
+} // namespace
+
+size_t normBackwardScratchBytes(int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0)
+    return 0;
+  return static_cast<size_t>(2 * ceilDiv(rows, kNormBackwardChunkRows) * cols) * sizeof(float);
+}
+
+size_t crossEntropyScratchBytes(int64_t rows) {
+  // [0]: count of rows not ignored; [64...]: per-row losses when the caller
+  // does not want them (keeps the losses 256-byte aligned).
+  return static_cast<size_t>(64 + (rows > 0 ? rows : 0)) * sizeof(float);
+}
+
+size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab) {
+  if (count <= 0 || vocab <= 0)
+    return 0;
+  int64_t chunks = ceilDiv(count, kEmbeddingChunk);
+  return static_cast<size_t>(align64(chunks * vocab) + 2 * align64(vocab) + align64(count)) *
+         sizeof(int32_t);
+}
+
+size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
+  int64_t rows = std::max<int64_t>(1, batch * heads * tq);
+  return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
+}
+
+size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
+
+const char *libraryAttrKindName(LibraryAttrKind k) {
+  switch (k) {
+  case LibraryAttrKind::Int:
+    return "integer";
+  case LibraryAttrKind::Bool:
+    return "bool";
+  case LibraryAttrKind::Float:
+    return "float";
+  case LibraryAttrKind::Ints:
+    return "integer array";
+  }
+  return "?";
+}
+
+bool libraryAttrKindAccepts(LibraryAttrKind want, LibraryAttrKind given) {
+  if (want == given)
+    return true;
+  return given == LibraryAttrKind::Int &&
+         (want == LibraryAttrKind::Bool || want == LibraryAttrKind::Float);
+}
+
+const LibraryAttrSpec *LibraryCallee::findAttr(const std::string &attr) const {
+  for (const LibraryAttrSpec &a : attrs)
+    if (attr == a.name)
+      return &a;
+  return nullptr;
+}
+
+namespace {
+using K = LibraryAttrKind;
+
+template <class T> std::vector<T> cat(std::vector<T> a, const std::vector<T> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+size_t normBackwardScratch(const LibraryInts &a) {
+  return normBackwardScratchBytes(intOf(a, "rows"), intOf(a, "cols"));
+}
+size_t crossEntropyScratch(const LibraryInts &a) {
+  return crossEntropyScratchBytes(intOf(a, "rows"));
+}
+size_t embeddingScratch(const LibraryInts &a) {
+  return embeddingBackwardScratchBytes(intOf(a, "count"), intOf(a, "vocab"));
+}
+size_t attentionScratch(const LibraryInts &a) {
+  return attentionBackwardScratchBytes(intOf(a, "batch"), intOf(a, "heads"), intOf(a, "tq"));
+}
+size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
+
+} // namespace
+
+const std::vector<LibraryCallee> &libraryCallees() {
+  // Built on first use (no static initialisation order to depend on).
+  static const LibraryAttrSpec kRows{"rows", K::Int, true}, kCols{"cols", K::Int, true};
+  static const LibraryAttrSpec kEps{"eps", K::Float, false};
+  static const LibraryAttrSpec kHasWeight{"has_weight", K::Bool, false};
+  static const LibraryAttrSpec kHasBias{"has_bias", K::Bool, false};
+  static const LibraryAttrSpec kIgnoreIndex{"ignore_index", K::Int, false};
+  static const LibraryAttrSpec kGradScale{"grad_scale", K::Float, false};
+  static const LibraryAttrSpec kElements{"elements", K::Int, true};
+  static const std::vector<LibraryAttrSpec> kEmbeddingAttrs = {
+      {"count", K::Int, true}, {"vocab", K::Int, true}, {"dim", K::Int, true}};
+  // q [batch, heads, tq, d], k [batch, kv_heads, tk, d], v [batch, kv_heads, tk, dv];
+  // per operand [batch, head, row] element strides (contiguous when absent).
+  static const std::vector<LibraryAttrSpec> kAttentionAttrs = {
+      {"batch", K::Int, true},        {"heads", K::Int, true},       {"kv_heads", K::Int, true},
+      {"tq", K::Int, true},           {"tk", K::Int, true},          {"d", K::Int, true},
+      {"dv", K::Int, true},           {"scale", K::Float, false},    {"causal", K::Bool, false},
+      {"q_strides", K::Ints, false},  {"k_strides", K::Ints, false}, {"v_strides", K::Ints, false},
+      {"o_strides", K::Ints, false}};
+  static const std::vector<LibraryAttrSpec> kAttentionGradStrides = {
+      {"do_strides", K::Ints, false},
+      {"dq_strides", K::Ints, false},
+      {"dk_strides", K::Ints, false},
+      {"dv_strides", K::Ints, false}};
+
+  // The rms rows take has_bias too (always false: the lowering writes it for
+  // both norms); no operand depends on it.
+  static const std::vector<LibraryCallee> callees = {
+      {"softmax_fwd", {{"x"}}, {{"y"}}, {kRows, kCols, {"log", K::Bool, false}}},
+      {"layer_norm_fwd",
+       {{"x"}, {"weight", "has_weight"}, {"bias", "has_bias"}},
+       {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}},
+       {kRows, kCols, kEps, kHasWeight, kHasBias}},
+      {"layer_norm_bwd",
+       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}},
+       {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"scratch"}},
+       {kRows, kCols, kHasWeight, kHasBias},
+       normBackwardScratch},
+      {"rms_norm_fwd",
+       {{"x"}, {"weight", "has_weight"}},
+       {{"y"}, {"rstd", nullptr, 1}},
+       {kRows, kCols, kEps, kHasWeight, kHasBias}},
+      {"rms_norm_bwd",
+       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}},
+       {{"dx"}, {"dweight", "has_weight"}, {"scratch"}},
+       {kRows, kCols, kHasWeight, kHasBias},
+       normBackwardScratch},
+      // loss: the f32 mean over the rows not ignored.
+      {"cross_entropy_fwd",
+       {{"logits"}, {"labels"}},
+       {{"loss"}, {"scratch"}},
+       {kRows, kCols, kIgnoreIndex},
+       crossEntropyScratch},
+      // grad: the incoming scalar loss gradient (a runtime value).
+      {"cross_entropy_bwd",
+       {{"logits"}, {"labels"}, {"grad", nullptr, 1}},
+       {{"dlogits"}, {"scratch"}},
+       {kRows, kCols, kIgnoreIndex, kGradScale},
+       crossEntropyScratch},
+      {"cross_entropy_fwd_bwd",
+       {{"logits"}, {"labels"}, {"grad", nullptr, 1}},
+       {{"loss"}, {"dlogits"}, {"scratch"}},
+       {kRows, kCols, kIgnoreIndex, kGradScale},
+       crossEntropyScratch},
+      {"embedding_fwd", {{"table"}, {"ids"}}, {{"out"}}, kEmbeddingAttrs},
+      {"embedding_bwd",
+       {{"dout"}, {"ids"}},
+       {{"dtable"}, {"scratch"}},
+       cat(kEmbeddingAttrs, {{"accumulate", K::Bool, false}}),
+       embeddingScratch},
+      // lse [batch, heads, tq] f32.
+      {"attention_fwd", {{"q"}, {"k"}, {"v"}}, {{"out"}, {"lse"}}, kAttentionAttrs},
+      {"attention_bwd",
+       {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}},
+       {{"dq"}, {"dk"}, {"dv"}, {"scratch"}},
+       cat(kAttentionAttrs, kAttentionGradStrides),
+       attentionScratch},
+      {"gelu_fwd", {{"x"}}, {{"y"}}, {kElements}},
+      {"gelu_bwd", {{"x"}, {"dy"}}, {{"dx"}}, {kElements}},
+      {"cast", {{"x"}}, {{"y"}}, {kElements}},
+      {"adamw",
+       {{"params"}, {"grads"}, {"exp_avg"}, {"exp_avg_sq"}, {"grad_norm_sq", nullptr, 1}},
+       {{"params"}, {"exp_avg"}, {"exp_avg_sq"}},
+       {kElements}},
+      {"sgd",
+       {{"params"}, {"grads"}, {"momentum", nullptr, 1}, {"grad_norm_sq", nullptr, 2}},
+       {{"params"}, {"momentum", nullptr, 1}},
+       {kElements}},
+      // sum: an f32 scalar.
+      {"sum_squares", {{"x"}}, {{"sum"}, {"scratch"}}, {kElements}, sumSquaresScratch},
+  };
+  return callees;
+}
+
+const LibraryCallee *findLibraryCallee(const std::string &name) {
+  for (const LibraryCallee &c : libraryCallees())
+    if (name == c.name)
+      return &c;
+  return nullptr;
+}
+
+std::string libraryCalleeNames() {
+  std::string names;
+  for (const LibraryCallee &c : libraryCallees())
+    names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
+
+namespace {
+/// Lays out one operand list; "" or the error.
+std::string layoutList(const std::vector<LibraryOperandSpec> &specs, const LibraryInts &ints,
+                       size_t given, const char *what, std::vector<int> *out) {
+  size_t fixed = 0;
+  std::vector<size_t> groups; // groups[k - 1]: operands of optional group k
+  std::string conditions;
+  for (const LibraryOperandSpec &s : specs) {
+    if (s.optionalGroup > 0) {
+      groups.resize(std::max<size_t>(groups.size(), s.optionalGroup), 0);
+      ++groups[s.optionalGroup - 1];
+      continue;
+    }
+    if (s.presentIf) {
+      bool on = intOf(ints, s.presentIf) != 0;
+      std::string c = std::string(s.presentIf) + (on ? " = 1" : " = 0");
+      if (conditions.find(c) == std::string::npos)
+        conditions += (conditions.empty() ? "" : ", ") + c;
+      if (!on)
+        continue;
+    }
+    ++fixed;
+  }
+  // The counts a call may give: the fixed ones plus the first k groups.
+  std::vector<size_t> allowed{fixed};
+  for (size_t g : groups)
+    allowed.push_back(allowed.back() + g);
+  auto k = std::find(allowed.begin(), allowed.end(), given);
+  if (k == allowed.end()) {
+    std::string counts = std::to_string(allowed.front());
+    if (allowed.size() == 2)
+      counts += " or " + std::to_string(allowed.back());
+    else if (allowed.size() > 2)
+      counts += " to " + std::to_string(allowed.back());
+    return "takes " + counts + " " + what + (conditions.empty() ? "" : " (" + conditions + ")") +
+           ", got " + std::to_string(given);
+  }
+  size_t groupsGiven = static_cast<size_t>(k - allowed.begin());
+  out->clear();
+  int pos = 0;
+  for (const LibraryOperandSpec &s : specs) {
+    bool present = s.optionalGroup > 0 ? s.optionalGroup <= groupsGiven
+                                       : !s.presentIf || intOf(ints, s.presentIf) != 0;
+    out->push_back(present ? pos++ : -1);
+  }
+  return "";
+}
+} // namespace
+
+std::string layoutLibraryCall(const LibraryCallee &c, const LibraryInts &ints, size_t numInputs,
+                              size_t numOutputs, LibraryLayout *out) {
+  std::string e = layoutList(c.inputs, ints, numInputs, "inputs", &out->inputs);
+  if (e.empty())
+    e = layoutList(c.outputs, ints, numOutputs, "outputs", &out->outputs);
+  return e;
+}
+
+std::string checkLibraryAttrs(const LibraryCallee &c, const std::vector<LibraryAttrValue> &given,
+                              bool rejectUnknown) {
+  auto find = [&](const char *name) -> const LibraryAttrValue * {
+    for (const LibraryAttrValue &g : given)
+      if (g.name == name)
+        return &g;
+    return nullptr;
+  };
+  for (const LibraryAttrSpec &s : c.attrs) {
+    const LibraryAttrValue *g = find(s.name);
+    if (!g) {
+      if (s.required)
+        return std::string("needs the ") + libraryAttrKindName(s.kind) + " attribute '" + s.name +
+               "'";
+      continue;
+    }
+    if (!libraryAttrKindAccepts(s.kind, g->kind))
+      return std::string("attribute '") + s.name + "' is " + libraryAttrKindName(g->kind) +
+             ", wants " + libraryAttrKindName(s.kind);
+    if (s.required && s.kind == LibraryAttrKind::Int && g->value < 0)
+      return std::string("attribute '") + s.name + "' is negative (" + std::to_string(g->value) +
+             ")";
+  }
+  if (rejectUnknown)
+    for (const LibraryAttrValue &g : given)
+      if (!c.findAttr(g.name)) {
+        std::string names;
+        for (const LibraryAttrSpec &s : c.attrs)
+          names += (names.empty() ? "" : ", ") + std::string(s.name);
+        return "has no attribute '" + g.name + "' (it takes " + names + ")";
+      }
+  return "";
+}
+
+} // namespace tc::rt

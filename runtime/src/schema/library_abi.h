@@ -1,0 +1,138 @@
+//===- library_abi.h - the library-call ABI, written once -------*- C++ -*-===//
+//
+// Every runtime library kernel a `tcx.library` op (and so a device op of kind
+// "library") may call: its callee name, its operands and results (optional
+// pointers are given by has_* attributes or are trailing groups), the
+// attributes it requires and accepts, and the bytes of scratch memory its
+// launcher needs. The tcx.library verifier, the lowering (through
+// tcx::libraryScratchBytes) and the CUDA executor's binder
+// (runtime/src/cuda/library_calls.cpp) all read this one table, and the CUDA
+// launchers (runtime/src/cuda/kernels) size their scratch with the functions
+// and constants below. Plain C++: no MLIR, no CUDA.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_SCHEMA_LIBRARY_ABI_H
+#define TC_RUNTIME_SCHEMA_LIBRARY_ABI_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tc::rt {
+
+//===----------------------------------------------------------------------===//
+// Scratch sizes of the launchers (runtime/src/cuda/kernels/kernels.h)
+//===----------------------------------------------------------------------===//
+
+/// Rows per chunk of the norm backward's deterministic column sums.
+inline constexpr int64_t kNormBackwardChunkRows = 64;
+/// Tokens per warp-built histogram of the embedding backward's counting sort.
+inline constexpr int64_t kEmbeddingChunk = 512;
+/// Blocks (and partial sums) of sumSquares' first pass.
+inline constexpr int64_t kMaxNormBlocks = 1024;
+
+/// layerNormBackward / rmsNormBackward: 2 * ceil(rows / 64) * cols floats.
+size_t normBackwardScratchBytes(int64_t rows, int64_t cols);
+/// crossEntropyForwardBackward: a count and the per-row losses (64 + rows floats).
+size_t crossEntropyScratchBytes(int64_t rows);
+/// embeddingBackward: the per-chunk histograms, two vocabulary scans and the
+/// token slots (int32, each part 64-element aligned).
+size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab);
+/// attentionBackward: batch * heads * tq floats (D = rowsum(dout * out)) in
+/// 256-byte granules; never 0.
+size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq);
+/// sumSquares: kMaxNormBlocks partial sums.
+size_t sumSquaresScratchBytes();
+
+//===----------------------------------------------------------------------===//
+// The callee table
+//===----------------------------------------------------------------------===//
+
+/// The kind of a library-call attribute. In the artifact Bool is an Int
+/// (0 or 1), so an Int satisfies Bool; a Float accepts an Int too.
+enum class LibraryAttrKind : uint8_t { Int, Bool, Float, Ints };
+
+/// "integer", "bool", "float", "integer array".
+const char *libraryAttrKindName(LibraryAttrKind k);
+
+/// Whether an attribute given as `given` satisfies a spec of kind `want`.
+bool libraryAttrKindAccepts(LibraryAttrKind want, LibraryAttrKind given);
+
+/// One attribute a callee reads. Required Int attributes are sizes (>= 0).
+struct LibraryAttrSpec {
+  const char *name;
+  LibraryAttrKind kind;
+  bool required;
+};
+
+/// One pointer operand (input or output) of a callee, in call order.
+struct LibraryOperandSpec {
+  const char *name;
+  /// nullptr: given by position. Else the Bool attribute that says whether
+  /// the operand is given ("has_weight"; absent attribute: not given).
+  const char *presentIf = nullptr;
+  /// 0: always given (unless presentIf says otherwise). k > 0: a trailing
+  /// optional group, given whole or not at all; group k + 1 only with k.
+  uint8_t optionalGroup = 0;
+};
+
+/// The Int and Bool attributes of one call, by name (what operand layouts
+/// and scratch sizes read; absent names read as 0).
+using LibraryInts = std::map<std::string, int64_t>;
+
+/// One runtime library kernel.
+struct LibraryCallee {
+  const char *name;
+  std::vector<LibraryOperandSpec> inputs;
+  /// The results; a launcher with scratch takes it as the last output
+  /// ("scratch"), sized by `scratchBytes`.
+  std::vector<LibraryOperandSpec> outputs;
+  std::vector<LibraryAttrSpec> attrs;
+  /// Bytes of scratch for the call's attributes; nullptr: no scratch.
+  size_t (*scratchBytes)(const LibraryInts &) = nullptr;
+
+  const LibraryAttrSpec *findAttr(const std::string &attr) const;
+};
+
+/// Every callee, in a fixed order.
+const std::vector<LibraryCallee> &libraryCallees();
+/// The callee `name`, or nullptr.
+const LibraryCallee *findLibraryCallee(const std::string &name);
+/// "softmax_fwd, layer_norm_fwd, ..." for error messages.
+std::string libraryCalleeNames();
+
+/// Where the operands of one call sit: inputs[i] / outputs[i] is the
+/// position of callee.inputs[i] / outputs[i] among the call's pointers, or
+/// -1 when the call does not give it.
+struct LibraryLayout {
+  std::vector<int> inputs, outputs;
+};
+
+/// Lays out a call of `c` with `numInputs` and `numOutputs` pointers and the
+/// attributes `ints`. Returns "" or what is wrong, without the callee's name:
+/// "takes 1 outputs, got 2", "takes 3 inputs (has_weight, has_bias), got 2".
+std::string layoutLibraryCall(const LibraryCallee &c, const LibraryInts &ints, size_t numInputs,
+                              size_t numOutputs, LibraryLayout *out);
+
+/// One attribute as a call gives it: name, kind, and the value of an Int (0
+/// for the other kinds).
+struct LibraryAttrValue {
+  std::string name;
+  LibraryAttrKind kind;
+  int64_t value;
+};
+
+/// Checks a call's attributes against `c`: every required one present, each
+/// of the right kind, sizes >= 0, and (with `rejectUnknown`) no attribute `c`
+/// does not take. Returns "" or what is wrong, without the callee's name:
+/// "needs the integer attribute 'cols'", "attribute 'eps' is integer array,
+/// wants float".
+std::string checkLibraryAttrs(const LibraryCallee &c, const std::vector<LibraryAttrValue> &given,
+                              bool rejectUnknown);
+
+} // namespace tc::rt
+
+#endif // TC_RUNTIME_SCHEMA_LIBRARY_ABI_H
