@@ -33,7 +33,7 @@ static FailureOr<SmallVector<Value>> operandBuffers(Operation *op, BufferAssignm
 
 /// Gives `op`'s results buffers, launches `kernel` from `ins` into them and
 /// replaces `op` by them.
-static void launchInPlaceOf(Operation *op, tcx::KernelOp kernel, ValueRange ins,
+static void launchReplacing(Operation *op, tcx::KernelOp kernel, ValueRange ins,
                             BufferAssignment &buffers, ConversionPatternRewriter &rewriter) {
   SmallVector<Value> outs;
   for (Value r : op->getResults())
@@ -64,7 +64,7 @@ LogicalResult lowerToKernel(Operation *op, StringRef kind, BufferAssignment &buf
       clone->removeAttr(mark);
     tcx::YieldOp::create(rewriter, op->getLoc(), clone->getResults());
   }
-  launchInPlaceOf(op, kernel, *ins, buffers, rewriter);
+  launchReplacing(op, kernel, *ins, buffers, rewriter);
   return success();
 }
 
@@ -88,7 +88,7 @@ struct FusionLowering : TcxPattern<FusionOp> {
       tcx::YieldOp::create(rewriter, term->getLoc(), term->getOperands());
       rewriter.eraseOp(term);
     }
-    launchInPlaceOf(op, kernel, *ins, buffers, rewriter);
+    launchReplacing(op, kernel, *ins, buffers, rewriter);
     return success();
   }
 };
@@ -100,7 +100,7 @@ struct GeneratedKernel : ConversionPattern {
       : ConversionPattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx), buffers(buffers) {}
   LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value>,
                                 ConversionPatternRewriter &rewriter) const override {
-    if (!llvm::isa<TCDialect>(op->getDialect()) || op->getNumRegions() != 0 ||
+    if (!llvm::isa_and_nonnull<TCDialect>(op->getDialect()) || op->getNumRegions() != 0 ||
         op->getNumResults() == 0)
       return rewriter.notifyMatchFailure(op, "not a tc op with results and no regions");
     return lowerToKernel(op, isElementwise(op) ? "elementwise" : op->getName().stripDialect(),

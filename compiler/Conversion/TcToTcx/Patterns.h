@@ -15,10 +15,16 @@
 namespace tc {
 
 /// A conversion pattern for tc op `Op` that reads and extends the buffer
-/// assignment of the function being converted.
-/// Its benefit beats the generated kernel (Kernels.cpp) that every tc op
-/// falls back to when the pattern's form (a library call, a view) does not
-/// fit.
+/// assignment of the function being converted. Its benefit beats the
+/// generated kernel (Kernels.cpp) that every tc op falls back to when the
+/// pattern's form (a library call, a view) does not fit.
+///
+/// Patterns ask `buffers.bufferOf(tensor)` rather than the adaptor: the
+/// library forms look through the tc ops that define an operand (a folded
+/// transpose, a qkv split, an attention output written transposed), which
+/// only the original values have, and constants get their tcx.const on first
+/// use. Every pattern still replaces its op by the buffers it recorded, so
+/// the conversion's value mapping and the assignment agree.
 template <typename Op>
 struct TcxPattern : mlir::OpConversionPattern<Op> {
   TcxPattern(mlir::MLIRContext *ctx, BufferAssignment &buffers)

@@ -45,10 +45,8 @@ void populateTcToTcxPatterns(RewritePatternSet &patterns, BufferAssignment &buff
 
 namespace {
 
-/// An error for an op of `fn`'s body that no pattern can lower.
+/// An error for a tc op of a function's body that no pattern can lower.
 LogicalResult checkOp(Operation &op) {
-  if (op.getDialect() == nullptr || op.getDialect()->getNamespace() != "tc")
-    return op.emitOpError() << "is not a tc op; tc-lower-to-tcx lowers tc ops only";
   for (Type t : op.getResultTypes())
     if (auto rt = llvm::dyn_cast<RankedTensorType>(t); !rt || !rt.hasStaticShape())
       return op.emitOpError() << "result of type " << t
