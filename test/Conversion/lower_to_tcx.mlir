@@ -405,3 +405,15 @@ func.func @loss_unpaired(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f
   %d = tc.cross_entropy_grad %x, %y, grad %one : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
   return %l, %d : tensor<f32>, tensor<16x32xf32>
 }
+
+// -----
+
+// Tests that attention with a key mask (padding) is an error naming the op:
+// the GPU kernels have none.
+func.func @key_mask(%q: tensor<2x4x16x8xf32>, %m: tensor<2x16xi1>) -> tensor<2x4x16x8xf32> {
+  // expected-error @+1 {{'tc.attention' op with a key_mask has no GPU kernel yet}}
+  %o, %lse = tc.attention %q, %q, %q key_mask %m {scale = 0.35 : f64}
+      : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x16xi1>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  return %o : tensor<2x4x16x8xf32>
+}
