@@ -3,9 +3,12 @@
 # emits: compiles every committed ONNX fixture (and the bench model, when its
 # ONNX export is given) for sm_90 with --train, in fp32, bf16 and tf32
 # variants, with two tc-compile binaries, and diffs `--emit=tcx` and
-# `--emit=device` byte for byte.
+# `--emit=device` byte for byte. `--emit=device` lists every launch, library
+# call and matmul with its buffers (space@offset:bytes), grid and block: the
+# same text means the same GPU work.
 #
 #   scripts/check_tcx_identical.sh BASE_TC_COMPILE NEW_TC_COMPILE [OUT_DIR] [BENCH.onnx ...]
+#   (the bench model: python3 bench/make_gpt2_onnx.py --out DIR)
 #
 # OUT_DIR (default /tmp/tcx-identical) gets base/ and new/ with one file per
 # case; a case that fails to compile with both binaries is compared by its
@@ -13,7 +16,7 @@
 # last line says how many cases were compared and how many differ.
 set -uo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 BASE="$1" NEW="$2" OUT="${3:-/tmp/tcx-identical}"
@@ -37,13 +40,18 @@ done
 cases+=("gpt2.ts.tf32|$FX/gpt2.ts.onnx|--input input_ids=2x16 --input labels=2x16 --tf32")
 cases+=("llama.dynamo.tf32|$FX/llama.dynamo.onnx|--input input_ids=2x16 --input labels=2x16 --tf32")
 # The bench model (bench/make_gpt2_onnx.py) with the bench's flags
-# (scripts/gpu-prepare.sh), at a small batch.
-adamw="--optimizer adamw --lr 6e-4 --beta1 0.9 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1.0"
+# (scripts/gpu-prepare.sh): its bf16 step at TC_BENCH_SHAPE (default
+# 16x1024, as the bench compiles it; a smaller config needs its own
+# sequence length), and bf16, fp32 and tf32 at 2 x 64.
+bench="--no-weights --init-params normal:0.02 --optimizer adamw --lr 6e-4 --beta1 0.9 --beta2 0.95"
+bench="$bench --weight-decay 0.1 --clip-grad-norm 1.0"
 for b in "$@"; do
   n="bench.$(basename "$b" .onnx)"
-  cases+=("$n.bf16|$b|--input input_ids=2x64 --input labels=2x64 $adamw --bf16")
-  cases+=("$n.fp32|$b|--input input_ids=2x64 --input labels=2x64 $adamw")
-  cases+=("$n.tf32|$b|--input input_ids=2x64 --input labels=2x64 $adamw --tf32")
+  shape="${TC_BENCH_SHAPE:-16x1024}"
+  cases+=("$n.step|$b|--input input_ids=$shape --input labels=$shape $bench --bf16")
+  cases+=("$n.bf16|$b|--input input_ids=2x64 --input labels=2x64 $bench --bf16")
+  cases+=("$n.fp32|$b|--input input_ids=2x64 --input labels=2x64 $bench")
+  cases+=("$n.tf32|$b|--input input_ids=2x64 --input labels=2x64 $bench --tf32")
 done
 
 total=0 differ=0
