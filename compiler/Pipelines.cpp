@@ -2,6 +2,7 @@
 
 #include "compiler/Pipelines.h"
 
+#include "compiler/Conversion/Passes.h"
 #include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/Passes.h"
@@ -61,9 +62,16 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) 
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcDecomposeRotary());
   pm.addNestedPass<func::FuncOp>(createTcFuse());
+  // What the library calls compute besides their own op, decided on tc
+  // (after tc-fuse: the bf16 casts the classifier absorbs are fusions).
+  pm.addNestedPass<func::FuncOp>(createTcFuseMatmulEpilogue());
+  pm.addNestedPass<func::FuncOp>(createTcFuseCrossEntropy());
+  pm.addNestedPass<func::FuncOp>(createTcShareNormStats());
+  pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews());
   TcLowerToTcxOptions lower;
   lower.tf32 = o.tf32;
   pm.addPass(createTcLowerToTcx(lower));
+  pm.addPass(createTcxEliminateDeadWork());
   pm.addNestedPass<func::FuncOp>(createTcxPlanMemory());
   pm.addPass(cuda::createTcxGenerateCuda());
 }

@@ -1,6 +1,8 @@
 //===- GpuPasses.td - passes of the CUDA path -------------*- tablegen -*-===//
 //
-// From the tc dialect to the tcx execution level, and the memory plan.
+// The CUDA path around tc-lower-to-tcx (compiler/Conversion/Passes.td): the
+// tc -> tc passes that choose what library calls compute, the tcx cleanup
+// after the conversion, and the memory plan.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_TRANSFORMS_GPUPASSES_TD
@@ -8,75 +10,166 @@
 
 include "mlir/Pass/PassBase.td"
 
-def TcLowerToTcx : Pass<"tc-lower-to-tcx", "mlir::ModuleOp"> {
-  let summary = "Lower every func.func of tc ops to tcx ops on buffers";
+def TcFuseMatmulEpilogue : Pass<"tc-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Mark what a matmul's cuBLASLt GEMM computes besides the product";
   let description = [{
-    Each function keeps its name and its argument/result attributes (tc.name);
-    tensors become `!tcx.buffer`s. Every value gets a buffer: `tcx.alloc`
-    (kind "activation", or "backward" when it depends on a loss gradient),
-    `tcx.param` for `tc.parameter` (kind "parameter", "buffer" or
-    "optimizer_state"), `tcx.const` for constants that are not inlined into
-    kernels. Ops map to:
+    For each top-level tc.matmul of f32/bf16/f16 (the ones tc-lower-to-tcx
+    makes a `tcx.matmul`), after folding transposes of the last two dims
+    into transpose flags:
 
-    - tc.matmul -> tcx.matmul: an operand produced by a tc.transpose that
-      swaps the last two dims is read untransposed with the transpose flag
-      flipped; a 2-D rhs with a batched lhs folds the batch into M; a
-      following add of a [N] bias with the product as its only use becomes
-      the "bias" epilogue; other batch broadcasts use lhs_batch/rhs_batch.
-    - softmax/log_softmax (last axis), layer_norm, rms_norm (trailing axes),
-      cross_entropy / cross_entropy_grad (mean, no class weight; the pair on
-      the same logits fuses into one "cross_entropy_fwd_bwd"), gather
-      (axis 0 of a 2-D table), scatter_add (axis 0, 2-D result) ->
-      tcx.library with the launcher's sizes as attributes and a scratch
-      buffer where the launcher needs one.
-    - tc.fusion and every elementwise op -> a tcx.kernel (kind "fusion" or
-      "elementwise") and a tcx.launch whose `ins` are one buffer per operand
-      in operand order (the generated kernel's ABI; a splat constant operand
-      becomes a tcx.const, constants inside a fusion stay in its body).
-    - tc.reshape and contiguous tc.slice -> tcx.view (no copy).
-    - everything else (transpose, slice, concat, split, pad, broadcast,
-      insert_slice, reductions, arg reductions, cumsum, nll_loss, ops the
-      library forms do not cover) -> a tcx.kernel of kind "<op name>" holding
-      the op, and its launch.
+    - `tc.fold_batch_sum`: the product is lhs[b]^T @ rhs[b] per batch and
+      its only user a `tc.reduce_sum` over the batch axes of the same
+      element type (a Linear layer's weight gradient). The GEMM runs over
+      the b*T rows of both at once (K = b*T): no reduction pass and one fp32
+      accumulation instead of b rounded partial products.
+    - `tc.epilogue = "bias" | "gelu" | "bias_gelu"`: the product (or that
+      sum) is only read by an add of a [N] vector of its element type, and /
+      or then only by a tanh-approximate gelu (not with broadcast batches).
+      The GEMM's epilogue computes them.
 
-    A result named "update:<p>" is written in place into the buffer of
-    parameter `<p>` (the op producing it gets that buffer as its output when
-    no later op reads the old value and the op reads it elementwise;
-    otherwise a `tcx.copy` at the end). A result named "grad:<p>" is written
-    into a persistent `tcx.param "grad:<p>" {kind = "gradient"}` the same
-    way. Returned values keep their order and tc.name.
+    tc-lower-to-tcx lowers the marked matmul and the ops the marks name to
+    one `tcx.matmul` (K, `epilogue`, the bias as a third input). Nothing else
+    changes; unmarked IR lowers op by op.
 
     Before:
     ```mlir
-    func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-      %0 = tc.exp %x : tensor<4xf32>
-      return %0 : tensor<4xf32>
-    }
+    %0 = tc.matmul %x, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %1 = tc.add %0, %b : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    %2 = tc.gelu %1 {approximate = "tanh"} : tensor<8x4xf32>
     ```
     After:
     ```mlir
-    tcx.kernel @f_exp_0 kind("elementwise") {
-    ^bb0(%a: tensor<4xf32>):
-      %0 = tc.exp %a : tensor<4xf32>
-      tcx.yield %0 : tensor<4xf32>
-    }
-    func.func @f(%x: !tcx.buffer<4xf32>) -> !tcx.buffer<4xf32> {
-      %0 = tcx.alloc {kind = "output"} : !tcx.buffer<4xf32>
-      tcx.launch @f_exp_0 ins(%x : !tcx.buffer<4xf32>) outs(%0 : !tcx.buffer<4xf32>) {elements = 4 : i64}
-      return %0 : !tcx.buffer<4xf32>
-    }
+    %0 = tc.matmul %x, %w {tc.epilogue = "bias_gelu"} : ...
     ```
-    Fails, naming the op, on an op it cannot lower (non-tc ops other than
-    func.return, dynamic shapes) or a function with more than one block.
   }];
-  let options = [
-    Option<"tf32", "tf32", "bool", /*default=*/"false",
-           "Let f32 matmuls use TF32 tensor cores">,
-    Option<"fuseEpilogues", "fuse-epilogues", "bool", /*default=*/"true",
-           "Fold bias adds into matmul epilogues">
-  ];
-  let dependentDialects = ["::tc::TCDialect", "::tcx::TcxDialect",
-                           "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcFuseCrossEntropy : Pass<"tc-fuse-cross-entropy", "mlir::func::FuncOp"> {
+  let summary = "Pair cross_entropy with its gradient (the fused classifier)";
+  let description = [{
+    For each top-level tc.cross_entropy of the library's form ([N, C]
+    f32/bf16 logits, integer labels, mean, no class weight, f32 loss), finds
+    the tc.cross_entropy_grad of the same logits, labels, ignore_index and
+    reduction whose scale is known at the forward (a splat constant, an
+    argument, or computed before it) and puts `tc.fused_grad` on both:
+    tc-lower-to-tcx makes them one "cross_entropy_fwd_bwd" library call
+    (llm.c's fused classifier: loss and dlogits in one pass over the
+    logits).
+
+    `tc.bf16_logits` on the forward: its logits are a lone bf16 -> f32 cast
+    (a tc.fusion of one tc.cast) read only by the pair, and the gradient's
+    only reader is a lone f32 -> bf16 cast (or there is no gradient). The
+    call reads the bf16 logits with fp32 math (the same numbers) and writes
+    the bf16 gradient (the same rounding): neither f32 copy of [N, C]
+    exists.
+
+    Before:
+    ```mlir
+    %l = tc.cross_entropy %x, %y : ...
+    %g = tc.cross_entropy_grad %x, %y, %one : ...
+    ```
+    After:
+    ```mlir
+    %l = tc.cross_entropy %x, %y {tc.fused_grad} : ...
+    %g = tc.cross_entropy_grad %x, %y, %one {tc.fused_grad} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcShareNormStats : Pass<"tc-share-norm-stats", "mlir::func::FuncOp"> {
+  let summary = "Let a norm's gradient read the row statistics of its forward";
+  let description = [{
+    For each top-level tc.layer_norm / tc.rms_norm of the library's form
+    (f32/f32, bf16/bf16 or bf16 rows with f32 parameters), finds the first
+    unpaired gradient (layer_norm_grad / rms_norm_grad) of the same input,
+    scale, axis and epsilon and puts the same `tc.norm_stats` integer on
+    both. tc-lower-to-tcx then gives the forward's library call the [rows]
+    f32 mean (layer_norm only) and rstd as extra outputs, and the gradient
+    reads them; an unpaired gradient recomputes them with a forward call of
+    its own.
+
+    Before:
+    ```mlir
+    %y = tc.layer_norm %x, %w, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : ...
+    %dx, %dw, %db = tc.layer_norm_grad %x, %dy, %w {axis = 1 : i64, epsilon = 1.0e-05 : f64} : ...
+    ```
+    After:
+    ```mlir
+    %y = tc.layer_norm %x, %w, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64, tc.norm_stats = 0 : i64} : ...
+    %dx, %dw, %db = tc.layer_norm_grad %x, %dy, %w {axis = 1 : i64, epsilon = 1.0e-05 : f64, tc.norm_stats = 0 : i64} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp"> {
+  let summary = "Mark where fused attention writes its results in place";
+  let description = [{
+    For each top-level tc.attention / tc.attention_grad of the library's
+    form (f32/bf16 q, k, v; f32 lse):
+
+    - `tc.out_transposed` on the forward: its output's readers are one
+      [0, 2, 1, 3] head transpose (back to [B, T, H, D]) and backward ops
+      reading it as their `result` only. The call writes the output through
+      the transpose (strides [T*H*D, D, H*D]) and the transpose goes.
+    - `tc.grads_into_concat` on the backward: dq, dk, dv each go through
+      their only reader, a head transpose, then a reshape, into one concat
+      along the last axis of a [B, T, N] tensor (the gradient of a fused qkv
+      projection). The call writes each into its piece of the concat (a
+      view at its offset, rows of N); the transposes, reshapes and the
+      concat go.
+    - `tc.grads_transposed = array<i1: dq, dk, dv>` on the backward
+      otherwise: which gradients are written through the head transpose
+      that is their only reader.
+
+    Reading q, k, v (and the backward's output and incoming gradient) out of
+    head transposes and qkv splits needs no mark: it consumes no op, and
+    tc-lower-to-tcx derives the strides from the operands.
+
+    Before:
+    ```mlir
+    %o, %lse = tc.attention %q, %k, %v {causal = true, scale = 0.35 : f64} : ...
+    %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : ...
+    ```
+    After:
+    ```mlir
+    %o, %lse = tc.attention %q, %k, %v {causal = true, scale = 0.35 : f64, tc.out_transposed} : ...
+    %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcxEliminateDeadWork : Pass<"tcx-eliminate-dead-work", "mlir::ModuleOp"> {
+  let summary = "Remove tcx work nobody reads, and the kernels no launch uses";
+  let description = [{
+    In each straight-line function of tcx ops: a `tcx.launch`,
+    `tcx.library` or `tcx.matmul` all of whose outputs are allocs that are
+    only ever written is erased with those allocs, repeatedly (views nobody
+    reads are erased first, so they keep nothing alive); then views, consts
+    and params nobody reads go. Last, `tcx.kernel`s that no launch in the
+    module names are erased.
+
+    tc-lower-to-tcx converts op by op, so this removes what the library
+    forms made redundant: a transpose folded into every matmul that read
+    it, the widening cast under a bf16 fused classifier, the split of a qkv
+    projection whose pieces attention reads in place.
+
+    Before:
+    ```mlir
+    %t = tcx.alloc {kind = "activation"} : !tcx.buffer<4x8xf32>
+    tcx.launch @f_transpose_0 ins(%w : !tcx.buffer<8x4xf32>) outs(%t : !tcx.buffer<4x8xf32>) {elements = 32 : i64}
+    tcx.matmul ins(%x, %w : ...) outs(%o : ...) {transpose_rhs = true, ...}
+    ```
+    After:
+    ```mlir
+    tcx.matmul ins(%x, %w : ...) outs(%o : ...) {transpose_rhs = true, ...}
+    ```
+    (and `tcx.kernel @f_transpose_0` is gone).
+  }];
+  let dependentDialects = ["::tcx::TcxDialect"];
 }
 
 def TcxPlanMemory : Pass<"tcx-plan-memory", "mlir::func::FuncOp"> {

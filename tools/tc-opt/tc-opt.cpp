@@ -4,6 +4,7 @@
 // pipelines of tc-compile (Pipelines.h): lit's workhorse.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Conversion/Passes.h"
 #include "compiler/Pipelines.h"
 #include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   tc::registerTcCompilerPasses();
+  tc::registerTcConversionPasses();
   tc::registerTcGpuPasses();
   tc::cuda::registerTcCudaCodegenPasses();
   tc::registerTcPipelines();

@@ -78,9 +78,10 @@ func.func @qkv(%x: tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x6xf32>, tenso
 // -----
 
 // Tests that a matmul folds the weight transpose into transpose_rhs, the
-// batch of a 3-D lhs against a 2-D rhs into M, and the bias add into the
-// epilogue; the dead transpose disappears.
-// CHECK-NOT: tcx.kernel
+// batch of a 3-D lhs against a 2-D rhs into M, and the bias add that
+// tc-fuse-matmul-epilogue marked into the epilogue. The transpose is still
+// lowered (tcx-eliminate-dead-work removes it: nothing reads it).
+// CHECK-LABEL: tcx.kernel @linear_transpose_0 kind("transpose")
 // CHECK-LABEL: func.func @linear
 // CHECK-DAG: %[[W:.+]] = tcx.param "w" {trainable} : <32x16xf32>
 // CHECK-DAG: %[[B:.+]] = tcx.param "b" {trainable} : <32xf32>
@@ -91,7 +92,7 @@ func.func @linear(%x: tensor<2x8x16xf32>) -> tensor<2x8x32xf32> {
   %w = tc.parameter "w" {trainable} : tensor<32x16xf32>
   %b = tc.parameter "b" {trainable} : tensor<32xf32>
   %wt = tc.transpose %w {permutation = array<i64: 1, 0>} : tensor<32x16xf32> -> tensor<16x32xf32>
-  %0 = tc.matmul %x, %wt : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
+  %0 = tc.matmul %x, %wt {tc.epilogue = "bias"} : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
   %1 = tc.add %0, %b : tensor<2x8x32xf32>, tensor<32xf32> -> tensor<2x8x32xf32>
   return %1 : tensor<2x8x32xf32>
 }
@@ -113,8 +114,9 @@ func.func @batched(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x4x16xf32>, %a: tenso
 // -----
 
 // Tests that a weight gradient summed over the batch (lhs^T @ rhs per batch
-// element, then reduce_sum over the batch axes) is one GEMM over all rows:
-// K = 2 x 8, no batch, no reduction kernel. A sum over other axes is left.
+// element, then reduce_sum over the batch axes) that tc-fuse-matmul-epilogue
+// marked is one GEMM over all rows: K = 2 x 8, no batch, no reduction
+// kernel. Unmarked, the sum is a kernel of its own.
 // CHECK-LABEL: func.func @weight_grad
 // CHECK: tcx.matmul ins({{.+}} : !tcx.buffer<2x8x16xf32>, !tcx.buffer<2x8x32xf32>) outs({{.+}} : <1x16x32xf32>) {k = 16 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
 // CHECK-NOT: tcx.launch
@@ -123,7 +125,7 @@ func.func @batched(%q: tensor<2x4x4x16xf32>, %k: tensor<2x4x4x16xf32>, %a: tenso
 // CHECK: tcx.matmul {{.+}} {batch = 2 : i64, k = 8 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
 // CHECK: tcx.launch
 func.func @weight_grad(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x32xf32>) -> tensor<1x16x32xf32> {
-  %p = tc.matmul %x, %dy {transpose_lhs = true} : tensor<2x8x16xf32>, tensor<2x8x32xf32> -> tensor<2x16x32xf32>
+  %p = tc.matmul %x, %dy {transpose_lhs = true, tc.fold_batch_sum} : tensor<2x8x16xf32>, tensor<2x8x32xf32> -> tensor<2x16x32xf32>
   %s = tc.reduce_sum %p {axes = array<i64: 0>, keepdims = true} : tensor<2x16x32xf32> -> tensor<1x16x32xf32>
   return %s : tensor<1x16x32xf32>
 }
@@ -155,9 +157,10 @@ func.func @views(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<2x8xf32>, tenso
 // -----
 
 // Tests that a norm's gradient reads the row statistics its forward kernel
-// writes ([rows] f32 mean and rstd, live from the forward to the backward),
-// and that a gradient without its forward in the function runs the forward
-// kernel first for them (rms_norm here: rstd only, no bias gradient).
+// writes ([rows] f32 mean and rstd, live from the forward to the backward)
+// when tc-share-norm-stats paired them (the same tc.norm_stats), and that an
+// unpaired gradient runs the forward kernel first for them (rms_norm here:
+// rstd only, no bias gradient).
 // CHECK-LABEL: func.func @norm_grads
 // CHECK: %[[MEAN:.+]] = tcx.alloc : <16xf32>
 // CHECK: %[[RSTD:.+]] = tcx.alloc : <16xf32>
@@ -170,9 +173,9 @@ func.func @norm_grads(%x: tensor<16x8xf32>, %dy: tensor<16x8xf32>)
     -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16x8xf32>, tensor<8xf32>) {
   %g = tc.parameter "g" : tensor<8xf32>
   %b = tc.parameter "b" : tensor<8xf32>
-  %y = tc.layer_norm %x, scale %g, bias %b {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+  %y = tc.layer_norm %x, scale %g, bias %b {axis = 1 : i64, epsilon = 1.0e-05 : f64, tc.norm_stats = 0 : i64}
       : (tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<16x8xf32>
-  %dx, %dg, %db = tc.layer_norm_grad %x, %dy, scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+  %dx, %dg, %db = tc.layer_norm_grad %x, %dy, scale %g {axis = 1 : i64, epsilon = 1.0e-05 : f64, tc.norm_stats = 0 : i64}
       : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> (tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %rx, %rg = tc.rms_norm_grad %x, %dy, scale %g {axis = 1 : i64, epsilon = 1.0e-06 : f64}
       : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> (tensor<16x8xf32>, tensor<8xf32>)
@@ -206,12 +209,14 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x2x16x8xbf16>, %v: t
 // -----
 
 // Tests that attention reads q, k, v straight out of [B, T, H, D] head
-// splits (strides [T*H*D, D, H*D] instead of a transpose each) and writes its
-// output into the transpose back to [B, T, H, D] that reads it, the backward
-// reading that output and its incoming gradient the same way and writing dq
-// into dq's transpose; dk (returned as is) stays contiguous.
+// splits (strides [T*H*D, D, H*D] instead of a transpose each) and, as
+// tc-fuse-attention-views marked, writes its output into the transpose back
+// to [B, T, H, D] that reads it, the backward reading that output and its
+// incoming gradient the same way and writing dq and dv into their
+// transposes; dk (returned as is) stays contiguous. (The head
+// transposes of q, k, v and the gradient are still lowered: nothing reads
+// them, tcx-eliminate-dead-work removes them.)
 // CHECK-LABEL: func.func @attention_strided
-// CHECK-NOT: tcx.launch
 // CHECK: tcx.library "attention_fwd" ins(%arg0, %arg1, %arg2 : !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x16x4x8xbf16>) outs(%[[O:.+]], %{{.+}} : !tcx.buffer<2x16x4x8xbf16>, !tcx.buffer<2x4x16xf32>)
 // CHECK-SAME: k_strides = array<i64: 512, 8, 32>
 // CHECK-SAME: o_strides = array<i64: 512, 8, 32>
@@ -230,11 +235,11 @@ func.func @attention_strided(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16
   %kt = tc.transpose %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
   %vt = tc.transpose %v {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
   %gt = tc.transpose %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
-  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true}
+  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true, tc.out_transposed}
       : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
   %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
-  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true}
+  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.grads_transposed = array<i1: true, false, true>}
       : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
          tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
@@ -248,10 +253,11 @@ func.func @attention_strided(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16
 // Tests a fused qkv projection [B, T, 3C] around attention: q, k, v are read
 // in place out of its split (views at byte offsets 0, 64 and 128 of the
 // [2, 16, 96] bf16 buffer, rows of 96 elements) and dq, dk, dv are written in
-// place into the concat of their transposes: no split, transpose or concat
-// kernel is left.
+// place into the concat of their transposes (tc.grads_into_concat): no
+// transpose-back or concat
+// kernel. (The split and the transposes of its pieces are still lowered:
+// nothing reads them, tcx-eliminate-dead-work removes them.)
 // CHECK-LABEL: func.func @attention_qkv
-// CHECK-NOT: tcx.launch
 // CHECK-DAG: %[[Q:.+]] = tcx.view %arg0[0] : <2x16x96xbf16> -> <2x16x4x8xbf16>
 // CHECK-DAG: %[[K:.+]] = tcx.view %arg0[64] : <2x16x96xbf16> -> <2x16x4x8xbf16>
 // CHECK-DAG: %[[V:.+]] = tcx.view %arg0[128] : <2x16x96xbf16> -> <2x16x4x8xbf16>
@@ -275,11 +281,11 @@ func.func @attention_qkv(%qkv: tensor<2x16x96xbf16>, %g: tensor<2x16x4x8xbf16>)
   %kt = tc.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
   %vt = tc.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
   %gt = tc.transpose %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
-  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true}
+  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true, tc.out_transposed}
       : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
   %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
-  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true}
+  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.grads_into_concat}
       : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
          tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
@@ -317,9 +323,9 @@ func.func @library(%ids: tensor<2x8xi64>) -> (tensor<2x8x8xf32>, tensor<64x8xf32
 
 // -----
 
-// Tests that cross_entropy and its gradient on the same logits fuse into one
-// library call when the gradient's scale is a constant; the gradient is a
-// "backward" buffer.
+// Tests that cross_entropy and its gradient that tc-fuse-cross-entropy
+// paired (tc.fused_grad on both) are one library call, the constant scale an
+// attribute.
 // CHECK-LABEL: func.func @loss
 // CHECK: %[[L:.+]] = tcx.alloc {kind = "output"} : <f32>
 // CHECK: %[[D:.+]] = tcx.alloc {kind = "output"} : <16x32xf32>
@@ -327,9 +333,9 @@ func.func @library(%ids: tensor<2x8xi64>) -> (tensor<2x8x8xf32>, tensor<64x8xf32
 // CHECK: tcx.library "cross_entropy_fwd_bwd" ins(%{{.+}}, %{{.+}} : !tcx.buffer<16x32xf32>, !tcx.buffer<16xi64>) outs(%[[L]], %[[D]], %[[S]] : {{.+}}) {cols = 32 : i64, grad_scale = 1.000000e+00 : f32, ignore_index = -100 : i64, rows = 16 : i64}
 // CHECK-NOT: tcx.library
 func.func @loss(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f32>, tensor<16x32xf32>) {
-  %l = tc.cross_entropy %x, %y : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  %l = tc.cross_entropy %x, %y {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
   %one = tc.constant dense<1.0> : tensor<f32>
-  %d = tc.cross_entropy_grad %x, %y, grad %one : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
+  %d = tc.cross_entropy_grad %x, %y, grad %one {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
   return %l, %d : tensor<f32>, tensor<16x32xf32>
 }
 
@@ -384,4 +390,30 @@ func.func @foreign(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'func.call' op is not a tc op; tc-lower-to-tcx lowers tc ops only}}
   %0 = func.call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that cross_entropy and its gradient that no pass paired are two
+// library calls.
+// CHECK-LABEL: func.func @loss_unpaired
+// CHECK: tcx.library "cross_entropy_fwd"
+// CHECK: tcx.library "cross_entropy_bwd"
+func.func @loss_unpaired(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f32>, tensor<16x32xf32>) {
+  %l = tc.cross_entropy %x, %y : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %d = tc.cross_entropy_grad %x, %y, grad %one : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
+  return %l, %d : tensor<f32>, tensor<16x32xf32>
+}
+
+// -----
+
+// Tests that attention with a key mask (padding) is an error naming the op:
+// the GPU kernels have none.
+func.func @key_mask(%q: tensor<2x4x16x8xf32>, %m: tensor<2x16xi1>) -> tensor<2x4x16x8xf32> {
+  // expected-error @+1 {{'tc.attention' op with a key_mask has no GPU kernel yet}}
+  %o, %lse = tc.attention %q, %q, %q key_mask %m {scale = 0.35 : f64}
+      : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x16xi1>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  return %o : tensor<2x4x16x8xf32>
 }

@@ -1,0 +1,226 @@
+//===- Attention.cpp - fused attention -> attention_fwd / _bwd ------------===//
+//
+// tc.attention / tc.attention_grad -> the "attention_fwd" / "attention_bwd"
+// library calls: q [B, H, Tq, D], k / v [B, Hkv, Tk, D / Dv], f32 lse, and
+// [batch, head, row] element strides per operand ("q_strides", ...). An
+// operand that is the [0, 2, 1, 3] transpose of a [B, T, H, D] tensor (the
+// head split of a projection) is read in place, and out of a fused [B, T, N]
+// qkv projection's split when it is a piece of one (the transpose, unread,
+// is left to tcx-eliminate-dead-work). What tc-fuse-attention-views marked
+// is written in place: the output through the transpose back
+// (tc.out_transposed), dq / dk / dv through theirs (tc.grads_transposed) or
+// into the concat that forms the qkv gradient (tc.grads_into_concat); the
+// ops written through go with the call. No copies around attention.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Conversion/TcToTcx/Patterns.h"
+
+using namespace mlir;
+
+namespace tc {
+namespace {
+
+using Strides = SmallVector<int64_t>;
+
+Strides dense(RankedTensorType t) {
+  return Strides{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
+                 t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
+}
+/// [B, H, T, D] read from [B, T, H, D].
+Strides headMajor(RankedTensorType t) {
+  return Strides{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3),
+                 t.getDimSize(1) * t.getDimSize(3)};
+}
+/// Where `p` starts along the last axis of the concatenation of `pieces`.
+int64_t offsetInLastAxis(ValueRange pieces, Value p) {
+  int64_t start = 0;
+  for (Value in : pieces) {
+    if (in == p)
+      break;
+    start += tensorType(in).getDimSize(2);
+  }
+  return start;
+}
+
+/// Builds one attention call: its operands' buffers and strides.
+struct AttentionCall {
+  AttentionCall(Operation *op, BufferAssignment &buffers, ConversionPatternRewriter &rewriter)
+      : op(op), buffers(buffers), b(rewriter) {}
+
+  /// A [B, T, H, D] piece starting at element `start` of the rows of the
+  /// [B, T, N] buffer `whole`: a view at that byte offset, rows of N.
+  std::pair<Value, Strides> piece(Value whole, RankedTensorType wholeType, int64_t start,
+                                  RankedTensorType pieceType, int64_t d) {
+    int64_t n = wholeType.getDimSize(2);
+    int64_t bytes = (wholeType.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+    Value v = tcx::ViewOp::create(b, op->getLoc(), tcx::BufferType::fromTensorType(pieceType),
+                                  whole, b.getI64IntegerAttr(start * bytes));
+    return {v, Strides{wholeType.getDimSize(1) * n, d, n}};
+  }
+  void strides(StringRef name, const Strides &st) {
+    attrs.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(st)));
+  }
+  /// The buffer operand `v` is read from, recording its strides as `name`.
+  Value operand(Value v, StringRef name) {
+    auto t = tensorType(v);
+    if (Operation *def = v.getDefiningOp(); isHeadTranspose(def)) {
+      Value x = def->getOperand(0);
+      // x = reshape(split(qkv)[i]) along the last axis of a [B, T, N] projection.
+      if (auto r = x.getDefiningOp<ReshapeOp>())
+        if (auto sp = r.getInput().getDefiningOp<SplitOp>()) {
+          auto it = tensorType(sp.getInput());
+          if (it.getRank() == 3 && sp.getAxis() == 2 && it.getDimSize(0) == t.getDimSize(0) &&
+              it.getDimSize(1) == t.getDimSize(2)) {
+            auto [view, st] = piece(buffers.bufferOf(b, sp.getInput()), it,
+                                    offsetInLastAxis(sp.getResults(), r.getInput()),
+                                    tensorType(x), t.getDimSize(3));
+            strides(name, st);
+            return view;
+          }
+        }
+      strides(name, headMajor(t));
+      return buffers.bufferOf(b, x);
+    }
+    if (auto it = buffers.stridedAttention.find(v); it != buffers.stridedAttention.end()) {
+      strides(name, it->second.second);
+      return it->second.first;
+    }
+    strides(name, dense(t));
+    return buffers.bufferOf(b, v);
+  }
+  /// The buffer result `r` goes to and its strides (recorded as `name`):
+  /// the buffer of `tr`, its head transpose written through, which goes
+  /// with the call; else its own.
+  struct Out {
+    Value buffer;
+    Strides strides;
+  };
+  Out result(Value r, StringRef name, Operation *tr) {
+    auto t = tensorType(r);
+    Out out{Value(), dense(t)};
+    if (tr) {
+      out = {buffers.outBuffer(b, tr->getResult(0)), headMajor(t)};
+      b.replaceOp(tr, out.buffer);
+    } else {
+      out.buffer = buffers.outBuffer(b, r);
+    }
+    strides(name, out.strides);
+    return out;
+  }
+
+  Operation *op;
+  BufferAssignment &buffers;
+  ConversionPatternRewriter &b;
+  SmallVector<NamedAttribute> attrs;
+};
+
+/// Records the sizes both calls take, then returns the buffers of q, k and
+/// v (recording their strides).
+template <typename Op>
+SmallVector<Value> startCall(AttentionCall &call, Op op) {
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  auto qt = tensorType(q), kt = tensorType(k), vt = tensorType(v);
+  OpBuilder &b = call.b;
+  auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
+  call.attrs = {b.getNamedAttr("batch", i64(qt.getDimSize(0))),
+                b.getNamedAttr("heads", i64(qt.getDimSize(1))),
+                b.getNamedAttr("kv_heads", i64(kt.getDimSize(1))),
+                b.getNamedAttr("tq", i64(qt.getDimSize(2))),
+                b.getNamedAttr("tk", i64(kt.getDimSize(2))),
+                b.getNamedAttr("d", i64(qt.getDimSize(3))),
+                b.getNamedAttr("dv", i64(vt.getDimSize(3))),
+                b.getNamedAttr("scale", call.op->getAttr("scale")),
+                b.getNamedAttr("causal", call.op->getAttr("causal"))};
+  return SmallVector<Value>{call.operand(q, "q_strides"), call.operand(k, "k_strides"),
+                            call.operand(v, "v_strides")};
+}
+
+struct AttentionLowering : TcxPattern<AttentionOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(AttentionOp at, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (!attentionForm(at.getQuery(), at.getLse()))
+      return rewriter.notifyMatchFailure(at, "element types have no attention kernel");
+    Value res = at.getResult();
+    Operation *tr = nullptr;
+    if (at->hasAttr(kOutTransposedAttr)) {
+      tr = headTransposeReader(res, [&](Operation *u) { return readsOnlyAsResult(u, res); });
+      if (!tr)
+        return rewriter.notifyMatchFailure(at, "tc.out_transposed without a transpose to write");
+    }
+    AttentionCall call(at, buffers, rewriter);
+    SmallVector<Value> qkv = startCall(call, at);
+    AttentionCall::Out o = call.result(res, "o_strides", tr);
+    if (tr)
+      buffers.stridedAttention[res] = {o.buffer, o.strides};
+    Value lse = buffers.outBuffer(rewriter, at.getLse());
+    buffers.library(rewriter, at.getLoc(), "attention_fwd", qkv, {o.buffer, lse},
+                    call.attrs);
+    rewriter.replaceOp(at, {o.buffer, lse});
+    return success();
+  }
+};
+
+struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(AttentionGradOp ag, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (!attentionForm(ag.getQuery(), ag.getLse()))
+      return rewriter.notifyMatchFailure(ag, "element types have no attention kernel");
+    Value grads[3] = {ag.getDquery(), ag.getDkey(), ag.getDvalue()};
+    std::optional<GradConcat> cat;
+    if (ag->hasAttr(kGradsIntoConcatAttr) && !(cat = gradConcat(ag)))
+      return rewriter.notifyMatchFailure(ag, "tc.grads_into_concat without the concat");
+    Operation *trs[3] = {nullptr, nullptr, nullptr};
+    if (auto marks = ag->getAttrOfType<DenseBoolArrayAttr>(kGradsTransposedAttr)) {
+      if (marks.size() != 3)
+        return rewriter.notifyMatchFailure(ag, "tc.grads_transposed needs one flag per gradient");
+      auto noOtherReader = [](Operation *) { return false; };
+      for (int j = 0; j < 3; ++j)
+        if (marks[j] && !(trs[j] = headTransposeReader(grads[j], noOtherReader)))
+          return rewriter.notifyMatchFailure(ag, "tc.grads_transposed without a transpose");
+    }
+    AttentionCall call(ag, buffers, rewriter);
+    SmallVector<Value> qkv = startCall(call, ag);
+    Value o = call.operand(ag.getResult(), "o_strides");
+    Value dout = call.operand(ag.getGrad(), "do_strides");
+    StringRef names[3] = {"dq_strides", "dk_strides", "dv_strides"};
+    SmallVector<Value> outs(3);
+    Value catBuf;
+    if (cat) {
+      auto ct = tensorType(cat->concat.getResult());
+      catBuf = buffers.outBuffer(rewriter, cat->concat.getResult());
+      for (int j = 0; j < 3; ++j) {
+        auto [view, st] = call.piece(
+            catBuf, ct,
+            offsetInLastAxis(cat->concat.getInputs(), cat->chain[2 * j + 1]->getResult(0)),
+            tensorType(cat->chain[2 * j]->getResult(0)), tensorType(grads[j]).getDimSize(3));
+        outs[j] = view;
+        call.strides(names[j], st);
+      }
+    } else {
+      for (int j = 0; j < 3; ++j)
+        outs[j] = call.result(grads[j], names[j], trs[j]).buffer;
+    }
+    buffers.library(rewriter, ag.getLoc(), "attention_bwd",
+                    {qkv[0], qkv[1], qkv[2], o, buffers.bufferOf(rewriter, ag.getLse()), dout},
+                    outs, call.attrs);
+    if (cat) {
+      rewriter.replaceOp(cat->concat, catBuf);
+      for (Operation *c : llvm::reverse(cat->chain))
+        rewriter.eraseOp(c);
+    }
+    rewriter.replaceOp(ag, outs);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateTcToTcxAttentionPatterns(RewritePatternSet &patterns, BufferAssignment &buffers) {
+  patterns.add<AttentionLowering, AttentionGradLowering>(patterns.getContext(), buffers);
+}
+
+} // namespace tc

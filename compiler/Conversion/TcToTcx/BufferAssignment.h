@@ -1,0 +1,113 @@
+//===- BufferAssignment.h - buffers of one function's tensors ---*- C++ -*-===//
+//
+// The state the tc -> tcx conversion patterns share: which buffer holds
+// each tensor of one func.func. It is planned once before the conversion
+// (persistent destinations of "update:" / "grad:" results, which values are
+// returned, which belong to the backward pass) and filled in as patterns
+// convert ops, in program order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_COMPILER_CONVERSION_TCTOTCX_BUFFERASSIGNMENT_H
+#define TC_COMPILER_CONVERSION_TCTOTCX_BUFFERASSIGNMENT_H
+
+#include "dialects/tc/IR/TcOps.h"
+#include "dialects/tcx/IR/TcxOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <tuple>
+
+namespace tc {
+
+/// The buffer of every tensor of one function being converted to tcx, and
+/// the persistent buffers its named results are written into.
+///
+/// A tensor's buffer is one of: a function argument (itself; it is retyped
+/// after the conversion), a `tcx.param` (parameters, optimizer state,
+/// persistent gradients), a `tcx.const` made on first use, a `tcx.view` of
+/// another buffer, or a `tcx.alloc` of kind "activation", "backward" or
+/// "output". Ops that hold no data (params, consts, the views planned for
+/// destinations) are hoisted to the top of the function, above
+/// `entryPoint`, in the order they are first needed.
+class BufferAssignment {
+public:
+  BufferAssignment(mlir::func::FuncOp fn, mlir::SymbolTable &symbols)
+      : fn(fn), symbols(symbols) {}
+
+  /// Plans the destinations of "update:<p>" results (written in place into
+  /// parameter/state <p> when no later op reads the old value) and of
+  /// "grad:<p>" results (a persistent gradient), the backward values and
+  /// the returned ones. `entryPoint` is an op at the top of the function
+  /// that stays until the conversion is done.
+  void plan(mlir::OpBuilder &b, mlir::Operation *entryPoint);
+
+  /// The buffer of `v`: `v` itself when it is a buffer or an argument, the
+  /// buffer recorded for a converted tensor, a `tcx.const` for a constant
+  /// (made here on first use); null when none exists yet.
+  mlir::Value bufferOf(mlir::OpBuilder &b, mlir::Value v);
+  /// A new buffer for op result `result` at the builder's insertion point:
+  /// its planned persistent destination, else an alloc of the kind its use
+  /// implies.
+  mlir::Value outBuffer(mlir::OpBuilder &b, mlir::Value result);
+  /// The persistent `tcx.param` named `name`, made (hoisted) on first use.
+  mlir::Value paramBuffer(mlir::OpBuilder &b, llvm::StringRef name,
+                          mlir::RankedTensorType type, llvm::StringRef kind, bool trainable);
+  /// `result` is `source`'s buffer seen at `byteOffset`: a tcx.view, copied
+  /// into `result`'s destination when it has one (a persistent buffer cannot
+  /// alias another).
+  mlir::Value view(mlir::OpBuilder &b, mlir::Value result, mlir::Value source,
+                   int64_t byteOffset);
+  /// Records that `tensor` lives in `buffer`.
+  void map(mlir::Value tensor, mlir::Value buffer) { buffers[tensor] = buffer; }
+
+  /// A `tcx.library` call of `callee` with the launcher's sizes `attrs` and
+  /// the scratch buffer it needs, if any.
+  void library(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRef callee,
+               mlir::ValueRange ins, mlir::ValueRange outs,
+               llvm::ArrayRef<mlir::NamedAttribute> attrs);
+  /// An empty `tcx.kernel` of `kind` outlined just above the function, named
+  /// `<fn>_<what>_<n>` (n counts the function's kernels).
+  tcx::KernelOp newKernel(mlir::OpBuilder &b, mlir::Location loc, llvm::StringRef what,
+                          llvm::StringRef kind);
+  /// A `tcx.launch` of `kernel` over the elements of `op`'s first result.
+  void launch(mlir::OpBuilder &b, mlir::Operation *op, tcx::KernelOp kernel,
+              mlir::ValueRange ins, mlir::ValueRange outs);
+
+  /// The buffers `ret` returns, in order, after the final copies of the
+  /// named results that could not be written in place (made here).
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>> results(mlir::OpBuilder &b,
+                                                          mlir::func::ReturnOp ret);
+
+  /// An attention result the forward wrote straight into its [B, T, H, D]
+  /// transpose: that buffer and the [batch, head, row] strides the backward
+  /// reads it with.
+  llvm::DenseMap<mlir::Value, std::pair<mlir::Value, llvm::SmallVector<int64_t>>>
+      stridedAttention;
+  /// A norm gradient op -> (mean or null, rstd) its forward's kernel writes.
+  llvm::DenseMap<mlir::Operation *, std::pair<mlir::Value, mlir::Value>> normStats;
+
+private:
+  mlir::func::FuncOp fn;
+  mlir::SymbolTable &symbols;
+  mlir::Operation *entryPoint = nullptr;
+  unsigned kernelCount = 0;
+
+  llvm::DenseMap<mlir::Value, mlir::Value> buffers;      // tensor -> buffer
+  llvm::StringMap<mlir::Value> params;                   // name -> tcx.param
+  llvm::DenseMap<mlir::Value, mlir::Value> destinations; // tensor -> persistent buffer
+  // (result index, tensor, persistent buffer) copied at the end.
+  llvm::SmallVector<std::tuple<unsigned, mlir::Value, mlir::Value>> finalCopies;
+  // (result index, persistent buffer) written in place.
+  llvm::SmallVector<std::pair<unsigned, mlir::Value>> inPlace;
+  llvm::DenseSet<mlir::Value> backward; // values depending on a loss gradient
+  llvm::DenseSet<mlir::Value> returned; // returned values and what they alias
+};
+
+} // namespace tc
+
+#endif // TC_COMPILER_CONVERSION_TCTOTCX_BUFFERASSIGNMENT_H

@@ -1,0 +1,137 @@
+//===- LibraryForms.cpp - what the runtime's library calls accept ---------===//
+
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Conversion/TcToTcx/Patterns.h"
+
+using namespace mlir;
+
+namespace tc {
+
+std::optional<GemmForm> gemmForm(MatmulOp op) {
+  Type elt = tensorType(op.getResult()).getElementType();
+  if (!elt.isF32() && !elt.isBF16() && !elt.isF16())
+    return std::nullopt; // cuBLASLt wrapper: f32, bf16, f16 only
+  GemmForm g;
+  g.lhs = op.getLhs(), g.rhs = op.getRhs();
+  g.lhsT = op.getTransposeLhs(), g.rhsT = op.getTransposeRhs();
+  // A transpose of the last two dims is a transpose flag.
+  auto foldTranspose = [](Value &v, bool &flag) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return;
+    ArrayRef<int64_t> perm = t.getPermutation();
+    int64_t r = perm.size();
+    if (r < 2)
+      return;
+    for (int64_t i = 0; i < r - 2; ++i)
+      if (perm[i] != i)
+        return;
+    if (perm[r - 2] != r - 1 || perm[r - 1] != r - 2)
+      return;
+    v = t.getInput();
+    flag = !flag;
+  };
+  foldTranspose(g.lhs, g.lhsT);
+  foldTranspose(g.rhs, g.rhsT);
+  ArrayRef<int64_t> ls = tensorType(g.lhs).getShape(), rs = tensorType(g.rhs).getShape();
+  int64_t lr = ls.size(), rr = rs.size();
+  g.m = g.lhsT ? ls[lr - 1] : ls[lr - 2];
+  g.k = g.lhsT ? ls[lr - 2] : ls[lr - 1];
+  g.n = g.rhsT ? rs[rr - 2] : rs[rr - 1];
+  g.lhsBatch.assign(ls.begin(), ls.end() - 2);
+  g.rhsBatch.assign(rs.begin(), rs.end() - 2);
+  ArrayRef<int64_t> os = tensorType(op.getResult()).getShape();
+  g.outBatch.assign(os.begin(), os.end() - 2);
+  int64_t lbn = numElements(g.lhsBatch), rbn = numElements(g.rhsBatch),
+          obn = numElements(g.outBatch);
+  if (rbn == 1 && !g.lhsT) {
+    g.m *= lbn; // [b..., M, K] @ [K, N]: one M x K matrix of b*M rows
+  } else if (lbn == obn && rbn == obn) {
+    g.batch = obn;
+  } else if (rbn == 1) {
+    g.batch = obn, g.strideRhs = 0;
+  } else if (lbn == 1) {
+    g.batch = obn, g.strideLhs = 0;
+  } else {
+    g.broadcast = true;
+  }
+  return g;
+}
+
+bool normTypes(Type rows, Value param) {
+  if (!isLibraryFloat(rows))
+    return false;
+  if (!param)
+    return true;
+  Type p = tensorType(param).getElementType();
+  return p == rows || (rows.isBF16() && p.isF32());
+}
+
+bool crossEntropyForm(Value input, Value labels, Value weight, StringRef reduction) {
+  auto t = tensorType(input);
+  return t.getRank() == 2 && isLibraryFloat(t.getElementType()) && !weight &&
+         reduction == "mean" && isLibraryIndex(tensorType(labels).getElementType());
+}
+
+bool attentionForm(Value query, Value lse) {
+  return isLibraryFloat(tensorType(query).getElementType()) &&
+         tensorType(lse).getElementType().isF32();
+}
+
+bool isHeadTranspose(Operation *op) {
+  auto tr = llvm::dyn_cast_or_null<TransposeOp>(op);
+  return tr && tr.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3};
+}
+
+Operation *headTransposeReader(Value r, function_ref<bool(Operation *)> alsoReads) {
+  Operation *tr = nullptr;
+  bool ok = true;
+  for (Operation *u : r.getUsers()) {
+    if (isHeadTranspose(u) && !tr)
+      tr = u;
+    else if (!alsoReads(u))
+      ok = false;
+  }
+  return ok ? tr : nullptr;
+}
+
+bool readsOnlyAsResult(Operation *u, Value o) {
+  auto g = llvm::dyn_cast<AttentionGradOp>(u);
+  return g && g.getResult() == o && g.getQuery() != o && g.getKey() != o && g.getValue() != o &&
+         g.getGrad() != o;
+}
+
+std::optional<GradConcat> gradConcat(AttentionGradOp grad) {
+  GradConcat gc;
+  for (Value g : {grad.getDquery(), grad.getDkey(), grad.getDvalue()}) {
+    Operation *tr = g.hasOneUse() ? *g.getUsers().begin() : nullptr;
+    if (!isHeadTranspose(tr))
+      return std::nullopt;
+    auto rs = soleUser<ReshapeOp>(tr->getResult(0));
+    auto c = rs ? soleUser<ConcatOp>(rs.getResult()) : ConcatOp();
+    if (!c || (gc.concat && c != gc.concat))
+      return std::nullopt;
+    gc.concat = c;
+    gc.chain.append({tr, rs});
+  }
+  auto ct = tensorType(gc.concat.getResult());
+  auto qt = tensorType(grad.getQuery());
+  if (ct.getRank() != 3 || gc.concat.getAxis() != 2 || gc.concat.getInputs().size() != 3 ||
+      ct.getDimSize(0) != qt.getDimSize(0) || ct.getDimSize(1) != qt.getDimSize(2))
+    return std::nullopt;
+  return gc;
+}
+
+bool isLoneCast(Operation *op, Type from, Type to) {
+  if (!op || !llvm::isa<FusionOp>(op) || op->getNumOperands() != 1 ||
+      op->getNumResults() != 1 || op->getNumRegions() != 1)
+    return false;
+  Block &body = op->getRegion(0).front();
+  auto cast = llvm::dyn_cast<CastOp>(body.front());
+  return cast && std::next(body.begin(), 2) == body.end() &&
+         cast.getInput() == body.getArgument(0) &&
+         tensorType(op->getOperand(0)).getElementType() == from &&
+         tensorType(op->getResult(0)).getElementType() == to;
+}
+
+} // namespace tc

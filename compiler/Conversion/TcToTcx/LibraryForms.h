@@ -1,0 +1,111 @@
+//===- LibraryForms.h - what the runtime's library calls accept -*- C++ -*-===//
+//
+// The forms of tc ops that the runtime's hand-written kernels (cuBLASLt
+// GEMMs, norms, the fused classifier) take, and the attributes by which the
+// tc-fuse-* passes tell tc-lower-to-tcx which neighbouring ops one library
+// call computes. The passes decide (tc -> tc); the conversion only follows
+// the attributes. Both ask these predicates, so a pass never marks an op the
+// conversion would lower some other way.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_COMPILER_CONVERSION_TCTOTCX_LIBRARYFORMS_H
+#define TC_COMPILER_CONVERSION_TCTOTCX_LIBRARYFORMS_H
+
+#include "dialects/tc/IR/TcOps.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+
+namespace tc {
+
+/// On a tc.matmul (tc-fuse-matmul-epilogue): the GEMM also computes the
+/// single-use chain after it, "bias" (an add of a [N] vector), "gelu"
+/// (tanh-approximate gelu) or "bias_gelu".
+constexpr llvm::StringLiteral kEpilogueAttr = "tc.epilogue";
+/// On a tc.matmul (tc-fuse-matmul-epilogue): its only user, a reduce_sum
+/// over the batch axes, is computed by the GEMM (K = batch * rows).
+constexpr llvm::StringLiteral kFoldBatchSumAttr = "tc.fold_batch_sum";
+/// On a tc.cross_entropy and the tc.cross_entropy_grad of the same logits
+/// (tc-fuse-cross-entropy): one fused forward+backward library call.
+constexpr llvm::StringLiteral kFusedGradAttr = "tc.fused_grad";
+/// On a fused tc.cross_entropy (tc-fuse-cross-entropy): the logits are a
+/// lone bf16 -> f32 cast and the gradient's only reader a lone f32 -> bf16
+/// cast; the call reads and writes bf16 and both casts go.
+constexpr llvm::StringLiteral kBf16LogitsAttr = "tc.bf16_logits";
+/// On a layer_norm / rms_norm and the gradient that shares its row
+/// statistics (tc-share-norm-stats): the same integer on both.
+constexpr llvm::StringLiteral kNormStatsAttr = "tc.norm_stats";
+
+/// On a tc.attention (tc-fuse-attention-views): the output is written
+/// straight into the [B, T, H, D] head transpose that reads it, which goes
+/// with the call.
+constexpr llvm::StringLiteral kOutTransposedAttr = "tc.out_transposed";
+/// On a tc.attention_grad (tc-fuse-attention-views): which of dq, dk, dv are
+/// written straight into the head transpose that is their only reader.
+constexpr llvm::StringLiteral kGradsTransposedAttr = "tc.grads_transposed";
+/// On a tc.attention_grad (tc-fuse-attention-views): dq, dk, dv are written
+/// into their pieces of the concat that forms the gradient of a fused
+/// [B, T, N] qkv projection (through their transposes and reshapes, which
+/// go with the call, as does the concat).
+constexpr llvm::StringLiteral kGradsIntoConcatAttr = "tc.grads_into_concat";
+
+/// The only user of `v` if it is an `Op`, else null (a fused chain's next
+/// link).
+template <typename Op>
+Op soleUser(mlir::Value v) {
+  return v.hasOneUse() ? llvm::dyn_cast<Op>(*v.getUsers().begin()) : Op();
+}
+
+/// How one tc.matmul maps onto the cuBLASLt wrapper.
+struct GemmForm {
+  mlir::Value lhs, rhs; ///< after folding last-two-dims transposes
+  bool lhsT = false, rhsT = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1, strideLhs = -1, strideRhs = -1;
+  /// Batch dims broadcast other than wholly (lhs_batch / rhs_batch).
+  bool broadcast = false;
+  llvm::SmallVector<int64_t> lhsBatch, rhsBatch, outBatch;
+};
+/// The GEMM of `op`, or nullopt when its element type has no cuBLASLt
+/// kernel (it becomes a generated kernel).
+std::optional<GemmForm> gemmForm(MatmulOp op);
+
+/// Row / parameter storage the norm kernels take: f32/f32, bf16/bf16 or bf16
+/// rows with f32 parameters (`param`: the scale or bias, may be null).
+bool normTypes(mlir::Type rows, mlir::Value param);
+
+/// The cross-entropy launchers' form: [N, C] f32/bf16 logits, integer
+/// labels, mean over the rows not ignored, no class weight.
+bool crossEntropyForm(mlir::Value input, mlir::Value labels, mlir::Value weight,
+                      llvm::StringRef reduction);
+
+/// The attention launchers' form: f32/bf16 q, k, v and an f32 lse.
+bool attentionForm(mlir::Value query, mlir::Value lse);
+/// A tc.transpose of permutation [0, 2, 1, 3] (heads <-> rows).
+bool isHeadTranspose(mlir::Operation *op);
+/// The head transpose an attention result `r` can be written through: its
+/// first head-transpose reader, when every other reader is one `alsoReads`
+/// accepts; null otherwise.
+mlir::Operation *headTransposeReader(mlir::Value r,
+                                     llvm::function_ref<bool(mlir::Operation *)> alsoReads);
+/// Whether `u` reads the attention output `o` only as the backward's
+/// `result` operand (the forward may then still write `o` transposed).
+bool readsOnlyAsResult(mlir::Operation *u, mlir::Value o);
+/// dq, dk, dv of `grad` each -> its only reader, a head transpose -> that
+/// one's only reader, a reshape -> one concat of the three along the last
+/// axis of a [B, T, N] tensor: the ops [tr, reshape] per gradient and the
+/// concat, or nullopt.
+struct GradConcat {
+  llvm::SmallVector<mlir::Operation *> chain;
+  ConcatOp concat;
+};
+std::optional<GradConcat> gradConcat(AttentionGradOp grad);
+
+/// A tc.fusion that is one cast of its only input from `from` to `to`
+/// element type (what tc-fuse makes of a lone precision cast).
+bool isLoneCast(mlir::Operation *op, mlir::Type from, mlir::Type to);
+
+} // namespace tc
+
+#endif // TC_COMPILER_CONVERSION_TCTOTCX_LIBRARYFORMS_H

@@ -1,0 +1,90 @@
+//===- Matmul.cpp - tc.matmul -> tcx.matmul (cuBLASLt) --------------------===//
+//
+// One tcx.matmul per tc.matmul of f32/bf16/f16: transposes of the last two
+// dims become transpose flags, a 2-D rhs folds a batched lhs into M, other
+// batch broadcasts use lhs_batch/rhs_batch. What tc-fuse-matmul-epilogue
+// marked (tc.fold_batch_sum, tc.epilogue) the same GEMM computes, and the
+// ops it computes go with the matmul.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Conversion/TcToTcx/Patterns.h"
+
+using namespace mlir;
+
+namespace tc {
+namespace {
+
+struct MatmulLowering : TcxPattern<MatmulOp> {
+  MatmulLowering(MLIRContext *ctx, BufferAssignment &buffers, bool tf32, bool fuseEpilogues)
+      : TcxPattern(ctx, buffers), tf32(tf32), fuseEpilogues(fuseEpilogues) {}
+
+  LogicalResult matchAndRewrite(MatmulOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    std::optional<GemmForm> g = gemmForm(op);
+    if (!g)
+      return rewriter.notifyMatchFailure(op, "element type has no cuBLASLt kernel");
+    Type elt = tensorType(op.getResult()).getElementType();
+    // The ops the GEMM computes after the product, in order.
+    SmallVector<Operation *> chain{op};
+    Value result = op.getResult();
+    int64_t k = g->k, batch = g->batch;
+    if (op->hasAttr(kFoldBatchSumAttr)) {
+      auto red = soleUser<ReduceSumOp>(result);
+      if (!red)
+        return rewriter.notifyMatchFailure(op, "tc.fold_batch_sum without a reduce_sum user");
+      k *= batch;
+      batch = 1;
+      chain.push_back(red);
+      result = red.getResult();
+    }
+    auto epilogue = op->getAttrOfType<StringAttr>(kEpilogueAttr);
+    StringRef kind = epilogue && fuseEpilogues ? epilogue.getValue() : "none";
+    Value bias;
+    if (kind == "bias" || kind == "bias_gelu") {
+      auto add = soleUser<AddOp>(result);
+      if (!add)
+        return rewriter.notifyMatchFailure(op, "a bias epilogue without an add user");
+      bias = add.getLhs() == result ? add.getRhs() : add.getLhs();
+      chain.push_back(add);
+      result = add.getResult();
+    }
+    if (kind == "gelu" || kind == "bias_gelu") {
+      auto gelu = soleUser<GeluOp>(result);
+      if (!gelu)
+        return rewriter.notifyMatchFailure(op, "a gelu epilogue without a gelu user");
+      chain.push_back(gelu);
+      result = gelu.getResult();
+    }
+    SmallVector<Value> ins{buffers.bufferOf(rewriter, g->lhs), buffers.bufferOf(rewriter, g->rhs)};
+    if (bias)
+      ins.push_back(buffers.bufferOf(rewriter, bias));
+    Value out = buffers.outBuffer(rewriter, result);
+    auto i64 = [&](int64_t v) { return rewriter.getI64IntegerAttr(v); };
+    tcx::MatmulOp::create(
+        rewriter, op.getLoc(), ins, out, i64(g->m), i64(g->n), i64(k), i64(batch),
+        i64(g->strideLhs), i64(g->strideRhs), i64(-1), rewriter.getBoolAttr(g->lhsT),
+        rewriter.getBoolAttr(g->rhsT),
+        rewriter.getStringAttr(tf32 && elt.isF32() ? "tf32" : "f32"),
+        rewriter.getStringAttr(kind), rewriter.getF32FloatAttr(1.0f),
+        rewriter.getF32FloatAttr(0.0f),
+        g->broadcast ? rewriter.getDenseI64ArrayAttr(g->lhsBatch) : DenseI64ArrayAttr(),
+        g->broadcast ? rewriter.getDenseI64ArrayAttr(g->rhsBatch) : DenseI64ArrayAttr());
+    rewriter.replaceOp(chain.back(), out);
+    for (Operation *o : llvm::reverse(ArrayRef(chain).drop_back()))
+      rewriter.eraseOp(o);
+    return success();
+  }
+
+  bool tf32, fuseEpilogues;
+};
+
+} // namespace
+
+void populateTcToTcxMatmulPatterns(RewritePatternSet &patterns, BufferAssignment &buffers,
+                                   bool tf32, bool fuseEpilogues) {
+  patterns.add<MatmulLowering>(patterns.getContext(), buffers, tf32, fuseEpilogues);
+}
+
+} // namespace tc

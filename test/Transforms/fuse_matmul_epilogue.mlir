@@ -1,0 +1,62 @@
+// RUN: tc-opt %s --split-input-file --tc-fuse-matmul-epilogue | FileCheck %s
+
+// Tests that a bias add of a [N] vector and a tanh gelu after a matmul (each
+// the only reader of the value before it) are marked as its epilogue, and
+// that an erf gelu is not.
+// CHECK-LABEL: func.func @bias_gelu
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "bias_gelu"}
+// CHECK-LABEL: func.func @bias_only
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "bias"}
+func.func @bias_gelu(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>) -> tensor<8x4xf32> {
+  %0 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %1 = tc.add %0, %b : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+  %2 = tc.gelu %1 {approximate = "tanh"} : tensor<8x4xf32>
+  return %2 : tensor<8x4xf32>
+}
+func.func @bias_only(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>) -> tensor<8x4xf32> {
+  %0 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %1 = tc.add %0, %b : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+  %2 = tc.gelu %1 : tensor<8x4xf32>
+  return %2 : tensor<8x4xf32>
+}
+
+// -----
+
+// Tests that nothing is marked when the product has a second reader, when
+// the add is not of a [N] vector, or for an integer matmul (no cuBLASLt
+// kernel).
+// CHECK-LABEL: func.func @unfused
+// CHECK-NOT: tc.epilogue
+// CHECK: return
+func.func @unfused(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>, %m: tensor<8x4xf32>,
+                   %i: tensor<8x16xi32>, %j: tensor<16x4xi32>, %bi: tensor<4xi32>)
+    -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xi32>) {
+  %0 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %1 = tc.add %0, %b : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+  %2 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %3 = tc.add %2, %m : tensor<8x4xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+  %4 = tc.matmul %i, %j : tensor<8x16xi32>, tensor<16x4xi32> -> tensor<8x4xi32>
+  %5 = tc.add %4, %bi : tensor<8x4xi32>, tensor<4xi32> -> tensor<8x4xi32>
+  return %0, %1, %3, %5 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xi32>
+}
+
+// -----
+
+// Tests that a weight gradient (lhs^T @ rhs per batch element, summed over
+// the batch axes) is marked tc.fold_batch_sum, and a sum over another axis
+// is not.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.fold_batch_sum, transpose_lhs = true}
+// CHECK-LABEL: func.func @not_batch_sum
+// CHECK-NOT: tc.fold_batch_sum
+// CHECK: return
+func.func @weight_grad(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x32xf32>) -> tensor<1x16x32xf32> {
+  %p = tc.matmul %x, %dy {transpose_lhs = true} : tensor<2x8x16xf32>, tensor<2x8x32xf32> -> tensor<2x16x32xf32>
+  %s = tc.reduce_sum %p {axes = array<i64: 0>, keepdims = true} : tensor<2x16x32xf32> -> tensor<1x16x32xf32>
+  return %s : tensor<1x16x32xf32>
+}
+func.func @not_batch_sum(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x32xf32>) -> tensor<2x32xf32> {
+  %p = tc.matmul %x, %dy {transpose_lhs = true} : tensor<2x8x16xf32>, tensor<2x8x32xf32> -> tensor<2x16x32xf32>
+  %s = tc.reduce_sum %p {axes = array<i64: 1>} : tensor<2x16x32xf32> -> tensor<2x32xf32>
+  return %s : tensor<2x32xf32>
+}
