@@ -16,7 +16,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
-#include "compiler/MemoryReport.h"
+#include "compiler/MemoryPlan.h"
 
 #include <functional>
 #include <map>

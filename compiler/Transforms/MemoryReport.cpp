@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/MemoryReport.h"
+#include "compiler/MemoryPlan.h"
 #include "compiler/Transforms/GpuPasses.h"
 
 #include "llvm/Support/raw_ostream.h"

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/PrecisionReport.h"
+#include "compiler/PrecisionPlan.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "llvm/Support/raw_ostream.h"

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compile.h"
-#include "compiler/PrecisionReport.h"
+#include "compiler/PrecisionPlan.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"

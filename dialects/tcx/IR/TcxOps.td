@@ -284,7 +284,8 @@ def Tcx_LibraryOp : Tcx_Op<"library", [AttrSizedOperandSegments]> {
   let summary = "Call a hand-written runtime kernel by name";
   let description = [{
     `callee` names a launcher of runtime/src/cuda/kernels (the table in
-    TcxOps.cpp lists each with its operand counts and attributes):
+    runtime/src/schema/library_abi.h lists each with its operands, results,
+    attributes and scratch bytes; the verifier checks against it):
     "softmax_fwd" {rows, cols, log}, "layer_norm_fwd" {rows, cols, eps,
     has_weight, has_bias}, "rms_norm_fwd" {rows, cols, eps, has_weight},
     "layer_norm_bwd", "rms_norm_bwd", "cross_entropy_fwd",

@@ -37,6 +37,7 @@
 
 #include "runtime/src/base/dtype.h"
 #include "runtime/src/base/status.h"
+#include "runtime/src/schema/library_abi.h"
 
 namespace tc::rt::cuda {
 
@@ -82,7 +83,8 @@ void setMatmulTuning(bool on);
 
 class Matmul {
 public:
-  static constexpr size_t kDefaultWorkspaceBytes = 32u << 20; // 32 MiB
+  /// 32 MiB; the compiler's memory plan counts the same (schema/library_abi.h).
+  static constexpr size_t kDefaultWorkspaceBytes = kCublasLtWorkspaceBytes;
 
   /// Creates the cuBLASLt handle. `workspace` (device memory of
   /// workspaceBytes, e.g. an arena slice, 256-byte aligned) is used by every

@@ -27,6 +27,10 @@ namespace tc::rt {
 // Scratch sizes of the launchers (runtime/src/cuda/kernels/kernels.h)
 //===----------------------------------------------------------------------===//
 
+/// The cuBLASLt workspace the CUDA runtime preallocates for a step with
+/// matmuls (runtime/src/cuda/cublaslt.h); the compiler's memory plan counts it.
+inline constexpr int64_t kCublasLtWorkspaceBytes = int64_t(32) << 20;
+
 /// Rows per chunk of the norm backward's deterministic column sums.
 inline constexpr int64_t kNormBackwardChunkRows = 64;
 /// Tokens per warp-built histogram of the embedding backward's counting sort.

@@ -1,4 +1,4 @@
-//===- PrecisionReport.cpp - `tc-compile --report precision` --------------===//
+//===- PrecisionPlan.cpp - `tc-compile --report precision` ----------------===//
 //
 // Reads the `tc.precision` / `tc.precision_reason` attributes of tc-precision
 // and turns them into the text `--report precision` prints. Ops without them
@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/PrecisionReport.h"
+#include "compiler/PrecisionPlan.h"
 
 #include "dialects/tc/IR/TcOps.h"
 

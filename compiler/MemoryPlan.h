@@ -1,12 +1,12 @@
-//===- MemoryReport.h - the memory report of a planned step -----*- C++ -*-===//
+//===- MemoryPlan.h - the memory report of a planned step -------*- C++ -*-===//
 //
 // What `tc-compile --report memory` prints: the bytes of every category of a
 // step planned by tcx-plan-memory, the total the runtime allocates, and
 // whether it fits each GPU of the target.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_COMPILER_MEMORYREPORT_H
-#define TC_COMPILER_MEMORYREPORT_H
+#ifndef TC_COMPILER_MEMORYPLAN_H
+#define TC_COMPILER_MEMORYPLAN_H
 
 #include "compiler/Target.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,10 +19,6 @@
 #include <vector>
 
 namespace tc {
-
-/// The cuBLASLt workspace the runtime preallocates when a step has matmuls
-/// (runtime/src/cuda/cublaslt.h Matmul::kDefaultWorkspaceBytes).
-constexpr int64_t kCublasLtWorkspaceBytes = 32ll << 20;
 
 /// Byte counts of one planned function (all exact).
 struct MemoryPlanSummary {
@@ -90,4 +86,4 @@ std::string humanBytes(int64_t bytes);
 
 } // namespace tc
 
-#endif // TC_COMPILER_MEMORYREPORT_H
+#endif // TC_COMPILER_MEMORYPLAN_H

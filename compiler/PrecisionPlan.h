@@ -1,4 +1,4 @@
-//===- PrecisionReport.h - `tc-compile --report precision` -----*- C++ -*-===//
+//===- PrecisionPlan.h - `tc-compile --report precision` --------*- C++ -*-===//
 //
 // Prints the precision plan tc-precision left on a function: its summary
 // (the share of matmul FLOPs in bf16, the counts per precision), the ops by
@@ -6,8 +6,8 @@
 // or all of it as JSON.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_COMPILER_PRECISIONREPORT_H
-#define TC_COMPILER_PRECISIONREPORT_H
+#ifndef TC_COMPILER_PRECISIONPLAN_H
+#define TC_COMPILER_PRECISIONPLAN_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
@@ -37,4 +37,4 @@ std::string precisionReportJson(mlir::ModuleOp module, llvm::StringRef function)
 
 } // namespace tc
 
-#endif // TC_COMPILER_PRECISIONREPORT_H
+#endif // TC_COMPILER_PRECISIONPLAN_H

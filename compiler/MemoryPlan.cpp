@@ -1,6 +1,7 @@
-//===- MemoryReport.cpp - the memory report of a planned step -------------===//
+//===- MemoryPlan.cpp - the memory report of a planned step ---------------===//
 
-#include "compiler/MemoryReport.h"
+#include "compiler/MemoryPlan.h"
+#include "runtime/src/schema/library_abi.h"
 
 #include "dialects/tcx/IR/TcxOps.h"
 
@@ -105,7 +106,7 @@ FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *e
         trains = true;
   if (!trains || s.persistentGradients > 0)
     s.arenaGradients = 0;
-  s.workspace = matmul ? kCublasLtWorkspaceBytes : 0;
+  s.workspace = matmul ? rt::kCublasLtWorkspaceBytes : 0;
   return s;
 }
 
