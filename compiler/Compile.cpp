@@ -6,15 +6,14 @@
 
 #include "compiler/DeviceProgram.h"
 #include "compiler/Labels.h"
-#include "dialects/tc/Eval/Program.h"
 #include "compiler/MemoryPlan.h"
 #include "compiler/Pipelines.h"
 #include "compiler/PrecisionPlan.h"
-#include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
-#include "dialects/tcx/IR/TcxOps.h"
+#include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"
+#include "dialects/tcx/IR/TcxOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

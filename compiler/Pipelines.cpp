@@ -3,9 +3,9 @@
 #include "compiler/Pipelines.h"
 
 #include "compiler/Conversion/Passes.h"
-#include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/Passes.h"
+#include "dialects/tcx/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -71,8 +71,8 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   TcLowerToTcxOptions lower;
   lower.tf32 = o.tf32;
   pm.addPass(createTcLowerToTcx(lower));
-  pm.addPass(createTcxEliminateDeadWork());
-  pm.addNestedPass<func::FuncOp>(createTcxPlanMemory());
+  pm.addPass(tcx::createTcxEliminateDeadWork());
+  pm.addNestedPass<func::FuncOp>(tcx::createTcxPlanMemory());
   pm.addPass(cuda::createTcxGenerateCuda());
 }
 

@@ -157,10 +157,6 @@ struct Emitter {
   }
 };
 
-SmallVector<int64_t> range(int64_t lo, int64_t hi) {
-  return llvm::to_vector(llvm::seq<int64_t>(lo, hi));
-}
-
 //===----------------------------------------------------------------------===//
 // The differentiation of one function
 //===----------------------------------------------------------------------===//

@@ -13,11 +13,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
-#include "compiler/Transforms/GpuPasses.h"
+#include "compiler/Transforms/Passes.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCFUSEATTENTIONVIEWS
-#include "compiler/Transforms/GpuPasses.h.inc"
+#include "compiler/Transforms/Passes.h.inc"
 } // namespace tc
 
 using namespace mlir;

@@ -6,13 +6,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/MemoryPlan.h"
-#include "compiler/Transforms/GpuPasses.h"
+#include "compiler/Transforms/Passes.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCXMEMORYREPORT
-#include "compiler/Transforms/GpuPasses.h.inc"
+#include "compiler/Transforms/Passes.h.inc"
 } // namespace tc
 
 using namespace mlir;

@@ -9,13 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
-#include "compiler/Transforms/GpuPasses.h"
+#include "compiler/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCSHARENORMSTATS
-#include "compiler/Transforms/GpuPasses.h.inc"
+#include "compiler/Transforms/Passes.h.inc"
 } // namespace tc
 
 using namespace mlir;

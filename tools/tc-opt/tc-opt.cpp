@@ -6,16 +6,16 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Conversion/Passes.h"
 #include "compiler/Pipelines.h"
-#include "compiler/Transforms/GpuPasses.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/Passes.h"
 #include "dialects/tc/IR/TcOps.h"
 #include "dialects/tcx/IR/TcxOps.h"
+#include "dialects/tcx/Transforms/Passes.h"
+#include "tools/cli.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
-#include "tools/cli.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   tc::registerTcCompilerPasses();
   tc::registerTcConversionPasses();
-  tc::registerTcGpuPasses();
+  tcx::registerTcxTransformsPasses();
   tc::cuda::registerTcCudaCodegenPasses();
   tc::registerTcPipelines();
   llvm::cl::AddExtraVersionPrinter(

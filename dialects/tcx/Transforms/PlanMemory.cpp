@@ -10,15 +10,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Transforms/GpuPasses.h"
+#include "dialects/tcx/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
-namespace tc {
+namespace tcx {
 #define GEN_PASS_DEF_TCXPLANMEMORY
-#include "compiler/Transforms/GpuPasses.h.inc"
-} // namespace tc
+#include "dialects/tcx/Transforms/Passes.h.inc"
+} // namespace tcx
 
 using namespace mlir;
 
@@ -39,7 +39,7 @@ bool overlaps(const Interval &a, const Interval &b) {
 
 int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-struct TcxPlanMemory : tc::impl::TcxPlanMemoryBase<TcxPlanMemory> {
+struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
   using Base::Base;
 
   void runOnOperation() override {

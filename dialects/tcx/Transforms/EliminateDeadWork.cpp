@@ -9,14 +9,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Transforms/GpuPasses.h"
+#include "dialects/tcx/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
 
-namespace tc {
+namespace tcx {
 #define GEN_PASS_DEF_TCXELIMINATEDEADWORK
-#include "compiler/Transforms/GpuPasses.h.inc"
-} // namespace tc
+#include "dialects/tcx/Transforms/Passes.h.inc"
+} // namespace tcx
 
 using namespace mlir;
 
@@ -81,7 +81,7 @@ void eliminateDeadWork(Block &body) {
       op.erase();
 }
 
-struct TcxEliminateDeadWork : tc::impl::TcxEliminateDeadWorkBase<TcxEliminateDeadWork> {
+struct TcxEliminateDeadWork : tcx::impl::TcxEliminateDeadWorkBase<TcxEliminateDeadWork> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     for (auto fn : module.getOps<func::FuncOp>())
