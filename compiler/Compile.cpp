@@ -131,22 +131,22 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
       return failure();
     }
   }
-  TrainingPipelineOptions o;
-  o.precision = opts.precision;
-  o.trainable = opts.trainable;
-  o.freeze = opts.freeze;
-  o.train = t.enabled;
-  o.loss = t.loss;
-  o.optimizer = t.optimizer;
-  o.momentum = t.momentum;
-  o.beta1 = t.beta1;
-  o.beta2 = t.beta2;
-  o.eps = t.eps;
-  o.weightDecay = t.weightDecay;
-  o.noDecay = t.noDecay;
-  o.clipGradNorm = t.clipGradNorm;
+  TrainingPipelineConfig c;
+  c.precision.mode = opts.precision;
+  c.trainability.trainable.assign(opts.trainable.begin(), opts.trainable.end());
+  c.trainability.freeze.assign(opts.freeze.begin(), opts.freeze.end());
+  c.train = t.enabled;
+  c.autodiff.loss = t.loss;
+  c.optimizer.optimizer = t.optimizer;
+  c.optimizer.momentum = t.momentum;
+  c.optimizer.beta1 = t.beta1;
+  c.optimizer.beta2 = t.beta2;
+  c.optimizer.eps = t.eps;
+  c.optimizer.weightDecay = t.weightDecay;
+  c.optimizer.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
+  c.optimizer.clipGradNorm = t.clipGradNorm;
   PassManager pm(module.getContext());
-  buildTrainingPipeline(pm, o);
+  buildTrainingPipeline(pm, c);
   return runCollecting(pm, module, "the training pipeline", error, notes);
 }
 

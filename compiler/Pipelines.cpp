@@ -25,38 +25,38 @@ void buildImportCleanupPipeline(OpPassManager &pm, const ImportCleanupPipelineOp
   pm.addPass(createCanonicalizerPass());
 }
 
-void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
+void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
   // Precision before autodiff: the backward differentiates the casts, so it
   // runs in bf16 where the forward does and the f32 master weights get f32
   // gradients. Runs in every mode (fp32/tf32 only annotate, for the report).
-  TcPrecisionOptions prec;
-  prec.mode = o.precision;
-  pm.addNestedPass<func::FuncOp>(createTcPrecision(prec));
-  if (o.trainable.empty() && o.freeze.empty() && !o.train)
+  pm.addNestedPass<func::FuncOp>(createTcPrecision(c.precision));
+  if (c.trainability.trainable.empty() && c.trainability.freeze.empty() && !c.train)
     return;
-  TcMarkTrainableOptions mark;
-  mark.report = true;
-  mark.trainable.assign(o.trainable.begin(), o.trainable.end());
-  mark.freeze.assign(o.freeze.begin(), o.freeze.end());
-  pm.addPass(createTcMarkTrainable(mark));
-  if (!o.train)
+  pm.addPass(createTcMarkTrainable(c.trainability));
+  if (!c.train)
     return;
-  TcAutodiffOptions ad;
-  ad.loss = o.loss;
-  pm.addPass(createTcAutodiff(ad));
-  TcOptimizerOptions opt;
-  opt.report = true;
-  opt.optimizer = o.optimizer;
-  opt.momentum = o.momentum;
-  opt.beta1 = o.beta1;
-  opt.beta2 = o.beta2;
-  opt.eps = o.eps;
-  opt.weightDecay = o.weightDecay;
-  opt.noDecay.assign(o.noDecay.begin(), o.noDecay.end());
-  opt.clipGradNorm = o.clipGradNorm;
-  pm.addPass(createTcOptimizer(opt));
+  pm.addPass(createTcAutodiff(c.autodiff));
+  pm.addPass(createTcOptimizer(c.optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+TrainingPipelineConfig TrainingPipelineOptions::config() const {
+  TrainingPipelineConfig c;
+  c.precision.mode = precision;
+  c.trainability.trainable.assign(trainable.begin(), trainable.end());
+  c.trainability.freeze.assign(freeze.begin(), freeze.end());
+  c.train = train;
+  c.autodiff.loss = loss;
+  c.optimizer.optimizer = optimizer;
+  c.optimizer.momentum = momentum;
+  c.optimizer.beta1 = beta1;
+  c.optimizer.beta2 = beta2;
+  c.optimizer.eps = eps;
+  c.optimizer.weightDecay = weightDecay;
+  c.optimizer.noDecay.assign(noDecay.begin(), noDecay.end());
+  c.optimizer.clipGradNorm = clipGradNorm;
+  return c;
 }
 
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
@@ -81,7 +81,9 @@ void registerTcPipelines() {
       "tc-import-cleanup", "tc-compile's cleanup of an imported module", buildImportCleanupPipeline);
   PassPipelineRegistration<TrainingPipelineOptions>(
       "tc-training", "tc-compile's precision plan, trainability, backward and optimizer step",
-      buildTrainingPipeline);
+      [](OpPassManager &pm, const TrainingPipelineOptions &o) {
+        buildTrainingPipeline(pm, o.config());
+      });
   PassPipelineRegistration<GpuPipelineOptions>(
       "tc-gpu", "tc-compile's GPU half: fusion, tcx, memory plan, CUDA codegen", buildGpuPipeline);
 }

@@ -12,12 +12,16 @@
 //                      tcx-generate-cuda (NVRTC runs after the pipeline)
 //
 // `tc-compile --emit=tc` prints the module after tc-training, `--emit=tcx`
-// after tc-gpu; compile() builds the same pass managers from the same
-// options (CompileOptions -> these structs).
+// after tc-gpu; compile() builds the same pass managers. tc-training's
+// builder takes the passes' own option structs (TrainingPipelineConfig):
+// compile() fills them from CompileOptions, tc-opt from the command line,
+// and nothing copies them again.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_PIPELINES_H
 #define TC_COMPILER_PIPELINES_H
+
+#include "compiler/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -37,6 +41,22 @@ struct ImportCleanupPipelineOptions
                             llvm::cl::init(true)};
 };
 
+/// What tc-training runs, as the option structs of its passes.
+struct TrainingPipelineConfig {
+  TrainingPipelineConfig() {
+    trainability.report = true;
+    optimizer.report = true;
+  }
+  TcPrecisionOptions precision;
+  /// tc-mark-trainable runs when `train` is set or a regex is given.
+  TcMarkTrainableOptions trainability;
+  /// Adds the backward (tc-autodiff) and the optimizer step (tc-optimizer).
+  bool train = false;
+  TcAutodiffOptions autodiff;
+  TcOptimizerOptions optimizer;
+};
+
+/// tc-training's command-line options (tc-opt).
 struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("tc-precision mode: fp32, tf32 or bf16"),
@@ -66,6 +86,8 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("clip the global gradient norm (0: no clipping)"),
                               llvm::cl::init(0.0)};
+
+  TrainingPipelineConfig config() const;
 };
 
 struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
@@ -76,7 +98,7 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
 
 void buildImportCleanupPipeline(mlir::OpPassManager &pm,
                                 const ImportCleanupPipelineOptions &options);
-void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineConfig &config);
 void buildGpuPipeline(mlir::OpPassManager &pm, const GpuPipelineOptions &options);
 
 /// Registers tc-import-cleanup, tc-training and tc-gpu (for tc-opt).

@@ -61,16 +61,21 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     if (bias)
       ins.push_back(buffers.bufferOf(rewriter, bias));
     Value out = buffers.outBuffer(rewriter, result);
-    auto i64 = [&](int64_t v) { return rewriter.getI64IntegerAttr(v); };
-    tcx::MatmulOp::create(
-        rewriter, op.getLoc(), ins, out, i64(g->m), i64(g->n), i64(k), i64(batch),
-        i64(g->strideLhs), i64(g->strideRhs), i64(-1), rewriter.getBoolAttr(g->lhsT),
-        rewriter.getBoolAttr(g->rhsT),
-        rewriter.getStringAttr(tf32 && elt.isF32() ? "tf32" : "f32"),
-        rewriter.getStringAttr(kind), rewriter.getF32FloatAttr(1.0f),
-        rewriter.getF32FloatAttr(0.0f),
-        g->broadcast ? rewriter.getDenseI64ArrayAttr(g->lhsBatch) : DenseI64ArrayAttr(),
-        g->broadcast ? rewriter.getDenseI64ArrayAttr(g->rhsBatch) : DenseI64ArrayAttr());
+    tcx::MatmulParams p;
+    p.m = g->m;
+    p.n = g->n;
+    p.k = k;
+    p.batch = batch;
+    p.strideLhs = g->strideLhs;
+    p.strideRhs = g->strideRhs;
+    p.transposeLhs = g->lhsT;
+    p.transposeRhs = g->rhsT;
+    p.computeType = tf32 && elt.isF32() ? "tf32" : "f32";
+    p.epilogue = kind;
+    p.broadcast = g->broadcast;
+    p.lhsBatch = g->lhsBatch;
+    p.rhsBatch = g->rhsBatch;
+    tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
     rewriter.replaceOp(chain.back(), out);
     for (Operation *o : llvm::reverse(ArrayRef(chain).drop_back()))
       rewriter.eraseOp(o);

@@ -366,6 +366,19 @@ LogicalResult LibraryOp::verify() {
 // Matmul
 //===----------------------------------------------------------------------===//
 
+void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Value out,
+                     const MatmulParams &p) {
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  auto batchShape = [&](ArrayRef<int64_t> s) {
+    return p.broadcast ? b.getDenseI64ArrayAttr(s) : DenseI64ArrayAttr();
+  };
+  build(b, state, inputs, out, i64(p.m), i64(p.n), i64(p.k), i64(p.batch), i64(p.strideLhs),
+        i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
+        b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType),
+        b.getStringAttr(p.epilogue), b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta),
+        batchShape(p.lhsBatch), batchShape(p.rhsBatch));
+}
+
 LogicalResult MatmulOp::verify() {
   unsigned nIn = getInputs().size();
   if (nIn != 2 && nIn != 3)

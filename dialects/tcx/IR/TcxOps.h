@@ -17,6 +17,26 @@
 #define GET_TYPEDEF_CLASSES
 #include "dialects/tcx/IR/TcxTypes.h.inc"
 
+namespace tcx {
+/// What a `tcx.matmul` computes besides its buffers, by name (the op's
+/// attributes, with their defaults): the builder's argument, so that a new
+/// attribute (FP8 scales, say) is one field here and not one more positional
+/// argument at every call.
+struct MatmulParams {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  /// Elements between batch matrices; -1: packed, 0: one matrix for all.
+  int64_t strideLhs = -1, strideRhs = -1, strideOut = -1;
+  bool transposeLhs = false, transposeRhs = false;
+  llvm::StringRef computeType = "f32";
+  llvm::StringRef epilogue = "none";
+  float alpha = 1.0f, beta = 0.0f;
+  /// Numpy-broadcast batch shapes (both or neither; empty: none).
+  llvm::ArrayRef<int64_t> lhsBatch, rhsBatch;
+  bool broadcast = false;
+};
+} // namespace tcx
+
 #define GET_OP_CLASSES
 #include "dialects/tcx/IR/TcxOps.h.inc"
 

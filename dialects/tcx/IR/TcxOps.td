@@ -348,6 +348,10 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) `)` attr-dict";
   let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "::mlir::Value":$out,
+                   "const ::tcx::MatmulParams &":$params)>
+  ];
   let extraClassDeclaration = [{
     ::mlir::Value getLhs() { return getInputs()[0]; }
     ::mlir::Value getRhs() { return getInputs()[1]; }
