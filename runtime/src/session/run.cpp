@@ -341,6 +341,8 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
                          bool *userError) {
   State &S = *s_;
   S.o = options;
+  const TokenData *source = options.dataSource;
+  S.o.dataSource = nullptr; // borrowed for this call only
   if (observer)
     S.obs = observer;
   artifact_ = artifactPtr;
@@ -350,6 +352,9 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
   *userError = true; // until the run itself starts
   if (!o.data.empty() && !o.feeds.empty())
     return invalidArgument("give either --data or --feed, not both");
+  if (source && (!o.data.empty() || !o.feeds.empty()))
+    return invalidArgument(std::string("give either a token source (data_source) or ") +
+                           (o.data.empty() ? "--feed" : "--data") + ", not both");
   if (!o.resume.empty() && !o.init.empty())
     return invalidArgument("give either --resume or --init, not both");
   if (o.saveEvery > 0 && o.save.empty())
@@ -411,7 +416,7 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
                              std::to_string(resumed.step) + ", beyond --steps " +
                              std::to_string(run.steps));
     // The data: the same bytes as the resumed run's (its path by default).
-    if (had.data.path.empty() && !o.data.empty())
+    if (had.data.path.empty() && (!o.data.empty() || source))
       return invalidArgument("--data conflicts with the run in '" + d +
                              "', which was trained on --feed inputs");
     if (!had.data.path.empty()) {
@@ -419,7 +424,11 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
         return invalidArgument("--feed conflicts with the run in '" + d +
                                "', which was trained on --data " + had.data.path);
       std::string path = o.data.empty() ? had.data.path : o.data;
-      Status st = fileFingerprint(path, "token file", &run.data);
+      if (!source && o.data.empty() && had.data.path == kMemoryTokensPath)
+        return invalidArgument("the run in '" + d + "' was trained on tokens given in memory: "
+                               "give them again as its token source (data_source)");
+      Status st = source ? source->fingerprint(&run.data)
+                         : fileFingerprint(path, "token file", &run.data);
       if (!st.isOk())
         return st.code() == StatusCode::NotFound || st.code() == StatusCode::IoError
                    ? notFound("the run in '" + d + "' was trained on --data " + path +
@@ -427,7 +436,8 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
                               "); give its new place with --data")
                    : st;
       if (run.data != had.data)
-        return invalidArgument("--data " + path + " (" + std::to_string(run.data.bytes) +
+        return invalidArgument((source ? "the token source " + run.data.path : "--data " + path) +
+                               " (" + std::to_string(run.data.bytes) +
                                " bytes, hash " + run.data.hash + ") is not the data the run in '" +
                                d + "' was trained on (" + had.data.path + ", " +
                                std::to_string(had.data.bytes) + " bytes, hash " + had.data.hash +
@@ -463,6 +473,15 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
     run.dataDtype = o.data.empty() ? "" : (o.dataDtype.empty() ? "uint16" : o.dataDtype);
     if (!o.data.empty())
       TC_RETURN_IF_ERROR(fileFingerprint(o.data, "token file", &run.data));
+    if (source) {
+      // --dtype is --val-data's then: a token file source's own by default.
+      std::string own = source->inMemory() ? "uint16" : source->dtypeName();
+      if (!source->inMemory() && !o.dataDtype.empty() && o.dataDtype != own)
+        return invalidArgument("--dtype " + o.dataDtype + " conflicts with the token source, "
+                               "whose tokens are " + own);
+      run.dataDtype = o.dataDtype.empty() ? own : o.dataDtype;
+      TC_RETURN_IF_ERROR(source->fingerprint(&run.data));
+    }
     if (!o.valData.empty()) {
       TC_RETURN_IF_ERROR(fileFingerprint(o.valData, "--val-data file", &run.valData));
       run.evalEvery = o.evalEvery >= 0 ? o.evalEvery : 100;
@@ -534,7 +553,7 @@ Status TrainRun::prepare(const Artifact *artifactPtr, const std::string &artifac
                              shapeToString(t.shape) +
                              " (recompile with --dim batch=B --dim seq=T)");
     int bytes = run.dataDtype == "uint32" ? 4 : 2;
-    TC_RETURN_IF_ERROR(data.open(run.data.path, bytes));
+    TC_RETURN_IF_ERROR(source ? data.openCopyOf(*source) : data.open(run.data.path, bytes));
     std::string message, note;
     TC_RETURN_IF_ERROR(chooseLabels(artifact, resuming ? run.labels : o.labels, &labelShift,
                                     &message, &note));
@@ -1186,22 +1205,24 @@ Status checkGenerateOptions(const GenerateOptions &o) {
   return Status::ok();
 }
 
-} // namespace
-
-Status generateWith(const Artifact &a, Executor &ex, const GenerateOptions &o,
-                    std::vector<int64_t> *tokens, bool *userError) {
-  *userError = true;
-  TC_RETURN_IF_ERROR(checkGenerateOptions(o));
-  InferFeed f;
-  TC_RETURN_IF_ERROR(inferFeed(a, &f));
+/// The sampler's loop on the feed `f` of `a`. `first` (may be null) gets
+/// the logits the first new token is drawn from, computed also when no
+/// token is to be drawn.
+Status sample(const Artifact &a, Executor &ex, const InferFeed &f, const GenerateOptions &o,
+              std::vector<double> *first, std::vector<int64_t> *tokens, bool *userError) {
   int64_t V = f.V;
   Rng rng;
   rng.state = o.seed * 0x9e3779b97f4a7c15ULL + 7;
   *userError = false;
   std::vector<int64_t> seqTokens = o.prompt;
-  for (int64_t n = 0; n < o.maxNewTokens; ++n) {
+  for (int64_t n = 0; n < o.maxNewTokens || (n == 0 && first); ++n) {
     std::vector<double> z;
     TC_RETURN_IF_ERROR(lastLogits(a, ex, f, seqTokens, &z, userError));
+    if (n == 0 && first) {
+      *first = z;
+      if (o.maxNewTokens == 0)
+        break;
+    }
     int64_t next = 0;
     if (o.temperature == 0) {
       next = std::max_element(z.begin(), z.end()) - z.begin();
@@ -1235,6 +1256,38 @@ Status generateWith(const Artifact &a, Executor &ex, const GenerateOptions &o,
     seqTokens.push_back(next);
   }
   *tokens = std::move(seqTokens);
+  return Status::ok();
+}
+
+} // namespace
+
+Status generateWith(const Artifact &a, Executor &ex, const GenerateOptions &o,
+                    std::vector<int64_t> *tokens, bool *userError) {
+  *userError = true;
+  TC_RETURN_IF_ERROR(checkGenerateOptions(o));
+  InferFeed f;
+  TC_RETURN_IF_ERROR(inferFeed(a, &f));
+  return sample(a, ex, f, o, nullptr, tokens, userError);
+}
+
+Status inferGreedy(const Artifact &a, Executor &ex, const std::vector<int64_t> &context,
+                   int64_t maxNewTokens, HostTensor *logits, std::vector<int64_t> *tokens,
+                   bool *userError) {
+  *userError = true;
+  if (context.empty())
+    return invalidArgument("the context needs at least one token");
+  if (maxNewTokens < 0)
+    return invalidArgument("max_new_tokens is " + std::to_string(maxNewTokens) +
+                           ": it must be >= 0");
+  InferFeed f;
+  TC_RETURN_IF_ERROR(inferFeed(a, &f));
+  GenerateOptions g;
+  g.prompt = context;
+  g.maxNewTokens = maxNewTokens;
+  g.temperature = 0;
+  std::vector<double> z;
+  TC_RETURN_IF_ERROR(sample(a, ex, f, g, &z, tokens, userError));
+  *logits = makeHostTensor({DType::F32, {f.V}}, z);
   return Status::ok();
 }
 
