@@ -15,6 +15,7 @@
 // Nothing here prints: every line goes to a RunObserver, which the tool
 // formats. Errors are Statuses; *userError tells input errors (exit 2:
 // flags, files, a checkpoint that does not fit) from run-time failures.
+// The implementation is the run_*.cpp files (run_internal.h lists them).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_RUNTIME_SESSION_RUN_H
