@@ -26,10 +26,13 @@
 
 namespace tc::rt {
 
+/// Whether `p` is a folder.
 bool isDir(const std::string &p);
+/// `p` without trailing slashes ("/" stays).
 std::string stripSlashes(std::string p);
 /// The step-NNNNNNNN checkpoint folders in `dir`, by step.
 std::vector<std::pair<int64_t, std::string>> stepFolders(const std::string &dir);
+/// "step-NNNNNNNN", the folder of `step` under --keep-checkpoints.
 std::string stepFolderName(int64_t step);
 /// Where the newest checkpoint of `dir` is: `dir` itself, or (a folder of
 /// --keep-checkpoints) its highest step-N folder. "" when there is none.
