@@ -50,6 +50,7 @@ struct FlopsReport {
   std::vector<std::pair<std::string, double>> peaks; // device name part -> dense peak
 };
 
+/// Reads the artifact's "flops" report; false when it has none (no MFU).
 bool readFlops(const Artifact &a, FlopsReport *out);
 /// The dense peak of the device named `device` ("NVIDIA H200 (sm_90, ...)"),
 /// 0 when the table does not know it.
