@@ -2,17 +2,15 @@
 //
 // A job is one tc_trainer_run on its own thread; its observer's step
 // callback records each step's loss and speed for /train/status. Synthetic
-// data is a token file written for the job (a seeded random sequence
-// repeated, so the loss has something to learn) and removed with its
-// trainer, so that synthetic and file jobs are the same run of the runtime.
+// data is a seeded random sequence repeated (so the loss has something to
+// learn), fed as a token source in memory (tc_train_options_t.data_source):
+// the runtime cuts its windows as it cuts a token file's.
 //
 //===----------------------------------------------------------------------===//
 #include "examples/service/model.h"
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <unistd.h>
 
 namespace tc_service {
 namespace {
@@ -122,60 +120,24 @@ uint64_t nextRandom(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
-/// Writes `count` synthetic tokens of [0, vocab) to a new temporary file: a
-/// random sequence of 257 tokens (drawn from `seed`) repeated, as uint16 or,
-/// for a vocabulary beyond 65536, uint32. `*dtype` gets which.
-bool writeSyntheticTokens(int64_t vocab, int64_t seed, size_t count, std::string *path,
-                          std::string *dtype, std::string *error) {
-  const char *tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/tc-service-tokens-XXXXXX";
-  std::vector<char> name(pattern.begin(), pattern.end());
-  name.push_back('\0');
-  int fd = mkstemp(name.data());
-  if (fd < 0) {
-    *error = "cannot create a synthetic token file like " + pattern;
-    return false;
-  }
-  bool wide = vocab > 65536;
+/// `count` synthetic tokens of [0, vocab): a random sequence of 257 tokens
+/// (drawn from `seed`) repeated.
+std::vector<int64_t> syntheticTokens(int64_t vocab, int64_t seed, size_t count) {
   uint64_t state = static_cast<uint64_t>(seed);
-  std::vector<uint32_t> period(257);
-  for (uint32_t &t : period)
-    t = static_cast<uint32_t>(nextRandom(&state) % static_cast<uint64_t>(vocab));
-  std::vector<unsigned char> bytes;
-  bytes.reserve(count * (wide ? 4 : 2));
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t t = period[i % period.size()];
-    for (int b = 0; b < (wide ? 4 : 2); ++b)
-      bytes.push_back(static_cast<unsigned char>(t >> (8 * b)));
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n <= 0)
-      break;
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  *path = name.data();
-  if (done != bytes.size()) {
-    std::remove(path->c_str());
-    *error = "cannot write the synthetic token file " + *path;
-    return false;
-  }
-  *dtype = wide ? "uint32" : "uint16";
-  return true;
+  std::vector<int64_t> period(257);
+  for (int64_t &t : period)
+    t = static_cast<int64_t>(nextRandom(&state) % static_cast<uint64_t>(vocab));
+  std::vector<int64_t> tokens(count);
+  for (size_t i = 0; i < count; ++i)
+    tokens[i] = period[i % period.size()];
+  return tokens;
 }
 
 } // namespace
 
 struct Model::Run {
   tc_trainer_t *trainer = nullptr;
-  std::string tokenFile; ///< synthetic tokens, removed with the trainer
-  ~Run() {
-    tc_trainer_release(trainer);
-    if (!tokenFile.empty())
-      std::remove(tokenFile.c_str());
-  }
+  ~Run() { tc_trainer_release(trainer); }
 };
 
 std::unique_ptr<Model> Model::load(const std::string &path, const std::string &device,
@@ -234,27 +196,20 @@ std::shared_ptr<Model::Run> Model::current() const {
 bool Model::infer(const std::vector<int64_t> &tokens, int64_t newTokens,
                   std::vector<float> *logits, std::vector<int64_t> *generated,
                   Failure *failure) {
+  // One call for both: the logits and the tokens come from the same weights
+  // even while a job steps.
   std::shared_ptr<Run> run = current();
-  tc_tensor_t *out = nullptr;
-  tc_status_t *st = run ? tc_trainer_next_logits(run->trainer, tokens.data(), tokens.size(), &out)
-                        : tc_session_next_logits(session_, tokens.data(), tokens.size(), &out);
+  tc_tensor_t *rawLogits = nullptr, *rawTokens = nullptr;
+  tc_status_t *st =
+      run ? tc_trainer_infer_greedy(run->trainer, tokens.data(), tokens.size(), newTokens,
+                                    &rawLogits, &rawTokens)
+          : tc_session_infer_greedy(session_, tokens.data(), tokens.size(), newTokens, &rawLogits,
+                                    &rawTokens);
   if (st)
-    return *failure = failureOf(st, "next-token logits"), false;
-  TensorPtr lg = owned(out);
+    return *failure = failureOf(st, "inference"), false;
+  TensorPtr lg = owned(rawLogits), all = owned(rawTokens);
   const float *data = static_cast<const float *>(tc_tensor_data(lg.get()));
   logits->assign(data, data + tc_tensor_element_count(lg.get()));
-  generated->clear();
-  if (newTokens == 0)
-    return true;
-  tc_generate_options_t g;
-  tc_generate_options_initialize(&g);
-  g.max_new_tokens = newTokens;
-  g.temperature = 0; // greedy
-  st = run ? tc_trainer_generate(run->trainer, &g, tokens.data(), tokens.size(), &out)
-           : tc_session_generate(session_, &g, tokens.data(), tokens.size(), &out);
-  if (st)
-    return *failure = failureOf(st, "generation"), false;
-  TensorPtr all = owned(out);
   const int64_t *ids = static_cast<const int64_t *>(tc_tensor_data(all.get()));
   size_t n = tc_tensor_element_count(all.get());
   generated->assign(ids + (n > tokens.size() ? tokens.size() : n), ids + n);
@@ -305,12 +260,12 @@ bool Model::startJob(const JobConfig &c, Failure *failure) {
     job_.join(); // the last job, finished by itself
 
   auto run = std::make_shared<Run>();
-  std::string data = c.data, dtype = c.dataDtype, error;
-  if (data.empty()) {
-    size_t count = static_cast<size_t>(batch_ * (context_ + 1)) * 64;
-    if (!writeSyntheticTokens(vocab_, c.seed, count, &run->tokenFile, &dtype, &error))
-      return *failure = {500, error}, false;
-    data = run->tokenFile;
+  tc_token_source_t *synthetic = nullptr;
+  if (c.data.empty()) {
+    std::vector<int64_t> tokens =
+        syntheticTokens(vocab_, c.seed, static_cast<size_t>(batch_ * (context_ + 1)) * 64);
+    if (tc_status_t *st = tc_token_source_from_memory(tokens.data(), tokens.size(), &synthetic))
+      return *failure = failureOf(st, "the synthetic tokens"), false;
   }
   tc_train_options_t o;
   tc_train_options_initialize(&o);
@@ -319,12 +274,18 @@ bool Model::startJob(const JobConfig &c, Failure *failure) {
   o.warmup = c.warmup;
   o.schedule = c.schedule.c_str();
   o.seed = c.seed;
-  o.data = data.c_str();
-  o.data_dtype = dtype.c_str();
+  if (synthetic) {
+    o.data_source = synthetic;
+  } else {
+    o.data = c.data.c_str();
+    o.data_dtype = c.dataDtype.c_str();
+  }
   o.log_every = 0;
   o.device = device_ == "cuda" ? TC_DEVICE_CUDA : TC_DEVICE_CPU;
   tc_run_observer_t obs = {printLine, printNote, onStep, nullptr, this};
-  if (tc_status_t *st = tc_trainer_create(artifact_, &o, &obs, &run->trainer))
+  tc_status_t *st = tc_trainer_create(artifact_, &o, &obs, &run->trainer);
+  tc_token_source_release(synthetic); // the trainer keeps its own copy
+  if (st)
     return *failure = failureOf(st, "the training job"), false;
 
   std::lock_guard<std::mutex> lock(mutex_);

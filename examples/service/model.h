@@ -6,10 +6,12 @@
 //
 // Live weights and bit-identical jobs come from the trainer's contract
 // (runtime.h, "trainers"): tc_trainer_run holds the trainer for each step and
-// lets waiting calls in between two steps; tc_trainer_eval, _next_logits and
-// _generate read the weights and change nothing a later step depends on. So
-// a request made during a job waits for at most the step in flight, and the
-// job's losses are those of a job nobody asked anything.
+// lets waiting calls in between two steps; tc_trainer_eval and
+// tc_trainer_infer_greedy read the weights and change nothing a later step
+// depends on. So a request made during a job waits for at most the step in
+// flight, and the job's losses are those of a job nobody asked anything;
+// /infer's logits and generated tokens come from one call, so from the
+// weights of one step.
 //
 // Between jobs the requests use the last job's trainer (its trained
 // weights); before the first job, a trainer on the artifact's weights that
@@ -79,7 +81,8 @@ public:
   const std::string &artifact() const { return path_; }
 
   /// The next-token logits after `tokens` (its last context() tokens) and,
-  /// when `newTokens` > 0, that many tokens of greedy generation after them.
+  /// when `newTokens` > 0, that many tokens of greedy generation after them,
+  /// both from the same weights.
   /// Token ids must be in [0, vocab()).
   bool infer(const std::vector<int64_t> &tokens, int64_t newTokens, std::vector<float> *logits,
              std::vector<int64_t> *generated, Failure *failure);
@@ -101,7 +104,7 @@ public:
   std::vector<double> losses() const;
 
 private:
-  struct Run; // a trainer and the synthetic token file it reads
+  struct Run; // a job's trainer (released with its last user)
   Model() = default;
   std::shared_ptr<Run> current() const;
   void runJob(std::shared_ptr<Run> run);

@@ -2,9 +2,11 @@
 //
 // The gpt2 fixture (test/fixtures) compiled with tc-compile --train and
 // trained through tc/runtime.h only: its losses equal tc-run's to the bit,
-// a save / resume is bit-exact, calls from another thread during a run
-// (progress, eval, logits, generation) leave its losses as they were, and
-// bad arguments give statuses that name them.
+// a save / resume is bit-exact, a token source trains as its token file
+// does, calls from another thread during a run (progress, eval, logits,
+// generation) leave its losses as they were, inference in one call gives
+// logits and greedy tokens of one snapshot, and bad arguments give statuses
+// that name them.
 //
 //===----------------------------------------------------------------------===//
 #include <atomic>
@@ -54,6 +56,22 @@ void expectSameBits(const std::vector<double> &a, const std::vector<double> &b) 
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0)
         << "step " << i + 1 << ": " << a[i] << " vs " << b[i];
+}
+
+/// Byte equality of two tensors of the same size.
+void expectSameTensor(const tc_tensor_t *a, const tc_tensor_t *b) {
+  ASSERT_EQ(tc_tensor_byte_size(a), tc_tensor_byte_size(b));
+  EXPECT_EQ(std::memcmp(tc_tensor_data(a), tc_tensor_data(b), tc_tensor_byte_size(a)), 0);
+}
+
+/// The index of the largest of f32 `logits`.
+int64_t argmax(const tc_tensor_t *logits) {
+  const float *z = static_cast<const float *>(tc_tensor_data(logits));
+  size_t n = tc_tensor_element_count(logits), best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (z[i] > z[best])
+      best = i;
+  return static_cast<int64_t>(best);
 }
 
 std::string message(tc_status_t *st) {
@@ -136,6 +154,26 @@ protected:
     return o;
   }
 
+  /// Makes `steps` steps on `t`, saves it as DIR/ck (returned), releases it.
+  std::string stepSaveRelease(tc_trainer_t *t, int steps) {
+    for (int i = 0; i < steps; ++i)
+      EXPECT_EQ(tc_trainer_step(t, nullptr), nullptr);
+    std::string ck = dir + "/ck";
+    EXPECT_EQ(tc_trainer_save(t, ck.c_str()), nullptr);
+    tc_trainer_release(t);
+    return ck;
+  }
+
+  /// options() resuming `ck` with the run's own data and schedule.
+  tc_train_options_t resumeOptions(const std::string &ck) const {
+    tc_train_options_t r = options(-1);
+    r.resume = ck.c_str();
+    r.data = nullptr; // the resumed run's own
+    r.warmup = -1;
+    r.schedule = nullptr;
+    return r;
+  }
+
   std::string dir, model, tokens;
   tc_artifact_t *artifact = nullptr;
 };
@@ -201,17 +239,9 @@ TEST_F(CApiTrain, SaveAndResumeAreBitExact) {
   // Three steps, saved; a new trainer resumes to six.
   tc_trainer_t *half = nullptr;
   ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &half));
-  for (int i = 0; i < 3; ++i)
-    ASSERT_TC_OK(tc_trainer_step(half, nullptr));
-  std::string ck = dir + "/ck";
-  ASSERT_TC_OK(tc_trainer_save(half, ck.c_str()));
-  tc_trainer_release(half);
+  std::string ck = stepSaveRelease(half, 3);
 
-  tc_train_options_t r = options(-1);
-  r.resume = ck.c_str();
-  r.data = nullptr; // the resumed run's own
-  r.warmup = -1;
-  r.schedule = nullptr;
+  tc_train_options_t r = resumeOptions(ck);
   Heard rest;
   obs = rest.observer();
   tc_trainer_t *resumed = nullptr;
@@ -301,6 +331,17 @@ TEST_F(CApiTrain, CallsDuringARunLeaveItsLossesAlone) {
     }
     tc_tensor_release(logits);
     tc_tensor_release(gen);
+    // One call: the first greedy token is the argmax of the logits it
+    // returns, whichever step the call lands after.
+    logits = gen = nullptr;
+    if (!st)
+      st = tc_trainer_infer_greedy(t, ids.data(), 5, 2, &logits, &gen);
+    if (!st) {
+      EXPECT_EQ(tc_tensor_element_count(gen), 7u);
+      EXPECT_EQ(static_cast<const int64_t *>(tc_tensor_data(gen))[5], argmax(logits));
+    }
+    tc_tensor_release(logits);
+    tc_tensor_release(gen);
     if (st) {
       failure = message(st);
       break;
@@ -328,6 +369,138 @@ TEST_F(CApiTrain, CallsDuringARunLeaveItsLossesAlone) {
   EXPECT_EQ(p.step, 12);
   EXPECT_EQ(p.running, 0);
   tc_token_source_release(src);
+  tc_trainer_release(t);
+}
+
+TEST_F(CApiTrain, TokenSourceTrainsAsItsTokenFile) {
+  std::vector<double> ref =
+      tcRun("--steps 6 --data " + tokens + " --warmup 2 --lr-schedule cosine", "tc-run");
+  ASSERT_EQ(ref.size(), 6u);
+  // The file's tokens, in memory and as a file source: the same windows.
+  std::vector<int64_t> ids(5000);
+  for (int i = 0; i < 5000; ++i)
+    ids[i] = (i * 7 + i / 13) % 256;
+  tc_token_source_t *memory = nullptr, *file = nullptr;
+  ASSERT_TC_OK(tc_token_source_from_memory(ids.data(), ids.size(), &memory));
+  ASSERT_TC_OK(tc_token_source_open(tokens.c_str(), TC_DTYPE_U16, &file));
+  for (tc_token_source_t *src : {memory, file}) {
+    tc_train_options_t o = options(6);
+    o.data = nullptr;
+    o.data_source = src;
+    Heard heard;
+    tc_run_observer_t obs = heard.observer();
+    tc_train_summary_t sum;
+    ASSERT_TC_OK(tc_run_train(artifact, &o, &obs, &sum));
+    expectSameBits(heard.losses, ref);
+  }
+
+  // The trainer reads its own copy: the source may go right after create.
+  tc_train_options_t o = options(6);
+  o.data = nullptr;
+  o.data_source = memory;
+  tc_trainer_t *half = nullptr;
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &half));
+  tc_token_source_release(memory);
+  std::string ck = stepSaveRelease(half, 3);
+
+  // Resuming needs the same tokens again: the file's are the same bytes
+  // only as a source in memory (the checkpoint hashes the tokens).
+  tc_train_options_t r = resumeOptions(ck);
+  tc_trainer_t *t = nullptr;
+  tc_status_t *st = tc_trainer_create(artifact, &r, nullptr, &t);
+  EXPECT_NE(std::string(tc_status_message(st)).find("trained on tokens given in memory"),
+            std::string::npos)
+      << tc_status_message(st);
+  EXPECT_EQ(tc_status_is_input_error(st), 1);
+  tc_status_release(st);
+  r.data_source = file;
+  st = tc_trainer_create(artifact, &r, nullptr, &t);
+  EXPECT_NE(std::string(tc_status_message(st)).find("is not the data the run"),
+            std::string::npos)
+      << tc_status_message(st);
+  tc_status_release(st);
+  ASSERT_TC_OK(tc_token_source_from_memory(ids.data(), ids.size(), &memory));
+  r.data_source = memory;
+  Heard rest;
+  tc_run_observer_t obs = rest.observer();
+  ASSERT_TC_OK(tc_trainer_create(artifact, &r, &obs, &t));
+  tc_train_summary_t sum;
+  ASSERT_TC_OK(tc_trainer_run(t, &sum));
+  EXPECT_EQ(sum.first_step, 4);
+  expectSameBits(rest.losses, std::vector<double>(ref.begin() + 3, ref.end()));
+  tc_trainer_release(t);
+
+  // A token source and a token file (or feeds) are two data sets.
+  o = options(3);
+  o.data_source = memory;
+  st = tc_trainer_create(artifact, &o, nullptr, &t);
+  EXPECT_STREQ(tc_status_message(st), "give either a token source (data_source) or --data, "
+                                      "not both");
+  tc_status_release(st);
+  tc_token_source_release(memory);
+  tc_token_source_release(file);
+}
+
+TEST_F(CApiTrain, InferGreedyIsNextLogitsAndGenerate) {
+  tc_train_options_t o = options(3);
+  tc_trainer_t *t = nullptr;
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
+  ASSERT_TC_OK(tc_trainer_step(t, nullptr));
+  tc_session_t *s = nullptr;
+  ASSERT_TC_OK(tc_session_create_from_artifact(artifact, nullptr, &s));
+  int64_t prompt[3] = {5, 6, 7};
+  tc_generate_options_t g;
+  tc_generate_options_initialize(&g);
+  g.temperature = 0;
+  g.max_new_tokens = 4;
+  for (bool trainer : {true, false}) {
+    SCOPED_TRACE(trainer ? "trainer" : "session");
+    tc_tensor_t *logits = nullptr, *tokens = nullptr, *wantLogits = nullptr,
+                *wantTokens = nullptr;
+    ASSERT_TC_OK(trainer ? tc_trainer_infer_greedy(t, prompt, 3, 4, &logits, &tokens)
+                         : tc_session_infer_greedy(s, prompt, 3, 4, &logits, &tokens));
+    ASSERT_TC_OK(trainer ? tc_trainer_next_logits(t, prompt, 3, &wantLogits)
+                         : tc_session_next_logits(s, prompt, 3, &wantLogits));
+    ASSERT_TC_OK(trainer ? tc_trainer_generate(t, &g, prompt, 3, &wantTokens)
+                         : tc_session_generate(s, &g, prompt, 3, &wantTokens));
+    EXPECT_STREQ(tc_tensor_name(logits), "logits");
+    EXPECT_STREQ(tc_tensor_name(tokens), "tokens");
+    expectSameTensor(logits, wantLogits);
+    expectSameTensor(tokens, wantTokens);
+    EXPECT_EQ(static_cast<const int64_t *>(tc_tensor_data(tokens))[3], argmax(logits));
+    tc_tensor_release(logits);
+    tc_tensor_release(tokens);
+    tc_tensor_release(wantTokens);
+    // No new tokens: the logits still, and the prompt alone.
+    ASSERT_TC_OK(trainer ? tc_trainer_infer_greedy(t, prompt, 3, 0, &logits, &tokens)
+                         : tc_session_infer_greedy(s, prompt, 3, 0, &logits, &tokens));
+    expectSameTensor(logits, wantLogits);
+    ASSERT_EQ(tc_tensor_element_count(tokens), 3u);
+    EXPECT_EQ(std::memcmp(tc_tensor_data(tokens), prompt, sizeof prompt), 0);
+    tc_tensor_release(logits);
+    tc_tensor_release(tokens);
+    tc_tensor_release(wantLogits);
+  }
+  // Bad arguments name themselves; the outputs are NULL after a failure.
+  auto expectInvalid = [](tc_status_t *st, const std::string &names) {
+    EXPECT_EQ(tc_status_code(st), TC_STATUS_INVALID_ARGUMENT) << tc_status_message(st);
+    EXPECT_NE(std::string(tc_status_message(st)).find(names), std::string::npos)
+        << tc_status_message(st);
+    tc_status_release(st);
+  };
+  tc_tensor_t *logits = nullptr, *tokens = nullptr;
+  expectInvalid(tc_trainer_infer_greedy(t, prompt, 3, 1, nullptr, &tokens), "out_logits");
+  expectInvalid(tc_trainer_infer_greedy(t, prompt, 3, 1, &logits, nullptr), "out_tokens");
+  expectInvalid(tc_trainer_infer_greedy(nullptr, prompt, 3, 1, &logits, &tokens), "trainer");
+  expectInvalid(tc_session_infer_greedy(nullptr, prompt, 3, 1, &logits, &tokens), "session");
+  expectInvalid(tc_trainer_infer_greedy(t, nullptr, 3, 1, &logits, &tokens), "prompt");
+  expectInvalid(tc_trainer_infer_greedy(t, prompt, 0, 1, &logits, &tokens), "at least one");
+  expectInvalid(tc_session_infer_greedy(s, prompt, 3, -1, &logits, &tokens), "max_new_tokens");
+  int64_t outside = 999;
+  expectInvalid(tc_trainer_infer_greedy(t, &outside, 1, 1, &logits, &tokens), "999");
+  EXPECT_EQ(logits, nullptr);
+  EXPECT_EQ(tokens, nullptr);
+  tc_session_release(s);
   tc_trainer_release(t);
 }
 

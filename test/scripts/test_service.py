@@ -325,6 +325,10 @@ class ServiceTest(unittest.TestCase):
         def infer_client():
             s, r, t = self.call("POST", "/infer", {"tokens": ids[:20], "generate": 2})
             self.assertEqual(s, 200, r)
+            # One snapshot: the first greedy token is the logits' argmax,
+            # whichever step the request lands after.
+            logits = r["logits"]
+            self.assertEqual(r["generated"][0], max(range(len(logits)), key=logits.__getitem__))
             return s, t
 
         def malformed_client():

@@ -124,27 +124,6 @@ Everywhere:
   --version              print tc's version
 )";
 
-/// tc-run's training flags ("not given": -1 or ""), as tc_train_options_t
-/// takes them.
-struct TrainFlags {
-  int64_t steps = -1;
-  double lr = -1;
-  int64_t warmup = -1;
-  std::string schedule;
-  int64_t seed = -1;
-  std::string data, dataDtype, labels;
-  int64_t batch = -1, seq = -1;
-  std::string save;
-  int64_t saveEvery = 0;
-  bool overwrite = false;
-  int64_t keepCheckpoints = 0;
-  std::string resume, init;
-  std::string valData;
-  int64_t evalEvery = -1, evalIters = -1;
-  std::string tensorboard;
-  int64_t logEvery = 10;
-};
-
 /// Which modes a flag means something in.
 enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4 };
 
@@ -153,11 +132,14 @@ struct Options {
   std::string device = "auto";
   std::string function;
   std::vector<std::pair<std::string, std::string>> feeds; // name, file
-  std::string metrics;
   std::string refPrecision = "f32";
   std::string saveDir; // --save-outputs
-  bool help = false, version = false, eval = false, generate = false, overwrite = false;
-  TrainFlags train;
+  bool help = false, version = false, eval = false, generate = false;
+  /// The training flags, as the runtime takes them (NULL / -1: not given).
+  /// Its strings point into argv; feeds, device and stop are set when the
+  /// run starts. --metrics, --data, --dtype, --labels, --init, --seed and
+  /// --eval-iters of the other modes are read from here too.
+  tc_train_options_t train;
   std::string prompt;
   int64_t maxNewTokens = 32, topK = 0;
   double temperature = 1.0;
@@ -185,10 +167,14 @@ std::string parseDouble(const std::string &flag, const std::string &v, double *o
   return "";
 }
 
+/// NULL for "" (a flag given an empty value is not given).
+const char *given(const char *value) { return value && *value ? value : nullptr; }
+
 /// Parses argv; returns an error message or "".
 std::string parseArgs(int argc, char **argv, Options *o) {
   std::vector<std::string> positional;
-  TrainFlags &t = o->train;
+  tc_train_options_t &t = o->train;
+  tc_train_options_initialize(&t);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h") {
@@ -200,18 +186,21 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       continue;
     }
     std::string flag = arg, value;
+    const char *raw = nullptr; // the value in argv (kept by the options)
     bool hasValue = false;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) {
       flag = arg.substr(0, eq);
       value = arg.substr(eq + 1);
+      raw = argv[i] + eq + 1;
       hasValue = true;
     }
     auto take = [&]() -> std::string {
       if (!hasValue) {
         if (i + 1 >= argc)
           return "flag " + flag + " needs a value";
-        value = argv[++i];
+        raw = argv[++i];
+        value = raw;
       }
       return "";
     };
@@ -258,7 +247,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       modes = kTrain | kEval;
     } else if (flag == "--metrics") {
       err = take();
-      o->metrics = value;
+      t.metrics = given(raw);
       modes = kTrain | kEval;
     } else if (flag == "--ref-precision") {
       err = take();
@@ -283,11 +272,11 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       else if (flag == "--batch") t.batch = x;
       else if (flag == "--seq") t.seq = x;
       else if (flag == "--warmup") t.warmup = x;
-      else if (flag == "--save-every") t.saveEvery = x;
-      else if (flag == "--log-every") t.logEvery = x;
-      else if (flag == "--keep-checkpoints") t.keepCheckpoints = x;
-      else if (flag == "--eval-every") t.evalEvery = x;
-      else if (flag == "--eval-iters") { t.evalIters = x; modes = kTrain | kEval; }
+      else if (flag == "--save-every") t.save_every = x;
+      else if (flag == "--log-every") t.log_every = x;
+      else if (flag == "--keep-checkpoints") t.keep_checkpoints = x;
+      else if (flag == "--eval-every") t.eval_every = x;
+      else if (flag == "--eval-iters") { t.eval_iters = x; modes = kTrain | kEval; }
       else if (flag == "--seed") { t.seed = x; modes = kTrain | kEval | kGenerate; }
       else if (flag == "--max-new-tokens") { o->maxNewTokens = x; modes = kGenerate; }
       else { o->topK = x; modes = kGenerate; }
@@ -305,31 +294,32 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       }
     } else if (flag == "--lr-schedule") {
       err = take();
-      t.schedule = value;
+      t.schedule = given(raw);
       modes = kTrain;
       if (err.empty() && value != "constant" && value != "cosine")
         return "--lr-schedule must be constant or cosine, got '" + value + "'";
     } else if (flag == "--labels") {
       err = take();
-      t.labels = value;
+      t.labels = given(raw);
       modes = kTrain | kEval;
       if (err.empty() && value != "next" && value != "same")
         return "--labels must be next or same, got '" + value + "'";
     } else if (flag == "--dtype") {
       err = take();
-      t.dataDtype = value;
+      t.data_dtype = given(raw);
       modes = kTrain | kEval;
       if (err.empty() && value != "uint16" && value != "uint32")
         return "--dtype must be uint16 or uint32, got '" + value + "'";
     } else if (flag == "--data" || flag == "--init") {
       err = take();
-      (flag == "--data" ? t.data : t.init) = value;
+      (flag == "--data" ? t.data : t.init) = given(raw);
       modes = flag == "--data" ? kTrain | kEval : kTrain | kEval | kGenerate;
     } else if (flag == "--save" || flag == "--resume" || flag == "--val-data" ||
                flag == "--tensorboard") {
       err = take();
       (flag == "--save" ? t.save : flag == "--resume" ? t.resume
-                                   : flag == "--val-data" ? t.valData : t.tensorboard) = value;
+                                   : flag == "--val-data" ? t.val_data : t.tensorboard) =
+          given(raw);
       modes = kTrain;
     } else if (flag == "--prompt") {
       err = take();
@@ -353,13 +343,13 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     return "--eval and --generate are two runs: give one";
   // No silent no-ops: every flag must mean something in the mode it runs.
   unsigned mode = o->generate ? kGenerate : o->eval ? kEval : kTrain;
-  bool trainingAsked = t.steps >= 0 || !t.resume.empty();
+  bool trainingAsked = t.steps >= 0 || t.resume;
   if (mode == kTrain && !trainingAsked) {
     // Nothing but feeds (and their options): the old way to evaluate.
     bool onlyEval = true;
     for (const auto &[f, m] : o->given)
       onlyEval = onlyEval && (m & kEval);
-    if (onlyEval && t.data.empty() && t.init.empty())
+    if (onlyEval && !t.data && !t.init)
       mode = kEval;
     else
       return "training needs --steps N (or --resume DIR); to evaluate, give --eval";
@@ -385,9 +375,6 @@ Failure take(tc_status_t *st) {
   tc_status_release(st);
   return f;
 }
-
-/// NULL for "" (an option not given).
-const char *cstr(const std::string &s) { return s.empty() ? nullptr : s.c_str(); }
 
 /// A runtime-owned string as a std::string (released).
 std::string own(char *text) {
@@ -644,7 +631,7 @@ int runGenerate(const Options &o, const tc_artifact_t *artifact) {
   g.temperature = o.temperature;
   g.top_k = o.topK;
   g.seed = o.train.seed >= 0 ? static_cast<uint64_t>(o.train.seed) : 1337;
-  g.init = cstr(o.train.init);
+  g.init = o.train.init;
   g.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
   tc_tensor_t *out = nullptr;
   if (tc_status_t *st = tc_run_generate(artifact, &g, prompt.data(), prompt.size(), &out)) {
@@ -662,36 +649,12 @@ int runGenerate(const Options &o, const tc_artifact_t *artifact) {
 
 /// Training.
 int runTraining(const Options &o, const tc_artifact_t *artifact, int gpu) {
-  const TrainFlags &t = o.train;
-  tc_train_options_t c;
-  tc_train_options_initialize(&c);
-  c.steps = t.steps;
-  c.lr = t.lr;
-  c.warmup = t.warmup;
-  c.schedule = cstr(t.schedule);
-  c.seed = t.seed;
-  c.data = cstr(t.data);
-  c.data_dtype = cstr(t.dataDtype);
-  c.labels = cstr(t.labels);
+  tc_train_options_t c = o.train;
   std::vector<tc_feed_t> feeds;
   for (const auto &[name, file] : o.feeds)
     feeds.push_back({name.c_str(), file.c_str()});
   c.feeds = feeds.data();
   c.num_feeds = feeds.size();
-  c.batch = t.batch;
-  c.seq = t.seq;
-  c.save = cstr(t.save);
-  c.save_every = t.saveEvery;
-  c.overwrite = t.overwrite;
-  c.keep_checkpoints = t.keepCheckpoints;
-  c.resume = cstr(t.resume);
-  c.init = cstr(t.init);
-  c.val_data = cstr(t.valData);
-  c.eval_every = t.evalEvery;
-  c.eval_iters = t.evalIters;
-  c.metrics = cstr(o.metrics);
-  c.tensorboard = cstr(t.tensorboard);
-  c.log_every = t.logEvery;
   c.device = gpu >= 0 ? TC_DEVICE_CUDA : TC_DEVICE_CPU;
   c.device_ordinal = gpu >= 0 ? gpu : 0;
   c.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
@@ -715,7 +678,7 @@ int runTraining(const Options &o, const tc_artifact_t *artifact, int gpu) {
   if (sum.interrupted) {
     std::printf("stopped by signal %d after step %lld%s\n", sum.interrupted,
                 static_cast<long long>(sum.last_step),
-                t.save.empty() ? " (no --save: nothing saved)" : "");
+                c.save ? "" : " (no --save: nothing saved)");
     return 128 + sum.interrupted;
   }
   if (sum.last_step >= sum.first_step)
@@ -732,12 +695,12 @@ int runTraining(const Options &o, const tc_artifact_t *artifact, int gpu) {
 int runEvalData(const Options &o, const tc_artifact_t *artifact, int gpu) {
   tc_eval_options_t e;
   tc_eval_options_initialize(&e);
-  e.data = o.train.data.c_str();
-  e.data_dtype = cstr(o.train.dataDtype);
-  e.labels = cstr(o.train.labels);
-  e.init = cstr(o.train.init);
-  if (o.train.evalIters > 0)
-    e.iters = o.train.evalIters;
+  e.data = o.train.data;
+  e.data_dtype = o.train.data_dtype;
+  e.labels = o.train.labels;
+  e.init = o.train.init;
+  if (o.train.eval_iters > 0)
+    e.iters = o.train.eval_iters;
   e.ref_precision = o.refPrecision == "f64" ? TC_REF_PRECISION_F64 : TC_REF_PRECISION_F32;
   e.device = gpu >= 0 ? TC_DEVICE_CUDA : TC_DEVICE_CPU;
   e.device_ordinal = gpu >= 0 ? gpu : 0;
@@ -754,10 +717,10 @@ int runEvalData(const Options &o, const tc_artifact_t *artifact, int gpu) {
   std::printf("eval loss %.6g over %lld batches (%lld tokens)%s\n", r.loss,
               static_cast<long long>(r.batches), static_cast<long long>(r.tokens),
               r.step >= 0 ? (" of the checkpoint at step " + std::to_string(r.step)).c_str() : "");
-  if (!o.metrics.empty()) {
+  if (o.train.metrics) {
     char *json = nullptr;
     tc_status_release(tc_metrics_eval_loss_json(r.step, r.loss, r.tokens, &json));
-    return appendMetrics(o.metrics, own(json));
+    return appendMetrics(o.train.metrics, own(json));
   }
   return 0;
 }
@@ -765,8 +728,8 @@ int runEvalData(const Options &o, const tc_artifact_t *artifact, int gpu) {
 /// --eval with --feed: one function on the given inputs.
 int runEvalFeeds(const Options &o, tc_artifact_t *artifact, int gpu) {
   int64_t ckptStep = -1;
-  if (!o.train.init.empty())
-    if (tc_status_t *st = tc_artifact_load_weights(artifact, o.train.init.c_str(), &ckptStep))
+  if (o.train.init)
+    if (tc_status_t *st = tc_artifact_load_weights(artifact, o.train.init, &ckptStep))
       return fail(kExitUsage, take(st).message);
 
   std::string fnName = o.function;
@@ -863,10 +826,10 @@ int runEvalFeeds(const Options &o, tc_artifact_t *artifact, int gpu) {
   for (tc_tensor_t *t : raw)
     printOutput(tc_tensor_name(t), t);
 
-  if (!o.metrics.empty()) {
+  if (o.train.metrics) {
     char *json = nullptr;
     tc_status_release(tc_metrics_eval_outputs_json(ckptStep, fn, raw.data(), raw.size(), &json));
-    if (int rc = appendMetrics(o.metrics, own(json)))
+    if (int rc = appendMetrics(o.train.metrics, own(json)))
       return rc;
   }
   if (!o.saveDir.empty())
@@ -903,14 +866,14 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "tc-run: note: %s\n", note.c_str());
   if (o.generate)
     return runGenerate(o, artifact);
-  if (!o.eval && (o.train.steps >= 0 || !o.train.resume.empty()))
+  if (!o.eval && (o.train.steps >= 0 || o.train.resume))
     return runTraining(o, artifact, gpu);
-  if (!o.train.data.empty()) {
+  if (o.train.data) {
     if (!o.feeds.empty())
       return fail(kExitUsage, "give either --data or --feed, not both");
     return runEvalData(o, artifact, gpu);
   }
-  if (o.train.evalIters >= 0 || !o.train.labels.empty() || !o.train.dataDtype.empty())
+  if (o.train.eval_iters >= 0 || o.train.labels || o.train.data_dtype)
     return fail(kExitUsage, "--eval-iters, --labels and --dtype go with --eval --data");
   return runEvalFeeds(o, artifact, gpu);
 }

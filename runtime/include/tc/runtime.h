@@ -419,6 +419,13 @@ tc_status_t *tc_session_generate(tc_session_t *session, const tc_generate_option
  * last T): a new f32 tensor "logits" of shape [V]. */
 tc_status_t *tc_session_next_logits(tc_session_t *session, const int64_t *context,
                                     size_t context_length, tc_tensor_t **out_logits);
+/* tc_session_next_logits and greedy tc_session_generate in one call, as
+ * tc_trainer_infer_greedy: the logits after `prompt` and the prompt
+ * followed by `max_new_tokens` (>= 0) greedy tokens. The caller owns both;
+ * on failure both are NULL. */
+tc_status_t *tc_session_infer_greedy(tc_session_t *session, const int64_t *prompt,
+                                     size_t prompt_length, int64_t max_new_tokens,
+                                     tc_tensor_t **out_logits, tc_tensor_t **out_tokens);
 /* tc-run --generate: options->init loaded into a copy of the artifact, the
  * CPU reference at options->ref_precision, sampled as tc_session_generate
  * samples. */
@@ -503,7 +510,16 @@ typedef struct tc_train_options_t {
   const char *schedule;     /* "constant" (NULL) or "cosine" (down to 0.1*lr at `steps`) */
   int64_t seed;             /* data windows and initialisers (-1: 1337) */
   const char *data;         /* a token file: random windows drawn with `seed` */
-  const char *data_dtype;   /* "uint16" (NULL) or "uint32" */
+  const char *data_dtype;   /* "uint16" (NULL) or "uint32"; with data_source, that of
+                             * val_data (default: a file source's own, else uint16) */
+  /* Tokens of the caller's instead of `data`: random windows drawn with
+   * `seed`, as from a token file. Borrowed by tc_trainer_create /
+   * tc_run_train only (the trainer reads its own copy: a file source is
+   * opened again, a memory source's tokens are copied), so it may be
+   * released right after. A checkpoint records the tokens' size and hash;
+   * resuming such a run needs the same tokens as data_source again (a file
+   * source's run may also be resumed with data = its file). NULL: none. */
+  const tc_token_source_t *data_source;
   const char *labels;       /* "next", "same" or NULL (the artifact's convention) */
   const tc_feed_t *feeds;   /* fixed inputs instead of `data` */
   size_t num_feeds;
@@ -553,8 +569,8 @@ typedef struct tc_train_summary_t {
  * call made during a step runs right after that step, on the weights it
  * made (the live weights). tc_trainer_progress and tc_trainer_request_stop
  * never wait for a step. The calls that read (eval, next_logits, generate,
- * get_parameter, progress, learning_rate, save) never change the training
- * state (RNG, data position, optimizer state, step): a run that answers them
+ * infer_greedy, get_parameter, progress, learning_rate, save) never change
+ * the training state (RNG, data position, optimizer state, step): a run that answers them
  * makes the same losses, to the bit, as one that does not. The calls that
  * change it (step, step_inputs, set_learning_rate, set_parameter, load_*)
  * give TC_STATUS_FAILED_PRECONDITION while tc_trainer_run runs.
@@ -619,6 +635,18 @@ tc_status_t *tc_trainer_next_logits(tc_trainer_t *trainer, const int64_t *contex
 tc_status_t *tc_trainer_generate(tc_trainer_t *trainer, const tc_generate_options_t *options,
                                  const int64_t *prompt, size_t prompt_length,
                                  tc_tensor_t **out_tokens);
+
+/* Inference in one call: the next-token logits after `prompt` (>= 1 token
+ * ids) and `max_new_tokens` (>= 0) tokens of greedy generation after it,
+ * both from the same live weights (separate tc_trainer_next_logits and
+ * tc_trainer_generate calls may straddle a step of a running
+ * tc_trainer_run). *out_logits is tc_trainer_next_logits's tensor and
+ * *out_tokens tc_trainer_generate's at temperature 0 (the prompt, then the
+ * new tokens, the first of which is the argmax of the logits). The caller
+ * owns both; on failure both are NULL. */
+tc_status_t *tc_trainer_infer_greedy(tc_trainer_t *trainer, const int64_t *prompt,
+                                     size_t prompt_length, int64_t max_new_tokens,
+                                     tc_tensor_t **out_logits, tc_tensor_t **out_tokens);
 
 /* The learning rate of `step` (1-based; 0: the next step) under the run's
  * schedule. */

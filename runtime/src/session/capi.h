@@ -85,6 +85,16 @@ tc_status_t *generateOptionsOf(const tc_generate_options_t *options, const int64
 tc_status_t *tokensTensor(const std::vector<int64_t> &tokens, tc_tensor_t **out,
                           const tc_allocator_t &allocator = defaultAllocator());
 
+/// The checks of tc_*_infer_greedy's arguments but the handle's; clears the
+/// outputs.
+tc_status_t *inferArguments(const int64_t *prompt, size_t promptLength, tc_tensor_t **outLogits,
+                            tc_tensor_t **outTokens);
+/// inferGreedy's logits and tokens as new tensors "logits" and "tokens"
+/// (both or neither: out of memory releases the first).
+tc_status_t *inferResult(const HostTensor &logits, const std::vector<int64_t> &tokens,
+                         const tc_allocator_t &allocator, tc_tensor_t **outLogits,
+                         tc_tensor_t **outTokens);
+
 /// The C options as the runtime's.
 CudaOptions cudaOptionsOf(const tc_cuda_options_t &c);
 void initializeCudaOptions(tc_cuda_options_t *c);

@@ -121,6 +121,7 @@ tc_status_t *trainOptionsOf(const tc_train_options_t *options, TrainOptions *o) 
   o->data = str(c.data);
   o->dataDtype = str(c.data_dtype);
   o->labels = str(c.labels);
+  o->dataSource = c.data_source ? &c.data_source->data : nullptr;
   for (size_t i = 0; i < c.num_feeds; ++i) {
     if (!c.feeds[i].name || !c.feeds[i].path)
       return invalid("options->feeds[" + std::to_string(i) + "] has a NULL name or path");
@@ -478,6 +479,28 @@ tc_status_t *tc_trainer_generate(tc_trainer_t *trainer, const tc_generate_option
                             &inputError))
     return st;
   return tokensTensor(tokens, out_tokens);
+}
+
+tc_status_t *tc_trainer_infer_greedy(tc_trainer_t *trainer, const int64_t *prompt,
+                                     size_t prompt_length, int64_t max_new_tokens,
+                                     tc_tensor_t **out_logits, tc_tensor_t **out_tokens) {
+  if (tc_status_t *st = inferArguments(prompt, prompt_length, out_logits, out_tokens))
+    return st;
+  if (!trainer)
+    return invalid("trainer is NULL");
+  Hold hold(trainer); // one hold: no step between the logits and the tokens
+  Executor *ex = nullptr;
+  if (tc_status_t *st = inferExecutor(trainer, &ex))
+    return st;
+  HostTensor logits;
+  std::vector<int64_t> tokens;
+  bool inputError = false;
+  if (tc_status_t *st = toC(inferGreedy(*trainer->artifact, *ex,
+                                        std::vector<int64_t>(prompt, prompt + prompt_length),
+                                        max_new_tokens, &logits, &tokens, &inputError),
+                            &inputError))
+    return st;
+  return inferResult(logits, tokens, defaultAllocator(), out_logits, out_tokens);
 }
 
 tc_status_t *tc_trainer_learning_rate(tc_trainer_t *trainer, int64_t step, double *out_lr) {

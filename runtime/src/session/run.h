@@ -15,6 +15,7 @@
 // Nothing here prints: every line goes to a RunObserver, which the tool
 // formats. Errors are Statuses; *userError tells input errors (exit 2:
 // flags, files, a checkpoint that does not fit) from run-time failures.
+// The implementation is the run_*.cpp files (run_internal.h lists them).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_RUNTIME_SESSION_RUN_H
@@ -48,6 +49,9 @@ struct TrainOptions {
   std::string schedule;
   int64_t seed = -1;
   std::string data, dataDtype, labels;
+  /// Tokens to cut windows from instead of a `data` file (a caller's token
+  /// source). Borrowed by prepare() only: the run reads a copy.
+  const TokenData *dataSource = nullptr;
   std::vector<std::pair<std::string, std::string>> feeds; ///< NAME, FILE.npy
   int64_t batch = -1, seq = -1;                           ///< must match the artifact
   std::string save;
@@ -233,6 +237,13 @@ Status generateWith(const Artifact &artifact, Executor &ex, const GenerateOption
 /// computes them.
 Status nextLogits(const Artifact &artifact, Executor &ex, const std::vector<int64_t> &context,
                   HostTensor *logits, bool *userError);
+/// nextLogits and greedy generateWith (temperature 0, `maxNewTokens` >= 0)
+/// in one pass on `ex`, so both see the same weights: `*logits` are those
+/// the first new token is the argmax of (one infer call fewer than the two
+/// calls make); `*tokens` is the context followed by the new tokens.
+Status inferGreedy(const Artifact &artifact, Executor &ex, const std::vector<int64_t> &context,
+                   int64_t maxNewTokens, HostTensor *logits, std::vector<int64_t> *tokens,
+                   bool *userError);
 
 } // namespace tc::rt
 

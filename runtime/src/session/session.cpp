@@ -152,6 +152,30 @@ tc_status_t *tokensTensor(const std::vector<int64_t> &tokens, tc_tensor_t **out,
   return *out ? nullptr : makeStatus(TC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 }
 
+tc_status_t *inferArguments(const int64_t *prompt, size_t promptLength, tc_tensor_t **outLogits,
+                            tc_tensor_t **outTokens) {
+  if (!outLogits || !outTokens)
+    return invalid(std::string(outLogits ? "out_tokens" : "out_logits") + " is NULL");
+  *outLogits = *outTokens = nullptr;
+  if (promptLength && !prompt)
+    return invalid("prompt is NULL");
+  return nullptr;
+}
+
+tc_status_t *inferResult(const HostTensor &logits, const std::vector<int64_t> &tokens,
+                         const tc_allocator_t &allocator, tc_tensor_t **outLogits,
+                         tc_tensor_t **outTokens) {
+  *outLogits = newTensor("logits", logits, allocator);
+  if (!*outLogits)
+    return makeStatus(TC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  if (tc_status_t *st = tokensTensor(tokens, outTokens, allocator)) {
+    tc_tensor_release(*outLogits);
+    *outLogits = nullptr;
+    return st;
+  }
+  return nullptr;
+}
+
 CudaOptions cudaOptionsOf(const tc_cuda_options_t &c) {
   CudaOptions o;
   o.graphs = c.graphs != 0;
@@ -588,6 +612,27 @@ tc_status_t *tc_session_next_logits(tc_session_t *session, const int64_t *contex
     return toC(st, userError);
   *out_logits = newTensor("logits", logits, session->allocator);
   return *out_logits ? nullptr : makeStatus(TC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+tc_status_t *tc_session_infer_greedy(tc_session_t *session, const int64_t *prompt,
+                                     size_t prompt_length, int64_t max_new_tokens,
+                                     tc_tensor_t **out_logits, tc_tensor_t **out_tokens) {
+  if (tc_status_t *st = inferArguments(prompt, prompt_length, out_logits, out_tokens))
+    return st;
+  if (!session)
+    return invalid("session is NULL");
+  HostTensor logits;
+  std::vector<int64_t> tokens;
+  bool userError = false;
+  Status st;
+  {
+    Locked run(session);
+    st = inferGreedy(*session->artifact, run.ex, std::vector<int64_t>(prompt, prompt + prompt_length),
+                     max_new_tokens, &logits, &tokens, &userError);
+  }
+  if (!st.isOk())
+    return toC(st, userError);
+  return inferResult(logits, tokens, session->allocator, out_logits, out_tokens);
 }
 
 } // extern "C"

@@ -246,6 +246,32 @@ Status TokenData::openMemory(std::vector<uint32_t> tokens, const std::string &wh
   return Status::ok();
 }
 
+Status TokenData::openCopyOf(const TokenData &other) {
+  if (other.fd_ < 0)
+    return openMemory(other.memory_, other.path_);
+  return open(other.path_, other.tokenBytes_);
+}
+
+Status TokenData::fingerprint(FileFingerprint *out) const {
+  if (fd_ >= 0)
+    return fileFingerprint(path_, "token file", out);
+  // FNV-1a 64 over the count and the tokens, as fileFingerprint hashes bytes.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&](const void *p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const uint8_t *>(p)[i];
+      h *= 0x100000001b3ULL;
+    }
+  };
+  int64_t bytes = count_ * 4;
+  mix(&bytes, sizeof bytes);
+  mix(memory_.data(), memory_.size() * sizeof(uint32_t));
+  out->path = kMemoryTokensPath;
+  out->bytes = bytes;
+  out->hash = hex64(h);
+  return Status::ok();
+}
+
 std::vector<uint64_t> evalOffsets(const TokenData &data, int64_t batch, int64_t seq,
                                   int64_t index, int64_t iters) {
   int64_t windows = iters * batch;

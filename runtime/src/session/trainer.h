@@ -83,6 +83,11 @@ Status checkInputRanges(const Artifact &artifact, const std::vector<std::string>
 /// uint32 tokens, no header) or tokens in memory. Batches are random
 /// windows: input_ids = tokens[o, o+T), labels = tokens[o+1, o+T+1)
 /// (LabelShift::Next) or tokens[o, o+T) (Same), o drawn by the Rng.
+struct FileFingerprint;
+
+/// The path a checkpoint records for tokens given in memory.
+inline constexpr const char kMemoryTokensPath[] = "(tokens in memory)";
+
 class TokenData {
 public:
   TokenData() = default;
@@ -93,6 +98,18 @@ public:
   /// Tokens held in memory (each < 2^32), named `what` in messages.
   Status openMemory(std::vector<uint32_t> tokens, const std::string &what);
   int64_t numTokens() const { return count_; }
+  /// Reads the tokens `other` reads, from position 0: a token file opened
+  /// again, tokens in memory copied (a run keeps its own reader of a
+  /// caller's token source).
+  Status openCopyOf(const TokenData &other);
+  /// What a checkpoint records of the tokens: fileFingerprint of a token
+  /// file; for tokens in memory, kMemoryTokensPath, their bytes and a hash
+  /// of them (a resumed run is given the same tokens again).
+  Status fingerprint(FileFingerprint *out) const;
+  /// Tokens given in memory (openMemory), not a token file.
+  bool inMemory() const { return fd_ < 0; }
+  /// "uint16" or "uint32": how a token file stores its tokens.
+  const char *dtypeName() const { return tokenBytes_ == 4 ? "uint32" : "uint16"; }
   /// Fills a [batch, seq] input_ids and labels of `dtype` (an integer type).
   Status nextBatch(int64_t batch, int64_t seq, DType dtype, Rng *rng, HostTensor *inputIds,
                    HostTensor *labels, LabelShift shift = LabelShift::Next);

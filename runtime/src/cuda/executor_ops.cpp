@@ -1,0 +1,431 @@
+//===- executor_ops.cpp - device ops as launch closures -------------------===//
+//
+// A prepared function's ops, resolved once: each DeviceOp (a generated
+// kernel launch, a library call, a cuBLASLt matmul, a copy, a fill, an event)
+// becomes a closure holding its device pointers and arguments, and runs of
+// launches of one kernel become one grouped launch.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/cuda/executor_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/src/base/host_tensor.h"
+#include "runtime/src/cuda/kernels/kernels.h"
+#include "runtime/src/cuda/library_calls.h"
+
+namespace tc::rt::cuda {
+
+Status readLaunch(const OpAttrs &a, LaunchAttrs *out) {
+  TC_RETURN_IF_ERROR(a.integer("n", &out->n));
+  std::vector<int64_t> meta;
+  if (!a.ints("meta", &meta))
+    return a.missing("meta");
+  TC_RETURN_IF_ERROR(a.integer("grid", &out->grid));
+  TC_RETURN_IF_ERROR(a.integer("block", &out->block));
+  if (out->grid < 1 || out->grid > (1ll << 31) - 1 || out->block < 1 || out->block > 1024)
+    return invalidArgument(a.where + ": launch of " + std::to_string(out->grid) + " x " +
+                           std::to_string(out->block) + " threads");
+  out->meta.assign(meta.begin(), meta.end());
+  if (out->meta.empty())
+    out->meta.push_back(0);
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::pointer(Prepared &p, int32_t index, void **out,
+                                     const std::string &where) {
+  const DeviceFunction &fn = *p.fn;
+  if (index < 0 || static_cast<size_t>(index) >= fn.buffers.size())
+    return invalidArgument(where + ": buffer #" + std::to_string(index) + " does not exist");
+  const DeviceBuffer &b = fn.buffers[static_cast<size_t>(index)];
+  auto bounds = [&](uint64_t size, const std::string &what) -> Status {
+    if (b.offset > size || b.bytes > size - b.offset)
+      return invalidArgument(where + ": buffer [" + std::to_string(b.offset) + ", +" +
+                             std::to_string(b.bytes) + ") leaves " + what + " of " +
+                             std::to_string(size) + " bytes");
+    return Status::ok();
+  };
+  switch (b.space) {
+  case DeviceBuffer::Space::Arena:
+    TC_RETURN_IF_ERROR(bounds(fn.arenaBytes, "the arena"));
+    *out = fn.arenaBytes ? arena.at(b.offset) : nullptr;
+    return Status::ok();
+  case DeviceBuffer::Space::Param: {
+    auto it = entries.find(b.name);
+    if (it == entries.end())
+      return invalidArgument(where + ": parameter '" + b.name + "' is not in the table");
+    TC_RETURN_IF_ERROR(bounds(it->second.bytes, "parameter '" + b.name + "'"));
+    p.paramsRead.insert(b.name);
+    *out = static_cast<char *>(it->second.block) + it->second.offset + b.offset;
+    return Status::ok();
+  }
+  case DeviceBuffer::Space::Const: {
+    if (b.index < 0 || static_cast<size_t>(b.index) >= fn.consts.size())
+      return invalidArgument(where + ": constant #" + std::to_string(b.index) + " does not exist");
+    TC_RETURN_IF_ERROR(bounds(fn.consts[b.index].data.size(), "its constant"));
+    *out = static_cast<char *>(p.constBlock) + p.constOffsets[b.index] + b.offset;
+    return Status::ok();
+  }
+  case DeviceBuffer::Space::Input: {
+    if (b.index < 0 || static_cast<size_t>(b.index) >= p.inputOffsets.size())
+      return invalidArgument(where + ": argument #" + std::to_string(b.index) + " does not exist");
+    *out = static_cast<char *>(p.inputBlock) + p.inputOffsets[b.index] + b.offset;
+    return Status::ok();
+  }
+  case DeviceBuffer::Space::Output:
+    break;
+  }
+  return unimplemented(where + ": caller-provided output buffers");
+}
+
+namespace {
+
+/// " [shape dtype]" of an op's first output, for the profile.
+std::string profileShape(const Prepared &p, const DeviceOp &op) {
+  if (op.outs.empty())
+    return "";
+  return " -> " + typeToString(bufType(p, op.outs[0]));
+}
+} // namespace
+
+Status DeviceExecutor::Impl::buildLaunch(Prepared &p, const DeviceOp &op, const std::string &where,
+                                         const std::vector<void *> &ins,
+                                         const std::vector<void *> &outs, cudaStream_t s) {
+  OpAttrs a{op, where};
+  if (a.integerOr("missing_kernel", 0))
+    return unimplemented(where + ": the compiler generated no CUDA kernel for '" + op.name +
+                         "' (" + a.stringOr("kernel_kind", "?") + ")");
+  auto k = kernels.find(op.name);
+  if (k == kernels.end())
+    return invalidArgument(where + ": kernel '" + op.name + "' is not in the artifact");
+  struct Args {
+    std::vector<void *> ptrs;
+    long long n = 0;
+    std::vector<long long> meta;
+    std::vector<void *> args;
+    dim3 grid, block;
+  };
+  LaunchAttrs la;
+  TC_RETURN_IF_ERROR(readLaunch(a, &la));
+  auto args = std::make_shared<Args>();
+  args->ptrs = outs;
+  args->ptrs.insert(args->ptrs.end(), ins.begin(), ins.end());
+  args->n = la.n;
+  args->meta = std::move(la.meta);
+  args->grid = dim3(static_cast<unsigned>(la.grid));
+  args->block = dim3(static_cast<unsigned>(la.block));
+  for (void *&ptr : args->ptrs)
+    args->args.push_back(&ptr);
+  args->args.push_back(&args->n);
+  args->args.push_back(args->meta.data());
+  const void *fn = reinterpret_cast<const void *>(k->second);
+  std::string name = op.name;
+  p.ops.push_back([args, fn, s, name]() -> Status {
+    return cudaStatus(cudaLaunchKernel(fn, args->grid, args->block, args->args.data(), 0, s),
+                      "cudaLaunchKernel(" + name + ")");
+  });
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
+                                          const std::string &where,
+                                          const std::vector<void *> &ins,
+                                          const std::vector<void *> &outs, cudaStream_t s) {
+  std::vector<TensorType> inTypes, outTypes;
+  for (int32_t i : op.ins)
+    inTypes.push_back(bufType(p, i));
+  for (int32_t i : op.outs)
+    outTypes.push_back(bufType(p, i));
+  std::function<Status()> launch;
+  bool capturable = true;
+  TC_RETURN_IF_ERROR(
+      bindLibraryCall({op, where, ins, outs, inTypes, outTypes}, s, &launch, &capturable));
+  p.capturable = p.capturable && capturable;
+  p.ops.push_back(std::move(launch));
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const std::string &where,
+                                         const std::vector<void *> &ins,
+                                         const std::vector<void *> &outs, cudaStream_t s) {
+  OpAttrs a{op, where};
+  if (ins.size() < 2 || ins.size() > 3 || outs.size() != 1)
+    return invalidArgument(where + ": matmul takes lhs, rhs[, bias] and one output");
+  if (!matmul) {
+    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
+                                  "cudaMalloc(cuBLASLt workspace)"));
+    TC_RETURN_IF_ERROR(Matmul::create(&matmul, workspace, Matmul::kDefaultWorkspaceBytes));
+  }
+  MatmulDesc d;
+  d.dtype = bufType(p, op.outs[0]).dtype;
+  TC_RETURN_IF_ERROR(checkGpuDtype(where, d.dtype));
+  std::string compute = a.stringOr("compute_type", "f32");
+  d.tf32 = compute == "tf32";
+  d.transposeLhs = a.integerOr("transpose_lhs", 0) != 0;
+  d.transposeRhs = a.integerOr("transpose_rhs", 0) != 0;
+  TC_RETURN_IF_ERROR(a.integer("m", &d.m));
+  TC_RETURN_IF_ERROR(a.integer("n", &d.n));
+  TC_RETURN_IF_ERROR(a.integer("k", &d.k));
+  d.batch = a.integerOr("batch", 1);
+  d.strideLhs = a.integerOr("stride_lhs", -1);
+  d.strideRhs = a.integerOr("stride_rhs", -1);
+  d.strideOut = a.integerOr("stride_out", -1);
+  d.alpha = static_cast<float>(a.realOr("alpha", 1.0));
+  d.beta = static_cast<float>(a.realOr("beta", 0.0));
+  std::string epi = a.stringOr("epilogue", "none");
+  if (epi == "none")
+    d.epilogue = MatmulEpilogue::None;
+  else if (epi == "bias")
+    d.epilogue = MatmulEpilogue::Bias;
+  else if (epi == "gelu")
+    d.epilogue = MatmulEpilogue::Gelu;
+  else if (epi == "bias_gelu")
+    d.epilogue = MatmulEpilogue::BiasGelu;
+  else
+    return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
+  bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
+  if (biasEpi != (ins.size() == 3))
+    return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(ins.size()) +
+                           " inputs");
+  p.profileNames.back() = "matmul " + d.toString();
+  const void *lhs = ins[0], *rhs = ins[1];
+  const void *bias = ins.size() == 3 ? ins[2] : nullptr;
+  void *out = outs[0];
+  Matmul *mm = matmul.get();
+  std::vector<int64_t> lb, rb;
+  if (a.ints("lhs_batch", &lb) && a.ints("rhs_batch", &rb)) {
+    p.ops.push_back([=]() { return mm->runBroadcast(d, lb, rb, lhs, rhs, out, s, bias); });
+    return Status::ok();
+  }
+  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias); });
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t index) {
+  std::string where = "@" + p.fn->name + " op " + std::to_string(index) + " (" + op.kind +
+                      (op.name.empty() ? "" : " " + op.name) + ")";
+  OpAttrs a{op, where};
+  int64_t sid = a.integerOr("stream", 0);
+  if (sid < 0 || sid > 15)
+    return invalidArgument(where + ": stream " + std::to_string(sid) + " (0..15)");
+  TC_RETURN_IF_ERROR(ensureStreams(sid + 1));
+  if (sid != 0)
+    p.capturable = false; // graph capture of forked streams is not wired up
+  cudaStream_t s = stream(sid);
+  std::vector<void *> ins, outs;
+  for (int32_t i : op.ins) {
+    void *ptr = nullptr;
+    TC_RETURN_IF_ERROR(pointer(p, i, &ptr, where));
+    ins.push_back(ptr);
+  }
+  for (int32_t i : op.outs) {
+    void *ptr = nullptr;
+    TC_RETURN_IF_ERROR(pointer(p, i, &ptr, where));
+    outs.push_back(ptr);
+  }
+  p.opNames.push_back(where);
+  p.profileNames.push_back(op.kind + " " + op.name + profileShape(p, op));
+  if (op.kind == "launch")
+    return buildLaunch(p, op, where, ins, outs, s);
+  if (op.kind == "library")
+    return buildLibrary(p, op, where, ins, outs, s);
+  if (op.kind == "matmul")
+    return buildMatmul(p, op, where, ins, outs, s);
+  if (op.kind == "copy") {
+    if (ins.size() != 1 || outs.size() != 1)
+      return invalidArgument(where + ": copy takes one source and one target");
+    uint64_t bytes = p.fn->buffers[op.ins[0]].bytes;
+    if (p.fn->buffers[op.outs[0]].bytes != bytes)
+      return invalidArgument(where + ": copy of " + std::to_string(bytes) + " bytes into " +
+                             std::to_string(p.fn->buffers[op.outs[0]].bytes));
+    void *src = ins[0], *dst = outs[0];
+    p.ops.push_back([=]() {
+      return cudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s),
+                        "cudaMemcpyAsync(device to device)");
+    });
+    return Status::ok();
+  }
+  if (op.kind == "fill") {
+    if (outs.size() != 1)
+      return invalidArgument(where + ": fill takes one target");
+    const TensorType &t = bufType(p, op.outs[0]);
+    HostTensor one = makeHostTensor(TensorType{t.dtype, {}}, {a.realOr("value", 0.0)});
+    uint64_t pattern = 0;
+    std::memcpy(&pattern, one.data.data(), std::min<size_t>(one.data.size(), 8));
+    int eb = dtypeStorageBytes(t.dtype);
+    int64_t n = t.numElements();
+    void *dst = outs[0];
+    if (pattern == 0) {
+      uint64_t bytes = p.fn->buffers[op.outs[0]].bytes;
+      p.ops.push_back([=]() {
+        return cudaStatus(cudaMemsetAsync(dst, 0, bytes, s), "cudaMemsetAsync");
+      });
+    } else {
+      p.ops.push_back([=]() { return fillBuffer(dst, eb, pattern, n, s); });
+    }
+    return Status::ok();
+  }
+  if (op.kind == "record" || op.kind == "wait") {
+    int64_t ev = 0;
+    TC_RETURN_IF_ERROR(a.integer("event", &ev));
+    if (ev < 0 || ev > 4096)
+      return invalidArgument(where + ": event " + std::to_string(ev));
+    TC_RETURN_IF_ERROR(ensureEvents(ev + 1));
+    Event *e = &events[static_cast<size_t>(ev)];
+    if (op.kind == "record")
+      p.ops.push_back([=]() { return e->record(s); });
+    else
+      p.ops.push_back([=]() { return e->waitOn(s); });
+    return Status::ok();
+  }
+  return unimplemented(where + ": unknown device op kind '" + op.kind + "'");
+}
+
+/// The run of launches [first, *end) that one grouped launch can replace:
+/// the same generated kernel with a NAME_group entry point, the same meta
+/// and block size, and no op reading or writing what an earlier one writes
+/// (or writing what an earlier one reads): the AdamW/SGD update of every
+/// parameter, one launch instead of one per parameter.
+Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end) {
+  *end = first + 1;
+  const std::vector<DeviceOp> &ops = p.fn->ops;
+  const DeviceOp &head = ops[first];
+  if (head.kind != "launch" || head.attrs.count("missing_kernel") || !groupKernels.count(head.name) ||
+      head.attrs.count("stream"))
+    return Status::ok();
+  auto attr = [](const DeviceOp &op, const char *n) -> const Attr * {
+    auto it = op.attrs.find(n);
+    return it == op.attrs.end() ? nullptr : &it->second;
+  };
+  auto same = [&](const DeviceOp &op, const char *n) {
+    const Attr *a = attr(head, n), *b = attr(op, n);
+    return (!a && !b) || (a && b && a->kind == b->kind && a->i == b->i && a->ints == b->ints);
+  };
+  struct Range {
+    uintptr_t lo, hi;
+  };
+  std::vector<Range> reads, writes;
+  auto ranges = [&](const std::vector<int32_t> &ids, std::vector<Range> *out) -> Status {
+    for (int32_t id : ids) {
+      void *ptr = nullptr;
+      TC_RETURN_IF_ERROR(pointer(p, id, &ptr, "grouping"));
+      uintptr_t lo = reinterpret_cast<uintptr_t>(ptr);
+      out->push_back({lo, lo + p.fn->buffers[id].bytes});
+    }
+    return Status::ok();
+  };
+  auto overlaps = [](const std::vector<Range> &a, const std::vector<Range> &b) {
+    for (const Range &x : a)
+      for (const Range &y : b)
+        if (x.lo < y.hi && y.lo < x.hi)
+          return true;
+    return false;
+  };
+  TC_RETURN_IF_ERROR(ranges(head.ins, &reads));
+  TC_RETURN_IF_ERROR(ranges(head.outs, &writes));
+  size_t j = first + 1;
+  for (; j < ops.size(); ++j) {
+    const DeviceOp &op = ops[j];
+    if (op.kind != "launch" || op.name != head.name || op.attrs.count("missing_kernel") ||
+        !same(op, "meta") || !same(op, "block") || op.attrs.count("stream"))
+      break;
+    std::vector<Range> r, w;
+    TC_RETURN_IF_ERROR(ranges(op.ins, &r));
+    TC_RETURN_IF_ERROR(ranges(op.outs, &w));
+    if (overlaps(r, writes) || overlaps(w, writes) || overlaps(w, reads))
+      break;
+    reads.insert(reads.end(), r.begin(), r.end());
+    writes.insert(writes.end(), w.begin(), w.end());
+  }
+  *end = j;
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
+  const std::vector<DeviceOp> &ops = p.fn->ops;
+  const DeviceOp &head = ops[first];
+  std::string where = "@" + p.fn->name + " ops " + std::to_string(first) + ".." +
+                      std::to_string(end - 1) + " (grouped launch " + head.name + ")";
+  LaunchAttrs head_;
+  TC_RETURN_IF_ERROR(readLaunch(OpAttrs{head, where}, &head_));
+  const size_t nptr = head.outs.size() + head.ins.size();
+  // Item layout of the generated TcGroupItem_<nptr>: pointers, n, firstBlock, blocks.
+  std::vector<int64_t> items;
+  int64_t blocks = 0;
+  for (size_t i = first; i < end; ++i) {
+    const DeviceOp &op = ops[i];
+    LaunchAttrs la;
+    TC_RETURN_IF_ERROR(readLaunch(OpAttrs{op, where}, &la));
+    if (op.outs.size() + op.ins.size() != nptr)
+      return invalidArgument(where + ": ops of one kernel with different argument counts");
+    for (const std::vector<int32_t> *ids : {&op.outs, &op.ins})
+      for (int32_t id : *ids) {
+        void *ptr = nullptr;
+        TC_RETURN_IF_ERROR(pointer(p, id, &ptr, where));
+        items.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ptr)));
+      }
+    items.push_back(la.n);
+    items.push_back(blocks);
+    items.push_back(la.grid);
+    blocks += la.grid;
+  }
+  void *table = nullptr;
+  uint64_t bytes = items.size() * sizeof(int64_t);
+  TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&table, bytes), "cudaMalloc(group table)"));
+  p.groupTables.push_back(table);
+  p.groupBytes += bytes;
+  TC_CUDA_RETURN_IF_ERROR(cudaMemcpy(table, items.data(), bytes, cudaMemcpyHostToDevice));
+  struct Args {
+    void *table;
+    int count;
+    std::vector<long long> meta;
+    std::vector<void *> args;
+  };
+  auto args = std::make_shared<Args>();
+  args->table = table;
+  args->count = static_cast<int>(end - first);
+  args->meta = head_.meta;
+  args->args = {&args->table, &args->count, args->meta.data()};
+  const void *fn = reinterpret_cast<const void *>(groupKernels.at(head.name));
+  cudaStream_t s = stream(0);
+  dim3 grid(static_cast<unsigned>(blocks)), threads(static_cast<unsigned>(head_.block));
+  std::string name = head.name + "_group";
+  p.ops.push_back([args, fn, s, grid, threads, name]() -> Status {
+    return cudaStatus(cudaLaunchKernel(fn, grid, threads, args->args.data(), 0, s),
+                      "cudaLaunchKernel(" + name + ")");
+  });
+  p.opNames.push_back(where);
+  p.profileNames.push_back("launch " + name + " (" + std::to_string(end - first) + " ops)");
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::resolve(Prepared &p) {
+  if (p.graph) {
+    cudaGraphExecDestroy(p.graph);
+    p.graph = nullptr;
+  }
+  p.ops.clear();
+  p.opNames.clear();
+  p.profileNames.clear();
+  p.paramsRead.clear();
+  for (void *t : p.groupTables)
+    cudaFree(t);
+  p.groupTables.clear();
+  p.groupBytes = 0;
+  p.capturable = opts.graphs && !opts.checkEachOp && !profile;
+  for (size_t i = 0; i < p.fn->ops.size();) {
+    size_t end = i + 1;
+    TC_RETURN_IF_ERROR(findGroup(p, i, &end));
+    if (end - i >= 2)
+      TC_RETURN_IF_ERROR(buildGroup(p, i, end));
+    else
+      TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
+    i = end;
+  }
+  p.arenaBase = arena.base();
+  p.runs = 0;
+  return Status::ok();
+}
+
+} // namespace tc::rt::cuda

@@ -1,0 +1,139 @@
+//===- executor_run.cpp - one run of a device function --------------------===//
+//
+// DeviceExecutor::run: the arguments copied in, the closures launched one
+// by one (checked after each with checkEachOp, timed with profile) or, from
+// the second run of a capturable function, captured once into a CUDA graph
+// and replayed; then the results copied out. The profile's report too.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/cuda/executor_impl.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tc::rt::cuda {
+
+void DeviceExecutor::Impl::reportProfile() {
+  if (!profile || opTimes.empty())
+    return;
+  std::vector<std::pair<double, std::string>> order;
+  for (auto &[n, t] : opTimes)
+    order.push_back({t.ms, n});
+  std::sort(order.rbegin(), order.rend());
+  std::fprintf(stderr, "tc profile: %.1f ms of GPU time in ops; by op (ms, share, calls):\n",
+               profiledMs);
+  for (size_t i = 0; i < order.size() && i < 40; ++i) {
+    const OpTime &t = opTimes[order[i].second];
+    std::fprintf(stderr, "  %10.2f  %5.1f%%  %6lld  %s\n", t.ms,
+                 100.0 * t.ms / std::max(profiledMs, 1e-9), (long long)t.calls,
+                 order[i].second.c_str());
+  }
+}
+
+Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
+                           std::vector<HostTensor> *outputs, const std::vector<bool> *want) {
+  Impl &im = *impl_;
+  TC_RETURN_IF_ERROR(prepare(name));
+  Prepared *p = nullptr;
+  TC_RETURN_IF_ERROR(im.prepare(name, &p)); // found: no work
+  const DeviceFunction &fn = *p->fn;
+  for (const std::string &e : p->paramsRead)
+    if (!im.entries.at(e).set)
+      return failedPrecondition("parameter '" + e +
+                                "' has no value on the device (compiled with --no-weights and no "
+                                "initialiser): give --init-params at compile time or --init FILE");
+  if (inputs.size() != fn.inputNames.size())
+    return invalidArgument("@" + name + " takes " + std::to_string(fn.inputNames.size()) +
+                           " arguments, got " + std::to_string(inputs.size()));
+  cudaStream_t s = im.stream(0);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    uint64_t size = p->argBytes[i];
+    if (size == 0)
+      continue; // an argument nothing reads
+    if (static_cast<uint64_t>(inputs[i].data.size()) != size)
+      return invalidArgument("argument '" + fn.inputNames[i] + "' of @" + name + " must be " +
+                             std::to_string(size) + " bytes, got " +
+                             typeToString(inputs[i].type));
+    TC_RETURN_IF_ERROR(copyToDevice(inputs[i],
+                                    static_cast<char *>(p->inputBlock) + p->inputOffsets[i], size,
+                                    s));
+  }
+  auto fail = [&](size_t i, const Status &st) {
+    cudaStreamSynchronize(s);
+    cudaGetLastError();
+    return Status(st.code(), p->opNames[i] + ": " + st.message());
+  };
+  if (p->graph) {
+    TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
+  } else if (p->capturable && p->runs >= 1) {
+    cudaGraph_t graph = nullptr;
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    Status st = Status::ok();
+    size_t failed = 0;
+    for (size_t i = 0; i < p->ops.size() && st.isOk(); ++i) {
+      st = p->ops[i]();
+      failed = i;
+    }
+    cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (!st.isOk()) {
+      if (graph)
+        cudaGraphDestroy(graph);
+      return fail(failed, st);
+    }
+    TC_CUDA_RETURN_IF_ERROR(end);
+    cudaError_t inst = cudaGraphInstantiate(&p->graph, graph, 0);
+    cudaGraphDestroy(graph);
+    TC_CUDA_RETURN_IF_ERROR(inst);
+    TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
+  } else if (im.profile) {
+    while (im.marks.size() < p->ops.size() + 1) {
+      cudaEvent_t e = nullptr;
+      TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+      im.marks.push_back(e);
+    }
+    TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(im.marks[0], s));
+    for (size_t i = 0; i < p->ops.size(); ++i) {
+      Status st = p->ops[i]();
+      if (!st.isOk())
+        return fail(i, st);
+      TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(im.marks[i + 1], s));
+    }
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    // The first run creates and tunes the matmul plans: not counted.
+    for (size_t i = 0; i < p->ops.size() && p->runs > 0; ++i) {
+      float ms = 0;
+      TC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, im.marks[i], im.marks[i + 1]));
+      Impl::OpTime &t = im.opTimes[p->profileNames[i]];
+      t.ms += ms;
+      ++t.calls;
+      im.profiledMs += ms;
+    }
+  } else {
+    for (size_t i = 0; i < p->ops.size(); ++i) {
+      Status st = p->ops[i]();
+      if (st.isOk() && im.opts.checkEachOp)
+        st = cudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      if (!st.isOk())
+        return fail(i, st);
+    }
+  }
+  ++p->runs;
+  TC_RETURN_IF_ERROR(cudaStatus(cudaStreamSynchronize(s), "running @" + name));
+  outputs->assign(fn.outputs.size(), HostTensor());
+  for (size_t r = 0; r < fn.outputs.size(); ++r) {
+    int32_t b = fn.outputs[r];
+    if (b < 0 || static_cast<size_t>(b) >= fn.buffers.size())
+      return invalidArgument("@" + name + " result #" + std::to_string(r) + " has no buffer");
+    const TensorType &t = fn.buffers[b].type;
+    if (want && (r >= want->size() || !(*want)[r])) {
+      (*outputs)[r].type = t;
+      continue;
+    }
+    void *src = nullptr;
+    TC_RETURN_IF_ERROR(im.pointer(*p, b, &src, "@" + name + " result #" + std::to_string(r)));
+    TC_RETURN_IF_ERROR(copyToHost(src, t, &(*outputs)[r], s));
+  }
+  return Status::ok();
+}
+
+} // namespace tc::rt::cuda

@@ -1,0 +1,194 @@
+//===- run_loop.cpp - the training loop -----------------------------------===//
+//
+// A TrainRun's steps: the micro-batches of a step from the run's data or
+// the caller's, the step itself, its record (observer, metrics, TensorBoard),
+// validation and --save-every after it, and run() to the planned total.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/session/run_internal.h"
+
+#include <cmath>
+
+namespace tc::rt {
+
+double TrainRun::learningRateAt(int64_t step) const {
+  return learningRate(step, run_.steps, run_.lr, run_.warmup, run_.schedule);
+}
+
+Status TrainRun::setSchedule(double lr, int64_t warmup, const std::string &schedule) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    return invalidArgument("lr is " + num(lr) + ": it must be a number >= 0");
+  if (warmup < 0)
+    return invalidArgument("warmup is " + std::to_string(warmup) + ": it must be >= 0");
+  if (!schedule.empty() && schedule != "constant" && schedule != "cosine")
+    return invalidArgument("schedule '" + schedule + "' is neither constant nor cosine");
+  run_.lr = lr;
+  run_.warmup = warmup;
+  if (!schedule.empty())
+    run_.schedule = schedule;
+  return Status::ok();
+}
+
+Status TrainRun::step(StepRecord *rec, bool *userError) {
+  State &S = *s_;
+  *userError = false;
+  if (S.noSource)
+    return failedPrecondition("the run has no data (--data or --feed): give each step its "
+                              "inputs");
+  if (!S.started) {
+    S.started = true;
+    S.t0 = std::chrono::steady_clock::now();
+  }
+  const Trainer &trainer = trainer_;
+  const std::vector<std::string> &names = trainer.dataInputNames();
+  const std::vector<TensorType> &types = trainer.dataInputTypes();
+  std::vector<std::vector<HostTensor>> micro(static_cast<size_t>(trainer.config().gradAccum));
+  for (auto &mb : micro) {
+    if (run_.data.path.empty()) {
+      mb = S.fixed;
+      continue;
+    }
+    TC_RETURN_IF_ERROR(S.tok.fill(S.data, nullptr, &S.data, &S.rng, types, S.labelShift, &mb));
+    Status st = checkInputRanges(*artifact_, names, mb);
+    if (!st.isOk()) { // a token of the file the model cannot take: the user's input
+      *userError = true;
+      return invalidArgument("token file '" + run_.data.path + "': " + st.message());
+    }
+  }
+  return stepWith(micro, rec, userError);
+}
+
+Status TrainRun::stepWith(const std::vector<std::vector<HostTensor>> &micro, StepRecord *rec,
+                          bool *userError) {
+  State &S = *s_;
+  *userError = false;
+  if (!S.started) {
+    S.started = true;
+    S.t0 = std::chrono::steady_clock::now();
+  }
+  int64_t step = step_ + 1;
+  double lr = learningRateAt(step);
+  auto clock = std::chrono::steady_clock::now;
+  auto ts = clock();
+  StepResult r;
+  Status st = trainer_.step(step, lr, micro, &r);
+  if (!st.isOk())
+    return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
+  double dt = std::chrono::duration<double>(clock() - ts).count();
+  if (!std::isfinite(r.loss))
+    return internalError(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
+                         " at step " + std::to_string(step));
+  step_ = step;
+  TC_RETURN_IF_ERROR(record(step, lr, dt, r, rec));
+  return finishStep(step, userError);
+}
+
+Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
+                        StepRecord *out) {
+  State &S = *s_;
+  const TrainOptions &o = S.o;
+  auto clock = std::chrono::steady_clock::now;
+  int64_t start = S.first - 1;
+  int64_t tokensPerStep = S.tokensPerStep;
+  // The bar's loss: an exponential moving average (0.9), bias-corrected
+  // as Adam's moments are, so the first steps are not pulled to 0.
+  S.smooth = 0.9 * S.smooth + 0.1 * r.loss;
+  S.smoothWeight = 0.9 * S.smoothWeight + 0.1;
+  StepRecord rec;
+  rec.step = step;
+  rec.first = start + 1;
+  rec.total = run_.steps;
+  rec.loss = r.loss;
+  rec.lossSmooth = S.smooth / S.smoothWeight;
+  rec.lr = lr;
+  rec.gradNorm = r.gradNorm;
+  rec.tokens = tokensPerStep;
+  rec.tokensTotal = tokensPerStep * step;
+  rec.tokensPerS = dt > 0 ? static_cast<double>(tokensPerStep) / dt : 0;
+  rec.stepTimeS = dt;
+  rec.elapsedS = std::chrono::duration<double>(clock() - S.t0).count();
+  int64_t done = step - start;
+  rec.etaS = rec.elapsedS / static_cast<double>(done) * static_cast<double>(run_.steps - step);
+  if (S.peak > 0 && dt > 0) {
+    rec.mfu = S.flops.modelFlopsPerToken * rec.tokensPerS / S.peak;
+    rec.hfu = S.flops.hardwareFlopsPerStep / dt / S.peak;
+  }
+  rec.periodic = o.logEvery > 0 && (step % o.logEvery == 0 || step == start + 1 ||
+                                    step == run_.steps);
+  S.obs->step(rec);
+  if (out)
+    *out = rec;
+  TC_RETURN_IF_ERROR(S.metrics.write(trainMetricsJson(rec)));
+  if (S.tbOpen) {
+    EventWriter &tb = S.tb;
+    double w = wall();
+    TC_RETURN_IF_ERROR(tb.scalar("train/loss", step, r.loss, w));
+    TC_RETURN_IF_ERROR(tb.scalar("train/loss_smooth", step, rec.lossSmooth, w));
+    TC_RETURN_IF_ERROR(tb.scalar("train/lr", step, lr, w));
+    if (std::isfinite(r.gradNorm))
+      TC_RETURN_IF_ERROR(tb.scalar("train/grad_norm", step, r.gradNorm, w));
+    TC_RETURN_IF_ERROR(tb.scalar("train/tokens_per_s", step, rec.tokensPerS, w));
+    if (rec.mfu >= 0)
+      TC_RETURN_IF_ERROR(tb.scalar("train/mfu", step, rec.mfu, w));
+    TC_RETURN_IF_ERROR(tb.flush());
+  }
+  return Status::ok();
+}
+
+Status TrainRun::finishStep(int64_t step, bool *userError) {
+  State &S = *s_;
+  if (!run_.valData.path.empty() && run_.evalEvery > 0 &&
+      (step % run_.evalEvery == 0 || step == run_.steps))
+    TC_RETURN_IF_ERROR(validate(step, userError));
+  if (!S.saveDir.empty() && S.o.saveEvery > 0 && step % S.o.saveEvery == 0)
+    TC_RETURN_IF_ERROR(save(step));
+  return Status::ok();
+}
+
+Status TrainRun::run(TrainSummary *summary, bool *userError, const std::function<int()> &stop,
+                     const std::function<void()> &between) {
+  State &S = *s_;
+  *userError = false;
+  *summary = TrainSummary();
+  auto clock = std::chrono::steady_clock::now;
+  if (!S.started) {
+    S.started = true;
+    S.t0 = clock();
+  }
+  summary->first = step_ + 1;
+  summary->last = step_;
+  while (step_ < run_.steps) {
+    StepRecord rec;
+    TC_RETURN_IF_ERROR(step(&rec, userError));
+    if (summary->last < summary->first)
+      summary->firstLoss = rec.loss;
+    summary->last = rec.step;
+    summary->lastLoss = rec.loss;
+    int why = S.o.stop ? S.o.stop() : 0;
+    if (!why && stop)
+      why = stop();
+    if (why != 0 && step_ < run_.steps) {
+      summary->interrupted = why;
+      if (!S.saveDir.empty() && S.savedAt != step_)
+        TC_RETURN_IF_ERROR(save(step_));
+      summary->seconds = std::chrono::duration<double>(clock() - S.t0).count();
+      return Status::ok();
+    }
+    if (between)
+      between();
+  }
+  if (!S.saveDir.empty() && S.savedAt != run_.steps)
+    TC_RETURN_IF_ERROR(save(run_.steps));
+  summary->seconds = std::chrono::duration<double>(clock() - S.t0).count();
+  return Status::ok();
+}
+
+Status train(const Artifact &artifact, const std::string &artifactPath, const TrainOptions &o,
+             RunObserver *obs, TrainSummary *summary, bool *userError) {
+  *summary = TrainSummary();
+  TrainRun run;
+  TC_RETURN_IF_ERROR(run.prepare(&artifact, artifactPath, o, obs, /*needSource=*/true, userError));
+  return run.run(summary, userError, nullptr, nullptr);
+}
+
+} // namespace tc::rt
