@@ -14,7 +14,7 @@ dynamic; fix them with tc-compile --input input_ids=16x1024 --input labels=16x10
 one output "loss" = mean cross-entropy (scalar), fp32 weights, eval mode (the model
 has no dropout).  TorchScript exporter (default): opset 17, do_constant_folding=False
 so the tied wte/lm_head stays one initializer (as scripts/make_fixtures.py does);
-dynamo exporter: opset 18, optimize=False.  Weights go to one external-data file
+dynamo exporter: opset 18, optimize=False (both through scripts/onnx_export.py).  Weights go to one external-data file
 NAME.onnx.data beside NAME.onnx.
 
 --ref-batch B also writes NAME.input_ids.npy / NAME.labels.npy (int64 [B, seq], tokens
@@ -27,55 +27,36 @@ import json
 import os
 import sys
 import time
-import warnings
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 from gpt2_torch import GPT  # noqa: E402  (the benchmark's own model class)
+from onnx_export import (export_dynamo, export_torchscript, save_program,  # noqa: E402
+                         weights_to_one_file)
 
 import onnx  # noqa: E402
 
-INPUT_NAMES = ["input_ids", "labels"]
 OUTPUT_NAMES = ["loss"]
 
 
 def export_ts(model, args, path):
-    dyn = {"input_ids": {0: "batch", 1: "seq"}, "labels": {0: "batch", 1: "seq"}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, dynamo=False, opset_version=17,
-                          input_names=INPUT_NAMES, output_names=OUTPUT_NAMES, dynamic_axes=dyn,
-                          export_params=True, do_constant_folding=False,
-                          # TRAINING, not EVAL: in eval mode the exporter's initializer deduplication
-                          # also merges parameters that are merely equal in value (every LayerNorm
-                          # weight = ones, bias = zeros at init) into one initializer + Identity
-                          # nodes, which would then train as ONE shared parameter.  In training
-                          # mode it merges only the same tensor.  The model has no dropout or
-                          # batch norm, so the graph is otherwise the same.
-                          training=torch.onnx.TrainingMode.TRAINING)
+    # training=True (TrainingMode.TRAINING), not EVAL: in eval mode the exporter's initializer
+    # deduplication also merges parameters that are merely equal in value (every LayerNorm
+    # weight = ones, bias = zeros at init) into one initializer + Identity nodes, which would
+    # then train as ONE shared parameter.  In training mode it merges only the same tensor.  The
+    # model has no dropout or batch norm, so the graph is otherwise the same.
+    export_torchscript(model, args, path, output_names=OUTPUT_NAMES, training=True)
 
 
-def export_dynamo(model, args, path, seq):
-    from torch.export import Dim
-    ds = {"idx": {0: Dim("batch", min=1, max=1024)}, "labels": {0: Dim("batch", min=1, max=1024)}}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prog = torch.onnx.export(model, args, dynamo=True, opset_version=18,
-                                 input_names=INPUT_NAMES, output_names=OUTPUT_NAMES,
-                                 dynamic_shapes=ds, optimize=False, verbose=False)
-    prog.save(path, external_data=True)
-
-
-def to_external(path):
-    """Rewrite PATH so that every initializer lives in one file PATH.data beside it."""
-    data = os.path.basename(path) + ".data"
-    m = onnx.load(path)  # loads external data too, if the exporter wrote any
-    full = os.path.join(os.path.dirname(path), data)
-    if os.path.exists(full):
-        os.remove(full)  # onnx appends to an existing file
-    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data, size_threshold=0)
+def export_dyn(model, args, path):
+    """Batch symbolic in [1, 1024], seq static (the compiled shape)."""
+    prog, dynamic, note = export_dynamo(model, args, max_batch=1024, output_names=OUTPUT_NAMES)
+    if not dynamic:
+        raise SystemExit(f"{path}: {note}")
+    save_program(prog, path)
 
 
 def main():
@@ -113,9 +94,9 @@ def main():
     if a.exporter == "ts":
         export_ts(model, (x, y), path)
     else:
-        export_dynamo(model, (x, y), path, a.seq)
+        export_dyn(model, (x, y), path)
     t_export = time.time() - t0
-    to_external(path)
+    weights_to_one_file(path)
 
     m = onnx.load(path, load_external_data=False)
     inits = [(i.name, list(i.dims)) for i in m.graph.initializer]

@@ -58,6 +58,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_hf_models  # noqa: E402  (the family table: make_hf_models.configs())
+import onnx_export  # noqa: E402
 
 EXIT_USAGE = 2
 PREFIX = "model."  # the wrapper's attribute: checkpoint names are PREFIX + the HF model's own names
@@ -170,25 +171,17 @@ def export(wrapper, args, names, path, exporter, opset, dynamic, optimize, max_s
     for p in (path, path + ".data"):
         if os.path.exists(p):
             os.remove(p)
-    out_names = ["loss", "logits"]
     if exporter == "torchscript":
-        dyn = None
-        if dynamic:
-            dyn = {n: {0: "batch", 1: "seq"} for n in names}
-            dyn["logits"] = {0: "batch", 1: "seq"}
         # do_constant_folding=False: folding writes Linear's Transpose(W) as a new initializer
         # 'onnx::MatMul_N' = W^T, and the checkpoint would then hold that name instead of W's
-        torch.onnx.export(wrapper, args, path, dynamo=False, opset_version=opset, input_names=names,
-                          output_names=out_names, dynamic_axes=dyn, do_constant_folding=False)
+        onnx_export.export_torchscript(wrapper, args, path, input_names=names, opset=opset,
+                                       dynamic=dynamic)
         return
-    from torch.export import Dim
-    ds = None
-    if dynamic:
-        b = Dim("batch", min=1, max=4096)
-        t = Dim("seq", min=2, max=max_seq or 65536)
-        ds = {n: {0: b, 1: t} for n in names}
-    prog = torch.onnx.export(wrapper, args, dynamo=True, opset_version=opset, input_names=names,
-                             output_names=out_names, dynamic_shapes=ds, optimize=optimize, verbose=False)
+    bounds = dict(max_batch=4096, max_seq=max_seq or 65536) if dynamic else {}
+    prog, got_dynamic, note = onnx_export.export_dynamo(wrapper, args, input_names=names, opset=opset,
+                                                        optimize=optimize, **bounds)
+    if dynamic and not got_dynamic:
+        raise RuntimeError(f"--dynamic: {note}")
     prog.save(path, external_data=True)
 
 

@@ -5,7 +5,7 @@
 #   - tc_cuda_tests: every runtime CUDA kernel and the cuBLASLt wrapper against
 #     the CPU reference on random inputs (with PyTorch eager's time per op when
 #     torch with CUDA is installed), the C API's CUDA session;
-#   - run_generated: the compiler-generated kernels (BUILD_DIR/gpu-bundle);
+#   - run_generated: the compiler-generated kernels (BUILD_DIR/codegen/cases.tca);
 #   - the fixtures (BUILD_DIR/fixtures/*.tca) trained 8 AdamW steps by tc-run
 #     on the GPU against the CPU reference's 8 steps (fp32 with tf32 off:
 #     1e-4 relative; bf16: 2e-2), and each one's device memory against the
@@ -76,16 +76,16 @@ else
   echo "== PyTorch eager micro-benchmarks skipped (no torch with CUDA, or --no-torch)"
 fi
 
-# Kernels the compiler generates (tc-fuse + CUDA codegen + NVRTC), loaded from
-# their cubins and compared with the CPU reference: a bundle made here by
-#   tc-cuda-codegen test/codegen/Inputs/cases.mlir --emit=none --target sm_90 --bundle BUILD/gpu-bundle
+# Kernels the compiler generates, run through the runtime's C API on the GPU
+# and compared with the CPU reference: the artifact made here by
+#   tc-cuda-codegen test/codegen/Inputs/cases.mlir --emit=none --target sm_90 --artifact BUILD/codegen/cases.tca
 GEN="$BUILD/test/codegen/run_generated"
-BUNDLE="${TC_GPU_BUNDLE:-$BUILD/gpu-bundle}"
-gen_line="generated kernels: not run (no $GEN or no bundle $BUNDLE)"
+CASES="${TC_GPU_CASES:-$BUILD/codegen/cases.tca}"
+gen_line="generated kernels: not run (no $GEN or no artifact $CASES)"
 gen_rc=0
-if [ -x "$GEN" ] && [ -d "$BUNDLE" ]; then
+if [ -x "$GEN" ] && [ -f "$CASES" ]; then
   echo "== generated kernels against the CPU reference (log: $OUT/run_generated.log)"
-  "$GEN" "$BUNDLE" >"$OUT/run_generated.log" 2>&1
+  "$GEN" "$CASES" >"$OUT/run_generated.log" 2>&1
   gen_rc=$?
   grep -E '^(PASS|FAIL|SKIP)' "$OUT/run_generated.log"
   gen_line="generated kernels: $(grep -oE '[0-9]+ passed, [0-9]+ failed' "$OUT/run_generated.log" | tail -1) (exit $gen_rc)"

@@ -6,7 +6,8 @@
 #
 #   OUT/bin/tc-run, OUT/test/cuda/tc_cuda_tests, OUT/test/codegen/run_generated
 #       built with the CUDA backend in ${TC_CUDA_BUILD_DIR:-build-cuda}
-#   OUT/gpu-bundle/          generated kernels (cubins) + their CPU reference cases
+#   OUT/codegen/cases.tca    test/codegen/Inputs/cases.mlir compiled for sm_90 (reference
+#                            program, generated kernels, device program: run_generated's input)
 #   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
 #                            for sm_90 with AdamW in P = fp32 (tf32 off) and bf16,
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
@@ -47,9 +48,10 @@ cp "$CB/bin/tc-run" "$OUT/bin/"
 cp "$CB/test/runtime/capi_train_check" "$OUT/test/runtime/"
 cp "$CB/test/cuda/tc_cuda_tests" "$OUT/test/cuda/"
 cp "$CB/test/codegen/run_generated" "$OUT/test/codegen/"
-rm -rf "$OUT/gpu-bundle"
+rm -rf "$OUT/gpu-bundle" # what run_generated read before it read an artifact
+mkdir -p "$OUT/codegen"
 "$CB/bin/tc-cuda-codegen" "$ROOT/test/codegen/Inputs/cases.mlir" --emit=none --target sm_90 \
-  --bundle "$OUT/gpu-bundle"
+  --artifact "$OUT/codegen/cases.tca"
 
 # compile_fixture ONNX NAME PREC [FLAGS...]: NAME.tca (sm_90, AdamW + clip) and its memory report.
 compile_fixture() {

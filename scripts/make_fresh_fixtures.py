@@ -41,10 +41,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_hf_models as H  # noqa: E402
+import onnx_export  # noqa: E402
 
 MODELS = ("gpt2", "llama")
 SEED = 2024
-UNREAD_METADATA = ("pkg.torch.onnx.stack_trace", "pkg.torch.onnx.class_hierarchy", "namespace")
+# Node metadata tc does not read, dropped with the stack traces (see the docstring).
+UNREAD_METADATA = ("pkg.torch.onnx.class_hierarchy", "namespace")
 
 
 def fresh_model(name):
@@ -54,16 +56,6 @@ def fresh_model(name):
     model = model_cls._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
     model.eval()
     return H.LossLogits(model, causal=True)
-
-
-def strip_stack_traces(path):
-    import onnx
-    m = onnx.load(path, load_external_data=False)
-    for n in m.graph.node:
-        keep = [p for p in n.metadata_props if p.key not in UNREAD_METADATA]
-        del n.metadata_props[:]
-        n.metadata_props.extend(keep)
-    onnx.save(m, path)
 
 
 def describe(path):
@@ -98,17 +90,15 @@ def main():
         H.export_dynamo(model, (ids, labels), base + ".dynamo-noopt.onnx", base + ".dynamo.onnx")
         modes = ["ts", "dynamo", "dynamo-noopt"]
         if name == "llama":
-            from torch.export import Dim
-            ds = {k: {0: Dim("batch", min=1, max=64), 1: Dim("seq", min=2, max=64)} for k in ("input_ids", "labels")}
-            prog = torch.onnx.export(model, (ids, labels), dynamo=True, opset_version=23,
-                                     input_names=["input_ids", "labels"], output_names=["loss", "logits"],
-                                     dynamic_shapes=ds, optimize=True)
-            H.save_program(prog, base + ".dynamo-op23.onnx")
+            prog, dynamic, note = onnx_export.export_dynamo(model, (ids, labels), max_batch=64, max_seq=64,
+                                                            opset=23, optimize=True)
+            assert dynamic, note
+            onnx_export.save_program(prog, base + ".dynamo-op23.onnx")
             modes.append("dynamo-op23")
         for mode in modes:
             path = f"{base}.{mode}.onnx"
             if mode != "ts":
-                strip_stack_traces(path)
+                onnx_export.strip_host_paths(path, also=UNREAD_METADATA)
             ref["exports"][mode] = describe(path)
         with open(base + ".ref.json", "w") as f:
             json.dump(ref, f, indent=1)
@@ -133,7 +123,6 @@ class Padded(torch.nn.Module):
 
 def padded_fixture(out):
     import copy
-    from torch.export import Dim
     cfg_cls, model_cls, kw = H.configs()["llama"]
     cfg = cfg_cls(**dict(kw, vocab_size=H.VOCAB, use_cache=False))
     torch.manual_seed(SEED + 77)
@@ -158,15 +147,14 @@ def padded_fixture(out):
         loss.backward()
         opt.step()
     names = ["input_ids", "attention_mask", "labels"]
-    dyn = {n: {0: "batch", 1: "seq"} for n in names}
-    torch.onnx.export(model, (ids, mask, labels), base + ".ts.onnx", dynamo=False, opset_version=17,
-                      input_names=names, output_names=["loss", "logits"], dynamic_axes=dyn)
-    b, t = Dim("batch", min=1, max=64), Dim("seq", min=2, max=64)
-    prog = torch.onnx.export(model, (ids, mask, labels), dynamo=True, opset_version=18,
-                             input_names=names, output_names=["loss", "logits"],
-                             dynamic_shapes={n: {0: b, 1: t} for n in names}, optimize=True)
-    H.save_program(prog, base + ".dynamo.onnx")
-    strip_stack_traces(base + ".dynamo.onnx")
+    # torch's default constant folding; the logits keep their static shape.
+    onnx_export.export_torchscript(model, (ids, mask, labels), base + ".ts.onnx", constant_folding=True,
+                                   input_names=names, dynamic_outputs=())
+    prog, dynamic, note = onnx_export.export_dynamo(model, (ids, mask, labels), max_batch=64, max_seq=64,
+                                                    input_names=names, optimize=True)
+    assert dynamic, note
+    onnx_export.save_program(prog, base + ".dynamo.onnx")
+    onnx_export.strip_host_paths(base + ".dynamo.onnx", also=UNREAD_METADATA)
     with torch.no_grad():
         l32 = model(ids, mask, labels)[0].item()
     ref = dict(model="llama (eager attention, padded batch)", torch=torch.__version__, loss_fp32=l32,

@@ -55,8 +55,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnx_export import (INPUT_NAMES, OUTPUT_NAMES, export_dynamo_pair,  # noqa: E402
-                         export_torchscript, save_program)
+import onnx_export  # noqa: E402
+from onnx_export import export_dynamo_pair, export_torchscript, save_program  # noqa: E402
 
 VOCAB = 256
 BATCH = 2
@@ -249,8 +249,7 @@ def rows_of(a, p):
 def export_static(model, args, path):
     """dynamo exporter without dynamic_shapes (what torch.onnx.export(..., dynamo=True) does by default),
     optimize=True: onnxscript then folds the causal mask and the rotary cos/sin tables into initializers."""
-    prog = torch.onnx.export(model, args, dynamo=True, opset_version=18, input_names=INPUT_NAMES,
-                             output_names=OUTPUT_NAMES, optimize=True, verbose=False)
+    prog, _, _ = onnx_export.export_dynamo(model, args, optimize=True)
     save_program(prog, path)
 
 

@@ -32,6 +32,8 @@ import shutil
 if getattr(config, "tc_have_nvrtc", "0") in ("1", "ON", "TRUE", "True"):
     config.available_features.add("nvrtc")
 llvm_config.add_tool_substitutions(["tc-cuda-codegen"], [config.tc_tools_dir])
+config.substitutions.append(("%run_generated",
+                             os.path.join(config.tc_obj_root, "test", "codegen", "run_generated")))
 _cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
 _cuobjdump = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=_cuda_bin)
 if _cuobjdump:

@@ -25,6 +25,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import make_fixtures as mf  # noqa: E402
+import onnx_export  # noqa: E402
 
 # The tiny GPT's size (make_fixtures' classes read these module globals).
 mf.D_MODEL = 64
@@ -53,12 +54,13 @@ def main():
                 p.fill_(1.0)
     model.eval()
     ids = torch.randint(0, 256, (2, 16), generator=g)
-    prog, dynamic, note = mf.export_dynamo(model, (ids, ids.clone()), mf.GPT2_N_POSITIONS)
+    prog, dynamic, note = onnx_export.export_dynamo(model, (ids, ids.clone()), max_batch=1024,
+                                                    max_seq=mf.GPT2_N_POSITIONS)
     assert dynamic, note
     if os.path.exists(args.out):
         os.remove(args.out)
     prog.save(args.out, external_data=False)
-    mf.strip_host_paths(args.out)
+    onnx_export.strip_host_paths(args.out)
     n = sum(p.numel() for p in model.parameters())
     print(f"wrote {args.out}: {n} parameters, {os.path.getsize(args.out)} bytes")
 

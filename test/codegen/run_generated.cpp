@@ -1,41 +1,30 @@
 //===- run_generated.cpp - generated CUDA kernels vs the CPU reference ----===//
 //
-// Usage: run_generated BUNDLE_DIR...
+// Usage: run_generated ARTIFACT...
 //
-// A bundle is what `tc-cuda-codegen test/codegen/Inputs/cases.mlir --target sm_90 --bundle DIR`
-// writes: reference.tca (the unfused functions), plan.txt (the fused
-// functions' buffers and kernel launches) and one <kernel>.cubin each. For
-// every function this program draws random inputs (never all zeros), runs
-// the reference executor (tc::rt::runFunction) and the plan on the GPU
-// (cudaLibraryLoadData + cudaLibraryGetKernel + cudaLaunchKernel: no -lcuda),
-// and prints one PASS/FAIL line per function. Exit status: 0 when all pass
-// or when there is no GPU (one SKIP line), 1 on any failure.
-//
-// plan.txt grammar (one record per line):
-//   tc-gpu-plan 1
-//   func NAME NVALUES
-//   value ID DTYPE RANK DIM...        (DTYPE: rt::DType number)
-//   input ID | output ID
-//   const ID NBYTES BYTE...
-//   launch KERNEL GRID BLOCK NPARAMS (P ID | N INT | M K INT...)...
-//   end
+// An artifact is what `tc-cuda-codegen test/codegen/Inputs/cases.mlir --target sm_90 --artifact
+// FILE` writes: the functions compiled as tc-compile compiles a model (the reference program,
+// the generated kernels and the device program, in the one artifact format of
+// runtime/src/schema/artifact.h). For every device function this program draws random inputs
+// (never all zeros), runs the reference program on the CPU (tc::rt::runFunction) and the device
+// program on the GPU through the runtime's C API (a CUDA session: every op checked as it runs),
+// and prints one PASS/FAIL line per function. Exit status: 0 when all pass or when there is no
+// GPU (one SKIP line with the device functions and launches it did not run), 1 on any failure
+// (an artifact that does not read, or has no device program, fails with or without a GPU), 2 on
+// a usage error.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/src/schema/artifact.h"
+#include "runtime/include/tc/runtime.h"
 #include "runtime/src/base/dtype.h"
-#include "runtime/src/base/file_io.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
-
-#include <cuda_runtime.h>
+#include "runtime/src/schema/artifact.h"
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <map>
+#include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,126 +32,14 @@ using namespace tc::rt;
 
 namespace {
 
-struct Param {
-  char kind; // 'P' pointer (value id), 'N' long long, 'M' long long array
-  std::vector<long long> v;
+struct StatusDeleter {
+  void operator()(tc_status_t *s) const { tc_status_release(s); }
 };
-struct Launch {
-  std::string kernel;
-  unsigned grid, block;
-  std::vector<Param> params;
+using StatusPtr = std::unique_ptr<tc_status_t, StatusDeleter>;
+struct SessionDeleter {
+  void operator()(tc_session_t *s) const { tc_session_release(s); }
 };
-struct PlanFunc {
-  std::string name;
-  std::vector<TensorType> values;
-  std::vector<int> inputs, outputs;
-  std::map<int, std::vector<uint8_t>> consts;
-  std::vector<Launch> launches;
-};
-
-bool readPlan(const std::string &path, std::vector<PlanFunc> *out, std::string *err) {
-  std::ifstream f(path);
-  if (!f) {
-    *err = "cannot open " + path;
-    return false;
-  }
-  std::string line;
-  PlanFunc *cur = nullptr;
-  while (std::getline(f, line)) {
-    std::istringstream is(line);
-    std::string tag;
-    is >> tag;
-    if (tag == "func") {
-      out->emplace_back();
-      cur = &out->back();
-      size_t n;
-      is >> cur->name >> n;
-      cur->values.resize(n);
-    } else if (tag == "value") {
-      int id, dt, rank;
-      is >> id >> dt >> rank;
-      TensorType &t = cur->values.at(id);
-      t.dtype = static_cast<DType>(dt);
-      t.shape.resize(rank);
-      for (auto &d : t.shape)
-        is >> d;
-    } else if (tag == "input" || tag == "output") {
-      int id;
-      is >> id;
-      (tag == "input" ? cur->inputs : cur->outputs).push_back(id);
-    } else if (tag == "const") {
-      int id;
-      size_t n;
-      is >> id >> n;
-      std::vector<uint8_t> bytes(n);
-      for (auto &b : bytes) {
-        int x;
-        is >> x;
-        b = (uint8_t)x;
-      }
-      cur->consts[id] = std::move(bytes);
-    } else if (tag == "launch") {
-      Launch l;
-      size_t np;
-      is >> l.kernel >> l.grid >> l.block >> np;
-      for (size_t i = 0; i < np; ++i) {
-        Param p;
-        is >> p.kind;
-        long long x;
-        if (p.kind == 'M') {
-          size_t k;
-          is >> k;
-          for (size_t j = 0; j < k; ++j) {
-            is >> x;
-            p.v.push_back(x);
-          }
-        } else {
-          is >> x;
-          p.v.push_back(x);
-        }
-        l.params.push_back(std::move(p));
-      }
-      cur->launches.push_back(std::move(l));
-    }
-    if (!is && tag != "end" && !tag.empty() && tag != "tc-gpu-plan") {
-      *err = "bad line in plan: " + line;
-      return false;
-    }
-  }
-  return true;
-}
-
-#define CU(expr)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (expr);                                                      \
-    if (e_ != cudaSuccess) {                                                      \
-      *err = std::string(#expr) + ": " + cudaGetErrorString(e_);                  \
-      return false;                                                               \
-    }                                                                             \
-  } while (0)
-
-struct KernelCache {
-  std::string dir;
-  std::map<std::string, cudaKernel_t> kernels;
-  bool get(const std::string &name, cudaKernel_t *k, std::string *err) {
-    auto it = kernels.find(name);
-    if (it != kernels.end()) {
-      *k = it->second;
-      return true;
-    }
-    std::ifstream f(dir + "/" + name + ".cubin", std::ios::binary);
-    std::vector<char> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (data.empty()) {
-      *err = "missing cubin " + dir + "/" + name + ".cubin";
-      return false;
-    }
-    cudaLibrary_t lib;
-    CU(cudaLibraryLoadData(&lib, data.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    CU(cudaLibraryGetKernel(k, lib, name.c_str()));
-    kernels[name] = *k;
-    return true;
-  }
-};
+using SessionPtr = std::unique_ptr<tc_session_t, SessionDeleter>;
 
 HostTensor randomTensor(const TensorType &t, std::mt19937 &rng) {
   int64_t n = t.numElements();
@@ -189,59 +66,44 @@ HostTensor randomTensor(const TensorType &t, std::mt19937 &rng) {
   return makeHostTensorInts(t, v);
 }
 
-bool runGpu(const PlanFunc &pf, KernelCache &cache, const std::vector<HostTensor> &inputs,
+/// `fn` of `session` on `inputs` (in the reference function's input order,
+/// named as it names them); false with `*err` set when the runtime fails.
+bool runGpu(tc_session_t *session, const Function &fn, const std::vector<HostTensor> &inputs,
             std::vector<HostTensor> *outputs, std::string *err) {
-  std::vector<void *> buf(pf.values.size(), nullptr);
-  auto cleanup = [&] {
-    for (void *p : buf)
-      if (p)
-        cudaFree(p);
-  };
-  for (size_t i = 0; i < pf.values.size(); ++i) {
-    size_t bytes = std::max<int64_t>(1, storageBytes(pf.values[i]));
-    CU(cudaMalloc(&buf[i], bytes));
-    CU(cudaMemset(buf[i], 0xff, bytes)); // poison: unwritten outputs show
+  std::vector<tc_tensor_view_t> views(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    views[i].name = fn.inputNames[i].c_str();
+    views[i].dtype = static_cast<tc_dtype_t>(inputs[i].type.dtype);
+    views[i].rank = inputs[i].type.shape.size();
+    views[i].shape = inputs[i].type.shape.data();
+    views[i].data = inputs[i].data.data();
+    views[i].data_size = inputs[i].data.size();
   }
-  for (size_t i = 0; i < pf.inputs.size(); ++i)
-    CU(cudaMemcpy(buf[pf.inputs[i]], inputs[i].data.data(), inputs[i].data.size(),
-                  cudaMemcpyHostToDevice));
-  for (auto &[id, bytes] : pf.consts)
-    CU(cudaMemcpy(buf[id], bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-  for (const Launch &l : pf.launches) {
-    cudaKernel_t k;
-    if (!cache.get(l.kernel, &k, err))
-      return cleanup(), false;
-    std::vector<void *> ptrs(l.params.size());
-    std::vector<long long> scalars(l.params.size());
-    std::vector<void *> args;
-    for (size_t i = 0; i < l.params.size(); ++i) {
-      const Param &p = l.params[i];
-      if (p.kind == 'P') {
-        ptrs[i] = buf.at(p.v[0]);
-        args.push_back(&ptrs[i]);
-      } else if (p.kind == 'N') {
-        scalars[i] = p.v[0];
-        args.push_back(&scalars[i]);
-      } else {
-        args.push_back(const_cast<long long *>(p.v.data()));
-      }
-    }
-    CU(cudaLaunchKernel((const void *)k, dim3(l.grid), dim3(l.block), args.data(), 0, nullptr));
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-      *err = "kernel " + l.kernel + ": " + cudaGetErrorString(e);
-      return cleanup(), false;
-    }
+  std::vector<tc_tensor_t *> out(fn.outputs.size(), nullptr);
+  StatusPtr st(tc_session_run(session, fn.name.c_str(), views.data(), views.size(), out.data(),
+                              out.size()));
+  if (st) {
+    *err = tc_status_message(st.get());
+    return false;
   }
-  for (int id : pf.outputs) {
+  for (tc_tensor_t *t : out) {
     HostTensor h;
-    h.type = pf.values[id];
-    h.data.resize(storageBytes(h.type));
-    CU(cudaMemcpy(h.data.data(), buf[id], h.data.size(), cudaMemcpyDeviceToHost));
+    h.type.dtype = static_cast<DType>(tc_tensor_dtype(t));
+    h.type.shape.assign(tc_tensor_shape(t), tc_tensor_shape(t) + tc_tensor_rank(t));
+    auto *data = static_cast<const uint8_t *>(tc_tensor_data(t));
+    h.data.assign(data, data + tc_tensor_byte_size(t));
+    tc_tensor_release(t);
     outputs->push_back(std::move(h));
   }
-  cleanup();
   return true;
+}
+
+/// Launches of generated kernels in `df` (the cases compile to nothing else).
+size_t launchCount(const DeviceFunction &df) {
+  size_t n = 0;
+  for (const DeviceOp &op : df.ops)
+    n += op.kind == "launch";
+  return n;
 }
 
 /// Max error relative to the tolerance (<= 1 passes) and a description.
@@ -294,54 +156,69 @@ double compare(const HostTensor &ref, const HostTensor &got, std::string *what) 
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: run_generated BUNDLE_DIR...\n");
+    std::fprintf(stderr, "usage: run_generated ARTIFACT...\n");
     return 2;
   }
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    std::printf("SKIP run_generated: no CUDA GPU (%s)\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 0;
-  }
-  cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
   int passed = 0, failed = 0;
+  // Read (and validate) every artifact first: a bad one fails with or without a GPU.
+  std::vector<std::pair<std::string, Artifact>> artifacts;
+  size_t functions = 0, launches = 0;
   for (int a = 1; a < argc; ++a) {
-    std::string dir = argv[a], err;
-    Artifact ref;
-    Status st = readArtifact(dir + "/reference.tca", &ref);
-    std::vector<PlanFunc> plan;
-    if (!st.isOk() || !readPlan(dir + "/plan.txt", &plan, &err)) {
-      std::printf("FAIL %s: %s\n", dir.c_str(), st.isOk() ? err.c_str() : st.message().c_str());
+    Artifact art;
+    Status st = readArtifact(argv[a], &art);
+    if (st.isOk() && art.deviceFunctions.empty())
+      st = invalidArgument("'" + std::string(argv[a]) +
+                           "' has no device program (compile it for a GPU target)");
+    if (!st.isOk()) {
+      std::printf("FAIL %s: %s\n", argv[a], st.message().c_str());
       ++failed;
       continue;
     }
-    KernelCache cache{dir, {}};
-    for (const PlanFunc &pf : plan) {
-      const Function *fn = nullptr;
-      for (const Function &f : ref.functions)
-        if (f.name == pf.name)
-          fn = &f;
-      std::mt19937 rng(std::hash<std::string>()(pf.name) & 0xffffffff);
-      std::vector<HostTensor> inputs;
-      for (int id : pf.inputs)
-        inputs.push_back(randomTensor(pf.values[id], rng));
-      std::vector<HostTensor> want, got;
+    functions += art.deviceFunctions.size();
+    for (const DeviceFunction &df : art.deviceFunctions)
+      launches += launchCount(df);
+    artifacts.emplace_back(argv[a], std::move(art));
+  }
+  if (StatusPtr st{tc_cuda_check()}) {
+    std::printf("SKIP run_generated: no CUDA GPU (%s): %zu device functions, %zu launches\n",
+                tc_status_message(st.get()), functions, launches);
+    return failed ? 1 : 0;
+  }
+  for (const auto &[path, art] : artifacts) {
+    tc_session_options_t opts;
+    tc_session_options_initialize(&opts);
+    opts.device = TC_DEVICE_CUDA;
+    opts.cuda.graphs = 0;        // every run as launched, not a replay
+    opts.cuda.check_each_op = 1; // a failing kernel is named
+    tc_session_t *raw = nullptr;
+    StatusPtr created(tc_session_create(path.c_str(), &opts, &raw));
+    SessionPtr session(raw);
+    if (created) {
+      std::printf("FAIL %s: %s\n", path.c_str(), tc_status_message(created.get()));
+      ++failed;
+      continue;
+    }
+    for (const DeviceFunction &df : art.deviceFunctions) {
+      const Function *fn = art.findFunction(df.name);
       if (!fn) {
-        std::printf("FAIL %s: no reference function\n", pf.name.c_str());
+        std::printf("FAIL %s: no reference function\n", df.name.c_str());
         ++failed;
         continue;
       }
-      st = runFunction(ref, *fn, inputs, &want);
+      std::mt19937 rng(std::hash<std::string>()(fn->name) & 0xffffffff);
+      std::vector<HostTensor> inputs;
+      for (int32_t id : fn->inputs)
+        inputs.push_back(randomTensor(fn->values[id], rng));
+      std::vector<HostTensor> want, got;
+      Status st = runFunction(art, *fn, inputs, &want);
       if (!st.isOk()) {
-        std::printf("FAIL %s: reference: %s\n", pf.name.c_str(), st.message().c_str());
+        std::printf("FAIL %s: reference: %s\n", fn->name.c_str(), st.message().c_str());
         ++failed;
         continue;
       }
-      if (!runGpu(pf, cache, inputs, &got, &err)) {
-        std::printf("FAIL %s: gpu: %s\n", pf.name.c_str(), err.c_str());
+      std::string err;
+      if (!runGpu(session.get(), *fn, inputs, &got, &err)) {
+        std::printf("FAIL %s: gpu: %s\n", fn->name.c_str(), err.c_str());
         ++failed;
         continue;
       }
@@ -354,8 +231,8 @@ int main(int argc, char **argv) {
         detail += " out" + std::to_string(i) + " " + dtypeName(want[i].type.dtype) + " " +
                   shapeToString(want[i].type.shape) + ": " + what + ";";
       }
-      std::printf("%s %s (%zu launches):%s\n", ok ? "PASS" : "FAIL", pf.name.c_str(),
-                  pf.launches.size(), detail.c_str());
+      std::printf("%s %s (%zu launches, %zu ops):%s\n", ok ? "PASS" : "FAIL", fn->name.c_str(),
+                  launchCount(df), df.ops.size(), detail.c_str());
       (ok ? passed : failed)++;
     }
   }

@@ -8,24 +8,22 @@
 //   --emit=arch    compiles for --target and prints "<name>: <arch>" read from
 //                  each cubin's ELF header
 //   --cubin-dir=D  also writes D/<name>.cubin and D/<name>.ptx
-//   --bundle=D     the input for test/codegen/run_generated: D/reference.tca
-//                  (the unfused functions for the CPU reference executor),
-//                  D/plan.txt (buffers + launches of the fused functions) and
-//                  the cubins
+//   --artifact=F   also compiles the module as tc-compile compiles a model
+//                  for --target (compile(), no training) and writes the
+//                  artifact F: the reference program, the kernels and the
+//                  device program (the input of test/codegen/run_generated)
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Compile.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
-#include "dialects/tc/Eval/Program.h"
-#include "dialects/tc/IR/TcOps.h"
 #include "runtime/src/schema/artifact.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -45,7 +43,9 @@ static cl::opt<std::string> emit("emit", cl::desc("mlir | cuda | arch | none"), 
 static cl::opt<std::string> target("target", cl::desc("sm_90 | sm_120"), cl::init("sm_90"));
 static cl::opt<bool> noFuse("no-fuse", cl::desc("Skip tc-fuse"), cl::init(false));
 static cl::opt<std::string> cubinDir("cubin-dir", cl::desc("Write <name>.cubin/.ptx here"), cl::init(""));
-static cl::opt<std::string> bundleDir("bundle", cl::desc("Write a run_generated bundle here"), cl::init(""));
+static cl::opt<std::string> artifactPath("artifact",
+                                         cl::desc("Compile for --target and write the artifact here"),
+                                         cl::init(""));
 
 namespace {
 int fail(const std::string &msg) {
@@ -59,84 +59,21 @@ bool writeFile(const std::string &path, const void *data, size_t size) {
   return (bool)f;
 }
 
-std::string dtypeOf(Type t) {
-  auto tt = tc::toTensorType(t);
-  return tt ? std::to_string((int)tt->dtype) : "?";
-}
-
-/// plan.txt: per function, its buffers and launches (see run_generated.cpp).
-LogicalResult writePlan(ModuleOp module, const std::vector<tc::cuda::KernelSource> &kernels,
-                        llvm::raw_ostream &os) {
-  llvm::DenseMap<Operation *, const tc::cuda::KernelSource *> byOp;
-  for (const auto &k : kernels)
-    byOp[k.op] = &k;
-  os << "tc-gpu-plan 1\n";
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    llvm::DenseMap<Value, int> ids;
-    std::string body;
-    llvm::raw_string_ostream b(body);
-    auto def = [&](Value v) {
-      int id = ids.size();
-      ids[v] = id;
-      auto tt = llvm::cast<RankedTensorType>(v.getType());
-      b << "value " << id << " " << dtypeOf(tt) << " " << tt.getRank();
-      for (int64_t d : tt.getShape())
-        b << " " << d;
-      b << "\n";
-      return id;
-    };
-    for (BlockArgument a : fn.getArguments()) {
-      int id = def(a);
-      b << "input " << id << "\n";
-    }
-    for (Operation &op : fn.getBody().front()) {
-      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
-        for (Value v : ret.getOperands())
-          b << "output " << ids.lookup(v) << "\n";
-        continue;
-      }
-      if (auto c = llvm::dyn_cast<tc::ConstantOp>(op)) {
-        auto h = tc::toHostTensor(c.getValue());
-        if (failed(h))
-          return op.emitOpError() << "bundle: unsupported constant";
-        int id = def(c.getResult());
-        b << "const " << id << " " << h->data.size();
-        for (uint8_t x : h->data)
-          b << " " << (int)x;
-        b << "\n";
-        continue;
-      }
-      auto it = byOp.find(&op);
-      if (it == byOp.end())
-        return op.emitOpError() << "bundle: no generated kernel for this op";
-      const tc::cuda::KernelSource &k = *it->second;
-      for (Value r : op.getResults())
-        def(r);
-      b << "launch " << k.name << " " << k.launch.grid << " " << k.launch.block << " "
-        << k.params.size();
-      for (const auto &p : k.params) {
-        switch (p.kind) {
-        case tc::cuda::ParamKind::Output:
-          b << " P " << ids.lookup(op.getResult(p.index));
-          break;
-        case tc::cuda::ParamKind::Input:
-          b << " P " << ids.lookup(op.getOperand(p.index));
-          break;
-        case tc::cuda::ParamKind::Int64:
-          b << " N " << p.values[0];
-          break;
-        case tc::cuda::ParamKind::Int64Array:
-          b << " M " << p.values.size();
-          for (int64_t v : p.values)
-            b << " " << v;
-          break;
-        }
-      }
-      b << "\n";
-    }
-    os << "func " << fn.getName() << " " << ids.size() << "\n" << body << "end\n";
-  }
-  return success();
+/// compile() on a copy of `module` (before tc-fuse: the pipelines fuse it
+/// themselves) for `target`, written to `path`.
+int writeCompiledArtifact(MLIRContext &ctx, ModuleOp module, const std::string &path) {
+  tc::CompileInput input;
+  input.module = OwningOpRef<ModuleOp>(module.clone());
+  tc::CompileOptions opts;
+  opts.target = target;
+  tc::CompileResult result;
+  tc::CompileError error;
+  if (!tc::compile(ctx, std::move(input), opts, &result, &error))
+    return fail("compiling for " + target + ": " + error.message);
+  tc::rt::Status st = tc::rt::writeArtifact(result.artifact, path);
+  if (!st.isOk())
+    return fail("writing '" + path + "': " + st.message());
+  return 0;
 }
 } // namespace
 
@@ -145,11 +82,8 @@ int main(int argc, char **argv) {
   cl::AddExtraVersionPrinter(
       [](llvm::raw_ostream &os) { os << "tc-cuda-codegen (tc) " << tc::cli::kVersion << "\n"; });
   cl::ParseCommandLineOptions(argc, argv, "tc-fuse + CUDA codegen\n");
-  DialectRegistry registry;
-  registry.insert<func::FuncDialect>();
-  tc::registerTcDialect(registry);
-  MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
+  MLIRContext ctx;
+  tc::loadCompilerDialects(ctx);
   llvm::SourceMgr sm;
   std::string err;
   auto buf = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
@@ -161,17 +95,9 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  tc::rt::Artifact reference;
-  if (!bundleDir.empty()) {
-    reference.target = "cpu";
-    reference.producer = "tc-cuda-codegen";
-    for (auto fn : module->getOps<func::FuncOp>()) {
-      auto p = tc::lowerToProgram(fn, fn.getName(), &err);
-      if (failed(p))
-        return fail("reference program of @" + fn.getName().str() + ": " + err);
-      reference.functions.push_back(std::move(*p));
-    }
-  }
+  if (!artifactPath.empty())
+    if (int rc = writeCompiledArtifact(ctx, *module, artifactPath))
+      return rc;
   if (!noFuse) {
     PassManager pm(&ctx);
     pm.addNestedPass<func::FuncOp>(tc::createTcFuse());
@@ -206,20 +132,18 @@ int main(int argc, char **argv) {
         llvm::outs() << k.source;
     }
   }
-  bool wantBinaries = emit == "arch" || !cubinDir.empty() || !bundleDir.empty();
+  bool wantBinaries = emit == "arch" || !cubinDir.empty();
   if (!wantBinaries)
     return 0;
   auto bins = tc::cuda::compileKernels(*kernels, target, &err);
   if (failed(bins))
     return fail(err);
-  for (const std::string &dir : {cubinDir.getValue(), bundleDir.getValue()}) {
-    if (dir.empty())
-      continue;
-    llvm::sys::fs::create_directories(dir);
+  if (!cubinDir.empty()) {
+    llvm::sys::fs::create_directories(cubinDir);
     for (const auto &b : *bins)
-      if (!writeFile(dir + "/" + b.name + ".cubin", b.cubin.data(), b.cubin.size()) ||
-          !writeFile(dir + "/" + b.name + ".ptx", b.ptx.data(), b.ptx.size()))
-        return fail("cannot write to '" + dir + "'");
+      if (!writeFile(cubinDir + "/" + b.name + ".cubin", b.cubin.data(), b.cubin.size()) ||
+          !writeFile(cubinDir + "/" + b.name + ".ptx", b.ptx.data(), b.ptx.size()))
+        return fail("cannot write to '" + cubinDir + "'");
   }
   if (emit == "arch")
     for (const auto &b : *bins) {
@@ -227,16 +151,5 @@ int main(int argc, char **argv) {
       llvm::outs() << b.name << ": " << (arch ? *arch : "not a CUDA ELF") << " ("
                    << b.cubin.size() << " bytes cubin, " << b.ptx.size() << " bytes PTX)\n";
     }
-  if (!bundleDir.empty()) {
-    tc::rt::Status st = tc::rt::writeArtifact(reference, bundleDir + "/reference.tca");
-    if (!st.isOk())
-      return fail("writing reference.tca: " + st.message());
-    std::string plan;
-    llvm::raw_string_ostream os(plan);
-    if (failed(writePlan(*module, *kernels, os)))
-      return 1;
-    if (!writeFile(bundleDir + "/plan.txt", plan.data(), plan.size()))
-      return fail("cannot write plan.txt");
-  }
   return 0;
 }
