@@ -515,6 +515,87 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 }
 
 //===----------------------------------------------------------------------===//
+// Scaled narrow formats
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The element formats tc.quantize writes and tc.scaled_matmul reads.
+bool isScaledElement(Type t) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type, Float4E2M1FNType>(t); }
+/// The formats of their scales: f32 factors or OCP MX's E8M0 powers of two.
+bool isScaleElement(Type t) { return t.isF32() || llvm::isa<Float8E8M0FNUType>(t); }
+
+/// Checks that `scale` fits operand `value` as a grid of blocks: same rank,
+/// each dimension at least 1 and at most the operand's.
+LogicalResult verifyScaleGrid(Operation *op, const char *what, RankedTensorType value,
+                              RankedTensorType scale) {
+  if (!isScaleElement(scale.getElementType()))
+    return op->emitOpError() << what << " scale must be f32 or f8E8M0FNU, got "
+                             << scale.getElementType();
+  if (scale.getRank() != value.getRank())
+    return op->emitOpError() << what << " scale " << shapeStr(scale.getShape())
+                             << " must have the rank of its operand " << shapeStr(value.getShape());
+  for (int64_t d = 0; d < value.getRank(); ++d)
+    if (scale.getDimSize(d) < 1 || scale.getDimSize(d) > value.getDimSize(d))
+      return op->emitOpError() << what << " scale " << shapeStr(scale.getShape())
+                               << " is not a grid of blocks of " << shapeStr(value.getShape());
+  return success();
+}
+} // namespace
+
+LogicalResult QuantizeOp::verify() {
+  auto in = tensorType(getInput()), q = tensorType(getResult()), sc = tensorType(getScaleInv());
+  if (q.getShape() != in.getShape())
+    return emitOpError() << "result shape " << shapeStr(q.getShape()) << " != input shape "
+                         << shapeStr(in.getShape());
+  if (!isScaledElement(q.getElementType()))
+    return emitOpError() << "result must be f8E4M3FN, f8E5M2 or f4E2M1FN, got "
+                         << q.getElementType();
+  ArrayRef<int64_t> block = getBlock();
+  if ((int64_t)block.size() != in.getRank())
+    return emitOpError() << "block has " << block.size() << " entries for a rank-"
+                         << in.getRank() << " input";
+  SmallVector<int64_t> grid;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (block[d] < 1 || block[d] > in.getDimSize(d))
+      return emitOpError() << "block " << shapeStr(block) << " does not fit input "
+                           << shapeStr(in.getShape()) << " (dimension " << d << ")";
+    grid.push_back((in.getDimSize(d) + block[d] - 1) / block[d]);
+  }
+  if (!isScaleElement(sc.getElementType()))
+    return emitOpError() << "scale_inv must be f32 or f8E8M0FNU, got " << sc.getElementType();
+  if (sc.getShape() != ArrayRef<int64_t>(grid))
+    return emitOpError() << "scale_inv shape " << shapeStr(sc.getShape()) << " != "
+                         << shapeStr(grid) << " (input " << shapeStr(in.getShape())
+                         << " in blocks of " << shapeStr(block) << ")";
+  return success();
+}
+
+LogicalResult ScaledMatmulOp::verify() {
+  auto a = tensorType(getLhs()), b = tensorType(getRhs()), r = tensorType(getResult());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOpError() << "operands must be rank 2, got " << shapeStr(a.getShape()) << " and "
+                         << shapeStr(b.getShape());
+  if (!isScaledElement(a.getElementType()) || !isScaledElement(b.getElementType()))
+    return emitOpError() << "operands must be f8E4M3FN, f8E5M2 or f4E2M1FN, got "
+                         << a.getElementType() << " and " << b.getElementType();
+  if (failed(verifyScaleGrid(*this, "lhs", a, tensorType(getLhsScaleInv()))) ||
+      failed(verifyScaleGrid(*this, "rhs", b, tensorType(getRhsScaleInv()))))
+    return failure();
+  int64_t m = getTransposeLhs() ? a.getDimSize(1) : a.getDimSize(0);
+  int64_t k1 = getTransposeLhs() ? a.getDimSize(0) : a.getDimSize(1);
+  int64_t k2 = getTransposeRhs() ? b.getDimSize(1) : b.getDimSize(0);
+  int64_t n = getTransposeRhs() ? b.getDimSize(0) : b.getDimSize(1);
+  if (k1 != k2)
+    return emitOpError() << "contraction sizes differ: " << k1 << " vs " << k2 << " (lhs "
+                         << shapeStr(a.getShape()) << ", rhs " << shapeStr(b.getShape()) << ")";
+  if (r.getShape() != ArrayRef<int64_t>{m, n})
+    return emitOpError() << "result shape " << shapeStr(r.getShape()) << " != " << m << "x" << n;
+  if (!r.getElementType().isBF16() && !r.getElementType().isF16() && !r.getElementType().isF32())
+    return emitOpError() << "result must be bf16, f16 or f32, got " << r.getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 

@@ -464,6 +464,71 @@ def TC_MatmulOp : TC_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Scaled narrow formats (FP8, FP4): quantization and scaled products
+//===----------------------------------------------------------------------===//
+
+def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
+  let summary = "Scale blocks of a tensor into a narrow float format by their amax";
+  let description = [{
+    Splits `input` into blocks of shape `block` (one entry per dimension; a
+    block equal to the shape is per-tensor scaling, [1, K] per-row, [1, 32]
+    MX blocks), takes each block's amax = max |x| and quantizes
+    `result = sat(x * s)` into the result's element type (f8E4M3FN, f8E5M2
+    or f4E2M1FN; round to nearest even, saturating at the format's largest
+    finite value, NaN kept), with `scale_inv = 1 / s` per block: the
+    dequantization factor, what cuBLASLt's A/B scale pointers take.
+
+    With f32 `scale_inv` the scale is Transformer Engine's current scaling:
+    s = fmax / amax in f32, 1 when amax is 0, inf or NaN, the largest f32
+    when the quotient overflows; the product x * s is rounded to f32 before
+    the narrow format, as the GPU computes it. With f8E8M0FNU `scale_inv`
+    (the OCP MX formats) scale_inv = 2^(floor(log2 amax) - emax), emax the
+    element format's largest exponent (8 for E4M3, 15 for E5M2, 2 for
+    E2M1), 2^-127 for an all-zero block, and s = 1 / scale_inv.
+
+    `scale_inv` has the shape of `input` divided by `block`, rounded up (a
+    last block may be partial). Not differentiable: tc-autodiff refuses it;
+    the FP8 plan inserts it after the backward exists.
+
+    ```mlir
+    %q, %s = tc.quantize %x {block = array<i64: 32, 64>}
+        : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, DenseI64ArrayAttr:$block);
+  let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$scale_inv);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` `(` type($result) `,` type($scale_inv) `)`";
+  let hasVerifier = 1;
+}
+
+def TC_ScaledMatmulOp : TC_Op<"scaled_matmul", [Pure]> {
+  let summary = "Matrix product of two block-scaled narrow-format operands";
+  let description = [{
+    `result = deq(lhs) @ deq(rhs)` with deq(q)[i, j] = q[i, j] *
+    scale_inv[i / bi, j / bj], where (bi, bj) is the operand's block: its
+    shape divided by its scale's shape, rounded up (the blocks of the
+    tc.quantize that made it). lhs is M x K (K x M with `transpose_lhs`),
+    rhs K x N (N x K with `transpose_rhs`), both rank 2. The products are
+    exact and the sums accumulate in at least f32; the result (bf16, f16 or
+    f32) is rounded once.
+
+    ```mlir
+    %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+        : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>)
+          -> tensor<32x128xbf16>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$lhs, TC_FloatTensor:$lhs_scale_inv,
+                   TC_FloatTensor:$rhs, TC_FloatTensor:$rhs_scale_inv,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $lhs_scale_inv `,` $rhs `,` $rhs_scale_inv attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def TC_AttentionOp : TC_Op<"attention", [Pure]> {
   let summary = "Scaled dot-product attention (fused: the scores are never stored)";
   let description = [{

@@ -39,6 +39,7 @@ const KernelTable &kernelTable() {
     cpu::registerNormKernels(t);
     cpu::registerAttentionKernels(t);
     cpu::registerRotaryKernels(t);
+    cpu::registerQuantizeKernels(t);
     cpu::registerLossKernels(t);
     cpu::registerMatmulKernels(t);
     cpu::registerShapeKernels(t);

@@ -121,10 +121,20 @@ void registerReduceKernels(KernelTable &t);      // reduce.cpp
 void registerNormKernels(KernelTable &t);        // norm.cpp
 void registerAttentionKernels(KernelTable &t);   // attention.cpp
 void registerRotaryKernels(KernelTable &t);      // rotary.cpp
+void registerQuantizeKernels(KernelTable &t);    // quantize.cpp
 void registerLossKernels(KernelTable &t);        // loss.cpp
 void registerMatmulKernels(KernelTable &t);      // matmul.cpp
 void registerShapeKernels(KernelTable &t);       // shape.cpp
 void registerGradKernels(KernelTable &t);        // grad.cpp
+
+/// The scaled narrow formats' arithmetic (quantize.cpp), shared with the
+/// tests that pin it: Transformer Engine's f32 scale from an amax for a
+/// format whose largest value is `fmax`; `x` rounded into narrow format `t`
+/// as the GPU's saturating conversion does it (+-inf to +-max, NaN kept);
+/// OCP MX's E8M0 block scale for an amax.
+float currentScale(float amax, float fmax);
+double saturatingRound(double x, DType t);
+double mxScaleInv(float amax, DType element);
 
 /// Row-major strides of `shape`.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);

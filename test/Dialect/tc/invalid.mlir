@@ -551,3 +551,48 @@ func.func @insert_slice_type(%x: tensor<2xf32>) -> tensor<4xf16> {
   %0 = tc.insert_slice %x {starts = array<i64: 0>, strides = array<i64: 1>} : tensor<2xf32> to tensor<4xf16>
   return %0 : tensor<4xf16>
 }
+
+// -----
+
+// Tests that quantize names the scale shape its blocks need.
+func.func @quantize_grid(%x: tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN> {
+  // expected-error @+1 {{'tc.quantize' op scale_inv shape 1x1 != 4x2 (input 4x8 in blocks of 1x4)}}
+  %q, %s = tc.quantize %x {block = array<i64: 1, 4>} : tensor<4x8xf32> -> (tensor<4x8xf8E4M3FN>, tensor<1x1xf32>)
+  return %q : tensor<4x8xf8E4M3FN>
+}
+
+// -----
+
+// Tests that quantize writes only the scaled narrow formats.
+func.func @quantize_format(%x: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'tc.quantize' op result must be f8E4M3FN, f8E5M2 or f4E2M1FN, got 'bf16'}}
+  %q, %s = tc.quantize %x {block = array<i64: 4>} : tensor<4xf32> -> (tensor<4xbf16>, tensor<1xf32>)
+  return %q : tensor<4xbf16>
+}
+
+// -----
+
+// Tests that quantize's block has one entry per dimension.
+func.func @quantize_block_rank(%x: tensor<4x4xf32>) -> tensor<4x4xf8E5M2> {
+  // expected-error @+1 {{'tc.quantize' op block has 1 entries for a rank-2 input}}
+  %q, %s = tc.quantize %x {block = array<i64: 4>} : tensor<4x4xf32> -> (tensor<4x4xf8E5M2>, tensor<1x1xf32>)
+  return %q : tensor<4x4xf8E5M2>
+}
+
+// -----
+
+// Tests that scaled_matmul checks the contraction size.
+func.func @scaled_matmul_k(%a: tensor<4x8xf8E4M3FN>, %b: tensor<4x16xf8E4M3FN>, %s: tensor<1x1xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{'tc.scaled_matmul' op contraction sizes differ: 8 vs 16 (lhs 4x8, rhs 4x16)}}
+  %y = tc.scaled_matmul %a, %s, %b, %s {transpose_rhs = true} : (tensor<4x8xf8E4M3FN>, tensor<1x1xf32>, tensor<4x16xf8E4M3FN>, tensor<1x1xf32>) -> tensor<4x4xbf16>
+  return %y : tensor<4x4xbf16>
+}
+
+// -----
+
+// Tests that scaled_matmul's scales are grids of their operand's blocks.
+func.func @scaled_matmul_scale(%a: tensor<4x8xf8E4M3FN>, %s: tensor<8x1xf32>, %t: tensor<1x1xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{'tc.scaled_matmul' op lhs scale 8x1 is not a grid of blocks of 4x8}}
+  %y = tc.scaled_matmul %a, %s, %a, %t {transpose_rhs = true} : (tensor<4x8xf8E4M3FN>, tensor<8x1xf32>, tensor<4x8xf8E4M3FN>, tensor<1x1xf32>) -> tensor<4x4xbf16>
+  return %y : tensor<4x4xbf16>
+}

@@ -1,0 +1,183 @@
+//===- quantize.cpp - tc.quantize, tc.scaled_matmul ---------------------------===//
+//
+// The reference for the scaled narrow formats (FP8, FP4), bit for bit what
+// the GPU computes (TcOps.td has the contract):
+//   - f32 scales (Transformer Engine's current scaling): amax in f32 (NaN
+//     elements ignored, as fmaxf does), s = fmax / amax rounded to f32, the
+//     product x * s rounded to f32 and then to the narrow format with
+//     saturation (cvt ... .satfinite: +-inf too becomes +-max, NaN stays);
+//     scale_inv = 1 / s in f32.
+//   - E8M0 scales (OCP MX): scale_inv = 2^(floor(log2 amax) - emax), clamped
+//     to E8M0's range; NaN for a block whose amax is inf or NaN; x / scale_inv
+//     is exact, then rounded with saturation.
+// tc.scaled_matmul dequantizes exactly (an 8-bit by 24-bit product fits a
+// double) and sums in double; the executor rounds the result once.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/base/float_format.h"
+#include "runtime/src/cpu/kernel.h"
+
+#include <cfloat>
+#include <cmath>
+
+namespace tc::rt::cpu {
+
+namespace {
+
+/// The largest exponent of a normal value of element format `t`.
+int elementEmax(DType t) {
+  switch (t) {
+  case DType::F8E4M3FN: return 8;
+  case DType::F8E5M2: return 15;
+  default: return 2; // F4E2M1FN
+  }
+}
+
+bool isScaledElement(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E5M2 || t == DType::F4E2M1FN;
+}
+
+} // namespace
+
+/// Transformer Engine's scale from an amax (compute_scale_from_amax with no
+/// epsilon and no power-of-two rounding).
+float currentScale(float amax, float fmax) {
+  if (std::isinf(amax) || amax == 0.f)
+    return 1.f;
+  float s = fmax / amax;
+  if (std::isinf(s))
+    return FLT_MAX;
+  if (std::isnan(s))
+    return 1.f;
+  return s;
+}
+
+/// x in narrow format `t` as the GPU's saturating conversion gives it.
+double saturatingRound(double x, DType t) {
+  if (std::isinf(x))
+    return std::copysign(maxFiniteValue(t), x);
+  return roundToFloatDType(x, t, /*saturate=*/true);
+}
+
+/// OCP MX's shared scale 2^(floor(log2 amax) - emax) of a block, clamped to
+/// E8M0's [2^-127, 2^127]; NaN when amax is not finite.
+double mxScaleInv(float amax, DType element) {
+  if (!std::isfinite(amax))
+    return NAN;
+  if (amax == 0.f)
+    return std::ldexp(1.0, -127);
+  int e;
+  std::frexp(amax, &e); // amax = m * 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
+  int x = e - 1 - elementEmax(element);
+  x = x < -127 ? -127 : (x > 127 ? 127 : x);
+  return std::ldexp(1.0, x);
+}
+
+namespace {
+
+void quantizeKernel(KernelContext &c) {
+  c.expectOperands(1);
+  c.expectResults(2);
+  const Buffer &x = *c.in[0];
+  Buffer &q = *c.out[0], &sc = *c.out[1];
+  c.expectFloat(x, "input");
+  DType elt = q.dtype();
+  if (!isScaledElement(elt))
+    c.fail("tc.quantize: the result must be f8E4M3FN, f8E5M2 or f4E2M1FN");
+  bool mx = sc.dtype() == DType::F8E8M0FNU;
+  if (!mx && sc.dtype() != DType::F32)
+    c.fail("tc.quantize: scale_inv must be f32 or f8E8M0FNU");
+  const std::vector<int64_t> &block = c.intsAttr("block");
+  const std::vector<int64_t> &shape = x.shape();
+  if (block.size() != shape.size())
+    c.fail("tc.quantize: block has " + std::to_string(block.size()) + " entries for a rank-" +
+           std::to_string(shape.size()) + " input");
+  std::vector<int64_t> grid(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (block[d] < 1)
+      c.fail("tc.quantize: block entries must be positive");
+    grid[d] = (shape[d] + block[d] - 1) / block[d];
+  }
+  c.expectShape(sc, grid, "scale_inv");
+  c.expectShape(q, shape, "result");
+  // The block of every element, walking the input in row-major order.
+  std::vector<int64_t> blockOf(x.size());
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t k = 0; k < x.size(); ++k) {
+    int64_t b = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      b = b * grid[d] + idx[d] / block[d];
+    blockOf[k] = b;
+    for (size_t d = shape.size(); d-- > 0;)
+      if (++idx[d] < shape[d])
+        break;
+      else
+        idx[d] = 0;
+  }
+  std::vector<float> amax(sc.size(), 0.f);
+  for (int64_t k = 0; k < x.size(); ++k)
+    amax[blockOf[k]] = std::fmax(amax[blockOf[k]], std::fabs(static_cast<float>(x.f[k])));
+  float fmax = static_cast<float>(maxFiniteValue(elt));
+  std::vector<float> scale(sc.size());
+  for (int64_t b = 0; b < sc.size(); ++b) {
+    if (mx) {
+      sc.f[b] = mxScaleInv(amax[b], elt);
+    } else {
+      scale[b] = currentScale(amax[b], fmax);
+      sc.f[b] = 1.0f / scale[b];
+    }
+  }
+  for (int64_t k = 0; k < x.size(); ++k) {
+    double v = x.f[k];
+    int64_t b = blockOf[k];
+    q.f[k] = mx ? saturatingRound(v / sc.f[b], elt)
+                : saturatingRound(static_cast<float>(v) * scale[b], elt);
+  }
+}
+
+/// deq(q)[i, j] = q[i, j] * scale[i / bi, j / bj] of a rank-2 operand.
+std::vector<double> dequantize(const KernelContext &c, const Buffer &q, const Buffer &s,
+                               const char *what) {
+  if (q.rank() != 2 || s.rank() != 2)
+    c.fail(std::string("tc.scaled_matmul: ") + what + " and its scale must be rank 2");
+  int64_t r = q.shape()[0], n = q.shape()[1];
+  int64_t gr = s.shape()[0], gc = s.shape()[1];
+  if (gr < 1 || gc < 1 || gr > r || gc > n)
+    c.fail(std::string("tc.scaled_matmul: ") + what + " scale is not a grid of its blocks");
+  int64_t br = (r + gr - 1) / gr, bc = (n + gc - 1) / gc;
+  std::vector<double> out(q.size());
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      out[i * n + j] = q.f[i * n + j] * s.f[(i / br) * gc + j / bc];
+  return out;
+}
+
+void scaledMatmulKernel(KernelContext &c) {
+  c.expectOperands(4);
+  c.expectResults(1);
+  const Buffer &a = *c.in[0], &sa = *c.in[1], &b = *c.in[2], &sb = *c.in[3];
+  Buffer &y = *c.out[0];
+  std::vector<double> da = dequantize(c, a, sa, "lhs"), db = dequantize(c, b, sb, "rhs");
+  bool ta = c.boolAttr("transpose_lhs", false), tb = c.boolAttr("transpose_rhs", false);
+  int64_t m = ta ? a.shape()[1] : a.shape()[0], k = ta ? a.shape()[0] : a.shape()[1];
+  int64_t kb = tb ? b.shape()[1] : b.shape()[0], n = tb ? b.shape()[0] : b.shape()[1];
+  if (k != kb)
+    c.fail("tc.scaled_matmul: contraction sizes differ");
+  c.expectShape(y, {m, n}, "result");
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += da[ta ? p * m + i : i * k + p] * db[tb ? j * k + p : p * n + j];
+      y.f[i * n + j] = acc;
+    }
+}
+
+} // namespace
+
+void registerQuantizeKernels(KernelTable &t) {
+  t["tc.quantize"] = quantizeKernel;
+  t["tc.scaled_matmul"] = scaledMatmulKernel;
+}
+
+} // namespace tc::rt::cpu

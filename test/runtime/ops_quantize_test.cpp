@@ -1,0 +1,149 @@
+//===- ops_quantize_test.cpp - tc.quantize, tc.scaled_matmul ---------------===//
+//
+// The scaled narrow formats on the CPU reference, with values worked out by
+// hand from the contract in TcOps.td (Transformer Engine's current scaling,
+// OCP MX's E8M0 block scales, saturating round to nearest even).
+//
+//===----------------------------------------------------------------------===//
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "runtime/src/base/float_format.h"
+#include "runtime/src/cpu/kernel.h"
+#include "test_util.h"
+
+namespace tc::rt {
+namespace {
+
+using namespace tc::rt::test;
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+/// tc.quantize of `x` (f32, `shape`) into `elt` with `block`; returns
+/// {result, scale_inv}.
+std::vector<HostTensor> quantize(std::vector<int64_t> shape, std::vector<double> x, DType elt,
+                                 std::vector<int64_t> block, DType scaleType = DType::F32) {
+  std::vector<int64_t> grid;
+  for (size_t d = 0; d < shape.size(); ++d)
+    grid.push_back((shape[d] + block[d] - 1) / block[d]);
+  std::vector<HostTensor> outs;
+  Status st = tryRunOp("tc.quantize", {tensor(f32(shape), x)},
+                       {ty(elt, shape), ty(scaleType, grid)}, {{"block", aInts(block)}}, &outs);
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  if (!st.isOk())
+    return {HostTensor{ty(elt, shape), {}}, HostTensor{ty(scaleType, grid), {}}};
+  return outs;
+}
+
+TEST(Quantize, TensorScaleE4M3IsTransformerEnginesCurrentScaling) {
+  // amax 4: s = 448 / 4 = 112; 0.3 * 112 = 33.6 rounds to 32 (E4M3 steps by
+  // 4 in [32, 64)); -2 * 112 = -224 and 4 * 112 = 448 are exact.
+  auto r = quantize({4}, {1, -2, 0.3, 4}, DType::F8E4M3FN, {4});
+  expectValues(r[0], {112, -224, 32, 448});
+  expectValues(r[1], {static_cast<double>(1.0f / 112.0f)});
+  // The quotient is rounded to f32 first: 448 / 3 = 149.33333 (f32), and
+  // 3 * that is 448.00000 in f32, which stays 448 (not NaN, not 416).
+  auto t = quantize({2}, {3, 1}, DType::F8E4M3FN, {2});
+  expectValues(t[0], {448, 144});
+  expectValues(t[1], {static_cast<double>(1.0f / (448.0f / 3.0f))});
+}
+
+TEST(Quantize, SpecialValuesSaturateOrPropagate) {
+  // amax inf: s = 1, so inf saturates to the format's max, NaN stays NaN and
+  // NaN does not count towards the amax.
+  auto r = quantize({4}, {kInf, -1000, kNaN, 0.5}, DType::F8E4M3FN, {4});
+  expectValues(r[0], {448, -448, kNaN, 0.5});
+  expectValues(r[1], {1});
+  auto e5 = quantize({3}, {kInf, -kInf, 1e6}, DType::F8E5M2, {3});
+  expectValues(e5[0], {57344, -57344, 57344});
+  // All zeros: s = 1.
+  auto z = quantize({2}, {0, -0.0}, DType::F8E4M3FN, {2});
+  expectValues(z[0], {0, -0.0});
+  expectValues(z[1], {1});
+  // An amax whose scale overflows f32 gets the largest f32 as its scale.
+  float tiny = 1e-40f; // an f32 subnormal
+  auto s = quantize({1}, {tiny}, DType::F8E4M3FN, {1});
+  expectValues(s[1], {static_cast<double>(1.0f / FLT_MAX)});
+  expectValues(s[0], {rt::roundToFloatDType(static_cast<float>(tiny) * FLT_MAX,
+                                            DType::F8E4M3FN, true)});
+}
+
+TEST(Quantize, RowBlocksAndPartialBlocks) {
+  // [2, 3] in rows: row amaxes 2 and 0.5 (E5M2, max 57344).
+  auto r = quantize({2, 3}, {1, -2, 0.5, 0.25, 0.5, -0.125}, DType::F8E5M2, {1, 3});
+  float s0 = 57344.0f / 2.0f, s1 = 57344.0f / 0.5f;
+  expectValues(r[0], {28672, -57344, 14336, 28672, 57344, -14336});
+  expectValues(r[1], {static_cast<double>(1.0f / s0), static_cast<double>(1.0f / s1)});
+  // [1, 5] in blocks of 4: the last block has one element. 3 * 112 = 336
+  // is a tie of 320 and 352 (E4M3 steps by 32 in [256, 512)): even is 320.
+  auto p = quantize({1, 5}, {1, 2, 3, 4, 0.5}, DType::F8E4M3FN, {1, 4});
+  expectValues(p[0], {112, 224, 320, 448, 448});
+  expectValues(p[1], {static_cast<double>(1.0f / 112.0f), static_cast<double>(1.0f / 896.0f)});
+}
+
+TEST(Quantize, MxBlocksUseE8M0PowersOfTwo) {
+  // E4M3 (emax 8), amax 6: scale_inv = 2^(2 - 8) = 2^-6, q = 64 x.
+  auto r = quantize({1, 4}, {6, -1.5, 0.01, 0}, DType::F8E4M3FN, {1, 4}, DType::F8E8M0FNU);
+  expectValues(r[1], {std::ldexp(1.0, -6)});
+  expectValues(r[0], {384, -96, rt::roundToFloatDType(0.64, DType::F8E4M3FN), 0});
+  // E2M1 (emax 2), amax 5: scale_inv = 2^(2 - 2) = 1; 5 is a tie between 4
+  // and 6 and rounds to even (4); 2.75 -> 3, 0.3 -> 0.5 (nearest of 0, 0.5).
+  auto f4 = quantize({1, 4}, {5, 2.75, 0.3, -0.2}, DType::F4E2M1FN, {1, 4}, DType::F8E8M0FNU);
+  expectValues(f4[1], {1});
+  expectValues(f4[0], {4, 3, 0.5, -0.0});
+  // All zeros: the smallest E8M0 value; inf: NaN scale and NaN elements.
+  auto z = quantize({1, 2}, {0, 0}, DType::F8E4M3FN, {1, 2}, DType::F8E8M0FNU);
+  expectValues(z[1], {std::ldexp(1.0, -127)});
+  auto n = quantize({1, 2}, {kInf, 1}, DType::F8E4M3FN, {1, 2}, DType::F8E8M0FNU);
+  expectValues(n[1], {kNaN});
+  expectValues(n[0], {kNaN, kNaN});
+}
+
+TEST(Quantize, ScaleHelpersFollowTheirContract) {
+  EXPECT_EQ(cpu::currentScale(0.f, 448.f), 1.f);
+  EXPECT_EQ(cpu::currentScale(INFINITY, 448.f), 1.f);
+  EXPECT_EQ(cpu::currentScale(NAN, 448.f), 1.f);
+  EXPECT_EQ(cpu::currentScale(2.f, 448.f), 224.f);
+  EXPECT_EQ(cpu::saturatingRound(-kInf, DType::F8E5M2), -57344);
+  EXPECT_TRUE(std::isnan(cpu::saturatingRound(kNaN, DType::F8E4M3FN)));
+  EXPECT_EQ(cpu::mxScaleInv(1.0f, DType::F8E5M2), std::ldexp(1.0, -15));
+  EXPECT_EQ(cpu::mxScaleInv(1e38f, DType::F4E2M1FN), std::ldexp(1.0, 124));
+  EXPECT_EQ(cpu::mxScaleInv(1e-45f, DType::F8E4M3FN), std::ldexp(1.0, -127));
+}
+
+TEST(Quantize, BadShapesAreErrorsNamingTheOp) {
+  std::vector<HostTensor> outs;
+  Status st = tryRunOp("tc.quantize", {tensor(f32({4}), {1, 2, 3, 4})},
+                       {ty(DType::F8E4M3FN, {4}), f32({2})}, {{"block", aInts({4})}}, &outs);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("scale_inv"), std::string::npos) << st.toString();
+  st = tryRunOp("tc.quantize", {tensor(f32({4}), {1, 2, 3, 4})},
+                {f32({4}), f32({1})}, {{"block", aInts({4})}}, &outs);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("f8E4M3FN"), std::string::npos) << st.toString();
+}
+
+TEST(ScaledMatmul, DequantizesEachBlockAndSumsExactly) {
+  // lhs 2x2 in E4M3 with row scales 0.5 and 2; rhs 2x2 (transposed) with
+  // one scale 0.25. deq(lhs) = [[0.5, 1], [6, 8]], deq(rhs^T) = [[1, 0.5],
+  // [0.25, 2]] -> result [[0.75, 2.25], [8, 19]].
+  HostTensor a = tensor(ty(DType::F8E4M3FN, {2, 2}), {1, 2, 3, 4});
+  HostTensor sa = tensor(f32({2, 1}), {0.5, 2});
+  HostTensor b = tensor(ty(DType::F8E4M3FN, {2, 2}), {4, 1, 2, 8});
+  HostTensor sb = tensor(f32({1, 1}), {0.25});
+  HostTensor y = runOp("tc.scaled_matmul", {a, sa, b, sb}, f32({2, 2}),
+                       {{"transpose_rhs", aInt(1)}});
+  expectValues(y, {0.75, 2.25, 8, 19});
+  // A bf16 result is the exact sum rounded once: 448 * 2 + 1.125 * 0.25 =
+  // 896.28125, which bf16 (8 bits of significand) rounds to 896.
+  HostTensor c = tensor(ty(DType::F8E4M3FN, {1, 2}), {448, 1.125});
+  HostTensor sc = tensor(f32({1, 1}), {1});
+  HostTensor d = tensor(ty(DType::F8E4M3FN, {2, 1}), {2, 0.25});
+  HostTensor yb = runOp("tc.scaled_matmul", {c, sc, d, sc}, ty(DType::BF16, {1, 1}));
+  expectValues(yb, {896});
+}
+
+} // namespace
+} // namespace tc::rt
