@@ -63,10 +63,21 @@ struct CompileOptions {
   std::string target = "cpu";
   /// GPU targets: allow TF32 tensor cores for fp32 matmuls.
   bool tf32 = false;
-  /// tc-precision mode: "fp32" (default), "tf32" (annotation) or "bf16"
+  /// tc-precision mode: "fp32" (default), "tf32" (annotation), "bf16"
   /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
-  /// master weights and optimizer state).
+  /// master weights and optimizer state) or "fp8" (below).
   std::string precision = "fp32";
+  /// precision "fp8" (tc-precision's fp8 options, Passes.td): the bf16 plan,
+  /// with the linear-layer matmuls in FP8 (E4M3 operands, E5M2 gradients,
+  /// fp32 accumulation, bf16 outputs). The CPU reference emulates it; GPU
+  /// targets refuse it until their lowering exists.
+  struct Fp8Options {
+    std::string scaling = "tensor";            // tensor, row or mxfp8
+    std::vector<std::string> keepHighPrecision; // regexes: ONNX node or weight names
+    int64_t highPrecisionFirst = 0, highPrecisionLast = 0; // transformer blocks
+    bool lmHead = false;        // the lm_head / tied embedding product in FP8 too
+    bool allowFallback = false; // misaligned matmuls stay bf16 instead of an error
+  } fp8;
   /// tc-recognize-attention: exported attention chains become tc.attention
   /// (off: they stay matmul / softmax / matmul, for comparison and debugging).
   bool fuseAttention = true;

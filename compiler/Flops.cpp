@@ -62,6 +62,11 @@ double functionFlops(func::FuncOp fn) {
       int64_t k = mm.getTransposeLhs() && lt.getRank() >= 2 ? lt.getDimSize(lt.getRank() - 2)
                                                             : lt.getDimSize(lt.getRank() - 1);
       flops += 2.0 * static_cast<double>(numel(mm.getResult().getType())) * k;
+    } else if (auto smm = llvm::dyn_cast<ScaledMatmulOp>(op)) {
+      // --fp8's rank-2 products (tc-quantize-fp8).
+      auto lt = llvm::cast<RankedTensorType>(smm.getLhs().getType());
+      int64_t k = smm.getTransposeLhs() ? lt.getDimSize(0) : lt.getDimSize(1);
+      flops += 2.0 * static_cast<double>(numel(smm.getResult().getType())) * k;
     } else if (auto at = llvm::dyn_cast<AttentionOp>(op)) {
       flops += 4.0 * attentionUnits(at.getQuery(), at.getKey(), at.getCausal());
     } else if (auto ag = llvm::dyn_cast<AttentionGradOp>(op)) {

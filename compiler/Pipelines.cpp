@@ -30,12 +30,16 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
   // runs in bf16 where the forward does and the f32 master weights get f32
   // gradients. Runs in every mode (fp32/tf32 only annotate, for the report).
   pm.addNestedPass<func::FuncOp>(createTcPrecision(c.precision));
-  if (c.trainability.trainable.empty() && c.trainability.freeze.empty() && !c.train)
-    return;
-  pm.addPass(createTcMarkTrainable(c.trainability));
+  if (!c.trainability.trainable.empty() || !c.trainability.freeze.empty() || c.train)
+    pm.addPass(createTcMarkTrainable(c.trainability));
+  if (c.train)
+    pm.addPass(createTcAutodiff(c.autodiff));
+  // FP8 after the backward exists (tc.quantize has no gradient): the
+  // forward's FP8 copies are shared with dgrad and wgrad.
+  if (c.precision.mode == "fp8")
+    pm.addPass(createTcQuantizeFp8());
   if (!c.train)
     return;
-  pm.addPass(createTcAutodiff(c.autodiff));
   pm.addPass(createTcOptimizer(c.optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -44,6 +48,12 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
 TrainingPipelineConfig TrainingPipelineOptions::config() const {
   TrainingPipelineConfig c;
   c.precision.mode = precision;
+  c.precision.fp8Scaling = fp8Scaling;
+  c.precision.keepHighPrecision.assign(keepHighPrecision.begin(), keepHighPrecision.end());
+  c.precision.highPrecisionFirst = highPrecisionFirst;
+  c.precision.highPrecisionLast = highPrecisionLast;
+  c.precision.fp8LmHead = fp8LmHead;
+  c.precision.allowFallback = allowFallback;
   c.trainability.trainable.assign(trainable.begin(), trainable.end());
   c.trainability.freeze.assign(freeze.begin(), freeze.end());
   c.train = train;

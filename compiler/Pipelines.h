@@ -6,7 +6,9 @@
 //   tc-import-cleanup  the imported module: canonicalize, fold constants,
 //                      CSE, recognise RMSNorm and attention
 //   tc-training        tc-precision; tc-mark-trainable; with `train`,
-//                      tc-autodiff + tc-optimizer and a cleanup
+//                      tc-autodiff + tc-optimizer and a cleanup; in
+//                      precision fp8, tc-quantize-fp8 after tc-autodiff
+//                      (after tc-precision without `train`)
 //   tc-gpu             the GPU half, one way: tc-decompose-rotary,
 //                      tc-fuse, tc-lower-to-tcx, tcx-plan-memory,
 //                      tcx-generate-cuda (NVRTC runs after the pipeline)
@@ -59,8 +61,25 @@ struct TrainingPipelineConfig {
 /// tc-training's command-line options (tc-opt).
 struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {
   Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc("tc-precision mode: fp32, tf32 or bf16"),
+                                llvm::cl::desc("tc-precision mode: fp32, tf32, bf16 or fp8"),
                                 llvm::cl::init("fp32")};
+  Option<std::string> fp8Scaling{*this, "fp8-scaling",
+                                 llvm::cl::desc("tc-precision: tensor, row or mxfp8"),
+                                 llvm::cl::init("tensor")};
+  ListOption<std::string> keepHighPrecision{
+      *this, "keep-high-precision",
+      llvm::cl::desc("tc-precision: regexes of matmuls kept out of fp8")};
+  Option<int64_t> highPrecisionFirst{*this, "high-precision-first",
+                                     llvm::cl::desc("tc-precision: first N blocks stay bf16"),
+                                     llvm::cl::init(0)};
+  Option<int64_t> highPrecisionLast{*this, "high-precision-last",
+                                    llvm::cl::desc("tc-precision: last N blocks stay bf16"),
+                                    llvm::cl::init(0)};
+  Option<bool> fp8LmHead{*this, "fp8-lm-head", llvm::cl::desc("tc-precision: lm_head in fp8"),
+                         llvm::cl::init(false)};
+  Option<bool> allowFallback{*this, "allow-fallback",
+                             llvm::cl::desc("tc-precision: misaligned fp8 matmuls stay bf16"),
+                             llvm::cl::init(false)};
   ListOption<std::string> trainable{*this, "trainable",
                                     llvm::cl::desc("tc-mark-trainable: trainable regexes")};
   ListOption<std::string> freeze{*this, "freeze",

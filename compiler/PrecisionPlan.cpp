@@ -62,28 +62,70 @@ double matmulFlops(tc::MatmulOp mm) {
   return 2.0 * k * (double)res.getNumElements();
 }
 
+/// 2*M*N*K of a rank-2 scaled product.
+double scaledMatmulFlops(tc::ScaledMatmulOp mm) {
+  auto lhs = llvm::cast<RankedTensorType>(mm.getLhs().getType());
+  auto res = llvm::cast<RankedTensorType>(mm.getType());
+  double k = mm.getTransposeLhs() ? lhs.getDimSize(0) : lhs.getDimSize(1);
+  return 2.0 * k * (double)res.getNumElements();
+}
+
 struct Row {
   std::string name, type, precision, reason, node;
+  /// The plan beyond the element type: the format the op computes in, the
+  /// scaling granularity and where its scale comes from ("-" for unscaled
+  /// formats), and the rounding.
+  std::string format, scaling, scaleFrom, rounding;
 };
 
 struct Report {
   bool found = false;
   std::vector<Row> rows;
-  double flops = 0, bf16Flops = 0;
+  double flops = 0, bf16Flops = 0, fp8Flops = 0;
   std::map<std::string, int64_t> perPrecision;
 };
 
-/// The ONNX node an op comes from: the first name in its location.
-std::string nodeOf(Location loc) {
-  if (auto n = llvm::dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location l : f.getLocations())
-      if (std::string s = nodeOf(l); !s.empty())
-        return s;
-  if (auto c = llvm::dyn_cast<CallSiteLoc>(loc))
-    return nodeOf(c.getCallee());
-  return "";
+/// The scaling granularity of a block-scaled value of shape `shape` in
+/// blocks `block` with scales of element type `scale`.
+std::string scalingOf(ArrayRef<int64_t> shape, ArrayRef<int64_t> block, Type scale) {
+  std::string blocks;
+  for (auto [i, b] : llvm::enumerate(block))
+    blocks += (i ? "x" : "") + std::to_string(b);
+  if (llvm::isa<Float8E8M0FNUType>(scale))
+    return "mxfp8 (" + blocks + " blocks, e8m0 scales)";
+  if (block == shape)
+    return "tensor";
+  return "row (" + blocks + " blocks)";
+}
+
+/// Format, scaling, scale source and rounding of `op` planned `precision`.
+void describePlan(Operation *op, Row *row) {
+  row->format = row->precision;
+  row->scaling = row->scaleFrom = "-";
+  row->rounding = "nearest even";
+  if (auto q = llvm::dyn_cast<tc::QuantizeOp>(op)) {
+    auto in = llvm::cast<RankedTensorType>(q.getInput().getType());
+    auto sc = llvm::cast<RankedTensorType>(q.getScaleInv().getType());
+    row->format = str(elementOf(q.getResult().getType()));
+    row->scaling = scalingOf(in.getShape(), q.getBlock(), sc.getElementType());
+    row->scaleFrom = "current amax of the input (this step)";
+    row->rounding = "nearest even, saturating";
+    return;
+  }
+  if (auto mm = llvm::dyn_cast<tc::ScaledMatmulOp>(op)) {
+    row->format = str(elementOf(mm.getLhs().getType())) + " x " +
+                  str(elementOf(mm.getRhs().getType()));
+    auto recipe = op->getAttrOfType<StringAttr>("tc.fp8");
+    row->scaling = recipe ? recipe.getValue().str() : "-";
+    row->scaleFrom = "scale_inv of its tc.quantize operands";
+    row->rounding = "fp32 accumulation, rounded once to " + str(elementOf(mm.getType()));
+    return;
+  }
+  Type t;
+  for (Value r : op->getResults())
+    t = t ? t : elementOf(r.getType());
+  if (t && !llvm::isa<FloatType>(t))
+    row->rounding = "exact (integer/bool)";
 }
 
 Report collect(ModuleOp module, llvm::StringRef function) {
@@ -109,7 +151,13 @@ Report collect(ModuleOp module, llvm::StringRef function) {
     auto why = op->getAttrOfType<StringAttr>("tc.precision_reason");
     row.precision = p ? p.getValue().str() : derivedPrecision(op);
     row.reason = why ? why.getValue().str() : "(derived from types)";
-    row.node = nodeOf(op->getLoc());
+    row.node = tc::onnxNodeOf(op->getLoc());
+    describePlan(op, &row);
+    if (auto smm = llvm::dyn_cast<tc::ScaledMatmulOp>(op)) {
+      double f = scaledMatmulFlops(smm);
+      rep.flops += f;
+      rep.fp8Flops += f;
+    }
     if (auto mm = llvm::dyn_cast<tc::MatmulOp>(op)) {
       double f = matmulFlops(mm);
       rep.flops += f;
@@ -174,6 +222,18 @@ std::string jsonCounts(const std::map<std::string, int64_t> &m) {
 
 } // namespace
 
+std::string tc::onnxNodeOf(Location loc) {
+  if (auto n = llvm::dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (std::string s = onnxNodeOf(l); !s.empty())
+        return s;
+  if (auto c = llvm::dyn_cast<CallSiteLoc>(loc))
+    return onnxNodeOf(c.getCallee());
+  return "";
+}
+
 std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
   std::string out;
   llvm::raw_string_ostream os(out);
@@ -186,6 +246,10 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
   os << "matmul FLOPs in bf16: " << llvm::format("%.0f", rep.bf16Flops) << " of "
      << llvm::format("%.0f", rep.flops) << " ("
      << llvm::format("%.1f", rep.flops > 0 ? 100.0 * rep.bf16Flops / rep.flops : 0.0) << "%)\n";
+  if (rep.fp8Flops > 0)
+    os << "matmul FLOPs in fp8: " << llvm::format("%.0f", rep.fp8Flops) << " of "
+       << llvm::format("%.0f", rep.flops) << " ("
+       << llvm::format("%.1f", 100.0 * rep.fp8Flops / rep.flops) << "%)\n";
   os << "counts: " << joinCounts(rep.perPrecision) << "\n";
   std::vector<Kind> kinds = byKind(rep);
   size_t wKind = 4;
@@ -199,21 +263,30 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
     os << "  " << llvm::left_justify(k.name, wKind) << "  " << llvm::right_justify(std::to_string(k.count), 5)
        << "  " << joinCounts(k.precisions) << ": " << reasons << "\n";
   }
-  size_t wName = 2, wType = 4, wPrec = 9, wReason = 6;
+  size_t wName = 2, wType = 4, wPrec = 9, wReason = 6, wNode = 9, wFormat = 6, wScaling = 7,
+         wScale = 10;
   for (const Row &r : rep.rows) {
     wName = std::max(wName, r.name.size());
     wType = std::max(wType, r.type.size());
     wPrec = std::max(wPrec, r.precision.size());
     wReason = std::max(wReason, r.reason.size());
+    wNode = std::max(wNode, r.node.size());
+    wFormat = std::max(wFormat, r.format.size());
+    wScaling = std::max(wScaling, r.scaling.size());
+    wScale = std::max(wScale, r.scaleFrom.size());
   }
   os << "ops:\n";
   os << llvm::left_justify("op", wName) << "  " << llvm::left_justify("type", wType) << "  "
      << llvm::left_justify("precision", wPrec) << "  " << llvm::left_justify("reason", wReason)
-     << "  onnx node\n";
+     << "  " << llvm::left_justify("onnx node", wNode) << "  " << llvm::left_justify("format", wFormat)
+     << "  " << llvm::left_justify("scaling", wScaling) << "  "
+     << llvm::left_justify("scale from", wScale) << "  rounding\n";
   for (const Row &r : rep.rows)
     os << llvm::left_justify(r.name, wName) << "  " << llvm::left_justify(r.type, wType) << "  "
        << llvm::left_justify(r.precision, wPrec) << "  " << llvm::left_justify(r.reason, wReason)
-       << "  " << (r.node.empty() ? "-" : r.node) << "\n";
+       << "  " << llvm::left_justify(r.node.empty() ? "-" : r.node, wNode) << "  "
+       << llvm::left_justify(r.format, wFormat) << "  " << llvm::left_justify(r.scaling, wScaling)
+       << "  " << llvm::left_justify(r.scaleFrom, wScale) << "  " << r.rounding << "\n";
   return out;
 }
 
@@ -227,6 +300,7 @@ std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function) {
                     ", \"ops\": " + std::to_string(rep.rows.size()) +
                     ", \"matmul_flops\": " + llvm::formatv("{0:F0}", rep.flops).str() +
                     ", \"bf16_matmul_flops\": " + llvm::formatv("{0:F0}", rep.bf16Flops).str() +
+                    ", \"fp8_matmul_flops\": " + llvm::formatv("{0:F0}", rep.fp8Flops).str() +
                     ", \"counts\": " + jsonCounts(rep.perPrecision) + ", \"by_kind\": [";
   std::vector<Kind> kinds = byKind(rep);
   for (size_t i = 0; i < kinds.size(); ++i)
@@ -239,7 +313,10 @@ std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function) {
     const Row &r = rep.rows[i];
     out += std::string(i ? ",\n  " : "\n  ") + "{\"op\": " + quote(r.name) +
            ", \"type\": " + quote(r.type) + ", \"precision\": " + quote(r.precision) +
-           ", \"reason\": " + quote(r.reason) + ", \"node\": " + quote(r.node) + "}";
+           ", \"reason\": " + quote(r.reason) + ", \"node\": " + quote(r.node) +
+           ", \"format\": " + quote(r.format) + ", \"scaling\": " + quote(r.scaling) +
+           ", \"scale_from\": " + quote(r.scaleFrom) + ", \"rounding\": " + quote(r.rounding) +
+           "}";
   }
   return out + "]}\n";
 }

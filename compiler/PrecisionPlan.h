@@ -35,6 +35,10 @@ std::string precisionReport(mlir::ModuleOp module, llvm::StringRef function);
 /// unknown function.
 std::string precisionReportJson(mlir::ModuleOp module, llvm::StringRef function);
 
+/// The ONNX node an op comes from: the first name in its location ("" when
+/// it has none).
+std::string onnxNodeOf(mlir::Location loc);
+
 } // namespace tc
 
 #endif // TC_COMPILER_PRECISIONPLAN_H

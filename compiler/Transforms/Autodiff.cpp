@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -601,21 +602,28 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         // With A' = op(A) [.., M, K], B' = op(B) [.., K, N]: dA' = g B'^T and
         // dB' = A'^T g, written with the transpose flags (no explicit
         // transposes), then summed over broadcast batch dimensions.
+        // An FP8 linear layer's backward products are FP8 too (Fp8Plan.h):
+        // marked with their role and which operand is g (E5M2).
         Value a = o.getLhs(), bm = o.getRhs();
         bool tl = o.getTransposeLhs(), tr = o.getTransposeRhs();
+        bool fp8 = o->hasAttr(kFp8Attr);
         if (needs(a)) {
-          Value da = tl ? MatmulOp::create(b, e.loc, bm, g, b.getBoolAttr(tr),
-                                           b.getBoolAttr(true))
-                        : MatmulOp::create(b, e.loc, g, bm, b.getBoolAttr(false),
-                                           b.getBoolAttr(!tr));
+          MatmulOp da = tl ? MatmulOp::create(b, e.loc, bm, g, b.getBoolAttr(tr),
+                                              b.getBoolAttr(true))
+                           : MatmulOp::create(b, e.loc, g, bm, b.getBoolAttr(false),
+                                              b.getBoolAttr(!tr));
+          if (fp8)
+            markFp8Backward(o, da, "dgrad", tl ? 1 : 0);
           if (failed(acc(a, e.sumTo(da, tensorTypeOf(a)))))
             return failure();
         }
         if (needs(bm)) {
-          Value db = tr ? MatmulOp::create(b, e.loc, g, a, b.getBoolAttr(true),
-                                           b.getBoolAttr(tl))
-                        : MatmulOp::create(b, e.loc, a, g, b.getBoolAttr(!tl),
-                                           b.getBoolAttr(false));
+          MatmulOp db = tr ? MatmulOp::create(b, e.loc, g, a, b.getBoolAttr(true),
+                                              b.getBoolAttr(tl))
+                           : MatmulOp::create(b, e.loc, a, g, b.getBoolAttr(!tl),
+                                              b.getBoolAttr(false));
+          if (fp8)
+            markFp8Backward(o, db, "wgrad", tr ? 0 : 1);
           if (failed(acc(bm, e.sumTo(db, tensorTypeOf(bm)))))
             return failure();
         }

@@ -317,7 +317,7 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
 }
 
 def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
-  let summary = "Choose each op's precision (fp32 / tf32 / bf16 mixed precision)";
+  let summary = "Choose each op's precision (fp32 / tf32 / bf16 mixed precision / fp8)";
   let description = [{
     Gives every tc op the discardable attributes `tc.precision` (the element
     type it computes in: "bf16", "f32", "tf32", or e.g. "i64" for integer
@@ -360,12 +360,86 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
     %yf = tc.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
     %s = tc.softmax %yf {axis = 1 : i64, tc.precision = "f32", ...} : tensor<2x4xf32>
     ```
-    Fails on an unknown `mode`.
+    `mode=fp8` is the bf16 plan for every op, plus the FP8 mark on each
+    linear-layer matmul that may run in FP8 (Fp8Plan.h; tc-quantize-fp8
+    turns the marks into tc.quantize + tc.scaled_matmul after tc-autodiff):
+    `tc.fp8 = "<scaling>"`, `tc.fp8_role = "fprop"`. Eligible: one operand
+    is (through casts, transposes and reshapes) a 2-D tc.parameter on the
+    right, and the matmul is not the lm_head (its result reaches a loss or
+    log_softmax, or the function result named "logits"; or its weight is
+    also read by a tc.gather: a tied embedding) unless `fp8-lm-head`, not
+    matched by a `keep-high-precision` regex (rt::NameRegex on the ONNX node
+    name of its location or on the weight's name), and not in the first /
+    last N transformer blocks (the block index from the weight's name,
+    `(h|layers|blocks).<i>.`). cuBLASLt FP8 needs K and N multiples of 16
+    (32 with `fp8-scaling=mxfp8`): a marked matmul that breaks it is an
+    error naming it and its sizes, unless `allow-fallback`, which keeps it
+    in bf16 with the fallback as its reason. Every kept matmul's reason
+    says why; no eligible matmul at all is a remark.
+
+    Fails on an unknown `mode` or `fp8-scaling`, on a bad regex, and on
+    `high-precision-first/last` when no parameter name has a block index.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"fp32\"",
-           "fp32, tf32 (an annotation: f32 matmuls may use tf32) or bf16">
+           "fp32, tf32 (an annotation: f32 matmuls may use tf32), bf16 or fp8 "
+           "(bf16, with FP8 marks on the linear-layer matmuls)">,
+    Option<"fp8Scaling", "fp8-scaling", "std::string", /*default=*/"\"tensor\"",
+           "mode=fp8: tensor (one f32 scale per tensor), row (per row / column "
+           "along K) or mxfp8 (1x32 blocks along K, E8M0 scales)">,
+    ListOption<"keepHighPrecision", "keep-high-precision", "std::string",
+               "mode=fp8: regexes (ONNX node or weight names) of matmuls kept in bf16">,
+    Option<"highPrecisionFirst", "high-precision-first", "int64_t", /*default=*/"0",
+           "mode=fp8: the first N transformer blocks stay bf16">,
+    Option<"highPrecisionLast", "high-precision-last", "int64_t", /*default=*/"0",
+           "mode=fp8: the last N transformer blocks stay bf16">,
+    Option<"fp8LmHead", "fp8-lm-head", "bool", /*default=*/"false",
+           "mode=fp8: the lm_head (and a tied embedding's product) runs in FP8 too">,
+    Option<"allowFallback", "allow-fallback", "bool", /*default=*/"false",
+           "mode=fp8: a matmul that cannot run in FP8 stays bf16 (reported) "
+           "instead of failing the compile">
   ];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcQuantizeFp8 : Pass<"tc-quantize-fp8", "mlir::ModuleOp"> {
+  let summary = "FP8 matmuls: the marked tc.matmul ops become tc.quantize + tc.scaled_matmul";
+  let description = [{
+    Replaces every tc.matmul that carries tc-precision's (or tc-autodiff's)
+    FP8 mark (`tc.fp8 = "tensor" | "row" | "mxfp8"`, `tc.fp8_role` fprop /
+    dgrad / wgrad, `tc.fp8_grad` the operand that is the incoming gradient)
+    by tc.quantize of its operands and a tc.scaled_matmul with the matmul's
+    (bf16) result type, in every function. The incoming gradient is
+    quantized to f8E5M2, the other operands to f8E4M3FN, as Transformer
+    Engine does. Blocks: the whole operand (`tensor`, f32 scale), the
+    contraction axis by 1 (`row`, f32 scales) or 32 along the contraction
+    axis (`mxfp8`, f8E8M0FNU scales). One quantization per (value, format,
+    block) is shared by every product that reads it: the forward's FP8
+    copies of x and W are the ones dgrad and wgrad read. A 2-D transpose
+    of an operand is folded into the product's transpose flag (tensor
+    scaling is layout-invariant; the other blocks follow the contraction
+    axis). Batched linear layers become rank 2 through tc.reshape: [..., M,
+    K] x [K, N] as [B*M, K] x [K, N] (reshaped back), and tc-autodiff's
+    wgrad, a batched product summed over its batch axes, as one product
+    over B*T rows.
+
+    Before:
+    ```mlir
+    %y = tc.matmul %x, %w {tc.fp8 = "tensor", tc.fp8_role = "fprop"}
+        : tensor<32x64xbf16>, tensor<64x16xbf16> -> tensor<32x16xbf16>
+    ```
+    After:
+    ```mlir
+    %qx, %sx = tc.quantize %x {block = array<i64: 32, 64>}
+        : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+    %qw, %sw = tc.quantize %w {block = array<i64: 64, 16>}
+        : tensor<64x16xbf16> -> (tensor<64x16xf8E4M3FN>, tensor<1x1xf32>)
+    %y = tc.scaled_matmul %qx, %sx, %qw, %sw {tc.fp8 = "tensor", tc.fp8_role = "fprop"}
+        : (...) -> tensor<32x16xbf16>
+    ```
+    A marked matmul whose layout does not fold into rank 2 stays a bf16
+    tc.matmul, with the reason in `tc.precision_reason` and a remark.
+  }];
   let dependentDialects = ["::tc::TCDialect"];
 }
 

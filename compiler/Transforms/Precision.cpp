@@ -11,10 +11,12 @@
 // an op is reached its operands have their final types. Only f32 values are
 // ever turned into bf16; the set `lowered` remembers which, so that ops kept
 // in f32 cast exactly those back up and pre-existing bf16/f16 values of a
-// model are left alone.
+// model are left alone. `mode=fp8` is the bf16 plan, then Fp8Plan.cpp's
+// marks on the linear-layer matmuls.
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -134,16 +136,19 @@ public:
       }
       if (!llvm::isa<TCDialect>(op->getDialect()))
         continue;
-      if (mode == "bf16")
+      if (bf16Plan())
         planBf16(op);
       else
         annotateOnly(op);
     }
-    if (mode == "bf16")
+    if (bf16Plan())
       cleanupCasts();
   }
 
 private:
+  /// fp8 is the bf16 plan plus the marks of markFp8Matmuls.
+  bool bf16Plan() const { return mode == "bf16" || mode == "fp8"; }
+
   /// Integer/bool ops: untouched in every mode. Returns true if it was one.
   bool annotateInteger(Operation *op) {
     Type t = computeType(op);
@@ -424,10 +429,12 @@ struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
 
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
-    if (mode != "fp32" && mode != "tf32" && mode != "bf16") {
-      fn.emitError() << "tc-precision: mode must be fp32, tf32 or bf16, got '" << mode << "'";
+    if (mode != "fp32" && mode != "tf32" && mode != "bf16" && mode != "fp8") {
+      fn.emitError() << "tc-precision: mode must be fp32, tf32, bf16 or fp8, got '" << mode << "'";
       return signalPassFailure();
     }
+    if (mode == "fp8" && failed(checkFp8Options(fn)))
+      return signalPassFailure();
     if (fn.isExternal())
       return;
     if (!fn.getBody().hasOneBlock()) {
@@ -435,6 +442,26 @@ struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
       return signalPassFailure();
     }
     Planner(fn, mode).run();
+    if (mode == "fp8" && failed(markFp8Matmuls(fn, fp8Options())))
+      signalPassFailure();
+  }
+
+private:
+  LogicalResult checkFp8Options(func::FuncOp fn) {
+    if (std::string err = checkFp8Scaling(fp8Scaling); !err.empty())
+      return fn.emitError() << err;
+    return success();
+  }
+
+  Fp8PlanOptions fp8Options() const {
+    Fp8PlanOptions o;
+    o.scaling = fp8Scaling;
+    o.keepHighPrecision.assign(keepHighPrecision.begin(), keepHighPrecision.end());
+    o.highPrecisionFirst = highPrecisionFirst;
+    o.highPrecisionLast = highPrecisionLast;
+    o.lmHead = fp8LmHead;
+    o.allowFallback = allowFallback;
+    return o;
   }
 };
 

@@ -112,6 +112,31 @@ func.func @infer(%x: tensor<4x8xf32> {tc.name = "x"}) -> (tensor<f32> {tc.name =
   return %l : tensor<f32>
 }
 
+// -----
+
+// Tests that the backward products of an FP8-marked matmul carry the mark
+// with their role and the operand that is the incoming gradient (E5M2 in
+// tc-quantize-fp8): dgrad reads it as operand 0, wgrad (W read transposed,
+// so dW^T = g^T x) as operand 0 too; an unmarked matmul's backward has none.
+// CHECK-LABEL: func.func @grad_step
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.fp8 = "tensor", tc.fp8_role = "fprop", transpose_rhs = true}
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {transpose_rhs = true} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {transpose_lhs = true} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.fp8 = "tensor", tc.fp8_grad = 0 : i64, tc.fp8_role = "dgrad"} : tensor<4x16xf32>, tensor<16x32xf32> -> tensor<4x32xf32>
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.fp8 = "tensor", tc.fp8_grad = 0 : i64, tc.fp8_role = "wgrad", transpose_lhs = true} : tensor<4x16xf32>, tensor<4x32xf32> -> tensor<16x32xf32>
+// CHECK-NOT: tc.fp8
+// CHECK: return
+func.func @infer(%x0: tensor<4x32xf32> {tc.name = "x"}) -> (tensor<f32> {tc.name = "loss"}) {
+  %p = tc.parameter "p" {trainable} : tensor<4x32xf32>
+  %x = tc.add %x0, %p : tensor<4x32xf32>, tensor<4x32xf32> -> tensor<4x32xf32>
+  %w = tc.parameter "w" {trainable} : tensor<16x32xf32>
+  %y = tc.matmul %x, %w {transpose_rhs = true, tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<4x32xf32>, tensor<16x32xf32> -> tensor<4x16xf32>
+  %v = tc.parameter "v" {trainable} : tensor<16x16xf32>
+  %z = tc.matmul %y, %v : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %l = tc.reduce_sum %z {axes = array<i64: 0, 1>} : tensor<4x16xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 //--- option.mlir
 
 // Tests that loss=<name> picks the loss among several scalar results and

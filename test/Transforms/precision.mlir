@@ -1,10 +1,10 @@
 // RUN: tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=bf16}))' | FileCheck %s
 // RUN: tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=tf32}))' | FileCheck %s --check-prefix=TF32
 // RUN: tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp32}))' | FileCheck %s --check-prefix=FP32
-// RUN: not tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8}))' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=int4}))' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Tests that an unknown mode is an error naming it.
-// BAD: error: tc-precision: mode must be fp32, tf32 or bf16, got 'fp8'
+// BAD: error: tc-precision: mode must be fp32, tf32, bf16 or fp8, got 'int4'
 
 // Tests that matmul operands are cast to bf16 (a parameter once, right after
 // its definition: an fp32 master weight), the bias add and gelu follow in

@@ -10,6 +10,7 @@
 #include "compiler/MemoryPlan.h"
 #include "compiler/PrecisionPlan.h"
 #include "compiler/Target.h"
+#include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/schema/artifact.h"
 #include "tools/OnnxInput.h"
@@ -48,6 +49,25 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --bf16                 precision: bf16 matmuls and elementwise math; norms,
                          softmax and the loss in fp32; fp32 master weights and
                          optimizer state (the CPU reference emulates bf16 exactly)
+  --fp8                  precision: the bf16 plan with the linear layers' matmuls
+                         in FP8 (E4M3 operands, E5M2 gradients, fp32
+                         accumulation, bf16 outputs; Transformer Engine's
+                         recipe: the lm_head, a tied embedding, norms, softmax
+                         and the loss stay high precision). --target cpu
+                         emulates it; the GPU lowering does not exist yet
+  --fp8-scaling S        tensor (one scale per tensor by its current amax, the
+                         default), row (per row / column along K) or mxfp8
+                         (1x32 blocks, E8M0 scales); delayed and block128 are
+                         not implemented yet
+  --keep-high-precision REGEX
+                         keep matmuls in bf16 whose ONNX node or weight name
+                         matches REGEX (repeatable; POSIX ERE, as --trainable)
+  --high-precision-first N, --high-precision-last N
+                         keep the first / last N transformer blocks in bf16
+                         (block index from names like h.3., layers.3., blocks.3.)
+  --fp8-lm-head          the lm_head (and a tied embedding's product) in FP8 too
+  --allow-fallback       a matmul that cannot run in FP8 (K or N not a multiple
+                         of 16) stays bf16, reported, instead of an error
   --no-fused-attention   keep exported attention as matmul / softmax / matmul
                          (default: tc-recognize-attention makes each causal or
                          unmasked attention one tc.attention op)
@@ -169,6 +189,8 @@ int main(int argc, char **argv) {
   bool reportMemory = false, reportPrecision = false, reportFlops = false, quiet = false,
        json = false, batchSearch = true;
   std::vector<std::string> trainOnly; // flags that only mean something with --train
+  std::vector<std::string> fp8Only;   // flags that only mean something with --fp8
+  std::vector<std::string> precisionFlags; // --fp32 / --bf16 / --tf32 / --fp8, in order
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string &flag) -> std::string {
@@ -282,10 +304,38 @@ int main(int argc, char **argv) {
     } else if (is("--target")) {
       opts.target = value("--target");
     } else if (a == "--fp32" || a == "--bf16") {
+      precisionFlags.push_back(a);
       opts.precision = a.substr(2);
     } else if (a == "--tf32") {
+      precisionFlags.push_back(a);
       opts.precision = "tf32";
       opts.tf32 = true;
+    } else if (a == "--fp8") {
+      precisionFlags.push_back(a);
+      opts.precision = "fp8";
+    } else if (is("--fp8-scaling")) {
+      fp8Only.push_back("--fp8-scaling");
+      opts.fp8.scaling = value("--fp8-scaling");
+      if (std::string err = tc::checkFp8Scaling(opts.fp8.scaling); !err.empty())
+        fail(2, err);
+    } else if (is("--keep-high-precision")) {
+      fp8Only.push_back("--keep-high-precision");
+      opts.fp8.keepHighPrecision.push_back(value("--keep-high-precision"));
+    } else if (is("--high-precision-first") || is("--high-precision-last")) {
+      std::string flag = a.compare(0, 21, "--high-precision-last") == 0 ? "--high-precision-last"
+                                                                        : "--high-precision-first";
+      fp8Only.push_back(flag);
+      std::string v = value(flag);
+      if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos)
+        fail(2, flag + " wants a number of transformer blocks >= 0, got '" + v + "'");
+      (flag == "--high-precision-last" ? opts.fp8.highPrecisionLast
+                                       : opts.fp8.highPrecisionFirst) = std::stoll(v);
+    } else if (a == "--fp8-lm-head") {
+      fp8Only.push_back(a);
+      opts.fp8.lmHead = true;
+    } else if (a == "--allow-fallback") {
+      fp8Only.push_back(a);
+      opts.fp8.allowFallback = true;
     } else if (a == "--json") {
       json = true;
     } else if (a == "--no-batch-search") {
@@ -320,6 +370,12 @@ int main(int argc, char **argv) {
     fail(2, "no model given (see --help)");
   if (!opts.train.enabled && !trainOnly.empty())
     fail(2, trainOnly.front() + " has no effect without --train (it sets up the training step)");
+  if (opts.precision != "fp8" && !fp8Only.empty())
+    fail(2, fp8Only.front() + " has no effect without --fp8 (it shapes the FP8 plan)");
+  for (const std::string &other : precisionFlags)
+    if (other != "--fp8" && llvm::is_contained(precisionFlags, "--fp8"))
+      fail(2, "--fp8 and " + other + " are two precisions: give one (--fp8 already runs "
+              "everything that is not FP8 in bf16)");
   // The ranges torch.optim accepts (it raises ValueError outside them).
   {
     const tc::TrainOptions &t = opts.train;

@@ -1,0 +1,66 @@
+//===- Fp8Plan.h - the FP8 marks of tc-precision --------------*- C++ -*-===//
+//
+// The FP8 half of tc-precision's plan (mode=fp8): which linear-layer
+// matmuls get the FP8 mark, and the mark itself, which tc-autodiff passes on
+// to the backward products and tc-quantize-fp8 turns into tc.quantize +
+// tc.scaled_matmul. The marks are plain string / integer attributes, so
+// that they survive into the reference program like every other attribute.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_COMPILER_TRANSFORMS_FP8PLAN_H
+#define TC_COMPILER_TRANSFORMS_FP8PLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tc {
+
+/// The scaling granularity (recipe) of an FP8 matmul: "tensor", "row" or
+/// "mxfp8".
+constexpr llvm::StringLiteral kFp8Attr = "tc.fp8";
+/// Which product of a linear layer: "fprop", "dgrad" or "wgrad".
+constexpr llvm::StringLiteral kFp8RoleAttr = "tc.fp8_role";
+/// dgrad / wgrad: the operand (0 or 1) that is the incoming gradient
+/// (quantized to E5M2; every other operand is E4M3).
+constexpr llvm::StringLiteral kFp8GradAttr = "tc.fp8_grad";
+
+/// The recipes tc-quantize-fp8 implements, for error messages.
+constexpr llvm::StringLiteral kFp8Scalings = "tensor, row or mxfp8";
+
+/// Checks an `--fp8-scaling` value: empty when it is implemented, else the
+/// error (a planned recipe says "not implemented yet", an unknown one lists
+/// the valid ones).
+std::string checkFp8Scaling(llvm::StringRef scaling);
+
+/// What tc-precision's fp8 options ask for (Passes.td has their meaning).
+struct Fp8PlanOptions {
+  std::string scaling = "tensor";
+  std::vector<std::string> keepHighPrecision;
+  int64_t highPrecisionFirst = 0, highPrecisionLast = 0;
+  bool lmHead = false, allowFallback = false;
+};
+
+/// Puts the FP8 mark on the eligible matmuls of `fn` (already planned in
+/// bf16) and rewrites the reason of every other linear-layer matmul to say
+/// why it stays bf16. Errors (bad regex, no block index, a misaligned matmul
+/// without allowFallback) are emitted on the op at fault; a remark says when
+/// no matmul was marked.
+mlir::LogicalResult markFp8Matmuls(mlir::func::FuncOp fn, const Fp8PlanOptions &options);
+
+/// Copies the mark of forward matmul `fwd` onto backward product `bwd`, with
+/// `role` ("dgrad" / "wgrad") and the operand index of the incoming gradient.
+void markFp8Backward(mlir::Operation *fwd, mlir::Operation *bwd, llvm::StringRef role,
+                     int64_t gradOperand);
+
+/// The transformer block index in a parameter name (`(h|layers|blocks).<i>.`
+/// after the start or a '.'), or -1.
+int64_t blockIndexOf(llvm::StringRef name);
+
+} // namespace tc
+
+#endif // TC_COMPILER_TRANSFORMS_FP8PLAN_H

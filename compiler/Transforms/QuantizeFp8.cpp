@@ -1,0 +1,294 @@
+//===- QuantizeFp8.cpp - tc-quantize-fp8 ----------------------------------===//
+//
+// Turns the FP8 marks of tc-precision and tc-autodiff (Fp8Plan.h) into the
+// ops that compute them: each marked tc.matmul becomes tc.quantize of its two
+// operands (E5M2 for the incoming gradient, E4M3 otherwise) and one rank-2
+// tc.scaled_matmul with the matmul's bf16 result type. Runs after
+// tc-autodiff, so the forward, dgrad and wgrad products of a layer share
+// their quantized operands: one tc.quantize per (value, format, block), the
+// forward's FP8 copies of x and W being what the backward reads, as
+// Transformer Engine saves them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Fp8Plan.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <tuple>
+
+namespace tc {
+#define GEN_PASS_DEF_TCQUANTIZEFP8
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace tc
+
+using namespace mlir;
+using namespace tc;
+
+namespace {
+
+constexpr llvm::StringLiteral kPrecision = "tc.precision";
+constexpr llvm::StringLiteral kReason = "tc.precision_reason";
+
+RankedTensorType tensorTypeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+/// A marked product as rank 2: `lhs` (M x K, K x M with `tl`) times `rhs`
+/// (K x N, N x K with `tr`), replacing `target` (the matmul's result, or
+/// the batch sum that tc-autodiff's wgrad ends in) through a reshape to its
+/// type when `target` has another rank.
+struct Product {
+  Value lhs, rhs;
+  bool tl = false, tr = false;
+  Value target;
+  RankedTensorType result; // the rank-2 product's type
+  SmallVector<Operation *> replaced; // ops that die with the rewrite, last first
+};
+
+class Quantizer {
+public:
+  explicit Quantizer(func::FuncOp fn) : fn(fn), b(fn.getContext()) {}
+
+  void run() {
+    SmallVector<MatmulOp> marked;
+    fn.walk([&](MatmulOp mm) {
+      if (mm->hasAttr(kFp8Attr))
+        marked.push_back(mm);
+    });
+    for (MatmulOp mm : marked)
+      rewrite(mm);
+    // The transposes and reshapes the products no longer read.
+    while (!maybeDead.empty()) {
+      Operation *op = maybeDead.pop_back_val();
+      if (!op->use_empty())
+        continue;
+      if (Operation *in = op->getOperand(0).getDefiningOp())
+        if (llvm::isa<TransposeOp, ReshapeOp, CastOp>(in))
+          maybeDead.insert(in);
+      op->erase();
+    }
+  }
+
+private:
+  /// `v` with the shape `shape`, one tc.reshape per (value, shape) right
+  /// after v's definition.
+  Value reshaped(Value v, ArrayRef<int64_t> shape) {
+    auto t = RankedTensorType::get(shape, tensorTypeOf(v).getElementType());
+    if (t == v.getType())
+      return v;
+    auto key = std::make_pair(v, Type(t));
+    if (Value cached = reshapes.lookup(key))
+      return cached;
+    OpBuilder::InsertionGuard g(b);
+    setAfterDefinition(v);
+    auto r = ReshapeOp::create(b, v.getLoc(), t, v);
+    annotate(r, typeName(t.getElementType()), "data movement: rank 2 for the fp8 product");
+    reshapes[key] = r.getResult();
+    return r.getResult();
+  }
+
+  void setAfterDefinition(Value v) {
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(v.getParentBlock());
+  }
+
+  void annotate(Operation *op, StringRef precision, StringRef reason) {
+    op->setAttr(kPrecision, b.getStringAttr(precision));
+    op->setAttr(kReason, b.getStringAttr(reason));
+  }
+
+  /// Folds a 2-D transpose of `v` into the product's flag.
+  Value stripTranspose(Value v, bool &transposed) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t || t.getPermutation() != ArrayRef<int64_t>{1, 0})
+      return v;
+    transposed = !transposed;
+    maybeDead.insert(t);
+    return t.getInput();
+  }
+
+  /// The rank-2 form of `mm`, or failure when its layout does not fold.
+  FailureOr<Product> rankTwo(MatmulOp mm) {
+    Product p;
+    p.tl = mm.getTransposeLhs();
+    p.tr = mm.getTransposeRhs();
+    auto lt = tensorTypeOf(mm.getLhs()), rt = tensorTypeOf(mm.getRhs());
+    auto res = tensorTypeOf(mm.getResult());
+    if (!lt.hasStaticShape() || !rt.hasStaticShape())
+      return failure();
+    p.replaced.push_back(mm);
+    if (lt.getRank() == 2 && rt.getRank() == 2) {
+      p.lhs = mm.getLhs();
+      p.rhs = mm.getRhs();
+      p.target = mm.getResult();
+      p.result = res;
+      return p;
+    }
+    ArrayRef<int64_t> ls = lt.getShape(), rs = rt.getShape();
+    if (lt.getRank() > 2 && rt.getRank() == 2 && !p.tl) {
+      // [..., M, K] x [K, N]: the batch axes are more rows.
+      int64_t rows = product(ls.drop_back());
+      p.lhs = reshaped(mm.getLhs(), {rows, ls.back()});
+      p.rhs = mm.getRhs();
+      p.target = mm.getResult();
+      p.result = RankedTensorType::get({rows, res.getShape().back()}, res.getElementType());
+      return p;
+    }
+    // tc-autodiff's wgrad of a batched layer: [..., T, K]^T x [..., T, N]
+    // summed over the batch axes (keepdims, then reshaped to [K, N]) is
+    // one product over all B*T rows.
+    int64_t batch = lt.getRank() - 2;
+    if (lt.getRank() != rt.getRank() || batch < 1 || !p.tl || p.tr ||
+        ls.drop_back(2) != rs.drop_back(2) || !mm->hasOneUse())
+      return failure();
+    auto sum = llvm::dyn_cast<ReduceSumOp>(*mm->user_begin());
+    SmallVector<int64_t> batchAxes;
+    for (int64_t d = 0; d < batch; ++d)
+      batchAxes.push_back(d);
+    if (!sum || sum.getAxes() != ArrayRef<int64_t>(batchAxes))
+      return failure();
+    p.replaced.insert(p.replaced.begin(), sum);
+    p.target = sum.getResult();
+    if (sum.getKeepdims()) {
+      auto back = sum->hasOneUse() ? llvm::dyn_cast<ReshapeOp>(*sum->user_begin()) : ReshapeOp();
+      if (!back || tensorTypeOf(back.getResult()).getRank() != 2)
+        return failure();
+      p.replaced.insert(p.replaced.begin(), back);
+      p.target = back.getResult();
+    }
+    int64_t rows = product(ls.drop_back());
+    p.lhs = reshaped(mm.getLhs(), {rows, ls.back()});
+    p.rhs = reshaped(mm.getRhs(), {rows, rs.back()});
+    p.result = tensorTypeOf(p.target);
+    return p;
+  }
+
+  /// The block of a rank-2 operand `v` whose contraction axis is `k`.
+  SmallVector<int64_t> blockOf(Value v, int64_t k, StringRef scaling) {
+    ArrayRef<int64_t> s = tensorTypeOf(v).getShape();
+    if (scaling == "tensor")
+      return SmallVector<int64_t>(s);
+    SmallVector<int64_t> block = {1, 1};
+    block[k] = scaling == "mxfp8" ? std::min<int64_t>(32, s[k]) : s[k];
+    return block;
+  }
+
+  /// The shared FP8 copy of `v` (data and scale_inv) in `format`.
+  std::pair<Value, Value> quantized(Value v, Type format, ArrayRef<int64_t> block,
+                                    StringRef scaling, bool isGrad) {
+    auto key = std::make_tuple(v.getAsOpaquePointer(), format.getAsOpaquePointer(),
+                               std::vector<int64_t>(block.begin(), block.end()));
+    auto it = quantizations.find(key);
+    if (it != quantizations.end())
+      return it->second;
+    auto t = tensorTypeOf(v);
+    SmallVector<int64_t> grid;
+    for (auto [d, bl] : llvm::zip(t.getShape(), block))
+      grid.push_back((d + bl - 1) / bl);
+    Type scaleElt = scaling == "mxfp8" ? Type(b.getType<Float8E8M0FNUType>()) : b.getF32Type();
+    OpBuilder::InsertionGuard g(b);
+    setAfterDefinition(v);
+    auto q = QuantizeOp::create(b, v.getLoc(),
+                                TypeRange{RankedTensorType::get(t.getShape(), format),
+                                          RankedTensorType::get(grid, scaleElt)},
+                                v, b.getDenseI64ArrayAttr(block));
+    annotate(q, typeName(format),
+             ("fp8: " + std::string(isGrad ? "E5M2 copy of an incoming gradient"
+                                           : "E4M3 copy of a product operand") +
+              ", " + scaling.str() + " scaling by its current amax (saturating, round to nearest even)"));
+    auto r = std::make_pair(q.getResult(), q.getScaleInv());
+    quantizations[key] = r;
+    return r;
+  }
+
+  void rewrite(MatmulOp mm) {
+    StringRef scaling = mm->getAttrOfType<StringAttr>(kFp8Attr).getValue();
+    auto role = mm->getAttrOfType<StringAttr>(kFp8RoleAttr);
+    auto gradAttr = mm->getAttrOfType<IntegerAttr>(kFp8GradAttr);
+    int64_t grad = gradAttr ? gradAttr.getInt() : -1;
+    FailureOr<Product> p = rankTwo(mm);
+    if (failed(p)) {
+      // Stays the bf16 matmul it was, and says so.
+      for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
+        mm->removeAttr(a);
+      annotate(mm, "bf16",
+               "matmul: bf16 operands, fp32 accumulation; fp8 plan: this product's layout does "
+               "not fold into a rank-2 FP8 product, kept in bf16");
+      mm.emitRemark() << "--fp8: a " << (role ? role.getValue() : "") << " product of @"
+                      << fn.getName() << " stays bf16: its layout does not fold into rank 2";
+      return;
+    }
+    Value lhs = stripTranspose(p->lhs, p->tl), rhs = stripTranspose(p->rhs, p->tr);
+    Type e4m3 = b.getType<Float8E4M3FNType>(), e5m2 = b.getType<Float8E5M2Type>();
+    Type fl = grad == 0 ? e5m2 : e4m3, fr = grad == 1 ? e5m2 : e4m3;
+    auto [ql, sl] = quantized(lhs, fl, blockOf(lhs, p->tl ? 0 : 1, scaling), scaling, grad == 0);
+    auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling), scaling, grad == 1);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(mm);
+    auto smm = ScaledMatmulOp::create(b, mm.getLoc(), p->result, ql, sl, qr, sr,
+                                      b.getBoolAttr(p->tl), b.getBoolAttr(p->tr));
+    for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
+      if (Attribute v = mm->getAttr(a))
+        smm->setAttr(a, v);
+    annotate(smm, "fp8",
+             ("linear layer " + (role ? role.getValue() : StringRef("fprop")) + ": " + typeName(fl) +
+              " x " + typeName(fr) + ", " + scaling + " scaling, fp32 accumulation, " +
+              typeName(p->result.getElementType()) + " output")
+                 .str());
+    Value out = smm.getResult();
+    auto targetType = tensorTypeOf(p->target);
+    if (targetType != p->result) {
+      auto back = ReshapeOp::create(b, mm.getLoc(), targetType, out);
+      annotate(back, typeName(targetType.getElementType()),
+               "data movement: the fp8 product back to its batch shape");
+      out = back.getResult();
+    }
+    p->target.replaceAllUsesWith(out);
+    for (Operation *op : p->replaced)
+      op->erase();
+  }
+
+  func::FuncOp fn;
+  OpBuilder b;
+  llvm::DenseMap<std::pair<Value, Type>, Value> reshapes;
+  std::map<std::tuple<void *, const void *, std::vector<int64_t>>, std::pair<Value, Value>>
+      quantizations;
+  llvm::SetVector<Operation *> maybeDead;
+};
+
+struct QuantizeFp8Pass : tc::impl::TcQuantizeFp8Base<QuantizeFp8Pass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (!fn.getBody().hasOneBlock()) {
+        fn.emitError() << "tc-quantize-fp8: expected a single-block function";
+        return signalPassFailure();
+      }
+      Quantizer(fn).run();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,93 @@
+// RUN: tc-opt %s --split-input-file --tc-quantize-fp8 2>/dev/null | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-quantize-fp8 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+
+// Tests that a marked rank-2 product becomes two E4M3 quantizations by
+// their tensor amax (f32 scales) and a scaled product with the bf16 result,
+// the marks kept on it.
+// CHECK-LABEL: func.func @rank2
+// CHECK-SAME: (%[[X:.+]]: tensor<32x64xbf16>, %[[W:.+]]: tensor<64x16xbf16>)
+// CHECK-DAG: %[[QX:[a-z_0-9]+]], %[[SX:[a-z_0-9]+]] = tc.quantize %[[X]] {block = array<i64: 32, 64>, tc.precision = "f8E4M3FN", tc.precision_reason = "fp8: E4M3 copy of a product operand, tensor scaling by its current amax (saturating, round to nearest even)"} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+// CHECK-DAG: %[[QW:[a-z_0-9]+]], %[[SW:[a-z_0-9]+]] = tc.quantize %[[W]] {block = array<i64: 64, 16>{{.*}}} : tensor<64x16xbf16> -> (tensor<64x16xf8E4M3FN>, tensor<1x1xf32>)
+// CHECK: %[[Y:.+]] = tc.scaled_matmul %[[QX]], %[[SX]], %[[QW]], %[[SW]] {tc.fp8 = "tensor", tc.fp8_role = "fprop", tc.precision = "fp8", tc.precision_reason = "linear layer fprop: f8E4M3FN x f8E4M3FN, tensor scaling, fp32 accumulation, bf16 output"} : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<64x16xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x16xbf16>
+// CHECK: return %[[Y]]
+func.func @rank2(%x: tensor<32x64xbf16>, %w: tensor<64x16xbf16>) -> tensor<32x16xbf16> {
+  %y = tc.matmul %x, %w {tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<32x64xbf16>, tensor<64x16xbf16> -> tensor<32x16xbf16>
+  return %y : tensor<32x16xbf16>
+}
+
+// -----
+
+// Tests a batched linear layer with its dgrad and wgrad (as tc-autodiff
+// writes them): x, W and the incoming gradient g are each quantized once
+// (g in E5M2) and shared by the three products; the weight's transpose
+// folds into the flags; [2, 16, K] becomes [32, K] through one shared
+// reshape, and the wgrad's batch sum is the product over the 32 rows.
+// CHECK-LABEL: func.func @layer
+// CHECK-SAME: (%[[X:.+]]: tensor<2x16x32xbf16>, %[[WB:.+]]: tensor<64x32xbf16>, %[[G:.+]]: tensor<2x16x64xbf16>)
+// CHECK-DAG: %[[QW:[a-z_0-9]+]], %[[SW:[a-z_0-9]+]] = tc.quantize %[[WB]] {block = array<i64: 64, 32>{{.*}}} : tensor<64x32xbf16> -> (tensor<64x32xf8E4M3FN>, tensor<1x1xf32>)
+// CHECK-DAG: %[[X2:.+]] = tc.reshape %[[X]] {{.*}} : tensor<2x16x32xbf16> to tensor<32x32xbf16>
+// CHECK-DAG: %[[QX:[a-z_0-9]+]], %[[SX:[a-z_0-9]+]] = tc.quantize %[[X2]] {block = array<i64: 32, 32>{{.*}}} : tensor<32x32xbf16> -> (tensor<32x32xf8E4M3FN>, tensor<1x1xf32>)
+// CHECK-DAG: %[[G2:.+]] = tc.reshape %[[G]] {{.*}} : tensor<2x16x64xbf16> to tensor<32x64xbf16>
+// CHECK-DAG: %[[QG:[a-z_0-9]+]], %[[SG:[a-z_0-9]+]] = tc.quantize %[[G2]] {block = array<i64: 32, 64>, tc.precision = "f8E5M2", tc.precision_reason = "fp8: E5M2 copy of an incoming gradient, {{.*}}} : tensor<32x64xbf16> -> (tensor<32x64xf8E5M2>, tensor<1x1xf32>)
+// CHECK-NOT: tc.transpose
+// CHECK-NOT: tc.quantize
+// CHECK: %[[Y2:.+]] = tc.scaled_matmul %[[QX]], %[[SX]], %[[QW]], %[[SW]] {tc.fp8 = "tensor", tc.fp8_role = "fprop"{{.*}}, transpose_rhs = true} : {{.*}} -> tensor<32x64xbf16>
+// CHECK: %[[Y:.+]] = tc.reshape %[[Y2]] {{.*}} : tensor<32x64xbf16> to tensor<2x16x64xbf16>
+// CHECK: %[[DX2:.+]] = tc.scaled_matmul %[[QG]], %[[SG]], %[[QW]], %[[SW]] {tc.fp8 = "tensor", tc.fp8_grad = 0 : i64, tc.fp8_role = "dgrad", tc.precision = "fp8", tc.precision_reason = "linear layer dgrad: f8E5M2 x f8E4M3FN, {{.*}}"} : {{.*}} -> tensor<32x32xbf16>
+// CHECK: %[[DX:.+]] = tc.reshape %[[DX2]] {{.*}} : tensor<32x32xbf16> to tensor<2x16x32xbf16>
+// CHECK: %[[DW:.+]] = tc.scaled_matmul %[[QX]], %[[SX]], %[[QG]], %[[SG]] {tc.fp8 = "tensor", tc.fp8_grad = 1 : i64, tc.fp8_role = "wgrad", {{.*}}transpose_lhs = true} : {{.*}} -> tensor<32x64xbf16>
+// CHECK-NOT: tc.reduce_sum
+// CHECK: return %[[Y]], %[[DX]], %[[DW]]
+func.func @layer(%x: tensor<2x16x32xbf16>, %wb: tensor<64x32xbf16>, %g: tensor<2x16x64xbf16>)
+    -> (tensor<2x16x64xbf16>, tensor<2x16x32xbf16>, tensor<32x64xbf16>) {
+  %wt = tc.transpose %wb {permutation = array<i64: 1, 0>} : tensor<64x32xbf16> -> tensor<32x64xbf16>
+  %y = tc.matmul %x, %wt {tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<2x16x32xbf16>, tensor<32x64xbf16> -> tensor<2x16x64xbf16>
+  %dx = tc.matmul %g, %wt {transpose_rhs = true, tc.fp8 = "tensor", tc.fp8_role = "dgrad", tc.fp8_grad = 0 : i64}
+      : tensor<2x16x64xbf16>, tensor<32x64xbf16> -> tensor<2x16x32xbf16>
+  %dwb = tc.matmul %x, %g {transpose_lhs = true, tc.fp8 = "tensor", tc.fp8_role = "wgrad", tc.fp8_grad = 1 : i64}
+      : tensor<2x16x32xbf16>, tensor<2x16x64xbf16> -> tensor<2x32x64xbf16>
+  %s = tc.reduce_sum %dwb {axes = array<i64: 0>, keepdims = true} : tensor<2x32x64xbf16> -> tensor<1x32x64xbf16>
+  %dw = tc.reshape %s : tensor<1x32x64xbf16> to tensor<32x64xbf16>
+  return %y, %dx, %dw : tensor<2x16x64xbf16>, tensor<2x16x32xbf16>, tensor<32x64xbf16>
+}
+
+// -----
+
+// Tests row scaling: one f32 scale per row / column along the contraction
+// axis (K of x [32, 64] and of W [16, 64] read transposed; the rows of a
+// wgrad's lhs read transposed).
+// CHECK-LABEL: func.func @row
+// CHECK-DAG: tc.quantize %arg0 {block = array<i64: 1, 64>{{.*}}} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>)
+// CHECK-DAG: tc.quantize %arg1 {block = array<i64: 1, 64>{{.*}}} : tensor<16x64xbf16> -> (tensor<16x64xf8E4M3FN>, tensor<16x1xf32>)
+// CHECK-DAG: tc.quantize %arg0 {block = array<i64: 32, 1>{{.*}}} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x64xf32>)
+// CHECK-DAG: tc.quantize %arg2 {block = array<i64: 32, 1>{{.*}}} : tensor<32x16xbf16> -> (tensor<32x16xf8E5M2>, tensor<1x16xf32>)
+func.func @row(%x: tensor<32x64xbf16>, %w: tensor<16x64xbf16>, %g: tensor<32x16xbf16>) -> (tensor<32x16xbf16>, tensor<64x16xbf16>) {
+  %y = tc.matmul %x, %w {transpose_rhs = true, tc.fp8 = "row", tc.fp8_role = "fprop"} : tensor<32x64xbf16>, tensor<16x64xbf16> -> tensor<32x16xbf16>
+  %dw = tc.matmul %x, %g {transpose_lhs = true, tc.fp8 = "row", tc.fp8_role = "wgrad", tc.fp8_grad = 1 : i64} : tensor<32x64xbf16>, tensor<32x16xbf16> -> tensor<64x16xbf16>
+  return %y, %dw : tensor<32x16xbf16>, tensor<64x16xbf16>
+}
+
+// -----
+
+// Tests mxfp8: 1x32 blocks along the contraction axis, E8M0 scales.
+// CHECK-LABEL: func.func @mxfp8
+// CHECK-DAG: tc.quantize %arg0 {block = array<i64: 1, 32>{{.*}}} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>)
+// CHECK-DAG: tc.quantize %arg1 {block = array<i64: 32, 1>{{.*}}} : tensor<64x16xbf16> -> (tensor<64x16xf8E4M3FN>, tensor<2x16xf8E8M0FNU>)
+// CHECK: tc.scaled_matmul {{.*}} -> tensor<32x16xbf16>
+func.func @mxfp8(%x: tensor<32x64xbf16>, %w: tensor<64x16xbf16>) -> tensor<32x16xbf16> {
+  %y = tc.matmul %x, %w {tc.fp8 = "mxfp8", tc.fp8_role = "fprop"} : tensor<32x64xbf16>, tensor<64x16xbf16> -> tensor<32x16xbf16>
+  return %y : tensor<32x16xbf16>
+}
+
+// -----
+
+// Tests that a marked product whose layout does not fold into rank 2 (two
+// batched operands without a batch sum) stays a bf16 matmul, says why,
+// and loses its marks.
+// REMARK: remark: --fp8: a fprop product of @batched stays bf16: its layout does not fold into rank 2
+// CHECK-LABEL: func.func @batched
+// CHECK: tc.matmul %arg0, %arg1 {tc.precision = "bf16", tc.precision_reason = "matmul: bf16 operands, fp32 accumulation; fp8 plan: this product's layout does not fold into a rank-2 FP8 product, kept in bf16"}
+func.func @batched(%a: tensor<2x16x32xbf16>, %b: tensor<2x32x16xbf16>) -> tensor<2x16x16xbf16> {
+  %y = tc.matmul %a, %b {tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<2x16x32xbf16>, tensor<2x32x16xbf16> -> tensor<2x16x16xbf16>
+  return %y : tensor<2x16x16xbf16>
+}
