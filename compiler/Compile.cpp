@@ -181,7 +181,8 @@ bool checkFp8Target(ModuleOp module, const CompileOptions &opts, CompileResult *
   std::string node = onnxNodeOf(first->getLoc());
   if (isGpuTarget(opts.target)) {
     error->kind = CompileErrorKind::BadInput;
-    error->message = "--target " + opts.target + " --fp8: FP8 on the GPU is not lowered yet (the first FP8 op: " +
+    error->message = "--target " + opts.target +
+                     " --fp8: FP8 on the GPU is not lowered yet (the first FP8 op: " +
                      first->getName().getStringRef().str() +
                      (node.empty() ? "" : " of ONNX node '" + node + "'") + " in @" +
                      fn.getName().str() +

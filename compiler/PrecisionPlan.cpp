@@ -9,6 +9,8 @@
 
 #include "compiler/PrecisionPlan.h"
 
+#include "compiler/Transforms/Fp8Plan.h"
+
 #include "dialects/tc/IR/TcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,7 +117,7 @@ void describePlan(Operation *op, Row *row) {
   if (auto mm = llvm::dyn_cast<tc::ScaledMatmulOp>(op)) {
     row->format = str(elementOf(mm.getLhs().getType())) + " x " +
                   str(elementOf(mm.getRhs().getType()));
-    auto recipe = op->getAttrOfType<StringAttr>("tc.fp8");
+    auto recipe = op->getAttrOfType<StringAttr>(tc::kFp8Attr);
     row->scaling = recipe ? recipe.getValue().str() : "-";
     row->scaleFrom = "scale_inv of its tc.quantize operands";
     row->rounding = "fp32 accumulation, rounded once to " + str(elementOf(mm.getType()));
@@ -278,8 +280,8 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
   os << "ops:\n";
   os << llvm::left_justify("op", wName) << "  " << llvm::left_justify("type", wType) << "  "
      << llvm::left_justify("precision", wPrec) << "  " << llvm::left_justify("reason", wReason)
-     << "  " << llvm::left_justify("onnx node", wNode) << "  " << llvm::left_justify("format", wFormat)
-     << "  " << llvm::left_justify("scaling", wScaling) << "  "
+     << "  " << llvm::left_justify("onnx node", wNode) << "  "
+     << llvm::left_justify("format", wFormat) << "  " << llvm::left_justify("scaling", wScaling) << "  "
      << llvm::left_justify("scale from", wScale) << "  rounding\n";
   for (const Row &r : rep.rows)
     os << llvm::left_justify(r.name, wName) << "  " << llvm::left_justify(r.type, wType) << "  "

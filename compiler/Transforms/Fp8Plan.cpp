@@ -32,7 +32,8 @@ std::string checkFp8Scaling(llvm::StringRef scaling) {
   if (scaling == "tensor" || scaling == "row" || scaling == "mxfp8")
     return "";
   if (scaling == "delayed" || scaling == "block128")
-    return ("--fp8-scaling " + scaling + ": not implemented yet (implemented: " + kFp8Scalings + ")")
+    return ("--fp8-scaling " + scaling + ": not implemented yet (implemented: " + kFp8Scalings +
+            ")")
         .str();
   return ("--fp8-scaling: unknown scaling '" + scaling + "' (valid: " + kFp8Scalings +
           "; planned: delayed, block128)")
@@ -57,6 +58,19 @@ int64_t blockIndexOf(llvm::StringRef name) {
   return -1;
 }
 
+void annotatePrecision(Operation *op, llvm::StringRef precision, llvm::StringRef reason) {
+  Builder b(op->getContext());
+  op->setAttr(kPrecisionAttr, b.getStringAttr(precision));
+  op->setAttr(kPrecisionReasonAttr, b.getStringAttr(reason));
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
 void markFp8Backward(Operation *fwd, Operation *bwd, llvm::StringRef role, int64_t gradOperand) {
   Builder b(bwd->getContext());
   bwd->setAttr(kFp8Attr, fwd->getAttr(kFp8Attr));
@@ -65,9 +79,6 @@ void markFp8Backward(Operation *fwd, Operation *bwd, llvm::StringRef role, int64
 }
 
 namespace {
-
-constexpr llvm::StringLiteral kPrecision = "tc.precision";
-constexpr llvm::StringLiteral kReason = "tc.precision_reason";
 
 /// The tc.parameter `v` reads through casts, transposes and reshapes.
 ParameterOp weightOf(Value v) {
@@ -175,8 +186,10 @@ private:
   LogicalResult countBlocks() {
     fn.walk([&](ParameterOp p) { blocks = std::max(blocks, blockIndexOf(p.getName()) + 1); });
     if ((o.highPrecisionFirst > 0 || o.highPrecisionLast > 0) && blocks == 0)
-      return fn.emitError() << "--high-precision-" << (o.highPrecisionFirst > 0 ? "first " : "last ")
-                            << (o.highPrecisionFirst > 0 ? o.highPrecisionFirst : o.highPrecisionLast)
+      return fn.emitError() << "--high-precision-"
+                            << (o.highPrecisionFirst > 0 ? "first " : "last ")
+                            << (o.highPrecisionFirst > 0 ? o.highPrecisionFirst
+                                                         : o.highPrecisionLast)
                             << ": no parameter of @" << fn.getName()
                             << " has a transformer block index in its name (h.<i>., "
                                "layers.<i>. or blocks.<i>.)";
@@ -186,7 +199,8 @@ private:
   }
 
   void keepBf16(MatmulOp mm, const Twine &why) {
-    mm->setAttr(kReason, b.getStringAttr(("matmul: bf16 operands, fp32 accumulation; " + why).str()));
+    mm->setAttr(kPrecisionReasonAttr,
+                b.getStringAttr(("matmul: bf16 operands, fp32 accumulation; " + why).str()));
   }
 
   /// The name that identifies `mm` in messages: its ONNX node, else its weight.
@@ -253,10 +267,10 @@ private:
     ++marked;
     mm->setAttr(kFp8Attr, b.getStringAttr(o.scaling));
     mm->setAttr(kFp8RoleAttr, b.getStringAttr("fprop"));
-    mm->setAttr(kPrecision, b.getStringAttr("fp8"));
-    mm->setAttr(kReason, b.getStringAttr("linear layer: fp8 (" + o.scaling +
-                                         " scaling; E4M3 operands, E5M2 gradients), fp32 "
-                                         "accumulation, bf16 output"));
+    annotatePrecision(
+        mm, "fp8",
+        "linear layer: fp8 (" + o.scaling +
+            " scaling; E4M3 operands, E5M2 gradients), fp32 accumulation, bf16 output");
     return success();
   }
 

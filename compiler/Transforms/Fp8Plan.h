@@ -29,6 +29,16 @@ constexpr llvm::StringLiteral kFp8RoleAttr = "tc.fp8_role";
 /// (quantized to E5M2; every other operand is E4M3).
 constexpr llvm::StringLiteral kFp8GradAttr = "tc.fp8_grad";
 
+/// tc-precision's per-op annotations, which PrecisionPlan.h reports.
+constexpr llvm::StringLiteral kPrecisionAttr = "tc.precision";
+constexpr llvm::StringLiteral kPrecisionReasonAttr = "tc.precision_reason";
+
+/// Sets `op`'s precision and its reason.
+void annotatePrecision(mlir::Operation *op, llvm::StringRef precision, llvm::StringRef reason);
+
+/// `t` as MLIR prints it ("bf16", "f8E4M3FN").
+std::string typeString(mlir::Type t);
+
 /// The recipes tc-quantize-fp8 implements, for error messages.
 constexpr llvm::StringLiteral kFp8Scalings = "tensor, row or mxfp8";
 

@@ -31,17 +31,7 @@ using namespace tc;
 
 namespace {
 
-constexpr llvm::StringLiteral kPrecision = "tc.precision";
-constexpr llvm::StringLiteral kReason = "tc.precision_reason";
-
 RankedTensorType tensorTypeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-
-std::string typeName(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
 
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
@@ -58,7 +48,7 @@ struct Product {
   Value lhs, rhs;
   bool tl = false, tr = false;
   Value target;
-  RankedTensorType result; // the rank-2 product's type
+  RankedTensorType result;           // the rank-2 product's type
   SmallVector<Operation *> replaced; // ops that die with the rewrite, last first
 };
 
@@ -99,7 +89,8 @@ private:
     OpBuilder::InsertionGuard g(b);
     setAfterDefinition(v);
     auto r = ReshapeOp::create(b, v.getLoc(), t, v);
-    annotate(r, typeName(t.getElementType()), "data movement: rank 2 for the fp8 product");
+    annotatePrecision(r, typeString(t.getElementType()),
+                      "data movement: rank 2 for the fp8 product");
     reshapes[key] = r.getResult();
     return r.getResult();
   }
@@ -109,11 +100,6 @@ private:
       b.setInsertionPointAfter(def);
     else
       b.setInsertionPointToStart(v.getParentBlock());
-  }
-
-  void annotate(Operation *op, StringRef precision, StringRef reason) {
-    op->setAttr(kPrecision, b.getStringAttr(precision));
-    op->setAttr(kReason, b.getStringAttr(reason));
   }
 
   /// Folds a 2-D transpose of `v` into the product's flag.
@@ -211,10 +197,12 @@ private:
                                 TypeRange{RankedTensorType::get(t.getShape(), format),
                                           RankedTensorType::get(grid, scaleElt)},
                                 v, b.getDenseI64ArrayAttr(block));
-    annotate(q, typeName(format),
-             ("fp8: " + std::string(isGrad ? "E5M2 copy of an incoming gradient"
-                                           : "E4M3 copy of a product operand") +
-              ", " + scaling.str() + " scaling by its current amax (saturating, round to nearest even)"));
+    annotatePrecision(q, typeString(format),
+                      ("fp8: " +
+                       std::string(isGrad ? "E5M2 copy of an incoming gradient"
+                                          : "E4M3 copy of a product operand") +
+                       ", " + scaling.str() +
+                       " scaling by its current amax (saturating, round to nearest even)"));
     auto r = std::make_pair(q.getResult(), q.getScaleInv());
     quantizations[key] = r;
     return r;
@@ -230,9 +218,10 @@ private:
       // Stays the bf16 matmul it was, and says so.
       for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
         mm->removeAttr(a);
-      annotate(mm, "bf16",
-               "matmul: bf16 operands, fp32 accumulation; fp8 plan: this product's layout does "
-               "not fold into a rank-2 FP8 product, kept in bf16");
+      annotatePrecision(
+          mm, "bf16",
+          "matmul: bf16 operands, fp32 accumulation; fp8 plan: this product's layout does "
+          "not fold into a rank-2 FP8 product, kept in bf16");
       mm.emitRemark() << "--fp8: a " << (role ? role.getValue() : "") << " product of @"
                       << fn.getName() << " stays bf16: its layout does not fold into rank 2";
       return;
@@ -249,17 +238,18 @@ private:
     for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
       if (Attribute v = mm->getAttr(a))
         smm->setAttr(a, v);
-    annotate(smm, "fp8",
-             ("linear layer " + (role ? role.getValue() : StringRef("fprop")) + ": " + typeName(fl) +
-              " x " + typeName(fr) + ", " + scaling + " scaling, fp32 accumulation, " +
-              typeName(p->result.getElementType()) + " output")
-                 .str());
+    annotatePrecision(smm, "fp8",
+                      ("linear layer " + (role ? role.getValue() : StringRef("fprop")) + ": " +
+                       typeString(fl) + " x " + typeString(fr) + ", " + scaling +
+                       " scaling, fp32 accumulation, " + typeString(p->result.getElementType()) +
+                       " output")
+                          .str());
     Value out = smm.getResult();
     auto targetType = tensorTypeOf(p->target);
     if (targetType != p->result) {
       auto back = ReshapeOp::create(b, mm.getLoc(), targetType, out);
-      annotate(back, typeName(targetType.getElementType()),
-               "data movement: the fp8 product back to its batch shape");
+      annotatePrecision(back, typeString(targetType.getElementType()),
+                        "data movement: the fp8 product back to its batch shape");
       out = back.getResult();
     }
     p->target.replaceAllUsesWith(out);
