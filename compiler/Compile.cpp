@@ -140,6 +140,7 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
   c.precision.highPrecisionLast = opts.fp8.highPrecisionLast;
   c.precision.fp8LmHead = opts.fp8.lmHead;
   c.precision.allowFallback = opts.fp8.allowFallback;
+  c.quantizeFp8.allowFallback = opts.fp8.allowFallback;
   c.trainability.trainable.assign(opts.trainable.begin(), opts.trainable.end());
   c.trainability.freeze.assign(opts.freeze.begin(), opts.freeze.end());
   c.train = t.enabled;

@@ -37,7 +37,7 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
   // FP8 after the backward exists (tc.quantize has no gradient): the
   // forward's FP8 copies are shared with dgrad and wgrad.
   if (c.precision.mode == "fp8")
-    pm.addPass(createTcQuantizeFp8());
+    pm.addPass(createTcQuantizeFp8(c.quantizeFp8));
   if (!c.train)
     return;
   pm.addPass(createTcOptimizer(c.optimizer));
@@ -54,6 +54,7 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   c.precision.highPrecisionLast = highPrecisionLast;
   c.precision.fp8LmHead = fp8LmHead;
   c.precision.allowFallback = allowFallback;
+  c.quantizeFp8.allowFallback = allowFallback;
   c.trainability.trainable.assign(trainable.begin(), trainable.end());
   c.trainability.freeze.assign(freeze.begin(), freeze.end());
   c.train = train;

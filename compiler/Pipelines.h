@@ -55,6 +55,8 @@ struct TrainingPipelineConfig {
   /// Adds the backward (tc-autodiff) and the optimizer step (tc-optimizer).
   bool train = false;
   TcAutodiffOptions autodiff;
+  /// Runs when precision.mode is "fp8".
+  TcQuantizeFp8Options quantizeFp8;
   TcOptimizerOptions optimizer;
 };
 

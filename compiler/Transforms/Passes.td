@@ -438,8 +438,17 @@ def TcQuantizeFp8 : Pass<"tc-quantize-fp8", "mlir::ModuleOp"> {
         : (...) -> tensor<32x16xbf16>
     ```
     A marked matmul whose layout does not fold into rank 2 stays a bf16
-    tc.matmul, with the reason in `tc.precision_reason` and a remark.
+    tc.matmul, with the reason in `tc.precision_reason` and a remark. The
+    rank-2 products must meet cuBLASLt's FP8 alignment (contraction and N
+    multiples of 16, 32 for mxfp8): tc-precision checked the forward's, and
+    a wgrad contracts over the B*T rows, which are checked here: an error
+    naming the op, or with `allow-fallback` a bf16 matmul that says why.
   }];
+  let options = [
+    Option<"allowFallback", "allow-fallback", "bool", /*default=*/"false",
+           "a product that breaks cuBLASLt's FP8 alignment stays bf16 (reported) "
+           "instead of failing the compile">
+  ];
   let dependentDialects = ["::tc::TCDialect"];
 }
 

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/PrecisionPlan.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/Passes.h"
 
@@ -54,16 +55,19 @@ struct Product {
 
 class Quantizer {
 public:
-  explicit Quantizer(func::FuncOp fn) : fn(fn), b(fn.getContext()) {}
+  Quantizer(func::FuncOp fn, bool allowFallback)
+      : fn(fn), b(fn.getContext()), allowFallback(allowFallback) {}
 
-  void run() {
+  LogicalResult run() {
     SmallVector<MatmulOp> marked;
     fn.walk([&](MatmulOp mm) {
       if (mm->hasAttr(kFp8Attr))
         marked.push_back(mm);
     });
+    LogicalResult result = success();
     for (MatmulOp mm : marked)
-      rewrite(mm);
+      if (failed(rewrite(mm)))
+        result = failure(); // every misaligned product gets its error
     // The transposes and reshapes the products no longer read.
     while (!maybeDead.empty()) {
       Operation *op = maybeDead.pop_back_val();
@@ -74,6 +78,7 @@ public:
           maybeDead.insert(in);
       op->erase();
     }
+    return result;
   }
 
 private:
@@ -208,23 +213,50 @@ private:
     return r;
   }
 
-  void rewrite(MatmulOp mm) {
+  /// Leaves `mm` the bf16 matmul it was, saying why (its reason and a
+  /// remark).
+  void keepBf16(MatmulOp mm, StringRef role, const std::string &why) {
+    for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
+      mm->removeAttr(a);
+    annotatePrecision(mm, "bf16", "matmul: bf16 operands, fp32 accumulation; " + why);
+    std::string node = onnxNodeOf(mm.getLoc());
+    mm.emitRemark() << "--fp8: the " << role << " product"
+                    << (node.empty() ? "" : " of '" + node + "'") << " in @" << fn.getName()
+                    << " stays bf16: " << why;
+  }
+
+  LogicalResult rewrite(MatmulOp mm) {
     StringRef scaling = mm->getAttrOfType<StringAttr>(kFp8Attr).getValue();
-    auto role = mm->getAttrOfType<StringAttr>(kFp8RoleAttr);
+    auto roleAttr = mm->getAttrOfType<StringAttr>(kFp8RoleAttr);
+    StringRef role = roleAttr ? roleAttr.getValue() : StringRef("fprop");
     auto gradAttr = mm->getAttrOfType<IntegerAttr>(kFp8GradAttr);
     int64_t grad = gradAttr ? gradAttr.getInt() : -1;
     FailureOr<Product> p = rankTwo(mm);
-    if (failed(p)) {
-      // Stays the bf16 matmul it was, and says so.
-      for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
-        mm->removeAttr(a);
-      annotatePrecision(
-          mm, "bf16",
-          "matmul: bf16 operands, fp32 accumulation; fp8 plan: this product's layout does "
-          "not fold into a rank-2 FP8 product, kept in bf16");
-      mm.emitRemark() << "--fp8: a " << (role ? role.getValue() : "") << " product of @"
-                      << fn.getName() << " stays bf16: its layout does not fold into rank 2";
-      return;
+    if (failed(p))
+      return keepBf16(mm, role,
+                      "fp8 plan: this product's layout does not fold into a rank-2 FP8 product, "
+                      "kept in bf16"),
+             success();
+    // tc-precision checked the forward's sizes; a wgrad contracts over the
+    // B*T rows.
+    auto lt = tensorTypeOf(p->lhs);
+    int64_t k = p->tl ? lt.getDimSize(0) : lt.getDimSize(1), n = p->result.getDimSize(1);
+    int64_t align = scaling == "mxfp8" ? 32 : 16;
+    if (k % align || n % align) {
+      std::string node = onnxNodeOf(mm.getLoc());
+      std::string what = role.str() + " of matmul '" + (node.empty() ? "?" : node) + "'";
+      std::string sizes = "K=" + std::to_string(k) + ", N=" + std::to_string(n);
+      std::string rule = "cuBLASLt FP8 needs K and N multiples of " + std::to_string(align);
+      for (Value v : {p->lhs, p->rhs})
+        if (auto r = v.getDefiningOp<ReshapeOp>())
+          maybeDead.insert(r);
+      if (!allowFallback)
+        return mm.emitError() << "--fp8: the " << what << " has " << sizes << "; " << rule
+                              << (role == "wgrad" ? " (K of a wgrad is batch x sequence)" : "")
+                              << ": change the shape, keep the layer high precision "
+                                 "(--keep-high-precision), or --allow-fallback to run it in bf16";
+      keepBf16(mm, role, "fp8 fallback (--allow-fallback): " + sizes + ", " + rule);
+      return success();
     }
     Value lhs = stripTranspose(p->lhs, p->tl), rhs = stripTranspose(p->rhs, p->tr);
     Type e4m3 = b.getType<Float8E4M3FNType>(), e5m2 = b.getType<Float8E5M2Type>();
@@ -239,10 +271,9 @@ private:
       if (Attribute v = mm->getAttr(a))
         smm->setAttr(a, v);
     annotatePrecision(smm, "fp8",
-                      ("linear layer " + (role ? role.getValue() : StringRef("fprop")) + ": " +
-                       typeString(fl) + " x " + typeString(fr) + ", " + scaling +
-                       " scaling, fp32 accumulation, " + typeString(p->result.getElementType()) +
-                       " output")
+                      ("linear layer " + role + ": " + typeString(fl) + " x " + typeString(fr) +
+                       ", " + scaling + " scaling, fp32 accumulation, " +
+                       typeString(p->result.getElementType()) + " output")
                           .str());
     Value out = smm.getResult();
     auto targetType = tensorTypeOf(p->target);
@@ -255,10 +286,12 @@ private:
     p->target.replaceAllUsesWith(out);
     for (Operation *op : p->replaced)
       op->erase();
+    return success();
   }
 
   func::FuncOp fn;
   OpBuilder b;
+  bool allowFallback;
   llvm::DenseMap<std::pair<Value, Type>, Value> reshapes;
   std::map<std::tuple<void *, const void *, std::vector<int64_t>>, std::pair<Value, Value>>
       quantizations;
@@ -276,7 +309,8 @@ struct QuantizeFp8Pass : tc::impl::TcQuantizeFp8Base<QuantizeFp8Pass> {
         fn.emitError() << "tc-quantize-fp8: expected a single-block function";
         return signalPassFailure();
       }
-      Quantizer(fn).run();
+      if (failed(Quantizer(fn, allowFallback).run()))
+        return signalPassFailure();
     }
   }
 };

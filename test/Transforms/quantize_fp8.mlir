@@ -1,6 +1,10 @@
-// RUN: tc-opt %s --split-input-file --tc-quantize-fp8 2>/dev/null | FileCheck %s
-// RUN: tc-opt %s --split-input-file --tc-quantize-fp8 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+// RUN: split-file %s %t
+// RUN: tc-opt %t/cases.mlir --split-input-file --tc-quantize-fp8 2>/dev/null | FileCheck %t/cases.mlir
+// RUN: tc-opt %t/cases.mlir --split-input-file --tc-quantize-fp8 2>&1 >/dev/null | FileCheck %t/cases.mlir --check-prefix=REMARK
+// RUN: not tc-opt %t/misaligned.mlir --tc-quantize-fp8 2>&1 | FileCheck %t/misaligned.mlir
+// RUN: tc-opt %t/misaligned.mlir --tc-quantize-fp8=allow-fallback=true 2>/dev/null | FileCheck %t/misaligned.mlir --check-prefix=FALLBACK
 
+//--- cases.mlir
 // Tests that a marked rank-2 product becomes two E4M3 quantizations by
 // their tensor amax (f32 scales) and a scaled product with the bf16 result,
 // the marks kept on it.
@@ -72,11 +76,11 @@ func.func @row(%x: tensor<32x64xbf16>, %w: tensor<16x64xbf16>, %g: tensor<32x16x
 // Tests mxfp8: 1x32 blocks along the contraction axis, E8M0 scales.
 // CHECK-LABEL: func.func @mxfp8
 // CHECK-DAG: tc.quantize %arg0 {block = array<i64: 1, 32>{{.*}}} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>)
-// CHECK-DAG: tc.quantize %arg1 {block = array<i64: 32, 1>{{.*}}} : tensor<64x16xbf16> -> (tensor<64x16xf8E4M3FN>, tensor<2x16xf8E8M0FNU>)
-// CHECK: tc.scaled_matmul {{.*}} -> tensor<32x16xbf16>
-func.func @mxfp8(%x: tensor<32x64xbf16>, %w: tensor<64x16xbf16>) -> tensor<32x16xbf16> {
-  %y = tc.matmul %x, %w {tc.fp8 = "mxfp8", tc.fp8_role = "fprop"} : tensor<32x64xbf16>, tensor<64x16xbf16> -> tensor<32x16xbf16>
-  return %y : tensor<32x16xbf16>
+// CHECK-DAG: tc.quantize %arg1 {block = array<i64: 32, 1>{{.*}}} : tensor<64x32xbf16> -> (tensor<64x32xf8E4M3FN>, tensor<2x32xf8E8M0FNU>)
+// CHECK: tc.scaled_matmul {{.*}} -> tensor<32x32xbf16>
+func.func @mxfp8(%x: tensor<32x64xbf16>, %w: tensor<64x32xbf16>) -> tensor<32x32xbf16> {
+  %y = tc.matmul %x, %w {tc.fp8 = "mxfp8", tc.fp8_role = "fprop"} : tensor<32x64xbf16>, tensor<64x32xbf16> -> tensor<32x32xbf16>
+  return %y : tensor<32x32xbf16>
 }
 
 // -----
@@ -84,10 +88,29 @@ func.func @mxfp8(%x: tensor<32x64xbf16>, %w: tensor<64x16xbf16>) -> tensor<32x16
 // Tests that a marked product whose layout does not fold into rank 2 (two
 // batched operands without a batch sum) stays a bf16 matmul, says why,
 // and loses its marks.
-// REMARK: remark: --fp8: a fprop product of @batched stays bf16: its layout does not fold into rank 2
+// REMARK: remark: --fp8: the fprop product in @batched stays bf16: fp8 plan: this product's layout does not fold into a rank-2 FP8 product, kept in bf16
 // CHECK-LABEL: func.func @batched
 // CHECK: tc.matmul %arg0, %arg1 {tc.precision = "bf16", tc.precision_reason = "matmul: bf16 operands, fp32 accumulation; fp8 plan: this product's layout does not fold into a rank-2 FP8 product, kept in bf16"}
 func.func @batched(%a: tensor<2x16x32xbf16>, %b: tensor<2x32x16xbf16>) -> tensor<2x16x16xbf16> {
   %y = tc.matmul %a, %b {tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<2x16x32xbf16>, tensor<2x32x16xbf16> -> tensor<2x16x16xbf16>
   return %y : tensor<2x16x16xbf16>
+}
+
+//--- misaligned.mlir
+// Tests that a wgrad over B*T = 7 rows breaks cuBLASLt's FP8 alignment: an
+// error naming the layer, or with allow-fallback a bf16 matmul (its batch
+// sum kept) with the fallback as its reason, while the fprop still is FP8.
+// CHECK: error: {{.*}}--fp8: the wgrad of matmul 'fc' has K=7, N=16; cuBLASLt FP8 needs K and N multiples of 16 (K of a wgrad is batch x sequence): change the shape, keep the layer high precision (--keep-high-precision), or --allow-fallback to run it in bf16
+// FALLBACK-LABEL: func.func @wgrad
+// FALLBACK: tc.scaled_matmul {{.*}}tc.fp8_role = "fprop"
+// FALLBACK: tc.matmul %{{.+}}, %{{.+}} {tc.precision = "bf16", tc.precision_reason = "matmul: bf16 operands, fp32 accumulation; fp8 fallback (--allow-fallback): K=7, N=16, cuBLASLt FP8 needs K and N multiples of 16", transpose_lhs = true} : tensor<1x7x32xbf16>, tensor<1x7x16xbf16> -> tensor<1x32x16xbf16>
+// FALLBACK: tc.reduce_sum
+// FALLBACK-NOT: tc.quantize
+func.func @wgrad(%x: tensor<1x7x32xbf16>, %w: tensor<32x16xbf16>, %g: tensor<1x7x16xbf16>) -> (tensor<1x7x16xbf16>, tensor<32x16xbf16>) {
+  %y = tc.matmul %x, %w {tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<1x7x32xbf16>, tensor<32x16xbf16> -> tensor<1x7x16xbf16> loc("fc")
+  %dwb = tc.matmul %x, %g {transpose_lhs = true, tc.fp8 = "tensor", tc.fp8_role = "wgrad", tc.fp8_grad = 1 : i64}
+      : tensor<1x7x32xbf16>, tensor<1x7x16xbf16> -> tensor<1x32x16xbf16> loc("fc")
+  %s = tc.reduce_sum %dwb {axes = array<i64: 0>, keepdims = true} : tensor<1x32x16xbf16> -> tensor<1x32x16xbf16>
+  %dw = tc.reshape %s : tensor<1x32x16xbf16> to tensor<32x16xbf16>
+  return %y, %dw : tensor<1x7x16xbf16>, tensor<32x16xbf16>
 }
