@@ -72,8 +72,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          (default: tc-recognize-attention makes each causal or
                          unmasked attention one tc.attention op)
   --report precision     print the precision plan: its summary (matmul FLOPs in
-                         bf16, ops per precision), the ops by kind, then each
-                         op with its precision, the reason and its ONNX node
+                         bf16 and fp8, ops per precision), the ops by kind,
+                         then each op with its precision, the reason, its ONNX
+                         node, format, scaling, scale source and rounding
   --report memory        GPU targets: print the memory plan (parameters,
                          gradients, optimizer state, activations, workspace,
                          arena peak; bytes, and GiB = 2^30 B), and per card of
