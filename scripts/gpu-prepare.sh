@@ -23,6 +23,10 @@
 #   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
 #                            weights (--no-weights --init-params normal), when
 #                            TC_BENCH=1 (default) and torch is importable here
+#   OUT.tgz                  all of OUT, gzipped (about a third of its size): what
+#                            to carry to the GPU machine when OUT and the tree
+#                            exceed the carry limit; scripts/gpu-check.sh OUT.tgz
+#                            unpacks it beside itself and checks OUT
 #
 # Everything is made from the sources; OUT is ignored by git. Safe to run twice.
 set -euo pipefail
@@ -165,3 +169,5 @@ if [ "${TC_BENCH:-1}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/null; then
   echo "prepared bench/gpt2-124m.tca (compiled in $(cat "$OUT/bench/compile_seconds") s)"
 fi
 du -sh "$OUT"
+tar -C "$(dirname "$OUT")" -czf "$OUT.tgz" "$(basename "$OUT")"
+du -sh "$OUT.tgz"
