@@ -765,4 +765,73 @@ TEST_F(CApiTrainFp16, SkippedStepsChangeOnlyTheScale) {
   tc_trainer_release(t);
 }
 
+// loss = sum(w * x) compiled with --fp16 and two micro-batches: the
+// gradient of a micro-batch is x * scale (f32), so an input of 1e35 makes it
+// inf while the other micro-batch's stays finite. Either micro-batch's inf
+// skips the step (w and the scale's tracker kept, the scale halved); clean
+// micro-batches step.
+TEST(CApiTrainFp16Accum, AnyMicroBatchOverflowSkipsTheStep) {
+  std::string dir = ::testing::TempDir() + "/capi_train_fp16_accum";
+  ASSERT_EQ(sh("rm -rf " + dir + " && mkdir -p " + dir), 0);
+  std::ofstream(dir + "/dot.onnxtxt") << R"(<ir_version: 8, opset_import: ["" : 17]>
+dot (float[4] x) => (float loss) <float[4] w = {1.0, 2.0, 3.0, 4.0}> {
+  p = Mul(w, x)
+  loss = ReduceSum <keepdims = 0> (p)
+}
+)";
+  std::string model = dir + "/dot.tca";
+  ASSERT_EQ(sh(std::string(TC_COMPILE_PATH) + " " + dir + "/dot.onnxtxt --train --fp16"
+               " --optimizer sgd --lr 0.5 --grad-accum 2 -o " + model + " > " + dir +
+               "/compile.log 2>&1"),
+            0);
+  tc_artifact_t *artifact = nullptr;
+  ASSERT_TC_OK(tc_artifact_open(model.c_str(), &artifact));
+  tc_train_options_t o;
+  tc_train_options_initialize(&o);
+  o.steps = 4;
+  o.log_every = 0;
+  tc_trainer_t *t = nullptr;
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
+  auto values = [&](const char *name) {
+    tc_tensor_t *v = nullptr;
+    EXPECT_EQ(tc_trainer_get_parameter(t, name, &v), nullptr) << name;
+    std::vector<double> d(tc_tensor_element_count(v));
+    EXPECT_EQ(tc_tensor_to_f64(v, d.data(), d.size()), nullptr);
+    tc_tensor_release(v);
+    return d;
+  };
+  int64_t shape[1] = {4};
+  const float one[4] = {1, 1, 1, 1}, huge[4] = {1, 1e35f, 1, 1};
+  auto step = [&](const float *a, const float *b, tc_step_metrics_t *m) {
+    tc_tensor_view_t v[2] = {{"x", TC_DTYPE_F32, 1, shape, a, sizeof one},
+                             {"x", TC_DTYPE_F32, 1, shape, b, sizeof one}};
+    return tc_trainer_step_inputs(t, v, 2, m);
+  };
+  tc_step_metrics_t m;
+  // Clean: w -= lr * mean(x) = w - 0.5 (the scale divided out exactly).
+  ASSERT_TC_OK(step(one, one, &m));
+  EXPECT_EQ(m.skipped, 0);
+  EXPECT_EQ(m.loss_scale, 65536.0);
+  EXPECT_EQ(values("w"), (std::vector<double>{0.5, 1.5, 2.5, 3.5}));
+  EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{1});
+  // The second micro-batch overflows, then the first: both steps skip.
+  for (auto [a, b] : {std::pair<const float *, const float *>{one, huge}, {huge, one}}) {
+    double scale = values("grad_scaler:scale")[0];
+    ASSERT_TC_OK(step(a, b, &m));
+    EXPECT_EQ(m.skipped, 1);
+    EXPECT_EQ(m.loss_scale, scale);
+    EXPECT_FALSE(m.has_grad_norm);
+    EXPECT_EQ(values("w"), (std::vector<double>{0.5, 1.5, 2.5, 3.5}));
+    EXPECT_EQ(values("grad_scaler:scale"), std::vector<double>{scale / 2});
+    EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{0});
+  }
+  EXPECT_EQ(values("grad_scaler:skipped_steps"), std::vector<double>{2});
+  ASSERT_TC_OK(step(one, one, &m));
+  EXPECT_EQ(m.skipped, 0);
+  EXPECT_EQ(m.loss_scale, 16384.0);
+  EXPECT_EQ(values("w"), (std::vector<double>{0, 1, 2, 3}));
+  tc_trainer_release(t);
+  tc_artifact_release(artifact);
+}
+
 } // namespace
