@@ -832,6 +832,24 @@ dot (float[4] x) => (float loss) <float[4] w = {1.0, 2.0, 3.0, 4.0}> {
   EXPECT_EQ(values("w"), (std::vector<double>{0, 1, 2, 3}));
   tc_trainer_release(t);
   tc_artifact_release(artifact);
+
+  // A scale of 2^127 never grows to inf (GradScaler keeps it), though every
+  // step reaches the growth interval of 1; the tracker restarts.
+  ASSERT_EQ(sh(std::string(TC_COMPILE_PATH) + " " + dir + "/dot.onnxtxt --train --fp16"
+               " --optimizer sgd --lr 0.5 --grad-accum 2 --loss-scale-init 1.7014118346046923e38"
+               " --loss-scale-growth-interval 1 -o " + model + " > " + dir + "/compile2.log 2>&1"),
+            0);
+  ASSERT_TC_OK(tc_artifact_open(model.c_str(), &artifact));
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
+  const float tiny[4] = {1e-30f, 1e-30f, 1e-30f, 1e-30f};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TC_OK(step(tiny, tiny, &m));
+    EXPECT_EQ(m.skipped, 0);
+    EXPECT_EQ(values("grad_scaler:scale"), std::vector<double>{0x1p127});
+    EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{0});
+  }
+  tc_trainer_release(t);
+  tc_artifact_release(artifact);
 }
 
 } // namespace
