@@ -788,7 +788,7 @@ dot (float[4] x) => (float loss) <float[4] w = {1.0, 2.0, 3.0, 4.0}> {
   ASSERT_TC_OK(tc_artifact_open(model.c_str(), &artifact));
   tc_train_options_t o;
   tc_train_options_initialize(&o);
-  o.steps = 4;
+  o.steps = 5;
   o.log_every = 0;
   tc_trainer_t *t = nullptr;
   ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
@@ -826,9 +826,19 @@ dot (float[4] x) => (float loss) <float[4] w = {1.0, 2.0, 3.0, 4.0}> {
     EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{0});
   }
   EXPECT_EQ(values("grad_scaler:skipped_steps"), std::vector<double>{2});
+  // An inf loss on a skipped step is no error (as torch's GradScaler
+  // allows): the metrics say null.
+  const float inf[4] = {3e38f, 3e38f, 3e38f, 3e38f};
+  ASSERT_TC_OK(step(inf, inf, &m));
+  EXPECT_EQ(m.skipped, 1);
+  EXPECT_TRUE(std::isinf(m.loss));
+  char *json = nullptr;
+  ASSERT_TC_OK(tc_metrics_train_json(&m, &json));
+  EXPECT_NE(std::string(json).find("\"loss\": null"), std::string::npos) << json;
+  tc_string_release(json);
   ASSERT_TC_OK(step(one, one, &m));
   EXPECT_EQ(m.skipped, 0);
-  EXPECT_EQ(m.loss_scale, 16384.0);
+  EXPECT_EQ(m.loss_scale, 8192.0);
   EXPECT_EQ(values("w"), (std::vector<double>{0, 1, 2, 3}));
   tc_trainer_release(t);
   tc_artifact_release(artifact);
