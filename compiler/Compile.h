@@ -42,6 +42,10 @@ struct TrainOptions {
   std::vector<std::string> noDecay; // regexes: parameters without decay
   int64_t gradAccum = 1;           // micro-batches per step (tc-run averages)
   double clipGradNorm = 0.0;       // 0: no clipping
+  /// Dynamic loss scaling, on with precision "fp16" (tc-optimizer
+  /// loss-scaling; torch.amp.GradScaler's init_scale and growth_interval).
+  double lossScaleInit = 65536.0;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 /// What a frontend gives compile(): the module (one func.func @infer of tc
@@ -63,9 +67,10 @@ struct CompileOptions {
   std::string target = "cpu";
   /// GPU targets: allow TF32 tensor cores for fp32 matmuls.
   bool tf32 = false;
-  /// tc-precision mode: "fp32" (default), "tf32" (annotation) or "bf16"
+  /// tc-precision mode: "fp32" (default), "tf32" (annotation), "bf16"
   /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
-  /// master weights and optimizer state).
+  /// master weights and optimizer state) or "fp16" (the same in f16; with
+  /// train.enabled, dynamic loss scaling in the step).
   std::string precision = "fp32";
   /// tc-recognize-attention: exported attention chains become tc.attention
   /// (off: they stay matmul / softmax / matmul, for comparison and debugging).

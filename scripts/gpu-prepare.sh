@@ -9,7 +9,8 @@
 #   OUT/codegen/cases.tca    test/codegen/Inputs/cases.mlir compiled for sm_90 (reference
 #                            program, generated kernels, device program: run_generated's input)
 #   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
-#                            for sm_90 with AdamW in P = fp32 (tf32 off) and bf16,
+#                            for sm_90 with AdamW in P = fp32 (tf32 off), bf16 and fp16
+#                            (f16 with dynamic loss scaling),
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
 #   OUT/fixtures/F-sdpa.E.P.tca   when TC_HF=1 (default 0) and transformers is importable:
 #                            tiny random-weight HuggingFace models (scripts/make_hf_models.py;
@@ -76,7 +77,7 @@ FX="$ROOT/test/fixtures"
 for m in gpt2 llama; do
   cp "$FX/$m.input_ids.npy" "$FX/$m.labels.npy" "$OUT/fixtures/"
   for e in ts dynamo; do
-    for p in fp32 bf16; do
+    for p in fp32 bf16 fp16; do
       compile_fixture "$FX/$m.$e.onnx" "$m.$e.$p" "$p"
       cpu_reference "$m.$e.$p" "$FX/$m"
     done
