@@ -9,6 +9,7 @@
 #include "compiler/MemoryPlan.h"
 #include "compiler/Pipelines.h"
 #include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "dialects/tc/Eval/Program.h"
@@ -25,6 +26,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdio>
+#include <cstring>
 
 using namespace mlir;
 
@@ -99,7 +101,7 @@ std::string jsonDouble(double v) {
 }
 
 /// reports["training"]: what tc-run needs to drive the step functions.
-std::string trainingConfigJson(ModuleOp module, const TrainOptions &t) {
+std::string trainingConfigJson(ModuleOp module, const TrainOptions &t, bool lossScaling) {
   std::string loss = t.loss;
   if (auto grad = module.lookupSymbol<func::FuncOp>("grad_step"))
     if (auto n = grad.getResultAttrOfType<StringAttr>(0, "tc.name"))
@@ -113,8 +115,12 @@ std::string trainingConfigJson(ModuleOp module, const TrainOptions &t) {
   for (size_t i = 0; i < t.noDecay.size(); ++i)
     s += (i ? ", " : "") + jsonQuote(t.noDecay[i]);
   s += "], \"grad_accum\": " + std::to_string(t.gradAccum) +
-       ", \"clip_grad_norm\": " + jsonDouble(t.clipGradNorm) + "}";
-  return s;
+       ", \"clip_grad_norm\": " + jsonDouble(t.clipGradNorm);
+  if (lossScaling)
+    s += ", \"loss_scaling\": {\"init_scale\": " + jsonDouble(t.lossScaleInit) +
+         ", \"growth_factor\": 2, \"backoff_factor\": 0.5, \"growth_interval\": " +
+         std::to_string(t.lossScaleGrowthInterval) + "}";
+  return s + "}";
 }
 } // namespace
 
@@ -153,6 +159,9 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
   c.optimizer.weightDecay = t.weightDecay;
   c.optimizer.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
   c.optimizer.clipGradNorm = t.clipGradNorm;
+  c.autodiff.lossScaling = c.optimizer.lossScaling = t.enabled && opts.precision == "fp16";
+  c.optimizer.lossScaleInit = t.lossScaleInit;
+  c.optimizer.lossScaleGrowthInterval = t.lossScaleGrowthInterval;
   PassManager pm(module.getContext());
   buildTrainingPipeline(pm, c);
   return runCollecting(pm, module, "the training pipeline", error, notes);
@@ -289,7 +298,12 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
   a.producer = "tc-compile 0.1";
   // Trainability and optimizer state as the IR says.
   llvm::StringSet<> trainable;
-  std::vector<std::pair<std::string, rt::TensorType>> state;
+  struct StateEntry {
+    std::string name;
+    rt::TensorType type;
+    double init = 0; // kStateInitAttr
+  };
+  std::vector<StateEntry> state;
   llvm::StringSet<> seenState, notInStateDict, buffers;
   result->module->walk([&](ParameterOp p) {
     if (p.getTrainable())
@@ -299,8 +313,10 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
     if (p->hasAttr("tc.buffer"))
       buffers.insert(p.getName());
     if (p->hasAttr("tc.optimizer_state") && seenState.insert(p.getName()).second)
-      if (auto t = toTensorType(p.getType()))
-        state.push_back({p.getName().str(), *t});
+      if (auto t = toTensorType(p.getType())) {
+        auto init = p->getAttrOfType<FloatAttr>(kStateInitAttr);
+        state.push_back({p.getName().str(), *t, init ? init.getValueAsDouble() : 0.0});
+      }
   });
   std::vector<std::string> leftOut;
   for (rt::Parameter &p : a.params) {
@@ -333,7 +349,7 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
     error->message = st.message();
     return false;
   }
-  for (auto &[name, type] : state) {
+  for (auto &[name, type, init] : state) {
     if (a.findParam(name)) {
       error->kind = CompileErrorKind::BadInput;
       error->message = "optimizer state '" + name + "' clashes with a model initializer";
@@ -345,6 +361,26 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
     p.kind = rt::ParamKind::OptimizerState;
     p.init = rt::ParamInit::Zeros;
     p.hasData = false;
+    if (init != 0) {
+      // A state entry that does not start at zero (the loss scale, an f32
+      // scalar) carries its first value as data, as weights do.
+      if (type.dtype != rt::DType::F32) {
+        error->kind = CompileErrorKind::Internal;
+        error->message = "optimizer state '" + name + "' has an initial value but is not f32";
+        return false;
+      }
+      float v = static_cast<float>(init);
+      a.weights.resize((a.weights.size() + 63) / 64 * 64);
+      p.init = rt::ParamInit::Data;
+      p.hasData = true;
+      p.offset = a.weights.size();
+      p.bytes = static_cast<uint64_t>(type.numElements()) * sizeof v;
+      for (int64_t i = 0; i < type.numElements(); ++i) {
+        uint8_t bytes[sizeof v];
+        std::memcpy(bytes, &v, sizeof v);
+        a.weights.insert(a.weights.end(), bytes, bytes + sizeof v);
+      }
+    }
     a.params.push_back(std::move(p));
   }
   if (opts.train.enabled && trainable.empty()) {
@@ -368,7 +404,8 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
     }
   }
   if (opts.train.enabled)
-    a.reports["training"] = trainingConfigJson(*result->module, opts.train);
+    a.reports["training"] =
+        trainingConfigJson(*result->module, opts.train, opts.precision == "fp16");
   if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer")) {
     a.reports["input_ranges"] = inputRangesJson(infer);
     LabelConvention labels = detectLabelConvention(infer);

@@ -42,6 +42,10 @@ struct TrainOptions {
   std::vector<std::string> noDecay; // regexes: parameters without decay
   int64_t gradAccum = 1;           // micro-batches per step (tc-run averages)
   double clipGradNorm = 0.0;       // 0: no clipping
+  /// Dynamic loss scaling, on with precision "fp16" (tc-optimizer
+  /// loss-scaling; torch.amp.GradScaler's init_scale and growth_interval).
+  double lossScaleInit = 65536.0;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 /// What a frontend gives compile(): the module (one func.func @infer of tc
@@ -65,7 +69,8 @@ struct CompileOptions {
   bool tf32 = false;
   /// tc-precision mode: "fp32" (default), "tf32" (annotation), "bf16"
   /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
-  /// master weights and optimizer state) or "fp8" (below).
+  /// master weights and optimizer state), "fp16" (the same in f16; with
+  /// train.enabled, dynamic loss scaling in the step) or "fp8" (below).
   std::string precision = "fp32";
   /// precision "fp8" (tc-precision's fp8 options, Passes.td): the bf16 plan,
   /// with the linear-layer matmuls in FP8 (E4M3 operands, E5M2 gradients,

@@ -67,6 +67,9 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   c.optimizer.weightDecay = weightDecay;
   c.optimizer.noDecay.assign(noDecay.begin(), noDecay.end());
   c.optimizer.clipGradNorm = clipGradNorm;
+  c.autodiff.lossScaling = c.optimizer.lossScaling = train && precision == "fp16";
+  c.optimizer.lossScaleInit = lossScaleInit;
+  c.optimizer.lossScaleGrowthInterval = lossScaleGrowthInterval;
   return c;
 }
 

@@ -63,7 +63,8 @@ struct TrainingPipelineConfig {
 /// tc-training's command-line options (tc-opt).
 struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {
   Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc("tc-precision mode: fp32, tf32, bf16 or fp8"),
+                                llvm::cl::desc("tc-precision mode: fp32, tf32, bf16, fp16 "
+                                               "(with train: dynamic loss scaling) or fp8"),
                                 llvm::cl::init("fp32")};
   Option<std::string> fp8Scaling{*this, "fp8-scaling",
                                  llvm::cl::desc("tc-precision: tensor, row or mxfp8"),
@@ -107,6 +108,13 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("clip the global gradient norm (0: no clipping)"),
                               llvm::cl::init(0.0)};
+  Option<double> lossScaleInit{*this, "loss-scale-init",
+                               llvm::cl::desc("fp16: the initial loss scale"),
+                               llvm::cl::init(65536.0)};
+  Option<int64_t> lossScaleGrowthInterval{
+      *this, "loss-scale-growth-interval",
+      llvm::cl::desc("fp16: clean steps after which the loss scale doubles"),
+      llvm::cl::init(2000)};
 
   TrainingPipelineConfig config() const;
 };

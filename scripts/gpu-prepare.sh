@@ -9,7 +9,8 @@
 #   OUT/codegen/cases.tca    test/codegen/Inputs/cases.mlir compiled for sm_90 (reference
 #                            program, generated kernels, device program: run_generated's input)
 #   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
-#                            for sm_90 with AdamW in P = fp32 (tf32 off) and bf16,
+#                            for sm_90 with AdamW in P = fp32 (tf32 off), bf16 and fp16
+#                            (f16 with dynamic loss scaling),
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
 #   OUT/fixtures/F-sdpa.E.P.tca   when TC_HF=1 (default 0) and transformers is importable:
 #                            tiny random-weight HuggingFace models (scripts/make_hf_models.py;
@@ -23,6 +24,10 @@
 #   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
 #                            weights (--no-weights --init-params normal), when
 #                            TC_BENCH=1 (default) and torch is importable here
+#   OUT.tgz                  all of OUT, gzipped (about a third of its size): what
+#                            to carry to the GPU machine when OUT and the tree
+#                            exceed the carry limit; scripts/gpu-check.sh OUT.tgz
+#                            unpacks it beside itself and checks OUT
 #
 # Everything is made from the sources; OUT is ignored by git. Safe to run twice.
 set -euo pipefail
@@ -72,7 +77,7 @@ FX="$ROOT/test/fixtures"
 for m in gpt2 llama; do
   cp "$FX/$m.input_ids.npy" "$FX/$m.labels.npy" "$OUT/fixtures/"
   for e in ts dynamo; do
-    for p in fp32 bf16; do
+    for p in fp32 bf16 fp16; do
       compile_fixture "$FX/$m.$e.onnx" "$m.$e.$p" "$p"
       cpu_reference "$m.$e.$p" "$FX/$m"
     done
@@ -165,3 +170,5 @@ if [ "${TC_BENCH:-1}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/null; then
   echo "prepared bench/gpt2-124m.tca (compiled in $(cat "$OUT/bench/compile_seconds") s)"
 fi
 du -sh "$OUT"
+tar -C "$(dirname "$OUT")" -czf "$OUT.tgz" "$(basename "$OUT")"
+du -sh "$OUT.tgz"

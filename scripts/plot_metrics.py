@@ -21,9 +21,9 @@ import tc_metrics  # noqa: E402
 
 
 def series(records, kind, field):
-    """(steps, values) of `field` over the lines of `kind` (fields the schema says are never
-    null: tc_metrics has checked that)."""
-    pts = [(o["step"], o[field]) for _, o in records if o["kind"] == kind]
+    """(steps, values) of `field` over the lines of `kind`, leaving out null values (a loss is
+    null only on a skipped --fp16 step whose loss was not finite)."""
+    pts = [(o["step"], o[field]) for _, o in records if o["kind"] == kind and o[field] is not None]
     return [p[0] for p in pts], [p[1] for p in pts]
 
 

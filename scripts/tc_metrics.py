@@ -5,7 +5,8 @@ One JSON object a line:
     train: {"schema": "tc.metrics/1", "kind": "train", "step": int, "loss": float,
             "loss_smooth": float, "lr": float, "grad_norm": float|null, "tokens": int,
             "tokens_total": int, "tokens_per_s": float, "step_time_s": float,
-            "elapsed_s": float, "mfu": float|null, "hfu": float|null}
+            "elapsed_s": float, "mfu": float|null, "hfu": float|null[, "loss_scale": float,
+            "skipped": bool]}   (loss null only on a skipped --fp16 step)
     val:   {"schema": "tc.metrics/1", "kind": "val", "step": int, "val_loss": float,
             "val_tokens": int}
     eval:  {"schema": "tc.metrics/1", "kind": "eval", "step": int|null, "function": str,
@@ -26,7 +27,7 @@ SCHEMA_MAJOR = 1
 # 2 for 2.0); bool never counts as a number.
 FIELDS = {
     "train": {
-        "step": ("int",), "loss": ("float",), "loss_smooth": ("float",), "lr": ("float",),
+        "step": ("int",), "loss": ("float", "null"), "loss_smooth": ("float",), "lr": ("float",),
         "grad_norm": ("float", "null"), "tokens": ("int",), "tokens_total": ("int",),
         "tokens_per_s": ("float",), "step_time_s": ("float",), "elapsed_s": ("float",),
         "mfu": ("float", "null"), "hfu": ("float", "null"),

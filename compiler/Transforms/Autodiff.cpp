@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Fp8Plan.h"
+#include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -166,8 +167,9 @@ class Differentiator {
 public:
   explicit Differentiator(func::FuncOp fn) : fn(fn) {}
 
-  /// Rewrites `fn` (a copy of @infer) into @grad_step.
-  LogicalResult run(unsigned lossIndex, StringRef lossName);
+  /// Rewrites `fn` (a copy of @infer) into @grad_step; with `lossScaling`
+  /// the backward starts from the loss scale (kLossScaleEntry), not 1.
+  LogicalResult run(unsigned lossIndex, StringRef lossName, bool lossScaling);
 
 private:
   func::FuncOp fn;
@@ -203,7 +205,7 @@ LogicalResult Differentiator::accumulate(Operation *op, Emitter &e, Value v, Val
   return success();
 }
 
-LogicalResult Differentiator::run(unsigned lossIndex, StringRef lossName) {
+LogicalResult Differentiator::run(unsigned lossIndex, StringRef lossName, bool lossScaling) {
   MLIRContext *ctx = fn.getContext();
   Block &body = fn.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
@@ -251,7 +253,20 @@ LogicalResult Differentiator::run(unsigned lossIndex, StringRef lossName) {
   OpBuilder b(ret);
   if (active(loss)) {
     Emitter e{b, loss.getLoc()};
-    grads[loss] = e.splat(tensorTypeOf(loss), 1.0);
+    RankedTensorType lt = tensorTypeOf(loss);
+    if (lossScaling) {
+      // d(loss * scale): the f32 scale, in the loss's type (a scalar).
+      auto scale = ParameterOp::create(b, loss.getLoc(),
+                                       RankedTensorType::get({}, b.getF32Type()),
+                                       b.getStringAttr(kLossScaleEntry), UnitAttr());
+      scale->setAttr("tc.optimizer_state", b.getUnitAttr());
+      Value seed = scale.getResult();
+      if (!lt.getElementType().isF32())
+        seed = CastOp::create(b, loss.getLoc(), lt, seed, b.getBoolAttr(true));
+      grads[loss] = seed;
+    } else {
+      grads[loss] = e.splat(lt, 1.0);
+    }
   }
   for (Operation &op : llvm::reverse(body.without_terminator())) {
     SmallVector<Value> resultGrads;
@@ -815,7 +830,7 @@ struct AutodiffPass : tc::impl::TcAutodiffBase<AutodiffPass> {
     b.setInsertionPointAfter(infer);
     auto grad = llvm::cast<func::FuncOp>(b.clone(*infer.getOperation()));
     grad.setSymName("grad_step");
-    if (failed(Differentiator(grad).run(index, lossName))) {
+    if (failed(Differentiator(grad).run(index, lossName, lossScaling))) {
       grad.erase();
       return signalPassFailure();
     }

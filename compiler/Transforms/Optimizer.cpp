@@ -6,12 +6,16 @@
 // is written in plain tc elementwise ops so that every backend runs it and
 // the reference executor checks it; the formulas follow torch.optim.SGD and
 // torch.optim.AdamW (single-tensor implementations) operation by operation.
+// With loss-scaling (tc-compile --fp16) the step also does what
+// torch.amp.GradScaler's unscale_/step/update do around optimizer.step().
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
 #include "runtime/src/schema/name_regex.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "mlir/IR/Builders.h"
@@ -24,6 +28,10 @@ namespace tc {
 } // namespace tc
 
 using namespace mlir;
+using tc::kGrowthTrackerEntry;
+using tc::kLossScaleEntry;
+using tc::kSkippedStepsEntry;
+using tc::kStateInitAttr;
 
 namespace {
 
@@ -50,16 +58,32 @@ public:
   Value div(Value x, Value y) { return tc::DivOp::create(b, loc, x, y); }
   Value pow(Value x, Value y) { return tc::PowOp::create(b, loc, x, y); }
   Value min(Value x, Value y) { return tc::MinOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return tc::MaxOp::create(b, loc, x, y); }
   Value sqrt(Value x) { return tc::SqrtOp::create(b, loc, x.getType(), x); }
+  Value select(Value c, Value t, Value f) { return tc::SelectOp::create(b, loc, c, t, f); }
+  Value eq(Value x, Value y) { return tc::EqOp::create(b, loc, x, y); }
+  Value gt(Value x, Value y) { return tc::GtOp::create(b, loc, x, y); }
+  Value land(Value x, Value y) { return tc::AndOp::create(b, loc, x, y); }
+  Value lor(Value x, Value y) { return tc::OrOp::create(b, loc, x, y); }
+  Value lnot(Value x) { return tc::NotOp::create(b, loc, x.getType(), x); }
+  Value isInf(Value x) { return tc::IsInfOp::create(b, loc, boolLike(x), x); }
+  Value isNan(Value x) { return tc::IsNanOp::create(b, loc, boolLike(x), x); }
   /// Sum of all elements of x*x, as a rank-0 tensor.
   Value sumSquares(Value x) {
-    auto type = llvm::cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> axes(type.getRank());
-    for (int64_t i = 0; i < type.getRank(); ++i)
-      axes[i] = i;
     Value sq = mul(x, x);
-    return tc::ReduceSumOp::create(b, loc, RankedTensorType::get({}, type.getElementType()),
-                                   sq, b.getDenseI64ArrayAttr(axes), false);
+    return tc::ReduceSumOp::create(b, loc, scalarOf(x), sq, allAxes(x), false);
+  }
+  /// inf or NaN, elementwise.
+  Value nonFinite(Value x) {
+    Value inf = isInf(x); // (one op per statement: C++ leaves the order of
+    Value nan = isNan(x); // argument evaluation open)
+    return lor(inf, nan);
+  }
+  /// 1 when some element of x is inf or NaN, else 0 (f32 rank-0): a flag per
+  /// element and their maximum, one reduction per tensor.
+  Value anyNonFinite(Value x) {
+    Value flag = castTo(nonFinite(x), b.getF32Type());
+    return tc::ReduceMaxOp::create(b, loc, scalarOf(flag), flag, allAxes(flag), false);
   }
   /// x converted to element type `elt` (a no-op when it already is).
   Value castTo(Value x, Type elt) {
@@ -71,6 +95,22 @@ public:
 
   OpBuilder &b;
   Location loc;
+
+private:
+  static RankedTensorType scalarOf(Value x) {
+    return RankedTensorType::get({}, llvm::cast<RankedTensorType>(x.getType()).getElementType());
+  }
+  static Type boolLike(Value x) {
+    auto t = llvm::cast<RankedTensorType>(x.getType());
+    return t.clone(IntegerType::get(t.getContext(), 1));
+  }
+  DenseI64ArrayAttr allAxes(Value x) {
+    int64_t rank = llvm::cast<RankedTensorType>(x.getType()).getRank();
+    SmallVector<int64_t> axes(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      axes[i] = i;
+    return b.getDenseI64ArrayAttr(axes);
+  }
 };
 
 struct ParamInfo {
@@ -97,19 +137,56 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
     return optimizer == "adamw" ? 0.01 : 0.0;
   }
 
+  /// A read of the f32 scalar state entry `name` (kStateInitAttr `init`
+  /// when it does not start at zero).
+  Value scalarState(UpdateBuilder &u, StringRef name, double init = 0.0) {
+    auto op = tc::ParameterOp::create(u.b, u.loc, RankedTensorType::get({}, u.b.getF32Type()),
+                                      u.b.getStringAttr(name), UnitAttr());
+    op->setAttr(kStateAttr, u.b.getUnitAttr());
+    if (init != 0.0)
+      op->setAttr(kStateInitAttr, u.b.getF64FloatAttr(init));
+    return op.getResult();
+  }
+
   /// Emits the update for every parameter: returns (name, value) pairs of
-  /// the results after "grad_norm" (which comes first).
+  /// the results after "grad_norm" (which comes first; with loss scaling
+  /// "skipped" and "loss_scale" follow it).
   SmallVector<std::pair<std::string, Value>>
   buildUpdate(UpdateBuilder &u, ArrayRef<ParamInfo> params, ArrayRef<Value> gradsIn,
               Value lrIn, Value stepIn) {
     SmallVector<std::pair<std::string, Value>> results;
+    SmallVector<Value> grads(gradsIn.begin(), gradsIn.end());
+    Type f32 = u.b.getF32Type();
+    // Loss scaling (GradScaler.unscale_): found_inf over the scaled
+    // gradients, then each gradient times 1/scale in f32 (in its own type
+    // when wider), so the norm and the clipping see the true gradients.
+    Value scale, found, skip, skippedSteps;
+    if (lossScaling) {
+      scale = scalarState(u, kLossScaleEntry, lossScaleInit);
+      for (Value g : grads) {
+        Value f = u.anyNonFinite(g);
+        found = found ? u.max(found, f) : f;
+      }
+      if (!found)
+        found = u.scalar(f32, 0.0);
+      skip = u.gt(found, u.scalar(f32, 0.0));
+      Value inv = u.div(u.scalar(f32, 1.0), scale);
+      for (Value &g : grads) {
+        Type elt = llvm::cast<RankedTensorType>(g.getType()).getElementType();
+        Type ut = elt.isF64() ? elt : f32;
+        Value wide = u.castTo(g, ut);
+        Value unscaled = u.mul(wide, u.castTo(inv, ut));
+        g = u.castTo(unscaled, elt);
+      }
+      skippedSteps = scalarState(u, kSkippedStepsEntry);
+    }
     // The global norm, accumulated in f32 at least (f64 params stay f64).
-    Type normElt = u.b.getF32Type();
+    Type normElt = f32;
     for (const ParamInfo &p : params)
       if (p.type.getElementType().isF64())
         normElt = p.type.getElementType();
     Value total;
-    for (Value g : gradsIn) {
+    for (Value g : grads) {
       Value s = u.sumSquares(u.castTo(g, normElt));
       total = total ? u.add(total, s) : s;
     }
@@ -117,8 +194,17 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
       total = u.scalar(normElt, 0.0);
     Value norm = u.sqrt(total);
     results.push_back({"grad_norm", norm});
+    if (lossScaling) {
+      results.push_back({"skipped", found});
+      results.push_back({"loss_scale", scale});
+      // AdamW's step count: optimizer.step() calls, the skipped steps not
+      // counted.
+      stepIn = u.sub(u.castTo(stepIn, f32), skippedSteps);
+    }
+    // The values the entries hold before the step (what a skipped step
+    // keeps), by entry name.
+    llvm::StringMap<Value> stored;
 
-    SmallVector<Value> grads(gradsIn.begin(), gradsIn.end());
     if (clipGradNorm > 0) {
       // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.
       Value maxNorm = u.scalar(normElt, clipGradNorm), tiny = u.scalar(normElt, 1e-6);
@@ -138,13 +224,15 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
       // correction 0, division by zero) and in f16 eps = 1e-8 to 0.
       Type ct = elt.isF32() || elt.isF64() ? elt : Type(u.b.getF32Type());
       Value lr = u.castTo(lrIn, ct), step = u.castTo(stepIn, ct);
-      Value param = u.castTo(tc::ParameterOp::create(u.b, u.loc, p.type, u.b.getStringAttr(p.name),
-                                                     u.b.getUnitAttr()),
-                             ct);
+      Value storedParam = tc::ParameterOp::create(u.b, u.loc, p.type, u.b.getStringAttr(p.name),
+                                                  u.b.getUnitAttr());
+      stored[p.name] = storedParam;
+      Value param = u.castTo(storedParam, ct);
       auto state = [&](StringRef which) {
-        auto op = tc::ParameterOp::create(u.b, u.loc, p.type,
-                                          u.b.getStringAttr(which + ":" + p.name), UnitAttr());
+        std::string name = (which + ":" + p.name).str();
+        auto op = tc::ParameterOp::create(u.b, u.loc, p.type, u.b.getStringAttr(name), UnitAttr());
         op->setAttr(kStateAttr, u.b.getUnitAttr());
+        stored[name] = op.getResult();
         return u.castTo(op.getResult(), ct);
       };
       auto back = [&](Value x) { return u.castTo(x, elt); };
@@ -205,7 +293,35 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
       results.push_back({"update:exp_avg:" + p.name, back(m)});
       results.push_back({"update:exp_avg_sq:" + p.name, back(v)});
     }
+    if (lossScaling)
+      finishLossScaling(u, stored, skip, found, scale, skippedSteps, results);
     return results;
+  }
+
+  /// A skipped step keeps every entry: each "update:<entry>" becomes
+  /// select(skip, entry, update). Then the scale's own update, as
+  /// torch._amp_update_scale_: on inf/NaN scale * 0.5 and tracker 0; else
+  /// tracker + 1, and at the growth interval scale * 2 (unless that is
+  /// inf) and tracker 0.
+  void finishLossScaling(UpdateBuilder &u, const llvm::StringMap<Value> &stored, Value skip,
+                         Value found, Value scale, Value skippedSteps,
+                         SmallVector<std::pair<std::string, Value>> &results) {
+    for (auto &[name, value] : results)
+      if (StringRef(name).starts_with("update:"))
+        value = u.select(skip, stored.lookup(StringRef(name).drop_front(7)), value);
+    Type f32 = u.b.getF32Type();
+    Value tracker = scalarState(u, kGrowthTrackerEntry);
+    Value zero = u.scalar(f32, 0.0);
+    Value successful = u.add(tracker, u.scalar(f32, 1.0));
+    Value reached = u.eq(successful, u.scalar(f32, static_cast<double>(lossScaleGrowthInterval)));
+    Value grown = u.mul(scale, u.scalar(f32, 2.0));
+    Value grow = u.land(reached, u.lnot(u.nonFinite(grown)));
+    Value cleanScale = u.select(grow, grown, scale);
+    Value cleanTracker = u.select(reached, zero, successful);
+    Value backedOff = u.mul(scale, u.scalar(f32, 0.5));
+    results.push_back({("update:" + kLossScaleEntry).str(), u.select(skip, backedOff, cleanScale)});
+    results.push_back({("update:" + kGrowthTrackerEntry).str(), u.select(skip, zero, cleanTracker)});
+    results.push_back({("update:" + kSkippedStepsEntry).str(), u.add(skippedSteps, found)});
   }
 
   /// Creates `name` at the end of the module with the given arguments and
@@ -251,6 +367,32 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
         module.emitError() << "the module already has @" << n;
         return signalPassFailure();
       }
+    if (lossScaling && !(lossScaleInit > 0 && std::isfinite(lossScaleInit))) {
+      module.emitError() << "loss-scale-init must be a finite number > 0, got " << lossScaleInit;
+      return signalPassFailure();
+    }
+    if (lossScaling && (lossScaleGrowthInterval < 1 || lossScaleGrowthInterval > (1 << 24))) {
+      // The tracker is an f32 counter: exact up to 2^24.
+      module.emitError() << "loss-scale-growth-interval must be in [1, 2^24], got "
+                         << lossScaleGrowthInterval;
+      return signalPassFailure();
+    }
+    if (lossScaling) {
+      // @grad_step's seed reads the scale (tc-autodiff loss-scaling): it
+      // starts where the update's reads say.
+      bool seeded = false;
+      grad.walk([&](tc::ParameterOp p) {
+        if (p.getName() != kLossScaleEntry)
+          return;
+        p->setAttr(kStateInitAttr, OpBuilder(p).getF64FloatAttr(lossScaleInit));
+        seeded = true;
+      });
+      if (!seeded) {
+        grad.emitError() << "loss-scaling: @grad_step does not read \"" << kLossScaleEntry
+                         << "\" (run tc-autodiff with loss-scaling=true)";
+        return signalPassFailure();
+      }
+    }
     std::vector<tc::rt::NameRegex> noDecayRe;
     for (const std::string &p : noDecay) {
       tc::rt::NameRegex re;

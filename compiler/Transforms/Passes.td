@@ -161,7 +161,12 @@ def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
            "tc.name of the loss result of @infer (default: its only scalar "
-           "floating result)">
+           "floating result)">,
+    Option<"lossScaling", "loss-scaling", "bool", /*default=*/"false",
+           "seed the backward with the loss scale (the optimizer state "
+           "\"grad_scaler:scale\", compiler/Transforms/LossScale.h) instead of "
+           "1: every gradient comes out multiplied by it (tc-optimizer "
+           "loss-scaling unscales them)">
   ];
   let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
 }
@@ -232,8 +237,26 @@ def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
         -> (tensor<f32> {tc.name = "grad_norm"}, tensor<4xf32> {tc.name = "update:w"},
             tensor<4xf32> {tc.name = "update:momentum_buffer:w"})
     ```
+    With `loss-scaling` (tc-compile --fp16; @grad_step made by tc-autodiff
+    loss-scaling, so its gradients are multiplied by the scale), dynamic loss
+    scaling as torch.amp.GradScaler does it, in the step itself. State (f32
+    scalars, checkpointed like the moments): "grad_scaler:scale" (initially
+    `loss-scale-init`), "grad_scaler:growth_tracker" (0) and
+    "grad_scaler:skipped_steps" (0). found_inf = any non-finite element of
+    any (scaled) gradient, one reduction per gradient; the gradients are
+    multiplied by 1/scale in f32 before the norm and clipping; every
+    "update:" result becomes select(found_inf, old value, new value), so a
+    skipped step changes no parameter and no optimizer state; AdamW's bias
+    correction uses step - skipped_steps (torch skips optimizer.step(), so
+    its step count does not advance). The scale then follows
+    _amp_update_scale_: found_inf: scale * 0.5, tracker 0; else tracker + 1,
+    and when that reaches `loss-scale-growth-interval`, scale * 2 (if finite)
+    and tracker 0. Extra results: "skipped" (1 or 0) and "loss_scale" (the
+    scale this step used) after "grad_norm", and the three state updates.
+
     Fails when @grad_step is missing, a result is not named "grad:<p>", or
-    `optimizer` is unknown.
+    `optimizer` is unknown; with `loss-scaling`, when @grad_step does not
+    read the scale.
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
@@ -250,7 +273,14 @@ def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
     ListOption<"noDecay", "no-decay", "std::string",
                "Regexes of parameters without weight decay">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
-           "Clip the global gradient norm to this (0: off)">
+           "Clip the global gradient norm to this (0: off)">,
+    Option<"lossScaling", "loss-scaling", "bool", /*default=*/"false",
+           "dynamic loss scaling (GradScaler's semantics; see above)">,
+    Option<"lossScaleInit", "loss-scale-init", "double", /*default=*/"65536.0",
+           "the initial loss scale (GradScaler's init_scale, 2^16)">,
+    Option<"lossScaleGrowthInterval", "loss-scale-growth-interval", "int64_t",
+           /*default=*/"2000",
+           "clean steps after which the scale doubles (GradScaler's growth_interval)">
   ];
   let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
 }
@@ -317,7 +347,7 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
 }
 
 def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
-  let summary = "Choose each op's precision (fp32 / tf32 / bf16 mixed precision / fp8)";
+  let summary = "Choose each op's precision (fp32 / tf32 / bf16 or fp16 mixed precision / fp8)";
   let description = [{
     Gives every tc op the discardable attributes `tc.precision` (the element
     type it computes in: "bf16", "f32", "tf32", or e.g. "i64" for integer
@@ -360,6 +390,11 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
     %yf = tc.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
     %s = tc.softmax %yf {axis = 1 : i64, tc.precision = "f32", ...} : tensor<2x4xf32>
     ```
+    `mode=fp16` is the same plan with f16 for bf16 (torch.autocast(float16)
+    splits the ops the same way), except tc.attention, kept in f32 (the
+    fused attention kernels take f32 or bf16), and norms, which keep f32
+    rows.
+
     `mode=fp8` is the bf16 plan for every op, plus the FP8 mark on each
     linear-layer matmul that may run in FP8 (Fp8Plan.h; tc-quantize-fp8
     turns the marks into tc.quantize + tc.scaled_matmul after tc-autodiff):
@@ -382,8 +417,8 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"fp32\"",
-           "fp32, tf32 (an annotation: f32 matmuls may use tf32), bf16 or fp8 "
-           "(bf16, with FP8 marks on the linear-layer matmuls)">,
+           "fp32, tf32 (an annotation: f32 matmuls may use tf32), bf16, fp16 or "
+           "fp8 (bf16, with FP8 marks on the linear-layer matmuls)">,
     Option<"fp8Scaling", "fp8-scaling", "std::string", /*default=*/"\"tensor\"",
            "mode=fp8: tensor (one f32 scale per tensor), row (per row / column "
            "along K) or mxfp8 (1x32 blocks along K, E8M0 scales)">,

@@ -5,7 +5,9 @@
 // the casts) into mixed precision: bf16 matmuls and elementwise math, f32
 // norms / softmax / losses / sum reductions, f32 master weights. Every op is
 // annotated with `tc.precision` and `tc.precision_reason`, which
-// PrecisionReport.cpp prints.
+// PrecisionReport.cpp prints. `mode=fp16` is the same plan with f16 in place
+// of bf16 (torch.autocast(float16)'s split; tc-compile --fp16 adds dynamic
+// loss scaling, tc-optimizer), except where the GPU has no f16 kernel.
 //
 // Types are rewritten in place in one walk over the (single-block) body: when
 // an op is reached its operands have their final types. Only f32 values are
@@ -121,7 +123,8 @@ bool exactRoundTrip(Type narrow, Type wide) {
 class Planner {
 public:
   Planner(func::FuncOp fn, StringRef mode) : fn(fn), mode(mode), b(fn.getContext()) {
-    bf16 = b.getBF16Type();
+    low = mode == "fp16" ? Type(b.getF16Type()) : Type(b.getBF16Type());
+    lowName = typeName(low);
     f32 = b.getF32Type();
   }
 
@@ -136,18 +139,19 @@ public:
       }
       if (!llvm::isa<TCDialect>(op->getDialect()))
         continue;
-      if (bf16Plan())
-        planBf16(op);
+      if (lowers())
+        planLow(op);
       else
         annotateOnly(op);
     }
-    if (bf16Plan())
+    if (lowers())
       cleanupCasts();
   }
 
 private:
-  /// fp8 is the bf16 plan plus the marks of markFp8Matmuls.
-  bool bf16Plan() const { return mode == "bf16" || mode == "fp8"; }
+  /// bf16, fp16 and fp8 (the bf16 plan plus the marks of markFp8Matmuls)
+  /// rewrite types; fp32 and tf32 only annotate.
+  bool lowers() const { return mode == "bf16" || mode == "fp16" || mode == "fp8"; }
 
   /// Integer/bool ops: untouched in every mode. Returns true if it was one.
   bool annotateInteger(Operation *op) {
@@ -225,11 +229,11 @@ private:
     for (unsigned i : operandIdx) {
       OpOperand &o = op->getOpOperand(i);
       if (elementTypeOf(o.get()) == f32)
-        o.set(castTo(o.get(), bf16, "cast: to bf16 for bf16 compute"));
+        o.set(castTo(o.get(), low, "cast: to " + lowName + " for " + lowName + " compute"));
     }
     for (Value r : op->getResults().take_front(std::min(numResults, op->getNumResults())))
       if (elementTypeOf(r) == f32) {
-        r.setType(withElement(r.getType(), bf16));
+        r.setType(withElement(r.getType(), low));
         lowered.insert(r);
       }
   }
@@ -254,7 +258,7 @@ private:
     annotate(op, typeName(computeType(op)), reason);
   }
 
-  void planBf16(Operation *op) {
+  void planLow(Operation *op) {
     Kind kind = classify(op);
     if (kind == Kind::Cast) {
       // A cast of the model: its result type is the model's choice.
@@ -276,7 +280,7 @@ private:
       if (idx.size() != 2 || !all)
         return annotate(op, typeName(computeType(op)), "matmul: not f32, untouched");
       lowerOperandsAndResults(op, idx);
-      return annotate(op, "bf16", "matmul: bf16 operands, fp32 accumulation");
+      return annotate(op, lowName, "matmul: " + lowName + " operands, fp32 accumulation");
     }
     case Kind::Attention: {
       // q, k, v in bf16 (tensor cores); the scores, softmax, lse and the
@@ -288,8 +292,10 @@ private:
       });
       if (!all)
         return annotate(op, typeName(computeType(op)), "attention: not f32, untouched");
+      if (low.isF16()) // the fused attention kernels take f32 or bf16
+        return keepF32(op, "attention: no f16 attention kernel, kept in f32");
       lowerOperandsAndResults(op, idx, /*numResults=*/1); // lse stays f32
-      return annotate(op, "bf16", "attention: bf16 operands, f32 softmax and accumulation");
+      return annotate(op, lowName, "attention: " + lowName + " operands, f32 softmax and accumulation");
     }
     case Kind::Norm:
       return keepF32(op, "norm: kept in f32");
@@ -314,7 +320,7 @@ private:
                              : "elementwise";
       if (anyLowered && castable) {
         lowerOperandsAndResults(op, idx);
-        return annotate(op, "bf16", (Twine(what) + " on bf16 inputs").str());
+        return annotate(op, lowName, (Twine(what) + " on " + lowName + " inputs").str());
       }
       if (anyLowered)
         restoreOperands(op, ("for " + op->getName().getStringRef()).str());
@@ -323,7 +329,7 @@ private:
                       (Twine(what) + " on " + typeName(t) + " inputs").str());
     }
     default:
-      return keepF32(op, "no bf16 rule: kept in f32");
+      return keepF32(op, "no " + lowName + " rule: kept in f32");
     }
   }
 
@@ -338,17 +344,17 @@ private:
       Operation *m = c.getInput().getDefiningOp();
       if (!m || !llvm::isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(m) ||
           !m->hasOneUse() || elementTypeOf(c.getInput()) != f32 ||
-          elementTypeOf(c.getResult()) != bf16)
+          elementTypeOf(c.getResult()) != low)
         continue;
       Value x = m->getOperand(0);
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPoint(m);
-      auto early = CastOp::create(b, c.getLoc(), withElement(x.getType(), bf16), x,
+      auto early = CastOp::create(b, c.getLoc(), withElement(x.getType(), low), x,
                                   c.getSaturateAttr());
       early->setAttrs(c->getAttrs());
       m->setOperand(0, early.getResult());
       m->getResult(0).setType(c.getType());
-      annotate(m, "bf16", "data movement on bf16 inputs");
+      annotate(m, lowName, "data movement on " + lowName + " inputs");
       c.getResult().replaceAllUsesWith(m->getResult(0));
       c.erase();
     }
@@ -360,6 +366,8 @@ private:
   /// it reads and writes bf16 rows (its f32 weights stay f32), with one
   /// rounding of the output and no f32 copy of the rows.
   void narrowNorms() {
+    if (!low.isBF16()) // the norm kernels read f32 or bf16 rows
+      return;
     SmallVector<Operation *> norms;
     fn.walk([&](Operation *op) {
       if (llvm::isa<LayerNormOp, RmsNormOp>(op))
@@ -368,19 +376,19 @@ private:
     for (Operation *op : norms) {
       Value x = op->getOperand(0), y = op->getResult(0);
       auto up = x.getDefiningOp<CastOp>();
-      if (!up || elementTypeOf(up.getInput()) != bf16 || elementTypeOf(x) != f32 || y.use_empty())
+      if (!up || elementTypeOf(up.getInput()) != low || elementTypeOf(x) != f32 || y.use_empty())
         continue;
       SmallVector<CastOp> downs;
       for (Operation *u : y.getUsers()) {
         auto c = llvm::dyn_cast<CastOp>(u);
-        if (!c || elementTypeOf(c.getResult()) != bf16)
+        if (!c || elementTypeOf(c.getResult()) != low)
           break;
         downs.push_back(c);
       }
       if (downs.size() != static_cast<size_t>(std::distance(y.use_begin(), y.use_end())))
         continue;
       op->setOperand(0, up.getInput());
-      y.setType(withElement(y.getType(), bf16));
+      y.setType(withElement(y.getType(), low));
       for (CastOp c : downs) {
         c.getResult().replaceAllUsesWith(y);
         c.erase();
@@ -419,7 +427,8 @@ private:
   func::FuncOp fn;
   StringRef mode;
   OpBuilder b;
-  Type bf16, f32;
+  Type low, f32; ///< the lowered type (bf16, or f16 in fp16 mode) and f32
+  std::string lowName;
   llvm::DenseSet<Value> lowered;
   llvm::DenseMap<std::pair<Value, Type>, Value> casts;
 };
@@ -429,8 +438,9 @@ struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
 
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
-    if (mode != "fp32" && mode != "tf32" && mode != "bf16" && mode != "fp8") {
-      fn.emitError() << "tc-precision: mode must be fp32, tf32, bf16 or fp8, got '" << mode << "'";
+    if (mode != "fp32" && mode != "tf32" && mode != "bf16" && mode != "fp16" && mode != "fp8") {
+      fn.emitError() << "tc-precision: mode must be fp32, tf32, bf16, fp16 or fp8, got '" << mode
+                     << "'";
       return signalPassFailure();
     }
     if (mode == "fp8" && failed(checkFp8Options(fn)))

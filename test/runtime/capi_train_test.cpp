@@ -6,7 +6,8 @@
 // does, calls from another thread during a run (progress, eval, logits,
 // generation) leave its losses as they were, inference in one call gives
 // logits and greedy tokens of one snapshot, and bad arguments give statuses
-// that name them.
+// that name them. Compiled with --fp16, a step that overflows is reported
+// skipped with its loss scale and changes no entry but the scale's.
 //
 //===----------------------------------------------------------------------===//
 #include <atomic>
@@ -121,7 +122,8 @@ protected:
     model = dir + "/m.tca";
     ASSERT_EQ(sh(std::string(TC_COMPILE_PATH) + " " + TC_FIXTURES + "/gpt2.ts.onnx" +
                  " --input input_ids=2x16 --input labels=2x16 --train --optimizer adamw"
-                 " --lr 1e-2 -o " + model + " > " + dir + "/compile.log 2>&1"),
+                 " --lr 1e-2 " + extraCompileFlags() + " -o " + model + " > " + dir +
+                 "/compile.log 2>&1"),
               0);
     // The token file of test/tools/tc-run-train.test.
     tokens = dir + "/tokens.bin";
@@ -133,6 +135,8 @@ protected:
     ASSERT_TC_OK(tc_artifact_open(model.c_str(), &artifact));
   }
   void TearDown() override { tc_artifact_release(artifact); }
+  /// More tc-compile flags for the model (a precision).
+  virtual std::string extraCompileFlags() const { return ""; }
 
   /// tc-run's losses for `flags` (and its exit code).
   std::vector<double> tcRun(const std::string &flags, const std::string &name) {
@@ -209,6 +213,8 @@ TEST_F(CApiTrain, LossesEqualTcRunToTheBit) {
     EXPECT_EQ(m.step, i + 1);
     EXPECT_EQ(m.tokens, 32);
     EXPECT_TRUE(m.has_grad_norm);
+    EXPECT_EQ(m.skipped, 0);
+    EXPECT_EQ(m.loss_scale, 0.0); // no loss scaling
     stepped.push_back(m.loss);
     char *json = nullptr;
     ASSERT_TC_OK(tc_metrics_train_json(&m, &json));
@@ -691,6 +697,169 @@ TEST_F(CApiTrain, TensorFilesRoundTrip) {
   EXPECT_STREQ(text, "f32 2x3");
   tc_string_release(text);
   EXPECT_STREQ(tc_version(), "0.3.0");
+}
+
+/// The fixture compiled with --fp16 and an initial loss scale of 2^24, which
+/// overflows in f16 (GradScaler's first steps often skip, too).
+class CApiTrainFp16 : public CApiTrain {
+protected:
+  std::string extraCompileFlags() const override {
+    return "--fp16 --loss-scale-init 16777216 --loss-scale-growth-interval 3";
+  }
+};
+
+TEST_F(CApiTrainFp16, SkippedStepsChangeOnlyTheScale) {
+  tc_train_options_t o = options(12);
+  tc_trainer_t *t = nullptr;
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
+  auto entry = [&](const char *name) {
+    tc_tensor_t *v = nullptr;
+    EXPECT_EQ(tc_trainer_get_parameter(t, name, &v), nullptr) << name;
+    return v;
+  };
+  auto scalar = [&](const char *name) {
+    tc_tensor_t *v = entry(name);
+    double d = -1;
+    EXPECT_EQ(tc_tensor_to_f64(v, &d, 1), nullptr);
+    tc_tensor_release(v);
+    return d;
+  };
+  EXPECT_EQ(scalar("grad_scaler:scale"), 16777216.0);
+  double scale = 16777216.0;
+  int skipped = 0, clean = 0;
+  for (int i = 0; i < 12; ++i) {
+    tc_tensor_t *w0 = entry("transformer.wte.weight"), *m0 = entry("exp_avg:transformer.wte.weight");
+    tc_step_metrics_t m;
+    ASSERT_TC_OK(tc_trainer_step(t, &m));
+    EXPECT_EQ(m.loss_scale, scale) << "step " << m.step;
+    tc_tensor_t *w1 = entry("transformer.wte.weight"), *m1 = entry("exp_avg:transformer.wte.weight");
+    bool same = std::memcmp(tc_tensor_data(w0), tc_tensor_data(w1), tc_tensor_byte_size(w0)) == 0 &&
+                std::memcmp(tc_tensor_data(m0), tc_tensor_data(m1), tc_tensor_byte_size(m0)) == 0;
+    EXPECT_EQ(same, m.skipped != 0) << "step " << m.step;
+    for (tc_tensor_t *x : {w0, m0, w1, m1})
+      tc_tensor_release(x);
+    char *json = nullptr;
+    ASSERT_TC_OK(tc_metrics_train_json(&m, &json));
+    EXPECT_NE(std::string(json).find(m.skipped ? "\"skipped\": true}" : "\"skipped\": false}"),
+              std::string::npos)
+        << json;
+    tc_string_release(json);
+    if (m.skipped) {
+      ++skipped;
+      scale /= 2;
+    } else {
+      ++clean;
+      EXPECT_TRUE(m.has_grad_norm);
+    }
+    EXPECT_EQ(scalar("grad_scaler:skipped_steps"), skipped);
+    if (m.step == 1)
+      EXPECT_EQ(m.skipped, 1); // 2^24 overflows f16
+    if (!m.skipped && scalar("grad_scaler:scale") != scale) {
+      EXPECT_EQ(scalar("grad_scaler:scale"), 2 * scale) << "step " << m.step;
+      scale *= 2;
+      EXPECT_EQ(scalar("grad_scaler:growth_tracker"), 0.0);
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(clean, 0);
+  tc_trainer_release(t);
+}
+
+// loss = sum(w * x) compiled with --fp16 and two micro-batches: the
+// gradient of a micro-batch is x * scale (f32), so an input of 1e35 makes it
+// inf while the other micro-batch's stays finite. Either micro-batch's inf
+// skips the step (w and the scale's tracker kept, the scale halved); clean
+// micro-batches step.
+TEST(CApiTrainFp16Accum, AnyMicroBatchOverflowSkipsTheStep) {
+  std::string dir = ::testing::TempDir() + "/capi_train_fp16_accum";
+  ASSERT_EQ(sh("rm -rf " + dir + " && mkdir -p " + dir), 0);
+  std::ofstream(dir + "/dot.onnxtxt") << R"(<ir_version: 8, opset_import: ["" : 17]>
+dot (float[4] x) => (float loss) <float[4] w = {1.0, 2.0, 3.0, 4.0}> {
+  p = Mul(w, x)
+  loss = ReduceSum <keepdims = 0> (p)
+}
+)";
+  std::string model = dir + "/dot.tca";
+  ASSERT_EQ(sh(std::string(TC_COMPILE_PATH) + " " + dir + "/dot.onnxtxt --train --fp16"
+               " --optimizer sgd --lr 0.5 --grad-accum 2 -o " + model + " > " + dir +
+               "/compile.log 2>&1"),
+            0);
+  tc_artifact_t *artifact = nullptr;
+  ASSERT_TC_OK(tc_artifact_open(model.c_str(), &artifact));
+  tc_train_options_t o;
+  tc_train_options_initialize(&o);
+  o.steps = 5;
+  o.log_every = 0;
+  tc_trainer_t *t = nullptr;
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
+  auto values = [&](const char *name) {
+    tc_tensor_t *v = nullptr;
+    EXPECT_EQ(tc_trainer_get_parameter(t, name, &v), nullptr) << name;
+    std::vector<double> d(tc_tensor_element_count(v));
+    EXPECT_EQ(tc_tensor_to_f64(v, d.data(), d.size()), nullptr);
+    tc_tensor_release(v);
+    return d;
+  };
+  int64_t shape[1] = {4};
+  const float one[4] = {1, 1, 1, 1}, huge[4] = {1, 1e35f, 1, 1};
+  auto step = [&](const float *a, const float *b, tc_step_metrics_t *m) {
+    tc_tensor_view_t v[2] = {{"x", TC_DTYPE_F32, 1, shape, a, sizeof one},
+                             {"x", TC_DTYPE_F32, 1, shape, b, sizeof one}};
+    return tc_trainer_step_inputs(t, v, 2, m);
+  };
+  tc_step_metrics_t m;
+  // Clean: w -= lr * mean(x) = w - 0.5 (the scale divided out exactly).
+  ASSERT_TC_OK(step(one, one, &m));
+  EXPECT_EQ(m.skipped, 0);
+  EXPECT_EQ(m.loss_scale, 65536.0);
+  EXPECT_EQ(values("w"), (std::vector<double>{0.5, 1.5, 2.5, 3.5}));
+  EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{1});
+  // The second micro-batch overflows, then the first: both steps skip.
+  for (auto [a, b] : {std::pair<const float *, const float *>{one, huge}, {huge, one}}) {
+    double scale = values("grad_scaler:scale")[0];
+    ASSERT_TC_OK(step(a, b, &m));
+    EXPECT_EQ(m.skipped, 1);
+    EXPECT_EQ(m.loss_scale, scale);
+    EXPECT_FALSE(m.has_grad_norm);
+    EXPECT_EQ(values("w"), (std::vector<double>{0.5, 1.5, 2.5, 3.5}));
+    EXPECT_EQ(values("grad_scaler:scale"), std::vector<double>{scale / 2});
+    EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{0});
+  }
+  EXPECT_EQ(values("grad_scaler:skipped_steps"), std::vector<double>{2});
+  // An inf loss on a skipped step is no error (as torch's GradScaler
+  // allows): the metrics say null.
+  const float inf[4] = {3e38f, 3e38f, 3e38f, 3e38f};
+  ASSERT_TC_OK(step(inf, inf, &m));
+  EXPECT_EQ(m.skipped, 1);
+  EXPECT_TRUE(std::isinf(m.loss));
+  char *json = nullptr;
+  ASSERT_TC_OK(tc_metrics_train_json(&m, &json));
+  EXPECT_NE(std::string(json).find("\"loss\": null"), std::string::npos) << json;
+  tc_string_release(json);
+  ASSERT_TC_OK(step(one, one, &m));
+  EXPECT_EQ(m.skipped, 0);
+  EXPECT_EQ(m.loss_scale, 8192.0);
+  EXPECT_EQ(values("w"), (std::vector<double>{0, 1, 2, 3}));
+  tc_trainer_release(t);
+  tc_artifact_release(artifact);
+
+  // A scale of 2^127 never grows to inf (GradScaler keeps it), though every
+  // step reaches the growth interval of 1; the tracker restarts.
+  ASSERT_EQ(sh(std::string(TC_COMPILE_PATH) + " " + dir + "/dot.onnxtxt --train --fp16"
+               " --optimizer sgd --lr 0.5 --grad-accum 2 --loss-scale-init 1.7014118346046923e38"
+               " --loss-scale-growth-interval 1 -o " + model + " > " + dir + "/compile2.log 2>&1"),
+            0);
+  ASSERT_TC_OK(tc_artifact_open(model.c_str(), &artifact));
+  ASSERT_TC_OK(tc_trainer_create(artifact, &o, nullptr, &t));
+  const float tiny[4] = {1e-30f, 1e-30f, 1e-30f, 1e-30f};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TC_OK(step(tiny, tiny, &m));
+    EXPECT_EQ(m.skipped, 0);
+    EXPECT_EQ(values("grad_scaler:scale"), std::vector<double>{0x1p127});
+    EXPECT_EQ(values("grad_scaler:growth_tracker"), std::vector<double>{0});
+  }
+  tc_trainer_release(t);
+  tc_artifact_release(artifact);
 }
 
 } // namespace

@@ -80,6 +80,16 @@ class PlotMetricsTest(unittest.TestCase):
         self.assertEqual(c["lr.png"][0][1:3], ([1, 2, 3], [1e-3, 2e-3, 3e-3]))
         self.assertEqual(c["throughput.png"][0][1:3], ([1, 2, 3], [501.0, 502.0, 503.0]))
 
+    def test_a_skipped_steps_null_loss_has_no_point(self):
+        # --fp16: a skipped step whose loss was inf has loss null (and loss_scale, skipped).
+        self.write([train(1, loss=None, loss_scale=65536.0, skipped=True),
+                    train(2, loss_scale=32768.0, skipped=False)])
+        c = plot_metrics.curves(tc_metrics.read_metrics(self.metrics))
+        loss = {label: (steps, values) for label, steps, values, _ in c["loss.png"]}
+        self.assertEqual(loss["loss"], ([2], [1.5]))
+        rc, _, stderr = self.run_script(self.metrics, "--out", self.tmp.name)
+        self.assertEqual(rc, 0, stderr)
+
     def test_no_val_lines_no_val_curve(self):
         self.write([train(1), train(2)])
         c = plot_metrics.curves(tc_metrics.read_metrics(self.metrics))

@@ -21,6 +21,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,11 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --bf16                 precision: bf16 matmuls and elementwise math; norms,
                          softmax and the loss in fp32; fp32 master weights and
                          optimizer state (the CPU reference emulates bf16 exactly)
+  --fp16                 precision: the --bf16 plan in fp16 (attention and norms
+                         stay fp32: the GPU has no f16 kernels for them); with
+                         --train, dynamic loss scaling as torch.amp.GradScaler
+                         (a step with an inf/NaN gradient is skipped, tc-run
+                         says so). Not with --bf16, --tf32 or --fp8
   --fp8                  precision: the bf16 plan with the linear layers' matmuls
                          in FP8 (E4M3 operands, E5M2 gradients, fp32
                          accumulation, bf16 outputs; Transformer Engine's
@@ -131,6 +137,9 @@ Training (the artifact gets eval_step, grad_step, apply_step, train_step):
   --no-decay REGEX       no weight decay for matching parameters (repeatable)
   --grad-accum N         micro-batches per step, gradients averaged (1)
   --clip-grad-norm X     clip the global gradient L2 norm to X (0: off)
+  --loss-scale-init X    --fp16: the initial loss scale (65536 = 2^16)
+  --loss-scale-growth-interval N
+                         --fp16: clean steps after which the scale doubles (2000)
   --trainable REGEX      train only matching parameters (repeatable; default:
                          every floating-point initializer)
   --freeze REGEX         never train matching parameters (repeatable)
@@ -191,7 +200,8 @@ int main(int argc, char **argv) {
        json = false, batchSearch = true;
   std::vector<std::string> trainOnly; // flags that only mean something with --train
   std::vector<std::string> fp8Only;   // flags that only mean something with --fp8
-  std::vector<std::string> precisionFlags; // --fp32 / --bf16 / --tf32 / --fp8, in order
+  std::vector<std::string> fp16Only;  // flags that only mean something with --fp16
+  std::vector<std::string> precisionFlags; // --fp32 / --bf16 / --fp16 / --tf32 / --fp8, in order
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string &flag) -> std::string {
@@ -278,6 +288,22 @@ int main(int argc, char **argv) {
       opts.train.clipGradNorm = parseNumber("--clip-grad-norm", value("--clip-grad-norm"));
       if (opts.train.clipGradNorm < 0)
         fail(2, "--clip-grad-norm must be >= 0");
+    } else if (is("--loss-scale-init")) {
+      trainOnly.push_back("--loss-scale-init");
+      fp16Only.push_back("--loss-scale-init");
+      opts.train.lossScaleInit = parseNumber("--loss-scale-init", value("--loss-scale-init"));
+      if (!(opts.train.lossScaleInit > 0))
+        fail(2, "--loss-scale-init must be > 0");
+    } else if (is("--loss-scale-growth-interval")) {
+      trainOnly.push_back("--loss-scale-growth-interval");
+      fp16Only.push_back("--loss-scale-growth-interval");
+      std::string v = value("--loss-scale-growth-interval");
+      double n = parseNumber("--loss-scale-growth-interval", v);
+      // The growth tracker is an f32 counter: exact up to 2^24.
+      if (n < 1 || n != static_cast<double>(static_cast<int64_t>(n)) || n > 16777216)
+        fail(2, "--loss-scale-growth-interval wants a whole number in [1, 2^24], got '" + v +
+                    "'");
+      opts.train.lossScaleGrowthInterval = static_cast<int64_t>(n);
     } else if (is("--trainable")) {
       opts.trainable.push_back(value("--trainable"));
     } else if (a == "--no-fused-attention") {
@@ -304,7 +330,7 @@ int main(int argc, char **argv) {
       opts.freeze.push_back(value("--freeze"));
     } else if (is("--target")) {
       opts.target = value("--target");
-    } else if (a == "--fp32" || a == "--bf16") {
+    } else if (a == "--fp32" || a == "--bf16" || a == "--fp16") {
       precisionFlags.push_back(a);
       opts.precision = a.substr(2);
     } else if (a == "--tf32") {
@@ -371,6 +397,14 @@ int main(int argc, char **argv) {
     fail(2, "no model given (see --help)");
   if (!opts.train.enabled && !trainOnly.empty())
     fail(2, trainOnly.front() + " has no effect without --train (it sets up the training step)");
+  // --fp16 is its own precision (and adds loss scaling): refuse a mix rather
+  // than let the last flag win silently.
+  if (std::find(argv + 1, argv + argc, std::string("--fp16")) != argv + argc)
+    for (const char *f : {"--bf16", "--tf32", "--fp8"})
+      if (std::find(argv + 1, argv + argc, std::string(f)) != argv + argc)
+        fail(2, std::string("--fp16 and ") + f + " are two precisions: give one of them");
+  if (opts.precision != "fp16" && !fp16Only.empty())
+    fail(2, fp16Only.front() + " sets up the loss scaling of --fp16: give --fp16");
   if (opts.precision != "fp8" && !fp8Only.empty())
     fail(2, fp8Only.front() + " has no effect without --fp8 (it shapes the FP8 plan)");
   for (const std::string &other : precisionFlags)

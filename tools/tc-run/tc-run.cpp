@@ -566,7 +566,13 @@ public:
       std::snprintf(buf, sizeof buf, " | MFU %.1f%% HFU %.1f%%", 100 * r.mfu, 100 * r.hfu);
       text += buf;
     }
-    if (r.periodic) {
+    if (r.loss_scale > 0) {
+      std::snprintf(buf, sizeof buf, " | loss scale %g%s", r.loss_scale,
+                    r.skipped ? ": skipped (inf/NaN gradient), no update" : "");
+      text += buf;
+    }
+    // A skipped step is always a line: the run made no progress there.
+    if (r.periodic || r.skipped) {
       clearBar();
       std::printf("%s\n", text.c_str());
       std::fflush(stdout);

@@ -451,7 +451,9 @@ typedef struct tc_step_metrics_t {
   double tokens_per_s, step_time_s, elapsed_s, eta_s;
   double mfu, hfu;      /* fractions of the device's dense peak; < 0: unknown */
   int periodic;         /* a log_every step: a line to keep in the scrollback */
-  int skipped;          /* 1: the step made no update (reserved: none skips yet) */
+  int skipped;          /* 1: the step made no update: loss scaling (tc-compile --fp16)
+                           found an inf/NaN gradient and only halved the scale */
+  double loss_scale;    /* the loss scale the step used; 0: no loss scaling */
 } tc_step_metrics_t;
 
 /* A validation: a "kind": "val" record. */

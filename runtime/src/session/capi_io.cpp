@@ -94,6 +94,8 @@ StepRecord stepRecordOf(const tc_step_metrics_t &m) {
   r.mfu = m.mfu;
   r.hfu = m.hfu;
   r.periodic = m.periodic != 0;
+  r.skipped = m.skipped != 0;
+  r.lossScale = m.loss_scale;
   return r;
 }
 

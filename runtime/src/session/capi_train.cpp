@@ -50,6 +50,8 @@ tc_step_metrics_t metricsOf(const StepRecord &r) {
   m.mfu = r.mfu;
   m.hfu = r.hfu;
   m.periodic = r.periodic ? 1 : 0;
+  m.skipped = r.skipped ? 1 : 0;
+  m.loss_scale = r.lossScale;
   return m;
 }
 

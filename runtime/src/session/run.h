@@ -78,6 +78,8 @@ struct StepRecord {
   double tokensPerS = 0, stepTimeS = 0, elapsedS = 0, etaS = 0;
   double mfu = -1, hfu = -1; ///< fractions of the device's dense peak; < 0: unknown
   bool periodic = false;     ///< a --log-every step (a line to keep in the scrollback)
+  bool skipped = false;      ///< loss scaling found an inf/NaN gradient: no update
+  double lossScale = 0;      ///< the loss scale the step used; 0: no loss scaling
 };
 
 /// The "kind": "train" / "val" lines of the metrics file.

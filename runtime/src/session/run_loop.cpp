@@ -75,7 +75,9 @@ Status TrainRun::stepWith(const std::vector<std::vector<HostTensor>> &micro, Ste
   if (!st.isOk())
     return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
   double dt = std::chrono::duration<double>(clock() - ts).count();
-  if (!std::isfinite(r.loss))
+  // A step that loss scaling skipped made no update: its loss may be inf
+  // (an f16 overflow in the forward), as torch's GradScaler allows.
+  if (!std::isfinite(r.loss) && !r.skipped)
     return internalError(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
                          " at step " + std::to_string(step));
   step_ = step;
@@ -92,14 +94,16 @@ Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
   int64_t tokensPerStep = S.tokensPerStep;
   // The bar's loss: an exponential moving average (0.9), bias-corrected
   // as Adam's moments are, so the first steps are not pulled to 0.
-  S.smooth = 0.9 * S.smooth + 0.1 * r.loss;
-  S.smoothWeight = 0.9 * S.smoothWeight + 0.1;
+  if (std::isfinite(r.loss)) { // (not on a skipped step's inf loss)
+    S.smooth = 0.9 * S.smooth + 0.1 * r.loss;
+    S.smoothWeight = 0.9 * S.smoothWeight + 0.1;
+  }
   StepRecord rec;
   rec.step = step;
   rec.first = start + 1;
   rec.total = run_.steps;
   rec.loss = r.loss;
-  rec.lossSmooth = S.smooth / S.smoothWeight;
+  rec.lossSmooth = S.smoothWeight > 0 ? S.smooth / S.smoothWeight : r.loss;
   rec.lr = lr;
   rec.gradNorm = r.gradNorm;
   rec.tokens = tokensPerStep;
@@ -115,6 +119,8 @@ Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
   }
   rec.periodic = o.logEvery > 0 && (step % o.logEvery == 0 || step == start + 1 ||
                                     step == run_.steps);
+  rec.skipped = r.skipped;
+  rec.lossScale = r.lossScale;
   S.obs->step(rec);
   if (out)
     *out = rec;
@@ -122,8 +128,10 @@ Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
   if (S.tbOpen) {
     EventWriter &tb = S.tb;
     double w = wall();
-    TC_RETURN_IF_ERROR(tb.scalar("train/loss", step, r.loss, w));
-    TC_RETURN_IF_ERROR(tb.scalar("train/loss_smooth", step, rec.lossSmooth, w));
+    if (std::isfinite(r.loss)) { // the JSONL's null: no scalar at that step
+      TC_RETURN_IF_ERROR(tb.scalar("train/loss", step, r.loss, w));
+      TC_RETURN_IF_ERROR(tb.scalar("train/loss_smooth", step, rec.lossSmooth, w));
+    }
     TC_RETURN_IF_ERROR(tb.scalar("train/lr", step, lr, w));
     if (std::isfinite(r.gradNorm))
       TC_RETURN_IF_ERROR(tb.scalar("train/grad_norm", step, r.gradNorm, w));

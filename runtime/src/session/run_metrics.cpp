@@ -69,7 +69,11 @@ std::string trainMetricsJson(const StepRecord &r) {
          ", \"tokens_per_s\": " + shortestDecimal(r.tokensPerS) + ", \"step_time_s\": " +
          shortestDecimal(r.stepTimeS) + ", \"elapsed_s\": " + shortestDecimal(r.elapsedS) +
          ", \"mfu\": " + jsonOrNull(r.mfu, r.mfu >= 0) + ", \"hfu\": " +
-         jsonOrNull(r.hfu, r.hfu >= 0) + "}";
+         jsonOrNull(r.hfu, r.hfu >= 0) +
+         (r.lossScale > 0 ? ", \"loss_scale\": " + shortestDecimal(r.lossScale) +
+                                 ", \"skipped\": " + (r.skipped ? "true" : "false")
+                           : std::string()) +
+         "}";
 }
 
 std::string valMetricsJson(const ValRecord &v) {

@@ -1,6 +1,7 @@
 //===- trainer.cpp - the training loop's engine ---------------------------===//
 #include "runtime/src/session/trainer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -621,21 +622,43 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
     std::vector<HostTensor> inputs = micro[0];
     inputs.push_back(scalar(lr));
     inputs.push_back(scalar(static_cast<double>(step)));
-    std::vector<bool> want = wantOnly(exec_->outputNames("train_step"), {config_.loss, "grad_norm"});
+    std::vector<bool> want = wantOnly(exec_->outputNames("train_step"),
+                                      {config_.loss, "grad_norm", "skipped", "loss_scale"});
     TC_RETURN_IF_ERROR(exec_->run("train_step", inputs, &outputs, &want));
     TC_RETURN_IF_ERROR(scalarResult("train_step", config_.loss, 0, outputs, &out->loss));
-    return scalarResult("train_step", "grad_norm", 1, outputs, &out->gradNorm);
+    TC_RETURN_IF_ERROR(scalarResult("train_step", "grad_norm", 1, outputs, &out->gradNorm));
+    return lossScaleResults("train_step", outputs, out);
   }
   // Gradient accumulation through the host: grad_step per micro-batch, the
-  // gradients averaged in double, then apply_step.
+  // gradients averaged in double, then apply_step. With loss scaling the
+  // average is non-finite exactly when some micro-batch's gradient is: a
+  // double sum of finite f32 values cannot overflow and their mean is within
+  // the f32 range, while inf or NaN in any term makes the sum inf or NaN; so
+  // apply_step's inf/NaN check covers every micro-batch. (torch sums the
+  // .grad of the micro-batches in f32, which can overflow where this does
+  // not: then torch skips a step that tc takes.)
   if (!exec_->hasFunction("grad_step") || !exec_->hasFunction("apply_step"))
     return failedPrecondition("the artifact has no " + std::string(onDevice() ? "GPU " : "") +
                               "grad_step/apply_step");
   std::vector<HostTensor> inputs;
   TC_RETURN_IF_ERROR(accumulate(step, lr, micro, &inputs, &out->loss));
-  std::vector<bool> want = wantOnly(exec_->outputNames("apply_step"), {"grad_norm"});
+  std::vector<bool> want =
+      wantOnly(exec_->outputNames("apply_step"), {"grad_norm", "skipped", "loss_scale"});
   TC_RETURN_IF_ERROR(exec_->run("apply_step", inputs, &outputs, &want));
-  return scalarResult("apply_step", "grad_norm", 0, outputs, &out->gradNorm);
+  TC_RETURN_IF_ERROR(scalarResult("apply_step", "grad_norm", 0, outputs, &out->gradNorm));
+  return lossScaleResults("apply_step", outputs, out);
+}
+
+Status Trainer::lossScaleResults(const std::string &fn, const std::vector<HostTensor> &outputs,
+                                 StepResult *out) const {
+  const std::vector<std::string> *names = exec_->outputNames(fn);
+  if (!names || std::find(names->begin(), names->end(), "skipped") == names->end())
+    return Status::ok();
+  double skipped = 0;
+  TC_RETURN_IF_ERROR(scalarResult(fn, "skipped", -1, outputs, &skipped));
+  TC_RETURN_IF_ERROR(scalarResult(fn, "loss_scale", -1, outputs, &out->lossScale));
+  out->skipped = skipped != 0;
+  return Status::ok();
 }
 
 Status Trainer::accumulate(int64_t step, double lr,

@@ -9,7 +9,9 @@
 // update:<entry>...); with grad_accum N > 1 it runs "grad_step" once per
 // micro-batch, averages the gradients (and the losses) and runs "apply_step".
 // After a call every "update:<name>" output becomes the new value of entry
-// <name>. With --ref-precision f64 (ExecOptions F64 + wideF32) the f32 entries
+// <name>. An artifact compiled with --fp16 also returns "skipped" and
+// "loss_scale" (tc-optimizer loss-scaling): the step decides in the graph
+// whether it updates, so the host only reports it. With --ref-precision f64 (ExecOptions F64 + wideF32) the f32 entries
 // are held in f64 between steps, so a float64 run never rounds to f32.
 //
 // Not thread-safe: one Trainer per thread.
@@ -137,6 +139,11 @@ std::vector<uint64_t> evalOffsets(const TokenData &data, int64_t batch, int64_t 
 struct StepResult {
   double loss = 0;
   double gradNorm = 0;
+  /// Dynamic loss scaling (tc-compile --fp16): the step found an inf/NaN
+  /// gradient and changed nothing but the scale.
+  bool skipped = false;
+  /// The loss scale the step used; 0 without loss scaling.
+  double lossScale = 0;
 };
 
 /// A file a run reads, as the checkpoint identifies it: its path, its size
@@ -276,6 +283,9 @@ private:
   /// when no result has that name).
   Status scalarResult(const std::string &fn, const std::string &name, int fallback,
                       const std::vector<HostTensor> &outputs, double *v) const;
+  /// "skipped" and "loss_scale" of `fn` into `out`, when it has them.
+  Status lossScaleResults(const std::string &fn, const std::vector<HostTensor> &outputs,
+                          StepResult *out) const;
   /// Gradient accumulation: runs grad_step on every micro-batch and makes
   /// apply_step's inputs (the averaged gradients, lr, step) and the mean loss.
   Status accumulate(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
