@@ -22,6 +22,10 @@
 // sums add the rest), bf16 results 1e-2 (one bf16 rounding, 2^-8 relative,
 // may fall on the other side of a tie), fast accumulation 2e-2.
 //
+// Then the device program of an FP8 linear layer (quantize_fp8 library ops,
+// compute_type "fp8" matmuls, as tc-lower-to-tcx emits them) through the
+// CUDA executor against the same tc ops on the CPU.
+//
 //===----------------------------------------------------------------------===//
 #include "test/cuda/cuda_test_util.h"
 
@@ -31,6 +35,7 @@
 
 #include "runtime/src/base/float_format.h"
 #include "runtime/src/cuda/cublaslt.h"
+#include "runtime/src/cuda/executor.h"
 #include "runtime/src/cuda/kernels/kernels.h"
 
 namespace tc::rt::cuda {
@@ -316,6 +321,104 @@ TEST_F(CudaFp8, MatmulRefusesWhatCublasLtCannotDo) {
   e = d;
   e.fp8 = false;
   EXPECT_TRUE(refused(e));
+}
+
+//===----------------------------------------------------------------------===//
+// The device program: "quantize_fp8" library ops and compute_type "fp8"
+// matmuls through the executor (the ABI binder and buildMatmul)
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaFp8, ExecutorRunsFp8LinearForwardAndDgrad) {
+  // What tc-lower-to-tcx makes of an FP8 linear layer (test/Conversion/
+  // lower_to_tcx_fp8.mlir): y = x @ W^T (fast accumulation) and dx = dY @ W
+  // reading W's transposed copy.
+  const int64_t M = 48, N = 128, K = 64;
+  DeviceFunction f;
+  f.name = "step";
+  uint64_t arena = 0;
+  auto buf = [&](DeviceBuffer::Space s, TensorType t, std::string name, int32_t index) {
+    DeviceBuffer b;
+    b.space = s;
+    b.type = t;
+    b.bytes = static_cast<uint64_t>(storageBytes(t));
+    if (s == DeviceBuffer::Space::Arena) {
+      b.offset = arena;
+      arena += (b.bytes + 255) / 256 * 256;
+    }
+    b.name = std::move(name);
+    b.index = index;
+    f.buffers.push_back(b);
+    return static_cast<int32_t>(f.buffers.size() - 1);
+  };
+  auto arenaBuf = [&](TensorType t) { return buf(DeviceBuffer::Space::Arena, t, "", -1); };
+  const DType e4 = DType::F8E4M3FN, e5 = DType::F8E5M2;
+  int32_t x = buf(DeviceBuffer::Space::Input, ty(DType::BF16, {M, K}), "x", 0);
+  int32_t w = buf(DeviceBuffer::Space::Input, ty(DType::BF16, {N, K}), "w", 1);
+  int32_t dy = buf(DeviceBuffer::Space::Input, ty(DType::BF16, {M, N}), "dy", 2);
+  int32_t qx = arenaBuf(ty(e4, {M, K})), sx = arenaBuf(ty(DType::F32, {1, 1}));
+  int32_t qw = arenaBuf(ty(e4, {N, K})), sw = arenaBuf(ty(DType::F32, {1, 1}));
+  int32_t wT = arenaBuf(ty(e4, {K, N}));
+  int32_t qd = arenaBuf(ty(e5, {M, N})), sd = arenaBuf(ty(DType::F32, {1, 1}));
+  int32_t scratch[3];
+  for (int32_t &sc : scratch)
+    sc = arenaBuf(ty(DType::I8, {static_cast<int64_t>(fp8QuantizeScratchBytes(1, false))}));
+  int32_t y = buf(DeviceBuffer::Space::Output, ty(DType::BF16, {M, N}), "y", 0);
+  int32_t dx = buf(DeviceBuffer::Space::Output, ty(DType::F32, {M, K}), "dx", 1);
+  f.arenaBytes = arena;
+  auto op = [&](std::string kind, std::string name, std::vector<int32_t> ins,
+                std::vector<int32_t> outs, std::map<std::string, Attr> attrs) {
+    DeviceOp d;
+    d.kind = std::move(kind);
+    d.name = std::move(name);
+    d.ins = std::move(ins);
+    d.outs = std::move(outs);
+    d.attrs = std::move(attrs);
+    f.ops.push_back(std::move(d));
+  };
+  op("library", "quantize_fp8", {x}, {qx, sx, scratch[0]}, {{"rows", aInt(M)}, {"cols", aInt(K)}});
+  op("library", "quantize_fp8", {w}, {qw, sw, wT, scratch[1]},
+     {{"rows", aInt(N)}, {"cols", aInt(K)}, {"has_transpose", aInt(1)}});
+  op("library", "quantize_fp8", {dy}, {qd, sd, scratch[2]}, {{"rows", aInt(M)}, {"cols", aInt(N)}});
+  op("matmul", "", {qx, qw, sx, sw}, {y},
+     {{"m", aInt(M)}, {"n", aInt(N)}, {"k", aInt(K)}, {"transpose_rhs", aInt(1)},
+      {"compute_type", aStr("fp8")}, {"fast_accum", aInt(1)}});
+  op("matmul", "", {qd, wT, sd, sw}, {dx},
+     {{"m", aInt(M)}, {"n", aInt(K)}, {"k", aInt(N)}, {"transpose_rhs", aInt(1)},
+      {"compute_type", aStr("fp8")}});
+  f.inputNames = {"x", "w", "dy"};
+  f.outputNames = {"y", "dx"};
+  f.outputs = {y, dx};
+  Artifact a;
+  a.target = "sm_90";
+  a.deviceFunctions.push_back(f);
+
+  HostTensor hx = randomTensor(ty(DType::BF16, {M, K}), rng, -2, 2);
+  HostTensor hw = randomTensor(ty(DType::BF16, {N, K}), rng, -0.5, 0.5);
+  HostTensor hdy = randomTensor(ty(DType::BF16, {M, N}), rng, -1e-2, 1e-2);
+  std::unique_ptr<DeviceExecutor> ex;
+  ExecutorOptions opts;
+  opts.checkEachOp = true;
+  ASSERT_OK(DeviceExecutor::create(&a, opts, &ex));
+  std::vector<HostTensor> outs;
+  ASSERT_OK(ex->run("step", {hx, hw, hdy}, &outs));
+  ASSERT_EQ(outs.size(), 2u);
+
+  auto quantize = [&](const HostTensor &t, DType qt, std::vector<HostTensor> *r) {
+    return reference("tc.quantize", {t}, {ty(qt, t.type.shape), ty(DType::F32, {1, 1})},
+                     {{"block", aInts(t.type.shape)}}, r);
+  };
+  std::vector<HostTensor> rx, rw, rd, ry, rdx;
+  ASSERT_OK(quantize(hx, e4, &rx));
+  ASSERT_OK(quantize(hw, e4, &rw));
+  ASSERT_OK(quantize(hdy, e5, &rd));
+  ASSERT_OK(reference("tc.scaled_matmul", {rx[0], rx[1], rw[0], rw[1]}, {ty(DType::BF16, {M, N})},
+                      {{"transpose_rhs", aInt(1)}}, &ry));
+  ASSERT_OK(reference("tc.scaled_matmul", {rd[0], rd[1], rw[0], rw[1]}, {ty(DType::F32, {M, K})},
+                      {}, &rdx));
+  check("fp8 executor fwd", DType::BF16, hostTensorToDoubles(outs[0]),
+        hostTensorToDoubles(ry[0]), 2e-2);
+  check("fp8 executor dgrad", DType::F32, hostTensorToDoubles(outs[1]),
+        hostTensorToDoubles(rdx[0]), 1e-3);
 }
 
 } // namespace
