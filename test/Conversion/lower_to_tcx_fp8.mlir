@@ -139,3 +139,31 @@ func.func @blocks_2d(%x: tensor<256x256xbf16>) -> (tensor<256x256xf8E4M3FN>, ten
   %q, %s = tc.quantize %x {block = array<i64: 128, 128>} : tensor<256x256xbf16> -> (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>)
   return %q, %s : tensor<256x256xf8E4M3FN>, tensor<2x2xf32>
 }
+
+// -----
+
+// Tests that per-row scaling of both operands of a forward GEMM (x and W
+// quantized by rows, scale grids [M, 1] and [N, 1]) is one fp8 tcx.matmul
+// reading the scale columns (cuBLASLt's outer-vector scaling).
+// CHECK-LABEL: func.func @linear_rows
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = false, row_scaling = true, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = false, row_scaling = true, rows = 128 : i64}
+// CHECK: tcx.matmul ins({{.+}} : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<32x1xf32>, !tcx.buffer<128x1xf32>) {{.+}} {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+func.func @linear_rows(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tensor<32x128xbf16> {
+  %qx, %sx = tc.quantize %x {block = array<i64: 1, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 1, 64>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<128x1xf32>)
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}
+
+// -----
+
+// Tests that per-row scales of an operand read transposed (a wgrad) are
+// refused: its copy would need per-column scales.
+func.func @rows_transposed(%a: tensor<64x32xf8E4M3FN>, %sa: tensor<64x1xf32>, %b: tensor<128x64xf8E4M3FN>, %sb: tensor<128x1xf32>) -> tensor<32x128xbf16> {
+  // expected-error @+1 {{the GPU's FP8 GEMM takes one scale per operand, or one per row of lhs [M, K] and rhs [N, K] (outer-vector scaling), not tensor<64x1xf32> and tensor<128x1xf32> scales}}
+  %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_lhs = true, transpose_rhs = true}
+      : (tensor<64x32xf8E4M3FN>, tensor<64x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}

@@ -9,7 +9,8 @@
 // and E5M2.
 //
 // Matmul::runFp8 against tc.scaled_matmul of the same quantized operands
-// (quantized on the GPU, so the chain is what a step runs): the forward
+// (quantized on the GPU, so the chain is what a step runs; per tensor, and
+// per row for the forward with cuBLASLt's outer-vector scales): the forward
 // (x [M, K] @ W [N, K]^T, E4M3 x E4M3), dgrad (dY [M, N] E5M2 @ W, reading
 // W's transposed copy) and wgrad (dY^T @ X, reading both transposed copies).
 // The products of the dequantized operands are exact on both sides; only
@@ -190,25 +191,27 @@ TEST_F(CudaFp8, QuantizeRefusesWhatItCannotDo) {
 // Matmul::runFp8
 //===----------------------------------------------------------------------===//
 
-/// Runs runFp8 on lhs [m, k] and rhs [n, k] (TN) and returns out [m, n].
-Status fp8Gemm(Matmul &mm, const GpuQuantized &lhs, bool lhsT, const GpuQuantized &rhs,
-               bool rhsT, DType lt, DType rt, DType outType, bool fast, int64_t m, int64_t n,
-               int64_t k, cudaStream_t s, HostTensor *out) {
+/// An E4M3 x E4M3 problem in cuBLASLt's TN form: lhs [m, k], rhs [n, k].
+MatmulDesc fp8Desc(DType outType, int64_t m, int64_t n, int64_t k) {
   MatmulDesc d;
   d.fp8 = true;
-  d.lhsType = lt;
-  d.rhsType = rt;
   d.dtype = outType;
-  d.fastAccum = fast;
   d.transposeRhs = true;
   d.m = m;
   d.n = n;
   d.k = k;
+  return d;
+}
+
+/// Runs `d` on lhs (its transposed copy with lhsT) and rhs (likewise) and
+/// returns out [m, n].
+Status fp8Gemm(Matmul &mm, const MatmulDesc &d, const GpuQuantized &lhs, bool lhsT,
+               const GpuQuantized &rhs, bool rhsT, cudaStream_t s, HostTensor *out) {
   DevBuf dout;
-  TC_RETURN_IF_ERROR(devZeros(m * n * dtypeStorageBytes(outType), &dout, s));
+  TC_RETURN_IF_ERROR(devZeros(d.m * d.n * dtypeStorageBytes(d.dtype), &dout, s));
   TC_RETURN_IF_ERROR(mm.runFp8(d, lhsT ? lhs.dqT.p : lhs.dq.p, lhs.dscale.as<float>(),
                                rhsT ? rhs.dqT.p : rhs.dq.p, rhs.dscale.as<float>(), dout.p, s));
-  return download(dout.p, ty(outType, {m, n}), out, s);
+  return download(dout.p, ty(d.dtype, {d.m, d.n}), out, s);
 }
 
 TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
@@ -256,8 +259,11 @@ TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
         // cuBLASLt reads lhs [m, k] and rhs [n, k]: the transposed copies
         // where the tc operand is stored the other way.
         HostTensor y;
-        ASSERT_OK(fp8Gemm(*mm, *l, /*lhsT=*/tl, *r, /*rhsT=*/!tr, l->q.type.dtype,
-                          r->q.type.dtype, cs.out, cs.fast, m, n, k, stream(), &y));
+        MatmulDesc d = fp8Desc(cs.out, m, n, k);
+        d.lhsType = l->q.type.dtype;
+        d.rhsType = r->q.type.dtype;
+        d.fastAccum = cs.fast;
+        ASSERT_OK(fp8Gemm(*mm, d, *l, /*lhsT=*/tl, *r, /*rhsT=*/!tr, stream(), &y));
         std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
         CompareResult c = compare(g, wv);
         EXPECT_LE(c.maxErr, cs.tol) << cs.name << " " << p << " " << m << "x" << n << "x" << k;
@@ -271,17 +277,10 @@ TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
       ASSERT_OK(devZeros(n * k, &b, stream()));
       ASSERT_OK(devZeros(m * n * dtypeStorageBytes(cs.out), &o, stream()));
       ASSERT_OK(devZeros(256, &sc, stream()));
-      MatmulDesc d;
-      d.fp8 = true;
-      d.lhsType = d.rhsType = DType::F8E4M3FN;
+      MatmulDesc d = fp8Desc(cs.out, m, n, k);
       if (p != "fwd")
         d.lhsType = DType::F8E5M2;
-      d.dtype = cs.out;
       d.fastAccum = cs.fast;
-      d.transposeRhs = true;
-      d.m = m;
-      d.n = n;
-      d.k = k;
       double us = timeUs(stream(), 20, [&] {
         return mm->runFp8(d, a.p, sc.as<float>(), b.p, sc.as<float>(), o.p, stream());
       });
@@ -291,17 +290,42 @@ TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
   }
 }
 
+TEST_F(CudaFp8, MatmulRowScalesMatchScaledMatmulReference) {
+  // x [M, K] and W [N, K] quantized per row (scale grids [M, 1], [N, 1]):
+  // cuBLASLt's outer-vector scaling, the same sums as per tensor.
+  std::unique_ptr<Matmul> mm;
+  ASSERT_OK(Matmul::create(&mm));
+  const int64_t shapes[][3] = {{64, 128, 256}, {40, 48, 64}};
+  for (DType outType : {DType::F32, DType::BF16}) {
+    std::vector<double> got, want;
+    for (auto [m, n, k] : shapes) {
+      HostTensor x = randomTensor(ty(DType::BF16, {m, k}), rng, -2, 2);
+      HostTensor w = randomTensor(ty(DType::BF16, {n, k}), rng, -0.5, 0.5);
+      GpuQuantized qx, qw;
+      ASSERT_OK(quantizeOnGpu(x, DType::F8E4M3FN, Fp8Scaling::Row, false, stream(), &qx));
+      ASSERT_OK(quantizeOnGpu(w, DType::F8E4M3FN, Fp8Scaling::Row, false, stream(), &qw));
+      std::vector<HostTensor> ref;
+      ASSERT_OK(reference("tc.scaled_matmul", {qx.q, qx.scaleInv, qw.q, qw.scaleInv},
+                          {ty(outType, {m, n})}, {{"transpose_rhs", aInt(1)}}, &ref));
+      MatmulDesc d = fp8Desc(outType, m, n, k);
+      d.rowScales = true;
+      HostTensor y;
+      ASSERT_OK(fp8Gemm(*mm, d, qx, false, qw, false, stream(), &y));
+      std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
+      got.insert(got.end(), g.begin(), g.end());
+      want.insert(want.end(), wv.begin(), wv.end());
+    }
+    check("fp8_gemm row scales", outType, got, want, outType == DType::F32 ? 1e-3 : 1e-2);
+  }
+}
+
 TEST_F(CudaFp8, MatmulRefusesWhatCublasLtCannotDo) {
   std::unique_ptr<Matmul> mm;
   ASSERT_OK(Matmul::create(&mm));
   DevBuf buf;
   ASSERT_OK(devZeros(1 << 16, &buf, stream()));
   float *f = buf.as<float>();
-  MatmulDesc d;
-  d.fp8 = true;
-  d.dtype = DType::BF16;
-  d.transposeRhs = true;
-  d.m = d.n = d.k = 32;
+  MatmulDesc d = fp8Desc(DType::BF16, 32, 32, 32);
   ASSERT_OK(mm->runFp8(d, f, f, f, f, f, stream()));
   auto refused = [&](MatmulDesc bad) { return !mm->runFp8(bad, f, f, f, f, f, stream()).isOk(); };
   MatmulDesc e = d;
@@ -321,6 +345,10 @@ TEST_F(CudaFp8, MatmulRefusesWhatCublasLtCannotDo) {
   e = d;
   e.fp8 = false;
   EXPECT_TRUE(refused(e));
+  e = d;
+  e.rowScales = true;
+  e.batch = 2;
+  EXPECT_TRUE(refused(e)) << "row scales with a batch";
 }
 
 //===----------------------------------------------------------------------===//

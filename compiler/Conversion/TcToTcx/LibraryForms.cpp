@@ -116,16 +116,26 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
     return "cuBLASLt has no f8E5M2 x f8E5M2 GEMM";
   if (!ot.isF32() && !ot.isBF16() && !ot.isF16())
     return llvm::formatv("the FP8 GEMM writes f32, bf16 or f16, not {0}", ot);
-  for (Value s : {op.getLhsScaleInv(), op.getRhsScaleInv()})
-    if (tensorType(s).getNumElements() != 1 || !tensorType(s).getElementType().isF32())
-      return llvm::formatv("the GPU's FP8 GEMM takes per-tensor f32 scales only, not {0}",
-                           s.getType());
   ArrayRef<int64_t> ls = tensorType(op.getLhs()).getShape();
   ArrayRef<int64_t> rs = tensorType(op.getRhs()).getShape();
   bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
   out->m = tl ? ls[1] : ls[0];
   out->k = tl ? ls[0] : ls[1];
   out->n = tr ? rs[0] : rs[1];
+  auto lst = tensorType(op.getLhsScaleInv()), rst = tensorType(op.getRhsScaleInv());
+  if (!lst.getElementType().isF32() || !rst.getElementType().isF32())
+    return llvm::formatv("the GPU's FP8 GEMM takes f32 scales, not {0} and {1}", lst, rst);
+  bool perTensor = lst.getNumElements() == 1 && rst.getNumElements() == 1;
+  // Per row: scale grids [M, 1] and [N, 1] of operands stored [M, K] and [N, K].
+  auto column = [](RankedTensorType t, int64_t rows) {
+    return t.getRank() == 2 && t.getDimSize(0) == rows && t.getDimSize(1) == 1;
+  };
+  bool perRow = !tl && tr && column(lst, out->m) && column(rst, out->n);
+  if (!perTensor && !perRow)
+    return llvm::formatv("the GPU's FP8 GEMM takes one scale per operand, or one per row of "
+                         "lhs [M, K] and rhs [N, K] (outer-vector scaling), not {0} and {1} "
+                         "scales",
+                         lst, rst);
   for (auto [what, v] : {std::pair<const char *, int64_t>{"K", out->k}, {"N", out->n}})
     if (v % 16 != 0)
       return std::string(what) + " = " + std::to_string(v) +

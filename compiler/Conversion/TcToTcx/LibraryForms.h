@@ -87,14 +87,16 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 /// cuBLASLt's FP8 GEMMs are TN only: lhs [M, K] and rhs [N, K], both with K
 /// contiguous; an operand stored the other way (transpose_lhs, or rhs
 /// without transpose_rhs) is read from the transposed copy its tc.quantize
-/// writes too.
+/// writes too. Scales: one per operand, or one per row of lhs [M, 1] and of
+/// rhs [N, 1] (both stored K-contiguous: a per-row copy would need
+/// per-column scales).
 struct Fp8GemmForm {
   int64_t m = 0, n = 0, k = 0;
   bool lhsFromCopy = false, rhsFromCopy = false;
 };
 /// Fills `out` and returns "", or says why `op` has no FP8 GEMM (operand
-/// formats, per-tensor scales only, K and N multiples of 16, an operand
-/// that needs a transposed copy but is not a per-tensor tc.quantize).
+/// formats, the scale forms above, K and N multiples of 16, an operand that
+/// needs a transposed copy but is not a per-tensor tc.quantize).
 std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out);
 /// Whether the tc.quantize result `q` is read through its transposed copy
 /// by some tc.scaled_matmul.

@@ -398,13 +398,14 @@ static LogicalResult verifyFp8Matmul(MatmulOp op) {
     return op.emitOpError() << "has no E5M2 x E5M2 form (cuBLASLt)";
   if (!ot.isF32() && !ot.isBF16() && !ot.isF16())
     return op.emitOpError() << "compute_type \"fp8\" writes f32, bf16 or f16, got " << ot;
-  for (auto [name, v] : {std::pair<const char *, Value>{"lhs_scale_inv", op.getLhsScaleInv()},
-                         {"rhs_scale_inv", op.getRhsScaleInv()}}) {
-    BufferType t = bufferType(v);
-    if (!t.getElementType().isF32() || t.getNumElements() != 1)
-      return op.emitOpError() << name << " must be one f32 element (per-tensor scaling), got "
-                              << t;
-  }
+  BufferType ls = bufferType(op.getLhsScaleInv()), rs = bufferType(op.getRhsScaleInv());
+  bool perTensor = ls.getNumElements() == 1 && rs.getNumElements() == 1;
+  bool perRow = ls.getNumElements() == static_cast<int64_t>(op.getM()) &&
+                rs.getNumElements() == static_cast<int64_t>(op.getN()) && op.getBatch() == 1;
+  if (!ls.getElementType().isF32() || !rs.getElementType().isF32() || (!perTensor && !perRow))
+    return op.emitOpError() << "takes f32 scales, one per operand (per tensor) or m and n of them "
+                               "(per row, batch 1), got lhs_scale_inv "
+                            << ls << " and rhs_scale_inv " << rs;
   if (!op.getTransposeRhs() || op.getTransposeLhs())
     return op.emitOpError() << "compute_type \"fp8\" is TN only: lhs [m, k] and rhs [n, k] "
                                "(transpose_rhs, not transpose_lhs)";

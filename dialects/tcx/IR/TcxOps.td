@@ -324,8 +324,10 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     "bias_gelu"; the bias ([n], the operand dtype) is the third input.
 
     `compute_type` "fp8" (Matmul::runFp8): lhs and rhs are f8E4M3FN or
-    f8E5M2 (not both E5M2), the third and fourth inputs their f32 one-element
-    dequantisation scales (tc.quantize's scale_inv), out is bf16, f16 or f32,
+    f8E5M2 (not both E5M2), the third and fourth inputs their f32
+    dequantisation scales (tc.quantize's scale_inv): one element each (per
+    tensor) or m and n elements (per row, cuBLASLt's outer-vector scaling),
+    out is bf16, f16 or f32,
     accumulation fp32; cuBLASLt's FP8 GEMMs are TN only, so `transpose_rhs`
     and not `transpose_lhs` (lhs [m, k], rhs [n, k]), k and n multiples of
     16, no epilogue, no broadcast. `fast_accum` (fp8 only) trades accuracy

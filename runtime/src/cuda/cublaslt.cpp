@@ -61,7 +61,8 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
 
 std::string MatmulDesc::toString() const {
   std::string s = fp8 ? std::string(dtypeName(lhsType)) + "x" + dtypeName(rhsType) + "->" +
-                            dtypeName(dtype) + (fastAccum ? "(fast accum)" : "")
+                            dtypeName(dtype) + (fastAccum ? "(fast accum)" : "") +
+                            (rowScales ? "(row scales)" : "")
                       : std::string(dtypeName(dtype)) + (tf32 ? "(tf32)" : "");
   s += " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
   if (batch != 1)
@@ -148,6 +149,8 @@ std::string fp8FormError(const MatmulDesc &d) {
     return "no epilogue with FP8 operands";
   if (d.tf32)
     return "tf32 does not apply to FP8";
+  if (d.rowScales && d.batch != 1)
+    return "row scales take one matrix (batch 1)";
   return "";
 }
 
@@ -247,7 +250,8 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
                          d.fp8,
                          static_cast<int64_t>(d.lhsType),
                          static_cast<int64_t>(d.rhsType),
-                         d.fastAccum};
+                         d.fastAccum,
+                         d.rowScales};
   std::string keyBytes(reinterpret_cast<const char *>(key), sizeof key);
   auto it = plans_.find(keyBytes);
   if (it != plans_.end()) {
@@ -273,6 +277,15 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
     int8_t fast = d.fastAccum ? 1 : 0;
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    if (d.rowScales) {
+      // A's scales are a vector over the rows of op(A) (our rhs: n), B's
+      // over the columns of op(B) (our lhs: m).
+      int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    }
   }
   cublasLtEpilogue_t epi = toCublas(d.epilogue);
   TC_CUBLAS_RETURN_IF_ERROR(
@@ -361,8 +374,9 @@ Status checkProblem(const MatmulDesc &d, const void *lhs, const void *rhs, const
 
 Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
                    cudaStream_t stream, const void *bias, void *aux) {
-  if (d.fp8)
-    return invalidArgument("matmul: FP8 operands run through runFp8 (" + d.toString() + ")");
+  if (d.fp8 || d.rowScales)
+    return invalidArgument("matmul: FP8 operands (and row scales) run through runFp8 (" +
+                           d.toString() + ")");
   if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
     return invalidArgument(std::string("matmul: dtype must be f32, bf16 or f16, got ") +
                            dtypeName(d.dtype));

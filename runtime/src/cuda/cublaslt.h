@@ -88,6 +88,10 @@ struct MatmulDesc {
   /// cores' partial sums to fp32). Forward GEMMs only: in dgrad/wgrad it
   /// costs 7-33x the error (measured on the H200, issue 11's notes).
   bool fastAccum = false;
+  /// FP8 only: per-row scales, m values for lhs [m, k] and n for rhs [n, k]
+  /// (tc.quantize per row of both; cuBLASLt's OUTER_VEC_32F scaling, sm_90);
+  /// otherwise one scale each.
+  bool rowScales = false;
 
   /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
   std::string toString() const;
@@ -120,7 +124,9 @@ public:
   /// Runs the FP8 problem `d` (d.fp8): out = (lhs * *lhsScaleInv) op
   /// (rhs * *rhsScaleInv), the scales f32 scalars on the device (the
   /// dequantisation factors tc.quantize writes: cuBLASLt's A/B scale
-  /// pointers). InvalidArgument for a problem outside cuBLASLt's FP8 form.
+  /// pointers), or with d.rowScales f32 vectors [m] and [n]: out[i, j] =
+  /// lhsScaleInv[i] * rhsScaleInv[j] * sum_k lhs[i, k] rhs[j, k].
+  /// InvalidArgument for a problem outside cuBLASLt's FP8 form.
   Status runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv, const void *rhs,
                 const float *rhsScaleInv, void *out, cudaStream_t stream);
 

@@ -204,6 +204,14 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   void *out = outs[0];
   Matmul *mm = matmul.get();
   if (fp8) {
+    // One scale each (per tensor), or m and n of them (per row).
+    int64_t nl = bufType(p, op.ins[2]).numElements(), nr = bufType(p, op.ins[3]).numElements();
+    d.rowScales = nl != 1 || nr != 1;
+    if (d.rowScales && (nl != d.m || nr != d.n))
+      return invalidArgument(where + ": an fp8 matmul takes one scale per operand or one per row (" +
+                             std::to_string(d.m) + " and " + std::to_string(d.n) + "), got " +
+                             std::to_string(nl) + " and " + std::to_string(nr));
+    p.profileNames.back() = "matmul " + d.toString();
     auto *ls = static_cast<const float *>(ins[2]), *rs = static_cast<const float *>(ins[3]);
     p.ops.push_back([=]() { return mm->runFp8(d, lhs, ls, rhs, rs, out, s); });
     return Status::ok();

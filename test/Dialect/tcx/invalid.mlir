@@ -347,9 +347,9 @@ func.func @mm_fp8_no_scales(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128
 
 // -----
 
-// Tests that the scales are f32 scalars (per-tensor scaling).
+// Tests that the scales are one per operand or one per row of both (not mixed).
 func.func @mm_fp8_row_scales(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %sa: !tcx.buffer<32x1xf32>, %sb: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
-  // expected-error @+1 {{lhs_scale_inv must be one f32 element (per-tensor scaling), got '!tcx.buffer<32x1xf32>'}}
+  // expected-error @+1 {{takes f32 scales, one per operand (per tensor) or m and n of them (per row, batch 1), got lhs_scale_inv '!tcx.buffer<32x1xf32>' and rhs_scale_inv '!tcx.buffer<1xf32>'}}
   tcx.matmul ins(%a, %b, %sa, %sb : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<32x1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8"}
   return
 }
