@@ -185,6 +185,11 @@ Value BufferAssignment::outBuffer(OpBuilder &b, Value result) {
   return a.getResult();
 }
 
+Value BufferAssignment::companionBuffer(OpBuilder &b, Value tensor, tcx::BufferType type) {
+  StringRef kind = backward.contains(tensor) ? "backward" : "activation";
+  return tcx::AllocOp::create(b, tensor.getLoc(), type, b.getStringAttr(kind)).getResult();
+}
+
 Value BufferAssignment::view(OpBuilder &b, Value result, Value source, int64_t byteOffset) {
   Value src = bufferOf(b, source);
   auto v = tcx::ViewOp::create(b, result.getLoc(),

@@ -64,6 +64,12 @@ public:
                    int64_t byteOffset);
   /// Records that `tensor` lives in `buffer`.
   void map(mlir::Value tensor, mlir::Value buffer) { buffers[tensor] = buffer; }
+  /// A new buffer of `type` holding another layout of `tensor` (the
+  /// transposed FP8 copy a tc.quantize writes beside its result): an alloc
+  /// of the kind `tensor`'s own would have, never a persistent destination.
+  mlir::Value companionBuffer(mlir::OpBuilder &b, mlir::Value tensor, tcx::BufferType type);
+  /// Whether `v` depends on a loss gradient (it is computed in the backward).
+  bool inBackward(mlir::Value v) const { return backward.contains(v); }
 
   /// A `tcx.library` call of `callee` with the launcher's sizes `attrs` and
   /// the scratch buffer it needs, if any.
@@ -88,6 +94,9 @@ public:
   /// reads it with.
   llvm::DenseMap<mlir::Value, std::pair<mlir::Value, llvm::SmallVector<int64_t>>>
       stridedAttention;
+  /// A tc.quantize result -> the buffer of its transposed copy [cols, rows],
+  /// which the tc.scaled_matmuls that read it transposed use.
+  llvm::DenseMap<mlir::Value, mlir::Value> transposedFp8;
   /// A norm gradient op -> (mean or null, rstd) its forward's kernel writes.
   llvm::DenseMap<mlir::Operation *, std::pair<mlir::Value, mlir::Value>> normStats;
 

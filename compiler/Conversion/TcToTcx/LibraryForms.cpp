@@ -3,6 +3,8 @@
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 using namespace mlir;
 
 namespace tc {
@@ -56,6 +58,110 @@ std::optional<GemmForm> gemmForm(MatmulOp op) {
     g.broadcast = true;
   }
   return g;
+}
+
+std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
+  auto in = tensorType(op.getInput());
+  Type elt = tensorType(op.getResult()).getElementType();
+  if (!isLibraryFloat(in.getElementType()))
+    return llvm::formatv("the FP8 quantize kernel reads f32 or bf16, not {0}",
+                         in.getElementType());
+  if (!isa<Float8E4M3FNType, Float8E5M2Type>(elt))
+    return llvm::formatv("no GPU kernel quantizes into {0} yet (sm_90: f8E4M3FN and f8E5M2 "
+                         "with f32 scales)",
+                         elt);
+  if (Type st = tensorType(op.getScaleInv()).getElementType(); !st.isF32())
+    return llvm::formatv("no GPU kernel writes {0} scales yet (sm_90: f32 scales, per tensor or "
+                         "per row)",
+                         st);
+  ArrayRef<int64_t> shape = in.getShape(), block = op.getBlock();
+  int64_t r = shape.size();
+  out->cols = r ? shape[r - 1] : 1;
+  out->rows = out->cols ? in.getNumElements() / out->cols : 0;
+  bool tensor = true, row = r > 0 && block[r - 1] >= shape[r - 1];
+  for (int64_t d = 0; d < r; ++d) {
+    tensor = tensor && block[d] >= shape[d];
+    if (d < r - 1)
+      row = row && block[d] == 1;
+  }
+  if (!tensor && !row)
+    return "the GPU quantizes per tensor or per row (block [1, ..., 1, " +
+           std::to_string(out->cols) + "]); other blocks have no kernel yet";
+  out->rowScaling = !tensor;
+  return "";
+}
+
+namespace {
+/// The tc.quantize that made `v` (its result 0) with one scale for the
+/// tensor, or null.
+QuantizeOp perTensorQuantize(Value v) {
+  auto q = v.getDefiningOp<QuantizeOp>();
+  Fp8QuantizeForm f;
+  if (!q || q.getResult() != v || !fp8QuantizeForm(q, &f).empty() || f.rowScaling ||
+      tensorType(q.getInput()).getRank() != 2)
+    return QuantizeOp();
+  return q;
+}
+} // namespace
+
+std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
+  Type lt = tensorType(op.getLhs()).getElementType();
+  Type rt = tensorType(op.getRhs()).getElementType();
+  Type ot = tensorType(op.getResult()).getElementType();
+  auto isFp8 = [](Type t) { return isa<Float8E4M3FNType, Float8E5M2Type>(t); };
+  if (!isFp8(lt) || !isFp8(rt))
+    return llvm::formatv("the GPU's scaled GEMM takes f8E4M3FN and f8E5M2 operands, not {0} x {1}",
+                         lt, rt);
+  if (isa<Float8E5M2Type>(lt) && isa<Float8E5M2Type>(rt))
+    return "cuBLASLt has no f8E5M2 x f8E5M2 GEMM";
+  if (!ot.isF32() && !ot.isBF16() && !ot.isF16())
+    return llvm::formatv("the FP8 GEMM writes f32, bf16 or f16, not {0}", ot);
+  ArrayRef<int64_t> ls = tensorType(op.getLhs()).getShape();
+  ArrayRef<int64_t> rs = tensorType(op.getRhs()).getShape();
+  bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+  out->m = tl ? ls[1] : ls[0];
+  out->k = tl ? ls[0] : ls[1];
+  out->n = tr ? rs[0] : rs[1];
+  auto lst = tensorType(op.getLhsScaleInv()), rst = tensorType(op.getRhsScaleInv());
+  if (!lst.getElementType().isF32() || !rst.getElementType().isF32())
+    return llvm::formatv("the GPU's FP8 GEMM takes f32 scales, not {0} and {1}", lst, rst);
+  bool perTensor = lst.getNumElements() == 1 && rst.getNumElements() == 1;
+  // Per row: scale grids [M, 1] and [N, 1] of operands stored [M, K] and [N, K].
+  auto column = [](RankedTensorType t, int64_t rows) {
+    return t.getRank() == 2 && t.getDimSize(0) == rows && t.getDimSize(1) == 1;
+  };
+  bool perRow = !tl && tr && column(lst, out->m) && column(rst, out->n);
+  if (!perTensor && !perRow)
+    return llvm::formatv("the GPU's FP8 GEMM takes one scale per operand, or one per row of "
+                         "lhs [M, K] and rhs [N, K] (outer-vector scaling), not {0} and {1} "
+                         "scales",
+                         lst, rst);
+  for (auto [what, v] : {std::pair<const char *, int64_t>{"K", out->k}, {"N", out->n}})
+    if (v % 16 != 0)
+      return std::string(what) + " = " + std::to_string(v) +
+             " is not a multiple of 16 (cuBLASLt's FP8 GEMMs need 16-byte leading "
+             "dimensions): the precision plan should have kept this matmul in bf16";
+  out->lhsFromCopy = tl;
+  out->rhsFromCopy = !tr;
+  for (auto [what, fromCopy, v] :
+       {std::tuple<const char *, bool, Value>{"lhs", out->lhsFromCopy, op.getLhs()},
+        {"rhs", out->rhsFromCopy, op.getRhs()}})
+    if (fromCopy && !perTensorQuantize(v))
+      return std::string(what) +
+             " is read transposed (cuBLASLt's FP8 GEMMs are TN only), and only a rank-2 "
+             "per-tensor tc.quantize writes the transposed copy";
+  return "";
+}
+
+bool readsTransposedCopy(Value q) {
+  for (Operation *u : q.getUsers()) {
+    auto mm = dyn_cast<ScaledMatmulOp>(u);
+    if (!mm)
+      continue;
+    if ((mm.getLhs() == q && mm.getTransposeLhs()) || (mm.getRhs() == q && !mm.getTransposeRhs()))
+      return true;
+  }
+  return false;
 }
 
 bool normTypes(Type rows, Value param) {

@@ -71,6 +71,37 @@ struct GemmForm {
 /// kernel (it becomes a generated kernel).
 std::optional<GemmForm> gemmForm(MatmulOp op);
 
+/// How a tc.quantize maps onto the runtime's "quantize_fp8" call: the input
+/// seen as [rows, cols] (cols its last dim), one f32 scale for the tensor
+/// or one per row.
+struct Fp8QuantizeForm {
+  int64_t rows = 0, cols = 0;
+  bool rowScaling = false;
+};
+/// Fills `out` and returns "", or says why `op` has no GPU form: f32/bf16
+/// input, f8E4M3FN/f8E5M2 result, f32 scale_inv, block = the shape (per
+/// tensor) or [1, ..., 1, cols] (per row).
+std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
+
+/// How a tc.scaled_matmul maps onto a compute_type "fp8" tcx.matmul.
+/// cuBLASLt's FP8 GEMMs are TN only: lhs [M, K] and rhs [N, K], both with K
+/// contiguous; an operand stored the other way (transpose_lhs, or rhs
+/// without transpose_rhs) is read from the transposed copy its tc.quantize
+/// writes too. Scales: one per operand, or one per row of lhs [M, 1] and of
+/// rhs [N, 1] (both stored K-contiguous: a per-row copy would need
+/// per-column scales).
+struct Fp8GemmForm {
+  int64_t m = 0, n = 0, k = 0;
+  bool lhsFromCopy = false, rhsFromCopy = false;
+};
+/// Fills `out` and returns "", or says why `op` has no FP8 GEMM (operand
+/// formats, the scale forms above, K and N multiples of 16, an operand that
+/// needs a transposed copy but is not a per-tensor tc.quantize).
+std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out);
+/// Whether the tc.quantize result `q` is read through its transposed copy
+/// by some tc.scaled_matmul.
+bool readsTransposedCopy(mlir::Value q);
+
 /// Row / parameter storage the norm kernels take: f32/f32, bf16/bf16 or bf16
 /// rows with f32 parameters (`param`: the scale or bias, may be null).
 bool normTypes(mlir::Type rows, mlir::Value param);

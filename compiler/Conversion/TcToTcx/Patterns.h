@@ -2,7 +2,7 @@
 //
 // The conversion patterns of tc-lower-to-tcx, one populate function per op
 // family (Buffers.cpp, Kernels.cpp, Matmul.cpp, Norm.cpp, Loss.cpp,
-// Attention.cpp, Embedding.cpp), and the small helpers they share.
+// Attention.cpp, Embedding.cpp, Fp8.cpp), and the small helpers they share.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_CONVERSION_TCTOTCX_PATTERNS_H
@@ -44,6 +44,11 @@ void populateTcToTcxAttentionPatterns(mlir::RewritePatternSet &patterns,
                                       BufferAssignment &buffers);
 void populateTcToTcxEmbeddingPatterns(mlir::RewritePatternSet &patterns,
                                       BufferAssignment &buffers);
+/// tc.quantize and tc.scaled_matmul (FP8 on sm_90).
+void populateTcToTcxFp8Patterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers);
+/// An error naming a tc.quantize / tc.scaled_matmul that has no GPU form
+/// (success for every other op): tc-lower-to-tcx's check before it converts.
+mlir::LogicalResult checkFp8Op(mlir::Operation &op);
 /// Every pattern of tc-lower-to-tcx.
 void populateTcToTcxPatterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers,
                              bool tf32, bool fuseEpilogues);

@@ -41,6 +41,7 @@ void populateTcToTcxPatterns(RewritePatternSet &patterns, BufferAssignment &buff
   populateTcToTcxLossPatterns(patterns, buffers);
   populateTcToTcxAttentionPatterns(patterns, buffers);
   populateTcToTcxEmbeddingPatterns(patterns, buffers);
+  populateTcToTcxFp8Patterns(patterns, buffers);
 }
 
 namespace {
@@ -72,6 +73,8 @@ LogicalResult checkOp(Operation &op) {
   if (keyMask)
     return op.emitOpError() << "with a key_mask has no GPU kernel yet (compile for the CPU "
                                "reference, or without fused attention)";
+  if (failed(checkFp8Op(op)))
+    return failure();
   // A norm gradient of the library's form without a scale has no scale
   // gradient to write.
   if (isa<LayerNormGradOp, RmsNormGradOp>(op) && op.getNumOperands() <= 2) {

@@ -376,19 +376,67 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
         i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
         b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType),
         b.getStringAttr(p.epilogue), b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta),
-        batchShape(p.lhsBatch), batchShape(p.rhsBatch));
+        batchShape(p.lhsBatch), batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum));
+}
+
+/// The checks of a compute_type "fp8" matmul (cuBLASLt's FP8 form: see
+/// runtime/src/cuda/cublaslt.h).
+static LogicalResult verifyFp8Matmul(MatmulOp op) {
+  unsigned nIn = op.getInputs().size();
+  if (nIn != 4)
+    return op.emitOpError() << "compute_type \"fp8\" takes lhs, rhs, lhs_scale_inv and "
+                               "rhs_scale_inv, got "
+                            << nIn << " inputs";
+  auto isFp8 = [](Type t) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t); };
+  Type lt = bufferType(op.getLhs()).getElementType();
+  Type rt = bufferType(op.getRhs()).getElementType();
+  Type ot = bufferType(op.getOut()).getElementType();
+  if (!isFp8(lt) || !isFp8(rt))
+    return op.emitOpError() << "compute_type \"fp8\" needs f8E4M3FN or f8E5M2 lhs and rhs, got "
+                            << lt << " and " << rt;
+  if (llvm::isa<Float8E5M2Type>(lt) && llvm::isa<Float8E5M2Type>(rt))
+    return op.emitOpError() << "has no E5M2 x E5M2 form (cuBLASLt)";
+  if (!ot.isF32() && !ot.isBF16() && !ot.isF16())
+    return op.emitOpError() << "compute_type \"fp8\" writes f32, bf16 or f16, got " << ot;
+  BufferType ls = bufferType(op.getLhsScaleInv()), rs = bufferType(op.getRhsScaleInv());
+  bool perTensor = ls.getNumElements() == 1 && rs.getNumElements() == 1;
+  bool perRow = ls.getNumElements() == static_cast<int64_t>(op.getM()) &&
+                rs.getNumElements() == static_cast<int64_t>(op.getN()) && op.getBatch() == 1;
+  if (!ls.getElementType().isF32() || !rs.getElementType().isF32() || (!perTensor && !perRow))
+    return op.emitOpError() << "takes f32 scales, one per operand (per tensor) or m and n of them "
+                               "(per row, batch 1), got lhs_scale_inv "
+                            << ls << " and rhs_scale_inv " << rs;
+  if (!op.getTransposeRhs() || op.getTransposeLhs())
+    return op.emitOpError() << "compute_type \"fp8\" is TN only: lhs [m, k] and rhs [n, k] "
+                               "(transpose_rhs, not transpose_lhs)";
+  if (op.getK() % 16 != 0 || op.getN() % 16 != 0)
+    return op.emitOpError() << "compute_type \"fp8\" needs k and n multiples of 16, got k "
+                            << op.getK() << ", n " << op.getN();
+  if (op.getEpilogue() != "none")
+    return op.emitOpError() << "compute_type \"fp8\" takes no epilogue, got \""
+                            << op.getEpilogue() << "\"";
+  if (op.getLhsBatch())
+    return op.emitOpError() << "compute_type \"fp8\" takes no broadcast batch";
+  return success();
 }
 
 LogicalResult MatmulOp::verify() {
+  if (isFp8()) {
+    if (failed(verifyFp8Matmul(*this)))
+      return failure();
+  } else if (getFastAccum()) {
+    return emitOpError() << "fast_accum applies to compute_type \"fp8\" only";
+  }
   unsigned nIn = getInputs().size();
-  if (nIn != 2 && nIn != 3)
+  if (!isFp8() && nIn != 2 && nIn != 3)
     return emitOpError() << "takes lhs, rhs and an optional bias, got " << nIn << " inputs";
   Type elt = bufferType(getOut()).getElementType();
-  for (auto [i, v] : llvm::enumerate(getInputs()))
-    if (bufferType(v).getElementType() != elt)
-      return emitOpError() << (i == 0 ? "lhs" : i == 1 ? "rhs" : "bias") << " element type "
-                           << bufferType(v).getElementType() << " differs from out's " << elt;
-  static constexpr StringRef computeTypes[] = {"f32", "tf32"};
+  if (!isFp8())
+    for (auto [i, v] : llvm::enumerate(getInputs()))
+      if (bufferType(v).getElementType() != elt)
+        return emitOpError() << (i == 0 ? "lhs" : i == 1 ? "rhs" : "bias") << " element type "
+                             << bufferType(v).getElementType() << " differs from out's " << elt;
+  static constexpr StringRef computeTypes[] = {"f32", "tf32", "fp8"};
   static constexpr StringRef epilogues[] = {"none", "bias", "gelu", "bias_gelu"};
   if (!isOneOf(getComputeType(), computeTypes))
     return emitOpError() << "compute_type \"" << getComputeType() << "\" is not one of "
@@ -399,7 +447,7 @@ LogicalResult MatmulOp::verify() {
   if (getComputeType() == "tf32" && !elt.isF32())
     return emitOpError() << "compute_type \"tf32\" needs f32 buffers, got " << elt;
   bool wantsBias = getEpilogue().starts_with("bias");
-  if (wantsBias != (nIn == 3))
+  if (!isFp8() && wantsBias != (nIn == 3))
     return emitOpError() << "epilogue \"" << getEpilogue() << "\" "
                          << (wantsBias ? "needs" : "takes no") << " bias operand";
   int64_t m = getM(), n = getN(), k = getK(), batch = getBatch();

@@ -34,6 +34,9 @@ struct MatmulParams {
   /// Numpy-broadcast batch shapes (both or neither; empty: none).
   llvm::ArrayRef<int64_t> lhsBatch, rhsBatch;
   bool broadcast = false;
+  /// computeType "fp8" only: cuBLASLt's fast accumulation (forward GEMMs).
+  /// The scales are the third and fourth inputs.
+  bool fastAccum = false;
 };
 } // namespace tcx
 

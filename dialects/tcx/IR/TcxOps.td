@@ -323,6 +323,16 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     accumulation (always), `epilogue` is "none", "bias", "gelu" or
     "bias_gelu"; the bias ([n], the operand dtype) is the third input.
 
+    `compute_type` "fp8" (Matmul::runFp8): lhs and rhs are f8E4M3FN or
+    f8E5M2 (not both E5M2), the third and fourth inputs their f32
+    dequantisation scales (tc.quantize's scale_inv): one element each (per
+    tensor) or m and n elements (per row, cuBLASLt's outer-vector scaling),
+    out is bf16, f16 or f32,
+    accumulation fp32; cuBLASLt's FP8 GEMMs are TN only, so `transpose_rhs`
+    and not `transpose_lhs` (lhs [m, k], rhs [n, k]), k and n multiples of
+    16, no epilogue, no broadcast. `fast_accum` (fp8 only) trades accuracy
+    for speed: forward GEMMs only.
+
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)
         outs(%y : !tcx.buffer<32x256xf32>)
@@ -344,7 +354,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
                    DefaultValuedAttr<F32Attr, "1.0">:$alpha,
                    DefaultValuedAttr<F32Attr, "0.0">:$beta,
                    OptionalAttr<DenseI64ArrayAttr>:$lhs_batch,
-                   OptionalAttr<DenseI64ArrayAttr>:$rhs_batch);
+                   OptionalAttr<DenseI64ArrayAttr>:$rhs_batch,
+                   DefaultValuedAttr<BoolAttr, "false">:$fast_accum);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) `)` attr-dict";
   let hasVerifier = 1;
@@ -353,9 +364,16 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
                    "const ::tcx::MatmulParams &":$params)>
   ];
   let extraClassDeclaration = [{
+    bool isFp8() { return getComputeType() == "fp8"; }
     ::mlir::Value getLhs() { return getInputs()[0]; }
     ::mlir::Value getRhs() { return getInputs()[1]; }
-    ::mlir::Value getBias() { return getInputs().size() > 2 ? getInputs()[2] : nullptr; }
+    /// compute_type "fp8": the operands' f32 scale_inv scalars.
+    ::mlir::Value getLhsScaleInv() { return isFp8() ? getInputs()[2] : nullptr; }
+    ::mlir::Value getRhsScaleInv() { return isFp8() ? getInputs()[3] : nullptr; }
+    ::mlir::Value getBias() {
+      unsigned i = isFp8() ? 4 : 2;
+      return getInputs().size() > i ? getInputs()[i] : nullptr;
+    }
   }];
 }
 

@@ -60,8 +60,11 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
 }
 
 std::string MatmulDesc::toString() const {
-  std::string s = std::string(dtypeName(dtype)) + (tf32 ? "(tf32)" : "") +
-                  " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
+  std::string s = fp8 ? std::string(dtypeName(lhsType)) + "x" + dtypeName(rhsType) + "->" +
+                            dtypeName(dtype) + (fastAccum ? "(fast accum)" : "") +
+                            (rowScales ? "(row scales)" : "")
+                      : std::string(dtypeName(dtype)) + (tf32 ? "(tf32)" : "");
+  s += " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
   if (batch != 1)
     s += " batch " + std::to_string(batch);
   if (transposeLhs)
@@ -112,6 +115,44 @@ uint32_t alignmentOf(const void *p) {
 }
 
 int64_t elementBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+cudaDataType_t cudaType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F8E4M3FN:
+    return CUDA_R_8F_E4M3;
+  case DType::F8E5M2:
+    return CUDA_R_8F_E5M2;
+  default:
+    return CUDA_R_16F;
+  }
+}
+
+/// "" or why `d` is not a problem cuBLASLt's FP8 GEMMs take.
+std::string fp8FormError(const MatmulDesc &d) {
+  auto isFp8 = [](DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; };
+  if (!isFp8(d.lhsType) || !isFp8(d.rhsType))
+    return "FP8 operands must be f8E4M3FN or f8E5M2";
+  if (d.lhsType == DType::F8E5M2 && d.rhsType == DType::F8E5M2)
+    return "cuBLASLt has no E5M2 x E5M2 GEMM";
+  if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
+    return "an FP8 GEMM writes f32, bf16 or f16";
+  if (!d.transposeRhs || d.transposeLhs)
+    return "cuBLASLt's FP8 GEMMs are TN only: lhs [M, K] and rhs [N, K] (transposeRhs, not "
+           "transposeLhs)";
+  if (d.k % 16 != 0 || d.n % 16 != 0)
+    return "FP8 needs K and N multiples of 16 (16-byte leading dimensions)";
+  if (d.epilogue != MatmulEpilogue::None)
+    return "no epilogue with FP8 operands";
+  if (d.tf32)
+    return "tf32 does not apply to FP8";
+  if (d.rowScales && d.batch != 1)
+    return "row scales take one matrix (batch 1)";
+  return "";
+}
 
 /// The strides of `d` with -1 resolved.
 struct Strides {
@@ -205,7 +246,12 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
                          d.transposeLhs,
                          d.transposeRhs,
                          static_cast<int64_t>(d.epilogue),
-                         d.beta != 0.0f};
+                         d.beta != 0.0f,
+                         d.fp8,
+                         static_cast<int64_t>(d.lhsType),
+                         static_cast<int64_t>(d.rhsType),
+                         d.fastAccum,
+                         d.rowScales};
   std::string keyBytes(reinterpret_cast<const char *>(key), sizeof key);
   auto it = plans_.find(keyBytes);
   if (it != plans_.end()) {
@@ -214,9 +260,10 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
   }
 
   auto plan = std::make_unique<Plan>();
-  cudaDataType_t type = d.dtype == DType::F32    ? CUDA_R_32F
-                        : d.dtype == DType::BF16 ? CUDA_R_16BF
-                                                 : CUDA_R_16F;
+  cudaDataType_t type = cudaType(d.dtype);
+  // FP8: A (our rhs) and B (our lhs) in their own types, C/D the result's.
+  cudaDataType_t typeA = d.fp8 ? cudaType(d.rhsType) : type;
+  cudaDataType_t typeB = d.fp8 ? cudaType(d.lhsType) : type;
   cublasComputeType_t compute =
       d.dtype == DType::F32 && d.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
@@ -226,6 +273,20 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
   TC_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  if (d.fp8) {
+    int8_t fast = d.fastAccum ? 1 : 0;
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    if (d.rowScales) {
+      // A's scales are a vector over the rows of op(A) (our rhs: n), B's
+      // over the columns of op(B) (our lhs: m).
+      int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    }
+  }
   cublasLtEpilogue_t epi = toCublas(d.epilogue);
   TC_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
@@ -247,9 +308,9 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
   uint64_t aRows = d.transposeRhs ? d.k : d.n, aCols = d.transposeRhs ? d.n : d.k;
   uint64_t bRows = d.transposeLhs ? d.m : d.k, bCols = d.transposeLhs ? d.k : d.m;
   TC_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->a, type, aRows, aCols, static_cast<int64_t>(aRows)));
+      cublasLtMatrixLayoutCreate(&plan->a, typeA, aRows, aCols, static_cast<int64_t>(aRows)));
   TC_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->b, type, bRows, bCols, static_cast<int64_t>(bRows)));
+      cublasLtMatrixLayoutCreate(&plan->b, typeB, bRows, bCols, static_cast<int64_t>(bRows)));
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, type, d.n, d.m, d.n));
   TC_RETURN_IF_ERROR(setBatch(plan->a, d.batch, st.rhs));
   TC_RETURN_IF_ERROR(setBatch(plan->b, d.batch, st.lhs));
@@ -291,16 +352,15 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
   return Status::ok();
 }
 
-Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
-                   cudaStream_t stream, const void *bias, void *aux) {
-  if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
-    return invalidArgument(std::string("matmul: dtype must be f32, bf16 or f16, got ") +
-                           dtypeName(d.dtype));
-  if (d.tf32 && d.dtype != DType::F32)
-    return invalidArgument("matmul: tf32 applies to f32 only (" + d.toString() + ")");
+namespace {
+/// The checks every problem passes; *empty when it is a no-op (m, n or
+/// batch 0).
+Status checkProblem(const MatmulDesc &d, const void *lhs, const void *rhs, const void *out,
+                    bool *empty) {
   if (d.m < 0 || d.n < 0 || d.k < 0 || d.batch < 0)
     return invalidArgument("matmul: negative size (" + d.toString() + ")");
-  if (d.m == 0 || d.n == 0 || d.batch == 0)
+  *empty = d.m == 0 || d.n == 0 || d.batch == 0;
+  if (*empty)
     return Status::ok();
   if (d.k == 0)
     return unimplemented("matmul: K == 0 (" + d.toString() + ")");
@@ -308,6 +368,24 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
     return invalidArgument("matmul: batch above 2^31 (" + d.toString() + ")");
   if (!lhs || !rhs || !out)
     return invalidArgument("matmul: null operand (" + d.toString() + ")");
+  return Status::ok();
+}
+} // namespace
+
+Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                   cudaStream_t stream, const void *bias, void *aux) {
+  if (d.fp8 || d.rowScales)
+    return invalidArgument("matmul: FP8 operands (and row scales) run through runFp8 (" +
+                           d.toString() + ")");
+  if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
+    return invalidArgument(std::string("matmul: dtype must be f32, bf16 or f16, got ") +
+                           dtypeName(d.dtype));
+  if (d.tf32 && d.dtype != DType::F32)
+    return invalidArgument("matmul: tf32 applies to f32 only (" + d.toString() + ")");
+  bool empty = false;
+  TC_RETURN_IF_ERROR(checkProblem(d, lhs, rhs, out, &empty));
+  if (empty)
+    return Status::ok();
   if (hasBias(d.epilogue) && !bias)
     return invalidArgument("matmul: the epilogue needs a bias (" + d.toString() + ")");
   if (hasAux(d.epilogue)) {
@@ -337,6 +415,38 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
                                                  &plan->algo, workspace_, workspaceBytes_, stream),
                                   "cublasLtMatmul " + d.toString()));
   return Status::ok();
+}
+
+Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv,
+                      const void *rhs, const float *rhsScaleInv, void *out, cudaStream_t stream) {
+  if (!d.fp8)
+    return invalidArgument("matmul: runFp8 takes FP8 problems (" + d.toString() + ")");
+  if (std::string e = fp8FormError(d); !e.empty())
+    return invalidArgument("matmul: " + e + " (" + d.toString() + ")");
+  bool empty = false;
+  TC_RETURN_IF_ERROR(checkProblem(d, lhs, rhs, out, &empty));
+  if (empty)
+    return Status::ok();
+  if (!lhsScaleInv || !rhsScaleInv)
+    return invalidArgument("matmul: an FP8 problem needs both scales (" + d.toString() + ")");
+  Strides st = resolveStrides(d);
+  if (st.out == 0 && d.batch > 1)
+    return invalidArgument("matmul: out stride 0 with batch > 1 (" + d.toString() + ")");
+  Plan *plan = nullptr;
+  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, nullptr, nullptr, &plan));
+  // cuBLASLt's A is our rhs. Pointer attributes change per call (a CUDA
+  // graph captures the values of this call).
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &rhsScaleInv, sizeof rhsScaleInv));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &lhsScaleInv, sizeof lhsScaleInv));
+  float alpha = d.alpha, beta = d.beta;
+  if (!plan->tuned)
+    TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
+  return cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs, plan->b, &beta,
+                                     out, plan->c, out, plan->c, &plan->algo, workspace_,
+                                     workspaceBytes_, stream),
+                      "cublasLtMatmul " + d.toString());
 }
 
 namespace {

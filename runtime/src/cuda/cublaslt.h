@@ -15,7 +15,13 @@
 // so bias[N] is the per-row bias of cuBLASLt's D (its native epilogue).
 //
 // dtypes: f32 (compute f32, or TF32 tensor cores with `tf32`), bf16 and f16
-// (fp32 accumulation and scaling, bf16/f16 bias). The algorithm is chosen by
+// (fp32 accumulation and scaling, bf16/f16 bias), and FP8 operands (runFp8:
+// E4M3/E5M2 with f32 dequantisation scales, fp32 accumulation, a bf16, f16
+// or f32 result). cuBLASLt's FP8 GEMMs are "TN" only: its A transposed and
+// B not. With A = our rhs and B = our lhs that is transposeRhs and not
+// transposeLhs: both operands stored with K contiguous (lhs [M, K], rhs
+// [N, K], a Linear layer's x and W); dgrad and wgrad read transposed FP8
+// copies, which the quantize kernel writes. The algorithm is chosen by
 // cuBLASLt's heuristic once per (problem, pointer alignment) and cached; the
 // workspace is preallocated (an arena slice, or 32 MiB of its own).
 //
@@ -72,6 +78,20 @@ struct MatmulDesc {
   float alpha = 1.0f;
   /// 0 overwrites `out`; 1 accumulates into it (gradient accumulation).
   float beta = 0.0f;
+  /// FP8 operands (run with runFp8): lhsType/rhsType F8E4M3FN or F8E5M2,
+  /// not both E5M2; `dtype` is the result's (F32, BF16 or F16). Needs
+  /// transposeRhs, not transposeLhs, K and N multiples of 16 (cuBLASLt's
+  /// 16-byte leading dimensions), no epilogue.
+  bool fp8 = false;
+  DType lhsType = DType::F8E4M3FN, rhsType = DType::F8E4M3FN;
+  /// FP8 only: cuBLASLt's fast accumulation (fewer promotions of the tensor
+  /// cores' partial sums to fp32). Forward GEMMs only: in dgrad/wgrad it
+  /// costs 7-33x the error (measured on the H200, issue 11's notes).
+  bool fastAccum = false;
+  /// FP8 only: per-row scales, m values for lhs [m, k] and n for rhs [n, k]
+  /// (tc.quantize per row of both; cuBLASLt's OUTER_VEC_32F scaling, sm_90);
+  /// otherwise one scale each.
+  bool rowScales = false;
 
   /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
   std::string toString() const;
@@ -100,6 +120,15 @@ public:
   /// of 0 is a no-op; k == 0 is Unimplemented.
   Status run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, cudaStream_t stream,
              const void *bias = nullptr, void *aux = nullptr);
+
+  /// Runs the FP8 problem `d` (d.fp8): out = (lhs * *lhsScaleInv) op
+  /// (rhs * *rhsScaleInv), the scales f32 scalars on the device (the
+  /// dequantisation factors tc.quantize writes: cuBLASLt's A/B scale
+  /// pointers), or with d.rowScales f32 vectors [m] and [n]: out[i, j] =
+  /// lhsScaleInv[i] * rhsScaleInv[j] * sum_k lhs[i, k] rhs[j, k].
+  /// InvalidArgument for a problem outside cuBLASLt's FP8 form.
+  Status runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv, const void *rhs,
+                const float *rhsScaleInv, void *out, cudaStream_t stream);
 
   /// tc.matmul with numpy-broadcast batch dimensions: lhs [lhsBatch..., M, K],
   /// rhs [rhsBatch..., K, N] (transposes as in `d`), out

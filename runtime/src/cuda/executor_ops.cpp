@@ -150,8 +150,13 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                                          const std::vector<void *> &ins,
                                          const std::vector<void *> &outs, cudaStream_t s) {
   OpAttrs a{op, where};
-  if (ins.size() < 2 || ins.size() > 3 || outs.size() != 1)
-    return invalidArgument(where + ": matmul takes lhs, rhs[, bias] and one output");
+  std::string compute = a.stringOr("compute_type", "f32");
+  // compute_type "fp8": lhs, rhs and their f32 scale_inv scalars (tcx.matmul).
+  bool fp8 = compute == "fp8";
+  if ((fp8 ? ins.size() != 4 : ins.size() < 2 || ins.size() > 3) || outs.size() != 1)
+    return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
+                                          "rhs_scale_inv and one output"
+                                        : ": matmul takes lhs, rhs[, bias] and one output"));
   if (!matmul) {
     TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
                                   "cudaMalloc(cuBLASLt workspace)"));
@@ -160,8 +165,13 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
   TC_RETURN_IF_ERROR(checkGpuDtype(where, d.dtype));
-  std::string compute = a.stringOr("compute_type", "f32");
   d.tf32 = compute == "tf32";
+  d.fp8 = fp8;
+  if (fp8) {
+    d.lhsType = bufType(p, op.ins[0]).dtype;
+    d.rhsType = bufType(p, op.ins[1]).dtype;
+    d.fastAccum = a.integerOr("fast_accum", 0) != 0;
+  }
   d.transposeLhs = a.integerOr("transpose_lhs", 0) != 0;
   d.transposeRhs = a.integerOr("transpose_rhs", 0) != 0;
   TC_RETURN_IF_ERROR(a.integer("m", &d.m));
@@ -185,14 +195,27 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   else
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
   bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
-  if (biasEpi != (ins.size() == 3))
+  if (!fp8 && biasEpi != (ins.size() == 3))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(ins.size()) +
                            " inputs");
   p.profileNames.back() = "matmul " + d.toString();
   const void *lhs = ins[0], *rhs = ins[1];
-  const void *bias = ins.size() == 3 ? ins[2] : nullptr;
+  const void *bias = !fp8 && ins.size() == 3 ? ins[2] : nullptr;
   void *out = outs[0];
   Matmul *mm = matmul.get();
+  if (fp8) {
+    // One scale each (per tensor), or m and n of them (per row).
+    int64_t nl = bufType(p, op.ins[2]).numElements(), nr = bufType(p, op.ins[3]).numElements();
+    d.rowScales = nl != 1 || nr != 1;
+    if (d.rowScales && (nl != d.m || nr != d.n))
+      return invalidArgument(where + ": an fp8 matmul takes one scale per operand or one per row (" +
+                             std::to_string(d.m) + " and " + std::to_string(d.n) + "), got " +
+                             std::to_string(nl) + " and " + std::to_string(nr));
+    p.profileNames.back() = "matmul " + d.toString();
+    auto *ls = static_cast<const float *>(ins[2]), *rs = static_cast<const float *>(ins[3]);
+    p.ops.push_back([=]() { return mm->runFp8(d, lhs, ls, rhs, rs, out, s); });
+    return Status::ok();
+  }
   std::vector<int64_t> lb, rb;
   if (a.ints("lhs_batch", &lb) && a.ints("rhs_batch", &rb)) {
     p.ops.push_back([=]() { return mm->runBroadcast(d, lb, rb, lhs, rhs, out, s, bias); });

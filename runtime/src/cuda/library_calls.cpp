@@ -247,6 +247,28 @@ Status embeddingBwd(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// quantize_fp8: the amax pass into the scratch, then the quantize pass
+/// that reads it (both on the device: capturable).
+Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("x"), qt = c.outType("q");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  if (c.outType("scale_inv") != DType::F32)
+    return invalidArgument(c.a.where + ": \"quantize_fp8\" writes f32 scale_inv, got " +
+                           dtypeName(c.outType("scale_inv")));
+  if (c.has(true, "q_t") && c.outType("q_t") != qt)
+    return invalidArgument(c.a.where + ": \"quantize_fp8\" writes q_t in the type of q");
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  Fp8Scaling scaling = c.flag("row_scaling") ? Fp8Scaling::Row : Fp8Scaling::Tensor;
+  void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t");
+  float *scaleInv = static_cast<float *>(c.out("scale_inv"));
+  float *amax = static_cast<float *>(c.out("scratch"));
+  *out = [=]() {
+    TC_RETURN_IF_ERROR(amaxFp8(dt, x, amax, rows, cols, scaling, s));
+    return quantizeFp8(dt, x, amax, qt, q, qT, scaleInv, rows, cols, scaling, s);
+  };
+  return Status::ok();
+}
+
 /// The launcher thunk of each callee of the ABI that this runtime binds
 /// (the lowering emits no other); the rest are refused as Unimplemented.
 const std::map<std::string, Thunk> kThunks = {
@@ -262,6 +284,7 @@ const std::map<std::string, Thunk> kThunks = {
     {"attention_bwd", attention},
     {"embedding_fwd", embeddingFwd},
     {"embedding_bwd", embeddingBwd},
+    {"quantize_fp8", quantizeFp8Call},
 };
 
 /// The ABI kind of a device-op attribute; false for kinds no callee takes.

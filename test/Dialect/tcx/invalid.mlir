@@ -326,3 +326,67 @@ func.func @f(%a: !tcx.buffer<4xf32>) {
   tcx.launch @exp ins(%a : !tcx.buffer<4xf32>) outs(%a : !tcx.buffer<4xf32>) {elements = 4 : i64, n = 4 : i64, meta = array<i64: 0>}
   return
 }
+
+// -----
+
+// Tests that an fp8 matmul is TN only (cuBLASLt's FP8 GEMMs).
+func.func @mm_fp8_nn(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<64x128xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{compute_type "fp8" is TN only: lhs [m, k] and rhs [n, k] (transpose_rhs, not transpose_lhs)}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<64x128xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, compute_type = "fp8"}
+  return
+}
+
+// -----
+
+// Tests that an fp8 matmul takes both scales.
+func.func @mm_fp8_no_scales(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{compute_type "fp8" takes lhs, rhs, lhs_scale_inv and rhs_scale_inv, got 2 inputs}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8"}
+  return
+}
+
+// -----
+
+// Tests that the scales are one per operand or one per row of both (not mixed).
+func.func @mm_fp8_row_scales(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %sa: !tcx.buffer<32x1xf32>, %sb: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{takes f32 scales, one per operand (per tensor) or m and n of them (per row, batch 1), got lhs_scale_inv '!tcx.buffer<32x1xf32>' and rhs_scale_inv '!tcx.buffer<1xf32>'}}
+  tcx.matmul ins(%a, %b, %sa, %sb : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<32x1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8"}
+  return
+}
+
+// -----
+
+// Tests that E5M2 x E5M2 is refused (cuBLASLt has no such kernel).
+func.func @mm_fp8_e5m2(%a: !tcx.buffer<32x64xf8E5M2>, %b: !tcx.buffer<128x64xf8E5M2>, %s: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{has no E5M2 x E5M2 form (cuBLASLt)}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E5M2>, !tcx.buffer<128x64xf8E5M2>, !tcx.buffer<1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8"}
+  return
+}
+
+// -----
+
+// Tests that k (and n) must be multiples of 16.
+func.func @mm_fp8_k(%a: !tcx.buffer<32x40xf8E4M3FN>, %b: !tcx.buffer<128x40xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{compute_type "fp8" needs k and n multiples of 16, got k 40, n 128}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x40xf8E4M3FN>, !tcx.buffer<128x40xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 40 : i64, transpose_rhs = true, compute_type = "fp8"}
+  return
+}
+
+// -----
+
+// Tests that fast accumulation is an FP8 attribute only.
+func.func @mm_fast_accum(%a: !tcx.buffer<8x64xbf16>, %b: !tcx.buffer<64x32xbf16>, %c: !tcx.buffer<8x32xbf16>) {
+  // expected-error @+1 {{fast_accum applies to compute_type "fp8" only}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<8x64xbf16>, !tcx.buffer<64x32xbf16>) outs(%c : !tcx.buffer<8x32xbf16>) {m = 8 : i64, n = 32 : i64, k = 64 : i64, fast_accum = true}
+  return
+}
+
+// -----
+
+// Tests that quantize_fp8 with a transposed copy lists it before the scratch
+// (the ABI's has_transpose operand).
+func.func @quantize_fp8_outs(%x: !tcx.buffer<32x64xbf16>, %q: !tcx.buffer<32x64xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %amax: !tcx.buffer<256xi8>) {
+  // expected-error @+1 {{takes 4 outputs (has_transpose = 1), got 3}}
+  tcx.library "quantize_fp8" ins(%x : !tcx.buffer<32x64xbf16>) outs(%q, %s, %amax : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<256xi8>) {rows = 32 : i64, cols = 64 : i64, has_transpose = true}
+  return
+}

@@ -75,3 +75,28 @@ func.func @work(%x: !tcx.buffer<4x8x64xf32>, %g: !tcx.buffer<64xf32>, %b: !tcx.b
   tcx.wait %e {stream = 1 : i64}
   return
 }
+
+// -----
+
+// Tests that the FP8 forms round-trip: a quantize_fp8 call with its
+// transposed copy and amax scratch, and compute_type "fp8" matmuls (lhs,
+// rhs, then their scale_inv): per tensor with fast accumulation, per row.
+// CHECK-LABEL: func.func @fp8
+// CHECK: tcx.library "quantize_fp8" ins({{.+}}) outs({{.+}}) {cols = 64 : i64, has_transpose = true, rows = 32 : i64}
+// CHECK: tcx.matmul ins({{.+}}) outs({{.+}}) {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+// CHECK: tcx.matmul ins({{.+}} !tcx.buffer<32x1xf32>, !tcx.buffer<128x1xf32>) outs({{.+}}) {compute_type = "fp8", k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+func.func @fp8(%x: !tcx.buffer<32x64xbf16>, %q: !tcx.buffer<32x64xf8E4M3FN>, %s: !tcx.buffer<1x1xf32>,
+               %qt: !tcx.buffer<64x32xf8E4M3FN>, %amax: !tcx.buffer<256xi8>,
+               %w: !tcx.buffer<128x64xf8E4M3FN>, %sw: !tcx.buffer<1xf32>, %y: !tcx.buffer<32x128xbf16>,
+               %rx: !tcx.buffer<32x1xf32>, %rw: !tcx.buffer<128x1xf32>) {
+  tcx.library "quantize_fp8" ins(%x : !tcx.buffer<32x64xbf16>)
+      outs(%q, %s, %qt, %amax : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<1x1xf32>, !tcx.buffer<64x32xf8E4M3FN>, !tcx.buffer<256xi8>)
+      {rows = 32 : i64, cols = 64 : i64, has_transpose = true}
+  tcx.matmul ins(%q, %w, %s, %sw : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<1x1xf32>, !tcx.buffer<1xf32>)
+      outs(%y : !tcx.buffer<32x128xbf16>)
+      {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", fast_accum = true}
+  tcx.matmul ins(%q, %w, %rx, %rw : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<32x1xf32>, !tcx.buffer<128x1xf32>)
+      outs(%y : !tcx.buffer<32x128xbf16>)
+      {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8"}
+  return
+}

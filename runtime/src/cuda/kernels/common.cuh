@@ -132,6 +132,20 @@ __device__ __forceinline__ float warpMax(float v) {
   return v;
 }
 
+/// Max over the block of unsigned values (blockDim.x a multiple of 32, at
+/// most 1024); every thread gets it. Integer max is exact and order-free.
+__device__ inline unsigned blockMaxU32(unsigned v) {
+  __shared__ unsigned partial[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = __reduce_max_sync(kFullMask, v);
+  __syncthreads(); // partial may still be read by a previous call
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : 0u;
+  return __reduce_max_sync(kFullMask, v);
+}
+
 /// The running (max, sum of exp(x - max)) of an online softmax.
 struct MaxSum {
   float m, s;

@@ -174,6 +174,32 @@ Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaS
 Status fillBuffer(void *y, int elementBytes, uint64_t pattern, int64_t n, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// quantize.cu: FP8 quantization by amax (tc.quantize, f32 scales)
+//===----------------------------------------------------------------------===//
+
+/// Scaling granularity of x[rows, cols]: one scale for the tensor, or one per
+/// row (tc.quantize's block = shape, or [1, cols]).
+enum class Fp8Scaling : uint8_t { Tensor, Row };
+
+/// amax[1] (Tensor) or amax[rows] (Row), f32 = max |x| over x[rows, cols]
+/// (dt F32 or BF16), NaN elements ignored (as fmaxf). Exact and
+/// deterministic: a max of the float bits of |x| as integers (across blocks
+/// by atomicMax on them for Tensor, one block per row for Row). `amax` is
+/// the library call's scratch (rt::fp8QuantizeScratchBytes).
+Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
+               Fp8Scaling scaling, cudaStream_t stream);
+
+/// Transformer Engine's current scaling from amaxFp8's `amax` (read on the
+/// device), bit for bit tc.quantize's CPU reference: s = fmax / amax (f32;
+/// 1 for amax 0 or inf, the largest f32 when it overflows), q[rows, cols]
+/// (qt F8E4M3FN or F8E5M2) = satfinite(x * s) with the product rounded to
+/// f32, scaleInv[1 or rows] (f32) = 1 / s. qT[cols, rows] (may be null;
+/// Tensor scaling only) gets the transposed copy in the same pass.
+Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q, void *qT,
+                   float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
+                   cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,107 @@
+//===- Fp8.cpp - tc.quantize, tc.scaled_matmul -> FP8 calls (sm_90) -------===//
+//
+// tc.quantize (FP8, f32 scales, per tensor or per row) -> the runtime's
+// "quantize_fp8" call (amax and quantize passes on the device);
+// tc.scaled_matmul (per-tensor scales) -> a tcx.matmul of compute_type
+// "fp8" (cuBLASLt, fp32 accumulation).
+//
+// cuBLASLt's FP8 GEMMs are TN only: both operands with K contiguous. The
+// forward x [M, K] @ W [N, K]^T is that form; dgrad (dY @ W reads W [N, K]
+// as K x N) and wgrad (dY^T @ X) read operands the other way, so a
+// tc.quantize whose result some scaled_matmul reads transposed writes its
+// transposed copy [cols, rows] in the same pass, and that matmul reads the
+// copy. The copy is an alloc of its own, so the memory plan counts it.
+// Fast accumulation is on for forward GEMMs only (not in the backward).
+//
+// tc-lower-to-tcx checks the forms first (checkFp8Op), so an FP8 op the GPU
+// cannot run is an error naming it rather than a generated kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Conversion/TcToTcx/Patterns.h"
+
+using namespace mlir;
+
+namespace tc {
+namespace {
+
+struct QuantizeLowering : TcxPattern<QuantizeOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(QuantizeOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Fp8QuantizeForm f;
+    if (!fp8QuantizeForm(op, &f).empty())
+      return rewriter.notifyMatchFailure(op, "no FP8 quantize form");
+    Value x = buffers.bufferOf(rewriter, op.getInput());
+    Value q = buffers.outBuffer(rewriter, op.getResult());
+    Value s = buffers.outBuffer(rewriter, op.getScaleInv());
+    SmallVector<Value> outs{q, s};
+    bool transpose = !f.rowScaling && readsTransposedCopy(op.getResult());
+    if (transpose) {
+      Type elt = tensorType(op.getResult()).getElementType();
+      Value qT = buffers.companionBuffer(rewriter, op.getResult(),
+                                         tcx::BufferType::get({f.cols, f.rows}, elt));
+      buffers.transposedFp8[op.getResult()] = qT;
+      outs.push_back(qT);
+    }
+    buffers.library(rewriter, op.getLoc(), "quantize_fp8", {x}, outs,
+                    {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
+                     rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
+                     rewriter.getNamedAttr("row_scaling", rewriter.getBoolAttr(f.rowScaling)),
+                     rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose))});
+    rewriter.replaceOp(op, {q, s});
+    return success();
+  }
+};
+
+struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(ScaledMatmulOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Fp8GemmForm g;
+    if (!fp8GemmForm(op, &g).empty())
+      return rewriter.notifyMatchFailure(op, "no FP8 GEMM form");
+    auto operand = [&](Value v, bool fromCopy) {
+      return fromCopy ? buffers.transposedFp8.lookup(v) : buffers.bufferOf(rewriter, v);
+    };
+    Value lhs = operand(op.getLhs(), g.lhsFromCopy), rhs = operand(op.getRhs(), g.rhsFromCopy);
+    if (!lhs || !rhs)
+      return rewriter.notifyMatchFailure(op, "an operand's transposed copy was not written");
+    SmallVector<Value> ins{lhs, rhs, buffers.bufferOf(rewriter, op.getLhsScaleInv()),
+                           buffers.bufferOf(rewriter, op.getRhsScaleInv())};
+    Value out = buffers.outBuffer(rewriter, op.getResult());
+    tcx::MatmulParams p;
+    p.m = g.m;
+    p.n = g.n;
+    p.k = g.k;
+    p.transposeRhs = true; // rhs [N, K]: cuBLASLt's TN form
+    p.computeType = "fp8";
+    p.fastAccum = !buffers.inBackward(op.getResult());
+    tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+} // namespace
+
+LogicalResult checkFp8Op(Operation &op) {
+  std::string e;
+  if (auto q = dyn_cast<QuantizeOp>(op)) {
+    Fp8QuantizeForm f;
+    e = fp8QuantizeForm(q, &f);
+  } else if (auto mm = dyn_cast<ScaledMatmulOp>(op)) {
+    Fp8GemmForm g;
+    e = fp8GemmForm(mm, &g);
+  }
+  if (e.empty())
+    return success();
+  return op.emitOpError() << "GPU lowering: " << e;
+}
+
+void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers) {
+  patterns.add<QuantizeLowering, ScaledMatmulLowering>(patterns.getContext(), buffers);
+}
+
+} // namespace tc

@@ -1,0 +1,221 @@
+//===- quantize.cu - FP8 quantization by amax (tc.quantize) ---------------===//
+//
+// Transformer Engine's current scaling, bit for bit what the CPU reference
+// (runtime/src/cpu/quantize.cpp) computes:
+//   amax = max |x| over the tensor (or over each row), NaN ignored;
+//   s = fmax / amax in f32 (__fdiv_rn), 1 when amax is 0 or inf, the largest
+//       f32 when the quotient overflows;
+//   q = cvt.rn.satfinite(x * s), the product rounded to f32 first (__fmul_rn:
+//       no FMA contraction), +-inf saturating to +-fmax, NaN kept;
+//   scale_inv = 1 / s in f32 (__frcp_rn, IEEE round to nearest).
+//
+// amax is the max of the float bits of |x| read as unsigned integers (for
+// non-negative floats that order is the float order), so it is exact and
+// independent of the order blocks finish in: the per-tensor pass combines
+// its blocks with atomicMax on those bits, the per-row pass gives each row
+// one block. The quantize pass reads the amax on the device (no host sync,
+// CUDA-graph capturable) and works on 32x32 tiles, so that the transposed
+// copy (what cuBLASLt's TN-only FP8 GEMMs need for dgrad and wgrad) is
+// written from shared memory in the same pass, coalesced.
+//
+//===----------------------------------------------------------------------===//
+#include <cfloat>
+
+#include <cuda_fp8.h>
+
+#include "runtime/src/cuda/kernels/common.cuh"
+#include "runtime/src/cuda/kernels/kernels.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+using namespace kern;
+
+constexpr int kAmaxThreads = 256;
+constexpr int kAmaxMaxBlocks = 1024;
+constexpr int kTile = 32;
+constexpr int kTileRowsPerPass = 8; // block (32, 8): each thread does 4 rows of a tile
+
+/// The bits of |v| as an unsigned integer; 0 for NaN (ignored, as fmaxf does).
+__device__ __forceinline__ unsigned absBits(float v) {
+  unsigned b = __float_as_uint(v) & 0x7fffffffu;
+  return b > 0x7f800000u ? 0u : b;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kAmaxThreads)
+    amaxTensorKernel(const T *x, int64_t n, bool vec, unsigned *amax) {
+  unsigned m = 0;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * kAmaxThreads;
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * kAmaxThreads + threadIdx.x;
+  int64_t scalarFrom = 0;
+  if (vec) {
+    int64_t groups = n / kVec;
+    for (int64_t g = tid; g < groups; g += stride) {
+      float v[8];
+      load8(x + g * kVec, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        m = max(m, absBits(v[j]));
+    }
+    scalarFrom = groups * kVec;
+  }
+  for (int64_t i = scalarFrom + tid; i < n; i += stride)
+    m = max(m, absBits(toF(x[i])));
+  m = blockMaxU32(m);
+  if (threadIdx.x == 0 && m != 0)
+    atomicMax(amax, m);
+}
+
+/// One block per row: amax[row] written, not combined.
+template <class T>
+__global__ void __launch_bounds__(kAmaxThreads)
+    amaxRowsKernel(const T *x, int64_t cols, unsigned *amax) {
+  const T *xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  unsigned m = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += kAmaxThreads)
+    m = max(m, absBits(toF(xr[i])));
+  m = blockMaxU32(m);
+  if (threadIdx.x == 0)
+    amax[blockIdx.x] = m;
+}
+
+/// Transformer Engine's compute_scale_from_amax (no epsilon, no power-of-two
+/// rounding), as currentScale of the CPU reference.
+__device__ __forceinline__ float currentScale(float amax, float fmax) {
+  if (isinf(amax) || amax == 0.f)
+    return 1.f;
+  float s = __fdiv_rn(fmax, amax);
+  if (isinf(s))
+    return FLT_MAX;
+  if (isnan(s))
+    return 1.f;
+  return s;
+}
+
+template <bool E5M2> __device__ __forceinline__ uint8_t toFp8(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
+}
+
+/// One 32x32 tile of x[rows, cols] per block (blockIdx.x: row tile,
+/// blockIdx.y: column tile). q[rows, cols] and, with Transpose,
+/// qT[cols, rows]; scaleInv[1] (tensor) or [rows] (RowScaling).
+template <class T, bool E5M2, bool RowScaling, bool Transpose>
+__global__ void __launch_bounds__(kTile *kTileRowsPerPass)
+    quantizeKernel(const T *x, const float *amax, uint8_t *q, uint8_t *qT, float *scaleInv,
+                   int64_t rows, int64_t cols) {
+  __shared__ uint8_t tile[kTile][kTile + 1];
+  const float fmax = E5M2 ? 57344.f : 448.f;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  float s = RowScaling ? 0.f : currentScale(amax[0], fmax);
+  if (!RowScaling && blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0)
+    scaleInv[0] = __frcp_rn(s);
+#pragma unroll
+  for (int r = ty; r < kTile; r += kTileRowsPerPass) {
+    int64_t row = row0 + r, col = col0 + tx;
+    if (row >= rows)
+      break;
+    if (RowScaling) {
+      s = currentScale(amax[row], fmax);
+      if (blockIdx.y == 0 && tx == 0)
+        scaleInv[row] = __frcp_rn(s);
+    }
+    if (col < cols) {
+      uint8_t v = toFp8<E5M2>(__fmul_rn(toF(x[row * cols + col]), s));
+      q[row * cols + col] = v;
+      if (Transpose)
+        tile[r][tx] = v;
+    }
+  }
+  if (!Transpose)
+    return;
+  __syncthreads();
+  // Thread (tx, ty) writes qT[col0 + c, row0 + tx] for c = ty, ty + 8, ...:
+  // consecutive threads write consecutive bytes of a qT row.
+#pragma unroll
+  for (int c = ty; c < kTile; c += kTileRowsPerPass) {
+    int64_t col = col0 + c, row = row0 + tx;
+    if (col < cols && row < rows)
+      qT[col * rows + row] = tile[tx][c];
+  }
+}
+
+bool isFp8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
+
+} // namespace
+
+Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
+               Fp8Scaling scaling, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(checkEntry("amaxFp8", rows, cols));
+  if (!x || !amax)
+    return invalidArgument("amaxFp8: null pointer");
+  bool perRow = scaling == Fp8Scaling::Row;
+  if (perRow && rows > INT32_MAX)
+    return invalidArgument("amaxFp8: more than 2^31 rows");
+  int64_t n = rows * cols;
+  auto *bits = reinterpret_cast<unsigned *>(amax);
+  if (!perRow) // the blocks' atomicMax combines into a zeroed amax
+    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  if (n == 0) {
+    if (perRow && rows > 0)
+      TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, rows * sizeof(float), stream));
+    return Status::ok();
+  }
+  return dispatchFloat(dt, "amaxFp8", [&](auto tag) {
+    using T = decltype(tag);
+    auto *xs = static_cast<const T *>(x);
+    if (perRow) {
+      amaxRowsKernel<T><<<static_cast<unsigned>(rows), kAmaxThreads, 0, stream>>>(xs, cols, bits);
+      return checkLaunch("amax_rows");
+    }
+    bool vec = aligned16(x);
+    int64_t blocks = std::min<int64_t>(ceilDiv(n, kAmaxThreads * kVec), kAmaxMaxBlocks);
+    amaxTensorKernel<T>
+        <<<static_cast<unsigned>(blocks), kAmaxThreads, 0, stream>>>(xs, n, vec, bits);
+    return checkLaunch("amax_tensor");
+  });
+}
+
+Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q, void *qT,
+                   float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
+                   cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(checkEntry("quantizeFp8", rows, cols));
+  if (!isFp8(qt))
+    return invalidArgument(std::string("quantizeFp8: the result must be f8E4M3FN or f8E5M2, got ") +
+                           dtypeName(qt));
+  bool perRow = scaling == Fp8Scaling::Row;
+  if (qT && perRow)
+    return invalidArgument("quantizeFp8: a transposed copy needs per-tensor scaling (its rows "
+                           "would need per-column scales)");
+  if (!x || !amax || !q || !scaleInv)
+    return invalidArgument("quantizeFp8: null pointer");
+  if (rows == 0 || cols == 0) // amax 0: every scale is 1 (the f32 bits 0x3f800000)
+    return fillBuffer(scaleInv, 4, 0x3f800000u, perRow ? rows : 1, stream);
+  if (ceilDiv(rows, kTile) > INT32_MAX || ceilDiv(cols, kTile) > 65535)
+    return invalidArgument("quantizeFp8: more than 2^21 columns or 2^36 rows");
+  dim3 grid(static_cast<unsigned>(ceilDiv(rows, kTile)), static_cast<unsigned>(ceilDiv(cols, kTile)));
+  dim3 block(kTile, kTileRowsPerPass);
+  bool e5m2 = qt == DType::F8E5M2;
+  auto *qs = static_cast<uint8_t *>(q);
+  auto *qts = static_cast<uint8_t *>(qT);
+  return dispatchFloat(dt, "quantizeFp8", [&](auto tag) {
+    using T = decltype(tag);
+    auto *xs = static_cast<const T *>(x);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, block, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols);
+      return checkLaunch("quantize_fp8");
+    };
+    if (perRow)
+      return e5m2 ? launch(quantizeKernel<T, true, true, false>)
+                  : launch(quantizeKernel<T, false, true, false>);
+    if (qT)
+      return e5m2 ? launch(quantizeKernel<T, true, false, true>)
+                  : launch(quantizeKernel<T, false, false, true>);
+    return e5m2 ? launch(quantizeKernel<T, true, false, false>)
+                : launch(quantizeKernel<T, false, false, false>);
+  });
+}
+
+} // namespace tc::rt::cuda

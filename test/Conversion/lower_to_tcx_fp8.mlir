@@ -1,0 +1,169 @@
+// RUN: tc-opt %s --split-input-file --tc-lower-to-tcx --verify-diagnostics | FileCheck %s
+
+// Tests that an FP8 forward linear layer (x [M, K] @ W [N, K]^T, cuBLASLt's
+// TN form) lowers to one quantize_fp8 call per operand, without transposed
+// copies, and a compute_type "fp8" tcx.matmul reading q and scale_inv of
+// each, with fast accumulation (a forward GEMM).
+// CHECK-LABEL: func.func @linear_fwd
+// CHECK: %[[QX:.+]] = tcx.alloc : <32x64xf8E4M3FN>
+// CHECK: %[[SX:.+]] = tcx.alloc : <1x1xf32>
+// CHECK: %[[AX:.+]] = tcx.alloc {kind = "scratch"} : <256xi8>
+// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<32x64xbf16>) outs(%[[QX]], %[[SX]], %[[AX]] : {{.+}}) {cols = 64 : i64, has_transpose = false, row_scaling = false, rows = 32 : i64}
+// CHECK: %[[QW:.+]] = tcx.alloc : <128x64xf8E4M3FN>
+// CHECK: %[[SW:.+]] = tcx.alloc : <1x1xf32>
+// CHECK: tcx.library "quantize_fp8"
+// CHECK: %[[Y:.+]] = tcx.alloc {kind = "output"} : <32x128xbf16>
+// CHECK: tcx.matmul ins(%[[QX]], %[[QW]], %[[SX]], %[[SW]] : {{.+}}) outs(%[[Y]] : <32x128xbf16>) {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+func.func @linear_fwd(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tensor<32x128xbf16> {
+  %qx, %sx = tc.quantize %x {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 128, 64>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<1x1xf32>)
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}
+
+// -----
+
+// Tests the backward of an FP8 linear layer: dgrad (dY @ W) reads W's
+// transposed copy [K, N] as cuBLASLt's rhs, wgrad (dY^T @ X) the copies of
+// dY and X, so those three quantize calls write their copy too (an alloc of
+// its own: the memory plan counts it; dY's is a backward buffer), and the
+// backward GEMMs run without fast accumulation.
+// CHECK-LABEL: func.func @linear_train
+// CHECK: %[[QX:.+]] = tcx.alloc : <32x64xf8E4M3FN>
+// CHECK: %[[SX:.+]] = tcx.alloc : <1x1xf32>
+// CHECK: %[[XT:.+]] = tcx.alloc : <64x32xf8E4M3FN>
+// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<32x64xf32>) outs(%[[QX]], %[[SX]], %[[XT]], %{{.+}} : {{.+}}) {cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: %[[QW:.+]] = tcx.alloc : <128x64xf8E4M3FN>
+// CHECK: %[[SW:.+]] = tcx.alloc : <1x1xf32>
+// CHECK: %[[WT:.+]] = tcx.alloc : <64x128xf8E4M3FN>
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 128 : i64}
+// CHECK: tcx.matmul ins(%[[QX]], %[[QW]], %[[SX]], %[[SW]] : {{.+}}) {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+// CHECK: tcx.library "cross_entropy_bwd"
+// CHECK: %[[QD:.+]] = tcx.alloc {kind = "backward"} : <32x128xf8E5M2>
+// CHECK: %[[SD:.+]] = tcx.alloc {kind = "backward"} : <1x1xf32>
+// CHECK: %[[DT:.+]] = tcx.alloc {kind = "backward"} : <128x32xf8E5M2>
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 128 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.matmul ins(%[[QD]], %[[WT]], %[[SD]], %[[SW]] : {{.+}}) outs(%{{.+}} : <32x64xf32>) {compute_type = "fp8", k = 128 : i64, m = 32 : i64, n = 64 : i64, transpose_rhs = true}
+// CHECK: tcx.matmul ins(%[[DT]], %[[XT]], %[[SD]], %[[SX]] : {{.+}}) outs(%{{.+}} : <128x64xf32>) {compute_type = "fp8", k = 32 : i64, m = 128 : i64, n = 64 : i64, transpose_rhs = true}
+func.func @linear_train(%x: tensor<32x64xf32>, %w: tensor<128x64xf32>, %labels: tensor<32xi64>) -> (tensor<f32>, tensor<32x64xf32>, tensor<128x64xf32>) {
+  %qx, %sx = tc.quantize %x {block = array<i64: 32, 64>} : tensor<32x64xf32> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 128, 64>} : tensor<128x64xf32> -> (tensor<128x64xf8E4M3FN>, tensor<1x1xf32>)
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xf32>
+  %l = tc.cross_entropy %y, %labels : (tensor<32x128xf32>, tensor<32xi64>) -> tensor<f32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %dy = tc.cross_entropy_grad %y, %labels, grad %one : (tensor<32x128xf32>, tensor<32xi64>, tensor<f32>) -> tensor<32x128xf32>
+  %qd, %sd = tc.quantize %dy {block = array<i64: 32, 128>} : tensor<32x128xf32> -> (tensor<32x128xf8E5M2>, tensor<1x1xf32>)
+  %dx = tc.scaled_matmul %qd, %sd, %qw, %sw
+      : (tensor<32x128xf8E5M2>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x64xf32>
+  %dw = tc.scaled_matmul %qd, %sd, %qx, %sx {transpose_lhs = true}
+      : (tensor<32x128xf8E5M2>, tensor<1x1xf32>, tensor<32x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<128x64xf32>
+  return %l, %dx, %dw : tensor<f32>, tensor<32x64xf32>, tensor<128x64xf32>
+}
+
+// -----
+
+// Tests that per-row scaling (block [1, ..., 1, cols]) of a rank-3 tensor is
+// one quantize_fp8 call over its [rows, cols] view with row_scaling and
+// one f32 amax per row in the scratch (32 rows: 128 bytes, one granule).
+// CHECK-LABEL: func.func @per_row
+// CHECK: tcx.alloc {kind = "output"} : <4x8x32xf8E5M2>
+// CHECK: tcx.alloc {kind = "output"} : <4x8x1xf32>
+// CHECK: tcx.alloc {kind = "scratch"} : <256xi8>
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 32 : i64, has_transpose = false, row_scaling = true, rows = 32 : i64}
+func.func @per_row(%x: tensor<4x8x32xbf16>) -> (tensor<4x8x32xf8E5M2>, tensor<4x8x1xf32>) {
+  %q, %s = tc.quantize %x {block = array<i64: 1, 1, 32>} : tensor<4x8x32xbf16> -> (tensor<4x8x32xf8E5M2>, tensor<4x8x1xf32>)
+  return %q, %s : tensor<4x8x32xf8E5M2>, tensor<4x8x1xf32>
+}
+
+// -----
+
+// Tests that a contraction that is not a multiple of 16 is an error naming
+// the op (cuBLASLt's FP8 leading dimensions), not a silent fallback.
+func.func @k_unaligned(%x: tensor<32x40xbf16>, %w: tensor<128x40xbf16>) -> tensor<32x128xbf16> {
+  %qx, %sx = tc.quantize %x {block = array<i64: 32, 40>} : tensor<32x40xbf16> -> (tensor<32x40xf8E4M3FN>, tensor<1x1xf32>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 128, 40>} : tensor<128x40xbf16> -> (tensor<128x40xf8E4M3FN>, tensor<1x1xf32>)
+  // expected-error @+1 {{'tc.scaled_matmul' op GPU lowering: K = 40 is not a multiple of 16 (cuBLASLt's FP8 GEMMs need 16-byte leading dimensions): the precision plan should have kept this matmul in bf16}}
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x40xf8E4M3FN>, tensor<1x1xf32>, tensor<128x40xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}
+
+// -----
+
+// Tests that an output width that is not a multiple of 16 is refused too.
+func.func @n_unaligned(%qx: tensor<32x64xf8E4M3FN>, %sx: tensor<1x1xf32>, %qw: tensor<24x64xf8E4M3FN>, %sw: tensor<1x1xf32>) -> tensor<32x24xbf16> {
+  // expected-error @+1 {{N = 24 is not a multiple of 16}}
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<24x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x24xbf16>
+  return %y : tensor<32x24xbf16>
+}
+
+// -----
+
+// Tests that E5M2 x E5M2 (no cuBLASLt kernel) is an error naming the op.
+func.func @e5m2_both(%a: tensor<32x64xf8E5M2>, %sa: tensor<1x1xf32>, %b: tensor<32x64xf8E5M2>, %sb: tensor<1x1xf32>) -> tensor<32x32xbf16> {
+  // expected-error @+1 {{cuBLASLt has no f8E5M2 x f8E5M2 GEMM}}
+  %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_rhs = true}
+      : (tensor<32x64xf8E5M2>, tensor<1x1xf32>, tensor<32x64xf8E5M2>, tensor<1x1xf32>) -> tensor<32x32xbf16>
+  return %y : tensor<32x32xbf16>
+}
+
+// -----
+
+// Tests that an operand read transposed must come from a per-tensor
+// tc.quantize (which writes the copy): a function argument has none.
+func.func @no_copy(%a: tensor<32x64xf8E4M3FN>, %sa: tensor<1x1xf32>, %b: tensor<64x32xf8E4M3FN>, %sb: tensor<1x1xf32>) -> tensor<32x32xbf16> {
+  // expected-error @+1 {{rhs is read transposed (cuBLASLt's FP8 GEMMs are TN only), and only a rank-2 per-tensor tc.quantize writes the transposed copy}}
+  %y = tc.scaled_matmul %a, %sa, %b, %sb
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<64x32xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x32xbf16>
+  return %y : tensor<32x32xbf16>
+}
+
+// -----
+
+// Tests that MX block scales (E8M0, 1x32 blocks) have no sm_90 kernel: an
+// error naming the op, not a generated kernel that cannot exist.
+func.func @mx_blocks(%x: tensor<4x64xbf16>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) {
+  // expected-error @+1 {{'tc.quantize' op GPU lowering: no GPU kernel writes f8E8M0FNU scales yet (sm_90: f32 scales, per tensor or per row)}}
+  %q, %s = tc.quantize %x {block = array<i64: 1, 32>} : tensor<4x64xbf16> -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return %q, %s : tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>
+}
+
+// -----
+
+// Tests that 2-D blocks other than a row are refused with the forms that exist.
+func.func @blocks_2d(%x: tensor<256x256xbf16>) -> (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>) {
+  // expected-error @+1 {{the GPU quantizes per tensor or per row (block [1, ..., 1, 256]); other blocks have no kernel yet}}
+  %q, %s = tc.quantize %x {block = array<i64: 128, 128>} : tensor<256x256xbf16> -> (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>)
+  return %q, %s : tensor<256x256xf8E4M3FN>, tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that per-row scaling of both operands of a forward GEMM (x and W
+// quantized by rows, scale grids [M, 1] and [N, 1]) is one fp8 tcx.matmul
+// reading the scale columns (cuBLASLt's outer-vector scaling).
+// CHECK-LABEL: func.func @linear_rows
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = false, row_scaling = true, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = false, row_scaling = true, rows = 128 : i64}
+// CHECK: tcx.matmul ins({{.+}} : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<32x1xf32>, !tcx.buffer<128x1xf32>) {{.+}} {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+func.func @linear_rows(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tensor<32x128xbf16> {
+  %qx, %sx = tc.quantize %x {block = array<i64: 1, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 1, 64>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<128x1xf32>)
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}
+
+// -----
+
+// Tests that per-row scales of an operand read transposed (a wgrad) are
+// refused: its copy would need per-column scales.
+func.func @rows_transposed(%a: tensor<64x32xf8E4M3FN>, %sa: tensor<64x1xf32>, %b: tensor<128x64xf8E4M3FN>, %sb: tensor<128x1xf32>) -> tensor<32x128xbf16> {
+  // expected-error @+1 {{the GPU's FP8 GEMM takes one scale per operand, or one per row of lhs [M, K] and rhs [N, K] (outer-vector scaling), not tensor<64x1xf32> and tensor<128x1xf32> scales}}
+  %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_lhs = true, transpose_rhs = true}
+      : (tensor<64x32xf8E4M3FN>, tensor<64x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}

@@ -1,0 +1,453 @@
+//===- fp8_test.cpp - FP8 quantization and the cuBLASLt FP8 GEMM ------------===//
+//
+// amaxFp8 + quantizeFp8 against tc.quantize's CPU reference, bit for bit:
+// every byte of q and of the transposed copy and every f32 scale_inv equal
+// (a NaN element only needs to be NaN on both sides: its sign bit is not
+// part of the contract), on random data with zeros, +-inf, NaN, values that
+// saturate, an all-zero and an all-NaN tensor, and an amax so small that its
+// scale overflows f32; per tensor and per row, f32 and bf16 inputs, E4M3
+// and E5M2.
+//
+// Matmul::runFp8 against tc.scaled_matmul of the same quantized operands
+// (quantized on the GPU, so the chain is what a step runs; per tensor, and
+// per row for the forward with cuBLASLt's outer-vector scales): the forward
+// (x [M, K] @ W [N, K]^T, E4M3 x E4M3), dgrad (dY [M, N] E5M2 @ W, reading
+// W's transposed copy) and wgrad (dY^T @ X, reading both transposed copies).
+// The products of the dequantized operands are exact on both sides; only
+// the sums differ: the CPU adds in double, cuBLASLt in fp32 in its own
+// order, and Hopper's FP8 tensor cores keep fewer bits between the
+// promotions of their partial sums to fp32 (the reason fast accumulation,
+// which promotes less often, is for the forward only). Tolerances, relative
+// to max(|want|, rms(want)) as compare() measures: f32 results 1e-3
+// (sqrt(K) 2^-24 per element is the fp32 part; the tensor cores' partial
+// sums add the rest), bf16 results 1e-2 (one bf16 rounding, 2^-8 relative,
+// may fall on the other side of a tie), fast accumulation 2e-2.
+//
+// Then the device program of an FP8 linear layer (quantize_fp8 library ops,
+// compute_type "fp8" matmuls, as tc-lower-to-tcx emits them) through the
+// CUDA executor against the same tc ops on the CPU.
+//
+//===----------------------------------------------------------------------===//
+#include "test/cuda/cuda_test_util.h"
+
+#include <cfloat>
+#include <cstring>
+#include <limits>
+
+#include "runtime/src/base/float_format.h"
+#include "runtime/src/cuda/cublaslt.h"
+#include "runtime/src/cuda/executor.h"
+#include "runtime/src/cuda/kernels/kernels.h"
+
+namespace tc::rt::cuda {
+namespace {
+
+using namespace tc::rt::cuda::test;
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+class CudaFp8 : public CudaTest {};
+
+/// The GPU's q (and qT when `transpose`) and scale_inv of x [rows, cols].
+struct GpuQuantized {
+  HostTensor q, qT, scaleInv;
+  DevBuf dq, dqT, dscale;
+};
+
+Status quantizeOnGpu(const HostTensor &x, DType qt, Fp8Scaling scaling, bool transpose,
+                     cudaStream_t s, GpuQuantized *out) {
+  int64_t rows = x.type.shape[0], cols = x.type.shape[1];
+  bool perRow = scaling == Fp8Scaling::Row;
+  DevBuf dx, amax;
+  TC_RETURN_IF_ERROR(upload(x, &dx, s));
+  TC_RETURN_IF_ERROR(devZeros(fp8QuantizeScratchBytes(rows, perRow), &amax, s));
+  TC_RETURN_IF_ERROR(devZeros(std::max<int64_t>(1, rows * cols), &out->dq, s));
+  TC_RETURN_IF_ERROR(devZeros(std::max<int64_t>(1, rows * cols), &out->dqT, s));
+  TC_RETURN_IF_ERROR(devZeros(4 * std::max<int64_t>(1, perRow ? rows : 1), &out->dscale, s));
+  TC_RETURN_IF_ERROR(amaxFp8(x.type.dtype, dx.p, amax.as<float>(), rows, cols, scaling, s));
+  TC_RETURN_IF_ERROR(quantizeFp8(x.type.dtype, dx.p, amax.as<float>(), qt, out->dq.p,
+                                 transpose ? out->dqT.p : nullptr, out->dscale.as<float>(), rows,
+                                 cols, scaling, s));
+  TC_RETURN_IF_ERROR(download(out->dq.p, ty(qt, {rows, cols}), &out->q, s));
+  if (transpose)
+    TC_RETURN_IF_ERROR(download(out->dqT.p, ty(qt, {cols, rows}), &out->qT, s));
+  return download(out->dscale.p, ty(DType::F32, {perRow ? rows : 1, 1}), &out->scaleInv, s);
+}
+
+/// Elements whose bits differ (NaN matches NaN), with the first one named.
+int64_t mismatches(const HostTensor &got, const HostTensor &want, const std::string &what) {
+  if (got.data.size() != want.data.size()) {
+    ADD_FAILURE() << what << ": " << got.data.size() << " bytes, want " << want.data.size();
+    return std::max<int64_t>(1, static_cast<int64_t>(want.data.size()));
+  }
+  std::vector<double> g = hostTensorToDoubles(got), w = hostTensorToDoubles(want);
+  int eb = dtypeStorageBytes(want.type.dtype);
+  int64_t bad = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::isnan(g[i]) && std::isnan(w[i]))
+      continue;
+    if (std::memcmp(&got.data[i * eb], &want.data[i * eb], eb) == 0)
+      continue;
+    if (bad++ == 0)
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
+  }
+  return bad;
+}
+
+/// x [rows, cols] of `dt`: uniform in [-3, 3] with the special values of
+/// `kind` mixed in.
+HostTensor fp8Input(DType dt, int64_t rows, int64_t cols, const std::string &kind,
+                    std::mt19937 &rng) {
+  std::uniform_real_distribution<double> u(-3, 3);
+  std::uniform_int_distribution<int64_t> pick(0, rows * cols - 1);
+  std::vector<double> v(static_cast<size_t>(rows * cols));
+  for (double &e : v)
+    e = kind == "zeros" ? 0.0 : kind == "nan" ? kNaN : kind == "tiny" ? u(rng) * 1e-39 : u(rng);
+  if (kind == "special") {
+    // Zeros (of both signs), +-inf (amax inf: s = 1, so the large values
+    // saturate), NaN (ignored by amax, kept by q), values beyond E4M3's 448.
+    const double specials[] = {0.0, -0.0, kInf, -kInf, kNaN, 1e5, -1e5, 448, 500, 6e4};
+    for (double sp : specials)
+      for (int rep = 0; rep < 3; ++rep)
+        v[pick(rng)] = sp;
+  }
+  if (kind == "saturate") // the row/tensor amax rounds the product to exactly fmax
+    for (int rep = 0; rep < 5; ++rep)
+      v[pick(rng)] = 3.0;
+  return makeHostTensor(ty(dt, {rows, cols}), v);
+}
+
+TEST_F(CudaFp8, QuantizeMatchesReferenceBitForBit) {
+  const char *kinds[] = {"random", "special", "saturate", "zeros", "nan", "tiny"};
+  const std::pair<int64_t, int64_t> shapes[] = {{37, 50}, {64, 128}, {1, 1000}, {300, 17}};
+  for (DType dt : {DType::F32, DType::BF16})
+    for (DType qt : {DType::F8E4M3FN, DType::F8E5M2})
+      for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Row}) {
+        bool perRow = scaling == Fp8Scaling::Row;
+        int64_t bad = 0;
+        for (auto [rows, cols] : shapes)
+          for (const char *kind : kinds) {
+            std::string what = std::string(dtypeName(dt)) + "->" + dtypeName(qt) +
+                               (perRow ? " per row " : " per tensor ") + kind + " " +
+                               shapeStr({rows, cols});
+            HostTensor x = fp8Input(dt, rows, cols, kind, rng);
+            std::vector<HostTensor> ref;
+            int64_t grid = perRow ? rows : 1;
+            ASSERT_OK(reference("tc.quantize", {x},
+                                {ty(qt, {rows, cols}), ty(DType::F32, {grid, 1})},
+                                {{"block", aInts({perRow ? 1 : rows, cols})}}, &ref));
+            GpuQuantized g;
+            ASSERT_OK(quantizeOnGpu(x, qt, scaling, /*transpose=*/!perRow, stream(), &g));
+            bad += mismatches(g.q, ref[0], what + " q");
+            bad += mismatches(g.scaleInv, ref[1], what + " scale_inv");
+            if (perRow)
+              continue;
+            // The transposed copy holds q's bytes at [c, r].
+            HostTensor wantT = ref[0];
+            wantT.type.shape = {cols, rows};
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t c = 0; c < cols; ++c)
+                wantT.data[c * rows + r] = ref[0].data[r * cols + c];
+            bad += mismatches(g.qT, wantT, what + " q_t");
+          }
+        // Timing: the quantize of a GPT-2 124M activation [8 x 1024, 768]
+        // (the amax pass and the quantize pass, with the transposed copy per tensor).
+        const int64_t rows = 8192, cols = 768;
+        DevBuf dx, amax, dq, dqT, ds;
+        ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dx, stream()));
+        ASSERT_OK(devZeros(fp8QuantizeScratchBytes(rows, perRow), &amax, stream()));
+        ASSERT_OK(devZeros(rows * cols, &dq, stream()));
+        ASSERT_OK(devZeros(rows * cols, &dqT, stream()));
+        ASSERT_OK(devZeros(4 * rows, &ds, stream()));
+        double us = timeUs(stream(), 20, [&]() -> Status {
+          TC_RETURN_IF_ERROR(amaxFp8(dt, dx.p, amax.as<float>(), rows, cols, scaling, stream()));
+          return quantizeFp8(dt, dx.p, amax.as<float>(), qt, dq.p, perRow ? nullptr : dqT.p,
+                             ds.as<float>(), rows, cols, scaling, stream());
+        });
+        std::string name = std::string("quantize_fp8 ") + dtypeName(qt) +
+                           (perRow ? " row" : " tensor+T");
+        // The "error" is the count of elements whose bits differ: 0 allowed.
+        report(name, dt, static_cast<double>(bad), 0, us, shapeStr({rows, cols}));
+        EXPECT_EQ(bad, 0) << name;
+      }
+}
+
+TEST_F(CudaFp8, QuantizeRefusesWhatItCannotDo) {
+  DevBuf buf;
+  ASSERT_OK(devZeros(4096, &buf, stream()));
+  float *f = buf.as<float>();
+  // A transposed copy with per-row scales, a non-FP8 result, a bad input type.
+  EXPECT_FALSE(quantizeFp8(DType::F32, f, f, DType::F8E4M3FN, f, f, f, 4, 4, Fp8Scaling::Row,
+                           stream())
+                   .isOk());
+  EXPECT_FALSE(quantizeFp8(DType::F32, f, f, DType::BF16, f, nullptr, f, 4, 4,
+                           Fp8Scaling::Tensor, stream())
+                   .isOk());
+  EXPECT_FALSE(amaxFp8(DType::I32, f, f, 4, 4, Fp8Scaling::Tensor, stream()).isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul::runFp8
+//===----------------------------------------------------------------------===//
+
+/// An E4M3 x E4M3 problem in cuBLASLt's TN form: lhs [m, k], rhs [n, k].
+MatmulDesc fp8Desc(DType outType, int64_t m, int64_t n, int64_t k) {
+  MatmulDesc d;
+  d.fp8 = true;
+  d.dtype = outType;
+  d.transposeRhs = true;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  return d;
+}
+
+/// Runs `d` on lhs (its transposed copy with lhsT) and rhs (likewise) and
+/// returns out [m, n].
+Status fp8Gemm(Matmul &mm, const MatmulDesc &d, const GpuQuantized &lhs, bool lhsT,
+               const GpuQuantized &rhs, bool rhsT, cudaStream_t s, HostTensor *out) {
+  DevBuf dout;
+  TC_RETURN_IF_ERROR(devZeros(d.m * d.n * dtypeStorageBytes(d.dtype), &dout, s));
+  TC_RETURN_IF_ERROR(mm.runFp8(d, lhsT ? lhs.dqT.p : lhs.dq.p, lhs.dscale.as<float>(),
+                               rhsT ? rhs.dqT.p : rhs.dq.p, rhs.dscale.as<float>(), dout.p, s));
+  return download(dout.p, ty(d.dtype, {d.m, d.n}), out, s);
+}
+
+TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
+  std::unique_ptr<Matmul> mm;
+  ASSERT_OK(Matmul::create(&mm));
+  const int64_t shapes[][3] = {{64, 128, 256}, {40, 48, 64}, {128, 256, 1024}};
+  struct Case {
+    const char *name;
+    DType out;
+    bool fast;
+    double tol;
+  } cases[] = {{"fp8_gemm", DType::F32, false, 1e-3},
+               {"fp8_gemm", DType::BF16, false, 1e-2},
+               {"fp8_gemm fast-accum", DType::BF16, true, 2e-2}};
+  for (const Case &cs : cases) {
+    // fwd: y [M, N] = x [M, K] @ W [N, K]^T; dgrad: dx [M, K] = dy [M, N] @ W
+    // (W^T's copy [K, N] as cuBLASLt's A); wgrad: dW [N, K] = dy^T @ x (the
+    // copies dy^T [N, M] and x^T [K, M]).
+    for (std::string p : {"fwd", "dgrad", "wgrad"}) {
+      if (cs.fast && p != "fwd")
+        continue; // fast accumulation is for the forward only
+      std::vector<double> got, want;
+      for (auto [mRows, nOut, kIn] : shapes) {
+        if (p == "wgrad" && mRows % 16 != 0)
+          continue; // K = M rows: the lowering keeps such a wgrad out of FP8
+        HostTensor x = randomTensor(ty(DType::BF16, {mRows, kIn}), rng, -2, 2);
+        HostTensor w = randomTensor(ty(DType::BF16, {nOut, kIn}), rng, -0.5, 0.5);
+        HostTensor dy = randomTensor(ty(DType::BF16, {mRows, nOut}), rng, -1e-3, 1e-3);
+        DType xt = DType::F8E4M3FN, wt = DType::F8E4M3FN, gt = DType::F8E5M2;
+        GpuQuantized qx, qw, qdy;
+        ASSERT_OK(quantizeOnGpu(x, xt, Fp8Scaling::Tensor, true, stream(), &qx));
+        ASSERT_OK(quantizeOnGpu(w, wt, Fp8Scaling::Tensor, true, stream(), &qw));
+        ASSERT_OK(quantizeOnGpu(dy, gt, Fp8Scaling::Tensor, true, stream(), &qdy));
+        // The reference reads the same operands through tc.scaled_matmul.
+        const GpuQuantized *l = p == "fwd" ? &qx : &qdy;
+        const GpuQuantized *r = p == "dgrad" ? &qw : p == "wgrad" ? &qx : &qw;
+        bool tl = p == "wgrad", tr = p == "fwd";
+        int64_t m = p == "wgrad" ? nOut : mRows;
+        int64_t n = p == "fwd" ? nOut : kIn;
+        int64_t k = p == "fwd" ? kIn : p == "dgrad" ? nOut : mRows;
+        std::vector<HostTensor> ref;
+        ASSERT_OK(reference("tc.scaled_matmul", {l->q, l->scaleInv, r->q, r->scaleInv},
+                            {ty(cs.out, {m, n})},
+                            {{"transpose_lhs", aInt(tl)}, {"transpose_rhs", aInt(tr)}}, &ref));
+        // cuBLASLt reads lhs [m, k] and rhs [n, k]: the transposed copies
+        // where the tc operand is stored the other way.
+        HostTensor y;
+        MatmulDesc d = fp8Desc(cs.out, m, n, k);
+        d.lhsType = l->q.type.dtype;
+        d.rhsType = r->q.type.dtype;
+        d.fastAccum = cs.fast;
+        ASSERT_OK(fp8Gemm(*mm, d, *l, /*lhsT=*/tl, *r, /*rhsT=*/!tr, stream(), &y));
+        std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
+        CompareResult c = compare(g, wv);
+        EXPECT_LE(c.maxErr, cs.tol) << cs.name << " " << p << " " << m << "x" << n << "x" << k;
+        got.insert(got.end(), g.begin(), g.end());
+        want.insert(want.end(), wv.begin(), wv.end());
+      }
+      // Timing: a GPT-2 124M MLP up-projection, [8192, 768] x [3072, 768]^T.
+      const int64_t m = 8192, n = 3072, k = 768;
+      DevBuf a, b, o, sc;
+      ASSERT_OK(devZeros(m * k, &a, stream()));
+      ASSERT_OK(devZeros(n * k, &b, stream()));
+      ASSERT_OK(devZeros(m * n * dtypeStorageBytes(cs.out), &o, stream()));
+      ASSERT_OK(devZeros(256, &sc, stream()));
+      MatmulDesc d = fp8Desc(cs.out, m, n, k);
+      if (p != "fwd")
+        d.lhsType = DType::F8E5M2;
+      d.fastAccum = cs.fast;
+      double us = timeUs(stream(), 20, [&] {
+        return mm->runFp8(d, a.p, sc.as<float>(), b.p, sc.as<float>(), o.p, stream());
+      });
+      check(std::string(cs.name) + " " + p, cs.out, got, want, cs.tol, us,
+            shapeStr({m, n, k}));
+    }
+  }
+}
+
+TEST_F(CudaFp8, MatmulRowScalesMatchScaledMatmulReference) {
+  // x [M, K] and W [N, K] quantized per row (scale grids [M, 1], [N, 1]):
+  // cuBLASLt's outer-vector scaling, the same sums as per tensor.
+  std::unique_ptr<Matmul> mm;
+  ASSERT_OK(Matmul::create(&mm));
+  const int64_t shapes[][3] = {{64, 128, 256}, {40, 48, 64}};
+  for (DType outType : {DType::F32, DType::BF16}) {
+    std::vector<double> got, want;
+    for (auto [m, n, k] : shapes) {
+      HostTensor x = randomTensor(ty(DType::BF16, {m, k}), rng, -2, 2);
+      HostTensor w = randomTensor(ty(DType::BF16, {n, k}), rng, -0.5, 0.5);
+      GpuQuantized qx, qw;
+      ASSERT_OK(quantizeOnGpu(x, DType::F8E4M3FN, Fp8Scaling::Row, false, stream(), &qx));
+      ASSERT_OK(quantizeOnGpu(w, DType::F8E4M3FN, Fp8Scaling::Row, false, stream(), &qw));
+      std::vector<HostTensor> ref;
+      ASSERT_OK(reference("tc.scaled_matmul", {qx.q, qx.scaleInv, qw.q, qw.scaleInv},
+                          {ty(outType, {m, n})}, {{"transpose_rhs", aInt(1)}}, &ref));
+      MatmulDesc d = fp8Desc(outType, m, n, k);
+      d.rowScales = true;
+      HostTensor y;
+      ASSERT_OK(fp8Gemm(*mm, d, qx, false, qw, false, stream(), &y));
+      std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
+      got.insert(got.end(), g.begin(), g.end());
+      want.insert(want.end(), wv.begin(), wv.end());
+    }
+    check("fp8_gemm row scales", outType, got, want, outType == DType::F32 ? 1e-3 : 1e-2);
+  }
+}
+
+TEST_F(CudaFp8, MatmulRefusesWhatCublasLtCannotDo) {
+  std::unique_ptr<Matmul> mm;
+  ASSERT_OK(Matmul::create(&mm));
+  DevBuf buf;
+  ASSERT_OK(devZeros(1 << 16, &buf, stream()));
+  float *f = buf.as<float>();
+  MatmulDesc d = fp8Desc(DType::BF16, 32, 32, 32);
+  ASSERT_OK(mm->runFp8(d, f, f, f, f, f, stream()));
+  auto refused = [&](MatmulDesc bad) { return !mm->runFp8(bad, f, f, f, f, f, stream()).isOk(); };
+  MatmulDesc e = d;
+  e.lhsType = e.rhsType = DType::F8E5M2;
+  EXPECT_TRUE(refused(e)) << "E5M2 x E5M2";
+  e = d;
+  e.transposeRhs = false;
+  EXPECT_TRUE(refused(e)) << "not TN";
+  e = d;
+  e.k = 40;
+  EXPECT_TRUE(refused(e)) << "K % 16";
+  e = d;
+  e.n = 24;
+  EXPECT_TRUE(refused(e)) << "N % 16";
+  // run() does not take FP8 problems, runFp8 no other.
+  EXPECT_FALSE(mm->run(d, f, f, f, stream()).isOk());
+  e = d;
+  e.fp8 = false;
+  EXPECT_TRUE(refused(e));
+  e = d;
+  e.rowScales = true;
+  e.batch = 2;
+  EXPECT_TRUE(refused(e)) << "row scales with a batch";
+}
+
+//===----------------------------------------------------------------------===//
+// The device program: "quantize_fp8" library ops and compute_type "fp8"
+// matmuls through the executor (the ABI binder and buildMatmul)
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaFp8, ExecutorRunsFp8LinearForwardAndDgrad) {
+  // What tc-lower-to-tcx makes of an FP8 linear layer (test/Conversion/
+  // lower_to_tcx_fp8.mlir): y = x @ W^T (fast accumulation) and dx = dY @ W
+  // reading W's transposed copy.
+  const int64_t M = 48, N = 128, K = 64;
+  DeviceFunction f;
+  f.name = "step";
+  uint64_t arena = 0;
+  auto buf = [&](DeviceBuffer::Space s, TensorType t, std::string name, int32_t index) {
+    DeviceBuffer b;
+    b.space = s;
+    b.type = t;
+    b.bytes = static_cast<uint64_t>(storageBytes(t));
+    if (s == DeviceBuffer::Space::Arena) {
+      b.offset = arena;
+      arena += (b.bytes + 255) / 256 * 256;
+    }
+    b.name = std::move(name);
+    b.index = index;
+    f.buffers.push_back(b);
+    return static_cast<int32_t>(f.buffers.size() - 1);
+  };
+  auto arenaBuf = [&](TensorType t) { return buf(DeviceBuffer::Space::Arena, t, "", -1); };
+  const DType e4 = DType::F8E4M3FN, e5 = DType::F8E5M2;
+  int32_t x = buf(DeviceBuffer::Space::Input, ty(DType::BF16, {M, K}), "x", 0);
+  int32_t w = buf(DeviceBuffer::Space::Input, ty(DType::BF16, {N, K}), "w", 1);
+  int32_t dy = buf(DeviceBuffer::Space::Input, ty(DType::BF16, {M, N}), "dy", 2);
+  int32_t qx = arenaBuf(ty(e4, {M, K})), sx = arenaBuf(ty(DType::F32, {1, 1}));
+  int32_t qw = arenaBuf(ty(e4, {N, K})), sw = arenaBuf(ty(DType::F32, {1, 1}));
+  int32_t wT = arenaBuf(ty(e4, {K, N}));
+  int32_t qd = arenaBuf(ty(e5, {M, N})), sd = arenaBuf(ty(DType::F32, {1, 1}));
+  int32_t scratch[3];
+  for (int32_t &sc : scratch)
+    sc = arenaBuf(ty(DType::I8, {static_cast<int64_t>(fp8QuantizeScratchBytes(1, false))}));
+  int32_t y = buf(DeviceBuffer::Space::Output, ty(DType::BF16, {M, N}), "y", 0);
+  int32_t dx = buf(DeviceBuffer::Space::Output, ty(DType::F32, {M, K}), "dx", 1);
+  f.arenaBytes = arena;
+  auto op = [&](std::string kind, std::string name, std::vector<int32_t> ins,
+                std::vector<int32_t> outs, std::map<std::string, Attr> attrs) {
+    DeviceOp d;
+    d.kind = std::move(kind);
+    d.name = std::move(name);
+    d.ins = std::move(ins);
+    d.outs = std::move(outs);
+    d.attrs = std::move(attrs);
+    f.ops.push_back(std::move(d));
+  };
+  op("library", "quantize_fp8", {x}, {qx, sx, scratch[0]}, {{"rows", aInt(M)}, {"cols", aInt(K)}});
+  op("library", "quantize_fp8", {w}, {qw, sw, wT, scratch[1]},
+     {{"rows", aInt(N)}, {"cols", aInt(K)}, {"has_transpose", aInt(1)}});
+  op("library", "quantize_fp8", {dy}, {qd, sd, scratch[2]}, {{"rows", aInt(M)}, {"cols", aInt(N)}});
+  op("matmul", "", {qx, qw, sx, sw}, {y},
+     {{"m", aInt(M)}, {"n", aInt(N)}, {"k", aInt(K)}, {"transpose_rhs", aInt(1)},
+      {"compute_type", aStr("fp8")}, {"fast_accum", aInt(1)}});
+  op("matmul", "", {qd, wT, sd, sw}, {dx},
+     {{"m", aInt(M)}, {"n", aInt(K)}, {"k", aInt(N)}, {"transpose_rhs", aInt(1)},
+      {"compute_type", aStr("fp8")}});
+  f.inputNames = {"x", "w", "dy"};
+  f.outputNames = {"y", "dx"};
+  f.outputs = {y, dx};
+  Artifact a;
+  a.target = "sm_90";
+  a.deviceFunctions.push_back(f);
+
+  HostTensor hx = randomTensor(ty(DType::BF16, {M, K}), rng, -2, 2);
+  HostTensor hw = randomTensor(ty(DType::BF16, {N, K}), rng, -0.5, 0.5);
+  HostTensor hdy = randomTensor(ty(DType::BF16, {M, N}), rng, -1e-2, 1e-2);
+  std::unique_ptr<DeviceExecutor> ex;
+  ExecutorOptions opts;
+  opts.checkEachOp = true;
+  ASSERT_OK(DeviceExecutor::create(&a, opts, &ex));
+  std::vector<HostTensor> outs;
+  ASSERT_OK(ex->run("step", {hx, hw, hdy}, &outs));
+  ASSERT_EQ(outs.size(), 2u);
+
+  auto quantize = [&](const HostTensor &t, DType qt, std::vector<HostTensor> *r) {
+    return reference("tc.quantize", {t}, {ty(qt, t.type.shape), ty(DType::F32, {1, 1})},
+                     {{"block", aInts(t.type.shape)}}, r);
+  };
+  std::vector<HostTensor> rx, rw, rd, ry, rdx;
+  ASSERT_OK(quantize(hx, e4, &rx));
+  ASSERT_OK(quantize(hw, e4, &rw));
+  ASSERT_OK(quantize(hdy, e5, &rd));
+  ASSERT_OK(reference("tc.scaled_matmul", {rx[0], rx[1], rw[0], rw[1]}, {ty(DType::BF16, {M, N})},
+                      {{"transpose_rhs", aInt(1)}}, &ry));
+  ASSERT_OK(reference("tc.scaled_matmul", {rd[0], rd[1], rw[0], rw[1]}, {ty(DType::F32, {M, K})},
+                      {}, &rdx));
+  check("fp8 executor fwd", DType::BF16, hostTensorToDoubles(outs[0]),
+        hostTensorToDoubles(ry[0]), 2e-2);
+  check("fp8 executor dgrad", DType::F32, hostTensorToDoubles(outs[1]),
+        hostTensorToDoubles(rdx[0]), 1e-3);
+}
+
+} // namespace
+} // namespace tc::rt::cuda
