@@ -77,7 +77,7 @@ FX="$ROOT/test/fixtures"
 for m in gpt2 llama; do
   cp "$FX/$m.input_ids.npy" "$FX/$m.labels.npy" "$OUT/fixtures/"
   for e in ts dynamo; do
-    for p in fp32 bf16 fp16; do
+    for p in fp32 bf16 fp16 fp8; do
       compile_fixture "$FX/$m.$e.onnx" "$m.$e.$p" "$p"
       cpu_reference "$m.$e.$p" "$FX/$m"
     done

@@ -60,7 +60,7 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          accumulation, bf16 outputs; Transformer Engine's
                          recipe: the lm_head, a tied embedding, norms, softmax
                          and the loss stay high precision). --target cpu
-                         emulates it; the GPU lowering does not exist yet
+                         emulates it; sm_90 runs tensor scaling (cuBLASLt)
   --fp8-scaling S        tensor (one scale per tensor by its current amax, the
                          default), row (per row / column along K) or mxfp8
                          (1x32 blocks, E8M0 scales); delayed and block128 are
