@@ -290,33 +290,36 @@ TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
   }
 }
 
-TEST_F(CudaFp8, MatmulRowScalesMatchScaledMatmulReference) {
+TEST_F(CudaFp8, MatmulRowScalesAreRefusedByThisCublasLt) {
   // x [M, K] and W [N, K] quantized per row (scale grids [M, 1], [N, 1]):
-  // cuBLASLt's outer-vector scaling, the same sums as per tensor.
+  // cuBLASLt's outer-vector scaling. On the H200 (CUDA 13.0 runtime,
+  // 2026-12-01) its heuristic query answers CUBLAS_STATUS_INVALID_VALUE for
+  // every shape and output type tried, so tc-lower-to-tcx refuses row-scaled
+  // GEMMs. This pins both halves: the refusal is a Status naming the call,
+  // and a cuBLASLt that starts accepting them fails here, so that they get
+  // enabled (and checked against tc.scaled_matmul, as the per-tensor test
+  // does) rather than stay off unnoticed.
   std::unique_ptr<Matmul> mm;
   ASSERT_OK(Matmul::create(&mm));
   const int64_t shapes[][3] = {{64, 128, 256}, {40, 48, 64}};
-  for (DType outType : {DType::F32, DType::BF16}) {
-    std::vector<double> got, want;
+  for (DType outType : {DType::BF16, DType::F32})
     for (auto [m, n, k] : shapes) {
       HostTensor x = randomTensor(ty(DType::BF16, {m, k}), rng, -2, 2);
       HostTensor w = randomTensor(ty(DType::BF16, {n, k}), rng, -0.5, 0.5);
       GpuQuantized qx, qw;
       ASSERT_OK(quantizeOnGpu(x, DType::F8E4M3FN, Fp8Scaling::Row, false, stream(), &qx));
       ASSERT_OK(quantizeOnGpu(w, DType::F8E4M3FN, Fp8Scaling::Row, false, stream(), &qw));
-      std::vector<HostTensor> ref;
-      ASSERT_OK(reference("tc.scaled_matmul", {qx.q, qx.scaleInv, qw.q, qw.scaleInv},
-                          {ty(outType, {m, n})}, {{"transpose_rhs", aInt(1)}}, &ref));
       MatmulDesc d = fp8Desc(outType, m, n, k);
       d.rowScales = true;
       HostTensor y;
-      ASSERT_OK(fp8Gemm(*mm, d, qx, false, qw, false, stream(), &y));
-      std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
-      got.insert(got.end(), g.begin(), g.end());
-      want.insert(want.end(), wv.begin(), wv.end());
+      Status st = fp8Gemm(*mm, d, qx, false, qw, false, stream(), &y);
+      EXPECT_FALSE(st.isOk()) << "cuBLASLt now runs outer-vector FP8 scales (" << dtypeName(outType)
+                              << " out, M=" << m << " N=" << n << " K=" << k
+                              << "): enable them in compiler/Conversion/TcToTcx/LibraryForms.cpp "
+                                 "and test them against tc.scaled_matmul";
+      if (!st.isOk())
+        EXPECT_NE(st.toString().find("row scales"), std::string::npos) << st.toString();
     }
-    check("fp8_gemm row scales", outType, got, want, outType == DType::F32 ? 1e-3 : 1e-2);
-  }
 }
 
 TEST_F(CudaFp8, MatmulRefusesWhatCublasLtCannotDo) {
@@ -390,8 +393,10 @@ TEST_F(CudaFp8, ExecutorRunsFp8LinearForwardAndDgrad) {
   int32_t scratch[3];
   for (int32_t &sc : scratch)
     sc = arenaBuf(ty(DType::I8, {static_cast<int64_t>(fp8QuantizeScratchBytes(1, false))}));
-  int32_t y = buf(DeviceBuffer::Space::Output, ty(DType::BF16, {M, N}), "y", 0);
-  int32_t dx = buf(DeviceBuffer::Space::Output, ty(DType::F32, {M, K}), "dx", 1);
+  // Results live in the arena and the function's outputs name them, as in
+  // the device programs tc-compile writes.
+  int32_t y = arenaBuf(ty(DType::BF16, {M, N}));
+  int32_t dx = arenaBuf(ty(DType::F32, {M, K}));
   f.arenaBytes = arena;
   auto op = [&](std::string kind, std::string name, std::vector<int32_t> ins,
                 std::vector<int32_t> outs, std::map<std::string, Attr> attrs) {

@@ -131,6 +131,14 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
     return t.getRank() == 2 && t.getDimSize(0) == rows && t.getDimSize(1) == 1;
   };
   bool perRow = !tl && tr && column(lst, out->m) && column(rst, out->n);
+  // Outer-vector (per-row) scales: the runtime can pass them, but cuBLASLt on
+  // the H200 (CUDA 13.0 runtime) answered CUBLAS_STATUS_INVALID_VALUE to its
+  // heuristic query for every shape and output type tried (2026-12-01,
+  // test/cuda/fp8_test.cpp), so no program may depend on them yet.
+  if (perRow && !perTensor)
+    return "per-row (outer-vector) scaled FP8 GEMMs are not enabled: cuBLASLt on the H200 "
+           "refused them (CUBLAS_STATUS_INVALID_VALUE); per-tensor scaling runs "
+           "(--fp8-scaling tensor)";
   if (!perTensor && !perRow)
     return llvm::formatv("the GPU's FP8 GEMM takes one scale per operand, or one per row of "
                          "lhs [M, K] and rhs [N, K] (outer-vector scaling), not {0} and {1} "
