@@ -317,8 +317,9 @@ TEST_F(CudaFp8, MatmulRowScalesAreRefusedByThisCublasLt) {
                               << " out, M=" << m << " N=" << n << " K=" << k
                               << "): enable them in compiler/Conversion/TcToTcx/LibraryForms.cpp "
                                  "and test them against tc.scaled_matmul";
-      if (!st.isOk())
+      if (!st.isOk()) {
         EXPECT_NE(st.toString().find("row scales"), std::string::npos) << st.toString();
+      }
     }
 }
 

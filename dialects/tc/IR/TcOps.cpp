@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace tc;
@@ -841,7 +842,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                           shapeStr(t.getShape()) + " differs from " +
                                           shapeStr(first.getShape()) +
                                           " outside axis " + Twine(axis));
-    shape[axis] += t.getDimSize(axis);
+    // Sizes near INT64_MAX come from malformed models (found by fuzzing).
+    if (llvm::AddOverflow(shape[axis], t.getDimSize(axis), shape[axis]))
+      return emitOptionalError(loc, "'tc.concat' result size along axis " + Twine(axis) +
+                                        " overflows 64 bits");
   }
   inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
