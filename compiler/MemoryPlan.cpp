@@ -84,6 +84,7 @@ FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *e
   s.inputs = intAttr(fn, "tcx.input_bytes");
   s.activations = intAttr(fn, "tcx.activation_bytes");
   s.backward = intAttr(fn, "tcx.backward_bytes");
+  s.narrowCopies = intAttr(fn, "tcx.narrow_bytes");
   s.peakLive = intAttr(fn, "tcx.peak_live_bytes");
   s.arena = intAttr(fn, "tcx.arena_size");
   bool matmul = false, trains = false;
@@ -139,6 +140,9 @@ std::string memoryReport(const MemoryPlanSummary &s, StringRef target,
     line("backward (peak)", s.backward, "in the arena: gradients and backward temporaries");
   line("workspace", s.workspace, s.workspace ? "cuBLASLt" : "no matmuls");
   line("arena peak", s.arena, ("one allocation; peak live " + humanBytes(s.peakLive)).c_str());
+  if (s.narrowCopies)
+    line("  fp8/fp4 copies (peak)", s.narrowCopies,
+         "in the arena: quantized operands and transposed copies live at once");
   int64_t total = s.total();
   line("total", total, "what the runtime allocates");
   std::vector<const TargetDevice *> cards = devicesOf(target.str());
@@ -187,7 +191,8 @@ std::string memoryReportJson(const MemoryPlanSummary &s, StringRef target,
      << ", \"gradients_in_arena\": " << (s.persistentGradients ? "false" : "true")
      << ", \"optimizer_state\": " << s.optimizerState << ", \"constants\": " << s.constants
      << ", \"inputs\": " << s.inputs << ", \"activations_peak\": " << s.activations
-     << ", \"backward_peak\": " << s.backward << ", \"workspace\": " << s.workspace
+     << ", \"backward_peak\": " << s.backward
+     << ", \"narrow_copies_peak\": " << s.narrowCopies << ", \"workspace\": " << s.workspace
      << ", \"arena\": " << s.arena << ", \"peak_live\": " << s.peakLive
      << "}, \"total\": " << s.total() << ", \"cards\": [";
   std::vector<const TargetDevice *> cards = devicesOf(target.str());

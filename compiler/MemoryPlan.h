@@ -32,6 +32,7 @@ struct MemoryPlanSummary {
   int64_t inputs = 0;          // function arguments (bound by the runtime)
   int64_t activations = 0;     // peak live "activation" allocs
   int64_t backward = 0;        // peak live "backward" allocs
+  int64_t narrowCopies = 0;    // peak live FP8/FP4 buffers (within activations + backward)
   int64_t peakLive = 0;        // peak live bytes of every alloc
   int64_t arena = 0;           // tcx.arena_size
   int64_t workspace = 0;       // cuBLASLt workspace (0 without matmuls)

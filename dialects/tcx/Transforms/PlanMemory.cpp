@@ -31,6 +31,7 @@ struct Interval {
   int64_t offset = -1;
   unsigned order;     // position of the alloc, for ties
   StringRef kind;     // the alloc's kind
+  Type bufferType;    // the alloc's buffer type
 };
 
 bool overlaps(const Interval &a, const Interval &b) {
@@ -83,7 +84,7 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
       Interval iv{alloc, INT64_MAX, INT64_MIN,
                   alignTo(llvm::cast<tcx::BufferType>(alloc.getType()).getSizeInBytes(),
                           alignment),
-                  -1, static_cast<unsigned>(i), alloc.getKind()};
+                  -1, static_cast<unsigned>(i), alloc.getKind(), alloc.getType()};
       SmallVector<Value> work{alloc.getResult()};
       while (!work.empty()) {
         Value v = work.pop_back_val();
@@ -153,6 +154,13 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
         peakOf([](const Interval &iv) { return iv.kind == "activation"; });
     int64_t backwardPeak =
         peakOf([](const Interval &iv) { return iv.kind == "backward"; });
+    // What FP8/FP4 adds: the quantized copies of operands (and the transposed
+    // copies TN-only GEMMs need), whatever their kind; their scales are f32
+    // and counted with the rest.
+    int64_t narrowPeak = peakOf([](const Interval &iv) {
+      Type e = llvm::cast<tcx::BufferType>(iv.bufferType).getElementType();
+      return llvm::isa<FloatType>(e) && e.getIntOrFloatBitWidth() <= 8;
+    });
 
     // Rewrite: one arena, a view per alloc.
     OpBuilder b = OpBuilder::atBlockBegin(&body);
@@ -193,6 +201,7 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     set("tcx.peak_live_bytes", peakLive);
     set("tcx.activation_bytes", activationPeak);
     set("tcx.backward_bytes", backwardPeak);
+    set("tcx.narrow_bytes", narrowPeak);
     set("tcx.param_bytes", paramBytes);
     set("tcx.buffer_bytes", bufferBytes);
     set("tcx.state_bytes", stateBytes);

@@ -5,7 +5,7 @@
 // they get their own bytes; views count as uses of their alloc.
 // CHECK-LABEL: func.func @plan
 // CHECK-SAME: tcx.activation_bytes = 1024 : i64, tcx.arena_size = 1536 : i64, tcx.backward_bytes = 1024 : i64
-// CHECK-SAME: tcx.input_bytes = 1024 : i64, tcx.param_bytes = 256 : i64, tcx.peak_live_bytes = 1536 : i64
+// CHECK-SAME: tcx.input_bytes = 1024 : i64, tcx.narrow_bytes = 0 : i64, tcx.param_bytes = 256 : i64, tcx.peak_live_bytes = 1536 : i64
 // CHECK: %[[ARENA:.+]] = tcx.arena : <1536xi8>
 // CHECK: %[[A:.+]] = tcx.view %[[ARENA]][0] {kind = "activation"} : <1536xi8> -> <256xf32>
 // CHECK: %[[B:.+]] = tcx.view %[[ARENA]][1024] {kind = "output"} : <1536xi8> -> <64xf32>
@@ -70,4 +70,25 @@ func.func @planned() attributes {tcx.arena_size = 256 : i64} {
   %v = tcx.view %arena[0] : !tcx.buffer<256xi8> -> !tcx.buffer<64xf32>
   tcx.fill %v : !tcx.buffer<64xf32>
   return
+}
+
+// -----
+
+// Tests the FP8/FP4 peak: the bytes of narrow-float buffers (f8 and f4 copies
+// of operands) live at once, whatever their kind, each rounded up to the
+// 256-byte alignment. %q8 and %q4 overlap (2 x 256); %late starts after both
+// are dead. The f32 %out, live beside %late, does not count.
+// CHECK-LABEL: func.func @narrow
+// CHECK-SAME: tcx.narrow_bytes = 512 : i64
+func.func @narrow(%in: !tcx.buffer<64xf32>) -> !tcx.buffer<64xf32> {
+  %q8 = tcx.alloc {kind = "activation"} : !tcx.buffer<64xf8E4M3FN>
+  tcx.fill %q8 {value = 1.0 : f64} : !tcx.buffer<64xf8E4M3FN>
+  %q4 = tcx.alloc {kind = "backward"} : !tcx.buffer<64xf4E2M1FN>
+  tcx.fill %q4 {value = 1.0 : f64} : !tcx.buffer<64xf4E2M1FN>
+  tcx.fill %q8 {value = 2.0 : f64} : !tcx.buffer<64xf8E4M3FN>
+  %late = tcx.alloc {kind = "activation"} : !tcx.buffer<64xf8E5M2>
+  tcx.fill %late {value = 1.0 : f64} : !tcx.buffer<64xf8E5M2>
+  %out = tcx.alloc {kind = "output"} : !tcx.buffer<64xf32>
+  tcx.copy %in, %out : !tcx.buffer<64xf32>, !tcx.buffer<64xf32>
+  return %out : !tcx.buffer<64xf32>
 }
