@@ -7,6 +7,8 @@ compile/warm-up time. The tc side runs beside it from bench/gpt2.sh (same
 model, batch and optimizer) once tc's CUDA executor exists.
 
 usage: python3 bench/gpt2_torch.py [--modes eager,compile] [--steps 20] [--batch 16]
+           [--layers 12 --d 768 --heads 12 --vocab 50304]   (other sizes, e.g. the ~1B of
+           bench/precision.sh: --layers 18 --d 2048 --heads 16)
 """
 import argparse
 import json
@@ -60,17 +62,18 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
 
 
-def run(mode, steps, batch, seq):
+def run(mode, steps, batch, seq, config=None):
     torch.manual_seed(0)
     dev = "cuda"
-    model = GPT().to(dev)
+    model = GPT(ctx=seq, **(config or {})).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
                             weight_decay=0.1, fused=True)
     step_fn = model
     if mode == "compile":
         step_fn = torch.compile(model)
-    x = torch.randint(0, 50257, (batch, seq), device=dev)
-    y = torch.randint(0, 50257, (batch, seq), device=dev)
+    vocab = min(model.wte.num_embeddings, 50257)
+    x = torch.randint(0, vocab, (batch, seq), device=dev)
+    y = torch.randint(0, vocab, (batch, seq), device=dev)
     torch.cuda.reset_peak_memory_stats()
     t0 = time.time()
     times = []
@@ -106,10 +109,15 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--d", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=50304)
     a = ap.parse_args()
+    config = dict(vocab=a.vocab, d=a.d, layers=a.layers, heads=a.heads)
     torch.backends.cuda.matmul.allow_tf32 = True
     for mode in a.modes.split(","):
-        print(json.dumps(run(mode, a.steps, a.batch, a.seq)), flush=True)
+        print(json.dumps(run(mode, a.steps, a.batch, a.seq, config)), flush=True)
 
 
 if __name__ == "__main__":

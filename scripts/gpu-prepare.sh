@@ -24,6 +24,11 @@
 #   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
 #                            weights (--no-weights --init-params normal), when
 #                            TC_BENCH=1 (default) and torch is importable here
+#   OUT/bench/precision/     when TC_BENCH_PRECISION=1 (default 0): bench/precision.sh's
+#                            artifacts (byte-level GPT-2 124M in bf16/fp8/fp16, GPT-2 124M
+#                            and ~1B in bf16/fp8, all --no-weights) and its text corpus
+#                            (scripts/make_text_data.py; the ONNX exports are reused from
+#                            build/bench while newer than the model's code)
 #   OUT.tgz                  all of OUT, gzipped (about a third of its size): what
 #                            to carry to the GPU machine when OUT and the tree
 #                            exceed the carry limit; scripts/gpu-check.sh OUT.tgz
@@ -168,6 +173,37 @@ if [ "${TC_BENCH:-1}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/null; then
   end=$(date +%s.%N)
   awk -v s="$start" -v e="$end" 'BEGIN { printf "%.1f\n", e - s }' >"$OUT/bench/compile_seconds"
   echo "prepared bench/gpt2-124m.tca (compiled in $(cat "$OUT/bench/compile_seconds") s)"
+fi
+if [ "${TC_BENCH_PRECISION:-0}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/null; then
+  PB="$OUT/bench/precision"
+  mkdir -p "$PB"
+  export_once() { # NAME ARGS...: build/bench/NAME.onnx unless newer than the model's code
+    local f="$ROOT/build/bench/$1.onnx"
+    if [ ! -f "$f.data" ] || [ "$ROOT/bench/gpt2_torch.py" -nt "$f" ] || [ "$ROOT/bench/make_gpt2_onnx.py" -nt "$f" ]; then
+      python3 "$ROOT/bench/make_gpt2_onnx.py" --out "$ROOT/build/bench" --name "$@" >/dev/null
+    fi
+  }
+  export_once gpt2-bytes --vocab 256
+  export_once gpt2-1b --layers 18 --d 2048 --heads 16
+  [ -f "$ROOT/build/bench/gpt2-124m.onnx" ] || python3 "$ROOT/bench/make_gpt2_onnx.py" --out "$ROOT/build/bench" >/dev/null
+  [ -f "$ROOT/build/text/manifest.json" ] || python3 "$ROOT/scripts/make_text_data.py" corpus --out "$ROOT/build/text"
+  rm -rf "$PB/text" && cp -r "$ROOT/build/text" "$PB/text"
+  ADAMW=(--train --optimizer adamw --lr 6e-4 --beta1 0.9 --beta2 0.95 --weight-decay 0.1
+         --clip-grad-norm 1.0 --no-weights --init-params normal:0.02 --target sm_90 --quiet)
+  for m in bf16 fp8 fp16; do
+    "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-bytes.onnx" --input input_ids=16x1024 \
+      --input labels=16x1024 "${ADAMW[@]}" --"$m" -o "$PB/bytes-$m.tca"
+  done
+  "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-124m.onnx" --input input_ids=16x1024 \
+    --input labels=16x1024 "${ADAMW[@]}" --bf16 -o "$PB/gpt2-124m-bf16.tca"
+  "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-124m.onnx" --input input_ids=16x1024 \
+    --input labels=16x1024 "${ADAMW[@]}" --fp8 -o "$PB/gpt2-124m-fp8.tca"
+  for m in bf16 fp8; do
+    "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-1b.onnx" --input input_ids=8x1024 \
+      --input labels=8x1024 "${ADAMW[@]}" --"$m" --report memory -o "$PB/gpt2-1b-$m.tca" \
+      >"$PB/gpt2-1b-$m.memory.txt"
+  done
+  echo "prepared bench/precision ($(ls "$PB"/*.tca | wc -l) artifacts)"
 fi
 du -sh "$OUT"
 tar -C "$(dirname "$OUT")" -czf "$OUT.tgz" "$(basename "$OUT")"

@@ -102,12 +102,21 @@ def weights_to_one_file(path):
     beside it (replacing an existing one)."""
     import onnx
     data = os.path.basename(path) + ".data"
+    folder = os.path.dirname(path)
+    # The files the exporter wrote (above 2 GB torch writes one per tensor): removed once their
+    # tensors are in `data`.
+    bare = onnx.load(path, load_external_data=False)
+    written = {e.value for g in all_graphs(bare.graph) for t in g.initializer
+               for e in t.external_data if e.key == "location"} - {data}
     m = onnx.load(path)  # loads external data too, if the exporter wrote any
-    full = os.path.join(os.path.dirname(path), data)
+    full = os.path.join(folder, data)
     if os.path.exists(full):
         os.remove(full)  # onnx appends to an existing file
     onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
                     location=data, size_threshold=0)
+    for f in written:
+        if os.path.isfile(os.path.join(folder, f)):
+            os.remove(os.path.join(folder, f))
 
 
 def strip_host_paths(path, also=()):
