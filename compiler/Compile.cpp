@@ -488,12 +488,15 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
       if (auto p = summarizeMemoryPlan(shown, nullptr); succeeded(p))
         result->memoryPlan = *p;
   }
+  std::vector<std::pair<std::string, std::vector<ReferenceBuffer>>> references;
   for (auto fn : fused->getOps<func::FuncOp>()) {
-    auto device = lowerToDeviceProgram(fn, &err);
+    references.emplace_back(fn.getName().str(), std::vector<ReferenceBuffer>());
+    auto device = lowerToDeviceProgram(fn, &err, &references.back().second);
     if (failed(device))
       return fail("lowering @" + fn.getName().str() + " to the device program", err);
     result->artifact.deviceFunctions.push_back(std::move(*device));
   }
+  result->artifact.reports["check"] = checkReportJson(references);
   result->gpuModule = std::move(fused);
   return true;
 }

@@ -1,12 +1,14 @@
 //===- DeviceProgram.cpp - planned tcx -> runtime device program ----------===//
 
 #include "compiler/DeviceProgram.h"
+#include "compiler/PrecisionPlan.h"
 
 #include "dialects/tc/Eval/Types.h"
 #include "dialects/tcx/IR/TcxOps.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 
@@ -19,6 +21,7 @@ struct Lowering {
   llvm::DenseMap<Value, int32_t> buffers; // SSA buffer -> DeviceFunction::buffers
   llvm::DenseMap<Value, int64_t> events;  // SSA event -> event number
   std::string *error;
+  std::vector<ReferenceBuffer> *references = nullptr;
 
   LogicalResult fail(Operation *op, const Twine &msg) {
     std::string s;
@@ -157,7 +160,9 @@ struct Lowering {
           b->name = s.name;
           b->index = s.index;
           b->offset = s.offset + static_cast<uint64_t>(v.getOffset());
-          add(v.getResult(), *b);
+          int32_t id = add(v.getResult(), *b);
+          if (auto ref = v->getAttrOfType<IntegerAttr>("ref"); ref && references)
+            references->push_back({id, ref.getInt(), onnxNodeOf(v.getLoc())});
           return success();
         })
         .Case([&](tcx::LaunchOp l) -> LogicalResult {
@@ -254,10 +259,11 @@ std::string nameOf(func::FuncOp fn, bool result, unsigned i) {
 
 } // namespace
 
-FailureOr<rt::DeviceFunction> lowerToDeviceProgram(func::FuncOp planned,
-                                                   std::string *error) {
+FailureOr<rt::DeviceFunction> lowerToDeviceProgram(func::FuncOp planned, std::string *error,
+                                                   std::vector<ReferenceBuffer> *references) {
   Lowering l;
   l.error = error;
+  l.references = references;
   l.out.name = planned.getName().str();
   auto arena = planned->getAttrOfType<IntegerAttr>("tcx.arena_size");
   if (!arena) {
@@ -337,6 +343,22 @@ std::string formatDeviceFunction(const rt::DeviceFunction &fn) {
   }
   for (size_t i = 0; i < fn.outputs.size(); ++i)
     s += "  result " + fn.outputNames[i] + " = " + buf(fn.outputs[i]) + "\n";
+  return s;
+}
+
+std::string checkReportJson(
+    const std::vector<std::pair<std::string, std::vector<ReferenceBuffer>>> &fns) {
+  llvm::json::Object functions;
+  for (const auto &[name, refs] : fns) {
+    llvm::json::Array rows;
+    for (const ReferenceBuffer &r : refs)
+      rows.push_back(llvm::json::Array{r.buffer, r.value, r.node});
+    functions[name] = std::move(rows);
+  }
+  llvm::json::Object report{{"version", 1}, {"functions", std::move(functions)}};
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::json::Value(std::move(report));
   return s;
 }
 

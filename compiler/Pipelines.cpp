@@ -74,6 +74,7 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
 }
 
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
+  pm.addNestedPass<func::FuncOp>(createTcTagReferenceValues());
   pm.addNestedPass<func::FuncOp>(createTcDecomposeRotary());
   pm.addNestedPass<func::FuncOp>(createTcFuse());
   // What the library calls compute besides their own op, decided on tc

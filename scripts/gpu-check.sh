@@ -254,6 +254,34 @@ print('%s: llama.ts.fp32 loss gpu %.9g cpu %.9g (rel err %.2e, tol 1e-4)' % ('PA
   echo "   $eval_line"
 fi
 
+# tc-run --check: one step of a fixture on the GPU and on the CPU reference,
+# every value both programs hold compared. fp32, bf16, fp16 and fp8 must be
+# within the default tolerances (exit 0); with a tolerance of 1e-12 the bf16
+# run must exit 1 naming the first device op beyond it (the check can fail).
+check_line="check: not run"
+if [ -x "$TCRUN" ] && [ -f "$FIXT/gpt2.ts.bf16.tca" ]; then
+  ok=PASS
+  parts=""
+  for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 llama.dynamo.fp8; do
+    [ -f "$FIXT/$fx.tca" ] || continue
+    m=${fx%%.*}
+    "$TCRUN" "$FIXT/$fx.tca" --device cuda --check --feed "input_ids=$FIXT/$m.input_ids.npy" \
+      --feed "labels=$FIXT/$m.labels.npy" >"$OUT/check.$fx.txt" 2>&1
+    rc=$?
+    n=$(grep -c '^  #' "$OUT/check.$fx.txt")
+    worst=$(awk '/^  #/ { if ($3 + 0 > w) w = $3 + 0 } END { printf "%.1e", w }' "$OUT/check.$fx.txt")
+    if [ $rc -ne 0 ] || [ "$n" -lt 10 ]; then ok=FAIL; fi
+    parts="$parts $fx rc=$rc $n values worst $worst;"
+  done
+  "$TCRUN" "$FIXT/gpt2.ts.bf16.tca" --device cuda --check --check-tolerance 1e-12 \
+    --feed "input_ids=$FIXT/gpt2.input_ids.npy" --feed "labels=$FIXT/gpt2.labels.npy" \
+    >"$OUT/check.tight.txt" 2>&1
+  rc=$?
+  if [ $rc -ne 1 ] || ! grep -q "the first is the output of device op" "$OUT/check.tight.txt"; then ok=FAIL; fi
+  check_line="check: $ok:$parts tolerance 1e-12 rc=$rc: $(tail -1 "$OUT/check.tight.txt" | cut -c1-160)"
+  echo "   $check_line"
+fi
+
 # Refusals on the GPU machine: kernels for another architecture, a GPU that
 # does not exist. Each must fail with a message naming the problem.
 errors_line="errors: not run"
@@ -477,10 +505,11 @@ echo "gpu-check: $loop_line"
 echo "gpu-check: $resume_line"
 echo "gpu-check: $capi_line"
 echo "gpu-check: $eval_line"
+echo "gpu-check: $check_line"
 echo "gpu-check: $errors_line"
 echo "gpu-check: $sanitizer_line"
 extra_rc=0
-for line in "$resume_line" "$capi_line" "$eval_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
+for line in "$resume_line" "$capi_line" "$eval_line" "$check_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
   case "$line" in *FAIL*) extra_rc=1 ;; esac
 done
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&

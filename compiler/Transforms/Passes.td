@@ -304,6 +304,25 @@ def TcDecomposeRotary : Pass<"tc-decompose-rotary", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcTagReferenceValues : Pass<"tc-tag-reference-values", "mlir::func::FuncOp"> {
+  let summary = "Tag every op with the id of its first result in the reference program";
+  let description = [{
+    GPU pipeline only, its first pass: the module it starts from is the one
+    the op-level reference program was made of (lowerToProgram), so every
+    op gets `tc.ref`, the value id of its first result there (arguments
+    first, then every op's results in order: tagReferenceValues in
+    dialects/tc/Eval/Program.h). tc-lower-to-tcx takes the tags off and
+    puts the id on the buffer of each tensor that has one (`ref` on its
+    alloc, then on the planned view), and tc-compile lists them in the
+    artifact's "check" report: which device buffer holds which reference
+    value, what tc-run --check compares.
+
+    ```mlir
+    %0 = tc.add %a, %b {tc.ref = 2 : i64} : ...
+    ```
+  }];
+}
+
 def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
   let summary = "Group elementwise chains (+ one final reduction) into tc.fusion ops";
   let description = [{

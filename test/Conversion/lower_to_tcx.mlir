@@ -384,6 +384,31 @@ func.func @fused(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// Tests the reference value ids (tc.ref, tc-tag-reference-values): the alloc
+// of a tensor gets its id as `ref` (a fusion result that of the value its
+// body yields: the tanh, id 7), and no tag is left on any op, in the function
+// or in an outlined kernel body.
+// CHECK-LABEL: tcx.kernel @tagged_fusion_0 kind("fusion")
+// CHECK-NOT: tc.ref
+// CHECK: tcx.yield
+// CHECK-LABEL: func.func @tagged
+// CHECK: tcx.alloc {ref = 7 : i64} : <4x8xf32>
+// CHECK: tcx.alloc {kind = "output", ref = 3 : i64} : <4x8xf32>
+// CHECK-NOT: tc.ref
+// CHECK: return
+func.func @tagged(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = tc.fusion (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+    %0 = tc.add %a, %c {tc.ref = 6 : i64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %1 = tc.tanh %0 {tc.ref = 7 : i64} : tensor<4x8xf32>
+    tc.yield %1 : tensor<4x8xf32>
+  }
+  %z = tc.mul %y, %y {tc.ref = 3 : i64} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that an op outside the tc dialect is an error naming it.
 func.func private @helper(tensor<4xf32>) -> tensor<4xf32>
 func.func @foreign(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -129,5 +129,49 @@ TEST(Executor, MultiOpProgramAndValueReuse) {
   expectValues(outs[1], {2, 4});
 }
 
+TEST(Executor, TracedRunHandsOutTheAskedValuesInOpOrder) {
+  // What tc-run --check compares against: the values whose ids are asked
+  // for, each rounded to its type, as soon as its op ran; the outputs are
+  // those of an untraced run; a sink's error stops the run with it.
+  Artifact a;
+  appendParameter(&a, "w", tensor(f32({2, 2}), {1, 0, 0, 1}));
+  FnBuilder b("eval_step");
+  int32_t x = b.input("x", f32({1, 2}));
+  int32_t w = b.op("tc.parameter", {}, f32({2, 2}), {{"name", aStr("w")}});
+  int32_t m = b.op("tc.matmul", {x, w}, f32({1, 2}));
+  int32_t sum = b.op("tc.add", {m, x}, f32({1, 2}));
+  int32_t s = b.op("tc.cast", {sum}, ty(DType::BF16, {1, 2}));
+  b.output("s", s);
+  a.functions.push_back(b.fn);
+  std::unique_ptr<CpuExecutor> cpu;
+  ASSERT_TRUE(CpuExecutor::create(&a, ExecOptions(), &cpu).isOk());
+  std::vector<HostTensor> plain, traced;
+  std::vector<HostTensor> in = {tensor(f32({1, 2}), {1.00390625f, 2})};
+  {
+    Status r = cpu->run("eval_step", in, &plain);
+    ASSERT_TRUE(r.isOk()) << r.toString();
+  }
+  std::vector<std::pair<size_t, int32_t>> seen;
+  std::vector<HostTensor> got;
+  Status st = cpu->runTraced("eval_step", in, &traced, {m, s},
+                             [&](size_t op, int32_t id, const HostTensor &t) {
+                               seen.push_back({op, id});
+                               got.push_back(t);
+                               return Status::ok();
+                             });
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], std::make_pair(size_t(1), m));
+  EXPECT_EQ(seen[1], std::make_pair(size_t(3), s));
+  expectValues(got[0], {1.00390625, 2});
+  EXPECT_EQ(got[1].type.dtype, DType::BF16);
+  expectValues(got[1], {2, 4}); // 2.0078125 rounds to bf16's 2 (a tie, to even)
+  EXPECT_EQ(traced[0].data, plain[0].data);
+  st = cpu->runTraced("eval_step", in, &traced, {m},
+                      [&](size_t, int32_t, const HostTensor &) { return dataLoss("sink full"); });
+  EXPECT_EQ(st.code(), StatusCode::DataLoss);
+  EXPECT_NE(st.message().find("sink full"), std::string::npos) << st.message();
+}
+
 } // namespace
 } // namespace tc::rt

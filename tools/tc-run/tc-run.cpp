@@ -47,6 +47,7 @@ constexpr const char *kUsage = R"(usage: tc-run MODEL.tca --steps N (--data TOKE
        tc-run MODEL.tca --resume DIR [--steps N] [options]
        tc-run MODEL.tca --eval (--feed NAME=FILE.npy ... | --data TOKENS.bin) [--init CKPT]
        tc-run MODEL.tca --generate --prompt 1,2,3 [--init CKPT] [--max-new-tokens N]
+       tc-run MODEL.tca --check (--data TOKENS.bin | --feed NAME=FILE.npy ...) [--init CKPT]
 
 Training (the artifact of tc-compile --train):
   --steps N              the total step count; a resumed run continues to it
@@ -103,6 +104,19 @@ Evaluation:
   --function NAME        the function to run with --feed
   --save-outputs DIR     write each output as DIR/NAME.npy
 
+Checking the GPU against the CPU reference:
+  --check                one step (the run's first: --data, --feed, --init,
+                         --seed, --lr as in training) on the GPU and on the CPU
+                         reference from the same state, every value both hold
+                         compared (relative L2 error); prints a line per value
+                         and names the first device op whose output is beyond
+                         tolerance (with FP8/FP4: where a loss diverges).
+                         Exit 0 when every value is within, 1 otherwise
+  --check-tolerance X    one tolerance for every value (default by type: f32
+                         1e-3, f16 1e-2, bf16 2e-2, fp8 1e-1, fp4 2e-1)
+  --function NAME        the function to check (train_step; grad_step with
+                         gradient accumulation)
+
 Generation (causal LMs with a logits output, as nanoGPT's sample.py):
   --generate             sample --max-new-tokens tokens (32) after --prompt
   --prompt IDS           the prompt's token ids, comma-separated
@@ -125,7 +139,7 @@ Everywhere:
 )";
 
 /// Which modes a flag means something in.
-enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4 };
+enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4, kCheck = 8 };
 
 struct Options {
   std::string model;
@@ -134,7 +148,8 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> feeds; // name, file
   std::string refPrecision = "f32";
   std::string saveDir; // --save-outputs
-  bool help = false, version = false, eval = false, generate = false;
+  bool help = false, version = false, eval = false, generate = false, check = false;
+  double checkTolerance = 0;
   /// The training flags, as the runtime takes them (NULL / -1: not given).
   /// Its strings point into argv; feeds, device and stop are set when the
   /// run starts. --metrics, --data, --dtype, --labels, --init, --seed and
@@ -208,7 +223,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       return hasValue ? "flag " + flag + " takes no value" : "";
     };
     std::string err;
-    unsigned modes = kTrain | kEval | kGenerate;
+    unsigned modes = kTrain | kEval | kGenerate | kCheck;
     if (flag == "--help") {
       o->help = true;
     } else if (flag == "--version") {
@@ -217,6 +232,15 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       err = noValue();
       o->eval = true;
       modes = kEval;
+    } else if (flag == "--check") {
+      err = noValue();
+      o->check = true;
+      modes = kCheck;
+    } else if (flag == "--check-tolerance") {
+      err = take();
+      if (err.empty())
+        err = parseDouble(flag, value, &o->checkTolerance);
+      modes = kCheck;
     } else if (flag == "--generate") {
       err = noValue();
       o->generate = true;
@@ -235,7 +259,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     } else if (flag == "--function" || flag == "--save-outputs") {
       err = take();
       (flag == "--function" ? o->function : o->saveDir) = value;
-      modes = kEval;
+      modes = flag == "--function" ? kEval | kCheck : kEval;
     } else if (flag == "--feed") {
       err = take();
       if (err.empty()) {
@@ -244,7 +268,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
           return "--feed expects NAME=FILE.npy, got '" + value + "'";
         o->feeds.push_back({value.substr(0, e), value.substr(e + 1)});
       }
-      modes = kTrain | kEval;
+      modes = kTrain | kEval | kCheck;
     } else if (flag == "--metrics") {
       err = take();
       t.metrics = given(raw);
@@ -269,15 +293,15 @@ std::string parseArgs(int argc, char **argv, Options *o) {
         err = parseInt(flag, value, lo, &x);
       modes = kTrain;
       if (flag == "--steps") t.steps = x;
-      else if (flag == "--batch") t.batch = x;
-      else if (flag == "--seq") t.seq = x;
+      else if (flag == "--batch") { t.batch = x; modes = kTrain | kCheck; }
+      else if (flag == "--seq") { t.seq = x; modes = kTrain | kCheck; }
       else if (flag == "--warmup") t.warmup = x;
       else if (flag == "--save-every") t.save_every = x;
       else if (flag == "--log-every") t.log_every = x;
       else if (flag == "--keep-checkpoints") t.keep_checkpoints = x;
       else if (flag == "--eval-every") t.eval_every = x;
       else if (flag == "--eval-iters") { t.eval_iters = x; modes = kTrain | kEval; }
-      else if (flag == "--seed") { t.seed = x; modes = kTrain | kEval | kGenerate; }
+      else if (flag == "--seed") { t.seed = x; modes = kTrain | kEval | kGenerate | kCheck; }
       else if (flag == "--max-new-tokens") { o->maxNewTokens = x; modes = kGenerate; }
       else { o->topK = x; modes = kGenerate; }
     } else if (flag == "--lr" || flag == "--temperature") {
@@ -287,7 +311,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
         err = parseDouble(flag, value, &x);
       if (flag == "--lr") {
         t.lr = x;
-        modes = kTrain;
+        modes = kTrain | kCheck;
       } else {
         o->temperature = x;
         modes = kGenerate;
@@ -301,19 +325,19 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     } else if (flag == "--labels") {
       err = take();
       t.labels = given(raw);
-      modes = kTrain | kEval;
+      modes = kTrain | kEval | kCheck;
       if (err.empty() && value != "next" && value != "same")
         return "--labels must be next or same, got '" + value + "'";
     } else if (flag == "--dtype") {
       err = take();
       t.data_dtype = given(raw);
-      modes = kTrain | kEval;
+      modes = kTrain | kEval | kCheck;
       if (err.empty() && value != "uint16" && value != "uint32")
         return "--dtype must be uint16 or uint32, got '" + value + "'";
     } else if (flag == "--data" || flag == "--init") {
       err = take();
       (flag == "--data" ? t.data : t.init) = given(raw);
-      modes = flag == "--data" ? kTrain | kEval : kTrain | kEval | kGenerate;
+      modes = flag == "--data" ? kTrain | kEval | kCheck : kTrain | kEval | kGenerate | kCheck;
     } else if (flag == "--save" || flag == "--resume" || flag == "--val-data" ||
                flag == "--tensorboard") {
       err = take();
@@ -339,11 +363,13 @@ std::string parseArgs(int argc, char **argv, Options *o) {
   if (positional.size() > 1)
     return "unexpected argument '" + positional[1] + "' (only one artifact is allowed)";
   o->model = positional[0];
-  if (o->eval && o->generate)
-    return "--eval and --generate are two runs: give one";
+  if (o->eval + o->generate + o->check > 1)
+    return "--eval, --generate and --check are different runs: give one";
   // No silent no-ops: every flag must mean something in the mode it runs.
-  unsigned mode = o->generate ? kGenerate : o->eval ? kEval : kTrain;
+  unsigned mode = o->check ? kCheck : o->generate ? kGenerate : o->eval ? kEval : kTrain;
   bool trainingAsked = t.steps >= 0 || t.resume;
+  if (mode == kCheck && !t.data && o->feeds.empty())
+    return "--check needs the step's inputs: --data TOKENS.bin or --feed NAME=FILE.npy";
   if (mode == kTrain && !trainingAsked) {
     // Nothing but feeds (and their options): the old way to evaluate.
     bool onlyEval = true;
@@ -354,12 +380,19 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     else
       return "training needs --steps N (or --resume DIR); to evaluate, give --eval";
   }
-  const char *modeName = mode == kTrain ? "training" : mode == kEval ? "--eval" : "--generate";
+  const char *modeName = mode == kTrain  ? "training"
+                         : mode == kEval ? "--eval"
+                         : mode == kCheck ? "--check"
+                                          : "--generate";
   for (const auto &[f, m] : o->given)
     if (!(m & mode))
       return f + " has no effect in " + (mode == kTrain ? std::string("training") : modeName) +
              " (it goes with " +
-             ((m & kTrain) ? "training (--steps)" : (m & kEval) ? "--eval" : "--generate") + ")";
+             ((m & kTrain)  ? "training (--steps)"
+              : (m & kEval) ? "--eval"
+              : (m & kCheck) ? "--check"
+                             : "--generate") +
+             ")";
   return "";
 }
 
@@ -697,6 +730,40 @@ int runTraining(const Options &o, const tc_artifact_t *artifact, int gpu) {
   return 0;
 }
 
+/// --check: the GPU against the CPU reference on the run's first step.
+int runCheck(const Options &o, const tc_artifact_t *artifact, int gpu) {
+  if (gpu < 0)
+    return fail(kExitUsage, "--check compares the GPU with the CPU reference: it needs a GPU "
+                            "and an artifact compiled for one (--device cuda)");
+  tc_train_options_t c = o.train;
+  std::vector<tc_feed_t> feeds;
+  for (const auto &[name, file] : o.feeds)
+    feeds.push_back({name.c_str(), file.c_str()});
+  c.feeds = feeds.data();
+  c.num_feeds = feeds.size();
+  c.steps = 1;
+  c.log_every = 0;
+  c.device = TC_DEVICE_CUDA;
+  c.device_ordinal = gpu;
+  c.cuda = cudaOptionsFromEnv();
+  tc_check_options_t k;
+  tc_check_options_initialize(&k);
+  k.function = o.function.empty() ? nullptr : o.function.c_str();
+  k.tolerance = o.checkTolerance;
+  Printer printer(::isatty(2));
+  tc_run_observer_t obs = printer.observer();
+  char *report = nullptr;
+  int64_t beyond = 0;
+  tc_status_t *st = tc_run_check(artifact, &c, &k, &obs, &report, &beyond);
+  printer.clearBar();
+  if (st) {
+    Failure f = take(st);
+    return fail(f.input ? kExitUsage : kExitRuntime, f.message);
+  }
+  std::fputs(own(report).c_str(), stdout);
+  return beyond == 0 ? 0 : kExitRuntime;
+}
+
 /// --eval --data.
 int runEvalData(const Options &o, const tc_artifact_t *artifact, int gpu) {
   tc_eval_options_t e;
@@ -872,6 +939,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "tc-run: note: %s\n", note.c_str());
   if (o.generate)
     return runGenerate(o, artifact);
+  if (o.check)
+    return runCheck(o, artifact, gpu);
   if (!o.eval && (o.train.steps >= 0 || o.train.resume))
     return runTraining(o, artifact, gpu);
   if (o.train.data) {

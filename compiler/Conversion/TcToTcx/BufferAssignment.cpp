@@ -7,6 +7,7 @@
 
 #include "compiler/Conversion/TcToTcx/BufferAssignment.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "dialects/tc/Eval/Program.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -181,8 +182,30 @@ Value BufferAssignment::outBuffer(OpBuilder &b, Value result) {
   auto a = tcx::AllocOp::create(b, result.getLoc(),
                                 tcx::BufferType::fromTensorType(tensorType(result)),
                                 b.getStringAttr(kind));
+  if (auto it = referenceIds.find(result); it != referenceIds.end())
+    a->setAttr("ref", b.getI64IntegerAttr(it->second));
   buffers[result] = a.getResult();
   return a.getResult();
+}
+
+void BufferAssignment::takeReferenceValues() {
+  for (Operation &op : fn.getBody().front()) {
+    auto id = op.getAttrOfType<IntegerAttr>(kReferenceValueAttr);
+    if (auto fusion = llvm::dyn_cast<FusionOp>(op)) {
+      // A fusion is not in the reference program: its results are the
+      // values its body yields.
+      Operation *yield = fusion.getRegion().front().getTerminator();
+      for (auto [i, v] : llvm::enumerate(yield->getOperands()))
+        if (Operation *def = v.getDefiningOp())
+          if (auto inner = def->getAttrOfType<IntegerAttr>(kReferenceValueAttr))
+            referenceIds[fusion->getResult(i)] =
+                inner.getInt() + llvm::cast<OpResult>(v).getResultNumber();
+    } else if (id) {
+      for (OpResult r : op.getResults())
+        referenceIds[r] = id.getInt() + r.getResultNumber();
+    }
+  }
+  fn.walk([](Operation *op) { op->removeAttr(kReferenceValueAttr); });
 }
 
 Value BufferAssignment::companionBuffer(OpBuilder &b, Value tensor, tcx::BufferType type) {

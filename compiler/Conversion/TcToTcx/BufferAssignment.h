@@ -68,6 +68,12 @@ public:
   /// transposed FP8 copy a tc.quantize writes beside its result): an alloc
   /// of the kind `tensor`'s own would have, never a persistent destination.
   mlir::Value companionBuffer(mlir::OpBuilder &b, mlir::Value tensor, tcx::BufferType type);
+  /// Records the reference value ids of fn's tensors (tc.ref, see
+  /// tagReferenceValues; a tc.fusion result takes its yielded value's) and
+  /// drops the tags, so that no lowering copies them into a tcx op. An alloc
+  /// outBuffer makes for a tensor with an id carries it as `ref`.
+  void takeReferenceValues();
+
   /// Whether `v` depends on a loss gradient (it is computed in the backward).
   bool inBackward(mlir::Value v) const { return backward.contains(v); }
 
@@ -102,6 +108,7 @@ public:
 
 private:
   mlir::func::FuncOp fn;
+  llvm::DenseMap<mlir::Value, int64_t> referenceIds; // tensor -> reference value id
   mlir::SymbolTable &symbols;
   mlir::Operation *entryPoint = nullptr;
   unsigned kernelCount = 0;

@@ -115,6 +115,7 @@ LogicalResult lowerFunction(func::FuncOp fn, SymbolTable &symbols, bool tf32,
   auto anchor =
       tcx::RecordOp::create(b, fn.getLoc(), tcx::EventType::get(ctx), b.getI64IntegerAttr(0));
   BufferAssignment buffers(fn, symbols);
+  buffers.takeReferenceValues();
   buffers.plan(b, anchor);
 
   ConversionTarget target(*ctx);

@@ -155,6 +155,21 @@ FailureOr<rt::Function> lowerToProgram(func::FuncOp fn, StringRef name,
   return out;
 }
 
+void tagReferenceValues(func::FuncOp fn) {
+  if (!fn.getBody().hasOneBlock())
+    return;
+  Block &body = fn.getBody().front();
+  // lowerToProgram's numbering: the arguments, then every op's results.
+  int64_t next = body.getNumArguments();
+  Builder b(fn.getContext());
+  for (Operation &op : body) {
+    if (op.getNumResults() == 0)
+      continue;
+    op.setAttr(kReferenceValueAttr, b.getI64IntegerAttr(next));
+    next += op.getNumResults();
+  }
+}
+
 FailureOr<SmallVector<DenseElementsAttr>>
 evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *error) {
   if (!llvm::isa<TCDialect>(op->getDialect()) || llvm::isa<ParameterOp>(op)) {

@@ -28,6 +28,16 @@ mlir::FailureOr<rt::Function> lowerToProgram(mlir::func::FuncOp fn,
                                              llvm::StringRef name,
                                              std::string *error);
 
+/// The attribute tagReferenceValues sets: "tc.ref".
+inline constexpr llvm::StringLiteral kReferenceValueAttr = "tc.ref";
+
+/// Sets kReferenceValueAttr on every op of `fn` with results: the id, in the
+/// program lowerToProgram makes of `fn`, of the op's first result (result i
+/// is that id + i; arguments come first). The GPU half tags its copy of the
+/// module with it, so that a device buffer can name the reference value it
+/// holds (tc-run --check compares the two).
+void tagReferenceValues(mlir::func::FuncOp fn);
+
 /// Evaluates a tc op whose operands are all produced by tc.constant (or are
 /// given in `operandValues`, one per operand) on the reference executor.
 /// Returns one attribute per result, or failure with a message in `error`.

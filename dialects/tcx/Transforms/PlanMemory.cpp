@@ -172,6 +172,9 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
                                       b.getI64IntegerAttr(iv.offset));
       // Keep what the buffer is, for the reader of the planned IR.
       view->setAttr("kind", iv.alloc.getKindAttr());
+      // And the reference value it holds (tc-run --check), if the lowering knew it.
+      if (Attribute ref = iv.alloc->getAttr("ref"))
+        view->setAttr("ref", ref);
       iv.alloc.getResult().replaceAllUsesWith(view.getResult());
       iv.alloc.erase();
     }

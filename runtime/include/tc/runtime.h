@@ -709,6 +709,28 @@ typedef struct tc_eval_result_t {
 tc_status_t *tc_run_eval(const tc_artifact_t *artifact, const tc_eval_options_t *options,
                          const tc_run_observer_t *observer, tc_eval_result_t *out_result);
 
+/* tc-run --check: the first step of a training run (`train`, which must
+ * name a GPU, and its data, feeds, init and seed) on the GPU and on the CPU
+ * reference from the same state and inputs, every value that both the
+ * device program and the op-level reference program hold compared as it is
+ * written (relative L2 error over the finite elements; non-finite elements
+ * must match; integers must be equal). */
+typedef struct tc_check_options_t {
+  const char *function; /* NULL: train_step (grad_step with gradient accumulation) */
+  double tolerance;     /* > 0: for every value; 0 (default): by type, f32 1e-3,
+                         * f16 1e-2, bf16 2e-2, fp8 1e-1, fp4 2e-1 */
+} tc_check_options_t;
+
+void tc_check_options_initialize(tc_check_options_t *out_options);
+
+/* On success *out_report (the caller frees it with tc_string_release) is a
+ * line per value and a verdict naming the first device op whose output is
+ * beyond tolerance, and *out_beyond the number of such values (0: the two
+ * agree). */
+tc_status_t *tc_run_check(const tc_artifact_t *artifact, const tc_train_options_t *train,
+                          const tc_check_options_t *options, const tc_run_observer_t *observer,
+                          char **out_report, int64_t *out_beyond);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -14,6 +14,8 @@
 #define TC_RUNTIME_BASE_EXECUTOR_H
 
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,13 @@ struct CudaOptions {
   bool profile = false;     ///< time every op; print the profile at the end
   bool matmulTune = true;   ///< time cuBLASLt's candidates once per matmul, keep the fastest
 };
+
+/// What a traced run (Executor::runTraced) hands out: value `key` as soon as
+/// op `op` of the function has written it. On the CPU reference the key is a
+/// value id of the op-level program (Function::values), on the GPU a buffer
+/// index of the device function (DeviceFunction::buffers). A non-ok status
+/// stops the run with it.
+using TraceSink = std::function<Status(size_t op, int32_t key, const HostTensor &value)>;
 
 /// Where to run: the CPU reference (gpu < 0) or CUDA GPU `gpu`.
 struct DeviceOptions {
@@ -66,6 +75,12 @@ public:
   /// whose flag is true need be filled (the others may stay empty).
   virtual Status run(const std::string &name, const std::vector<HostTensor> &inputs,
                      std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) = 0;
+
+  /// run(), handing every value whose key is in `keys` to `sink` as soon as
+  /// it is written (see TraceSink; the GPU runs op by op, without graphs).
+  virtual Status runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
+                           std::vector<HostTensor> *outputs, const std::set<int32_t> &keys,
+                           const TraceSink &sink) = 0;
 
   /// The type entry `name` is held in (f64 for f32 entries of a wide CPU run).
   virtual Status entryType(const std::string &name, TensorType *out) const = 0;

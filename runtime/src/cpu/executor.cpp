@@ -180,6 +180,10 @@ Status runFunction(const Artifact &artifact, const Function &fn,
       }
       for (Buffer *b : ctx.out)
         roundToDeclared(*b, opts.precision);
+      if (opts.trace)
+        for (int32_t id : op.results)
+          if (opts.traceKeys->count(id))
+            TC_RETURN_IF_ERROR((*opts.trace)(k, id, cpu::encodeBuffer(*values[id])));
       for (int32_t id : op.operands)
         if (!keep[id] && lastUse[id] == k)
           values[id].reset();
@@ -250,15 +254,29 @@ const std::vector<std::string> *CpuExecutor::outputNames(const std::string &name
 
 Status CpuExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
                         std::vector<HostTensor> *outputs, const std::vector<bool> *) {
+  return runWith(name, inputs, outputs, opts_);
+}
+
+Status CpuExecutor::runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
+                              std::vector<HostTensor> *outputs, const std::set<int32_t> &keys,
+                              const TraceSink &sink) {
+  ExecOptions o = opts_;
+  o.traceKeys = &keys;
+  o.trace = &sink;
+  return runWith(name, inputs, outputs, o);
+}
+
+Status CpuExecutor::runWith(const std::string &name, const std::vector<HostTensor> &inputs,
+                            std::vector<HostTensor> *outputs, const ExecOptions &opts) {
   const Function *fn = artifact_->findFunction(name);
   if (!fn)
     return notFound("the artifact has no function '" + name + "'");
   if (!updatesEntries(*fn)) {
     std::shared_lock<std::shared_mutex> lock(mutex_);
-    return runFunction(*artifact_, *fn, inputs, outputs, opts_, &state_);
+    return runFunction(*artifact_, *fn, inputs, outputs, opts, &state_);
   }
   std::unique_lock<std::shared_mutex> lock(mutex_);
-  TC_RETURN_IF_ERROR(runFunction(*artifact_, *fn, inputs, outputs, opts_, &state_));
+  TC_RETURN_IF_ERROR(runFunction(*artifact_, *fn, inputs, outputs, opts, &state_));
   // The updates become the entries' values (and stay results, as they were).
   for (size_t i = 0; i < outputs->size(); ++i) {
     const std::string &n = fn->outputNames[i];

@@ -50,6 +50,10 @@ struct ExecOptions {
   /// Seed of the parameter initialisers (init.h) of entries whose
   /// initialiser is not Data (tc-run --seed).
   uint64_t initSeed = 0;
+  /// A traced run (Executor::runTraced): the value ids handed to `trace`,
+  /// each rounded to its declared type, as soon as its op has run.
+  const std::set<int32_t> *traceKeys = nullptr;
+  const TraceSink *trace = nullptr;
 };
 
 /// Runs `fn` (a function of `artifact`) on `inputs`, given in the order of
@@ -86,12 +90,17 @@ public:
   const std::vector<std::string> *outputNames(const std::string &name) const override;
   Status run(const std::string &name, const std::vector<HostTensor> &inputs,
              std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) override;
+  Status runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
+                   std::vector<HostTensor> *outputs, const std::set<int32_t> &keys,
+                   const TraceSink &sink) override;
   Status entryType(const std::string &name, TensorType *out) const override;
   Status getEntry(const std::string &name, HostTensor *out) override;
   Status setEntry(const std::string &name, const HostTensor &value) override;
 
 private:
   CpuExecutor() = default;
+  Status runWith(const std::string &name, const std::vector<HostTensor> &inputs,
+                 std::vector<HostTensor> *outputs, const ExecOptions &opts);
   const Artifact *artifact_ = nullptr;
   ExecOptions opts_;
   std::map<std::string, HostTensor> state_;

@@ -112,6 +112,11 @@ public:
   /// stay empty tensors of the right type).
   Status run(const std::string &name, const std::vector<HostTensor> &inputs,
              std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) override;
+  /// run() op by op (no graph), copying each buffer in `keys` to the host
+  /// for `sink` after the op that writes it.
+  Status runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
+                   std::vector<HostTensor> *outputs, const std::set<int32_t> &keys,
+                   const TraceSink &sink) override;
 
   const DeviceMemoryUse &memoryUse() const { return mem_; }
   /// memoryUse() with what cudaMemGetInfo saw since create().

@@ -58,6 +58,7 @@ struct Prepared {
   uint64_t inputBytes = 0, constBytes = 0; // the two blocks' sizes
   std::vector<std::function<Status()>> ops;
   std::vector<std::string> opNames; // for errors
+  std::vector<size_t> opEnd;         // per closure: one past the last device op it runs
   std::vector<std::string> profileNames;
   std::set<std::string> paramsRead;
   bool capturable = true;
@@ -95,6 +96,9 @@ struct DeviceExecutor::Impl {
   // (events around every op, no graphs), summed by op name over every run but
   // the first and printed to stderr at the end.
   bool profile = false;
+  // A traced run (runTraced): the buffers handed to `trace` after their ops.
+  const std::set<int32_t> *traceKeys = nullptr;
+  const TraceSink *trace = nullptr;
   std::vector<cudaEvent_t> marks;
   struct OpTime {
     double ms = 0;

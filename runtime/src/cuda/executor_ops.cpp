@@ -429,6 +429,7 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
     p.graph = nullptr;
   }
   p.ops.clear();
+  p.opEnd.clear();
   p.opNames.clear();
   p.profileNames.clear();
   p.paramsRead.clear();
@@ -444,6 +445,7 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
       TC_RETURN_IF_ERROR(buildGroup(p, i, end));
     else
       TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
+    p.opEnd.resize(p.ops.size(), end);
     i = end;
   }
   p.arenaBase = arena.base();

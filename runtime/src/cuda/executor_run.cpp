@@ -30,6 +30,18 @@ void DeviceExecutor::Impl::reportProfile() {
   }
 }
 
+Status DeviceExecutor::runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
+                                 std::vector<HostTensor> *outputs, const std::set<int32_t> &keys,
+                                 const TraceSink &sink) {
+  Impl &im = *impl_;
+  im.traceKeys = &keys;
+  im.trace = &sink;
+  Status st = run(name, inputs, outputs);
+  im.traceKeys = nullptr;
+  im.trace = nullptr;
+  return st;
+}
+
 Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
                            std::vector<HostTensor> *outputs, const std::vector<bool> *want) {
   Impl &im = *impl_;
@@ -63,7 +75,33 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
     cudaGetLastError();
     return Status(st.code(), p->opNames[i] + ": " + st.message());
   };
-  if (p->graph) {
+  if (im.trace) {
+    // Op by op: after the last closure of a device op, its traced outputs.
+    size_t done = 0; // device ops whose outputs were handed out
+    for (size_t i = 0; i < p->ops.size(); ++i) {
+      Status st = p->ops[i]();
+      if (st.isOk() && (i + 1 == p->ops.size() || p->opEnd[i + 1] != p->opEnd[i]))
+        st = cudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      else
+        continue;
+      for (; st.isOk() && done < p->opEnd[i]; ++done)
+        for (int32_t b : fn.ops[done].outs) {
+          if (!im.traceKeys->count(b) || !st.isOk())
+            continue;
+          void *src = nullptr;
+          HostTensor h;
+          st = im.pointer(*p, b, &src, p->opNames[i]);
+          if (st.isOk())
+            st = copyToHost(src, fn.buffers[static_cast<size_t>(b)].type, &h, s);
+          if (st.isOk())
+            st = cudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+          if (st.isOk())
+            st = (*im.trace)(done, b, h);
+        }
+      if (!st.isOk())
+        return fail(i, st);
+    }
+  } else if (p->graph) {
     TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
   } else if (p->capturable && p->runs >= 1) {
     cudaGraph_t graph = nullptr;

@@ -611,6 +611,48 @@ tc_status_t *tc_run_train(const tc_artifact_t *artifact, const tc_train_options_
   return nullptr;
 }
 
+void tc_check_options_initialize(tc_check_options_t *out_options) {
+  if (!out_options)
+    return;
+  std::memset(out_options, 0, sizeof *out_options);
+}
+
+tc_status_t *tc_run_check(const tc_artifact_t *artifact, const tc_train_options_t *train,
+                          const tc_check_options_t *options, const tc_run_observer_t *observer,
+                          char **out_report, int64_t *out_beyond) {
+  if (!out_report || !out_beyond)
+    return invalid("out_report or out_beyond is NULL");
+  *out_report = nullptr;
+  *out_beyond = 0;
+  if (!artifact)
+    return invalid("artifact is NULL");
+  TrainOptions o;
+  if (tc_status_t *st = trainOptionsOf(train, &o))
+    return st;
+  CheckOptions c;
+  if (options) {
+    c.function = options->function ? options->function : "";
+    if (!(options->tolerance >= 0))
+      return invalid("tolerance must be >= 0");
+    c.tolerance = options->tolerance;
+  }
+  CObserver obs;
+  if (observer)
+    obs.c = *observer;
+  TrainRun run;
+  CheckReport report;
+  bool inputError = false;
+  Status st = run.prepare(artifact->artifact.get(), artifact->path, o, &obs, /*needSource=*/true,
+                          &inputError);
+  if (st.isOk())
+    st = run.check(c, &report, &inputError);
+  if (tc_status_t *s = toC(st, &inputError))
+    return s;
+  *out_report = copyString(report.text());
+  *out_beyond = report.beyond;
+  return nullptr;
+}
+
 tc_status_t *tc_run_eval(const tc_artifact_t *artifact, const tc_eval_options_t *options,
                          const tc_run_observer_t *observer, tc_eval_result_t *out_result) {
   if (!out_result)

@@ -113,6 +113,37 @@ struct TrainSummary {
   int interrupted = 0; ///< the signal that stopped the run, 0 when it ran to the end
 };
 
+/// What --check compares and with what tolerance.
+struct CheckOptions {
+  std::string function; ///< "" : train_step (grad_step with gradient accumulation)
+  double tolerance = 0; ///< > 0: for every value; 0: checkTolerance of its type
+};
+
+/// One value --check compared: the device op that wrote it, the reference op
+/// that made it, and the error.
+struct CheckRow {
+  int64_t op = -1;       ///< the device op's position in its function
+  std::string deviceOp;  ///< "launch tc_fusion_...", "matmul", "library layer_norm_fwd"
+  std::string refOp;     ///< "tc.matmul"
+  std::string node;      ///< the ONNX node ("" when unknown)
+  std::string type;      ///< "bf16 2x16x32"
+  double error = 0, tolerance = 0;
+  bool beyond = false;
+};
+
+struct CheckReport {
+  std::string function;
+  std::vector<CheckRow> rows; ///< in device program order
+  int64_t beyond = 0;
+  int64_t first = -1; ///< index into rows of the first value beyond tolerance
+  /// A line per value, then the verdict naming the first one beyond.
+  std::string text() const;
+};
+
+/// The default tolerance of --check for a value of `d`: 1e-3 for f32/f64,
+/// 1e-2 f16, 2e-2 bf16, 1e-1 fp8, 2e-1 fp4, 0 (equal) for integers.
+double checkTolerance(DType d);
+
 /// A training run. prepare() does everything before the first step: the
 /// configuration (flags against a resumed checkpoint), the Trainer on its
 /// device, the data, --init / --resume, the --save checks, the metrics and
@@ -153,6 +184,12 @@ public:
   Status evaluate(const TokenData &data, int64_t iters, double *loss, int64_t *tokens,
                   bool *inputError);
 
+  /// tc-run --check: the next step's function on the GPU and on the CPU
+  /// reference from the GPU's state and the next step's inputs, every value
+  /// both hold compared (run_check.cpp). Both sides' state is that step's
+  /// afterwards; the run's step count does not move.
+  Status check(const CheckOptions &c, CheckReport *out, bool *inputError);
+
   Trainer &trainer() { return trainer_; }
   const Artifact &artifact() const { return *artifact_; }
   int64_t currentStep() const { return step_; }
@@ -177,6 +214,8 @@ private:
   Status validate(int64_t step, bool *inputError);
   Status record(int64_t step, double lr, double seconds, const StepResult &r, StepRecord *rec);
   Status finishStep(int64_t step, bool *inputError);
+  /// The next step's micro-batches from the run's data or feeds.
+  Status nextMicroBatches(std::vector<std::vector<HostTensor>> *micro, bool *inputError);
 };
 
 /// Runs training on `artifact` (read from `artifactPath`): a TrainRun from

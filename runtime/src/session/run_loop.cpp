@@ -32,18 +32,26 @@ Status TrainRun::setSchedule(double lr, int64_t warmup, const std::string &sched
 Status TrainRun::step(StepRecord *rec, bool *userError) {
   State &S = *s_;
   *userError = false;
-  if (S.noSource)
-    return failedPrecondition("the run has no data (--data or --feed): give each step its "
-                              "inputs");
   if (!S.started) {
     S.started = true;
     S.t0 = std::chrono::steady_clock::now();
   }
+  std::vector<std::vector<HostTensor>> micro;
+  TC_RETURN_IF_ERROR(nextMicroBatches(&micro, userError));
+  return stepWith(micro, rec, userError);
+}
+
+Status TrainRun::nextMicroBatches(std::vector<std::vector<HostTensor>> *micro, bool *userError) {
+  State &S = *s_;
+  *userError = false;
+  if (S.noSource)
+    return failedPrecondition("the run has no data (--data or --feed): give each step its "
+                              "inputs");
   const Trainer &trainer = trainer_;
   const std::vector<std::string> &names = trainer.dataInputNames();
   const std::vector<TensorType> &types = trainer.dataInputTypes();
-  std::vector<std::vector<HostTensor>> micro(static_cast<size_t>(trainer.config().gradAccum));
-  for (auto &mb : micro) {
+  micro->assign(static_cast<size_t>(trainer.config().gradAccum), {});
+  for (auto &mb : *micro) {
     if (run_.data.path.empty()) {
       mb = S.fixed;
       continue;
@@ -55,7 +63,7 @@ Status TrainRun::step(StepRecord *rec, bool *userError) {
       return invalidArgument("token file '" + run_.data.path + "': " + st.message());
     }
   }
-  return stepWith(micro, rec, userError);
+  return Status::ok();
 }
 
 Status TrainRun::stepWith(const std::vector<std::vector<HostTensor>> &micro, StepRecord *rec,

@@ -277,8 +277,10 @@ public:
   /// The device's memory use (zeros on the CPU).
   DeviceMemoryReport deviceMemory() const;
 
-private:
+  /// A step function's scalar input (lr, step) in the type it takes.
   HostTensor scalar(double v) const;
+
+private:
   /// Result `name` of function `fn` as a double (`fallback`: its index
   /// when no result has that name).
   Status scalarResult(const std::string &fn, const std::string &name, int fallback,
