@@ -25,10 +25,13 @@ fi
 # (opsets up to 28) the conformance suite runs (scripts/make_node_tests.py);
 # tensorboard, whose own reader checks tc's event files
 # (scripts/check_tensorboard.py; 2.21 takes protobuf < 8), and matplotlib for
-# scripts/plot_metrics.py.
+# scripts/plot_metrics.py; NVIDIA's cuobjdump and nvdisasm, which this CUDA
+# toolkit lacks, for the SASS tests of the sm_120a cubins (test/codegen:
+# scripts/test.sh fails when they are skipped on a machine with CUDA).
 # torch stays out: fixtures are made by committed scripts and committed.
 PY_PKGS=(numpy==2.4.6 ml_dtypes==0.6.0 protobuf==7.36.2 onnx==1.23.2
-         tensorboard==2.21.0 matplotlib==3.11.2)
+         tensorboard==2.21.0 matplotlib==3.11.2
+         nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51)
 py_ok() {
   python3 - "$@" <<'PYEOF' 2>/dev/null
 import importlib.metadata as md, sys

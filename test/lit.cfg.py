@@ -27,7 +27,8 @@ tools = ["tc-opt", "tc-compile", "tc-run"]
 llvm_config.add_tool_substitutions(tools, [config.tc_tools_dir])
 
 # CUDA codegen (test/codegen): NVRTC when tc-cuda-codegen was built with it;
-# NVIDIA's cuobjdump / nvdisasm when installed (CUDA's bin or PATH).
+# NVIDIA's cuobjdump / nvdisasm when installed (PATH, CUDA's bin, or the PyPI
+# wheels scripts/setup.sh installs).
 import shutil
 if getattr(config, "tc_have_nvrtc", "0") in ("1", "ON", "TRUE", "True"):
     config.available_features.add("nvrtc")
@@ -35,6 +36,29 @@ llvm_config.add_tool_substitutions(["tc-cuda-codegen"], [config.tc_tools_dir])
 config.substitutions.append(("%run_generated",
                              os.path.join(config.tc_obj_root, "test", "codegen", "run_generated")))
 _cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
+
+
+def _pypi_cuda_bins():
+    """The bin folders of NVIDIA's PyPI tool wheels (nvidia-cuda-cuobjdump,
+    nvidia-cuda-nvdisasm: nvidia/cu13/bin), which scripts/setup.sh installs
+    into the python3 on PATH (not necessarily lit's own interpreter)."""
+    import glob
+    import subprocess
+    py = shutil.which("python3")
+    if not py:
+        return []
+    try:
+        out = subprocess.run(
+            [py, "-c", "import importlib.util as u; s = u.find_spec('nvidia'); "
+                       "print('\\n'.join(s.submodule_search_locations) if s else '')"],
+            capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted(d for loc in out.split("\n") if loc
+                  for d in glob.glob(os.path.join(loc, "cu*", "bin")))
+
+
+_cuda_bin = os.pathsep.join([_cuda_bin] + _pypi_cuda_bins())
 _cuobjdump = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=_cuda_bin)
 if _cuobjdump:
     config.available_features.add("cuobjdump")
