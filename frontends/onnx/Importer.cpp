@@ -941,6 +941,17 @@ std::string Importer::exportModel(onnx::ModelProto model) const {
   inits->erase(std::remove_if(inits->begin(), inits->end(),
                               [&](const onnx::TensorProto &t) { return removed.count(t.name()); }),
                inits->end());
+  // What stays is constants: their data goes into the export model itself
+  // (an external file's location means nothing beside the export).
+  for (onnx::TensorProto &t : *inits) {
+    auto data = initData_.find(t.name());
+    if (t.data_location() != onnx::TensorProto::EXTERNAL || data == initData_.end() ||
+        t.data_type() == 23 /* FLOAT4E2M1: tc unpacks it */)
+      continue;
+    t.clear_external_data();
+    t.clear_data_location();
+    t.set_raw_data(std::string(data->second.data.begin(), data->second.data.end()));
+  }
   // Older exporters list initializers as graph inputs too; the export's
   // DequantizeLinear / Cast nodes define those names instead.
   auto *ins = g->mutable_input();
