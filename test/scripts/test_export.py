@@ -161,6 +161,43 @@ class ExportTest(unittest.TestCase):
     def test_llama_dynamo(self):
         self.check("llama.dynamo", "mxfp4", linear=14)
 
+    def test_safetensors(self):
+        """Each precision's safetensors, loaded by the safetensors package (torch: F4 as
+        float4_e2m1fn_x2), against the ONNX export of the same weights."""
+        try:
+            import torch
+            from safetensors.torch import load_file
+        except ImportError:
+            self.skipTest("needs torch and safetensors")
+        tca, ckpt = self.trained("gpt2.ts")
+        for p in ("bf16", "fp8", "mxfp4"):
+            with self.subTest(precision=p):
+                st = os.path.join(self.dir, "gpt2.%s.safetensors" % p)
+                rc, msg = run(os.path.join(BIN, "tc-run"), tca, "--init", ckpt,
+                              "--export-safetensors", st, "--export-precision", p)
+                self.assertEqual(rc, 0, msg)
+                got = load_file(st)
+                path, _ = self.export("gpt2.ts", p)
+                inits = {t.name: t for t in onnx.load(path).graph.initializer}
+                want = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn,
+                        "mxfp4": torch.float4_e2m1fn_x2}[p]
+                names = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized")]
+                self.assertEqual(len(names), 8)
+                for n in names:
+                    self.assertEqual(got[n].dtype, want, n)
+                    # The very bytes of the ONNX initializer (FLOAT4E2M1 packs the same way).
+                    self.assertEqual(got[n].contiguous().view(torch.uint8).numpy().tobytes(),
+                                     inits[n + "_quantized"].raw_data, n)
+                    if p == "mxfp4":
+                        self.assertEqual(got[n + ".scale"].dtype, torch.float8_e8m0fnu)
+                        self.assertEqual(got[n + ".scale"].view(torch.uint8).numpy().tobytes(),
+                                         inits[n + "_scale"].raw_data)
+                    if p == "fp8":
+                        self.assertEqual(got[n + ".scale"].dtype, torch.float32)
+                        self.assertEqual(got[n + ".scale"].numpy().tobytes(),
+                                         inits[n + "_scale"].raw_data)
+                self.assertEqual(got["transformer.ln_f.weight"].dtype, torch.float32)
+
     def test_errors(self):
         tca, ckpt = self.trained("gpt2.ts")
         tcrun = os.path.join(BIN, "tc-run")

@@ -18,6 +18,7 @@
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/run.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -155,15 +156,6 @@ Status quantize(const HostTensor &x, const std::vector<int64_t> &block, DType el
   return Status::ok();
 }
 
-/// 4-bit values, one per byte in storage, packed two per byte with element
-/// 0 in the low nibble (ONNX FLOAT4E2M1, safetensors F4).
-std::vector<uint8_t> packNibbles(const std::vector<uint8_t> &v) {
-  std::vector<uint8_t> out((v.size() + 1) / 2, 0);
-  for (size_t i = 0; i < v.size(); ++i)
-    out[i / 2] |= static_cast<uint8_t>((v[i] & 0xf) << (i % 2 ? 4 : 0));
-  return out;
-}
-
 /// One exported weight: the tensors that stand for it.
 struct Exported {
   std::string name;
@@ -174,7 +166,11 @@ struct Exported {
   int64_t axis = -1, block = 0; ///< the block axis and size (block scales)
 };
 
-Status exportInitializers(const Artifact &a, const ExportOptions &o, std::vector<Exported> *out) {
+/// The weights to export. `onnxLayout`: one per initializer of the export
+/// model, named and laid out as it is; else one per tc parameter (torch's
+/// names and layouts, for safetensors).
+Status exportInitializers(const Artifact &a, const ExportOptions &o, bool onnxLayout,
+                          std::vector<Exported> *out) {
   auto rep = a.reports.find("export");
   auto onnx = a.reports.find("export.onnx");
   if (rep == a.reports.end() || onnx == a.reports.end())
@@ -196,9 +192,13 @@ Status exportInitializers(const Artifact &a, const ExportOptions &o, std::vector
     if (!p)
       return dataLoss("the artifact's export report names parameter '" + param->str +
                       "', which the artifact lacks");
+    bool flip = transposed && transposed->b;
+    if (!onnxLayout && std::any_of(out->begin(), out->end(),
+                                   [&](const Exported &x) { return x.name == param->str; }))
+      continue;
     HostTensor v;
     TC_RETURN_IF_ERROR(parameterValue(a, *p, o.seed, &v));
-    if (transposed && transposed->b) {
+    if (flip && onnxLayout) {
       if (v.type.shape.size() != 2)
         return dataLoss("export: transposed parameter '" + param->str + "' is not 2-D");
       int64_t r = v.type.shape[0], c = v.type.shape[1];
@@ -211,7 +211,7 @@ Status exportInitializers(const Artifact &a, const ExportOptions &o, std::vector
       v = std::move(t);
     }
     Exported x;
-    x.name = init->str;
+    x.name = onnxLayout ? init->str : param->str;
     x.dims = v.type.shape;
     if (!axis || !axis->isNumber() || v.type.dtype != DType::F32) {
       x.value = std::move(v);
@@ -220,6 +220,8 @@ Status exportInitializers(const Artifact &a, const ExportOptions &o, std::vector
     }
     x.quantized = true;
     x.axis = static_cast<int64_t>(axis->num);
+    if (flip && !onnxLayout)
+      x.axis = 1 - x.axis;
     if (o.precision == "bf16") {
       x.value.type = {DType::BF16, v.type.shape};
       x.value.data.resize(v.data.size() / 2);
@@ -257,7 +259,7 @@ int64_t onnxType(DType t) {
 
 /// A tensor's ONNX raw_data (FLOAT4E2M1 packed).
 std::vector<uint8_t> rawData(const HostTensor &t) {
-  return t.type.dtype == DType::F4E2M1FN ? packNibbles(t.data) : t.data;
+  return t.type.dtype == DType::F4E2M1FN ? packFloat4(t.data) : t.data;
 }
 
 Status writeOnnx(const Artifact &a, const ExportOptions &o, const std::vector<Exported> &ws) {
@@ -305,6 +307,24 @@ Status writeOnnx(const Artifact &a, const ExportOptions &o, const std::vector<Ex
   return writeFileAtomic(o.onnxPath, file.out.data(), file.out.size());
 }
 
+/// safetensors: W (BF16 / F8_E4M3 / F4), W.scale (fp8: F32 [], the
+/// dequantisation factor; mxfp4: F8_E8M0 with W's shape divided by 32 on the
+/// block axis); metadata tc.export.precision and tc.export.axis.W.
+Status writeSafetensorsExport(const ExportOptions &o, std::vector<Exported> &ws) {
+  SafetensorsFile f;
+  f.metadata["tc.export.precision"] = o.precision;
+  for (Exported &w : ws) {
+    if (w.quantized && o.precision != "bf16") {
+      f.metadata["tc.export.axis." + w.name] = std::to_string(w.axis);
+      if (o.precision == "fp8")
+        w.scale.type.shape = {};
+      f.tensors[w.name + ".scale"] = std::move(w.scale);
+    }
+    f.tensors[w.name] = std::move(w.value);
+  }
+  return writeSafetensors(o.safetensorsPath, f);
+}
+
 } // namespace
 
 Status exportModel(const Artifact &artifact, const ExportOptions &o) {
@@ -321,10 +341,16 @@ Status exportModel(const Artifact &artifact, const ExportOptions &o) {
   int64_t step = -1;
   if (!o.init.empty())
     TC_RETURN_IF_ERROR(loadArtifactWeights(&a, o.init, &step));
-  std::vector<Exported> ws;
-  TC_RETURN_IF_ERROR(exportInitializers(a, o, &ws));
-  if (!o.onnxPath.empty())
+  if (!o.onnxPath.empty()) {
+    std::vector<Exported> ws;
+    TC_RETURN_IF_ERROR(exportInitializers(a, o, /*onnxLayout=*/true, &ws));
     TC_RETURN_IF_ERROR(writeOnnx(a, o, ws));
+  }
+  if (!o.safetensorsPath.empty()) {
+    std::vector<Exported> ws;
+    TC_RETURN_IF_ERROR(exportInitializers(a, o, /*onnxLayout=*/false, &ws));
+    TC_RETURN_IF_ERROR(writeSafetensorsExport(o, ws));
+  }
   return Status::ok();
 }
 
