@@ -80,7 +80,7 @@ class ExportTest(unittest.TestCase):
         path, ckpt = self.export(fixture, precision)
         model = onnx.load(path)
         onnx.checker.check_model(model, full_check=True)
-        opset = {o.domain: o.version for o in model.opset_import}[""]
+        opset = {o.domain: o.version for o in model.opset_import}[""]  # mxfp4: E8M0 scales
         self.assertEqual(opset, 24 if precision == "mxfp4" else 23)
         inits = {t.name: t for t in model.graph.initializer}
         quantized = sorted(n[: -len("_quantized")] for n in inits if n.endswith("_quantized"))
@@ -88,11 +88,13 @@ class ExportTest(unittest.TestCase):
         for name in quantized:
             self.assertNotIn(name, inits)  # the DequantizeLinear / Cast defines it
             self.assertEqual(inits[name + "_quantized"].data_type,
-                             {"bf16": BF16, "fp8": E4M3, "mxfp4": E2M1}[precision])
+                             {"bf16": BF16, "fp8": E4M3, "mxfp4": E2M1, "nvfp4": E2M1}[precision])
             self.assertFalse(any(k in name for k in ("ln", "norm", "wte", "embed", "lm_head")),
                              name)
         if precision == "mxfp4":
             self.check_mx_scales(model, ckpt, quantized)
+        if precision == "nvfp4":
+            self.check_nv_scales(model, quantized)
         self.check_values(fixture, model, path)
 
     def check_mx_scales(self, model, ckpt, quantized):
@@ -115,6 +117,21 @@ class ExportTest(unittest.TestCase):
             got = raw.astype(np.int32).reshape(np.moveaxis(np.zeros(
                 inits[name + "_scale"].dims), axis, -1).shape) - 127
             np.testing.assert_array_equal(got, want.astype(np.int32), err_msg=name)
+
+    def check_nv_scales(self, model, quantized):
+        """E4M3 1x16 block scales, repeated over the 16 rows of each 16x16 weight block, under
+        an f32 per-tensor scale."""
+        inits = {t.name: t for t in model.graph.initializer}
+        axes = {n.output[0]: [a.i for a in n.attribute if a.name == "axis"] for n in model.graph.node}
+        for name in quantized:
+            s, s2 = inits[name + "_scale"], inits[name + "_scale_2"]
+            self.assertEqual((s.data_type, s2.data_type, list(s2.dims)), (E4M3, FLOAT, []))
+            self.assertEqual(axes[name], [axes[name][0]])
+            axis = axes[name][0]
+            grid = np.frombuffer(s.raw_data, dtype=np.uint8).reshape(tuple(s.dims))
+            rows = np.moveaxis(grid, 1 - axis, 0)  # the non-block axis first
+            for r in range(0, rows.shape[0], 16):
+                self.assertTrue((rows[r:r + 16] == rows[r]).all(), name)
 
     def check_values(self, fixture, model, path):
         model_name = fixture.split(".")[0]
@@ -149,17 +166,19 @@ class ExportTest(unittest.TestCase):
             self.assertLessEqual(rel_err(v, ref[name]), 1e-5, name)
 
     def test_gpt2_torchscript(self):
-        for p in ("bf16", "fp8", "mxfp4"):
+        for p in ("bf16", "fp8", "mxfp4", "nvfp4"):
             with self.subTest(precision=p):
                 self.check("gpt2.ts", p, linear=8)
 
     def test_gpt2_dynamo(self):
-        for p in ("bf16", "fp8", "mxfp4"):
+        for p in ("bf16", "fp8", "mxfp4", "nvfp4"):
             with self.subTest(precision=p):
                 self.check("gpt2.dynamo", p, linear=8)
 
     def test_llama_dynamo(self):
-        self.check("llama.dynamo", "mxfp4", linear=14)
+        for p in ("mxfp4", "nvfp4"):
+            with self.subTest(precision=p):
+                self.check("llama.dynamo", p, linear=14)
 
     def test_safetensors(self):
         """Each precision's safetensors, loaded by the safetensors package (torch: F4 as
@@ -170,7 +189,7 @@ class ExportTest(unittest.TestCase):
         except ImportError:
             self.skipTest("needs torch and safetensors")
         tca, ckpt = self.trained("gpt2.ts")
-        for p in ("bf16", "fp8", "mxfp4"):
+        for p in ("bf16", "fp8", "mxfp4", "nvfp4"):
             with self.subTest(precision=p):
                 st = os.path.join(self.dir, "gpt2.%s.safetensors" % p)
                 rc, msg = run(os.path.join(BIN, "tc-run"), tca, "--init", ckpt,
@@ -180,7 +199,7 @@ class ExportTest(unittest.TestCase):
                 path, _ = self.export("gpt2.ts", p)
                 inits = {t.name: t for t in onnx.load(path).graph.initializer}
                 want = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn,
-                        "mxfp4": torch.float4_e2m1fn_x2}[p]
+                        "mxfp4": torch.float4_e2m1fn_x2, "nvfp4": torch.float4_e2m1fn_x2}[p]
                 names = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized")]
                 self.assertEqual(len(names), 8)
                 for n in names:
@@ -192,6 +211,12 @@ class ExportTest(unittest.TestCase):
                         self.assertEqual(got[n + ".scale"].dtype, torch.float8_e8m0fnu)
                         self.assertEqual(got[n + ".scale"].view(torch.uint8).numpy().tobytes(),
                                          inits[n + "_scale"].raw_data)
+                    if p == "nvfp4":
+                        self.assertEqual(got[n + ".scale"].dtype, torch.float8_e4m3fn)
+                        self.assertEqual(got[n + ".scale"].view(torch.uint8).numpy().tobytes(),
+                                         inits[n + "_scale"].raw_data)
+                        self.assertEqual(got[n + ".scale_2"].numpy().tobytes(),
+                                         inits[n + "_scale_2"].raw_data)
                     if p == "fp8":
                         self.assertEqual(got[n + ".scale"].dtype, torch.float32)
                         self.assertEqual(got[n + ".scale"].numpy().tobytes(),
@@ -215,9 +240,6 @@ class ExportTest(unittest.TestCase):
                       "--export-precision", "fp8")
         self.assertEqual(rc, 2)
         self.assertIn("/nonexistent/dir/x.onnx", msg)
-        rc, msg = run(tcrun, tca, "--export-onnx", out, "--export-precision", "nvfp4")
-        self.assertEqual(rc, 2)
-        self.assertIn("nvfp4 is not implemented yet", msg)
 
 
 if __name__ == "__main__":

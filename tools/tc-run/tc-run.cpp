@@ -47,7 +47,7 @@ constexpr const char *kUsage = R"(usage: tc-run MODEL.tca --steps N (--data TOKE
        tc-run MODEL.tca --resume DIR [--steps N] [options]
        tc-run MODEL.tca --eval (--feed NAME=FILE.npy ... | --data TOKENS.bin) [--init CKPT]
        tc-run MODEL.tca --generate --prompt 1,2,3 [--init CKPT] [--max-new-tokens N]
-       tc-run MODEL.tca --export-onnx OUT.onnx --export-precision mxfp4|fp8|bf16 [--init CKPT]
+       tc-run MODEL.tca --export-onnx OUT.onnx --export-precision nvfp4|mxfp4|fp8|bf16 [--init CKPT]
 
 Training (the artifact of tc-compile --train):
   --steps N              the total step count; a resumed run continues to it
@@ -117,8 +117,9 @@ Export (docs/export.md; the weights of the artifact or of --init):
                          the same weights as safetensors
   --export-precision nvfp4|mxfp4|fp8|bf16
                          mxfp4: FLOAT4E2M1 + E8M0 1x32 scales (opset 24);
-                         fp8: E4M3, per-tensor scale; bf16 (opset 23);
-                         nvfp4 is not implemented yet
+                         nvfp4: FLOAT4E2M1 + E4M3 16x16 block scales (as
+                         1x16) under an FP32 tensor scale; fp8: E4M3,
+                         per-tensor scale; bf16 (opset 23)
 
 Everywhere:
   --device auto|cpu|cuda[:N]

@@ -15,7 +15,9 @@
 #include "runtime/src/base/init.h"
 #include "runtime/src/base/json.h"
 #include "runtime/src/base/safetensors.h"
+#include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
+#include "runtime/src/cpu/kernel.h"
 #include "runtime/src/session/run.h"
 
 #include <algorithm>
@@ -162,13 +164,48 @@ struct Exported {
   std::vector<int64_t> dims;
   HostTensor value;           ///< the weight itself, or its quantised values
   HostTensor scale;           ///< empty dtype F32 with no data: none
+  HostTensor scale2;          ///< nvfp4: the f32 per-tensor decode scale of `scale`
   bool quantized = false;
   int64_t axis = -1, block = 0; ///< the block axis and size (block scales)
 };
 
-/// The weights to export. `onnxLayout`: one per initializer of the export
-/// model, named and laid out as it is; else one per tc parameter (torch's
-/// names and layouts, for safetensors).
+/// NVFP4 of the 2-D weight `w` (f32) blocked along `axis`: quantizeNvfp4's
+/// 16x16 weight blocks (Transformer Engine's recipe, bit for bit), each
+/// block's E4M3 scale repeated over its 16 rows so that the scales are the
+/// 1x16 blocks ONNX's DequantizeLinear takes, as Model Optimizer writes them.
+void nvfp4(const HostTensor &w, int64_t axis, Exported *x) {
+  std::vector<double> v = hostTensorToDoubles(w);
+  int64_t d0 = w.type.shape[0], d1 = w.type.shape[1];
+  // quantizeNvfp4 blocks along rows of [rows, cols]: K must be the columns.
+  int64_t rows = axis == 1 ? d0 : d1, cols = axis == 1 ? d1 : d0;
+  std::vector<double> m(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      m[r * cols + c] = axis == 1 ? v[r * d1 + c] : v[c * d1 + r];
+  cpu::Nvfp4Tensor q = cpu::quantizeNvfp4(m, rows, cols, /*blocks2d=*/true);
+  int64_t g = q.gridCols; // blocks along K
+  std::vector<int64_t> sshape = axis == 1 ? std::vector<int64_t>{d0, g} : std::vector<int64_t>{g, d1};
+  x->block = q.blockCols;
+  x->value.type = {DType::F4E2M1FN, w.type.shape};
+  x->value.data.resize(v.size());
+  x->scale.type = {DType::F8E4M3FN, sshape};
+  x->scale.data.resize(static_cast<size_t>(rows * g));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t at = axis == 1 ? r * d1 + c : c * d1 + r;
+      x->value.data[at] = static_cast<uint8_t>(encodeFloat(q.values[r * cols + c], DType::F4E2M1FN));
+    }
+    for (int64_t b = 0; b < g; ++b) {
+      int64_t at = axis == 1 ? r * g + b : b * d1 + r;
+      x->scale.data[at] = static_cast<uint8_t>(
+          encodeFloat(q.blockScale[(r / q.blockRows) * g + b], DType::F8E4M3FN));
+    }
+  }
+  x->scale2.type = {DType::F32, {}};
+  x->scale2.data.resize(4);
+  std::memcpy(x->scale2.data.data(), &q.tensorDecode, 4);
+}
+
 Status exportInitializers(const Artifact &a, const ExportOptions &o, bool onnxLayout,
                           std::vector<Exported> *out) {
   auto rep = a.reports.find("export");
@@ -233,6 +270,8 @@ Status exportInitializers(const Artifact &a, const ExportOptions &o, bool onnxLa
       }
     } else if (o.precision == "fp8") {
       TC_RETURN_IF_ERROR(quantize(v, v.type.shape, DType::F8E4M3FN, DType::F32, &x.value, &x.scale));
+    } else if (o.precision == "nvfp4") {
+      nvfp4(v, x.axis, &x);
     } else {
       x.block = 32;
       std::vector<int64_t> block(2, 1);
@@ -274,7 +313,12 @@ Status writeOnnx(const Artifact &a, const ExportOptions &o, const std::vector<Ex
     std::string q = w.name + "_quantized", s = w.name + "_scale";
     if (o.precision == "bf16")
       g.msgField(1, nodeProto("Cast", {q}, w.name, {{"to", kOnnxFloat}}));
-    else if (mx)
+    else if (o.precision == "nvfp4") {
+      // The E4M3 block scales are dequantised by the f32 tensor scale first.
+      g.msgField(1, nodeProto("DequantizeLinear", {s, s + "_2"}, s + "_float", {}));
+      g.msgField(1, nodeProto("DequantizeLinear", {q, s + "_float"}, w.name,
+                              {{"axis", w.axis}, {"block_size", w.block}}));
+    } else if (mx)
       g.msgField(1, nodeProto("DequantizeLinear", {q, s}, w.name,
                               {{"axis", w.axis}, {"block_size", w.block},
                                {"output_dtype", kOnnxFloat}}));
@@ -292,9 +336,11 @@ Status writeOnnx(const Artifact &a, const ExportOptions &o, const std::vector<Ex
     if (o.precision == "bf16")
       continue;
     // fp8: the per-tensor scale is a scalar (ONNX's per-tensor form).
-    std::vector<int64_t> sdims = mx ? w.scale.type.shape : std::vector<int64_t>{};
+    std::vector<int64_t> sdims = o.precision == "fp8" ? std::vector<int64_t>{} : w.scale.type.shape;
     g.msgField(5, tensorProto(w.name + "_scale", sdims, onnxType(w.scale.type.dtype),
                               w.scale.data));
+    if (!w.scale2.data.empty())
+      g.msgField(5, tensorProto(w.name + "_scale_2", {}, kOnnxFloat, w.scale2.data));
   }
   Proto file;
   file.intField(1, mx ? 12 : 11); // the IR versions of opsets 24 and 23
@@ -319,6 +365,8 @@ Status writeSafetensorsExport(const ExportOptions &o, std::vector<Exported> &ws)
       if (o.precision == "fp8")
         w.scale.type.shape = {};
       f.tensors[w.name + ".scale"] = std::move(w.scale);
+      if (!w.scale2.data.empty())
+        f.tensors[w.name + ".scale_2"] = std::move(w.scale2);
     }
     f.tensors[w.name] = std::move(w.value);
   }
@@ -332,9 +380,6 @@ Status exportModel(const Artifact &artifact, const ExportOptions &o) {
       o.precision != "nvfp4")
     return invalidArgument("--export-precision '" + o.precision + "' is unknown (" +
                            kExportPrecisions + ")");
-  if (o.precision == "nvfp4")
-    return invalidArgument("--export-precision nvfp4 is not implemented yet (" +
-                           std::string("mxfp4, fp8 and bf16 are)"));
   if (o.onnxPath.empty() && o.safetensorsPath.empty())
     return invalidArgument("--export-precision needs --export-onnx or --export-safetensors");
   Artifact a = artifact;

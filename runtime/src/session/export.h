@@ -8,9 +8,13 @@
 //   fp8    FLOAT8E4M3FN + per-tensor f32 scale -> DequantizeLinear (opset 23)
 //   mxfp4  FLOAT4E2M1 + FLOAT8E8M0 1x32 block scales -> DequantizeLinear
 //          (block_size 32, output_dtype FLOAT)                     (opset 24)
-//   nvfp4  not implemented yet (a clear error)
+//   nvfp4  FLOAT4E2M1 + FLOAT8E4M3FN 16x16 block scales written as 1x16
+//          blocks (repeated), themselves dequantised by a per-tensor f32
+//          scale (a second DequantizeLinear), as NVIDIA's Model Optimizer
+//          exports NVFP4                                           (opset 23)
 // Everything else keeps its own dtype and value. The quantisation is
-// tc.quantize's, run by the CPU reference (runtime/src/cpu/quantize.cpp).
+// tc.quantize's, run by the CPU reference, and for nvfp4 its quantizeNvfp4
+// (runtime/src/cpu/quantize.cpp).
 // The ONNX file is written with a small protobuf encoder (no libprotobuf in
 // the runtime, which stays free of the compiler's dependencies).
 //
