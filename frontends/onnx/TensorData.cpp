@@ -253,8 +253,11 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
       return sizeError(raw.size(), "bytes of raw_data");
     host.data.assign(raw.begin(), raw.end());
   } else if (packed) {
-    *error = tensorLabel(t) + ": FLOAT4E2M1 data must be raw_data or external data";
-    return failure();
+    // int32_data holds the packed bytes, one per element of the field.
+    if (t.int32_data_size() != bytes)
+      return sizeError(t.int32_data_size(), "bytes in int32_data");
+    for (int32_t b : t.int32_data())
+      host.data.push_back(static_cast<uint8_t>(b));
   } else {
     // The typed field must hold the n values before their bytes are
     // allocated: dims alone (up to 2^40 elements) must not allocate.
