@@ -290,9 +290,10 @@ int64_t onnxType(DType t) {
   case DType::F16: return 10;
   case DType::BF16: return kOnnxBf16;
   case DType::F8E4M3FN: return kOnnxF8E4M3FN;
+  case DType::F8E5M2: return 19;
   case DType::F4E2M1FN: return kOnnxF4E2M1;
   case DType::F8E8M0FNU: return kOnnxF8E8M0;
-  default: return 0;
+  default: return 0; // not reached: parameters are floats of the types above
   }
 }
 
