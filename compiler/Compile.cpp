@@ -9,6 +9,7 @@
 #include "compiler/MemoryPlan.h"
 #include "compiler/Pipelines.h"
 #include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
@@ -196,6 +197,31 @@ bool checkFp8Target(ModuleOp module, const CompileOptions &opts, CompileResult *
                           " scaled products; slow, it is the numerical reference");
   return true;
 }
+} // namespace
+
+namespace {
+
+/// reports["export"]: which initializer of reports["export.onnx"] is which
+/// parameter, and which are linear-layer weights (the --fp8 plan's, with the
+/// axis their product contracts, in the initializer's layout), for tc-run
+/// --export-onnx (runtime/src/session/export.h reads it).
+std::string exportJson(func::FuncOp infer,
+                       const std::vector<std::tuple<std::string, std::string, bool>> &inits) {
+  std::map<std::string, int64_t> linear = fp8LinearWeights(infer);
+  llvm::json::Array list;
+  for (const auto &[init, param, transposed] : inits) {
+    llvm::json::Object o{{"initializer", init}, {"param", param}, {"transposed", transposed}};
+    if (auto it = linear.find(param); it != linear.end())
+      o["linear_axis"] = transposed ? 1 - it->second : it->second;
+    list.push_back(std::move(o));
+  }
+  llvm::json::Object root{{"version", 1}, {"initializers", std::move(list)}};
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::json::Value(std::move(root));
+  return out;
+}
+
 } // namespace
 
 bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
@@ -396,6 +422,11 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
   if (opts.train.enabled)
     a.reports["training"] =
         trainingConfigJson(*result->module, opts.train, opts.precision == "fp16");
+  if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer");
+      infer && !input.exportModel.empty()) {
+    a.reports["export.onnx"] = std::move(input.exportModel);
+    a.reports["export"] = exportJson(infer, input.exportInits);
+  }
   if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer")) {
     a.reports["input_ranges"] = inputRangesJson(infer);
     LabelConvention labels = detectLabelConvention(infer);

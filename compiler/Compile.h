@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tc {
@@ -60,6 +61,12 @@ struct CompileInput {
   /// Parameters of the source model the exporter folded away together with
   /// their consumers: compile() refuses to train such a model, naming them.
   std::vector<std::string> droppedParameters;
+  /// For tc-run --export-onnx (docs/export.md), opaque here: the source
+  /// ONNX model without the parameters' initializers (a serialized
+  /// ModelProto; empty: the frontend cannot give one), and per removed
+  /// initializer (initializer, parameter, whether it holds the transpose).
+  std::string exportModel;
+  std::vector<std::tuple<std::string, std::string, bool>> exportInits;
 };
 
 struct CompileOptions {

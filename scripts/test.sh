@@ -60,7 +60,8 @@ add "$cpass" "$cfail" "$cskip"
 # --- the Python scripts' own tests (test/scripts: check_tensorboard.py,
 # plot_metrics.py, with tc's TensorBoard writer from the GoogleTest binary)
 # and tc-service's (test_service.py: the server on a loopback port, concurrent
-# clients during a training job) --
+# clients during a training job) and tc-run's export (test_export.py: onnx's
+# checker and reference evaluator, onnxruntime, torch's safetensors) --
 TC_BUILD_DIR="$BUILD" python3 -m unittest discover -s "$ROOT/test/scripts" -v >"$LOGS/scripts.log" 2>&1
 py_rc=$?
 py_ran=$(grep -oE '^Ran [0-9]+ tests?' "$LOGS/scripts.log" | grep -oE '[0-9]+' | tail -1); py_ran=${py_ran:-0}

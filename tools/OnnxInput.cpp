@@ -14,6 +14,9 @@ bool importOnnx(mlir::MLIRContext &ctx, const std::string &path,
     out->weights.emplace_back(std::move(w.name), std::move(w.tensor));
   out->notes = std::move(imported->notes);
   out->droppedParameters = std::move(imported->droppedParameters);
+  out->exportModel = std::move(imported->exportModel);
+  for (const auto &e : imported->exportInits)
+    out->exportInits.emplace_back(e.initializer, e.param, e.transposed);
   return true;
 }
 

@@ -289,4 +289,24 @@ LogicalResult markFp8Matmuls(func::FuncOp fn, const Fp8PlanOptions &options) {
   return Marker(fn, options).run();
 }
 
+std::map<std::string, int64_t> fp8LinearWeights(func::FuncOp fn) {
+  std::map<std::string, int64_t> out;
+  fn.walk([&](MatmulOp mm) {
+    ParameterOp w = weightOf(mm.getRhs());
+    if (!w || weightOf(mm.getLhs()) || gatheredToo(w) || feedsTheLoss(mm.getResult()))
+      return;
+    auto wt = llvm::dyn_cast<RankedTensorType>(w.getType());
+    auto rhs = llvm::cast<RankedTensorType>(mm.getRhs().getType());
+    if (!wt || wt.getRank() != 2 || rhs.getRank() != 2 || !llvm::isa<FloatType>(wt.getElementType()))
+      return;
+    // The contraction axis of the rhs, carried back through its transposes.
+    int64_t axis = mm.getTransposeRhs() ? 1 : 0;
+    for (Value v = mm.getRhs(); v != w.getResult(); v = v.getDefiningOp()->getOperand(0))
+      if (llvm::isa<TransposeOp>(v.getDefiningOp()))
+        axis = 1 - axis;
+    out[w.getName().str()] = axis;
+  });
+  return out;
+}
+
 } // namespace tc

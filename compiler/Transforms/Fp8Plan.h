@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,12 @@ struct Fp8PlanOptions {
 /// without allowFallback) are emitted on the op at fault; a remark says when
 /// no matmul was marked.
 mlir::LogicalResult markFp8Matmuls(mlir::func::FuncOp fn, const Fp8PlanOptions &options);
+
+/// The weights of the linear layers --fp8 (default options) would run in
+/// FP8, for tc-run's --export-onnx: parameter name -> the axis of the
+/// parameter that the product contracts over (0 or 1). Alignment is not
+/// asked: the export's blocks may end short.
+std::map<std::string, int64_t> fp8LinearWeights(mlir::func::FuncOp fn);
 
 /// Copies the mark of forward matmul `fwd` onto backward product `bwd`, with
 /// `role` ("dgrad" / "wgrad") and the operand index of the incoming gradient.

@@ -296,6 +296,9 @@ LogicalResult castOp(NodeContext &nc, bool like) {
   // nearest), which tc's casts do not implement.
   if (llvm::isa<Float8E8M0FNUType>(to))
     return nc.failAttr("round_mode", "casting to FLOAT8E8M0 (its rounding modes) is unsupported");
+  // tc's f4E2M1FN conversion is the GPU's (NaN to +6), not ONNX's.
+  if (llvm::isa<Float4E2M1FNType>(to))
+    return nc.failAttr("to", "casting to FLOAT4E2M1 is unsupported");
   bool saturate = nc.attrInt("saturate", 1) != 0;
   auto t = cast<RankedTensorType>(x->getType());
   if (t.getElementType() == to)

@@ -96,6 +96,18 @@ struct ImportResult {
   /// computes the same, but they cannot be trained. compile() refuses to
   /// train such a model, naming them.
   std::vector<std::string> droppedParameters;
+  /// What tc-run's --export-onnx needs (docs/export.md): the model as
+  /// imported (merged parameters restored, nodes topologically sorted) with
+  /// the initializers that are tc parameters removed (from the initializers
+  /// and the graph inputs), as a serialized ModelProto...
+  std::string exportModel;
+  /// ...and, per removed initializer, the parameter it is (transposed: the
+  /// initializer holds the parameter's transpose), in graph order.
+  struct ExportInit {
+    std::string initializer, param;
+    bool transposed = false;
+  };
+  std::vector<ExportInit> exportInits;
 };
 
 /// Reads and imports `path`: binary ModelProto (any extension but .onnxtxt)

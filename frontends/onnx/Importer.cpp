@@ -31,6 +31,7 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <deque>
@@ -553,6 +554,7 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
       Value param = tc::ParameterOp::create(builder_, wLoc, wType, builder_.getStringAttr(w),
                                             builder_.getUnitAttr());
       matrices.emplace_back(w, param);
+      exportInits_.push_back({init.name(), w, true});
       v = tc::TransposeOp::create(builder_, loc, type, param, builder_.getDenseI64ArrayAttr({1, 0}));
       ++restoredTransposes;
     } else if (isParam) {
@@ -567,12 +569,14 @@ LogicalResult Importer::createFunction(const onnx::GraphProto &graph) {
                            "' for both, so that they stay tied in training (--no-tie keeps "
                            "two parameters)");
           initData_.erase(init.name());
+          exportInits_.push_back({init.name(), name, true});
           break;
         }
       }
       if (!v) {
         v = tc::ParameterOp::create(builder_, loc, type, builder_.getStringAttr(init.name()),
                                     builder_.getUnitAttr());
+        exportInits_.push_back({init.name(), init.name(), false});
         if (buffers_.count(init.name()) || folded_.count(init.name())) {
           v.getDefiningOp()->setAttr("tc.buffer", builder_.getUnitAttr());
           (buffers_.count(init.name()) ? bufferParams : foldedParams).push_back(init.name());
@@ -928,6 +932,72 @@ LogicalResult Importer::finishFunction(const onnx::GraphProto &graph) {
   return success();
 }
 
+std::string Importer::exportModel(onnx::ModelProto model) const {
+  std::set<std::string> removed;
+  for (const ImportResult::ExportInit &e : exportInits_)
+    removed.insert(e.initializer);
+  onnx::GraphProto *g = model.mutable_graph();
+  auto *inits = g->mutable_initializer();
+  inits->erase(std::remove_if(inits->begin(), inits->end(),
+                              [&](const onnx::TensorProto &t) { return removed.count(t.name()); }),
+               inits->end());
+  // What stays is constants: their data goes into the export model itself
+  // (an external file's location means nothing beside the export).
+  for (onnx::TensorProto &t : *inits) {
+    auto data = initData_.find(t.name());
+    if (t.data_location() != onnx::TensorProto::EXTERNAL || data == initData_.end() ||
+        t.data_type() == 23 /* FLOAT4E2M1: tc unpacks it */)
+      continue;
+    t.clear_external_data();
+    t.clear_data_location();
+    t.set_raw_data(std::string(data->second.data.begin(), data->second.data.end()));
+  }
+  // Older exporters list initializers as graph inputs too; the export's
+  // DequantizeLinear / Cast nodes define those names instead.
+  auto *ins = g->mutable_input();
+  ins->erase(std::remove_if(ins->begin(), ins->end(),
+                            [&](const onnx::ValueInfoProto &v) { return removed.count(v.name()); }),
+             ins->end());
+  // The export declares the default domain at opset 23 or 24 (the runtime
+  // appends that opset_import). From 13 on only the Reduce* ops other than
+  // ReduceSum changed meaning on the way (opset 18: axes became an input),
+  // so those are converted; an older model gets no export model.
+  int64_t opset = -1;
+  auto *imports = model.mutable_opset_import();
+  for (auto it = imports->begin(); it != imports->end();) {
+    if (it->domain().empty() || it->domain() == "ai.onnx") {
+      opset = it->version();
+      it = imports->erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (opset < 13)
+    return "";
+  static const std::set<std::string> reduces = {
+      "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+      "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+  for (onnx::NodeProto &n : *g->mutable_node()) {
+    if (opset >= 18 || !n.domain().empty() || !reduces.count(n.op_type()))
+      continue;
+    auto *attrs = n.mutable_attribute();
+    for (auto it = attrs->begin(); it != attrs->end(); ++it) {
+      if (it->name() != "axes")
+        continue;
+      onnx::TensorProto *axes = g->add_initializer();
+      axes->set_name(n.output(0) + "__axes");
+      axes->set_data_type(onnx::TensorProto::INT64);
+      axes->add_dims(it->ints_size());
+      for (int64_t a : it->ints())
+        axes->add_int64_data(a);
+      n.add_input(axes->name());
+      attrs->erase(it);
+      break;
+    }
+  }
+  return model.SerializeAsString();
+}
+
 FailureOr<ImportResult> Importer::run() {
   ctx_.loadDialect<tc::TCDialect, func::FuncDialect>();
   onnx::ModelProto model;
@@ -979,6 +1049,8 @@ FailureOr<ImportResult> Importer::run() {
   }
 
   ImportResult result;
+  result.exportModel = exportModel(model);
+  result.exportInits = std::move(exportInits_);
   func_.walk([&](tc::ParameterOp p) {
     ImportedWeight w;
     w.name = p.getName().str();

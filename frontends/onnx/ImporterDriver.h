@@ -65,6 +65,8 @@ private:
   mlir::LogicalResult checkOpsets(const onnx::ModelProto &model);
   mlir::LogicalResult checkAndSortGraph(onnx::GraphProto &graph);
   void classifyInitializers(const onnx::GraphProto &graph);
+  /// ImportResult::exportModel of `model` (a copy: the import goes on).
+  std::string exportModel(onnx::ModelProto model) const;
   mlir::LogicalResult readInitializers(const onnx::GraphProto &graph);
   mlir::LogicalResult createFunction(const onnx::GraphProto &graph);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, const OpsetMap &opsets,
@@ -116,6 +118,8 @@ private:
   /// Folded W^T initializer -> W (MergedParameters::transposed): imported as
   /// tc.transpose of parameter W.
   std::map<std::string, std::string> transposedParams_;
+  /// The initializers that became parameters (ImportResult::exportInits).
+  std::vector<ImportResult::ExportInit> exportInits_;
   int inlineDepth_ = 0;
 };
 

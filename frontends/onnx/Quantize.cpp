@@ -1,8 +1,10 @@
 //===- Quantize.cpp - QuantizeLinear and DequantizeLinear -----------------===//
 //
 // Linear (de)quantisation decomposed into tc arithmetic, per tensor or per
-// axis (a 1-D scale along `axis`). Blocked quantisation (block_size, opset
-// 21) is not supported yet.
+// axis (a 1-D scale along `axis`). DequantizeLinear also takes blocks
+// (block_size, opset 21: a scale of x's rank with ceil(d / block_size) on
+// `axis`; tc's own export writes them, docs/export.md) and output_dtype
+// (opset 21); blocked QuantizeLinear is not supported yet.
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/Importer.h"
@@ -96,12 +98,64 @@ LogicalResult quantize(NodeContext &nc) {
   return failed(r) ? failure() : nc.setOutput(0, *r);
 }
 
+/// Blocked DequantizeLinear: x viewed as [.., G, B, ..] along `axis`, the
+/// scale as [.., G, 1, ..], multiplied and viewed back.
+LogicalResult dequantizeBlocked(NodeContext &nc, Value x, Value scale, int64_t block) {
+  auto xt = typeOf(x), st = typeOf(scale);
+  if (nc.input(2))
+    return nc.fail("blocked DequantizeLinear with a zero point is unsupported");
+  auto axis = nc.normalizeAxis(nc.attrInt("axis", 1), xt.getRank());
+  if (failed(axis))
+    return failure();
+  if (block < 1)
+    return nc.failAttr("block_size", "must be positive");
+  int64_t d = xt.getDimSize(*axis);
+  if (st.getRank() != xt.getRank())
+    return nc.fail("blocked DequantizeLinear: the scale has rank " + Twine(st.getRank()) +
+                   ", x rank " + Twine(xt.getRank()));
+  for (int64_t i = 0; i < xt.getRank(); ++i)
+    if (st.getDimSize(i) != (i == *axis ? (d + block - 1) / block : xt.getDimSize(i)))
+      return nc.fail("blocked DequantizeLinear: the scale's dim " + Twine(i) + " is " +
+                     Twine(st.getDimSize(i)) + " for x dim " + Twine(xt.getDimSize(i)) +
+                     " and block_size " + Twine(block));
+  if (d % block)
+    return nc.failAttr("block_size", "a block_size that does not divide axis " + Twine(*axis) +
+                                         " (" + Twine(d) + ") is unsupported");
+  Type f = nc.hasAttr("output_dtype") && nc.attrInt("output_dtype", 0) != 0
+               ? elementTypeFromOnnx(nc.context(), (int32_t)nc.attrInt("output_dtype", 0))
+               : st.getElementType();
+  if (!f || !isa<FloatType>(f))
+    return nc.failAttr("output_dtype", "unsupported element type");
+  SmallVector<int64_t> xs(xt.getShape()), ss(xt.getShape());
+  xs[*axis] = d / block;
+  xs.insert(xs.begin() + *axis + 1, block);
+  ss[*axis] = d / block;
+  ss.insert(ss.begin() + *axis + 1, 1);
+  auto xf = nc.cast(x, f);
+  if (failed(xf))
+    return failure();
+  auto sf = nc.cast(scale, f);
+  if (failed(sf))
+    return failure();
+  auto xv = nc.reshape(*xf, xs);
+  if (failed(xv))
+    return failure();
+  auto sv = nc.reshape(*sf, ss);
+  if (failed(sv))
+    return failure();
+  auto m = nc.make<tc::MulOp>({*xv, *sv});
+  if (failed(m))
+    return failure();
+  auto r = nc.reshape(*m, xt.getShape());
+  return failed(r) ? failure() : nc.setOutput(0, *r);
+}
+
 LogicalResult dequantize(NodeContext &nc) {
   auto x = nc.requiredInput(0), scale = nc.requiredInput(1);
   if (failed(x) || failed(scale))
     return failure();
-  if (nc.attrInt("block_size", 0) != 0)
-    return nc.failAttr("block_size", "blocked quantisation is unsupported");
+  if (int64_t block = nc.attrInt("block_size", 0))
+    return dequantizeBlocked(nc, *x, *scale, block);
   auto xt = typeOf(*x);
   Type f = typeOf(*scale).getElementType();
   auto s = alongAxis(nc, *scale, xt);

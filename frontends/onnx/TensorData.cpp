@@ -54,6 +54,8 @@ Type elementTypeFromOnnx(MLIRContext *ctx, int32_t t) {
   case kBfloat16: return b.getBF16Type();
   case kFloat8E4M3FN: return Float8E4M3FNType::get(ctx);
   case kFloat8E5M2: return Float8E5M2Type::get(ctx);
+  case kFloat4E2M1: return Float4E2M1FNType::get(ctx);
+  case kFloat8E8M0: return Float8E8M0FNUType::get(ctx);
   case kBool: return b.getI1Type();
   case kInt8: return b.getIntegerType(8);
   case kInt16: return b.getIntegerType(16);
@@ -228,7 +230,10 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
   host.type.shape.assign(type->getShape().begin(), type->getShape().end());
   int64_t n = type->getNumElements();
   int64_t eb = rt::dtypeStorageBytes(*dtype);
-  int64_t bytes = n * eb;
+  // FLOAT4E2M1 is stored two to a byte, element 0 in the low nibble; tc
+  // keeps one per byte.
+  bool packed = t.data_type() == kFloat4E2M1;
+  int64_t bytes = packed ? (n + 1) / 2 : n * eb;
   auto sizeError = [&](int64_t have, const char *field) {
     *error = tensorLabel(t) + " has " + std::to_string(have) + " " + field +
              " but its dims " + "[" +
@@ -247,6 +252,12 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
     if ((int64_t)raw.size() != bytes)
       return sizeError(raw.size(), "bytes of raw_data");
     host.data.assign(raw.begin(), raw.end());
+  } else if (packed) {
+    // int32_data holds the packed bytes, one per element of the field.
+    if (t.int32_data_size() != bytes)
+      return sizeError(t.int32_data_size(), "bytes in int32_data");
+    for (int32_t b : t.int32_data())
+      host.data.push_back(static_cast<uint8_t>(b));
   } else {
     // The typed field must hold the n values before their bytes are
     // allocated: dims alone (up to 2^40 elements) must not allocate.
@@ -313,6 +324,12 @@ FailureOr<rt::HostTensor> readTensorProto(MLIRContext *ctx, const onnx::TensorPr
   if (elt.isInteger(1))
     for (auto &byte : host.data)
       byte = byte != 0;
+  if (packed) {
+    std::vector<uint8_t> nibbles(n);
+    for (int64_t i = 0; i < n; ++i)
+      nibbles[i] = (host.data[i / 2] >> (i % 2 ? 4 : 0)) & 0xf;
+    host.data = std::move(nibbles);
+  }
   return host;
 }
 

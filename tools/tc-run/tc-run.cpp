@@ -48,6 +48,7 @@ constexpr const char *kUsage = R"(usage: tc-run MODEL.tca --steps N (--data TOKE
        tc-run MODEL.tca --eval (--feed NAME=FILE.npy ... | --data TOKENS.bin) [--init CKPT]
        tc-run MODEL.tca --generate --prompt 1,2,3 [--init CKPT] [--max-new-tokens N]
        tc-run MODEL.tca --check (--data TOKENS.bin | --feed NAME=FILE.npy ...) [--init CKPT]
+       tc-run MODEL.tca --export-onnx OUT.onnx --export-precision nvfp4|mxfp4|fp8|bf16 [--init CKPT]
 
 Training (the artifact of tc-compile --train):
   --steps N              the total step count; a resumed run continues to it
@@ -123,6 +124,17 @@ Generation (causal LMs with a logits output, as nanoGPT's sample.py):
   --temperature X        softmax temperature (1.0; 0 is greedy)
   --top-k K              sample among the K most likely tokens (0: all)
 
+Export (docs/export.md; the weights of the artifact or of --init):
+  --export-onnx OUT.onnx the model as standard ONNX, the linear layers of the
+                         --fp8 plan quantised to --export-precision
+  --export-safetensors OUT
+                         the same weights as safetensors
+  --export-precision nvfp4|mxfp4|fp8|bf16
+                         mxfp4: FLOAT4E2M1 + E8M0 1x32 scales (opset 24);
+                         nvfp4: FLOAT4E2M1 + E4M3 16x16 block scales (as
+                         1x16) under an FP32 tensor scale; fp8: E4M3,
+                         per-tensor scale; bf16 (opset 23)
+
 Everywhere:
   --device auto|cpu|cuda[:N]
                          auto (default): the GPU when the artifact has a GPU
@@ -139,7 +151,7 @@ Everywhere:
 )";
 
 /// Which modes a flag means something in.
-enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4, kCheck = 8 };
+enum Mode : unsigned { kTrain = 1, kEval = 2, kGenerate = 4, kCheck = 8, kExport = 16 };
 
 struct Options {
   std::string model;
@@ -148,6 +160,7 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> feeds; // name, file
   std::string refPrecision = "f32";
   std::string saveDir; // --save-outputs
+  std::string exportOnnx, exportSafetensors, exportPrecision;
   bool help = false, version = false, eval = false, generate = false, check = false;
   double checkTolerance = 0;
   /// The training flags, as the runtime takes them (NULL / -1: not given).
@@ -301,7 +314,7 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       else if (flag == "--keep-checkpoints") t.keep_checkpoints = x;
       else if (flag == "--eval-every") t.eval_every = x;
       else if (flag == "--eval-iters") { t.eval_iters = x; modes = kTrain | kEval; }
-      else if (flag == "--seed") { t.seed = x; modes = kTrain | kEval | kGenerate | kCheck; }
+      else if (flag == "--seed") { t.seed = x; modes = kTrain | kEval | kGenerate | kCheck | kExport; }
       else if (flag == "--max-new-tokens") { o->maxNewTokens = x; modes = kGenerate; }
       else { o->topK = x; modes = kGenerate; }
     } else if (flag == "--lr" || flag == "--temperature") {
@@ -337,7 +350,8 @@ std::string parseArgs(int argc, char **argv, Options *o) {
     } else if (flag == "--data" || flag == "--init") {
       err = take();
       (flag == "--data" ? t.data : t.init) = given(raw);
-      modes = flag == "--data" ? kTrain | kEval | kCheck : kTrain | kEval | kGenerate | kCheck;
+      modes = flag == "--data" ? kTrain | kEval | kCheck
+                               : kTrain | kEval | kGenerate | kCheck | kExport;
     } else if (flag == "--save" || flag == "--resume" || flag == "--val-data" ||
                flag == "--tensorboard") {
       err = take();
@@ -345,6 +359,13 @@ std::string parseArgs(int argc, char **argv, Options *o) {
                                    : flag == "--val-data" ? t.val_data : t.tensorboard) =
           given(raw);
       modes = kTrain;
+    } else if (flag == "--export-onnx" || flag == "--export-safetensors" ||
+               flag == "--export-precision") {
+      err = take();
+      (flag == "--export-onnx" ? o->exportOnnx
+       : flag == "--export-safetensors" ? o->exportSafetensors
+                                        : o->exportPrecision) = value;
+      modes = kExport;
     } else if (flag == "--prompt") {
       err = take();
       o->prompt = value;
@@ -365,8 +386,20 @@ std::string parseArgs(int argc, char **argv, Options *o) {
   o->model = positional[0];
   if (o->eval + o->generate + o->check > 1)
     return "--eval, --generate and --check are different runs: give one";
+  bool exporting = !o->exportOnnx.empty() || !o->exportSafetensors.empty();
+  if (!exporting && !o->exportPrecision.empty())
+    return "--export-precision needs --export-onnx OUT.onnx or --export-safetensors OUT";
+  if (exporting && o->exportPrecision.empty())
+    return "--export-onnx / --export-safetensors need --export-precision (nvfp4, mxfp4, fp8 "
+           "or bf16)";
+  if (exporting && (o->eval || o->generate || o->check))
+    return "an export is a run of its own: give it without --eval / --generate / --check";
   // No silent no-ops: every flag must mean something in the mode it runs.
-  unsigned mode = o->check ? kCheck : o->generate ? kGenerate : o->eval ? kEval : kTrain;
+  unsigned mode = exporting    ? kExport
+                  : o->check    ? kCheck
+                  : o->generate ? kGenerate
+                  : o->eval     ? kEval
+                                : kTrain;
   bool trainingAsked = t.steps >= 0 || t.resume;
   if (mode == kCheck && !t.data && o->feeds.empty())
     return "--check needs the step's inputs: --data TOKENS.bin or --feed NAME=FILE.npy";
@@ -381,9 +414,10 @@ std::string parseArgs(int argc, char **argv, Options *o) {
       return "training needs --steps N (or --resume DIR); to evaluate, give --eval";
   }
   const char *modeName = mode == kTrain  ? "training"
-                         : mode == kEval ? "--eval"
+                         : mode == kEval  ? "--eval"
                          : mode == kCheck ? "--check"
-                                          : "--generate";
+                         : mode == kExport ? "an export"
+                                           : "--generate";
   for (const auto &[f, m] : o->given)
     if (!(m & mode))
       return f + " has no effect in " + (mode == kTrain ? std::string("training") : modeName) +
@@ -391,7 +425,8 @@ std::string parseArgs(int argc, char **argv, Options *o) {
              ((m & kTrain)  ? "training (--steps)"
               : (m & kEval) ? "--eval"
               : (m & kCheck) ? "--check"
-                             : "--generate") +
+              : (m & kExport) ? "--export-onnx / --export-safetensors"
+                              : "--generate") +
              ")";
   return "";
 }
@@ -764,6 +799,26 @@ int runCheck(const Options &o, const tc_artifact_t *artifact, int gpu) {
   return beyond == 0 ? 0 : kExitRuntime;
 }
 
+/// --export-onnx / --export-safetensors.
+int runExport(const Options &o, const tc_artifact_t *artifact) {
+  tc_export_options_t e;
+  tc_export_options_initialize(&e);
+  e.onnx = given(o.exportOnnx.c_str());
+  e.safetensors = given(o.exportSafetensors.c_str());
+  e.precision = o.exportPrecision.c_str();
+  e.init = o.train.init;
+  if (o.train.seed >= 0)
+    e.seed = o.train.seed;
+  if (tc_status_t *st = tc_run_export(artifact, &e)) {
+    Failure f = take(st);
+    return fail(f.input ? kExitUsage : kExitRuntime, f.message);
+  }
+  for (const std::string &path : {o.exportOnnx, o.exportSafetensors})
+    if (!path.empty())
+      std::printf("exported %s (%s)\n", path.c_str(), o.exportPrecision.c_str());
+  return 0;
+}
+
 /// --eval --data.
 int runEvalData(const Options &o, const tc_artifact_t *artifact, int gpu) {
   tc_eval_options_t e;
@@ -930,6 +985,8 @@ int main(int argc, char **argv) {
   if (tc_status_t *st = tc_artifact_open(o.model.c_str(), &artifact))
     return fail(kExitUsage, take(st).message);
   std::unique_ptr<tc_artifact_t, void (*)(tc_artifact_t *)> owned(artifact, tc_artifact_release);
+  if (!o.exportPrecision.empty())
+    return runExport(o, artifact);
   int gpu = -1;
   std::string note;
   std::string derr = resolveDevice(o, artifact, &gpu, &note);

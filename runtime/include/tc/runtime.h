@@ -731,6 +731,23 @@ tc_status_t *tc_run_check(const tc_artifact_t *artifact, const tc_train_options_
                           const tc_check_options_t *options, const tc_run_observer_t *observer,
                           char **out_report, int64_t *out_beyond);
 
+/* tc-run --export-onnx / --export-safetensors (docs/export.md): the
+ * artifact's weights (or those of `init`) as standard ONNX with the linear
+ * layers of the --fp8 plan quantised to `precision`, and / or as
+ * safetensors. Input failures (bad options, an unwritable path, an artifact
+ * without the export records) are tc_status_is_input_error. Thread-safe. */
+typedef struct tc_export_options_t {
+  const char *onnx;        /* the .onnx file to write, or NULL */
+  const char *safetensors; /* the .safetensors file to write, or NULL */
+  const char *precision;   /* "nvfp4", "mxfp4", "fp8" or "bf16" (required) */
+  const char *init;        /* checkpoint or .safetensors (NULL: the artifact's weights) */
+  int64_t seed;            /* initialisers of entries without data (1337) */
+} tc_export_options_t;
+
+void tc_export_options_initialize(tc_export_options_t *out_options);
+
+tc_status_t *tc_run_export(const tc_artifact_t *artifact, const tc_export_options_t *options);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -201,6 +201,20 @@ double decodeFloat(uint64_t bits, DType t) {
   return f ? decodeGeneric(bits, *f) : kNaN;
 }
 
+std::vector<uint8_t> packFloat4(const std::vector<uint8_t> &values) {
+  std::vector<uint8_t> out((values.size() + 1) / 2, 0);
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i / 2] |= static_cast<uint8_t>((values[i] & 0xf) << (i % 2 ? 4 : 0));
+  return out;
+}
+
+std::vector<uint8_t> unpackFloat4(const uint8_t *packed, size_t count) {
+  std::vector<uint8_t> out(count);
+  for (size_t i = 0; i < count; ++i)
+    out[i] = (packed[i / 2] >> (i % 2 ? 4 : 0)) & 0xf;
+  return out;
+}
+
 double maxFiniteValue(DType t) {
   if (t == DType::F64)
     return std::numeric_limits<double>::max();

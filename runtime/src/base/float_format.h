@@ -24,7 +24,9 @@
 #ifndef TC_RUNTIME_BASE_FLOAT_FORMAT_H
 #define TC_RUNTIME_BASE_FLOAT_FORMAT_H
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/src/base/dtype.h"
 
@@ -45,6 +47,11 @@ double decodeFloat(uint64_t bits, DType t);
 
 /// Largest finite value of floating dtype `t`.
 double maxFiniteValue(DType t);
+
+/// f4E2M1FN values, one per byte (tc's storage), packed two to a byte with
+/// element 0 in the low nibble (ONNX FLOAT4E2M1, safetensors F4), and back.
+std::vector<uint8_t> packFloat4(const std::vector<uint8_t> &values);
+std::vector<uint8_t> unpackFloat4(const uint8_t *packed, size_t count);
 
 /// Shorthands for the common formats.
 inline uint16_t doubleToBf16Bits(double x) {

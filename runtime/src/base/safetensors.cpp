@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/src/base/file_io.h"
+#include "runtime/src/base/float_format.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/base/json.h"
 
@@ -18,12 +19,18 @@ struct DTypeName {
 constexpr DTypeName kNames[] = {
     {DType::F64, "F64"},       {DType::F32, "F32"},         {DType::F16, "F16"},
     {DType::BF16, "BF16"},     {DType::F8E4M3FN, "F8_E4M3"}, {DType::F8E5M2, "F8_E5M2"},
-    {DType::F8E8M0FNU, "F8_E8M0"}, {DType::I1, "BOOL"},     {DType::I8, "I8"},
+    {DType::F8E8M0FNU, "F8_E8M0"}, {DType::F4E2M1FN, "F4"},  {DType::I1, "BOOL"},     {DType::I8, "I8"},
     {DType::I16, "I16"},       {DType::I32, "I32"},         {DType::I64, "I64"},
     {DType::U8, "U8"},         {DType::U16, "U16"},         {DType::U32, "U32"},
     {DType::U64, "U64"},
 };
 constexpr uint64_t kMaxHeader = 100u << 20; // the reference reader's limit
+
+/// The bytes of `t` in the file: F4 two to a byte, element 0 in the low
+/// nibble (as ONNX packs FLOAT4E2M1; torch reads it as float4_e2m1fn_x2).
+std::vector<uint8_t> fileBytes(const HostTensor &t) {
+  return t.type.dtype == DType::F4E2M1FN ? packFloat4(t.data) : t.data;
+}
 } // namespace
 
 const char *safetensorsDType(DType t) {
@@ -49,10 +56,12 @@ Status serializeSafetensors(const SafetensorsFile &file, std::vector<uint8_t> *o
     return sa != sb ? sa > sb : a->first < b->first;
   });
   std::map<std::string, std::pair<uint64_t, uint64_t>> offsets;
+  std::map<std::string, std::vector<uint8_t>> bytes;
   uint64_t at = 0;
   for (auto *kv : order) {
-    offsets[kv->first] = {at, at + kv->second.data.size()};
-    at += kv->second.data.size();
+    std::vector<uint8_t> &b = bytes[kv->first] = fileBytes(kv->second);
+    offsets[kv->first] = {at, at + b.size()};
+    at += b.size();
   }
   std::string h = "{";
   bool first = true;
@@ -85,7 +94,7 @@ Status serializeSafetensors(const SafetensorsFile &file, std::vector<uint8_t> *o
     out->push_back(static_cast<uint8_t>(n >> (8 * i)));
   out->insert(out->end(), h.begin(), h.end());
   for (auto *kv : order)
-    out->insert(out->end(), kv->second.data.begin(), kv->second.data.end());
+    out->insert(out->end(), bytes[kv->first].begin(), bytes[kv->first].end());
   return Status::ok();
 }
 
@@ -153,13 +162,18 @@ Status parseSafetensors(const uint8_t *data, size_t size, SafetensorsFile *out,
         return err(where + " has bad data_offsets");
     uint64_t b = std::strtoull(offs->array[0].str.c_str(), nullptr, 10);
     uint64_t e = std::strtoull(offs->array[1].str.c_str(), nullptr, 10);
-    uint64_t want = static_cast<uint64_t>(count) * dtypeStorageBytes(t.type.dtype);
+    bool f4 = t.type.dtype == DType::F4E2M1FN;
+    uint64_t want = f4 ? (static_cast<uint64_t>(count) + 1) / 2
+                       : static_cast<uint64_t>(count) * dtypeStorageBytes(t.type.dtype);
     if (e < b || e - b != want)
       return err(where + " (" + typeToString(t.type) + ") spans " + std::to_string(e - b) +
                  " bytes, needs " + std::to_string(want));
     if (e > dataSize)
       return err(where + " lies beyond the end of the file (truncated?)");
-    t.data.assign(base + b, base + e);
+    if (f4)
+      t.data = unpackFloat4(base + b, static_cast<size_t>(count));
+    else
+      t.data.assign(base + b, base + e);
     ranges.push_back({b, e});
     if (!out->tensors.emplace(key, std::move(t)).second)
       return err("duplicate " + where);

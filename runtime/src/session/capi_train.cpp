@@ -22,6 +22,7 @@
 #include "runtime/src/cpu/executor.h"
 #include "runtime/src/session/backend.h"
 #include "runtime/src/session/capi.h"
+#include "runtime/src/session/export.h"
 #include "runtime/src/session/run.h"
 #include "runtime/src/session/trainer.h"
 
@@ -692,6 +693,27 @@ tc_status_t *tc_run_eval(const tc_artifact_t *artifact, const tc_eval_options_t 
   out_result->batches = r.batches;
   out_result->step = r.step;
   return nullptr;
+}
+
+void tc_export_options_initialize(tc_export_options_t *out_options) {
+  if (!out_options)
+    return;
+  std::memset(out_options, 0, sizeof *out_options);
+  out_options->seed = 1337;
+}
+
+tc_status_t *tc_run_export(const tc_artifact_t *artifact, const tc_export_options_t *options) {
+  if (!artifact)
+    return invalid("artifact is NULL");
+  if (!options || !options->precision)
+    return invalid(std::string("options->precision is NULL: give one of ") + kExportPrecisions);
+  ExportOptions o;
+  o.onnxPath = str(options->onnx);
+  o.safetensorsPath = str(options->safetensors);
+  o.precision = options->precision;
+  o.init = str(options->init);
+  o.seed = static_cast<uint64_t>(options->seed);
+  return toC(exportModel(*artifact->artifact, o), /*inputError=*/true);
 }
 
 tc_status_t *tc_trainer_eval(tc_trainer_t *trainer, const tc_token_source_t *source,
