@@ -136,6 +136,38 @@ float currentScale(float amax, float fmax);
 double saturatingRound(double x, DType t);
 double mxScaleInv(float amax, DType element);
 
+/// E2M1 rounding of `v` (a value already divided by its scales): nearest
+/// even with saturation at +-6 (inf too; NaN gives +6, as f4E2M1FN's
+/// conversion does) when `uniform` is null; otherwise stochastic rounding
+/// with the draw *uniform in [0, 1): |v| between neighbours lo < hi rounds
+/// up when *uniform < (|v| - lo) / (hi - lo) (exact: the E2M1 steps are
+/// powers of two), so that the expected value is v within [-6, 6].
+double roundE2M1(double v, const double *uniform = nullptr);
+
+/// A 2-D tensor in NVIDIA's NVFP4: E2M1 values, one E4M3 decode scale per
+/// block (1x16 along a row, or 16x16 for weights) and an FP32 per-tensor
+/// decode scale. x[i, j] ~= values[i, j] * blockScale[block of (i, j)] *
+/// tensorDecode; values * blockScale is exact in BF16 (a 2-bit by 4-bit
+/// significand product within BF16's exponent range), so an emulating GEMM
+/// runs on that BF16 operand and takes tensorDecode as its alpha.
+struct Nvfp4Tensor {
+  int64_t rows = 0, cols = 0;
+  int64_t blockRows = 1, blockCols = 16; // 1x16, or 16x16 for weights
+  int64_t gridRows = 0, gridCols = 0;    // ceil(rows / blockRows), ceil(cols / blockCols)
+  std::vector<double> values;            // E2M1, rows x cols row-major
+  std::vector<double> blockScale;        // E4M3, gridRows x gridCols row-major
+  float tensorEncode = 1.f;              // 448 * 6 / amax (the global encode scale)
+  float tensorDecode = 1.f;              // 1 / tensorEncode in f32
+};
+
+/// Quantizes the rows x cols f32 tensor `x` (row-major; values are taken as
+/// f32) to NVFP4 bit for bit as Transformer Engine's kernels do, with 16x16
+/// blocks when `blocks2d`. Partial blocks at the edges use the elements they
+/// have; NaN elements do not count towards an amax (fmaxf). `uniform`, when
+/// not null, holds one draw in [0, 1) per element for stochastic rounding.
+Nvfp4Tensor quantizeNvfp4(const std::vector<double> &x, int64_t rows, int64_t cols,
+                          bool blocks2d, const std::vector<double> *uniform = nullptr);
+
 /// Row-major strides of `shape`.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
 

@@ -73,6 +73,76 @@ double mxScaleInv(float amax, DType element) {
   return std::ldexp(1.0, x);
 }
 
+double roundE2M1(double v, const double *uniform) {
+  if (!uniform || std::isnan(v))
+    return saturatingRound(v, DType::F4E2M1FN);
+  double a = std::fabs(v);
+  if (a >= 6.0)
+    return std::copysign(6.0, v);
+  // The neighbours of a in E2M1's grid 0, 0.5, 1, 1.5, 2, 3, 4, 6: steps of
+  // 0.5 below 2, 1 in [2, 4), 2 in [4, 6).
+  double step = a < 2.0 ? 0.5 : (a < 4.0 ? 1.0 : 2.0);
+  double lo = std::floor(a / step) * step;
+  double r = (a - lo) / step > *uniform ? lo + step : lo;
+  return std::copysign(r, v);
+}
+
+// NVFP4 as NVIDIA's Transformer Engine computes it, operation for operation
+// in f32 (transformer_engine/common/cast/nvfp4/core_nvfp4.cuh:
+// compute_global_encode_scaling_factor_FP4, compute_decoding_scaling_factor,
+// compute_scaling_coefficient<float>; the Python reference
+// transformer_engine/pytorch/custom_recipes/quantization_nvfp4.py,
+// _quantize_blockwise_reference, does the same):
+//   S_enc  = min(448 * 6 / amax, FLT_MAX), or 1 when amax is 0 or inf;
+//   S_dec_b = e4m3(min(block_amax * (S_enc * (1/6)), FLT_MAX)) (saturating);
+//   encode = min(1 / (S_dec_b * (1 / S_enc)), FLT_MAX);
+//   q = e2m1(x * encode) (saturating at +-6, nearest even).
+Nvfp4Tensor quantizeNvfp4(const std::vector<double> &x, int64_t rows, int64_t cols,
+                          bool blocks2d, const std::vector<double> *uniform) {
+  Nvfp4Tensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.blockRows = blocks2d ? 16 : 1;
+  t.blockCols = 16;
+  t.gridRows = (rows + t.blockRows - 1) / t.blockRows;
+  t.gridCols = (cols + t.blockCols - 1) / t.blockCols;
+  auto blockOf = [&](int64_t i, int64_t j) {
+    return (i / t.blockRows) * t.gridCols + j / t.blockCols;
+  };
+  float amax = 0.f;
+  std::vector<float> blockAmax(t.gridRows * t.gridCols, 0.f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float a = std::fabs(static_cast<float>(x[i * cols + j]));
+      amax = std::fmax(amax, a);
+      float &b = blockAmax[blockOf(i, j)];
+      b = std::fmax(b, a);
+    }
+  const float fp4Max = 6.0f, e4m3Max = 448.0f;
+  float enc = std::fmin(e4m3Max * fp4Max / amax, FLT_MAX);
+  if (amax == 0.f || enc == 0.f)
+    enc = 1.f;
+  t.tensorEncode = enc;
+  t.tensorDecode = 1.0f / enc;
+  const float mult = enc * (1.0f / fp4Max);
+  t.blockScale.resize(blockAmax.size());
+  std::vector<float> encode(blockAmax.size());
+  for (size_t b = 0; b < blockAmax.size(); ++b) {
+    float s = std::fmin(blockAmax[b] * mult, FLT_MAX);
+    t.blockScale[b] = saturatingRound(s, DType::F8E4M3FN);
+    float prod = static_cast<float>(t.blockScale[b]) * t.tensorDecode;
+    encode[b] = std::fmin(1.0f / prod, FLT_MAX);
+  }
+  t.values.resize(x.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      int64_t k = i * cols + j;
+      float v = static_cast<float>(x[k]) * encode[blockOf(i, j)];
+      t.values[k] = roundE2M1(v, uniform ? &(*uniform)[k] : nullptr);
+    }
+  return t;
+}
+
 namespace {
 
 void quantizeKernel(KernelContext &c) {
