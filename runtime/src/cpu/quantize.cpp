@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/base/float_format.h"
+#include "runtime/src/base/init_rng.h"
 #include "runtime/src/cpu/kernel.h"
 
 #include <cfloat>
@@ -86,6 +87,14 @@ double roundE2M1(double v, const double *uniform) {
   double lo = std::floor(a / step) * step;
   double r = (a - lo) / step > *uniform ? lo + step : lo;
   return std::copysign(r, v);
+}
+
+std::vector<double> stochasticDraws(uint64_t seed, uint64_t stream, uint64_t step, int64_t n) {
+  uint64_t key = initrng::mix64(stream + step * initrng::kGamma);
+  std::vector<double> u(n);
+  for (int64_t i = 0; i < n; ++i)
+    u[i] = initrng::uniform01(seed, key, static_cast<uint64_t>(i));
+  return u;
 }
 
 // NVFP4 as NVIDIA's Transformer Engine computes it, operation for operation
