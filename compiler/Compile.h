@@ -77,7 +77,7 @@ struct CompileOptions {
   /// tc-precision mode: "fp32" (default), "tf32" (annotation), "bf16"
   /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
   /// master weights and optimizer state), "fp16" (the same in f16; with
-  /// train.enabled, dynamic loss scaling in the step) or "fp8" (below).
+  /// train.enabled, dynamic loss scaling in the step), "fp8" or "fp4" (below).
   std::string precision = "fp32";
   /// precision "fp8" (tc-precision's fp8 options, Passes.td): the bf16 plan,
   /// with the linear-layer matmuls in FP8 (E4M3 operands, E5M2 gradients,
@@ -90,6 +90,13 @@ struct CompileOptions {
     bool lmHead = false;        // the lm_head / tied embedding product in FP8 too
     bool allowFallback = false; // misaligned matmuls stay bf16 instead of an error
   } fp8;
+  /// precision "fp4" (--fp4-qat; tc-precision's fp4 options): the bf16 plan,
+  /// with the fp8 plan's linear layers reading fake-quantised weights (and
+  /// activations with `acts`). The fp8 options above choose the layers.
+  struct Fp4Options {
+    std::string format = "nvfp4"; // nvfp4 or mxfp4
+    bool acts = false;
+  } fp4;
   /// tc-recognize-attention: exported attention chains become tc.attention
   /// (off: they stay matmul / softmax / matmul, for comparison and debugging).
   bool fuseAttention = true;

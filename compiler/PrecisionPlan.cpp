@@ -114,6 +114,16 @@ void describePlan(Operation *op, Row *row) {
     row->rounding = "nearest even, saturating";
     return;
   }
+  if (auto fq = llvm::dyn_cast<tc::FakeQuantizeOp>(op)) {
+    bool nv = fq.getFormat() == "nvfp4";
+    row->format = fq.getFormat().str();
+    row->scaling = !nv ? "1x32 (e8m0)" : fq.getBlocks2d() ? "16x16 (e4m3) + tensor (fp32)"
+                                                          : "1x16 (e4m3) + tensor (fp32)";
+    row->scaleFrom = nv ? "current amax of the input (this step): blocks and tensor"
+                        : "current amax of each block (this step)";
+    row->rounding = "nearest even, saturating (e2m1), dequantised; straight-through gradient";
+    return;
+  }
   if (auto mm = llvm::dyn_cast<tc::ScaledMatmulOp>(op)) {
     row->format = str(elementOf(mm.getLhs().getType())) + " x " +
                   str(elementOf(mm.getRhs().getType()));

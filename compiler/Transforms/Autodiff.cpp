@@ -334,6 +334,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
   auto unaryRule = [&](Value x, Value y) -> FailureOr<Value> {
     return llvm::TypeSwitch<Operation *, FailureOr<Value>>(op)
         .Case([&](NegOp) { return e.neg(g); })
+        // Quantisation-aware training: the straight-through estimator.
+        .Case([&](FakeQuantizeOp) { return FailureOr<Value>(g); })
         .Case([&](AbsOp) { return e.mul(g, e.unary<SignOp>(x)); })
         .Case([&](ReluOp) {
           Value pos = GtOp::create(b, e.loc, x, e.scalarLike(x, 0.0));

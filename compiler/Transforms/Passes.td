@@ -431,13 +431,25 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
     in bf16 with the fallback as its reason. Every kept matmul's reason
     says why; no eligible matmul at all is a remark.
 
+    `mode=fp4` (FP4 quantisation-aware training, Fp4Qat.h) is the fp8 plan's
+    choice of linear layers with the bf16 plan for everything: instead of
+    the FP8 mark, each eligible matmul reads its weight through
+    tc.fake_quantize (`fp4-format`, 16x16 blocks for nvfp4, 1x32 along K
+    for mxfp4) and, with `fp4-acts`, its activation too (1x16 / 1x32 along
+    K); tc-autodiff passes gradients straight through.
+
     Fails on an unknown `mode` or `fp8-scaling`, on a bad regex, and on
     `high-precision-first/last` when no parameter name has a block index.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"fp32\"",
            "fp32, tf32 (an annotation: f32 matmuls may use tf32), bf16, fp16 or "
-           "fp8 (bf16, with FP8 marks on the linear-layer matmuls)">,
+           "fp8 (bf16, with FP8 marks on the linear-layer matmuls) or fp4 (bf16, "
+           "linear layers fake-quantised to FP4)">,
+    Option<"fp4Format", "fp4-format", "std::string", /*default=*/"\"nvfp4\"",
+           "mode=fp4: nvfp4 or mxfp4">,
+    Option<"fp4Acts", "fp4-acts", "bool", /*default=*/"false",
+           "mode=fp4: the activations of the linear layers are fake-quantised too">,
     Option<"fp8Scaling", "fp8-scaling", "std::string", /*default=*/"\"tensor\"",
            "mode=fp8: tensor (one f32 scale per tensor), row (per row / column "
            "along K) or mxfp8 (1x32 blocks along K, E8M0 scales)">,

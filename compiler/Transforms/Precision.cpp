@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/Passes.h"
 
@@ -151,7 +152,9 @@ public:
 private:
   /// bf16, fp16 and fp8 (the bf16 plan plus the marks of markFp8Matmuls)
   /// rewrite types; fp32 and tf32 only annotate.
-  bool lowers() const { return mode == "bf16" || mode == "fp16" || mode == "fp8"; }
+  bool lowers() const {
+    return mode == "bf16" || mode == "fp16" || mode == "fp8" || mode == "fp4";
+  }
 
   /// Integer/bool ops: untouched in every mode. Returns true if it was one.
   bool annotateInteger(Operation *op) {
@@ -438,9 +441,14 @@ struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
 
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
-    if (mode != "fp32" && mode != "tf32" && mode != "bf16" && mode != "fp16" && mode != "fp8") {
-      fn.emitError() << "tc-precision: mode must be fp32, tf32, bf16, fp16 or fp8, got '" << mode
-                     << "'";
+    if (mode != "fp32" && mode != "tf32" && mode != "bf16" && mode != "fp16" && mode != "fp8" &&
+        mode != "fp4") {
+      fn.emitError() << "tc-precision: mode must be fp32, tf32, bf16, fp16, fp8 or fp4, got '"
+                     << mode << "'";
+      return signalPassFailure();
+    }
+    if (mode == "fp4" && !checkFp4Format(fp4Format).empty()) {
+      fn.emitError() << checkFp4Format(fp4Format);
       return signalPassFailure();
     }
     if (mode == "fp8" && failed(checkFp8Options(fn)))
@@ -454,6 +462,16 @@ struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
     Planner(fn, mode).run();
     if (mode == "fp8" && failed(markFp8Matmuls(fn, fp8Options())))
       signalPassFailure();
+    if (mode == "fp4") {
+      // The fp8 plan picks the linear layers (its alignment rule is that of
+      // the block size: 32 for mxfp4); Fp4Qat turns its marks into
+      // fake quantisation.
+      Fp8PlanOptions o = fp8Options();
+      o.scaling = fp4Format == "mxfp4" ? "mxfp8" : "tensor";
+      if (failed(markFp8Matmuls(fn, o)))
+        return signalPassFailure();
+      applyFp4Qat(fn, fp4Format, fp4Acts);
+    }
   }
 
 private:

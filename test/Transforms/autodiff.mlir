@@ -70,6 +70,28 @@ func.func @infer() -> (tensor<f64> {tc.name = "loss"}) {
 
 // -----
 
+// Tests that tc.fake_quantize (FP4 QAT) passes the gradient straight
+// through: d w = d (fake_quantize w), here the frozen factor c times the
+// loss's seed 1 (no op between the mul's gradient and the result).
+
+// CHECK-LABEL: func.func @grad_step
+// CHECK-SAME: -> (tensor<f32> {tc.name = "loss"}, tensor<16x16xf32> {tc.name = "grad:w"})
+// CHECK: %[[C:.+]] = tc.parameter "c" : tensor<16x16xf32>
+// CHECK: tc.fake_quantize
+// CHECK: %[[G:.+]] = tc.broadcast
+// CHECK-NEXT: %[[D:.+]] = tc.mul %[[G]], %[[C]]
+// CHECK-NEXT: return %{{.+}}, %[[D]]
+func.func @infer() -> (tensor<f32> {tc.name = "loss"}) {
+  %w = tc.parameter "w" {trainable} : tensor<16x16xf32>
+  %c = tc.parameter "c" : tensor<16x16xf32>
+  %q = tc.fake_quantize %w {format = "nvfp4", blocks2d = true} : tensor<16x16xf32>
+  %m = tc.mul %q, %c : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+  %l = tc.reduce_sum %m {axes = array<i64: 0, 1>} : tensor<16x16xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that a parameter used by both operands of one op gets the sum of
 // both contributions.
 

@@ -4,7 +4,7 @@
 // RUN: not tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=int4}))' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Tests that an unknown mode is an error naming it.
-// BAD: error: tc-precision: mode must be fp32, tf32, bf16, fp16 or fp8, got 'int4'
+// BAD: error: tc-precision: mode must be fp32, tf32, bf16, fp16, fp8 or fp4, got 'int4'
 
 // Tests that matmul operands are cast to bf16 (a parameter once, right after
 // its definition: an fp32 master weight), the bias add and gelu follow in

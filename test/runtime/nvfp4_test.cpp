@@ -202,5 +202,40 @@ TEST(Nvfp4, StochasticRoundingOfE2M1) {
   EXPECT_EQ(roundE2M1(2.5), 2); // no draw: nearest even
 }
 
+TEST(Nvfp4, StochasticRoundingIsUnbiased) {
+  // At least 2^16 copies of v, 15 in each 1x16 block after a 6 that makes
+  // the block's encode scale 1 (see the first test): the mean of their
+  // stochastic roundings is within 3 sigma of v, sigma = step * sqrt(p (1 -
+  // p) / n) for the Bernoulli choice between the neighbours lo and lo +
+  // step, p = (|v| - lo) / step.
+  const int64_t blocks = ((1 << 16) + 14) / 15, cols = 16 * blocks, n = 15 * blocks;
+  struct Case {
+    double v, lo, step;
+  };
+  for (Case c : {Case{2.25, 2, 1}, Case{-0.3, 0, 0.5}, Case{4.9, 4, 2}, Case{1.1, 1, 0.5}}) {
+    std::vector<double> x(cols, c.v);
+    for (int64_t k = 0; k < cols; k += 16)
+      x[k] = 6;
+    std::vector<double> u = stochasticDraws(/*seed=*/7, /*stream=*/11, /*step=*/3, cols);
+    Nvfp4Tensor t = quantizeNvfp4(x, 1, cols, false, &u);
+    double sum = 0;
+    for (int64_t k = 0; k < cols; ++k) {
+      if (k % 16 == 0)
+        continue;
+      double a = std::fabs(t.values[k]), lo = std::fabs(c.lo);
+      EXPECT_TRUE(a == lo || a == lo + c.step) << c.v << " -> " << t.values[k];
+      sum += t.values[k];
+    }
+    double p = (std::fabs(c.v) - std::fabs(c.lo)) / c.step;
+    double sigma = c.step * std::sqrt(p * (1 - p) / n);
+    EXPECT_NEAR(sum / n, c.v, 3 * sigma) << c.v;
+  }
+  // The draws are a pure function of (seed, stream, step, index).
+  std::vector<double> a = stochasticDraws(7, 11, 3, 8), b = stochasticDraws(7, 11, 4, 8);
+  EXPECT_EQ(a, stochasticDraws(7, 11, 3, 8));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(stochasticDraws(7, 11, 3, 4), std::vector<double>(a.begin(), a.begin() + 4));
+}
+
 } // namespace
 } // namespace tc::rt::cpu

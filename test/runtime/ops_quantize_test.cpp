@@ -145,5 +145,54 @@ TEST(ScaledMatmul, DequantizesEachBlockAndSumsExactly) {
   expectValues(yb, {896});
 }
 
+TEST(FakeQuantize, Nvfp4IsDequantizedAlongItsAxis) {
+  // A [16, 2] f32 tensor blocked along axis 0 (one 1x16 block per column):
+  // column 0 holds 6 and 0.25 (-> 0, a tie to even), column 1 holds 3 and
+  // 1.1. Tensor amax 6: S_enc 448, column 1's block scale 224 (encode 2):
+  // 1.1 -> 2.2 -> 2, dequantised 2 * 224 / 448 = 1; 3 -> 6 -> 3.
+  std::vector<double> x(32, 0.0);
+  x[0] = 6;
+  x[2] = 0.25;
+  x[1] = 3;
+  x[3] = 1.1;
+  HostTensor y = runOp("tc.fake_quantize", {tensor(f32({16, 2}), x)}, f32({16, 2}),
+                       {{"format", aStr("nvfp4")}, {"axis", aInt(0)}});
+  // The tensor decode scale is f32(1 / 448), not 1 / 448: deq = value *
+  // block scale * f32(1 / 448), formed exactly and rounded once to f32.
+  auto deq = [](double v, double block) {
+    return static_cast<double>(static_cast<float>(v * block * (1.0f / 448.0f)));
+  };
+  std::vector<double> want(32, 0.0);
+  want[0] = deq(6, 448);
+  want[1] = deq(6, 224);
+  want[3] = deq(2, 224);
+  expectValues(y, want);
+}
+
+TEST(FakeQuantize, Mxfp4UsesTheE8M0Blocks) {
+  // amax 5: scale 2^(2 - 2) = 1, so values round as they are, 5 -> 4 (tie
+  // to even), 0.3 -> 0.5; the last axis by default.
+  HostTensor y = runOp("tc.fake_quantize", {tensor(f32({1, 4}), {5, -0.3, 1.75, 0.2})},
+                       f32({1, 4}), {{"format", aStr("mxfp4")}});
+  expectValues(y, {4, -0.5, 2, 0});
+  // amax 40: scale 2^(5 - 2) = 8: 40 / 8 = 5 -> 4 -> 32, 13 / 8 = 1.625 -> 1.5 -> 12.
+  HostTensor z = runOp("tc.fake_quantize", {tensor(f32({2}), {40, 13})}, f32({2}),
+                       {{"format", aStr("mxfp4")}});
+  expectValues(z, {32, 12});
+}
+
+TEST(FakeQuantize, BadAttributesAreErrorsNamingTheOp) {
+  std::vector<HostTensor> outs;
+  Status st = tryRunOp("tc.fake_quantize", {tensor(f32({2}), {1, 2})}, {f32({2})},
+                       {{"format", aStr("int4")}}, &outs);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("format must be nvfp4 or mxfp4, got 'int4'"), std::string::npos)
+      << st.toString();
+  st = tryRunOp("tc.fake_quantize", {tensor(f32({2}), {1, 2})}, {f32({2})},
+                {{"format", aStr("mxfp4")}, {"blocks2d", aInt(1)}}, &outs);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("blocks2d needs format nvfp4"), std::string::npos);
+}
+
 } // namespace
 } // namespace tc::rt

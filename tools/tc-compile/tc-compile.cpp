@@ -10,6 +10,7 @@
 #include "compiler/MemoryPlan.h"
 #include "compiler/PrecisionPlan.h"
 #include "compiler/Target.h"
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/codegen/cuda/CudaCodegen.h"
 #include "runtime/src/schema/artifact.h"
@@ -65,6 +66,17 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          default), row (per row / column along K) or mxfp8
                          (1x32 blocks, E8M0 scales); delayed and block128 are
                          not implemented yet
+  --fp4-qat F            FP4 quantisation-aware training (needs --train), F =
+                         nvfp4 (1x16 E4M3 blocks + an FP32 tensor scale, 16x16
+                         blocks for weights) or mxfp4 (1x32 E8M0 blocks): the
+                         --fp8 plan's linear layers read their weights through
+                         quantize-and-back (straight-through gradient), the rest
+                         is the --bf16 plan (--bf16 may be given). CPU reference
+                         only: GPU targets refuse it
+  --fp4-qat-acts         with --fp4-qat: the activations of those layers too
+  --fp4-qat-grads, --fp4-rht
+                         stochastic-rounded FP4 gradients / random Hadamard
+                         transforms of the wgrad inputs: not implemented yet
   --keep-high-precision REGEX
                          keep matmuls in bf16 whose ONNX node or weight name
                          matches REGEX (repeatable; POSIX ERE, as --trainable)
@@ -201,6 +213,8 @@ int main(int argc, char **argv) {
   std::vector<std::string> trainOnly; // flags that only mean something with --train
   std::vector<std::string> fp8Only;   // flags that only mean something with --fp8
   std::vector<std::string> fp16Only;  // flags that only mean something with --fp16
+  std::vector<std::string> fp4Only;   // flags that only mean something with --fp4-qat
+  bool fp4Qat = false;
   std::vector<std::string> precisionFlags; // --fp32 / --bf16 / --fp16 / --tf32 / --fp8, in order
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -340,6 +354,18 @@ int main(int argc, char **argv) {
     } else if (a == "--fp8") {
       precisionFlags.push_back(a);
       opts.precision = "fp8";
+    } else if (is("--fp4-qat")) {
+      fp4Qat = true;
+      opts.fp4.format = value("--fp4-qat");
+      if (std::string err = tc::checkFp4Format(opts.fp4.format); !err.empty())
+        fail(2, err);
+    } else if (a == "--fp4-qat-acts") {
+      fp4Only.push_back(a);
+      opts.fp4.acts = true;
+    } else if (a == "--fp4-qat-grads" || a == "--fp4-rht") {
+      fp4Only.push_back(a);
+      fail(2, a + ": not implemented yet (--fp4-qat fake-quantises forward weights and, with "
+                  "--fp4-qat-acts, activations)");
     } else if (is("--fp8-scaling")) {
       fp8Only.push_back("--fp8-scaling");
       opts.fp8.scaling = value("--fp8-scaling");
@@ -405,7 +431,23 @@ int main(int argc, char **argv) {
         fail(2, std::string("--fp16 and ") + f + " are two precisions: give one of them");
   if (opts.precision != "fp16" && !fp16Only.empty())
     fail(2, fp16Only.front() + " sets up the loss scaling of --fp16: give --fp16");
-  if (opts.precision != "fp8" && !fp8Only.empty())
+  if (!fp4Qat && !fp4Only.empty())
+    fail(2, fp4Only.front() + " has no effect without --fp4-qat (it shapes the FP4 plan)");
+  if (fp4Qat) {
+    // FP4 QAT is the bf16 plan plus fake quantisation: --bf16 is implied and
+    // may be given; any other precision is a second one.
+    for (const std::string &other : precisionFlags)
+      if (other != "--bf16")
+        fail(2, "--fp4-qat and " + other + " are two precisions: give one (--fp4-qat already "
+                "runs everything that is not FP4 in bf16)");
+    if (std::find(argv + 1, argv + argc, std::string("--fp8-scaling")) != argv + argc)
+      fail(2, "--fp8-scaling has no effect with --fp4-qat (its formats have their own blocks)");
+    if (!opts.train.enabled)
+      fail(2, "--fp4-qat is quantisation-aware training: give --train (for an FP4 model to "
+              "run, export one with tc-run --export-onnx --export-precision nvfp4|mxfp4)");
+    opts.precision = "fp4";
+  }
+  if (opts.precision != "fp8" && opts.precision != "fp4" && !fp8Only.empty())
     fail(2, fp8Only.front() + " has no effect without --fp8 (it shapes the FP8 plan)");
   for (const std::string &other : precisionFlags)
     if (other != "--fp8" && llvm::is_contained(precisionFlags, "--fp8"))

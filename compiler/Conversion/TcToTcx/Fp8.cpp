@@ -94,6 +94,10 @@ LogicalResult checkFp8Op(Operation &op) {
   } else if (auto mm = dyn_cast<ScaledMatmulOp>(op)) {
     Fp8GemmForm g;
     e = fp8GemmForm(mm, &g);
+  } else if (auto fq = dyn_cast<FakeQuantizeOp>(op)) {
+    e = ("--fp4-qat (" + fq.getFormat() +
+         " fake quantisation) has no GPU kernels yet; --target cpu runs it on the reference")
+            .str();
   }
   if (e.empty())
     return success();

@@ -571,6 +571,21 @@ LogicalResult QuantizeOp::verify() {
   return success();
 }
 
+LogicalResult FakeQuantizeOp::verify() {
+  auto in = tensorType(getInput());
+  StringRef f = getFormat();
+  if (f != "nvfp4" && f != "mxfp4")
+    return emitOpError() << "format must be nvfp4 or mxfp4, got '" << f << "'";
+  if (in.getRank() < 1)
+    return emitOpError() << "input must have rank >= 1";
+  int64_t axis = getAxis();
+  if (axis < -in.getRank() || axis >= in.getRank())
+    return emitOpError() << "axis " << axis << " out of range for rank " << in.getRank();
+  if (getBlocks2d() && (f != "nvfp4" || in.getRank() != 2))
+    return emitOpError() << "blocks2d (16x16 blocks) needs format nvfp4 and a rank-2 input";
+  return success();
+}
+
 LogicalResult ScaledMatmulOp::verify() {
   auto a = tensorType(getLhs()), b = tensorType(getRhs()), r = tensorType(getResult());
   if (a.getRank() != 2 || b.getRank() != 2)

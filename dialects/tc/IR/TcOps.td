@@ -502,6 +502,36 @@ def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
   let hasVerifier = 1;
 }
 
+def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, SameOperandsAndResultType]> {
+  let summary = "FP4 quantisation-aware training: quantize to NVFP4 / MXFP4 and back";
+  let description = [{
+    `result = deq(quant(input))` in the input's type, the blocks running
+    along axis `axis` (the contraction axis of the product that reads it;
+    the other axes are rows). `format = "nvfp4"`: NVIDIA's NVFP4 as
+    Transformer Engine computes it (E2M1 values, E4M3 decode scales per 1x16
+    block, or per 16x16 block with `blocks2d` (rank 2 only, weights), and an
+    f32 per-tensor decode scale 1 / (448 * 6 / amax)); deq = value *
+    block_scale * tensor_scale. `format = "mxfp4"`: OCP MXFP4, tc.quantize's
+    f4E2M1FN with f8E8M0FNU scales per 1x32 block; deq = value * scale.
+    Round to nearest even, saturating at +-6 (NaN gives +6: E2M1 has none).
+    value * block_scale is exact in BF16, so a GPU emulation runs its GEMM on
+    that BF16 operand with the tensor scales as alpha; the CPU reference
+    forms the exact product in f64 and rounds it once to the result type.
+    tc-autodiff passes the gradient straight through (d input = d result).
+
+    ```mlir
+    %w4 = tc.fake_quantize %w {format = "nvfp4", axis = 0 : i64, blocks2d = true}
+        : tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, StrAttr:$format,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$blocks2d);
+  let results = (outs TC_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def TC_ScaledMatmulOp : TC_Op<"scaled_matmul", [Pure]> {
   let summary = "Matrix product of two block-scaled narrow-format operands";
   let description = [{

@@ -144,6 +144,12 @@ double mxScaleInv(float amax, DType element);
 /// powers of two), so that the expected value is v within [-6, 6].
 double roundE2M1(double v, const double *uniform = nullptr);
 
+/// The draws in [0, 1) of stochastic rounding for elements 0..n-1 of a
+/// tensor at training step `step`: init_rng.h's counter-based uniform01
+/// keyed on (seed, mix64(stream + step * kGamma), element index), so that
+/// a GPU kernel computes the same draw for an element from its index alone.
+std::vector<double> stochasticDraws(uint64_t seed, uint64_t stream, uint64_t step, int64_t n);
+
 /// A 2-D tensor in NVIDIA's NVFP4: E2M1 values, one E4M3 decode scale per
 /// block (1x16 along a row, or 16x16 for weights) and an FP32 per-tensor
 /// decode scale. x[i, j] ~= values[i, j] * blockScale[block of (i, j)] *

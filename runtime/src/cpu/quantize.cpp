@@ -15,9 +15,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/base/float_format.h"
+#include "runtime/src/base/init_rng.h"
 #include "runtime/src/cpu/kernel.h"
 
 #include <cfloat>
+#include <algorithm>
 #include <cmath>
 
 namespace tc::rt::cpu {
@@ -85,6 +87,14 @@ double roundE2M1(double v, const double *uniform) {
   double lo = std::floor(a / step) * step;
   double r = (a - lo) / step > *uniform ? lo + step : lo;
   return std::copysign(r, v);
+}
+
+std::vector<double> stochasticDraws(uint64_t seed, uint64_t stream, uint64_t step, int64_t n) {
+  uint64_t key = initrng::mix64(stream + step * initrng::kGamma);
+  std::vector<double> u(n);
+  for (int64_t i = 0; i < n; ++i)
+    u[i] = initrng::uniform01(seed, key, static_cast<uint64_t>(i));
+  return u;
 }
 
 // NVFP4 as NVIDIA's Transformer Engine computes it, operation for operation
@@ -243,11 +253,81 @@ void scaledMatmulKernel(KernelContext &c) {
     }
 }
 
+/// deq(quant(x)) of tc.fake_quantize for a rows x k view (blocks along k).
+std::vector<double> fakeQuantizeRows(const std::vector<double> &x, int64_t rows, int64_t k,
+                                     bool nvfp4, bool blocks2d) {
+  std::vector<double> out(x.size());
+  if (nvfp4) {
+    Nvfp4Tensor t = quantizeNvfp4(x, rows, k, blocks2d);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        // value * block scale is exact (BF16's 8 bits); the tensor scale
+        // multiplies it exactly in f64, and the executor rounds once.
+        double s = t.blockScale[(i / t.blockRows) * t.gridCols + j / t.blockCols];
+        out[i * k + j] = t.values[i * k + j] * s * static_cast<double>(t.tensorDecode);
+      }
+    return out;
+  }
+  // MXFP4: tc.quantize's f4E2M1FN + f8E8M0FNU arithmetic in 1x32 blocks.
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j0 = 0; j0 < k; j0 += 32) {
+      int64_t j1 = std::min<int64_t>(j0 + 32, k);
+      float amax = 0.f;
+      for (int64_t j = j0; j < j1; ++j)
+        amax = std::fmax(amax, std::fabs(static_cast<float>(x[i * k + j])));
+      double sinv = mxScaleInv(amax, DType::F4E2M1FN);
+      for (int64_t j = j0; j < j1; ++j)
+        out[i * k + j] = roundE2M1(x[i * k + j] / sinv) * sinv;
+    }
+  return out;
+}
+
+void fakeQuantizeKernel(KernelContext &c) {
+  c.expectOperands(1);
+  c.expectResults(1);
+  const Buffer &x = *c.in[0];
+  Buffer &y = *c.out[0];
+  c.expectFloat(x, "input");
+  c.expectShape(y, x.shape(), "result");
+  std::string format = c.strAttr("format", "");
+  if (format != "nvfp4" && format != "mxfp4")
+    c.fail("tc.fake_quantize: format must be nvfp4 or mxfp4, got '" + format + "'");
+  int64_t rank = x.rank();
+  if (rank < 1)
+    c.fail("tc.fake_quantize: the input must have rank >= 1");
+  int64_t axis = c.intAttr("axis", -1); // absent: the default, the last axis
+  axis = axis < 0 ? axis + rank : axis;
+  if (axis < 0 || axis >= rank)
+    c.fail("tc.fake_quantize: axis " + std::to_string(c.intAttr("axis", -1)) +
+           " is out of range for rank " + std::to_string(rank));
+  bool blocks2d = c.boolAttr("blocks2d", false);
+  if (blocks2d && (format != "nvfp4" || rank != 2))
+    c.fail("tc.fake_quantize: blocks2d needs format nvfp4 and a rank-2 input");
+  // The input with `axis` last: [outer, len, inner] -> [outer, inner, len].
+  const std::vector<int64_t> &shape = x.shape();
+  int64_t len = shape[axis], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= shape[d];
+  std::vector<double> moved(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t l = 0; l < len; ++l)
+      for (int64_t n = 0; n < inner; ++n)
+        moved[(o * inner + n) * len + l] = x.f[(o * len + l) * inner + n];
+  std::vector<double> q = fakeQuantizeRows(moved, outer * inner, len, format == "nvfp4", blocks2d);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t l = 0; l < len; ++l)
+      for (int64_t n = 0; n < inner; ++n)
+        y.f[(o * len + l) * inner + n] = q[(o * inner + n) * len + l];
+}
+
 } // namespace
 
 void registerQuantizeKernels(KernelTable &t) {
   t["tc.quantize"] = quantizeKernel;
   t["tc.scaled_matmul"] = scaledMatmulKernel;
+  t["tc.fake_quantize"] = fakeQuantizeKernel;
 }
 
 } // namespace tc::rt::cpu

@@ -581,6 +581,33 @@ func.func @quantize_block_rank(%x: tensor<4x4xf32>) -> tensor<4x4xf8E5M2> {
 
 // -----
 
+// Tests that fake_quantize names the FP4 formats it knows.
+func.func @fake_quantize_format(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op format must be nvfp4 or mxfp4, got 'fp4'}}
+  %y = tc.fake_quantize %x {format = "fp4"} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that fake_quantize's blocked axis is one of the input's.
+func.func @fake_quantize_axis(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op axis 2 out of range for rank 2}}
+  %y = tc.fake_quantize %x {format = "nvfp4", axis = 2 : i64} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that 16x16 blocks are NVFP4's, of a rank-2 input.
+func.func @fake_quantize_blocks2d(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op blocks2d (16x16 blocks) needs format nvfp4 and a rank-2 input}}
+  %y = tc.fake_quantize %x {format = "mxfp4", blocks2d = true} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
 // Tests that scaled_matmul checks the contraction size.
 func.func @scaled_matmul_k(%a: tensor<4x8xf8E4M3FN>, %b: tensor<4x16xf8E4M3FN>, %s: tensor<1x1xf32>) -> tensor<4x4xbf16> {
   // expected-error @+1 {{'tc.scaled_matmul' op contraction sizes differ: 8 vs 16 (lhs 4x8, rhs 4x16)}}

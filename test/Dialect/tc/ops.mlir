@@ -261,3 +261,14 @@ func.func @scaled_formats(%x: tensor<32x64xbf16>, %w: tensor<128x64xf32>) -> ten
       : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf4E2M1FN>, tensor<128x2xf8E8M0FNU>) -> tensor<32x128xbf16>
   return %y : tensor<32x128xbf16>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fake_quantize
+// CHECK: tc.fake_quantize %{{.*}} {axis = 0 : i64, blocks2d = true, format = "nvfp4"} : tensor<64x32xf32>
+// CHECK: tc.fake_quantize %{{.*}} {format = "mxfp4"} : tensor<2x8x64xbf16>
+func.func @fake_quantize(%w: tensor<64x32xf32>, %x: tensor<2x8x64xbf16>) -> (tensor<64x32xf32>, tensor<2x8x64xbf16>) {
+  %w4 = tc.fake_quantize %w {format = "nvfp4", axis = 0 : i64, blocks2d = true} : tensor<64x32xf32>
+  %x4 = tc.fake_quantize %x {format = "mxfp4"} : tensor<2x8x64xbf16>
+  return %w4, %x4 : tensor<64x32xf32>, tensor<2x8x64xbf16>
+}
