@@ -14,12 +14,14 @@
 // transformer_engine/common/recipe/delayed_scaling.cu's
 // amax_and_scale_update): in @grad_step each quantized tensor reads two
 // training-state entries, its scale "fp8_scale:<id>" (f32, starting at 1 as
-// TE's) and the amaxes of its last N steps "fp8_amax_history:<id>" (f32
-// [N], newest first, zeros at the start), quantizes with that scale, and
-// returns the history with this step's amax in front and the next step's
-// scale: fmax / amax (margin 0) with amax the history's maximum (max) or
-// this step's (most_recent), the old scale kept when amax is 0 or not
-// finite, the largest f32 when the quotient overflows. Everything is plain
+// TE's) and the amaxes of its last N - 1 steps "fp8_amax_history:<id>" (f32
+// [N - 1], newest first, zeros at the start; none for N = 1), quantizes
+// with that scale; this step's amax and the stored ones are TE's window of
+// N, from which the step returns the next history (its newest N - 1) and
+// the next step's scale: fmax / amax (margin 0) with amax the window's
+// maximum (max) or this step's (most_recent), the old scale kept when amax
+// is 0 or not finite, the largest f32 when the quotient overflows.
+// Everything is plain
 // tc ops, so every backend runs the same arithmetic; tc-optimizer carries
 // the "update:" results into @train_step and the entries are checkpointed
 // with the optimizer state. "fp8_saturated" counts the elements whose
@@ -386,7 +388,8 @@ private:
     };
     std::string scaleName = "fp8_scale:" + id, historyName = "fp8_amax_history:" + id;
     Value scale = stateEntry(loc, scaleName, {}, 1.0);
-    Value history = stateEntry(loc, historyName, {delayed.history}, 0.0);
+    Value history =
+        delayed.history > 1 ? stateEntry(loc, historyName, {delayed.history - 1}, 0.0) : Value();
     Value x = t.getElementType().isF32() ? v : CastOp::create(b, loc, f32Of(t.getShape()), v, true);
     Value absX = AbsOp::create(b, loc, x.getType(), x);
     Value amax = reduceAll(loc, absX, /*max=*/true);
@@ -411,17 +414,18 @@ private:
     Value over = GtOp::create(b, loc, absScaled, fmaxV);
     Value overF = CastOp::create(b, loc, f32Of(t.getShape()), over, true);
     Value count = reduceAll(loc, overF, /*max=*/false);
-    saturated = saturated ? AddOp::create(b, loc, saturated, count).getResult() : count;
-    // The history with this step's amax in front, the oldest dropped.
+    saturatedCounts.push_back(count);
+    // The window: this step's amax in front of the stored ones; the next
+    // history is its newest N - 1.
     Value front = ReshapeOp::create(b, loc, f32Of({1}), amax);
-    Value rolled = front;
-    if (delayed.history > 1) {
-      Value kept = SliceOp::create(b, loc, f32Of({delayed.history - 1}), history,
-                                   b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
-      rolled = ConcatOp::create(b, loc, f32Of({delayed.history}), ValueRange{front, kept},
+    Value window = front, nextHistory;
+    if (history) {
+      window = ConcatOp::create(b, loc, f32Of({delayed.history}), ValueRange{front, history},
                                 b.getI64IntegerAttr(0));
+      nextHistory = SliceOp::create(b, loc, f32Of({delayed.history - 1}), window,
+                                    b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
     }
-    Value used = delayed.mostRecent ? amax : reduceAll(loc, rolled, /*max=*/true);
+    Value used = delayed.mostRecent ? amax : reduceAll(loc, window, /*max=*/true);
     Value zero = f32Scalar(loc, 0.0);
     Value positive = GtOp::create(b, loc, used, zero);
     Value infinite = IsInfOp::create(b, loc, i1Of({}), used);
@@ -431,7 +435,8 @@ private:
     Value overflow = IsInfOp::create(b, loc, i1Of({}), quotient);
     Value capped = SelectOp::create(b, loc, overflow, f32Scalar(loc, FLT_MAX), quotient);
     Value next = SelectOp::create(b, loc, usable, capped, scale);
-    updates.push_back({"update:" + historyName, rolled});
+    if (nextHistory)
+      updates.push_back({"update:" + historyName, nextHistory});
     updates.push_back({"update:" + scaleName, next});
     return {q.getResult(), scaleInv.getResult()};
   }
@@ -443,6 +448,12 @@ private:
     unsigned first = values.size();
     for (auto &[name, v] : updates)
       values.push_back(v);
+    // The counts' sum just before the return, where every count is defined.
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(ret);
+    Value saturated = saturatedCounts.front();
+    for (Value c : ArrayRef<Value>(saturatedCounts).drop_front())
+      saturated = AddOp::create(b, ret.getLoc(), saturated, c);
     values.push_back(saturated);
     ret->setOperands(values);
     SmallVector<Type> types;
@@ -461,7 +472,7 @@ private:
   bool learns; // @grad_step: delayed scaling reads and updates its state here
   llvm::StringSet<> ids;
   SmallVector<std::pair<std::string, Value>> updates;
-  Value saturated;
+  SmallVector<Value> saturatedCounts; // one per delayed-scaled quantization
   llvm::DenseMap<std::pair<Value, Type>, Value> reshapes;
   std::map<std::tuple<void *, const void *, std::vector<int64_t>>, std::pair<Value, Value>>
       quantizations;
