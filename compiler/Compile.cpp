@@ -150,6 +150,8 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
   c.precision.fp8LmHead = opts.fp8.lmHead;
   c.precision.allowFallback = opts.fp8.allowFallback;
   c.quantizeFp8.allowFallback = opts.fp8.allowFallback;
+  c.quantizeFp8.amaxHistory = opts.fp8.amaxHistory;
+  c.quantizeFp8.amaxCompute = opts.fp8.amaxCompute;
   c.trainability.trainable.assign(opts.trainable.begin(), opts.trainable.end());
   c.trainability.freeze.assign(opts.freeze.begin(), opts.freeze.end());
   c.train = t.enabled;

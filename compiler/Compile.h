@@ -84,7 +84,9 @@ struct CompileOptions {
   /// fp32 accumulation, bf16 outputs). The CPU reference emulates it; GPU
   /// targets refuse it until their lowering exists.
   struct Fp8Options {
-    std::string scaling = "tensor";            // tensor, row or mxfp8
+    std::string scaling = "tensor";            // tensor, delayed, row or mxfp8
+    int64_t amaxHistory = 1024;                 // delayed: steps in the amax history
+    std::string amaxCompute = "max";            // delayed: max or most_recent
     std::vector<std::string> keepHighPrecision; // regexes: ONNX node or weight names
     int64_t highPrecisionFirst = 0, highPrecisionLast = 0; // transformer blocks
     bool lmHead = false;        // the lm_head / tied embedding product in FP8 too

@@ -55,6 +55,8 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   c.precision.fp8LmHead = fp8LmHead;
   c.precision.allowFallback = allowFallback;
   c.quantizeFp8.allowFallback = allowFallback;
+  c.quantizeFp8.amaxHistory = fp8AmaxHistory;
+  c.quantizeFp8.amaxCompute = fp8AmaxCompute;
   c.trainability.trainable.assign(trainable.begin(), trainable.end());
   c.trainability.freeze.assign(freeze.begin(), freeze.end());
   c.train = train;

@@ -67,7 +67,7 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                                "(with train: dynamic loss scaling) or fp8"),
                                 llvm::cl::init("fp32")};
   Option<std::string> fp8Scaling{*this, "fp8-scaling",
-                                 llvm::cl::desc("tc-precision: tensor, row or mxfp8"),
+                                 llvm::cl::desc("tc-precision: tensor, delayed, row or mxfp8"),
                                  llvm::cl::init("tensor")};
   ListOption<std::string> keepHighPrecision{
       *this, "keep-high-precision",
@@ -78,6 +78,12 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<int64_t> highPrecisionLast{*this, "high-precision-last",
                                     llvm::cl::desc("tc-precision: last N blocks stay bf16"),
                                     llvm::cl::init(0)};
+  Option<int64_t> fp8AmaxHistory{*this, "fp8-amax-history",
+                                 llvm::cl::desc("tc-quantize-fp8: delayed scaling's history"),
+                                 llvm::cl::init(1024)};
+  Option<std::string> fp8AmaxCompute{*this, "fp8-amax-compute",
+                                     llvm::cl::desc("tc-quantize-fp8: max or most_recent"),
+                                     llvm::cl::init("max")};
   Option<bool> fp8LmHead{*this, "fp8-lm-head", llvm::cl::desc("tc-precision: lm_head in fp8"),
                          llvm::cl::init(false)};
   Option<bool> allowFallback{*this, "allow-fallback",

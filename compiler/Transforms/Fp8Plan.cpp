@@ -29,14 +29,14 @@ using namespace mlir;
 namespace tc {
 
 std::string checkFp8Scaling(llvm::StringRef scaling) {
-  if (scaling == "tensor" || scaling == "row" || scaling == "mxfp8")
+  if (scaling == "tensor" || scaling == "delayed" || scaling == "row" || scaling == "mxfp8")
     return "";
-  if (scaling == "delayed" || scaling == "block128")
+  if (scaling == "block128")
     return ("--fp8-scaling " + scaling + ": not implemented yet (implemented: " + kFp8Scalings +
             ")")
         .str();
   return ("--fp8-scaling: unknown scaling '" + scaling + "' (valid: " + kFp8Scalings +
-          "; planned: delayed, block128)")
+          "; planned: block128)")
       .str();
 }
 

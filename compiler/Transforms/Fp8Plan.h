@@ -21,14 +21,18 @@
 
 namespace tc {
 
-/// The scaling granularity (recipe) of an FP8 matmul: "tensor", "row" or
-/// "mxfp8".
+/// The scaling granularity (recipe) of an FP8 matmul: "tensor", "delayed",
+/// "row" or "mxfp8".
 constexpr llvm::StringLiteral kFp8Attr = "tc.fp8";
 /// Which product of a linear layer: "fprop", "dgrad" or "wgrad".
 constexpr llvm::StringLiteral kFp8RoleAttr = "tc.fp8_role";
 /// dgrad / wgrad: the operand (0 or 1) that is the incoming gradient
 /// (quantized to E5M2; every other operand is E4M3).
 constexpr llvm::StringLiteral kFp8GradAttr = "tc.fp8_grad";
+
+/// The result of @grad_step / @train_step with delayed scaling: how many
+/// elements the step's FP8 quantizations saturated (f32 scalar).
+constexpr llvm::StringLiteral kFp8SaturatedResult = "fp8_saturated";
 
 /// tc-precision's per-op annotations, which PrecisionPlan.h reports.
 constexpr llvm::StringLiteral kPrecisionAttr = "tc.precision";
@@ -41,7 +45,7 @@ void annotatePrecision(mlir::Operation *op, llvm::StringRef precision, llvm::Str
 std::string typeString(mlir::Type t);
 
 /// The recipes tc-quantize-fp8 implements, for error messages.
-constexpr llvm::StringLiteral kFp8Scalings = "tensor, row or mxfp8";
+constexpr llvm::StringLiteral kFp8Scalings = "tensor, delayed, row or mxfp8";
 
 /// Checks an `--fp8-scaling` value: empty when it is implemented, else the
 /// error (a planned recipe says "not implemented yet", an unknown one lists

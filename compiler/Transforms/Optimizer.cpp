@@ -404,15 +404,35 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
       noDecayRe.push_back(std::move(re));
     }
 
-    // The gradients: every result after the loss.
+    // The gradients: every result after the loss, up to the entries that
+    // @grad_step updates itself (tc-quantize-fp8's delayed scaling), which
+    // @train_step returns as they are.
     FunctionType gradType = grad.getFunctionType();
     if (gradType.getNumResults() < 1) {
       grad.emitError() << "@grad_step returns nothing (expected the loss first)";
       return signalPassFailure();
     }
+    unsigned numGradResults = gradType.getNumResults();
+    for (unsigned i = 1; i < gradType.getNumResults(); ++i) {
+      auto nameAttr = grad.getResultAttrOfType<StringAttr>(i, kName);
+      if (nameAttr && (nameAttr.getValue().starts_with("update:") ||
+                       nameAttr.getValue() == "fp8_saturated")) {
+        numGradResults = i;
+        break;
+      }
+    }
     SmallVector<ParamInfo> params;
     for (unsigned i = 1; i < gradType.getNumResults(); ++i) {
       auto nameAttr = grad.getResultAttrOfType<StringAttr>(i, kName);
+      if (i >= numGradResults) {
+        if (!nameAttr || !(nameAttr.getValue().starts_with("update:") ||
+                           nameAttr.getValue() == "fp8_saturated")) {
+          grad.emitError() << "result #" << i
+                           << " of @grad_step follows its state updates but is none";
+          return signalPassFailure();
+        }
+        continue;
+      }
       auto type = llvm::dyn_cast<RankedTensorType>(gradType.getResult(i));
       if (!nameAttr || !nameAttr.getValue().starts_with("grad:") || !type ||
           !llvm::isa<FloatType>(type.getElementType())) {
@@ -496,9 +516,13 @@ struct OptimizerPass : tc::impl::TcOptimizerBase<OptimizerPass> {
         unsigned n = entry->getNumArguments();
         SmallVector<std::pair<std::string, Value>> results;
         results.push_back({lossName ? lossName.getValue().str() : "loss", returned[0]});
-        auto update = buildUpdate(u, params, ArrayRef<Value>(returned).drop_front(),
+        auto update = buildUpdate(u, params,
+                                  ArrayRef<Value>(returned).slice(1, numGradResults - 1),
                                   entry->getArgument(n - 2), entry->getArgument(n - 1));
         results.append(update.begin(), update.end());
+        for (unsigned i = numGradResults; i < returned.size(); ++i)
+          results.push_back(
+              {grad.getResultAttrOfType<StringAttr>(i, kName).getValue().str(), returned[i]});
         return results;
       });
     }

@@ -511,6 +511,11 @@ def TcQuantizeFp8 : Pass<"tc-quantize-fp8", "mlir::ModuleOp"> {
     naming the op, or with `allow-fallback` a bf16 matmul that says why.
   }];
   let options = [
+    Option<"amaxHistory", "amax-history", "int64_t", /*default=*/"1024",
+           "delayed scaling: the amaxes of the last N steps each scale comes from "
+           "(Transformer Engine's amax_history_len)">,
+    Option<"amaxCompute", "amax-compute", "std::string", /*default=*/"\"max\"",
+           "delayed scaling: max (of the history) or most_recent">,
     Option<"allowFallback", "allow-fallback", "bool", /*default=*/"false",
            "a product that breaks cuBLASLt's FP8 alignment stays bf16 (reported) "
            "instead of failing the compile">

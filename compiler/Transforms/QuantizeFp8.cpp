@@ -9,15 +9,40 @@
 // forward's FP8 copies of x and W being what the backward reads, as
 // Transformer Engine saves them.
 //
+// Delayed scaling (Transformer Engine's DelayedScaling recipe,
+// transformer_engine/common/recipe/__init__.py; the update is
+// transformer_engine/common/recipe/delayed_scaling.cu's
+// amax_and_scale_update): in @grad_step each quantized tensor reads two
+// training-state entries, its scale "fp8_scale:<id>" (f32, starting at 1 as
+// TE's) and the amaxes of its last N - 1 steps "fp8_amax_history:<id>" (f32
+// [N - 1], newest first, zeros at the start; none for N = 1), quantizes
+// with that scale; this step's amax and the stored ones are TE's window of
+// N, from which the step returns the next history (its newest N - 1) and
+// the next step's scale: fmax / amax (margin 0) with amax the window's
+// maximum (max) or this step's (most_recent), the old scale kept when amax
+// is 0 or not finite, the largest f32 when the quotient overflows.
+// Everything is plain
+// tc ops, so every backend runs the same arithmetic; tc-optimizer carries
+// the "update:" results into @train_step and the entries are checkpointed
+// with the optimizer state. "fp8_saturated" counts the elements whose
+// scaled magnitude exceeded the format's largest finite value (they
+// saturate): every delayed-scaled quantization of the step together.
+// Functions without a step to learn from (@infer, @eval_step) quantize by
+// the current amax.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/PrecisionPlan.h"
 #include "compiler/Transforms/Fp8Plan.h"
+#include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cfloat>
 
 #include <map>
 #include <tuple>
@@ -53,10 +78,17 @@ struct Product {
   SmallVector<Operation *> replaced; // ops that die with the rewrite, last first
 };
 
+/// What delayed scaling asks for (the pass's options).
+struct DelayedOptions {
+  int64_t history = 1024;
+  bool mostRecent = false;
+};
+
 class Quantizer {
 public:
-  Quantizer(func::FuncOp fn, bool allowFallback)
-      : fn(fn), b(fn.getContext()), allowFallback(allowFallback) {}
+  Quantizer(func::FuncOp fn, bool allowFallback, DelayedOptions delayed)
+      : fn(fn), b(fn.getContext()), allowFallback(allowFallback), delayed(delayed),
+        learns(fn.getName() == "grad_step") {}
 
   LogicalResult run() {
     SmallVector<MatmulOp> marked;
@@ -78,6 +110,8 @@ public:
           maybeDead.insert(in);
       op->erase();
     }
+    if (succeeded(result) && !updates.empty())
+      returnUpdates();
     return result;
   }
 
@@ -176,7 +210,7 @@ private:
   /// The block of a rank-2 operand `v` whose contraction axis is `k`.
   SmallVector<int64_t> blockOf(Value v, int64_t k, StringRef scaling) {
     ArrayRef<int64_t> s = tensorTypeOf(v).getShape();
-    if (scaling == "tensor")
+    if (scaling == "tensor" || scaling == "delayed")
       return SmallVector<int64_t>(s);
     SmallVector<int64_t> block = {1, 1};
     block[k] = scaling == "mxfp8" ? std::min<int64_t>(32, s[k]) : s[k];
@@ -185,12 +219,19 @@ private:
 
   /// The shared FP8 copy of `v` (data and scale_inv) in `format`.
   std::pair<Value, Value> quantized(Value v, Type format, ArrayRef<int64_t> block,
-                                    StringRef scaling, bool isGrad) {
+                                    StringRef scaling, bool isGrad, StringRef id) {
     auto key = std::make_tuple(v.getAsOpaquePointer(), format.getAsOpaquePointer(),
                                std::vector<int64_t>(block.begin(), block.end()));
     auto it = quantizations.find(key);
     if (it != quantizations.end())
       return it->second;
+    if (scaling == "delayed" && learns) {
+      auto r = quantizedDelayed(v, format, isGrad, id);
+      quantizations[key] = r;
+      return r;
+    }
+    if (scaling == "delayed")
+      scaling = "tensor";
     auto t = tensorTypeOf(v);
     SmallVector<int64_t> grid;
     for (auto [d, bl] : llvm::zip(t.getShape(), block))
@@ -261,8 +302,13 @@ private:
     Value lhs = stripTranspose(p->lhs, p->tl), rhs = stripTranspose(p->rhs, p->tr);
     Type e4m3 = b.getType<Float8E4M3FNType>(), e5m2 = b.getType<Float8E5M2Type>();
     Type fl = grad == 0 ? e5m2 : e4m3, fr = grad == 1 ? e5m2 : e4m3;
-    auto [ql, sl] = quantized(lhs, fl, blockOf(lhs, p->tl ? 0 : 1, scaling), scaling, grad == 0);
-    auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling), scaling, grad == 1);
+    std::string node = onnxNodeOf(mm.getLoc());
+    std::string site = (node.empty() ? "matmul" : node) + ":" + role.str();
+    auto operandId = [&](int64_t i) { return site + (grad == i ? ".dy" : i == 0 ? ".x" : ".w"); };
+    auto [ql, sl] = quantized(lhs, fl, blockOf(lhs, p->tl ? 0 : 1, scaling), scaling, grad == 0,
+                              operandId(0));
+    auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling), scaling, grad == 1,
+                              operandId(1));
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(mm);
     auto smm = ScaledMatmulOp::create(b, mm.getLoc(), p->result, ql, sl, qr, sr,
@@ -289,9 +335,144 @@ private:
     return success();
   }
 
+  /// A read of the f32 training-state entry `name` of `shape`, starting at
+  /// `init`.
+  Value stateEntry(Location loc, const std::string &name, ArrayRef<int64_t> shape, double init) {
+    auto p = ParameterOp::create(b, loc, RankedTensorType::get(shape, b.getF32Type()),
+                                 b.getStringAttr(name), UnitAttr());
+    p->setAttr("tc.optimizer_state", b.getUnitAttr());
+    if (init != 0.0)
+      p->setAttr(kStateInitAttr, b.getF64FloatAttr(init));
+    annotatePrecision(p, "f32", "fp8 delayed scaling: training state");
+    return p.getResult();
+  }
+
+  Value f32Scalar(Location loc, double v) {
+    auto type = RankedTensorType::get({}, b.getF32Type());
+    return ConstantOp::create(b, loc,
+                              DenseElementsAttr::get(type, b.getF32FloatAttr(static_cast<float>(v))));
+  }
+
+  /// Every axis of a tensor of rank `rank`.
+  DenseI64ArrayAttr allAxes(int64_t rank) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+    return b.getDenseI64ArrayAttr(axes);
+  }
+
+  /// The max (or sum) of every element of `x` as an f32 rank-0 tensor.
+  Value reduceAll(Location loc, Value x, bool max) {
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    int64_t rank = tensorTypeOf(x).getRank();
+    if (max)
+      return ReduceMaxOp::create(b, loc, scalar, x, allAxes(rank), false);
+    return ReduceSumOp::create(b, loc, scalar, x, allAxes(rank), false);
+  }
+
+  /// Delayed scaling's quantization of `v` (the file comment has the
+  /// recipe): the FP8 copy by the stored scale, its [1, 1] scale_inv, and
+  /// the history / scale updates and saturation count of the step.
+  std::pair<Value, Value> quantizedDelayed(Value v, Type format, bool isGrad, StringRef site) {
+    std::string id = site.str();
+    for (int n = 2; !ids.insert(id).second; ++n)
+      id = site.str() + "#" + std::to_string(n);
+    OpBuilder::InsertionGuard g(b);
+    setAfterDefinition(v);
+    Location loc = v.getLoc();
+    auto t = tensorTypeOf(v);
+    Type f32 = b.getF32Type();
+    auto f32Of = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, f32); };
+    auto i1Of = [&](ArrayRef<int64_t> shape) {
+      return RankedTensorType::get(shape, b.getI1Type());
+    };
+    std::string scaleName = "fp8_scale:" + id, historyName = "fp8_amax_history:" + id;
+    Value scale = stateEntry(loc, scaleName, {}, 1.0);
+    Value history =
+        delayed.history > 1 ? stateEntry(loc, historyName, {delayed.history - 1}, 0.0) : Value();
+    Value x = t.getElementType().isF32() ? v : CastOp::create(b, loc, f32Of(t.getShape()), v, true);
+    Value absX = AbsOp::create(b, loc, x.getType(), x);
+    Value amax = reduceAll(loc, absX, /*max=*/true);
+    Value scaled = MulOp::create(b, loc, x, scale);
+    auto q = CastOp::create(b, loc, RankedTensorType::get(t.getShape(), format), scaled, true);
+    Value one = f32Scalar(loc, 1.0);
+    Value inv = DivOp::create(b, loc, one, scale);
+    SmallVector<int64_t> unit(t.getRank(), 1);
+    auto scaleInv = ReshapeOp::create(b, loc, f32Of(unit), inv);
+    std::string how = std::string(isGrad ? "E5M2 copy of an incoming gradient"
+                                         : "E4M3 copy of a product operand") +
+                      ", delayed scaling: the scale from the amax history of earlier steps "
+                      "(saturating, round to nearest even)";
+    for (Operation *op : {absX.getDefiningOp(), amax.getDefiningOp(), scaled.getDefiningOp(),
+                          inv.getDefiningOp(), scaleInv.getOperation()})
+      annotatePrecision(op, "f32", "fp8 delayed scaling: " + how);
+    annotatePrecision(q, typeString(format), "fp8: " + how);
+    // Saturation: |x * s| beyond the format's largest finite value.
+    double fmax = llvm::isa<Float8E5M2Type>(format) ? 57344.0 : 448.0;
+    Value fmaxV = f32Scalar(loc, fmax);
+    Value absScaled = AbsOp::create(b, loc, scaled.getType(), scaled);
+    Value over = GtOp::create(b, loc, absScaled, fmaxV);
+    Value overF = CastOp::create(b, loc, f32Of(t.getShape()), over, true);
+    Value count = reduceAll(loc, overF, /*max=*/false);
+    saturatedCounts.push_back(count);
+    // The window: this step's amax in front of the stored ones; the next
+    // history is its newest N - 1.
+    Value front = ReshapeOp::create(b, loc, f32Of({1}), amax);
+    Value window = front, nextHistory;
+    if (history) {
+      window = ConcatOp::create(b, loc, f32Of({delayed.history}), ValueRange{front, history},
+                                b.getI64IntegerAttr(0));
+      nextHistory = SliceOp::create(b, loc, f32Of({delayed.history - 1}), window,
+                                    b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}));
+    }
+    Value used = delayed.mostRecent ? amax : reduceAll(loc, window, /*max=*/true);
+    Value zero = f32Scalar(loc, 0.0);
+    Value positive = GtOp::create(b, loc, used, zero);
+    Value infinite = IsInfOp::create(b, loc, i1Of({}), used);
+    Value finite = NotOp::create(b, loc, i1Of({}), infinite);
+    Value usable = AndOp::create(b, loc, positive, finite);
+    Value quotient = DivOp::create(b, loc, fmaxV, used);
+    Value overflow = IsInfOp::create(b, loc, i1Of({}), quotient);
+    Value capped = SelectOp::create(b, loc, overflow, f32Scalar(loc, FLT_MAX), quotient);
+    Value next = SelectOp::create(b, loc, usable, capped, scale);
+    if (nextHistory)
+      updates.push_back({"update:" + historyName, nextHistory});
+    updates.push_back({"update:" + scaleName, next});
+    return {q.getResult(), scaleInv.getResult()};
+  }
+
+  /// Appends the delayed-scaling results to the function's return.
+  void returnUpdates() {
+    auto ret = llvm::cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    SmallVector<Value> values(ret.getOperands());
+    unsigned first = values.size();
+    for (auto &[name, v] : updates)
+      values.push_back(v);
+    // The counts' sum just before the return, where every count is defined.
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(ret);
+    Value saturated = saturatedCounts.front();
+    for (Value c : ArrayRef<Value>(saturatedCounts).drop_front())
+      saturated = AddOp::create(b, ret.getLoc(), saturated, c);
+    values.push_back(saturated);
+    ret->setOperands(values);
+    SmallVector<Type> types;
+    for (Value v : values)
+      types.push_back(v.getType());
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
+    for (auto [i, u] : llvm::enumerate(updates))
+      fn.setResultAttr(first + i, "tc.name", b.getStringAttr(u.first));
+    fn.setResultAttr(values.size() - 1, "tc.name", b.getStringAttr(kFp8SaturatedResult));
+  }
+
   func::FuncOp fn;
   OpBuilder b;
   bool allowFallback;
+  DelayedOptions delayed;
+  bool learns; // @grad_step: delayed scaling reads and updates its state here
+  llvm::StringSet<> ids;
+  SmallVector<std::pair<std::string, Value>> updates;
+  SmallVector<Value> saturatedCounts; // one per delayed-scaled quantization
   llvm::DenseMap<std::pair<Value, Type>, Value> reshapes;
   std::map<std::tuple<void *, const void *, std::vector<int64_t>>, std::pair<Value, Value>>
       quantizations;
@@ -302,6 +483,17 @@ struct QuantizeFp8Pass : tc::impl::TcQuantizeFp8Base<QuantizeFp8Pass> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (amaxHistory < 1 || amaxHistory > (1 << 20)) {
+      getOperation().emitError() << "tc-quantize-fp8: amax-history must be in [1, 2^20], got "
+                                 << amaxHistory;
+      return signalPassFailure();
+    }
+    if (amaxCompute != "max" && amaxCompute != "most_recent") {
+      getOperation().emitError() << "tc-quantize-fp8: unknown amax-compute '" << amaxCompute
+                                 << "' (valid: max or most_recent)";
+      return signalPassFailure();
+    }
+    DelayedOptions delayed{amaxHistory, amaxCompute == "most_recent"};
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
@@ -309,7 +501,7 @@ struct QuantizeFp8Pass : tc::impl::TcQuantizeFp8Base<QuantizeFp8Pass> {
         fn.emitError() << "tc-quantize-fp8: expected a single-block function";
         return signalPassFailure();
       }
-      if (failed(Quantizer(fn, allowFallback).run()))
+      if (failed(Quantizer(fn, allowFallback, delayed).run()))
         return signalPassFailure();
     }
   }

@@ -9,14 +9,14 @@
 // RUN: tc-opt %t/none.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8}))' --verify-diagnostics
 // RUN: tc-opt %t/first.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 high-precision-first=2}))' --verify-diagnostics
 // RUN: tc-opt %t/regex.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 keep-high-precision=a\d}))' --verify-diagnostics
-// RUN: not tc-opt %t/marks.mlir --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 fp8-scaling=delayed}))' 2>&1 | FileCheck %t/marks.mlir --check-prefix=DELAYED
+// RUN: not tc-opt %t/marks.mlir --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 fp8-scaling=block128}))' 2>&1 | FileCheck %t/marks.mlir --check-prefix=BLOCK128
 // RUN: not tc-opt %t/marks.mlir --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 fp8-scaling=blocks}))' 2>&1 | FileCheck %t/marks.mlir --check-prefix=UNKNOWN
 
 //--- marks.mlir
 // Tests that the scaling recipe is checked: a planned one is "not
 // implemented yet", an unknown one lists the valid ones.
-// DELAYED: error: --fp8-scaling delayed: not implemented yet (implemented: tensor, row or mxfp8)
-// UNKNOWN: error: --fp8-scaling: unknown scaling 'blocks' (valid: tensor, row or mxfp8; planned: delayed, block128)
+// BLOCK128: error: --fp8-scaling block128: not implemented yet (implemented: tensor, delayed, row or mxfp8)
+// UNKNOWN: error: --fp8-scaling: unknown scaling 'blocks' (valid: tensor, delayed, row or mxfp8; planned: block128)
 
 // Tests that a linear layer (a batched activation times a transposed 2-D
 // weight parameter, through the bf16 casts) gets the FP8 mark on top of the

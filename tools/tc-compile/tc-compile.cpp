@@ -63,9 +63,13 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          and the loss stay high precision). --target cpu
                          emulates it; sm_90 runs tensor scaling (cuBLASLt)
   --fp8-scaling S        tensor (one scale per tensor by its current amax, the
-                         default), row (per row / column along K) or mxfp8
-                         (1x32 blocks, E8M0 scales); delayed and block128 are
-                         not implemented yet
+                         default), delayed (Transformer Engine's amax
+                         history: the scale from earlier steps' amaxes), row
+                         (per row / column along K) or mxfp8 (1x32 blocks,
+                         E8M0 scales); block128 is not implemented yet
+  --fp8-amax-history N   delayed: the steps of the amax history (1024)
+  --fp8-amax-compute A   delayed: max (of the history, the default) or
+                         most_recent
   --fp4-qat F            FP4 quantisation-aware training (needs --train), F =
                          nvfp4 (1x16 E4M3 blocks + an FP32 tensor scale, 16x16
                          blocks for weights) or mxfp4 (1x32 E8M0 blocks): the
@@ -371,6 +375,18 @@ int main(int argc, char **argv) {
       opts.fp8.scaling = value("--fp8-scaling");
       if (std::string err = tc::checkFp8Scaling(opts.fp8.scaling); !err.empty())
         fail(2, err);
+    } else if (is("--fp8-amax-history")) {
+      fp8Only.push_back("--fp8-amax-history");
+      double n = parseNumber("--fp8-amax-history", value("--fp8-amax-history"));
+      if (!(n >= 1 && n <= (1 << 20) && n == static_cast<int64_t>(n)))
+        fail(2, "--fp8-amax-history: expected a whole number of steps in [1, 2^20]");
+      opts.fp8.amaxHistory = static_cast<int64_t>(n);
+    } else if (is("--fp8-amax-compute")) {
+      fp8Only.push_back("--fp8-amax-compute");
+      opts.fp8.amaxCompute = value("--fp8-amax-compute");
+      if (opts.fp8.amaxCompute != "max" && opts.fp8.amaxCompute != "most_recent")
+        fail(2, "--fp8-amax-compute: unknown algorithm '" + opts.fp8.amaxCompute +
+                    "' (valid: max or most_recent)");
     } else if (is("--keep-high-precision")) {
       fp8Only.push_back("--keep-high-precision");
       opts.fp8.keepHighPrecision.push_back(value("--keep-high-precision"));
@@ -449,6 +465,9 @@ int main(int argc, char **argv) {
   }
   if (opts.precision != "fp8" && opts.precision != "fp4" && !fp8Only.empty())
     fail(2, fp8Only.front() + " has no effect without --fp8 (it shapes the FP8 plan)");
+  for (const char *f : {"--fp8-amax-history", "--fp8-amax-compute"})
+    if (llvm::is_contained(fp8Only, f) && opts.fp8.scaling != "delayed")
+      fail(2, std::string(f) + " shapes delayed scaling: give --fp8-scaling delayed");
   for (const std::string &other : precisionFlags)
     if (other != "--fp8" && llvm::is_contained(precisionFlags, "--fp8"))
       fail(2, "--fp8 and " + other + " are two precisions: give one (--fp8 already runs "

@@ -20,6 +20,8 @@
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/Fp8Plan.h"
 
 using namespace mlir;
 
@@ -92,6 +94,16 @@ LogicalResult checkFp8Op(Operation &op) {
     Fp8QuantizeForm f;
     e = fp8QuantizeForm(q, &f);
   } else if (auto mm = dyn_cast<ScaledMatmulOp>(op)) {
+    // Delayed scaling quantizes through tc elementwise ops with f8 results
+    // (tc-quantize-fp8), which the GPU's kernels do not produce yet.
+    auto scaling = mm->getAttrOfType<StringAttr>(kFp8Attr);
+    if (scaling && scaling.getValue() == "delayed") {
+      std::string node = onnxNodeOf(op.getLoc());
+      return op.emitOpError() << "GPU lowering"
+                              << (node.empty() ? "" : " of matmul '" + node + "'")
+                              << ": --fp8-scaling delayed runs on the CPU reference only "
+                                 "(--target cpu); on the GPU use --fp8-scaling tensor";
+    }
     Fp8GemmForm g;
     e = fp8GemmForm(mm, &g);
   } else if (auto fq = dyn_cast<FakeQuantizeOp>(op)) {

@@ -80,6 +80,7 @@ struct StepRecord {
   bool periodic = false;     ///< a --log-every step (a line to keep in the scrollback)
   bool skipped = false;      ///< loss scaling found an inf/NaN gradient: no update
   double lossScale = 0;      ///< the loss scale the step used; 0: no loss scaling
+  double fp8Saturated = -1;  ///< FP8 delayed scaling's saturated elements; < 0: none
 };
 
 /// The "kind": "train" / "val" lines of the metrics file.

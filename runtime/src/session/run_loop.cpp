@@ -129,6 +129,7 @@ Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
                                     step == run_.steps);
   rec.skipped = r.skipped;
   rec.lossScale = r.lossScale;
+  rec.fp8Saturated = r.fp8Saturated;
   S.obs->step(rec);
   if (out)
     *out = rec;

@@ -73,6 +73,8 @@ std::string trainMetricsJson(const StepRecord &r) {
          (r.lossScale > 0 ? ", \"loss_scale\": " + shortestDecimal(r.lossScale) +
                                  ", \"skipped\": " + (r.skipped ? "true" : "false")
                            : std::string()) +
+         (r.fp8Saturated >= 0 ? ", \"fp8_saturated\": " + shortestDecimal(r.fp8Saturated)
+                              : std::string()) +
          "}";
 }
 

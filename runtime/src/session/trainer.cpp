@@ -623,10 +623,11 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
     inputs.push_back(scalar(lr));
     inputs.push_back(scalar(static_cast<double>(step)));
     std::vector<bool> want = wantOnly(exec_->outputNames("train_step"),
-                                      {config_.loss, "grad_norm", "skipped", "loss_scale"});
+                                      {config_.loss, "grad_norm", "skipped", "loss_scale", "fp8_saturated"});
     TC_RETURN_IF_ERROR(exec_->run("train_step", inputs, &outputs, &want));
     TC_RETURN_IF_ERROR(scalarResult("train_step", config_.loss, 0, outputs, &out->loss));
     TC_RETURN_IF_ERROR(scalarResult("train_step", "grad_norm", 1, outputs, &out->gradNorm));
+    TC_RETURN_IF_ERROR(fp8SaturatedResult("train_step", outputs, &out->fp8Saturated));
     return lossScaleResults("train_step", outputs, out);
   }
   // Gradient accumulation through the host: grad_step per micro-batch, the
@@ -647,6 +648,14 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
   TC_RETURN_IF_ERROR(exec_->run("apply_step", inputs, &outputs, &want));
   TC_RETURN_IF_ERROR(scalarResult("apply_step", "grad_norm", 0, outputs, &out->gradNorm));
   return lossScaleResults("apply_step", outputs, out);
+}
+
+Status Trainer::fp8SaturatedResult(const std::string &fn, const std::vector<HostTensor> &outputs,
+                                   double *saturated) const {
+  const std::vector<std::string> *names = exec_->outputNames(fn);
+  if (!names || std::find(names->begin(), names->end(), "fp8_saturated") == names->end())
+    return Status::ok();
+  return scalarResult(fn, "fp8_saturated", -1, outputs, saturated);
 }
 
 Status Trainer::lossScaleResults(const std::string &fn, const std::vector<HostTensor> &outputs,
@@ -670,14 +679,25 @@ Status Trainer::accumulate(int64_t step, double lr,
   std::vector<TensorType> types;
   std::vector<HostTensor> outputs;
   double lossSum = 0;
+  // The results after the gradients (delayed FP8 scaling's "update:"
+  // entries, which the executor applies, and "fp8_saturated") are not
+  // apply_step's.
+  const std::vector<std::string> *names = exec_->outputNames("grad_step");
   for (const std::vector<HostTensor> &mb : micro) {
     TC_RETURN_IF_ERROR(exec_->run("grad_step", mb, &outputs));
     if (outputs.empty())
       return dataLoss("grad_step returned nothing");
     lossSum += hostTensorToDoubles(outputs[0])[0];
-    sums.resize(outputs.size() - 1);
-    types.resize(outputs.size() - 1);
-    for (size_t g = 0; g + 1 < outputs.size(); ++g) {
+    size_t grads = outputs.size() - 1;
+    if (names)
+      for (size_t g = 1; g < names->size() && g < outputs.size(); ++g)
+        if ((*names)[g].compare(0, 5, "grad:") != 0) {
+          grads = g - 1;
+          break;
+        }
+    sums.resize(grads);
+    types.resize(grads);
+    for (size_t g = 0; g < grads; ++g) {
       std::vector<double> v = hostTensorToDoubles(outputs[g + 1]);
       if (sums[g].empty())
         sums[g].assign(v.size(), 0.0);

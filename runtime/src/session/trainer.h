@@ -144,6 +144,9 @@ struct StepResult {
   bool skipped = false;
   /// The loss scale the step used; 0 without loss scaling.
   double lossScale = 0;
+  /// FP8 delayed scaling: the elements the step's quantizations saturated;
+  /// -1 without delayed scaling.
+  double fp8Saturated = -1;
 };
 
 /// A file a run reads, as the checkpoint identifies it: its path, its size
@@ -285,6 +288,9 @@ private:
   /// when no result has that name).
   Status scalarResult(const std::string &fn, const std::string &name, int fallback,
                       const std::vector<HostTensor> &outputs, double *v) const;
+  /// "fp8_saturated" of `fn` into `saturated`, when it has it.
+  Status fp8SaturatedResult(const std::string &fn, const std::vector<HostTensor> &outputs,
+                            double *saturated) const;
   /// "skipped" and "loss_scale" of `fn` into `out`, when it has them.
   Status lossScaleResults(const std::string &fn, const std::vector<HostTensor> &outputs,
                           StepResult *out) const;
