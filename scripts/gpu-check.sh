@@ -262,7 +262,7 @@ check_line="check: not run"
 if [ -x "$TCRUN" ] && [ -f "$FIXT/gpt2.ts.bf16.tca" ]; then
   ok=PASS
   parts=""
-  for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 llama.dynamo.fp8; do
+  for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 llama.dynamo.fp8 llama.dynamo.bf16; do
     [ -f "$FIXT/$fx.tca" ] || continue
     m=${fx%%.*}
     "$TCRUN" "$FIXT/$fx.tca" --device cuda --check --feed "input_ids=$FIXT/$m.input_ids.npy" \

@@ -114,7 +114,8 @@ Checking the GPU against the CPU reference:
                          tolerance (with FP8/FP4: where a loss diverges).
                          Exit 0 when every value is within, 1 otherwise
   --check-tolerance X    one tolerance for every value (default by type: f32
-                         1e-3, f16 1e-2, bf16 2e-2, fp8 1e-1, fp4 2e-1)
+                         1e-3, f16 1e-2, bf16 2e-2, fp8 2.5e-1, fp4 3e-1; at
+                         least that of the step's narrowest float type)
   --function NAME        the function to check (train_step; grad_step with
                          gradient accumulation)
 

@@ -718,7 +718,8 @@ tc_status_t *tc_run_eval(const tc_artifact_t *artifact, const tc_eval_options_t 
 typedef struct tc_check_options_t {
   const char *function; /* NULL: train_step (grad_step with gradient accumulation) */
   double tolerance;     /* > 0: for every value; 0 (default): by type, f32 1e-3,
-                         * f16 1e-2, bf16 2e-2, fp8 1e-1, fp4 2e-1 */
+                         * f16 1e-2, bf16 2e-2, fp8 2.5e-1, fp4 3e-1, and at
+                         * least that of the step's narrowest float type */
 } tc_check_options_t;
 
 void tc_check_options_initialize(tc_check_options_t *out_options);

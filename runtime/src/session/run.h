@@ -142,7 +142,8 @@ struct CheckReport {
 };
 
 /// The default tolerance of --check for a value of `d`: 1e-3 for f32/f64,
-/// 1e-2 f16, 2e-2 bf16, 1e-1 fp8, 2e-1 fp4, 0 (equal) for integers.
+/// 1e-2 f16, 2e-2 bf16, 2.5e-1 fp8, 3e-1 fp4, 0 (equal) for integers. A value
+/// gets at least the tolerance of its step's narrowest float type.
 double checkTolerance(DType d);
 
 /// A training run. prepare() does everything before the first step: the
