@@ -13,7 +13,9 @@
 #     val_loss over 20 fixed batches every 250 steps. MODES (default
 #     bf16,fp8,fp16, plus whatever else the folder has, e.g. nvfp4): each
 #     mode's val_loss at step 1000 against bf16's (FP8 and FP16 within 1%,
-#     NVFP4 QAT within 2%).
+#     NVFP4 QAT within 2%). The loss plot of the runs beside each other:
+#     python3 bench/plot_precision.py OUT.png bf16=OUT/acc-bf16.jsonl fp8=... (the
+#     eighth run's is bench/precision-loss.png).
 #   bench/precision.sh BUILD_DIR speed
 #     tokens/s (median of timed steps) of tc-bf16 and tc-fp8 beside
 #     torch.compile bf16 (bench/gpt2_torch.py), at GPT-2 124M (batch 16) and a
