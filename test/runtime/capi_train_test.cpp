@@ -215,6 +215,7 @@ TEST_F(CApiTrain, LossesEqualTcRunToTheBit) {
     EXPECT_TRUE(m.has_grad_norm);
     EXPECT_EQ(m.skipped, 0);
     EXPECT_EQ(m.loss_scale, 0.0); // no loss scaling
+    EXPECT_EQ(m.has_fp8_saturated, 0); // no delayed FP8 scaling
     stepped.push_back(m.loss);
     char *json = nullptr;
     ASSERT_TC_OK(tc_metrics_train_json(&m, &json));
@@ -223,6 +224,13 @@ TEST_F(CApiTrain, LossesEqualTcRunToTheBit) {
                                       0),
               0u)
         << json;
+    EXPECT_EQ(std::string(json).find("fp8_saturated"), std::string::npos) << json;
+    tc_string_release(json);
+    // A step that counts FP8 saturations says how many, as tc-run's lines do.
+    m.has_fp8_saturated = 1;
+    m.fp8_saturated = 116;
+    ASSERT_TC_OK(tc_metrics_train_json(&m, &json));
+    EXPECT_NE(std::string(json).find("\"fp8_saturated\": 116"), std::string::npos) << json;
     tc_string_release(json);
   }
   expectSameBits(stepped, ref);

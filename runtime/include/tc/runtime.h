@@ -454,6 +454,8 @@ typedef struct tc_step_metrics_t {
   int skipped;          /* 1: the step made no update: loss scaling (tc-compile --fp16)
                            found an inf/NaN gradient and only halved the scale */
   double loss_scale;    /* the loss scale the step used; 0: no loss scaling */
+  int has_fp8_saturated; /* 1: the step counts FP8 saturations (--fp8-scaling delayed) */
+  int64_t fp8_saturated; /* elements its FP8 quantisations saturated (E4M3 448, E5M2 57344) */
 } tc_step_metrics_t;
 
 /* A validation: a "kind": "val" record. */

@@ -96,6 +96,7 @@ StepRecord stepRecordOf(const tc_step_metrics_t &m) {
   r.periodic = m.periodic != 0;
   r.skipped = m.skipped != 0;
   r.lossScale = m.loss_scale;
+  r.fp8Saturated = m.has_fp8_saturated ? static_cast<double>(m.fp8_saturated) : -1;
   return r;
 }
 

@@ -53,6 +53,8 @@ tc_step_metrics_t metricsOf(const StepRecord &r) {
   m.periodic = r.periodic ? 1 : 0;
   m.skipped = r.skipped ? 1 : 0;
   m.loss_scale = r.lossScale;
+  m.has_fp8_saturated = r.fp8Saturated >= 0 ? 1 : 0;
+  m.fp8_saturated = r.fp8Saturated >= 0 ? static_cast<int64_t>(r.fp8Saturated) : 0;
   return m;
 }
 
