@@ -14,6 +14,7 @@
 #include "runtime/src/base/float_format.h"
 #include "runtime/src/base/init.h"
 #include "runtime/src/base/json.h"
+#include "runtime/src/base/proto_writer.h"
 #include "runtime/src/base/safetensors.h"
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cpu/executor.h"
@@ -32,65 +33,45 @@ namespace {
 enum : int64_t { kOnnxFloat = 1, kOnnxBf16 = 16, kOnnxF8E4M3FN = 17, kOnnxF4E2M1 = 23,
                  kOnnxF8E8M0 = 24 };
 
-/// Protobuf's wire format, the few pieces ONNX needs.
-class Proto {
-public:
-  void varint(uint64_t v) {
-    while (v >= 0x80) {
-      out.push_back(static_cast<uint8_t>(v | 0x80));
-      v >>= 7;
-    }
-    out.push_back(static_cast<uint8_t>(v));
-  }
-  void intField(int field, int64_t v) {
-    varint(static_cast<uint64_t>(field) << 3);
-    varint(static_cast<uint64_t>(v));
-  }
-  void bytesField(int field, const void *data, size_t n) {
-    varint(static_cast<uint64_t>(field) << 3 | 2);
-    varint(n);
-    out.insert(out.end(), static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + n);
-  }
-  void strField(int field, const std::string &s) { bytesField(field, s.data(), s.size()); }
-  void msgField(int field, const Proto &m) { bytesField(field, m.out.data(), m.out.size()); }
-  std::vector<uint8_t> out;
-};
-
 /// TensorProto: dims (1), data_type (2), name (8), raw_data (9).
-Proto tensorProto(const std::string &name, const std::vector<int64_t> &dims, int64_t type,
-                  const std::vector<uint8_t> &raw) {
-  Proto t;
+std::vector<uint8_t> tensorProto(const std::string &name, const std::vector<int64_t> &dims,
+                                 int64_t type, const std::vector<uint8_t> &raw) {
+  std::vector<uint8_t> t;
+  ProtoWriter w(&t);
   for (int64_t d : dims)
-    t.intField(1, d);
-  t.intField(2, type);
-  t.strField(8, name);
-  t.bytesField(9, raw.data(), raw.size());
+    w.varint(1, static_cast<uint64_t>(d));
+  w.varint(2, static_cast<uint64_t>(type));
+  w.str(8, name);
+  w.bytes(9, raw.data(), raw.size());
   return t;
 }
 
 /// NodeProto: input (1), output (2), name (3), op_type (4), attribute (5) of
 /// type INT (AttributeProto: name 1, i 3, type 20 = 2).
-Proto nodeProto(const std::string &op, const std::vector<std::string> &ins, const std::string &out,
-                const std::vector<std::pair<std::string, int64_t>> &attrs) {
-  Proto n;
+std::vector<uint8_t> nodeProto(const std::string &op, const std::vector<std::string> &ins,
+                               const std::string &out,
+                               const std::vector<std::pair<std::string, int64_t>> &attrs) {
+  std::vector<uint8_t> n;
+  ProtoWriter w(&n);
   for (const std::string &i : ins)
-    n.strField(1, i);
-  n.strField(2, out);
-  n.strField(3, out + "_" + op);
-  n.strField(4, op);
+    w.str(1, i);
+  w.str(2, out);
+  w.str(3, out + "_" + op);
+  w.str(4, op);
   for (const auto &[key, v] : attrs) {
-    Proto a;
-    a.strField(1, key);
-    a.intField(3, v);
-    a.intField(20, 2);
-    n.msgField(5, a);
+    std::vector<uint8_t> a;
+    ProtoWriter aw(&a);
+    aw.str(1, key);
+    aw.varint(3, static_cast<uint64_t>(v));
+    aw.varint(20, 2);
+    w.message(5, a);
   }
   return n;
 }
 
 /// The top-level fields of a ModelProto: `graph` (field 7) apart, every
 /// other field but ir_version (1) and opset_import (8) copied into `rest`.
-Status splitModel(const std::string &m, std::string *graph, Proto *rest) {
+Status splitModel(const std::string &m, std::string *graph, std::vector<uint8_t> *rest) {
   size_t i = 0;
   auto varint = [&](uint64_t *v) {
     *v = 0;
@@ -122,7 +103,7 @@ Status splitModel(const std::string &m, std::string *graph, Proto *rest) {
       return bad;
     }
     if (field != 1 && field != 7 && field != 8)
-      rest->out.insert(rest->out.end(), m.begin() + start, m.begin() + i);
+      rest->insert(rest->end(), m.begin() + start, m.begin() + i);
   }
   return Status::ok();
 }
@@ -304,54 +285,56 @@ std::vector<uint8_t> rawData(const HostTensor &t) {
 
 Status writeOnnx(const Artifact &a, const ExportOptions &o, const std::vector<Exported> &ws) {
   std::string graph;
-  Proto model;
+  std::vector<uint8_t> model;
   TC_RETURN_IF_ERROR(splitModel(a.reports.at("export.onnx"), &graph, &model));
   bool mx = o.precision == "mxfp4";
-  Proto g;
+  std::vector<uint8_t> graphProto;
+  ProtoWriter g(&graphProto);
   for (const Exported &w : ws) {
     if (!w.quantized)
       continue;
     std::string q = w.name + "_quantized", s = w.name + "_scale";
     if (o.precision == "bf16")
-      g.msgField(1, nodeProto("Cast", {q}, w.name, {{"to", kOnnxFloat}}));
+      g.message(1, nodeProto("Cast", {q}, w.name, {{"to", kOnnxFloat}}));
     else if (o.precision == "nvfp4") {
       // The E4M3 block scales are dequantised by the f32 tensor scale first.
-      g.msgField(1, nodeProto("DequantizeLinear", {s, s + "_2"}, s + "_float", {}));
-      g.msgField(1, nodeProto("DequantizeLinear", {q, s + "_float"}, w.name,
+      g.message(1, nodeProto("DequantizeLinear", {s, s + "_2"}, s + "_float", {}));
+      g.message(1, nodeProto("DequantizeLinear", {q, s + "_float"}, w.name,
                               {{"axis", w.axis}, {"block_size", w.block}}));
     } else if (mx)
-      g.msgField(1, nodeProto("DequantizeLinear", {q, s}, w.name,
+      g.message(1, nodeProto("DequantizeLinear", {q, s}, w.name,
                               {{"axis", w.axis}, {"block_size", w.block},
                                {"output_dtype", kOnnxFloat}}));
     else
-      g.msgField(1, nodeProto("DequantizeLinear", {q, s}, w.name, {}));
+      g.message(1, nodeProto("DequantizeLinear", {q, s}, w.name, {}));
   }
-  g.out.insert(g.out.end(), graph.begin(), graph.end());
+  graphProto.insert(graphProto.end(), graph.begin(), graph.end());
   for (const Exported &w : ws) {
     if (!w.quantized) {
-      g.msgField(5, tensorProto(w.name, w.dims, onnxType(w.value.type.dtype), w.value.data));
+      g.message(5, tensorProto(w.name, w.dims, onnxType(w.value.type.dtype), w.value.data));
       continue;
     }
-    g.msgField(5, tensorProto(w.name + "_quantized", w.dims, onnxType(w.value.type.dtype),
+    g.message(5, tensorProto(w.name + "_quantized", w.dims, onnxType(w.value.type.dtype),
                               rawData(w.value)));
     if (o.precision == "bf16")
       continue;
     // fp8: the per-tensor scale is a scalar (ONNX's per-tensor form).
     std::vector<int64_t> sdims = o.precision == "fp8" ? std::vector<int64_t>{} : w.scale.type.shape;
-    g.msgField(5, tensorProto(w.name + "_scale", sdims, onnxType(w.scale.type.dtype),
+    g.message(5, tensorProto(w.name + "_scale", sdims, onnxType(w.scale.type.dtype),
                               w.scale.data));
     if (!w.scale2.data.empty())
-      g.msgField(5, tensorProto(w.name + "_scale_2", {}, kOnnxFloat, w.scale2.data));
+      g.message(5, tensorProto(w.name + "_scale_2", {}, kOnnxFloat, w.scale2.data));
   }
-  Proto file;
-  file.intField(1, mx ? 12 : 11); // the IR versions of opsets 24 and 23
-  file.out.insert(file.out.end(), model.out.begin(), model.out.end());
-  file.msgField(7, g);
-  Proto opset;
-  opset.strField(1, "");
-  opset.intField(2, mx ? 24 : 23);
-  file.msgField(8, opset);
-  return writeFileAtomic(o.onnxPath, file.out.data(), file.out.size());
+  std::vector<uint8_t> file, opset;
+  ProtoWriter f(&file);
+  f.varint(1, mx ? 12 : 11); // the IR versions of opsets 24 and 23
+  file.insert(file.end(), model.begin(), model.end());
+  f.message(7, graphProto);
+  ProtoWriter os(&opset);
+  os.str(1, "");
+  os.varint(2, mx ? 24 : 23);
+  f.message(8, opset);
+  return writeFileAtomic(o.onnxPath, file.data(), file.size());
 }
 
 /// safetensors: W (BF16 / F8_E4M3 / F4), W.scale (fp8: F32 [], the

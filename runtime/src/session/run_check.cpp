@@ -114,19 +114,10 @@ int narrowness(DType d) {
   }
 }
 
-/// The op of `fn` that makes value `id`.
-const Op *producerOf(const Function &fn, int64_t id) {
-  for (const Op &op : fn.ops)
-    for (int32_t r : op.results)
-      if (r == id)
-        return &op;
-  return nullptr;
-}
-
-char buf[64];
 std::string sci(double v) {
   if (std::isinf(v))
     return "inf";
+  char buf[32];
   std::snprintf(buf, sizeof buf, "%.2e", v);
   return buf;
 }
@@ -137,6 +128,7 @@ std::string CheckReport::text() const {
   std::string s = "check of @" + function + ": " + std::to_string(rows.size()) +
                   " values compared, GPU against the CPU reference (relative L2 error)\n";
   for (const CheckRow &r : rows) {
+    char buf[32];
     std::snprintf(buf, sizeof buf, "  #%-5lld ", static_cast<long long>(r.op));
     s += buf;
     s += r.beyond ? "BEYOND " : "ok     ";
@@ -201,6 +193,11 @@ Status TrainRun::check(const CheckOptions &c, CheckReport *out, bool *userError)
     TC_RETURN_IF_ERROR(cpu->setEntry(p.name, h));
   }
 
+  // The reference op that makes each value.
+  std::vector<const Op *> producer(ref->values.size(), nullptr);
+  for (const Op &op : ref->ops)
+    for (int32_t r : op.results)
+      producer[static_cast<size_t>(r)] = &op;
   std::set<int32_t> values, buffers;
   for (const auto &[b, m] : map) {
     buffers.insert(b);
@@ -232,8 +229,10 @@ Status TrainRun::check(const CheckOptions &c, CheckReport *out, bool *userError)
         r.op = static_cast<int64_t>(op);
         const DeviceOp &d = dev->ops[op];
         r.deviceOp = d.kind == "launch" || d.kind == "library" ? d.kind + " " + d.name : d.kind;
-        const Op *producer = producerOf(*ref, m.value);
-        r.refOp = producer ? producer->name : "%" + std::to_string(m.value);
+        const Op *made = m.value >= 0 && static_cast<size_t>(m.value) < producer.size()
+                             ? producer[static_cast<size_t>(m.value)]
+                             : nullptr;
+        r.refOp = made ? made->name : "%" + std::to_string(m.value);
         r.node = m.node;
         r.type = typeToString(w->second.type);
         r.error = relativeError(got, w->second);
