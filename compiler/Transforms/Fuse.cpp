@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -67,33 +68,46 @@ bool cublasMatmul(Value v) {
   return rb == 1 || lb == 1 || (lb == ob && rb == ob);
 }
 
+/// The bf16 product of an FP8 GEMM (tc.scaled_matmul with a cuBLASLt form)
+/// whose only use is an add: cuBLASLt adds a bias, nothing more, in FP8.
+bool fp8MatmulWithBias(Value v) {
+  auto mm = v.getDefiningOp<tc::ScaledMatmulOp>();
+  return mm && v.hasOneUse() && tc::fp8BiasEpilogueForm(mm);
+}
+
+/// Whether `add` adds a bias [N] to the product of a matmul that becomes
+/// one cuBLASLt call (with `fp8`: or of an FP8 GEMM).
+bool isBiasAdd(tc::AddOp add, bool fp8) {
+  if (add.getLhs() == add.getRhs())
+    return false;
+  for (auto [prod, bias] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+    if (!cublasMatmul(prod) && !(fp8 && fp8MatmulWithBias(prod)))
+      continue;
+    auto pt = llvm::cast<RankedTensorType>(prod.getType());
+    auto bt = llvm::cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() == 1 && bt.getDimSize(0) == pt.getShape().back() &&
+        bt.getElementType() == pt.getElementType() && add.getResult().getType() == pt)
+      return true;
+  }
+  return false;
+}
+
 /// Bias add (+ bias[N] on a matmul's only use) and GELU-tanh after it (or
 /// directly after the matmul) when that is the only use: cuBLASLt epilogues,
 /// so left out of fusions (tc-lower-to-tcx's lowerMatmul folds them, under
-/// the same conditions).
+/// the same conditions; tc-fuse-matmul-epilogue marks them). FP8 GEMMs take
+/// the bias only.
 bool isMatmulEpilogue(Operation *op) {
-  if (auto add = llvm::dyn_cast<tc::AddOp>(op)) {
-    if (add.getLhs() == add.getRhs())
-      return false;
-    for (auto [prod, bias] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
-      if (!cublasMatmul(prod))
-        continue;
-      auto pt = llvm::cast<RankedTensorType>(prod.getType());
-      auto bt = llvm::cast<RankedTensorType>(bias.getType());
-      if (bt.getRank() == 1 && bt.getDimSize(0) == pt.getShape().back() &&
-          bt.getElementType() == pt.getElementType() && add.getResult().getType() == pt)
-        return true;
-    }
-    return false;
-  }
+  if (auto add = llvm::dyn_cast<tc::AddOp>(op))
+    return isBiasAdd(add, /*fp8=*/true);
   if (auto gelu = llvm::dyn_cast<tc::GeluOp>(op)) {
     if (gelu.getApproximate() != "tanh")
       return false;
     Value in = gelu.getInput();
     if (cublasMatmul(in))
       return true;
-    Operation *def = in.getDefiningOp();
-    return def && in.hasOneUse() && isMatmulEpilogue(def) && llvm::isa<tc::AddOp>(def);
+    auto add = in.getDefiningOp<tc::AddOp>();
+    return add && in.hasOneUse() && isBiasAdd(add, /*fp8=*/false);
   }
   return false;
 }

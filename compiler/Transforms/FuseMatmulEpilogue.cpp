@@ -2,8 +2,9 @@
 //
 // Marks what the cuBLASLt GEMM of a tc.matmul computes besides the product:
 // a weight gradient's sum over the batch (tc.fold_batch_sum) and a bias add
-// and / or tanh gelu after it (tc.epilogue). tc-lower-to-tcx follows the
-// marks; the decision, and the shapes it depends on, are made here.
+// and / or tanh gelu after it (tc.epilogue); of a tc.scaled_matmul (FP8),
+// a bias add. tc-lower-to-tcx follows the marks; the decision, and the
+// shapes it depends on, are made here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,20 @@ using namespace mlir;
 
 namespace tc {
 namespace {
+
+/// The add of a bias [n] of `product`'s element type that is the product's
+/// only use, if there is one.
+AddOp biasAdd(Value product, int64_t n) {
+  auto add = soleUser<AddOp>(product);
+  if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != product.getType())
+    return nullptr;
+  Value other = add.getLhs() == product ? add.getRhs() : add.getLhs();
+  auto ot = llvm::cast<RankedTensorType>(other.getType());
+  bool isBias = ot.getRank() == 1 && ot.getDimSize(0) == n &&
+                ot.getElementType() ==
+                    llvm::cast<RankedTensorType>(product.getType()).getElementType();
+  return isBias ? add : nullptr;
+}
 
 void mark(MatmulOp op) {
   std::optional<GemmForm> g = gemmForm(op);
@@ -46,16 +61,9 @@ void mark(MatmulOp op) {
   // Epilogues: + bias[N] (the product's only use), then gelu-tanh.
   if (g->broadcast)
     return;
-  bool bias = false, gelu = false;
-  if (auto add = soleUser<AddOp>(result)) {
-    Value other = add.getLhs() == result ? add.getRhs() : add.getLhs();
-    auto ot = llvm::cast<RankedTensorType>(other.getType());
-    if (add.getLhs() != add.getRhs() && ot.getRank() == 1 && ot.getDimSize(0) == g->n &&
-        ot.getElementType() == elt && add.getResult().getType() == outType) {
-      bias = true;
-      result = add.getResult();
-    }
-  }
+  bool bias = biasAdd(result, g->n) != nullptr, gelu = false;
+  if (bias)
+    result = biasAdd(result, g->n).getResult();
   if (auto g = soleUser<GeluOp>(result); g && g.getApproximate() == "tanh")
     gelu = true;
   if (bias || gelu)
@@ -64,12 +72,23 @@ void mark(MatmulOp op) {
                                                                             : "gelu"));
 }
 
+/// An FP8 GEMM (cuBLASLt's FP8 kernels take a bias epilogue, not GELU in
+/// tc's forms): the bias add of a forward linear layer.
+void mark(ScaledMatmulOp op) {
+  Fp8GemmForm g;
+  if (fp8BiasEpilogueForm(op) && fp8GemmForm(op, &g).empty() && biasAdd(op.getResult(), g.n))
+    op->setAttr(kEpilogueAttr, StringAttr::get(op.getContext(), "bias"));
+}
+
 struct TcFuseMatmulEpilogue : impl::TcFuseMatmulEpilogueBase<TcFuseMatmulEpilogue> {
   void runOnOperation() override {
     // Top-level ops only: those in fusion bodies become generated kernels.
-    for (Block &block : getOperation().getBody())
+    for (Block &block : getOperation().getBody()) {
       for (auto op : block.getOps<MatmulOp>())
         mark(op);
+      for (auto op : block.getOps<ScaledMatmulOp>())
+        mark(op);
+    }
   }
 };
 

@@ -324,15 +324,49 @@ private:
     Value out = smm.getResult();
     auto targetType = tensorTypeOf(p->target);
     if (targetType != p->result) {
+      // A bias add of the batched product moves before the reshape, onto
+      // the [M, N] product, where the GPU's FP8 GEMM adds it (its epilogue).
+      AddOp biasAdd = batchedBiasAdd(p->target);
+      if (biasAdd) {
+        b.setInsertionPoint(biasAdd); // where the bias is defined
+        bool biasFirst = biasAdd.getLhs() != p->target;
+        Value bias = biasFirst ? biasAdd.getLhs() : biasAdd.getRhs();
+        auto add2d = AddOp::create(b, biasAdd.getLoc(), p->result, biasFirst ? bias : out,
+                                   biasFirst ? out : bias);
+        add2d->setAttrs(biasAdd->getAttrs());
+        out = add2d.getResult();
+      }
       auto back = ReshapeOp::create(b, mm.getLoc(), targetType, out);
       annotatePrecision(back, typeString(targetType.getElementType()),
                         "data movement: the fp8 product back to its batch shape");
       out = back.getResult();
+      if (biasAdd) {
+        biasAdd.getResult().replaceAllUsesWith(out);
+        biasAdd->erase();
+        for (Operation *op : p->replaced)
+          op->erase();
+        return success();
+      }
     }
     p->target.replaceAllUsesWith(out);
     for (Operation *op : p->replaced)
       op->erase();
     return success();
+  }
+
+  /// The add of a bias [N] (the last dim) that is the batched product
+  /// `target`'s only use, if there is one.
+  static AddOp batchedBiasAdd(Value target) {
+    if (!target.hasOneUse())
+      return nullptr;
+    auto add = dyn_cast<AddOp>(*target.getUsers().begin());
+    if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != target.getType())
+      return nullptr;
+    Value other = add.getLhs() == target ? add.getRhs() : add.getLhs();
+    auto ot = tensorTypeOf(other), tt = tensorTypeOf(target);
+    bool bias = ot.getRank() == 1 && ot.getDimSize(0) == tt.getShape().back() &&
+                ot.getElementType() == tt.getElementType();
+    return bias ? add : nullptr;
   }
 
   /// A read of the f32 training-state entry `name` of `shape`, starting at

@@ -24,6 +24,24 @@ func.func @linear_fwd(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tensor
 
 // -----
 
+// Tests that the bias add marked as an FP8 GEMM's epilogue goes with the
+// GEMM: the bias is its fifth input, the add's result its output.
+// CHECK-LABEL: func.func @linear_bias
+// CHECK: %[[Y:.+]] = tcx.alloc {kind = "output"} : <32x128xbf16>
+// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : {{.+}}, !tcx.buffer<128xbf16>) outs(%[[Y]] : <32x128xbf16>) {compute_type = "fp8", epilogue = "bias", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
+// CHECK-NOT: tcx.launch
+// CHECK: return
+func.func @linear_bias(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>, %b: tensor<128xbf16>) -> tensor<32x128xbf16> {
+  %qx, %sx = tc.quantize %x {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 128, 64>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<1x1xf32>)
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {tc.epilogue = "bias", transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xbf16>
+  %z = tc.add %y, %b : tensor<32x128xbf16>, tensor<128xbf16> -> tensor<32x128xbf16>
+  return %z : tensor<32x128xbf16>
+}
+
+// -----
+
 // Tests the backward of an FP8 linear layer: dgrad (dY @ W) reads W's
 // transposed copy [K, N] as cuBLASLt's rhs, wgrad (dY^T @ X) the copies of
 // dY and X, so those three quantize calls write their copy too (an alloc of

@@ -114,6 +114,24 @@ func.func @epilogue(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf
 
 // -----
 
+// Tests that an FP8 GEMM's bias add stays out of fusions (its cuBLASLt
+// epilogue) but the GELU-tanh after it fuses: FP8 GEMMs take a bias only.
+// CHECK-LABEL: func.func @fp8_epilogue
+// CHECK: %[[M:.+]] = tc.scaled_matmul
+// CHECK-NEXT: %[[A:.+]] = tc.add %[[M]], %{{.+}}
+// CHECK-NEXT: tc.fusion
+// CHECK: tc.gelu
+func.func @fp8_epilogue(%qx: tensor<32x64xf8E4M3FN>, %sx: tensor<1x1xf32>, %qw: tensor<128x64xf8E4M3FN>, %sw: tensor<1x1xf32>, %b: tensor<128xbf16>) -> tensor<32x128xbf16> {
+  %m = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xbf16>
+  %a = tc.add %m, %b : tensor<32x128xbf16>, tensor<128xbf16> -> tensor<32x128xbf16>
+  %g = tc.gelu %a {approximate = "tanh"} : tensor<32x128xbf16>
+  %y = tc.mul %g, %g : tensor<32x128xbf16>, tensor<32x128xbf16> -> tensor<32x128xbf16>
+  return %y : tensor<32x128xbf16>
+}
+
+// -----
+
 // Tests that when the pre-activation is needed again (training keeps it for
 // the GELU gradient) only the bias add stays out: the GELU fuses.
 // CHECK-LABEL: func.func @epilogue_kept

@@ -60,3 +60,27 @@ func.func @not_batch_sum(%x: tensor<2x8x16xf32>, %dy: tensor<2x8x32xf32>) -> ten
   %s = tc.reduce_sum %p {axes = array<i64: 1>} : tensor<2x16x32xf32> -> tensor<2x32xf32>
   return %s : tensor<2x32xf32>
 }
+
+// -----
+
+// Tests that an FP8 GEMM (per-tensor scales, bf16 product) is marked with
+// its bias add and never with a gelu (cuBLASLt's FP8 kernels take a bias
+// only), and that an f32 product is not marked.
+// CHECK-LABEL: func.func @fp8_bias
+// CHECK: tc.scaled_matmul {{.+}} {tc.epilogue = "bias", transpose_rhs = true}
+// CHECK-LABEL: func.func @fp8_f32
+// CHECK-NOT: tc.epilogue
+// CHECK: return
+func.func @fp8_bias(%qx: tensor<32x64xf8E4M3FN>, %sx: tensor<1x1xf32>, %qw: tensor<128x64xf8E4M3FN>, %sw: tensor<1x1xf32>, %b: tensor<128xbf16>) -> tensor<32x128xbf16> {
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xbf16>
+  %1 = tc.add %b, %y : tensor<128xbf16>, tensor<32x128xbf16> -> tensor<32x128xbf16>
+  %2 = tc.gelu %1 {approximate = "tanh"} : tensor<32x128xbf16>
+  return %2 : tensor<32x128xbf16>
+}
+func.func @fp8_f32(%qx: tensor<32x64xf8E4M3FN>, %sx: tensor<1x1xf32>, %qw: tensor<128x64xf8E4M3FN>, %sw: tensor<1x1xf32>, %b: tensor<128xf32>) -> tensor<32x128xf32> {
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xf32>
+  %1 = tc.add %y, %b : tensor<32x128xf32>, tensor<128xf32> -> tensor<32x128xf32>
+  return %1 : tensor<32x128xf32>
+}

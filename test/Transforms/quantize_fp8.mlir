@@ -21,6 +21,23 @@ func.func @rank2(%x: tensor<32x64xbf16>, %w: tensor<64x16xbf16>) -> tensor<32x16
 
 // -----
 
+// Tests that the bias add of a batched product moves before the reshape
+// back to the batch shape, onto the [M, N] product (where the GPU's FP8 GEMM
+// adds it), keeping its attributes.
+// CHECK-LABEL: func.func @batched_bias
+// CHECK: %[[Y2:.+]] = tc.scaled_matmul {{.*}} -> tensor<32x64xbf16>
+// CHECK: %[[Z2:.+]] = tc.add %{{.+}}, %[[Y2]] {tc.precision = "bf16"} : tensor<64xbf16>, tensor<32x64xbf16> -> tensor<32x64xbf16>
+// CHECK: %[[Z:.+]] = tc.reshape %[[Z2]] {{.*}} : tensor<32x64xbf16> to tensor<2x16x64xbf16>
+// CHECK-NOT: tc.add
+// CHECK: return %[[Z]]
+func.func @batched_bias(%x: tensor<2x16x32xbf16>, %w: tensor<32x64xbf16>, %b: tensor<64xbf16>) -> tensor<2x16x64xbf16> {
+  %y = tc.matmul %x, %w {tc.fp8 = "tensor", tc.fp8_role = "fprop"} : tensor<2x16x32xbf16>, tensor<32x64xbf16> -> tensor<2x16x64xbf16>
+  %z = tc.add %b, %y {tc.precision = "bf16"} : tensor<64xbf16>, tensor<2x16x64xbf16> -> tensor<2x16x64xbf16>
+  return %z : tensor<2x16x64xbf16>
+}
+
+// -----
+
 // Tests a batched linear layer with its dgrad and wgrad (as tc-autodiff
 // writes them): x, W and the incoming gradient g are each quantized once
 // (g in E5M2) and shared by the three products; the weight's transpose

@@ -120,7 +120,11 @@ HostTensor fp8Input(DType dt, int64_t rows, int64_t cols, const std::string &kin
 
 TEST_F(CudaFp8, QuantizeMatchesReferenceBitForBit) {
   const char *kinds[] = {"random", "special", "saturate", "zeros", "nan", "tiny"};
-  const std::pair<int64_t, int64_t> shapes[] = {{37, 50}, {64, 128}, {1, 1000}, {300, 17}};
+  // 64x128 tiles with 8-element vectors where cols % 8 == 0 (whole and
+  // partial tiles; qT by words when rows % 4 == 0, by bytes otherwise),
+  // 32x32 scalar tiles for the rest.
+  const std::pair<int64_t, int64_t> shapes[] = {{37, 50},   {64, 128}, {1, 1000}, {300, 17},
+                                                {200, 264}, {130, 136}, {72, 8}};
   for (DType dt : {DType::F32, DType::BF16})
     for (DType qt : {DType::F8E4M3FN, DType::F8E5M2})
       for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Row}) {
@@ -152,23 +156,26 @@ TEST_F(CudaFp8, QuantizeMatchesReferenceBitForBit) {
             bad += mismatches(g.qT, wantT, what + " q_t");
           }
         // Timing: the quantize of a GPT-2 124M activation [8 x 1024, 768]
-        // (the amax pass and the quantize pass, with the transposed copy per tensor).
-        const int64_t rows = 8192, cols = 768;
-        DevBuf dx, amax, dq, dqT, ds;
-        ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dx, stream()));
-        ASSERT_OK(devZeros(fp8QuantizeScratchBytes(rows, perRow), &amax, stream()));
-        ASSERT_OK(devZeros(rows * cols, &dq, stream()));
-        ASSERT_OK(devZeros(rows * cols, &dqT, stream()));
-        ASSERT_OK(devZeros(4 * rows, &ds, stream()));
-        double us = timeUs(stream(), 20, [&]() -> Status {
-          TC_RETURN_IF_ERROR(amaxFp8(dt, dx.p, amax.as<float>(), rows, cols, scaling, stream()));
-          return quantizeFp8(dt, dx.p, amax.as<float>(), qt, dq.p, perRow ? nullptr : dqT.p,
-                             ds.as<float>(), rows, cols, scaling, stream());
-        });
+        // and of a 1B MLP activation [8 x 1024, 8192] (the amax pass and the
+        // quantize pass, with the transposed copy per tensor).
         std::string name = std::string("quantize_fp8 ") + dtypeName(qt) +
                            (perRow ? " row" : " tensor+T");
-        // The "error" is the count of elements whose bits differ: 0 allowed.
-        report(name, dt, static_cast<double>(bad), 0, us, shapeStr({rows, cols}));
+        for (int64_t cols : {768, 8192}) {
+          const int64_t rows = 8192;
+          DevBuf dx, amax, dq, dqT, ds;
+          ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dx, stream()));
+          ASSERT_OK(devZeros(fp8QuantizeScratchBytes(rows, perRow), &amax, stream()));
+          ASSERT_OK(devZeros(rows * cols, &dq, stream()));
+          ASSERT_OK(devZeros(rows * cols, &dqT, stream()));
+          ASSERT_OK(devZeros(4 * rows, &ds, stream()));
+          double us = timeUs(stream(), 20, [&]() -> Status {
+            TC_RETURN_IF_ERROR(amaxFp8(dt, dx.p, amax.as<float>(), rows, cols, scaling, stream()));
+            return quantizeFp8(dt, dx.p, amax.as<float>(), qt, dq.p, perRow ? nullptr : dqT.p,
+                               ds.as<float>(), rows, cols, scaling, stream());
+          });
+          // The "error" is the count of elements whose bits differ: 0 allowed.
+          report(name, dt, static_cast<double>(bad), 0, us, shapeStr({rows, cols}));
+        }
         EXPECT_EQ(bad, 0) << name;
       }
 }
@@ -290,19 +297,84 @@ TEST_F(CudaFp8, MatmulMatchesScaledMatmulReference) {
   }
 }
 
-TEST_F(CudaFp8, MatmulRowScalesAreRefusedByThisCublasLt) {
+TEST_F(CudaFp8, MatmulAddsBiasInItsEpilogue) {
+  // The forward of a linear layer with its bias (tc-fuse-matmul-epilogue's
+  // "bias" on an FP8 GEMM): y = x @ W^T + b, b bf16 [N], added by cuBLASLt
+  // in fp32 before y is rounded to bf16; the reference adds b to the f32
+  // tc.scaled_matmul. Tolerance as fast accumulation's (2e-2), since forward
+  // GEMMs run with it.
+  std::unique_ptr<Matmul> mm;
+  ASSERT_OK(Matmul::create(&mm));
+  std::vector<double> got, want;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 128, 256}, {40, 48, 64}}) {
+    HostTensor x = randomTensor(ty(DType::BF16, {m, k}), rng, -2, 2);
+    HostTensor w = randomTensor(ty(DType::BF16, {n, k}), rng, -0.5, 0.5);
+    HostTensor b = randomTensor(ty(DType::BF16, {n}), rng, -4, 4);
+    GpuQuantized qx, qw;
+    ASSERT_OK(quantizeOnGpu(x, DType::F8E4M3FN, Fp8Scaling::Tensor, false, stream(), &qx));
+    ASSERT_OK(quantizeOnGpu(w, DType::F8E4M3FN, Fp8Scaling::Tensor, false, stream(), &qw));
+    std::vector<HostTensor> ref;
+    ASSERT_OK(reference("tc.scaled_matmul", {qx.q, qx.scaleInv, qw.q, qw.scaleInv},
+                        {ty(DType::F32, {m, n})}, {{"transpose_rhs", aInt(1)}}, &ref));
+    std::vector<double> r = hostTensorToDoubles(ref[0]), bias = hostTensorToDoubles(b);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        r[i * n + j] += bias[j];
+    MatmulDesc d = fp8Desc(DType::BF16, m, n, k);
+    d.fastAccum = true;
+    d.epilogue = MatmulEpilogue::Bias;
+    DevBuf db, dout;
+    ASSERT_OK(upload(b, &db, stream()));
+    ASSERT_OK(devZeros(m * n * 2, &dout, stream()));
+    ASSERT_OK(mm->runFp8(d, qx.dq.p, qx.dscale.as<float>(), qw.dq.p, qw.dscale.as<float>(),
+                         dout.p, stream(), db.p));
+    HostTensor y;
+    ASSERT_OK(download(dout.p, ty(DType::BF16, {m, n}), &y, stream()));
+    std::vector<double> g = hostTensorToDoubles(y);
+    got.insert(got.end(), g.begin(), g.end());
+    want.insert(want.end(), r.begin(), r.end());
+  }
+  // Timing: the 1B step's MLP up-projection with its bias, [8192, 2048] x
+  // [8192, 2048]^T.
+  const int64_t m = 8192, n = 8192, k = 2048;
+  DevBuf a, bw, o, sc, bias;
+  ASSERT_OK(devZeros(m * k, &a, stream()));
+  ASSERT_OK(devZeros(n * k, &bw, stream()));
+  ASSERT_OK(devZeros(m * n * 2, &o, stream()));
+  ASSERT_OK(devZeros(256, &sc, stream()));
+  ASSERT_OK(devZeros(n * 2, &bias, stream()));
+  MatmulDesc d = fp8Desc(DType::BF16, m, n, k);
+  d.fastAccum = true;
+  d.epilogue = MatmulEpilogue::Bias;
+  double us = timeUs(stream(), 20, [&] {
+    return mm->runFp8(d, a.p, sc.as<float>(), bw.p, sc.as<float>(), o.p, stream(), bias.p);
+  });
+  check("fp8_gemm bias epilogue", DType::BF16, got, want, 2e-2, us, shapeStr({m, n, k}));
+  // Not with row scales, and not without the bias pointer.
+  MatmulDesc e = fp8Desc(DType::BF16, 64, 128, 256);
+  e.epilogue = MatmulEpilogue::Bias;
+  EXPECT_FALSE(mm->runFp8(e, a.p, sc.as<float>(), bw.p, sc.as<float>(), o.p, stream()).isOk());
+  e.rowScales = true;
+  EXPECT_FALSE(
+      mm->runFp8(e, a.p, sc.as<float>(), bw.p, sc.as<float>(), o.p, stream(), bias.p).isOk());
+}
+
+TEST_F(CudaFp8, MatmulRowScalesMatchReferenceWhereCublasLtRunsThem) {
   // x [M, K] and W [N, K] quantized per row (scale grids [M, 1], [N, 1]):
-  // cuBLASLt's outer-vector scaling. On the H200 (CUDA 13.0 runtime,
-  // 2026-12-01) its heuristic query answers CUBLAS_STATUS_INVALID_VALUE for
-  // every shape and output type tried, so tc-lower-to-tcx refuses row-scaled
-  // GEMMs. This pins both halves: the refusal is a Status naming the call,
-  // and a cuBLASLt that starts accepting them fails here, so that they get
-  // enabled (and checked against tc.scaled_matmul, as the per-tensor test
-  // does) rather than stay off unnoticed.
+  // cuBLASLt's outer-vector scaling. On the H200 with CUDA 13.0's runtime
+  // (2026-12-01) the heuristic query refused it for every shape and output
+  // type tried; a probe with cuBLASLt 13.1 (2026-12-02) found an algorithm
+  // for a bf16 output without fast accumulation. This runs both output
+  // types: what runs must match tc.scaled_matmul of the same operands, what
+  // is refused must be refused with a Status (never a crash or a silent
+  // result), and the report row says which ran (the "error" column is the
+  // worst error of those that ran), so tc-lower-to-tcx can enable them.
   std::unique_ptr<Matmul> mm;
   ASSERT_OK(Matmul::create(&mm));
   const int64_t shapes[][3] = {{64, 128, 256}, {40, 48, 64}};
-  for (DType outType : {DType::BF16, DType::F32})
+  for (DType outType : {DType::BF16, DType::F32}) {
+    double worst = 0, tol = outType == DType::BF16 ? 1e-2 : 1e-3;
+    int ran = 0, refused = 0;
     for (auto [m, n, k] : shapes) {
       HostTensor x = randomTensor(ty(DType::BF16, {m, k}), rng, -2, 2);
       HostTensor w = randomTensor(ty(DType::BF16, {n, k}), rng, -0.5, 0.5);
@@ -313,14 +385,23 @@ TEST_F(CudaFp8, MatmulRowScalesAreRefusedByThisCublasLt) {
       d.rowScales = true;
       HostTensor y;
       Status st = fp8Gemm(*mm, d, qx, false, qw, false, stream(), &y);
-      EXPECT_FALSE(st.isOk()) << "cuBLASLt now runs outer-vector FP8 scales (" << dtypeName(outType)
-                              << " out, M=" << m << " N=" << n << " K=" << k
-                              << "): enable them in compiler/Conversion/TcToTcx/LibraryForms.cpp "
-                                 "and test them against tc.scaled_matmul";
       if (!st.isOk()) {
-        EXPECT_NE(st.toString().find("row scales"), std::string::npos) << st.toString();
+        ++refused;
+        continue;
       }
+      ++ran;
+      std::vector<HostTensor> ref;
+      ASSERT_OK(reference("tc.scaled_matmul", {qx.q, qx.scaleInv, qw.q, qw.scaleInv},
+                          {ty(outType, {m, n})}, {{"transpose_rhs", aInt(1)}}, &ref));
+      CompareResult c = compare(hostTensorToDoubles(y), hostTensorToDoubles(ref[0]));
+      EXPECT_LE(c.maxErr, tol) << "row-scaled " << dtypeName(outType) << " " << m << "x" << n
+                               << "x" << k;
+      worst = std::max(worst, c.maxErr);
     }
+    report(std::string("fp8_gemm row scales: ") + std::to_string(ran) + " ran, " +
+               std::to_string(refused) + " refused",
+           outType, worst, tol, 0, shapeStr({64, 128, 256}));
+  }
 }
 
 TEST_F(CudaFp8, MatmulRefusesWhatCublasLtCannotDo) {

@@ -3,7 +3,8 @@
 // tc.quantize (FP8, f32 scales, per tensor or per row) -> the runtime's
 // "quantize_fp8" call (amax and quantize passes on the device);
 // tc.scaled_matmul (per-tensor scales) -> a tcx.matmul of compute_type
-// "fp8" (cuBLASLt, fp32 accumulation).
+// "fp8" (cuBLASLt, fp32 accumulation), with the bias add that
+// tc-fuse-matmul-epilogue marked.
 //
 // cuBLASLt's FP8 GEMMs are TN only: both operands with K contiguous. The
 // forward x [M, K] @ W [N, K]^T is that form; dgrad (dY @ W reads W [N, K]
@@ -58,7 +59,8 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
 };
 
 struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
-  using TcxPattern::TcxPattern;
+  ScaledMatmulLowering(MLIRContext *ctx, BufferAssignment &buffers, bool fuseEpilogues)
+      : TcxPattern(ctx, buffers), fuseEpilogues(fuseEpilogues) {}
   LogicalResult matchAndRewrite(ScaledMatmulOp op, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Fp8GemmForm g;
@@ -72,7 +74,21 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
       return rewriter.notifyMatchFailure(op, "an operand's transposed copy was not written");
     SmallVector<Value> ins{lhs, rhs, buffers.bufferOf(rewriter, op.getLhsScaleInv()),
                            buffers.bufferOf(rewriter, op.getRhsScaleInv())};
-    Value out = buffers.outBuffer(rewriter, op.getResult());
+    // tc-fuse-matmul-epilogue's bias: the add goes with the GEMM.
+    Operation *last = op;
+    Value result = op.getResult();
+    bool bias = false;
+    if (auto epilogue = op->getAttrOfType<StringAttr>(kEpilogueAttr);
+        epilogue && epilogue.getValue() == "bias" && fuseEpilogues) {
+      auto add = soleUser<AddOp>(result);
+      if (!add)
+        return rewriter.notifyMatchFailure(op, "a bias epilogue without an add user");
+      ins.push_back(buffers.bufferOf(rewriter, add.getLhs() == result ? add.getRhs() : add.getLhs()));
+      last = add;
+      result = add.getResult();
+      bias = true;
+    }
+    Value out = buffers.outBuffer(rewriter, result);
     tcx::MatmulParams p;
     p.m = g.m;
     p.n = g.n;
@@ -80,10 +96,15 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
     p.transposeRhs = true; // rhs [N, K]: cuBLASLt's TN form
     p.computeType = "fp8";
     p.fastAccum = !buffers.inBackward(op.getResult());
+    p.epilogue = bias ? "bias" : "none";
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
-    rewriter.replaceOp(op, out);
+    rewriter.replaceOp(last, out);
+    if (last != op)
+      rewriter.eraseOp(op);
     return success();
   }
+
+  bool fuseEpilogues;
 };
 
 } // namespace
@@ -116,8 +137,10 @@ LogicalResult checkFp8Op(Operation &op) {
   return op.emitOpError() << "GPU lowering: " << e;
 }
 
-void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers) {
-  patterns.add<QuantizeLowering, ScaledMatmulLowering>(patterns.getContext(), buffers);
+void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers,
+                                bool fuseEpilogues) {
+  patterns.add<QuantizeLowering>(patterns.getContext(), buffers);
+  patterns.add<ScaledMatmulLowering>(patterns.getContext(), buffers, fuseEpilogues);
 }
 
 } // namespace tc

@@ -161,6 +161,13 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
   return "";
 }
 
+bool fp8BiasEpilogueForm(ScaledMatmulOp op) {
+  Fp8GemmForm g;
+  return fp8GemmForm(op, &g).empty() && tensorType(op.getResult()).getElementType().isBF16() &&
+         tensorType(op.getLhsScaleInv()).getNumElements() == 1 &&
+         tensorType(op.getRhsScaleInv()).getNumElements() == 1;
+}
+
 bool readsTransposedCopy(Value q) {
   for (Operation *u : q.getUsers()) {
     auto mm = dyn_cast<ScaledMatmulOp>(u);

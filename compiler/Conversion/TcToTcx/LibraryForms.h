@@ -98,6 +98,10 @@ struct Fp8GemmForm {
 /// formats, the scale forms above, K and N multiples of 16, an operand that
 /// needs a transposed copy but is not a per-tensor tc.quantize).
 std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out);
+/// Whether the FP8 GEMM `op` can add a bias in cuBLASLt (its epilogue): a
+/// per-tensor-scaled GEMM form with a bf16 result (what cuBLASLt 13.1 was
+/// seen to run on the H200).
+bool fp8BiasEpilogueForm(ScaledMatmulOp op);
 /// Whether the tc.quantize result `q` is read through its transposed copy
 /// by some tc.scaled_matmul.
 bool readsTransposedCopy(mlir::Value q);

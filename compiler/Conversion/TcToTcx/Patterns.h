@@ -44,8 +44,10 @@ void populateTcToTcxAttentionPatterns(mlir::RewritePatternSet &patterns,
                                       BufferAssignment &buffers);
 void populateTcToTcxEmbeddingPatterns(mlir::RewritePatternSet &patterns,
                                       BufferAssignment &buffers);
-/// tc.quantize and tc.scaled_matmul (FP8 on sm_90).
-void populateTcToTcxFp8Patterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers);
+/// tc.quantize and tc.scaled_matmul (FP8 on sm_90); `fuseEpilogues` as for
+/// tc.matmul.
+void populateTcToTcxFp8Patterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers,
+                                bool fuseEpilogues);
 /// An error naming a tc.quantize / tc.scaled_matmul that has no GPU form
 /// (success for every other op): tc-lower-to-tcx's check before it converts.
 mlir::LogicalResult checkFp8Op(mlir::Operation &op);

@@ -41,7 +41,7 @@ void populateTcToTcxPatterns(RewritePatternSet &patterns, BufferAssignment &buff
   populateTcToTcxLossPatterns(patterns, buffers);
   populateTcToTcxAttentionPatterns(patterns, buffers);
   populateTcToTcxEmbeddingPatterns(patterns, buffers);
-  populateTcToTcxFp8Patterns(patterns, buffers);
+  populateTcToTcxFp8Patterns(patterns, buffers, fuseEpilogues);
 }
 
 namespace {

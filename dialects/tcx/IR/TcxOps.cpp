@@ -383,10 +383,12 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
 /// runtime/src/cuda/cublaslt.h).
 static LogicalResult verifyFp8Matmul(MatmulOp op) {
   unsigned nIn = op.getInputs().size();
-  if (nIn != 4)
-    return op.emitOpError() << "compute_type \"fp8\" takes lhs, rhs, lhs_scale_inv and "
-                               "rhs_scale_inv, got "
-                            << nIn << " inputs";
+  bool wantsBias = op.getEpilogue() == "bias";
+  if (nIn != (wantsBias ? 5u : 4u))
+    return op.emitOpError() << "compute_type \"fp8\" takes lhs, rhs, lhs_scale_inv"
+                            << (wantsBias ? ", rhs_scale_inv and the bias"
+                                          : " and rhs_scale_inv")
+                            << ", got " << nIn << " inputs";
   auto isFp8 = [](Type t) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t); };
   Type lt = bufferType(op.getLhs()).getElementType();
   Type rt = bufferType(op.getRhs()).getElementType();
@@ -412,9 +414,14 @@ static LogicalResult verifyFp8Matmul(MatmulOp op) {
   if (op.getK() % 16 != 0 || op.getN() % 16 != 0)
     return op.emitOpError() << "compute_type \"fp8\" needs k and n multiples of 16, got k "
                             << op.getK() << ", n " << op.getN();
-  if (op.getEpilogue() != "none")
-    return op.emitOpError() << "compute_type \"fp8\" takes no epilogue, got \""
+  if (op.getEpilogue() != "none" && op.getEpilogue() != "bias")
+    return op.emitOpError() << "compute_type \"fp8\" takes no epilogue but \"bias\", got \""
                             << op.getEpilogue() << "\"";
+  if (wantsBias && !perTensor)
+    return op.emitOpError() << "compute_type \"fp8\" with per-row scales takes no bias";
+  if (wantsBias && bufferType(op.getBias()).getElementType() != ot)
+    return op.emitOpError() << "bias element type " << bufferType(op.getBias()).getElementType()
+                            << " differs from out's " << ot;
   if (op.getLhsBatch())
     return op.emitOpError() << "compute_type \"fp8\" takes no broadcast batch";
   return success();

@@ -330,7 +330,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     out is bf16, f16 or f32,
     accumulation fp32; cuBLASLt's FP8 GEMMs are TN only, so `transpose_rhs`
     and not `transpose_lhs` (lhs [m, k], rhs [n, k]), k and n multiples of
-    16, no epilogue, no broadcast. `fast_accum` (fp8 only) trades accuracy
+    16, no broadcast, no epilogue but "bias" (per-tensor scales; the bias
+    [n] of out's type is the fifth input). `fast_accum` (fp8 only) trades accuracy
     for speed: forward GEMMs only.
 
     ```mlir

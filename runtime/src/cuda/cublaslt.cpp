@@ -145,8 +145,12 @@ std::string fp8FormError(const MatmulDesc &d) {
            "transposeLhs)";
   if (d.k % 16 != 0 || d.n % 16 != 0)
     return "FP8 needs K and N multiples of 16 (16-byte leading dimensions)";
-  if (d.epilogue != MatmulEpilogue::None)
-    return "no epilogue with FP8 operands";
+  // cuBLASLt 13.1 on the H200 has FP8 algorithms for BIAS and GELU_AUX_BIAS
+  // (/work probe, 2026-12-02); only the bias is wired up.
+  if (d.epilogue != MatmulEpilogue::None && d.epilogue != MatmulEpilogue::Bias)
+    return "FP8 operands take no epilogue but a bias";
+  if (d.rowScales && d.epilogue != MatmulEpilogue::None)
+    return "no epilogue with row scales";
   if (d.tf32)
     return "tf32 does not apply to FP8";
   if (d.rowScales && d.batch != 1)
@@ -418,7 +422,8 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
 }
 
 Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv,
-                      const void *rhs, const float *rhsScaleInv, void *out, cudaStream_t stream) {
+                      const void *rhs, const float *rhsScaleInv, void *out, cudaStream_t stream,
+                      const void *bias) {
   if (!d.fp8)
     return invalidArgument("matmul: runFp8 takes FP8 problems (" + d.toString() + ")");
   if (std::string e = fp8FormError(d); !e.empty())
@@ -432,10 +437,15 @@ Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScal
   Strides st = resolveStrides(d);
   if (st.out == 0 && d.batch > 1)
     return invalidArgument("matmul: out stride 0 with batch > 1 (" + d.toString() + ")");
+  if (hasBias(d.epilogue) && !bias)
+    return invalidArgument("matmul: the epilogue needs a bias (" + d.toString() + ")");
   Plan *plan = nullptr;
-  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, nullptr, nullptr, &plan));
+  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, bias, nullptr, &plan));
   // cuBLASLt's A is our rhs. Pointer attributes change per call (a CUDA
   // graph captures the values of this call).
+  if (hasBias(d.epilogue))
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &rhsScaleInv, sizeof rhsScaleInv));
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(

@@ -125,10 +125,12 @@ public:
   /// (rhs * *rhsScaleInv), the scales f32 scalars on the device (the
   /// dequantisation factors tc.quantize writes: cuBLASLt's A/B scale
   /// pointers), or with d.rowScales f32 vectors [m] and [n]: out[i, j] =
-  /// lhsScaleInv[i] * rhsScaleInv[j] * sum_k lhs[i, k] rhs[j, k].
-  /// InvalidArgument for a problem outside cuBLASLt's FP8 form.
+  /// lhsScaleInv[i] * rhsScaleInv[j] * sum_k lhs[i, k] rhs[j, k]; then
+  /// + bias[n] (d.dtype) with the Bias epilogue, added in fp32 before out
+  /// is rounded. InvalidArgument for a problem outside cuBLASLt's FP8 form.
   Status runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv, const void *rhs,
-                const float *rhsScaleInv, void *out, cudaStream_t stream);
+                const float *rhsScaleInv, void *out, cudaStream_t stream,
+                const void *bias = nullptr);
 
   /// tc.matmul with numpy-broadcast batch dimensions: lhs [lhsBatch..., M, K],
   /// rhs [rhsBatch..., K, N] (transposes as in `d`), out

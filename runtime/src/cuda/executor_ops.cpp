@@ -151,11 +151,13 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                                          const std::vector<void *> &outs, cudaStream_t s) {
   OpAttrs a{op, where};
   std::string compute = a.stringOr("compute_type", "f32");
-  // compute_type "fp8": lhs, rhs and their f32 scale_inv scalars (tcx.matmul).
+  // compute_type "fp8": lhs, rhs and their f32 scale_inv scalars[, bias]
+  // (tcx.matmul).
   bool fp8 = compute == "fp8";
-  if ((fp8 ? ins.size() != 4 : ins.size() < 2 || ins.size() > 3) || outs.size() != 1)
+  if ((fp8 ? ins.size() < 4 || ins.size() > 5 : ins.size() < 2 || ins.size() > 3) ||
+      outs.size() != 1)
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
-                                          "rhs_scale_inv and one output"
+                                          "rhs_scale_inv[, bias] and one output"
                                         : ": matmul takes lhs, rhs[, bias] and one output"));
   if (!matmul) {
     TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
@@ -195,12 +197,13 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   else
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
   bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
-  if (!fp8 && biasEpi != (ins.size() == 3))
+  size_t biasIndex = fp8 ? 4 : 2;
+  if (biasEpi != (ins.size() == biasIndex + 1))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(ins.size()) +
                            " inputs");
   p.profileNames.back() = "matmul " + d.toString();
   const void *lhs = ins[0], *rhs = ins[1];
-  const void *bias = !fp8 && ins.size() == 3 ? ins[2] : nullptr;
+  const void *bias = biasEpi ? ins[biasIndex] : nullptr;
   void *out = outs[0];
   Matmul *mm = matmul.get();
   if (fp8) {
@@ -213,7 +216,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                              std::to_string(nl) + " and " + std::to_string(nr));
     p.profileNames.back() = "matmul " + d.toString();
     auto *ls = static_cast<const float *>(ins[2]), *rs = static_cast<const float *>(ins[3]);
-    p.ops.push_back([=]() { return mm->runFp8(d, lhs, ls, rhs, rs, out, s); });
+    p.ops.push_back([=]() { return mm->runFp8(d, lhs, ls, rhs, rs, out, s, bias); });
     return Status::ok();
   }
   std::vector<int64_t> lb, rb;

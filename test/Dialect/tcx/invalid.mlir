@@ -374,6 +374,32 @@ func.func @mm_fp8_k(%a: !tcx.buffer<32x40xf8E4M3FN>, %b: !tcx.buffer<128x40xf8E4
 
 // -----
 
+// Tests that an fp8 matmul takes a bias epilogue (its fifth input, out's
+// type) and no other.
+func.func @mm_fp8_gelu(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{compute_type "fp8" takes no epilogue but "bias", got "gelu"}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", epilogue = "gelu"}
+  return
+}
+
+// -----
+
+func.func @mm_fp8_bias_missing(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{compute_type "fp8" takes lhs, rhs, lhs_scale_inv, rhs_scale_inv and the bias, got 4 inputs}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<1xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", epilogue = "bias"}
+  return
+}
+
+// -----
+
+func.func @mm_fp8_bias_type(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %bias: !tcx.buffer<128xf32>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{bias element type 'f32' differs from out's 'bf16'}}
+  tcx.matmul ins(%a, %b, %s, %s, %bias : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<1xf32>, !tcx.buffer<128xf32>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", epilogue = "bias"}
+  return
+}
+
+// -----
+
 // Tests that fast accumulation is an FP8 attribute only.
 func.func @mm_fast_accum(%a: !tcx.buffer<8x64xbf16>, %b: !tcx.buffer<64x32xbf16>, %c: !tcx.buffer<8x32xbf16>) {
   // expected-error @+1 {{fast_accum applies to compute_type "fp8" only}}
