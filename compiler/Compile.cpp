@@ -206,12 +206,19 @@ bool checkFp8Target(ModuleOp module, const CompileOptions &opts, CompileResult *
 namespace {
 
 /// reports["export"]: which initializer of reports["export.onnx"] is which
-/// parameter, and which are linear-layer weights (the --fp8 plan's, with the
+/// parameter, and which are linear-layer weights (the fp8 plan's under the
+/// compile's options: what --fp8 / --fp4-qat trained quantised, with the
 /// axis their product contracts, in the initializer's layout), for tc-run
 /// --export-onnx (runtime/src/session/export.h reads it).
 std::string exportJson(func::FuncOp infer,
-                       const std::vector<std::tuple<std::string, std::string, bool>> &inits) {
-  std::map<std::string, int64_t> linear = fp8LinearWeights(infer);
+                       const std::vector<std::tuple<std::string, std::string, bool>> &inits,
+                       const CompileOptions::Fp8Options &fp8, std::string *error) {
+  Fp8PlanOptions plan;
+  plan.keepHighPrecision = fp8.keepHighPrecision;
+  plan.highPrecisionFirst = fp8.highPrecisionFirst;
+  plan.highPrecisionLast = fp8.highPrecisionLast;
+  plan.lmHead = fp8.lmHead;
+  std::map<std::string, int64_t> linear = fp8LinearWeights(infer, plan, error);
   llvm::json::Array list;
   for (const auto &[init, param, transposed] : inits) {
     llvm::json::Object o{{"initializer", init}, {"param", param}, {"transposed", transposed}};
@@ -429,7 +436,13 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
   if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer");
       infer && !input.exportModel.empty()) {
     a.reports["export.onnx"] = std::move(input.exportModel);
-    a.reports["export"] = exportJson(infer, input.exportInits);
+    std::string bad;
+    a.reports["export"] = exportJson(infer, input.exportInits, opts.fp8, &bad);
+    if (!bad.empty()) {
+      error->kind = CompileErrorKind::BadInput;
+      error->message = bad;
+      return false;
+    }
   }
   if (auto infer = result->imported->lookupSymbol<func::FuncOp>("infer")) {
     a.reports["input_ranges"] = inputRangesJson(infer);

@@ -138,26 +138,82 @@ bool gatheredToo(ParameterOp p) {
   return false;
 }
 
-class Marker {
+/// The rules that keep a linear layer high precision: the lm_head and a
+/// tied embedding (unless lmHead), --keep-high-precision, the first / last
+/// transformer blocks. The plan and the export's list of quantised weights
+/// both ask them, so an export quantises exactly the layers that trained in
+/// FP8 / FP4.
+class KeepRules {
 public:
-  Marker(func::FuncOp fn, const Fp8PlanOptions &o) : fn(fn), o(o), b(fn.getContext()) {}
-
-  LogicalResult run() {
+  /// Compiles the regexes, finds the tied weights and counts the blocks of
+  /// `fn`; the error, or "".
+  std::string init(func::FuncOp fn, const Fp8PlanOptions &o) {
+    opts = &o;
     for (const std::string &p : o.keepHighPrecision) {
       rt::NameRegex re;
       rt::Status st = rt::NameRegex::compile(p, "--keep-high-precision", &re);
       if (!st.isOk())
-        return fn.emitError() << st.message();
+        return st.message();
       keep.push_back(std::move(re));
     }
-    if (failed(countBlocks()))
-      return failure();
     // Tied weights by name: an exporter may read one parameter through two
     // tc.parameter ops.
     fn.walk([&](ParameterOp p) {
       if (gatheredToo(p))
         tied.insert(p.getName());
+      blocks = std::max(blocks, blockIndexOf(p.getName()) + 1);
     });
+    if ((o.highPrecisionFirst > 0 || o.highPrecisionLast > 0) && blocks == 0)
+      return ("--high-precision-" + Twine(o.highPrecisionFirst > 0 ? "first " : "last ") +
+              Twine(o.highPrecisionFirst > 0 ? o.highPrecisionFirst : o.highPrecisionLast) +
+              ": no parameter of @" + fn.getName() +
+              " has a transformer block index in its name (h.<i>., layers.<i>. or blocks.<i>.)")
+          .str();
+    if (o.highPrecisionFirst < 0 || o.highPrecisionLast < 0)
+      return "--high-precision-first/--high-precision-last must not be negative";
+    return "";
+  }
+
+  /// Why the linear layer `mm` (weight `w`) stays high precision, or "".
+  std::string reason(MatmulOp mm, ParameterOp w) const {
+    std::string node = onnxNodeOf(mm.getLoc());
+    std::string name = w.getName().str();
+    if (!opts->lmHead && tied.contains(name))
+      return "fp8 plan: the product of a tied embedding ('" + name +
+             "') stays high precision (--fp8-lm-head puts it in FP8)";
+    if (!opts->lmHead && feedsTheLoss(mm.getResult()))
+      return "fp8 plan: the lm_head stays high precision (--fp8-lm-head puts it in FP8)";
+    for (const rt::NameRegex &re : keep)
+      if ((!node.empty() && re.search(node)) || re.search(name))
+        return "fp8 plan: kept high precision by --keep-high-precision '" + re.pattern() + "'";
+    int64_t block = blockIndexOf(name);
+    if (block >= 0 && block < opts->highPrecisionFirst)
+      return ("fp8 plan: transformer block " + Twine(block) + " of " + Twine(blocks) +
+              " is in the first " + Twine(opts->highPrecisionFirst) +
+              " kept high precision (--high-precision-first)")
+          .str();
+    if (block >= 0 && block >= blocks - opts->highPrecisionLast)
+      return ("fp8 plan: transformer block " + Twine(block) + " of " + Twine(blocks) +
+              " is in the last " + Twine(opts->highPrecisionLast) +
+              " kept high precision (--high-precision-last)")
+          .str();
+    return "";
+  }
+
+private:
+  const Fp8PlanOptions *opts = nullptr;
+  std::vector<rt::NameRegex> keep;
+  llvm::StringSet<> tied;
+  int64_t blocks = 0; // the largest block index + 1
+};
+
+class Marker {
+public:
+  Marker(func::FuncOp fn, const Fp8PlanOptions &o) : fn(fn), o(o), b(fn.getContext()) {}
+
+  LogicalResult run() {
+    if (std::string e = rules.init(fn, o); !e.empty())
+      return fn.emitError() << e;
     SmallVector<MatmulOp> mms;
     fn.walk([&](MatmulOp mm) { mms.push_back(mm); });
     for (MatmulOp mm : mms)
@@ -181,23 +237,6 @@ public:
   }
 
 private:
-  /// The number of transformer blocks (the largest index + 1), needed when
-  /// the first / last blocks are asked for.
-  LogicalResult countBlocks() {
-    fn.walk([&](ParameterOp p) { blocks = std::max(blocks, blockIndexOf(p.getName()) + 1); });
-    if ((o.highPrecisionFirst > 0 || o.highPrecisionLast > 0) && blocks == 0)
-      return fn.emitError() << "--high-precision-"
-                            << (o.highPrecisionFirst > 0 ? "first " : "last ")
-                            << (o.highPrecisionFirst > 0 ? o.highPrecisionFirst
-                                                         : o.highPrecisionLast)
-                            << ": no parameter of @" << fn.getName()
-                            << " has a transformer block index in its name (h.<i>., "
-                               "layers.<i>. or blocks.<i>.)";
-    if (o.highPrecisionFirst < 0 || o.highPrecisionLast < 0)
-      return fn.emitError() << "--high-precision-first/--high-precision-last must not be negative";
-    return success();
-  }
-
   void keepBf16(MatmulOp mm, const Twine &why) {
     mm->setAttr(kPrecisionReasonAttr,
                 b.getStringAttr(("matmul: bf16 operands, fp32 accumulation; " + why).str()));
@@ -223,32 +262,8 @@ private:
         !res.getElementType().isBF16() || !x.hasStaticShape() || !rhs.hasStaticShape())
       return success();
     ++linear;
-    std::string node = onnxNodeOf(mm.getLoc());
-    std::string name = w.getName().str();
-    if (!o.lmHead && tied.contains(name))
-      return keepBf16(mm, "fp8 plan: the product of a tied embedding ('" + name +
-                              "') stays high precision (--fp8-lm-head puts it in FP8)"),
-             success();
-    if (!o.lmHead && feedsTheLoss(mm.getResult()))
-      return keepBf16(mm, "fp8 plan: the lm_head stays high precision (--fp8-lm-head puts it "
-                          "in FP8)"),
-             success();
-    for (const rt::NameRegex &re : keep)
-      if ((!node.empty() && re.search(node)) || re.search(name))
-        return keepBf16(mm, "fp8 plan: kept high precision by --keep-high-precision '" +
-                                re.pattern() + "'"),
-               success();
-    int64_t block = blockIndexOf(name);
-    if (block >= 0 && block < o.highPrecisionFirst)
-      return keepBf16(mm, "fp8 plan: transformer block " + Twine(block) + " of " + Twine(blocks) +
-                              " is in the first " + Twine(o.highPrecisionFirst) +
-                              " kept high precision (--high-precision-first)"),
-             success();
-    if (block >= 0 && block >= blocks - o.highPrecisionLast)
-      return keepBf16(mm, "fp8 plan: transformer block " + Twine(block) + " of " + Twine(blocks) +
-                              " is in the last " + Twine(o.highPrecisionLast) +
-                              " kept high precision (--high-precision-last)"),
-             success();
+    if (std::string why = rules.reason(mm, w); !why.empty())
+      return keepBf16(mm, why), success();
     int64_t k = mm.getTransposeRhs() ? rhs.getDimSize(1) : rhs.getDimSize(0);
     int64_t n = mm.getTransposeRhs() ? rhs.getDimSize(0) : rhs.getDimSize(1);
     int64_t align = o.scaling == "mxfp8" ? 32 : 16;
@@ -277,9 +292,8 @@ private:
   func::FuncOp fn;
   const Fp8PlanOptions &o;
   Builder b;
-  std::vector<rt::NameRegex> keep;
-  llvm::StringSet<> tied;
-  int64_t blocks = 0, linear = 0, marked = 0;
+  KeepRules rules;
+  int64_t linear = 0, marked = 0;
   std::vector<std::string> fallbacks;
 };
 
@@ -289,11 +303,17 @@ LogicalResult markFp8Matmuls(func::FuncOp fn, const Fp8PlanOptions &options) {
   return Marker(fn, options).run();
 }
 
-std::map<std::string, int64_t> fp8LinearWeights(func::FuncOp fn) {
+std::map<std::string, int64_t> fp8LinearWeights(func::FuncOp fn, const Fp8PlanOptions &options,
+                                                std::string *error) {
   std::map<std::string, int64_t> out;
+  KeepRules rules;
+  if (std::string e = rules.init(fn, options); !e.empty()) {
+    *error = e;
+    return out;
+  }
   fn.walk([&](MatmulOp mm) {
     ParameterOp w = weightOf(mm.getRhs());
-    if (!w || weightOf(mm.getLhs()) || gatheredToo(w) || feedsTheLoss(mm.getResult()))
+    if (!w || weightOf(mm.getLhs()) || !rules.reason(mm, w).empty())
       return;
     auto wt = llvm::dyn_cast<RankedTensorType>(w.getType());
     auto rhs = llvm::cast<RankedTensorType>(mm.getRhs().getType());

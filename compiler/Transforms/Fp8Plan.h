@@ -67,11 +67,14 @@ struct Fp8PlanOptions {
 /// no matmul was marked.
 mlir::LogicalResult markFp8Matmuls(mlir::func::FuncOp fn, const Fp8PlanOptions &options);
 
-/// The weights of the linear layers --fp8 (default options) would run in
-/// FP8, for tc-run's --export-onnx: parameter name -> the axis of the
-/// parameter that the product contracts over (0 or 1). Alignment is not
-/// asked: the export's blocks may end short.
-std::map<std::string, int64_t> fp8LinearWeights(mlir::func::FuncOp fn);
+/// The weights of the linear layers the fp8 plan with `options` runs in FP8
+/// (the layers --fp8 / --fp4-qat train quantised), for tc-run's
+/// --export-onnx: parameter name -> the axis of the parameter that the
+/// product contracts over (0 or 1). Alignment is not asked: the export's
+/// blocks may end short. A bad option (regex, block index) sets `error`.
+std::map<std::string, int64_t> fp8LinearWeights(mlir::func::FuncOp fn,
+                                                const Fp8PlanOptions &options,
+                                                std::string *error);
 
 /// Copies the mark of forward matmul `fwd` onto backward product `bwd`, with
 /// `role` ("dgrad" / "wgrad") and the operand index of the incoming gradient.

@@ -180,6 +180,34 @@ class ExportTest(unittest.TestCase):
             with self.subTest(precision=p):
                 self.check("llama.dynamo", p, linear=14)
 
+    def test_kept_layers_stay_high_precision(self):
+        """The export quantises the layers the compile's plan trained quantised: with
+        --keep-high-precision and --high-precision-last, those weights stay float, the others
+        are FP4; --fp8-lm-head quantises the (untied) lm_head of llama too."""
+        cases = [("gpt2.ts", ["--fp4-qat", "nvfp4", "--keep-high-precision", "attn\\.c_proj"],
+                  lambda n: "c_proj" in n and "attn" in n, 6),
+                 ("gpt2.ts", ["--fp8", "--high-precision-last", "1"], lambda n: ".h.1." in n, 4),
+                 ("llama.dynamo", ["--fp8", "--fp8-lm-head"], lambda n: False, 15)]
+        for i, (fixture, flags, kept, linear) in enumerate(cases):
+            with self.subTest(fixture=fixture, flags=flags):
+                tca = os.path.join(self.dir, "kept%d.tca" % i)
+                rc, out = run(os.path.join(BIN, "tc-compile"), os.path.join(FIX, fixture + ".onnx"),
+                              *SHAPES, "--train", *flags, "--quiet", "-o", tca)
+                self.assertEqual(rc, 0, out)
+                path = os.path.join(self.dir, "kept%d.onnx" % i)
+                rc, out = run(os.path.join(BIN, "tc-run"), tca, "--export-onnx", path,
+                              "--export-precision", "nvfp4")
+                self.assertEqual(rc, 0, out)
+                model = onnx.load(path)
+                onnx.checker.check_model(model, full_check=True)
+                inits = {t.name: t for t in model.graph.initializer}
+                quantized = [n[: -len("_quantized")] for n in inits if n.endswith("_quantized")]
+                self.assertEqual(len(quantized), linear, sorted(quantized))
+                self.assertFalse([n for n in quantized if kept(n)], sorted(quantized))
+                for n in inits:
+                    if kept(n) and n.endswith("weight"):
+                        self.assertEqual(inits[n].data_type, onnx.TensorProto.FLOAT, n)
+
     def test_safetensors(self):
         """Each precision's safetensors, loaded by the safetensors package (torch: F4 as
         float4_e2m1fn_x2), against the ONNX export of the same weights."""
