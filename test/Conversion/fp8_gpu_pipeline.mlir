@@ -9,11 +9,11 @@
 // and 8,192 B), the f32 logits (16,384 B) and two scales (256 B granules).
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: tcx.arena_size
-// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
-// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 128 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 128 : i64}
 // CHECK: tcx.matmul {{.+}} {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
 // CHECK: tcx.library "cross_entropy_fwd_bwd"
-// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 128 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 128 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
 // CHECK: tcx.matmul {{.+}} {compute_type = "fp8", k = 128 : i64, m = 32 : i64, n = 64 : i64, transpose_rhs = true}
 // CHECK: tcx.matmul {{.+}} {compute_type = "fp8", k = 32 : i64, m = 128 : i64, n = 64 : i64, transpose_rhs = true}
 // CHECK-NOT: tcx.alloc

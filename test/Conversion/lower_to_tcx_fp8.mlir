@@ -8,7 +8,7 @@
 // CHECK: %[[QX:.+]] = tcx.alloc : <32x64xf8E4M3FN>
 // CHECK: %[[SX:.+]] = tcx.alloc : <1x1xf32>
 // CHECK: %[[AX:.+]] = tcx.alloc {kind = "scratch"} : <256xi8>
-// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<32x64xbf16>) outs(%[[QX]], %[[SX]], %[[AX]] : {{.+}}) {cols = 64 : i64, has_transpose = false, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<32x64xbf16>) outs(%[[QX]], %[[SX]], %[[AX]] : {{.+}}) {col_scaling = false, cols = 64 : i64, has_transpose = false, row_scaling = false, rows = 32 : i64}
 // CHECK: %[[QW:.+]] = tcx.alloc : <128x64xf8E4M3FN>
 // CHECK: %[[SW:.+]] = tcx.alloc : <1x1xf32>
 // CHECK: tcx.library "quantize_fp8"
@@ -51,17 +51,17 @@ func.func @linear_bias(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>, %b: tens
 // CHECK: %[[QX:.+]] = tcx.alloc : <32x64xf8E4M3FN>
 // CHECK: %[[SX:.+]] = tcx.alloc : <1x1xf32>
 // CHECK: %[[XT:.+]] = tcx.alloc : <64x32xf8E4M3FN>
-// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<32x64xf32>) outs(%[[QX]], %[[SX]], %[[XT]], %{{.+}} : {{.+}}) {cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<32x64xf32>) outs(%[[QX]], %[[SX]], %[[XT]], %{{.+}} : {{.+}}) {col_scaling = false, cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
 // CHECK: %[[QW:.+]] = tcx.alloc : <128x64xf8E4M3FN>
 // CHECK: %[[SW:.+]] = tcx.alloc : <1x1xf32>
 // CHECK: %[[WT:.+]] = tcx.alloc : <64x128xf8E4M3FN>
-// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 128 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 128 : i64}
 // CHECK: tcx.matmul ins(%[[QX]], %[[QW]], %[[SX]], %[[SW]] : {{.+}}) {compute_type = "fp8", fast_accum = true, k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
 // CHECK: tcx.library "cross_entropy_bwd"
 // CHECK: %[[QD:.+]] = tcx.alloc {kind = "backward"} : <32x128xf8E5M2>
 // CHECK: %[[SD:.+]] = tcx.alloc {kind = "backward"} : <1x1xf32>
 // CHECK: %[[DT:.+]] = tcx.alloc {kind = "backward"} : <128x32xf8E5M2>
-// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 128 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 128 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
 // CHECK: tcx.matmul ins(%[[QD]], %[[WT]], %[[SD]], %[[SW]] : {{.+}}) outs(%{{.+}} : <32x64xf32>) {compute_type = "fp8", k = 128 : i64, m = 32 : i64, n = 64 : i64, transpose_rhs = true}
 // CHECK: tcx.matmul ins(%[[DT]], %[[XT]], %[[SD]], %[[SX]] : {{.+}}) outs(%{{.+}} : <128x64xf32>) {compute_type = "fp8", k = 32 : i64, m = 128 : i64, n = 64 : i64, transpose_rhs = true}
 func.func @linear_train(%x: tensor<32x64xf32>, %w: tensor<128x64xf32>, %labels: tensor<32xi64>) -> (tensor<f32>, tensor<32x64xf32>, tensor<128x64xf32>) {
@@ -89,7 +89,7 @@ func.func @linear_train(%x: tensor<32x64xf32>, %w: tensor<128x64xf32>, %labels: 
 // CHECK: tcx.alloc {kind = "output"} : <4x8x32xf8E5M2>
 // CHECK: tcx.alloc {kind = "output"} : <4x8x1xf32>
 // CHECK: tcx.alloc {kind = "scratch"} : <256xi8>
-// CHECK: tcx.library "quantize_fp8" {{.+}} {cols = 32 : i64, has_transpose = false, row_scaling = true, rows = 32 : i64}
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 32 : i64, has_transpose = false, row_scaling = true, rows = 32 : i64}
 func.func @per_row(%x: tensor<4x8x32xbf16>) -> (tensor<4x8x32xf8E5M2>, tensor<4x8x1xf32>) {
   %q, %s = tc.quantize %x {block = array<i64: 1, 1, 32>} : tensor<4x8x32xbf16> -> (tensor<4x8x32xf8E5M2>, tensor<4x8x1xf32>)
   return %q, %s : tensor<4x8x32xf8E5M2>, tensor<4x8x1xf32>
@@ -133,7 +133,7 @@ func.func @e5m2_both(%a: tensor<32x64xf8E5M2>, %sa: tensor<1x1xf32>, %b: tensor<
 // Tests that an operand read transposed must come from a per-tensor
 // tc.quantize (which writes the copy): a function argument has none.
 func.func @no_copy(%a: tensor<32x64xf8E4M3FN>, %sa: tensor<1x1xf32>, %b: tensor<64x32xf8E4M3FN>, %sb: tensor<1x1xf32>) -> tensor<32x32xbf16> {
-  // expected-error @+1 {{rhs is read transposed (cuBLASLt's FP8 GEMMs are TN only), and only a rank-2 per-tensor tc.quantize writes the transposed copy}}
+  // expected-error @+1 {{rhs is read transposed (cuBLASLt's FP8 GEMMs are TN only), and only a rank-2 per-tensor or per-column tc.quantize writes the transposed copy}}
   %y = tc.scaled_matmul %a, %sa, %b, %sb
       : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<64x32xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x32xbf16>
   return %y : tensor<32x32xbf16>
@@ -153,20 +153,22 @@ func.func @mx_blocks(%x: tensor<4x64xbf16>) -> (tensor<4x64xf8E4M3FN>, tensor<4x
 
 // Tests that 2-D blocks other than a row are refused with the forms that exist.
 func.func @blocks_2d(%x: tensor<256x256xbf16>) -> (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>) {
-  // expected-error @+1 {{the GPU quantizes per tensor or per row (block [1, ..., 1, 256]); other blocks have no kernel yet}}
+  // expected-error @+1 {{the GPU quantizes per tensor, per row (block [1, ..., 1, 256]) or per column of a matrix (block [256, 1]); other blocks have no kernel yet}}
   %q, %s = tc.quantize %x {block = array<i64: 128, 128>} : tensor<256x256xbf16> -> (tensor<256x256xf8E4M3FN>, tensor<2x2xf32>)
   return %q, %s : tensor<256x256xf8E4M3FN>, tensor<2x2xf32>
 }
 
 // -----
 
-// Tests that per-row scaling of both operands of a forward GEMM (x and W
-// quantized by rows, scale grids [M, 1] and [N, 1]: cuBLASLt's outer-vector
-// scaling) is refused, naming why: cuBLASLt on the H200 refused it.
+// Tests per-row scaling of a forward GEMM (x and W quantized by rows, scale
+// grids [M, 1] and [N, 1]): cuBLASLt's outer-vector scaling, without fast
+// accumulation (cuBLASLt has no such algorithm with it).
+// CHECK-LABEL: func.func @linear_rows
+// CHECK: tcx.library "quantize_fp8" {{.+}} {col_scaling = false, cols = 64 : i64, has_transpose = false, row_scaling = true, rows = 32 : i64}
+// CHECK: tcx.matmul ins({{.+}} : {{.+}}, !tcx.buffer<32x1xf32>, !tcx.buffer<128x1xf32>) outs(%{{.+}} : <32x128xbf16>) {compute_type = "fp8", k = 64 : i64, m = 32 : i64, n = 128 : i64, transpose_rhs = true}
 func.func @linear_rows(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tensor<32x128xbf16> {
   %qx, %sx = tc.quantize %x {block = array<i64: 1, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>)
   %qw, %sw = tc.quantize %w {block = array<i64: 1, 64>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<128x1xf32>)
-  // expected-error @+1 {{per-row (outer-vector) scaled FP8 GEMMs are not enabled: cuBLASLt on the H200 refused them (CUBLAS_STATUS_INVALID_VALUE); per-tensor scaling runs (--fp8-scaling tensor)}}
   %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
       : (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xbf16>
   return %y : tensor<32x128xbf16>
@@ -174,11 +176,41 @@ func.func @linear_rows(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tenso
 
 // -----
 
-// Tests that per-row scales of an operand read transposed (a wgrad) are
-// refused: its copy would need per-column scales.
+// Tests a row-scaled wgrad (dW [N, K] = dY^T @ X, as tc-quantize-fp8 plans
+// it): dY and X are quantized per column (scale grids [1, N] and [1, K]),
+// and those quantize calls write the transposed copies, each row of which
+// has its scale: the GEMM reads the copies.
+// CHECK-LABEL: func.func @wgrad_rows
+// CHECK: %[[DT:.+]] = tcx.alloc : <128x32xf8E5M2>
+// CHECK: tcx.library "quantize_fp8" {{.+}} outs(%{{.+}}, %{{.+}}, %[[DT]], %{{.+}} : {{.+}}) {col_scaling = true, cols = 128 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: %[[XT:.+]] = tcx.alloc : <64x32xf8E4M3FN>
+// CHECK: tcx.library "quantize_fp8" {{.+}} outs(%{{.+}}, %{{.+}}, %[[XT]], %{{.+}} : {{.+}}) {col_scaling = true, cols = 64 : i64, has_transpose = true, row_scaling = false, rows = 32 : i64}
+// CHECK: tcx.matmul ins(%[[DT]], %[[XT]], {{.+}} : {{.+}}, !tcx.buffer<1x128xf32>, !tcx.buffer<1x64xf32>) outs(%{{.+}} : <128x64xbf16>) {compute_type = "fp8", k = 32 : i64, m = 128 : i64, n = 64 : i64, transpose_rhs = true}
+func.func @wgrad_rows(%dy: tensor<32x128xbf16>, %x: tensor<32x64xbf16>) -> tensor<128x64xbf16> {
+  %qd, %sd = tc.quantize %dy {block = array<i64: 32, 1>} : tensor<32x128xbf16> -> (tensor<32x128xf8E5M2>, tensor<1x128xf32>)
+  %qx, %sx = tc.quantize %x {block = array<i64: 32, 1>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x64xf32>)
+  %dw = tc.scaled_matmul %qd, %sd, %qx, %sx {transpose_lhs = true}
+      : (tensor<32x128xf8E5M2>, tensor<1x128xf32>, tensor<32x64xf8E4M3FN>, tensor<1x64xf32>) -> tensor<128x64xbf16>
+  return %dw : tensor<128x64xbf16>
+}
+
+// -----
+
+// Tests that per-row scales of an operand read transposed are refused (its
+// copy would need per-column scales: a grid [1, M]), and that a row-scaled
+// GEMM into f32 is refused (cuBLASLt has no such algorithm).
 func.func @rows_transposed(%a: tensor<64x32xf8E4M3FN>, %sa: tensor<64x1xf32>, %b: tensor<128x64xf8E4M3FN>, %sb: tensor<128x1xf32>) -> tensor<32x128xbf16> {
-  // expected-error @+1 {{the GPU's FP8 GEMM takes one scale per operand, or one per row of lhs [M, K] and rhs [N, K] (outer-vector scaling), not tensor<64x1xf32> and tensor<128x1xf32> scales}}
+  // expected-error @+1 {{the GPU's FP8 GEMM takes one scale per operand, or one per row of lhs [M, K] and rhs [N, K] as it reads them (outer-vector scaling), not tensor<64x1xf32> and tensor<128x1xf32> scales}}
   %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_lhs = true, transpose_rhs = true}
       : (tensor<64x32xf8E4M3FN>, tensor<64x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xbf16>
   return %y : tensor<32x128xbf16>
+}
+
+// -----
+
+func.func @rows_f32(%a: tensor<32x64xf8E4M3FN>, %sa: tensor<32x1xf32>, %b: tensor<128x64xf8E4M3FN>, %sb: tensor<128x1xf32>) -> tensor<32x128xf32> {
+  // expected-error @+1 {{a per-row (outer-vector) scaled FP8 GEMM writes bf16 (cuBLASLt has no such algorithm into f32)}}
+  %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xf32>
+  return %y : tensor<32x128xf32>
 }

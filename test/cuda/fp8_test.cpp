@@ -58,13 +58,14 @@ struct GpuQuantized {
 Status quantizeOnGpu(const HostTensor &x, DType qt, Fp8Scaling scaling, bool transpose,
                      cudaStream_t s, GpuQuantized *out) {
   int64_t rows = x.type.shape[0], cols = x.type.shape[1];
-  bool perRow = scaling == Fp8Scaling::Row;
+  bool perRow = scaling == Fp8Scaling::Row, perCol = scaling == Fp8Scaling::Column;
+  int64_t scales = perRow ? rows : perCol ? cols : 1;
   DevBuf dx, amax;
   TC_RETURN_IF_ERROR(upload(x, &dx, s));
-  TC_RETURN_IF_ERROR(devZeros(fp8QuantizeScratchBytes(rows, perRow), &amax, s));
+  TC_RETURN_IF_ERROR(devZeros(fp8QuantizeScratchBytes(scales), &amax, s));
   TC_RETURN_IF_ERROR(devZeros(std::max<int64_t>(1, rows * cols), &out->dq, s));
   TC_RETURN_IF_ERROR(devZeros(std::max<int64_t>(1, rows * cols), &out->dqT, s));
-  TC_RETURN_IF_ERROR(devZeros(4 * std::max<int64_t>(1, perRow ? rows : 1), &out->dscale, s));
+  TC_RETURN_IF_ERROR(devZeros(4 * std::max<int64_t>(1, scales), &out->dscale, s));
   TC_RETURN_IF_ERROR(amaxFp8(x.type.dtype, dx.p, amax.as<float>(), rows, cols, scaling, s));
   TC_RETURN_IF_ERROR(quantizeFp8(x.type.dtype, dx.p, amax.as<float>(), qt, out->dq.p,
                                  transpose ? out->dqT.p : nullptr, out->dscale.as<float>(), rows,
@@ -72,7 +73,8 @@ Status quantizeOnGpu(const HostTensor &x, DType qt, Fp8Scaling scaling, bool tra
   TC_RETURN_IF_ERROR(download(out->dq.p, ty(qt, {rows, cols}), &out->q, s));
   if (transpose)
     TC_RETURN_IF_ERROR(download(out->dqT.p, ty(qt, {cols, rows}), &out->qT, s));
-  return download(out->dscale.p, ty(DType::F32, {perRow ? rows : 1, 1}), &out->scaleInv, s);
+  return download(out->dscale.p, ty(DType::F32, {perCol ? 1 : scales, perCol ? cols : 1}),
+                  &out->scaleInv, s);
 }
 
 /// Elements whose bits differ (NaN matches NaN), with the first one named.
@@ -127,20 +129,22 @@ TEST_F(CudaFp8, QuantizeMatchesReferenceBitForBit) {
                                                 {200, 264}, {130, 136}, {72, 8}};
   for (DType dt : {DType::F32, DType::BF16})
     for (DType qt : {DType::F8E4M3FN, DType::F8E5M2})
-      for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Row}) {
-        bool perRow = scaling == Fp8Scaling::Row;
+      for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Row, Fp8Scaling::Column}) {
+        bool perRow = scaling == Fp8Scaling::Row, perCol = scaling == Fp8Scaling::Column;
         int64_t bad = 0;
         for (auto [rows, cols] : shapes)
           for (const char *kind : kinds) {
             std::string what = std::string(dtypeName(dt)) + "->" + dtypeName(qt) +
-                               (perRow ? " per row " : " per tensor ") + kind + " " +
-                               shapeStr({rows, cols});
+                               (perRow   ? " per row "
+                                : perCol ? " per column "
+                                         : " per tensor ") +
+                               kind + " " + shapeStr({rows, cols});
             HostTensor x = fp8Input(dt, rows, cols, kind, rng);
             std::vector<HostTensor> ref;
-            int64_t grid = perRow ? rows : 1;
-            ASSERT_OK(reference("tc.quantize", {x},
-                                {ty(qt, {rows, cols}), ty(DType::F32, {grid, 1})},
-                                {{"block", aInts({perRow ? 1 : rows, cols})}}, &ref));
+            // Scale grids [1, 1], [rows, 1] or [1, cols].
+            int64_t gr = perRow ? rows : 1, gc = perCol ? cols : 1;
+            ASSERT_OK(reference("tc.quantize", {x}, {ty(qt, {rows, cols}), ty(DType::F32, {gr, gc})},
+                                {{"block", aInts({perRow ? 1 : rows, perCol ? 1 : cols})}}, &ref));
             GpuQuantized g;
             ASSERT_OK(quantizeOnGpu(x, qt, scaling, /*transpose=*/!perRow, stream(), &g));
             bad += mismatches(g.q, ref[0], what + " q");
@@ -159,15 +163,15 @@ TEST_F(CudaFp8, QuantizeMatchesReferenceBitForBit) {
         // and of a 1B MLP activation [8 x 1024, 8192] (the amax pass and the
         // quantize pass, with the transposed copy per tensor).
         std::string name = std::string("quantize_fp8 ") + dtypeName(qt) +
-                           (perRow ? " row" : " tensor+T");
+                           (perRow ? " row" : perCol ? " column+T" : " tensor+T");
         for (int64_t cols : {768, 8192}) {
           const int64_t rows = 8192;
           DevBuf dx, amax, dq, dqT, ds;
           ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dx, stream()));
-          ASSERT_OK(devZeros(fp8QuantizeScratchBytes(rows, perRow), &amax, stream()));
+          ASSERT_OK(devZeros(fp8QuantizeScratchBytes(std::max(rows, cols)), &amax, stream()));
           ASSERT_OK(devZeros(rows * cols, &dq, stream()));
           ASSERT_OK(devZeros(rows * cols, &dqT, stream()));
-          ASSERT_OK(devZeros(4 * rows, &ds, stream()));
+          ASSERT_OK(devZeros(4 * std::max(rows, cols), &ds, stream()));
           double us = timeUs(stream(), 20, [&]() -> Status {
             TC_RETURN_IF_ERROR(amaxFp8(dt, dx.p, amax.as<float>(), rows, cols, scaling, stream()));
             return quantizeFp8(dt, dx.p, amax.as<float>(), qt, dq.p, perRow ? nullptr : dqT.p,
@@ -474,7 +478,7 @@ TEST_F(CudaFp8, ExecutorRunsFp8LinearForwardAndDgrad) {
   int32_t qd = arenaBuf(ty(e5, {M, N})), sd = arenaBuf(ty(DType::F32, {1, 1}));
   int32_t scratch[3];
   for (int32_t &sc : scratch)
-    sc = arenaBuf(ty(DType::I8, {static_cast<int64_t>(fp8QuantizeScratchBytes(1, false))}));
+    sc = arenaBuf(ty(DType::I8, {static_cast<int64_t>(fp8QuantizeScratchBytes(1))}));
   // Results live in the arena and the function's outputs name them, as in
   // the device programs tc-compile writes.
   int32_t y = arenaBuf(ty(DType::BF16, {M, N}));

@@ -1,8 +1,8 @@
 //===- Fp8.cpp - tc.quantize, tc.scaled_matmul -> FP8 calls (sm_90) -------===//
 //
-// tc.quantize (FP8, f32 scales, per tensor or per row) -> the runtime's
-// "quantize_fp8" call (amax and quantize passes on the device);
-// tc.scaled_matmul (per-tensor scales) -> a tcx.matmul of compute_type
+// tc.quantize (FP8, f32 scales, per tensor, per row or per column) -> the
+// runtime's "quantize_fp8" call (amax and quantize passes on the device);
+// tc.scaled_matmul (per-tensor or outer-vector scales) -> a tcx.matmul of compute_type
 // "fp8" (cuBLASLt, fp32 accumulation), with the bias add that
 // tc-fuse-matmul-epilogue marked.
 //
@@ -52,6 +52,7 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
                     {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
                      rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
                      rewriter.getNamedAttr("row_scaling", rewriter.getBoolAttr(f.rowScaling)),
+                     rewriter.getNamedAttr("col_scaling", rewriter.getBoolAttr(f.colScaling)),
                      rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose))});
     rewriter.replaceOp(op, {q, s});
     return success();
@@ -95,7 +96,9 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
     p.k = g.k;
     p.transposeRhs = true; // rhs [N, K]: cuBLASLt's TN form
     p.computeType = "fp8";
-    p.fastAccum = !buffers.inBackward(op.getResult());
+    // Fast accumulation: forward GEMMs with per-tensor scales (cuBLASLt has
+    // no outer-vector algorithm with it).
+    p.fastAccum = !buffers.inBackward(op.getResult()) && !g.rowScales;
     p.epilogue = bias ? "bias" : "none";
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
     rewriter.replaceOp(last, out);

@@ -84,17 +84,23 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
     if (d < r - 1)
       row = row && block[d] == 1;
   }
-  if (!tensor && !row)
-    return "the GPU quantizes per tensor or per row (block [1, ..., 1, " +
-           std::to_string(out->cols) + "]); other blocks have no kernel yet";
-  out->rowScaling = !tensor;
+  // Per column of a matrix (block [rows, 1]): the operand an outer-vector
+  // scaled GEMM reads transposed, whose copy has a scale per row.
+  bool column = !tensor && r == 2 && block[0] >= shape[0] && block[1] == 1;
+  if (!tensor && !row && !column)
+    return "the GPU quantizes per tensor, per row (block [1, ..., 1, " +
+           std::to_string(out->cols) + "]) or per column of a matrix (block [" +
+           std::to_string(out->rows) + ", 1]); other blocks have no kernel yet";
+  out->rowScaling = !tensor && row;
+  out->colScaling = column;
   return "";
 }
 
 namespace {
-/// The tc.quantize that made `v` (its result 0) with one scale for the
-/// tensor, or null.
-QuantizeOp perTensorQuantize(Value v) {
+/// The tc.quantize that made `v` (its result 0) of a matrix with one scale
+/// for the tensor or one per column (the forms that write a transposed
+/// copy), or null.
+QuantizeOp copyingQuantize(Value v) {
   auto q = v.getDefiningOp<QuantizeOp>();
   Fp8QuantizeForm f;
   if (!q || q.getResult() != v || !fp8QuantizeForm(q, &f).empty() || f.rowScaling ||
@@ -126,24 +132,26 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
   if (!lst.getElementType().isF32() || !rst.getElementType().isF32())
     return llvm::formatv("the GPU's FP8 GEMM takes f32 scales, not {0} and {1}", lst, rst);
   bool perTensor = lst.getNumElements() == 1 && rst.getNumElements() == 1;
-  // Per row: scale grids [M, 1] and [N, 1] of operands stored [M, K] and [N, K].
-  auto column = [](RankedTensorType t, int64_t rows) {
-    return t.getRank() == 2 && t.getDimSize(0) == rows && t.getDimSize(1) == 1;
+  // Outer-vector scaling: one scale per row of lhs [M, K] and of rhs [N, K]
+  // as cuBLASLt reads them, so grids [M, 1] / [N, 1] of operands stored that
+  // way and [1, M] / [1, N] (per column) of operands read transposed.
+  auto grid = [](RankedTensorType t, int64_t n, bool perColumn) {
+    return t.getRank() == 2 && t.getDimSize(perColumn ? 1 : 0) == n &&
+           t.getDimSize(perColumn ? 0 : 1) == 1;
   };
-  bool perRow = !tl && tr && column(lst, out->m) && column(rst, out->n);
-  // Outer-vector (per-row) scales: the runtime can pass them, but cuBLASLt on
-  // the H200 (CUDA 13.0 runtime) answered CUBLAS_STATUS_INVALID_VALUE to its
-  // heuristic query for every shape and output type tried (2026-12-01,
-  // test/cuda/fp8_test.cpp), so no program may depend on them yet.
-  if (perRow && !perTensor)
-    return "per-row (outer-vector) scaled FP8 GEMMs are not enabled: cuBLASLt on the H200 "
-           "refused them (CUBLAS_STATUS_INVALID_VALUE); per-tensor scaling runs "
-           "(--fp8-scaling tensor)";
+  bool perRow = !perTensor && grid(lst, out->m, tl) && grid(rst, out->n, !tr);
   if (!perTensor && !perRow)
     return llvm::formatv("the GPU's FP8 GEMM takes one scale per operand, or one per row of "
-                         "lhs [M, K] and rhs [N, K] (outer-vector scaling), not {0} and {1} "
-                         "scales",
+                         "lhs [M, K] and rhs [N, K] as it reads them (outer-vector scaling), "
+                         "not {0} and {1} scales",
                          lst, rst);
+  // cuBLASLt 13.1 on the H200 runs outer-vector scales into bf16 without
+  // fast accumulation, and has no algorithm into f32 (probe, 2026-12-02).
+  if (perRow && !ot.isBF16())
+    return llvm::formatv("a per-row (outer-vector) scaled FP8 GEMM writes bf16 (cuBLASLt has "
+                         "no such algorithm into {0})",
+                         ot);
+  out->rowScales = perRow;
   for (auto [what, v] : {std::pair<const char *, int64_t>{"K", out->k}, {"N", out->n}})
     if (v % 16 != 0)
       return std::string(what) + " = " + std::to_string(v) +
@@ -154,10 +162,10 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
   for (auto [what, fromCopy, v] :
        {std::tuple<const char *, bool, Value>{"lhs", out->lhsFromCopy, op.getLhs()},
         {"rhs", out->rhsFromCopy, op.getRhs()}})
-    if (fromCopy && !perTensorQuantize(v))
+    if (fromCopy && !copyingQuantize(v))
       return std::string(what) +
              " is read transposed (cuBLASLt's FP8 GEMMs are TN only), and only a rank-2 "
-             "per-tensor tc.quantize writes the transposed copy";
+             "per-tensor or per-column tc.quantize writes the transposed copy";
   return "";
 }
 

@@ -76,11 +76,12 @@ std::optional<GemmForm> gemmForm(MatmulOp op);
 /// or one per row.
 struct Fp8QuantizeForm {
   int64_t rows = 0, cols = 0;
-  bool rowScaling = false;
+  bool rowScaling = false, colScaling = false;
 };
 /// Fills `out` and returns "", or says why `op` has no GPU form: f32/bf16
 /// input, f8E4M3FN/f8E5M2 result, f32 scale_inv, block = the shape (per
-/// tensor) or [1, ..., 1, cols] (per row).
+/// tensor), [1, ..., 1, cols] (per row) or [rows, 1] of a matrix (per
+/// column).
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 
 /// How a tc.scaled_matmul maps onto a compute_type "fp8" tcx.matmul.
@@ -93,10 +94,12 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 struct Fp8GemmForm {
   int64_t m = 0, n = 0, k = 0;
   bool lhsFromCopy = false, rhsFromCopy = false;
+  bool rowScales = false; // outer-vector scales (no fast accumulation, no epilogue)
 };
 /// Fills `out` and returns "", or says why `op` has no FP8 GEMM (operand
 /// formats, the scale forms above, K and N multiples of 16, an operand that
-/// needs a transposed copy but is not a per-tensor tc.quantize).
+/// needs a transposed copy but is not a per-tensor or per-column
+/// tc.quantize).
 std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out);
 /// Whether the FP8 GEMM `op` can add a bias in cuBLASLt (its epilogue): a
 /// per-tensor-scaled GEMM form with a bf16 result (what cuBLASLt 13.1 was

@@ -151,6 +151,8 @@ std::string fp8FormError(const MatmulDesc &d) {
     return "FP8 operands take no epilogue but a bias";
   if (d.rowScales && d.epilogue != MatmulEpilogue::None)
     return "no epilogue with row scales";
+  if (d.rowScales && d.fastAccum)
+    return "no fast accumulation with row scales (cuBLASLt has no such algorithm)";
   if (d.tf32)
     return "tf32 does not apply to FP8";
   if (d.rowScales && d.batch != 1)

@@ -258,7 +258,11 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
   if (c.has(true, "q_t") && c.outType("q_t") != qt)
     return invalidArgument(c.a.where + ": \"quantize_fp8\" writes q_t in the type of q");
   int64_t rows = c.integer("rows"), cols = c.integer("cols");
-  Fp8Scaling scaling = c.flag("row_scaling") ? Fp8Scaling::Row : Fp8Scaling::Tensor;
+  if (c.flag("row_scaling") && c.flag("col_scaling"))
+    return invalidArgument(c.a.where + ": \"quantize_fp8\" scales per row or per column, not both");
+  Fp8Scaling scaling = c.flag("row_scaling")   ? Fp8Scaling::Row
+                       : c.flag("col_scaling") ? Fp8Scaling::Column
+                                               : Fp8Scaling::Tensor;
   void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t");
   float *scaleInv = static_cast<float *>(c.out("scale_inv"));
   float *amax = static_cast<float *>(c.out("scratch"));

@@ -41,9 +41,8 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
 
 size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
 
-size_t fp8QuantizeScratchBytes(int64_t rows, bool rowScaling) {
-  int64_t n = rowScaling ? std::max<int64_t>(1, rows) : 1;
-  return static_cast<size_t>(ceilDiv(n * 4, 256) * 256);
+size_t fp8QuantizeScratchBytes(int64_t scales) {
+  return static_cast<size_t>(ceilDiv(std::max<int64_t>(1, scales) * 4, 256) * 256);
 }
 
 const char *libraryAttrKindName(LibraryAttrKind k) {
@@ -96,7 +95,9 @@ size_t attentionScratch(const LibraryInts &a) {
 }
 size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
 size_t fp8QuantizeScratch(const LibraryInts &a) {
-  return fp8QuantizeScratchBytes(intOf(a, "rows"), intOf(a, "row_scaling") != 0);
+  return fp8QuantizeScratchBytes(intOf(a, "row_scaling")   ? intOf(a, "rows")
+                                 : intOf(a, "col_scaling") ? intOf(a, "cols")
+                                                           : 1);
 }
 
 } // namespace
@@ -192,13 +193,17 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // sum: an f32 scalar.
       {"sum_squares", {{"x"}}, {{"sum"}, {"scratch"}}, {kElements}, sumSquaresScratch},
       // tc.quantize into FP8 with f32 scales: x [rows, cols] (f32/bf16), q
-      // [rows, cols], scale_inv [1] or [rows] (row_scaling), q_t [cols, rows]
-      // the transposed copy (has_transpose; per-tensor scaling only); the
-      // scratch holds the amax.
+      // [rows, cols], scale_inv [1], [rows] (row_scaling) or [cols]
+      // (col_scaling), q_t [cols, rows] the transposed copy (has_transpose;
+      // per-tensor or per-column scaling); the scratch holds the amaxes.
       {"quantize_fp8",
        {{"x"}},
        {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"scratch"}},
-       {kRows, kCols, {"row_scaling", K::Bool, false}, {"has_transpose", K::Bool, false}},
+       {kRows,
+        kCols,
+        {"row_scaling", K::Bool, false},
+        {"col_scaling", K::Bool, false},
+        {"has_transpose", K::Bool, false}},
        fp8QuantizeScratch},
   };
   return callees;

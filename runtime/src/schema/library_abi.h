@@ -50,9 +50,9 @@ size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab);
 size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq);
 /// sumSquares: kMaxNormBlocks partial sums.
 size_t sumSquaresScratchBytes();
-/// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amax of the tensor (or of
-/// each of its `rows` with `rowScaling`) in 256-byte granules.
-size_t fp8QuantizeScratchBytes(int64_t rows, bool rowScaling);
+/// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale
+/// (1, the rows or the columns), in 256-byte granules.
+size_t fp8QuantizeScratchBytes(int64_t scales);
 
 //===----------------------------------------------------------------------===//
 // The callee table

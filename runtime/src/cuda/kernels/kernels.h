@@ -177,15 +177,17 @@ Status fillBuffer(void *y, int elementBytes, uint64_t pattern, int64_t n, cudaSt
 // quantize.cu: FP8 quantization by amax (tc.quantize, f32 scales)
 //===----------------------------------------------------------------------===//
 
-/// Scaling granularity of x[rows, cols]: one scale for the tensor, or one per
-/// row (tc.quantize's block = shape, or [1, cols]).
-enum class Fp8Scaling : uint8_t { Tensor, Row };
+/// Scaling granularity of x[rows, cols]: one scale for the tensor, one per
+/// row or one per column (tc.quantize's block = shape, [1, cols] or
+/// [rows, 1]: the operand an outer-vector-scaled GEMM reads transposed).
+enum class Fp8Scaling : uint8_t { Tensor, Row, Column };
 
-/// amax[1] (Tensor) or amax[rows] (Row), f32 = max |x| over x[rows, cols]
-/// (dt F32 or BF16), NaN elements ignored (as fmaxf). Exact and
-/// deterministic: a max of the float bits of |x| as integers (across blocks
-/// by atomicMax on them for Tensor, one block per row for Row). `amax` is
-/// the library call's scratch (rt::fp8QuantizeScratchBytes).
+/// amax[1] (Tensor), amax[rows] (Row) or amax[cols] (Column), f32 = max |x|
+/// over x[rows, cols] (dt F32 or BF16), NaN elements ignored (as fmaxf).
+/// Exact and deterministic: a max of the float bits of |x| as integers
+/// (across blocks by atomicMax on them for Tensor and Column, one block per
+/// row for Row). `amax` is the library call's scratch
+/// (rt::fp8QuantizeScratchBytes).
 Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
                Fp8Scaling scaling, cudaStream_t stream);
 
@@ -193,8 +195,9 @@ Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
 /// device), bit for bit tc.quantize's CPU reference: s = fmax / amax (f32;
 /// 1 for amax 0 or inf, the largest f32 when it overflows), q[rows, cols]
 /// (qt F8E4M3FN or F8E5M2) = satfinite(x * s) with the product rounded to
-/// f32, scaleInv[1 or rows] (f32) = 1 / s. qT[cols, rows] (may be null;
-/// Tensor scaling only) gets the transposed copy in the same pass.
+/// f32, scaleInv[1, rows or cols] (f32) = 1 / s. qT[cols, rows] (may be
+/// null; Tensor and Column scaling, whose copy has a scale per row) gets
+/// the transposed copy in the same pass.
 Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q, void *qT,
                    float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
                    cudaStream_t stream);

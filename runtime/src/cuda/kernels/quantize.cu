@@ -85,6 +85,33 @@ __global__ void __launch_bounds__(kAmaxThreads)
     amax[blockIdx.x] = m;
 }
 
+/// Column tiles of 32 columns x (32 x 8) rows per block: amax[col] combined
+/// by atomicMax on the bits (zeroed first).
+template <class T>
+__global__ void __launch_bounds__(kTile *kTileRowsPerPass)
+    amaxColsKernel(const T *x, int64_t rows, int64_t cols, unsigned *amax) {
+  __shared__ unsigned part[kTileRowsPerPass][kTile];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile * kTileRowsPerPass;
+  unsigned m = 0;
+  if (col < cols)
+    for (int r = threadIdx.y; r < kTile * kTileRowsPerPass; r += kTileRowsPerPass) {
+      int64_t row = row0 + r;
+      if (row >= rows)
+        break;
+      m = max(m, absBits(toF(x[row * cols + col])));
+    }
+  part[threadIdx.y][threadIdx.x] = m;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= cols)
+    return;
+#pragma unroll
+  for (int i = 1; i < kTileRowsPerPass; ++i)
+    m = max(m, part[i][threadIdx.x]);
+  if (m != 0)
+    atomicMax(amax + col, m);
+}
+
 /// Transformer Engine's compute_scale_from_amax (no epsilon, no power-of-two
 /// rounding), as currentScale of the CPU reference.
 __device__ __forceinline__ float currentScale(float amax, float fmax) {
@@ -104,19 +131,27 @@ template <bool E5M2> __device__ __forceinline__ uint8_t toFp8(float v) {
 
 /// One 32x32 tile of x[rows, cols] per block (blockIdx.x: row tile,
 /// blockIdx.y: column tile). q[rows, cols] and, with Transpose,
-/// qT[cols, rows]; scaleInv[1] (tensor) or [rows] (RowScaling).
-template <class T, bool E5M2, bool RowScaling, bool Transpose>
+/// qT[cols, rows]; scaleInv[1] (Tensor), [rows] (Row) or [cols] (Column).
+template <class T, bool E5M2, Fp8Scaling S, bool Transpose>
 __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
     quantizeKernel(const T *x, const float *amax, uint8_t *q, uint8_t *qT, float *scaleInv,
                    int64_t rows, int64_t cols) {
+  constexpr bool RowScaling = S == Fp8Scaling::Row;
   __shared__ uint8_t tile[kTile][kTile + 1];
   const float fmax = E5M2 ? 57344.f : 448.f;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int tx = threadIdx.x, ty = threadIdx.y;
-  float s = RowScaling ? 0.f : currentScale(amax[0], fmax);
-  if (!RowScaling && blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0)
-    scaleInv[0] = __frcp_rn(s);
+  float s = RowScaling ? 0.f : 1.f;
+  if (S == Fp8Scaling::Tensor) {
+    s = currentScale(amax[0], fmax);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0)
+      scaleInv[0] = __frcp_rn(s);
+  } else if (S == Fp8Scaling::Column && col0 + tx < cols) {
+    s = currentScale(amax[col0 + tx], fmax);
+    if (blockIdx.x == 0 && ty == 0)
+      scaleInv[col0 + tx] = __frcp_rn(s);
+  }
 #pragma unroll
   for (int r = ty; r < kTile; r += kTileRowsPerPass) {
     int64_t row = row0 + r, col = col0 + tx;
@@ -224,13 +259,16 @@ Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
   TC_RETURN_IF_ERROR(checkEntry("amaxFp8", rows, cols));
   if (!x || !amax)
     return invalidArgument("amaxFp8: null pointer");
-  bool perRow = scaling == Fp8Scaling::Row;
+  bool perRow = scaling == Fp8Scaling::Row, perCol = scaling == Fp8Scaling::Column;
   if (perRow && rows > INT32_MAX)
     return invalidArgument("amaxFp8: more than 2^31 rows");
+  if (perCol && (ceilDiv(cols, kTile) > INT32_MAX || ceilDiv(rows, kTile * kTileRowsPerPass) > 65535))
+    return invalidArgument("amaxFp8: more than 2^36 columns or 2^24 rows per column");
   int64_t n = rows * cols;
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!perRow) // the blocks' atomicMax combines into a zeroed amax
-    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+    TC_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(amax, 0, (perCol ? std::max<int64_t>(cols, 1) : 1) * sizeof(float), stream));
   if (n == 0) {
     if (perRow && rows > 0)
       TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, rows * sizeof(float), stream));
@@ -239,6 +277,12 @@ Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
   return dispatchFloat(dt, "amaxFp8", [&](auto tag) {
     using T = decltype(tag);
     auto *xs = static_cast<const T *>(x);
+    if (perCol) {
+      dim3 grid(static_cast<unsigned>(ceilDiv(cols, kTile)),
+                static_cast<unsigned>(ceilDiv(rows, kTile * kTileRowsPerPass)));
+      amaxColsKernel<T><<<grid, dim3(kTile, kTileRowsPerPass), 0, stream>>>(xs, rows, cols, bits);
+      return checkLaunch("amax_cols");
+    }
     if (perRow) {
       amaxRowsKernel<T><<<static_cast<unsigned>(rows), kAmaxThreads, 0, stream>>>(xs, cols, bits);
       return checkLaunch("amax_rows");
@@ -258,14 +302,14 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
   if (!isFp8(qt))
     return invalidArgument(std::string("quantizeFp8: the result must be f8E4M3FN or f8E5M2, got ") +
                            dtypeName(qt));
-  bool perRow = scaling == Fp8Scaling::Row;
+  bool perRow = scaling == Fp8Scaling::Row, perCol = scaling == Fp8Scaling::Column;
   if (qT && perRow)
-    return invalidArgument("quantizeFp8: a transposed copy needs per-tensor scaling (its rows "
-                           "would need per-column scales)");
+    return invalidArgument("quantizeFp8: a transposed copy needs per-tensor or per-column "
+                           "scaling (its rows would need per-column scales)");
   if (!x || !amax || !q || !scaleInv)
     return invalidArgument("quantizeFp8: null pointer");
   if (rows == 0 || cols == 0) // amax 0: every scale is 1 (the f32 bits 0x3f800000)
-    return fillBuffer(scaleInv, 4, 0x3f800000u, perRow ? rows : 1, stream);
+    return fillBuffer(scaleInv, 4, 0x3f800000u, perRow ? rows : perCol ? cols : 1, stream);
   if (ceilDiv(rows, kTile) > INT32_MAX || ceilDiv(cols, kTile) > 65535)
     return invalidArgument("quantizeFp8: more than 2^21 columns or 2^36 rows");
   dim3 grid(static_cast<unsigned>(ceilDiv(rows, kTile)), static_cast<unsigned>(ceilDiv(cols, kTile)));
@@ -273,7 +317,7 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
   bool e5m2 = qt == DType::F8E5M2;
   auto *qs = static_cast<uint8_t *>(q);
   auto *qts = static_cast<uint8_t *>(qT);
-  bool vec = !perRow && cols % kVec == 0 && aligned(x, 16) && aligned(q, 8);
+  bool vec = scaling == Fp8Scaling::Tensor && cols % kVec == 0 && aligned(x, 16) && aligned(q, 8);
   return dispatchFloat(dt, "quantizeFp8", [&](auto tag) {
     using T = decltype(tag);
     auto *xs = static_cast<const T *>(x);
@@ -295,14 +339,21 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
       kernel<<<grid, block, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols);
       return checkLaunch("quantize_fp8");
     };
+    constexpr auto Row = Fp8Scaling::Row, Col = Fp8Scaling::Column, Ten = Fp8Scaling::Tensor;
     if (perRow)
-      return e5m2 ? launch(quantizeKernel<T, true, true, false>)
-                  : launch(quantizeKernel<T, false, true, false>);
+      return e5m2 ? launch(quantizeKernel<T, true, Row, false>)
+                  : launch(quantizeKernel<T, false, Row, false>);
+    if (perCol && qT)
+      return e5m2 ? launch(quantizeKernel<T, true, Col, true>)
+                  : launch(quantizeKernel<T, false, Col, true>);
+    if (perCol)
+      return e5m2 ? launch(quantizeKernel<T, true, Col, false>)
+                  : launch(quantizeKernel<T, false, Col, false>);
     if (qT)
-      return e5m2 ? launch(quantizeKernel<T, true, false, true>)
-                  : launch(quantizeKernel<T, false, false, true>);
-    return e5m2 ? launch(quantizeKernel<T, true, false, false>)
-                : launch(quantizeKernel<T, false, false, false>);
+      return e5m2 ? launch(quantizeKernel<T, true, Ten, true>)
+                  : launch(quantizeKernel<T, false, Ten, true>);
+    return e5m2 ? launch(quantizeKernel<T, true, Ten, false>)
+                : launch(quantizeKernel<T, false, Ten, false>);
   });
 }
 
