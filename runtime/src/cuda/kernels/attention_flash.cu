@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   constexpr int BQ = kFwdBQ, BK = kFwdBK, S = D + kPad;
   extern __shared__ __align__(16) unsigned char smRaw[];
   T *sK = reinterpret_cast<T *>(smRaw); // [2][BK][S]
-  T *sV = sK + 2 * BK * S;                 // [2][BK][S]
+  T *sV = sK + 2 * BK * S;              // [2][BK][S]
 
   const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
   const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
@@ -546,10 +546,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   constexpr int WK = 16 * MW, BK = 4 * WK, S = D + kPad;
   static_assert(BQ % SUB == 0 && SUB % 16 == 0, "query sub-tile");
   extern __shared__ __align__(16) unsigned char smRaw[];
-  T *sK = reinterpret_cast<T *>(smRaw); // [BK][S]
-  T *sV = sK + BK * S;                     // [BK][S]
-  T *sQ = sV + BK * S;                     // [2][BQ][S]
-  T *sO = sQ + 2 * BQ * S;                 // [2][BQ][S]
+  T *sK = reinterpret_cast<T *>(smRaw);                   // [BK][S]
+  T *sV = sK + BK * S;                                    // [BK][S]
+  T *sQ = sV + BK * S;                                    // [2][BQ][S]
+  T *sO = sQ + 2 * BQ * S;                                // [2][BQ][S]
   float *sL = reinterpret_cast<float *>(sO + 2 * BQ * S); // [2][BQ]
   float *sD = sL + 2 * BQ;                                // [2][BQ]
 
@@ -678,9 +678,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   static_assert(BK % SUB == 0 && SUB % 16 == 0, "key sub-tile");
   extern __shared__ __align__(16) unsigned char smRaw[];
   T *sQ = reinterpret_cast<T *>(smRaw); // [BQ][S]
-  T *sO = sQ + BQ * S;                     // [BQ][S]
-  T *sK = QOReg ? sQ : sO + BQ * S;        // [2][BK][S]
-  T *sV = sK + 2 * BK * S;                 // [2][BK][S]
+  T *sO = sQ + BQ * S;                  // [BQ][S]
+  T *sK = QOReg ? sQ : sO + BQ * S;     // [2][BK][S]
+  T *sV = sK + 2 * BK * S;              // [2][BK][S]
   float *sDD = reinterpret_cast<float *>(sQ + dqSmemRows<D, MW, BK, QOReg>() * S); // [BQ]
 
   const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
@@ -822,7 +822,8 @@ Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
 
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, kFwdBQ) * p.batch * p.heads;
-  return launchFast(flashFwdKernel<T, D>, "attention_forward", blocks, fwdSmemBytes<D>(), p, stream);
+  return launchFast(flashFwdKernel<T, D>, "attention_forward", blocks, fwdSmemBytes<D>(), p,
+                    stream);
 }
 
 /// Template arguments: head dim, m16 tiles per warp, streamed tile rows,
