@@ -8,7 +8,8 @@
 #   - run_generated: the compiler-generated kernels (BUILD_DIR/codegen/cases.tca);
 #   - the fixtures (BUILD_DIR/fixtures/*.tca) trained 8 AdamW steps by tc-run
 #     on the GPU against the CPU reference's 8 steps (fp32 with tf32 off:
-#     1e-4 relative; bf16 and fp16: 2e-2; fp16: the same skipped steps), and
+#     1e-4 relative; bf16, fp16 and fp8: 2e-2; fp16: the same skipped steps;
+#     fp8delayed (--fp8-scaling delayed): the same fp8_saturated counts), and
 #     each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
@@ -192,9 +193,11 @@ for f in sorted(os.listdir(fixt)):
         rel = lambda a, b: abs(a - b) / max(abs(b), 1e-12)
         err_l = max(rel(g["loss"], c["loss"]) for g, c in zip(gpu, cpu))
         err_g = max(rel(g["grad_norm"], c["grad_norm"]) for g, c in zip(gpu, cpu))
-    # fp16: the GPU skips the steps the CPU skips (loss scaling decides in the step).
+    # fp16: the GPU skips the steps the CPU skips (loss scaling decides in the step);
+    # fp8delayed: it counts the same saturated elements (bit-exact quantization).
     ok = err_l <= tol and err_g <= tol and \
-        [g.get("skipped") for g in gpu] == [c.get("skipped") for c in cpu]
+        [g.get("skipped") for g in gpu] == [c.get("skipped") for c in cpu] and \
+        [g.get("fp8_saturated") for g in gpu] == [c.get("fp8_saturated") for c in cpu]
     # Memory: the compiler's total, what the runtime allocated, what the driver saw.
     planned = runtime = seen = -1
     mt = open(f"{fixt}/{name}.memory.txt").read() if os.path.exists(f"{fixt}/{name}.memory.txt") else ""

@@ -89,6 +89,13 @@ for m in gpt2 llama; do
   done
 done
 
+# FP8 with delayed scaling (the scales and amax histories in the step, the
+# casts in generated kernels): P = fp8delayed, its own rows of the table.
+for m in gpt2 llama; do
+  compile_fixture "$FX/$m.ts.onnx" "$m.ts.fp8delayed" fp8 --fp8-scaling delayed
+  cpu_reference "$m.ts.fp8delayed" "$FX/$m"
+done
+
 # Fresh models (restored merged parameters) and ONNX's own Attention /
 # RMSNormalization / RotaryEmbedding (opset 23; tc.rotary is written out on the GPU).
 for me in fresh-gpt2.ts fresh-llama.dynamo-op23; do

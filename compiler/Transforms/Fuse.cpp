@@ -31,14 +31,28 @@ using namespace mlir;
 
 namespace {
 
-/// Element types the CUDA codegen computes with (fp8/fp4 need scaling plans
-/// and stay unfused for now).
+/// Element types the CUDA codegen computes with: f8E4M3FN and f8E5M2 too
+/// (delayed scaling's saturating casts, its transposed copies; see
+/// writesFp8Exactly); the other narrow formats stay unfused.
 bool codegenType(Type t) {
   auto rt = llvm::dyn_cast<RankedTensorType>(t);
   if (!rt || !rt.hasStaticShape())
     return false;
   Type e = rt.getElementType();
-  return e.isF32() || e.isF16() || e.isBF16() || e.isF64() || llvm::isa<IntegerType>(e);
+  return e.isF32() || e.isF16() || e.isBF16() || e.isF64() || llvm::isa<IntegerType>(e) ||
+         llvm::isa<Float8E4M3FNType, Float8E5M2Type>(e);
+}
+
+/// Whether every FP8 result of `op` is a saturating tc.cast, the one FP8
+/// rounding the generated kernels share with the CPU reference (other ops
+/// with FP8 results stay unfused).
+bool writesFp8Exactly(Operation *op) {
+  auto fp8 = [](Type t) {
+    return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(
+        llvm::cast<RankedTensorType>(t).getElementType());
+  };
+  auto cast = llvm::dyn_cast<tc::CastOp>(op);
+  return (cast && cast.getSaturate()) || llvm::none_of(op->getResultTypes(), fp8);
 }
 
 bool allCodegenTypes(Operation *op) {
@@ -115,7 +129,7 @@ bool isMatmulEpilogue(Operation *op) {
 bool isRoot(Operation *op) {
   return (tc::isElementwise(op) || tc::isTrailingReduction(op) ||
           tc::isLastAxisSoftmax(op)) &&
-         allCodegenTypes(op) && !isMatmulEpilogue(op);
+         allCodegenTypes(op) && writesFp8Exactly(op) && !isMatmulEpilogue(op);
 }
 
 /// Ops cloned into every body that uses them: free in a kernel.

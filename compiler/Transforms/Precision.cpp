@@ -286,8 +286,11 @@ private:
       return annotate(op, lowName, "matmul: " + lowName + " operands, fp32 accumulation");
     }
     case Kind::Attention: {
-      // q, k, v in bf16 (tensor cores); the scores, softmax, lse and the
-      // accumulation stay f32 inside the fused kernel.
+      // q, k, v in bf16 or f16 (tensor cores); the scores, the softmax
+      // statistics, lse and the accumulation stay f32 inside the fused
+      // kernel. Only P and dS are rounded to the 16-bit type for the tensor
+      // cores; in f16 a dS beyond f16's range (a large loss scale) is inf,
+      // which the loss scaler sees and skips, as for any f16 gradient.
       SmallVector<unsigned> idx = {0, 1, 2};
       bool all = llvm::isa<AttentionOp>(op) && llvm::all_of(idx, [&](unsigned i) {
         Value v = op->getOperand(i);
@@ -295,8 +298,6 @@ private:
       });
       if (!all)
         return annotate(op, typeName(computeType(op)), "attention: not f32, untouched");
-      if (low.isF16()) // the fused attention kernels take f32 or bf16
-        return keepF32(op, "attention: no f16 attention kernel, kept in f32");
       lowerOperandsAndResults(op, idx, /*numResults=*/1); // lse stays f32
       return annotate(op, lowName, "attention: " + lowName + " operands, f32 softmax and accumulation");
     }

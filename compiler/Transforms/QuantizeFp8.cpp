@@ -28,7 +28,10 @@
 // scaled magnitude exceeded the format's largest finite value (they
 // saturate): every delayed-scaled quantization of the step together.
 // Functions without a step to learn from (@infer, @eval_step) quantize by
-// the current amax.
+// the current amax. A product that reads a delayed-scaled copy transposed
+// (dgrad's W, wgrad's dY and x) reads a tc.transpose of it instead, so every
+// scaled_matmul of such a copy is in cuBLASLt's TN form (the GPU's FP8 GEMMs
+// are TN only; tc.quantize's kernel writes its own transposed copy).
 //
 //===----------------------------------------------------------------------===//
 
@@ -139,6 +142,26 @@ private:
       b.setInsertionPointAfter(def);
     else
       b.setInsertionPointToStart(v.getParentBlock());
+  }
+
+  /// The [cols, rows] copy of the rank-2 FP8 value `q`, one per value,
+  /// after q's definition (an exact permutation: the CPU's products are the
+  /// same sums in the same order).
+  Value transposedCopy(Value q) {
+    Value &copy = transposes[q];
+    if (copy)
+      return copy;
+    OpBuilder::InsertionGuard g(b);
+    setAfterDefinition(q);
+    auto t = tensorTypeOf(q);
+    auto tr = TransposeOp::create(
+        b, q.getLoc(),
+        RankedTensorType::get({t.getDimSize(1), t.getDimSize(0)}, t.getElementType()), q,
+        b.getDenseI64ArrayAttr({1, 0}));
+    annotatePrecision(tr, typeString(t.getElementType()),
+                      "data movement: the transposed FP8 copy cuBLASLt's TN-only GEMMs read");
+    copy = tr.getResult();
+    return copy;
   }
 
   /// Folds a 2-D transpose of `v` into the product's flag.
@@ -309,10 +332,18 @@ private:
                               operandId(0));
     auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling), scaling, grad == 1,
                               operandId(1));
+    // The product in cuBLASLt's TN form (lhs [M, K], rhs [N, K]) when a
+    // delayed-scaled copy is read the other way: tc.quantize's kernel writes
+    // the transposed copy itself, the delayed cast does not.
+    bool tl = p->tl, tr = p->tr;
+    if (tl && !ql.getDefiningOp<QuantizeOp>())
+      ql = transposedCopy(ql), tl = false;
+    if (!tr && !qr.getDefiningOp<QuantizeOp>())
+      qr = transposedCopy(qr), tr = true;
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(mm);
     auto smm = ScaledMatmulOp::create(b, mm.getLoc(), p->result, ql, sl, qr, sr,
-                                      b.getBoolAttr(p->tl), b.getBoolAttr(p->tr));
+                                      b.getBoolAttr(tl), b.getBoolAttr(tr));
     for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
       if (Attribute v = mm->getAttr(a))
         smm->setAttr(a, v);
@@ -508,6 +539,7 @@ private:
   SmallVector<std::pair<std::string, Value>> updates;
   SmallVector<Value> saturatedCounts; // one per delayed-scaled quantization
   llvm::DenseMap<std::pair<Value, Type>, Value> reshapes;
+  llvm::DenseMap<Value, Value> transposes; // FP8 value -> its transposedCopy
   std::map<std::tuple<void *, const void *, std::vector<int64_t>>, std::pair<Value, Value>>
       quantizations;
   llvm::SetVector<Operation *> maybeDead;

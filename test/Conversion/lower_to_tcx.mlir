@@ -208,6 +208,25 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x2x16x8xbf16>, %v: t
 
 // -----
 
+// Tests that f16 attention (the fp16 plan's) is the same library calls on
+// f16 buffers, lse still f32.
+// CHECK-LABEL: func.func @attention_f16
+// CHECK: tcx.library "attention_fwd" ins(%{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<1x2x16x8xf16>, !tcx.buffer<1x2x16x8xf16>, !tcx.buffer<1x2x16x8xf16>) outs(%{{.+}}, %{{.+}} : !tcx.buffer<1x2x16x8xf16>, !tcx.buffer<1x2x16xf32>)
+// CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<1x2x16x8xf16>, !tcx.buffer<1x2x16x8xf16>, !tcx.buffer<1x2x16x8xf16>, !tcx.buffer<256xi8>)
+func.func @attention_f16(%q: tensor<1x2x16x8xf16>, %g: tensor<1x2x16x8xf16>)
+    -> (tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>) {
+  %o, %lse = tc.attention %q, %q, %q {scale = 0.35 : f64}
+      : (tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>)
+        -> (tensor<1x2x16x8xf16>, tensor<1x2x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %q, %q, %o, %lse, %g {scale = 0.35 : f64}
+      : (tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>,
+         tensor<1x2x16x8xf16>, tensor<1x2x16xf32>, tensor<1x2x16x8xf16>)
+        -> (tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>)
+  return %o, %dq : tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>
+}
+
+// -----
+
 // Tests that attention reads q, k, v straight out of [B, T, H, D] head
 // splits (strides [T*H*D, D, H*D] instead of a transpose each) and, as
 // tc-fuse-attention-views marked, writes its output into the transpose back

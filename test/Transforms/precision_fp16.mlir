@@ -20,11 +20,12 @@ func.func @matmul(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 
 // -----
 
-// Tests that attention and norms keep f32 in fp16 mode (the GPU's fused
-// attention and norm kernels take f32 or bf16): f16 inputs are cast up, and
-// a norm's f16 rows are not narrowed as in bf16 mode.
+// Tests that attention takes f16 operands in fp16 mode (the fused kernels'
+// softmax statistics and accumulation stay f32; lse stays f32) and that
+// norms keep f32: a norm's f16 rows are cast up, not narrowed as in bf16
+// mode (the GPU's norm kernels take f32 or bf16).
 // CHECK-LABEL: func.func @attention
-// CHECK: tc.attention {{.*}}tc.precision = "f32", tc.precision_reason = "attention: no f16 attention kernel, kept in f32"{{.*}} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+// CHECK: tc.attention {{.*}}tc.precision = "f16", tc.precision_reason = "attention: f16 operands, f32 softmax and accumulation"{{.*}} : (tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>) -> (tensor<1x2x4x8xf16>, tensor<1x2x4xf32>)
 // CHECK: tc.layer_norm {{.*}}tc.precision = "f32", tc.precision_reason = "norm: kept in f32"{{.*}} : (tensor<1x2x4x8xf32>
 func.func @attention(%x: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
   %w = tc.parameter "w" : tensor<8x8xf32>

@@ -56,10 +56,35 @@ func.func @m(%a: !tcx.buffer<2x2xi32>, %b: !tcx.buffer<2x2xi32>, %c: !tcx.buffer
 
 // -----
 
-// Tests that a body codegen cannot compile is an error on the op, naming the type.
+// Tests that a body codegen cannot compile is an error on the op, naming the
+// type (an FP8 result that is not a saturating cast).
 tcx.kernel @c_fusion_0 kind("fusion") {
 ^bb0(%a: tensor<4xf8E4M3FN>):
   // expected-error @+1 {{'tc.neg' op CUDA codegen: unsupported element type in 'tensor<4xf8E4M3FN>'}}
   %0 = tc.neg %a : tensor<4xf8E4M3FN>
   tcx.yield %0 : tensor<4xf8E4M3FN>
+}
+
+// -----
+
+// Tests that a non-saturating cast to FP8 has no kernel (PTX's FP8
+// conversions saturate; the CPU reference would give NaN / inf).
+tcx.kernel @n_fusion_0 kind("fusion") {
+^bb0(%a: tensor<4xf32>):
+  // expected-error @+1 {{'tc.cast' op CUDA codegen: unsupported element type in 'tensor<4xf8E4M3FN>'}}
+  %0 = tc.cast %a {saturate = false} : tensor<4xf32> to tensor<4xf8E4M3FN>
+  tcx.yield %0 : tensor<4xf8E4M3FN>
+}
+
+// -----
+
+// Tests that a saturating cast to FP8 is generated with the FP8 conversions
+// (kFp8Prelude, which kernels without FP8 values do not get) and stored as
+// bytes.
+// CHECK: tcx.cuda_source @[[F8:tc_fusion_[0-9a-f]+]] "{{.*}}cvt.rn.satfinite.e5m2x2.f32{{.*}}unsigned char* __restrict__ out0{{.*}}tc_round_e5m2((float)(x0)){{.*}}tc_f32_e5m2(v0)
+// CHECK: tcx.kernel @s_fusion_0 kind("fusion") attributes {cuda_kernel = @[[F8]]}
+tcx.kernel @s_fusion_0 kind("fusion") {
+^bb0(%a: tensor<4xf32>):
+  %0 = tc.cast %a : tensor<4xf32> to tensor<4xf8E5M2>
+  tcx.yield %0 : tensor<4xf8E5M2>
 }

@@ -8,9 +8,10 @@
 // needed). Inputs are uniform random (q, k in [-2, 2] so the softmax is far
 // from uniform), rounded to the storage dtype before the reference sees them.
 // Errors are max |got - want| / max |want| per output: 1e-4 for f32 (the
-// generic fp32-FMA kernels), 2e-2 for bf16 (tensor cores on bf16 P and dS).
-// Cases cover the tensor-core path (bf16, d = dv in {32, 64, 128}) and the
-// generic one (f32, other head dims), causal (top-left) and not, GQA/MQA,
+// generic fp32-FMA kernels), 2e-2 for bf16 (tensor cores on bf16 P and dS),
+// 1e-2 for f16 (three more mantissa bits than bf16; the same kernels on the
+// f16 mma). Cases cover the tensor-core path (bf16 and f16, d = dv in
+// {32, 64, 128}) and the generic one (f32, other head dims), causal (top-left) and not, GQA/MQA,
 // lengths that are not tile multiples, tq != tk, and q/k/v read out of one
 // fused [batch, t, heads + 2 kvHeads, d] projection with the output written
 // [batch, t, heads, d], and lengths spanning several of the backward's
@@ -307,7 +308,7 @@ protected:
     Run r;
     ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, scale, &r));
     std::vector<double> outD = hostTensorToDoubles(r.out), grad = hostTensorToDoubles(r.dqkv);
-    const double tol = c.dt == DType::F32 ? 1e-4 : 2e-2;
+    const double tol = c.dt == DType::F32 ? 1e-4 : c.dt == DType::F16 ? 1e-2 : 2e-2;
     struct {
       const char *name;
       std::vector<double> got, want;
@@ -324,26 +325,27 @@ protected:
   }
 };
 
-// bf16, d == dv in {32, 64, 128}: the mma.sync path.
+// bf16 and f16, d == dv in {32, 64, 128}: the mma.sync path.
 TEST_F(AttentionTest, TensorCorePathMatchesReference) {
-  const DType bf = DType::BF16;
-  for (bool causal : {false, true}) {
-    checkCase({bf, 2, 4, 2, 77, 77, 64, 64, causal, false});     // GQA, partial tiles
-    checkCase({bf, 1, 4, 1, 130, 130, 128, 128, causal, false}); // MQA
-    checkCase({bf, 2, 2, 2, 16, 40, 64, 64, causal, false});     // tq < tk, top-left causal
-    checkCase({bf, 1, 2, 2, 130, 77, 32, 32, causal, false});    // tq > tk
-    checkCase({bf, 1, 2, 1, 40, 130, 128, 128, causal, false});  // keys past every query
-    checkCase({bf, 2, 3, 3, 128, 128, 64, 64, causal, false});   // whole tiles
-    checkCase({bf, 1, 4, 2, 300, 300, 64, 64, causal, false});   // several row blocks, GQA
-    checkCase({bf, 1, 2, 1, 200, 333, 64, 64, causal, false});   // tq < tk over several blocks
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (bool causal : {false, true}) {
+      checkCase({dt, 2, 4, 2, 77, 77, 64, 64, causal, false});     // GQA, partial tiles
+      checkCase({dt, 1, 4, 1, 130, 130, 128, 128, causal, false}); // MQA
+      checkCase({dt, 2, 2, 2, 16, 40, 64, 64, causal, false});     // tq < tk, top-left causal
+      checkCase({dt, 1, 2, 2, 130, 77, 32, 32, causal, false});    // tq > tk
+      checkCase({dt, 1, 2, 1, 40, 130, 128, 128, causal, false});  // keys past every query
+      checkCase({dt, 2, 3, 3, 128, 128, 64, 64, causal, false});   // whole tiles
+      checkCase({dt, 1, 4, 2, 300, 300, 64, 64, causal, false});   // several row blocks, GQA
+      checkCase({dt, 1, 2, 1, 200, 333, 64, 64, causal, false});   // tq < tk over several blocks
+    }
   }
 }
 
-// f32 (always the generic fp32-FMA kernels) and bf16 head dims without a
+// f32 (always the generic fp32-FMA kernels) and bf16/f16 head dims without a
 // tensor-core kernel.
 TEST_F(AttentionTest, GenericPathMatchesReference) {
   for (bool causal : {false, true}) {
-    for (DType dt : {DType::F32, DType::BF16}) {
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
       checkCase({dt, 2, 4, 2, 77, 77, 80, 80, causal, false});
       checkCase({dt, 1, 4, 1, 130, 130, 48, 48, causal, false});
       checkCase({dt, 2, 2, 2, 16, 40, 48, 48, causal, false});
@@ -362,13 +364,15 @@ TEST_F(AttentionTest, FusedQkvLayoutMatchesReference) {
     checkCase({DType::BF16, 2, 4, 4, 77, 77, 64, 64, causal, true});
     checkCase({DType::BF16, 2, 4, 2, 130, 130, 128, 128, causal, true});
     checkCase({DType::BF16, 2, 3, 3, 77, 77, 48, 48, causal, true});
+    checkCase({DType::F16, 2, 4, 2, 130, 130, 64, 64, causal, true});
+    checkCase({DType::F16, 2, 3, 3, 77, 77, 48, 48, causal, true});
     checkCase({DType::F32, 2, 4, 2, 77, 77, 64, 64, causal, true});
   }
 }
 
 // tk == 0 gives out = 0 and lse = -inf (and dq = 0); batch == 0 does nothing.
 TEST_F(AttentionTest, NoKeys) {
-  for (DType dt : {DType::F32, DType::BF16}) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     AttnCase c{dt, 1, 2, 1, 5, 0, 64, 64, false, false};
     Layout L = layoutOf(c);
     HostTensor qkv = randomTensor(ty(dt, {L.qkvElems}), rng);
@@ -393,6 +397,7 @@ TEST_F(AttentionTest, NoKeys) {
 TEST_F(AttentionTest, Deterministic) {
   for (AttnCase c : {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false},
                      AttnCase{DType::BF16, 1, 4, 1, 77, 77, 128, 128, false, true},
+                     AttnCase{DType::F16, 2, 4, 2, 130, 130, 64, 64, true, false},
                      AttnCase{DType::F32, 1, 4, 2, 77, 77, 48, 48, true, false}}) {
     SCOPED_TRACE(c.str());
     Layout L = layoutOf(c);

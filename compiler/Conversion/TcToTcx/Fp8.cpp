@@ -12,6 +12,9 @@
 // tc.quantize whose result some scaled_matmul reads transposed writes its
 // transposed copy [cols, rows] in the same pass, and that matmul reads the
 // copy. The copy is an alloc of its own, so the memory plan counts it.
+// Delayed scaling's copies are tc ops (a saturating tc.cast and, where a
+// product reads it transposed, a tc.transpose: tc-quantize-fp8), so their
+// kernels are generated and their products are already TN.
 // Fast accumulation is on for forward GEMMs only (not in the backward).
 //
 // tc-lower-to-tcx checks the forms first (checkFp8Op), so an FP8 op the GPU
@@ -21,8 +24,6 @@
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
-#include "compiler/PrecisionPlan.h"
-#include "compiler/Transforms/Fp8Plan.h"
 
 using namespace mlir;
 
@@ -119,15 +120,9 @@ LogicalResult checkFp8Op(Operation &op) {
     e = fp8QuantizeForm(q, &f);
   } else if (auto mm = dyn_cast<ScaledMatmulOp>(op)) {
     // Delayed scaling quantizes through tc elementwise ops with f8 results
-    // (tc-quantize-fp8), which the GPU's kernels do not produce yet.
-    auto scaling = mm->getAttrOfType<StringAttr>(kFp8Attr);
-    if (scaling && scaling.getValue() == "delayed") {
-      std::string node = onnxNodeOf(op.getLoc());
-      return op.emitOpError() << "GPU lowering"
-                              << (node.empty() ? "" : " of matmul '" + node + "'")
-                              << ": --fp8-scaling delayed runs on the CPU reference only "
-                                 "(--target cpu); on the GPU use --fp8-scaling tensor";
-    }
+    // (tc-quantize-fp8), which the generated kernels compute (saturating
+    // casts, compiler/codegen/cuda), and reads their transposes where
+    // cuBLASLt needs a TN copy: the GEMM form below is all there is to check.
     Fp8GemmForm g;
     e = fp8GemmForm(mm, &g);
   } else if (auto fq = dyn_cast<FakeQuantizeOp>(op)) {

@@ -203,8 +203,10 @@ bool crossEntropyForm(Value input, Value labels, Value weight, StringRef reducti
 }
 
 bool attentionForm(Value query, Value lse) {
-  return isLibraryFloat(tensorType(query).getElementType()) &&
-         tensorType(lse).getElementType().isF32();
+  // The attention kernels also take f16 (the fp16 plan's attention), which
+  // the other library kernels do not.
+  Type t = tensorType(query).getElementType();
+  return (isLibraryFloat(t) || t.isF16()) && tensorType(lse).getElementType().isF32();
 }
 
 bool isHeadTranspose(Operation *op) {

@@ -118,7 +118,7 @@ bool normTypes(mlir::Type rows, mlir::Value param);
 bool crossEntropyForm(mlir::Value input, mlir::Value labels, mlir::Value weight,
                       llvm::StringRef reduction);
 
-/// The attention launchers' form: f32/bf16 q, k, v and an f32 lse.
+/// The attention launchers' form: f32/bf16/f16 q, k, v and an f32 lse.
 bool attentionForm(mlir::Value query, mlir::Value lse);
 /// A tc.transpose of permutation [0, 2, 1, 3] (heads <-> rows).
 bool isHeadTranspose(mlir::Operation *op);

@@ -53,9 +53,18 @@ struct FusionGen {
       if (tc::isTrailingReduction(&op) || tc::isLastAxisSoftmax(&op))
         red = &op;
     for (Operation &op : body.without_terminator()) {
-      for (Type t : llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes()))
+      // FP8 values are read exactly; only a saturating cast writes them
+      // (PTX's FP8 conversions saturate), or a broadcast passes them on.
+      auto cast = llvm::dyn_cast<tc::CastOp>(op);
+      bool writesFp8 = (cast && cast.getSaturate()) || llvm::isa<tc::BroadcastOp>(op);
+      for (Type t : op.getOperandTypes())
         if (!computable(llvm::cast<RankedTensorType>(t).getElementType()))
           return op.emitOpError() << "CUDA codegen: unsupported element type in " << t;
+      for (Type t : op.getResultTypes()) {
+        Type e = llvm::cast<RankedTensorType>(t).getElementType();
+        if (!computable(e) || (isFp8(e) && !writesFp8))
+          return op.emitOpError() << "CUDA codegen: unsupported element type in " << t;
+      }
     }
     for (Value v : body.getArguments())
       if (storageType(eltOf(v)).empty() || !computable(eltOf(v)))
@@ -270,6 +279,14 @@ struct FusionGen {
     return s;
   }
 
+  bool readsOrWritesFp8() {
+    auto fp8 = [](Value v) { return isFp8(eltOf(v)); };
+    return llvm::any_of(body.getArguments(), fp8) ||
+           llvm::any_of(body.without_terminator(), [&](Operation &op) {
+             return llvm::any_of(op.getResults(), fp8);
+           });
+  }
+
   FailureOr<KernelSource> generate() {
     if (failed(analyse()))
       return failure();
@@ -281,6 +298,8 @@ struct FusionGen {
     for (auto [i, v] : llvm::enumerate(body.getArguments()))
       sig.input(i, v);
     std::string src = kPrelude;
+    if (readsOrWritesFp8())
+      src += kFp8Prelude;
     std::string bodyText;
     if (!red) {
       sig.tail(numel, meta);

@@ -80,11 +80,18 @@ inline int64_t storageBytes(Type e) {
   return std::max<int64_t>(1, llvm::cast<FloatType>(e).getWidth() / 8);
 }
 
+/// The FP8 formats generated kernels convert (kFp8Prelude): values are
+/// computed in float, stored as bytes.
+inline bool isFp8(Type e) { return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(e); }
+
 /// Whether elementwise math is generated for this element type.
 inline bool computable(Type e) {
-  return e.isF32() || e.isF64() || e.isF16() || e.isBF16() ||
+  return e.isF32() || e.isF64() || e.isF16() || e.isBF16() || isFp8(e) ||
          (llvm::isa<IntegerType>(e) && !storageType(e).empty());
 }
+
+/// The suffix of the kFp8Prelude conversions of an FP8 type ("e4m3", "e5m2").
+inline std::string fp8Name(Type e) { return llvm::isa<Float8E5M2Type>(e) ? "e5m2" : "e4m3"; }
 
 inline bool isFloat(Type e) { return llvm::isa<FloatType>(e); }
 inline bool isBool(Type e) { return e.isInteger(1); }
@@ -106,6 +113,8 @@ inline std::string loadExpr(Type e, const std::string &raw) {
     return "tc_bf16_f32(" + raw + ")";
   if (e.isF16())
     return "tc_f16_f32(" + raw + ")";
+  if (isFp8(e))
+    return "tc_" + fp8Name(e) + "_f32(" + raw + ")";
   if (isBool(e))
     return "(" + raw + " != 0)";
   if (llvm::isa<IntegerType>(e))
@@ -118,6 +127,8 @@ inline std::string storeExpr(Type e, const std::string &v) {
     return "tc_f32_bf16(" + v + ")";
   if (e.isF16())
     return "tc_f32_f16(" + v + ")";
+  if (isFp8(e))
+    return "tc_f32_" + fp8Name(e) + "(" + v + ")";
   if (isBool(e))
     return "(unsigned char)(" + v + " ? 1 : 0)";
   return "(" + storageType(e) + ")(" + v + ")";

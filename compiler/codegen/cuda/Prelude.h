@@ -92,6 +92,36 @@ template <typename T, typename Op> __device__ __forceinline__ T tc_block_reduce(
 }
 )CUDA";
 
+/// FP8 conversions (PTX cvt, sm_89+), appended to kPrelude only by the
+/// kernels that read or write f8E4M3FN / f8E5M2 values, so that every other
+/// kernel's source (and its content-derived name) stays as it was. Float ->
+/// FP8 rounds to nearest even and saturates (+-inf too) to +-448 / +-57344,
+/// NaN stays NaN: tc.cast's saturate = true, as the CPU reference's
+/// roundToFloatDType (runtime/src/base/float_format.h). FP8 -> float is
+/// exact (through f16, which holds both formats).
+inline const char *kFp8Prelude = R"CUDA(
+__device__ __forceinline__ unsigned char tc_f32_e4m3(float f) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(f));
+  return (unsigned char)(r & 0xff);
+}
+__device__ __forceinline__ unsigned char tc_f32_e5m2(float f) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(f));
+  return (unsigned char)(r & 0xff);
+}
+__device__ __forceinline__ float tc_e4m3_f32(unsigned char b) {
+  unsigned int h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"((unsigned short)b));
+  return tc_f16_f32((unsigned short)(h & 0xffff));
+}
+__device__ __forceinline__ float tc_e5m2_f32(unsigned char b) {
+  return tc_f16_f32((unsigned short)(((unsigned)b) << 8)); // E5M2 is f16's top byte
+}
+__device__ __forceinline__ float tc_round_e4m3(float f) { return tc_e4m3_f32(tc_f32_e4m3(f)); }
+__device__ __forceinline__ float tc_round_e5m2(float f) { return tc_e5m2_f32(tc_f32_e5m2(f)); }
+)CUDA";
+
 } // namespace tc::cuda
 
 #endif // TC_COMPILER_CODEGEN_CUDA_PRELUDE_H

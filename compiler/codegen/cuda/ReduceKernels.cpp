@@ -12,7 +12,7 @@ namespace tc::cuda::detail {
 FailureOr<KernelSource> reduceKernel(Operation *op) {
   Value in = op->getOperand(0), out = op->getResult(0);
   Type e = eltOf(in);
-  if (!computable(e) || isBool(e))
+  if (!computable(e) || isBool(e) || isFp8(e)) // FP8 reductions: no kFp8Prelude here
     return op->emitOpError() << "CUDA codegen: unsupported element type " << e;
   ArrayRef<int64_t> is = shapeOf(in);
   auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();

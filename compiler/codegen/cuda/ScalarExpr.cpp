@@ -77,6 +77,8 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
         v = "tc_round_bf16(" + v + ")";
       else if (out.isF16())
         v = "tc_round_f16(" + v + ")";
+      else if (isFp8(out)) // saturating: FusionGen::analyse refuses the others
+        v = "tc_round_" + fp8Name(out) + "(" + v + ")";
       e = v;
     } else if (fl) {
       // Truncation toward zero; NaN and out-of-range give 0.

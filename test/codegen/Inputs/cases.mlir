@@ -146,3 +146,24 @@ func.func @split_columns(%z: tensor<8192x40xf32>, %y: tensor<4x2048x96xbf16>)
   %c = tc.reduce_max %yf {axes = array<i64: 0, 1>} : tensor<4x2048x96xf32> -> tensor<96xf32>
   return %a, %b, %c : tensor<40xf32>, tensor<1x1x96xbf16>, tensor<96xf32>
 }
+
+// FP8 casts as delayed scaling writes them (x * scale, saturating, round to
+// nearest even): E4M3 with values past 448 and in its subnormals, E5M2 past
+// 57344; the transposed E4M3 copy; a dequantizing cast back to f32.
+func.func @fp8_casts(%x: tensor<64x48xf32>)
+    -> (tensor<64x48xf8E4M3FN>, tensor<64x48xf8E4M3FN>, tensor<64x48xf8E5M2>, tensor<48x64xf8E4M3FN>,
+        tensor<64x48xf32>) {
+  %big = tc.constant dense<3.000000e+02> : tensor<f32>
+  %tiny = tc.constant dense<2.000000e-03> : tensor<f32>
+  %huge = tc.constant dense<4.000000e+04> : tensor<f32>
+  %a = tc.mul %x, %big : tensor<64x48xf32>, tensor<f32> -> tensor<64x48xf32>
+  %qa = tc.cast %a : tensor<64x48xf32> to tensor<64x48xf8E4M3FN>
+  %b = tc.mul %x, %tiny : tensor<64x48xf32>, tensor<f32> -> tensor<64x48xf32>
+  %qb = tc.cast %b : tensor<64x48xf32> to tensor<64x48xf8E4M3FN>
+  %c = tc.mul %x, %huge : tensor<64x48xf32>, tensor<f32> -> tensor<64x48xf32>
+  %qc = tc.cast %c : tensor<64x48xf32> to tensor<64x48xf8E5M2>
+  %t = tc.transpose %qa {permutation = array<i64: 1, 0>} : tensor<64x48xf8E4M3FN> -> tensor<48x64xf8E4M3FN>
+  %d = tc.cast %qc : tensor<64x48xf8E5M2> to tensor<64x48xf32>
+  return %qa, %qb, %qc, %t, %d : tensor<64x48xf8E4M3FN>, tensor<64x48xf8E4M3FN>, tensor<64x48xf8E5M2>,
+      tensor<48x64xf8E4M3FN>, tensor<64x48xf32>
+}

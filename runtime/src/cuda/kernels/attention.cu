@@ -3,13 +3,13 @@
 // out = softmax(scale * q k^T + causal mask) v without materialising the
 // [tq, tk] scores, and its backward, in two implementations:
 //
-// Fast path (attention_flash.cu): bf16 with d == dv in {32, 64, 128},
-// 16-byte aligned base pointers, every stride a multiple of 8 elements, on
-// sm_80+: FlashAttention-2 on mma.sync (bf16 in, fp32 accumulate).
-// Generic path (attention_generic.cu): everything else, f32 storage (fp32
-// FMA math, never TF32) and bf16 with other head dims or layouts; one warp
-// per row, correct, not fast. This file checks the arguments and picks the
-// path.
+// Fast path (attention_flash.cu): bf16 or f16 with d == dv in {32, 64,
+// 128}, 16-byte aligned base pointers, every stride a multiple of 8
+// elements, on sm_80+: FlashAttention-2 on mma.sync (bf16 or f16 in, fp32
+// accumulate). Generic path (attention_generic.cu): everything else, f32
+// storage (fp32 FMA math, never TF32) and bf16/f16 with other head dims or
+// layouts; one warp per row, correct, not fast. This file checks the
+// arguments and picks the path.
 //
 // Both keep lse = log(sum(exp(scale * s - max))) + max per query row (natural
 // log) and the backward recomputes P = exp(scale * s - lse) from it.
@@ -54,8 +54,8 @@ bool aligned16Strides(const void *p, AttentionStrides st) {
   return aligned16(p) && st.batch % 8 == 0 && st.head % 8 == 0 && st.row % 8 == 0;
 }
 
-/// True when the current GPU has bf16 mma.sync (sm_80+).
-bool hasBf16Mma() {
+/// True when the current GPU has bf16 and f16 mma.sync.m16n8k16 (sm_80+).
+bool hasMma16() {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
@@ -77,14 +77,31 @@ GenericParams<T> genericParams(const AttentionShape &s, float scale, bool causal
   return g;
 }
 
-FastParams fastParams(const AttentionShape &s, float scale, bool causal) {
-  FastParams f{};
+template <class T> FastParams<T> fastParams(const AttentionShape &s, float scale, bool causal) {
+  FastParams<T> f{};
   f.batch = static_cast<int>(s.batch), f.heads = static_cast<int>(s.heads);
   f.kvHeads = static_cast<int>(s.kvHeads), f.group = static_cast<int>(s.heads / s.kvHeads);
   f.tq = static_cast<int>(s.tq), f.tk = static_cast<int>(s.tk);
   f.scale = scale, f.scaleLog2 = scale * kLog2e;
   f.causal = causal;
   return f;
+}
+
+/// Calls f(float{}), f(bf16{}) or f(f16{}) for the storage dtype `dt`:
+/// dispatchFloat's types plus f16, which of the hand-written kernels only
+/// attention takes (the fp16 plan keeps norms, softmax and losses in f32).
+template <class F> Status dispatchAttention(DType dt, const char *what, F &&f) {
+  switch (dt) {
+  case DType::F32:
+    return f(float{});
+  case DType::BF16:
+    return f(bf16{});
+  case DType::F16:
+    return f(f16{});
+  default:
+    return invalidArgument(std::string(what) + ": dtype must be f32, bf16 or f16, got " +
+                           dtypeName(dt));
+  }
 }
 
 } // namespace
@@ -103,14 +120,14 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
     return Status::ok();
   if ((s.d > 0 && (!q || (s.tk > 0 && !k))) || (s.dv > 0 && (!out || (s.tk > 0 && !v))))
     return invalidArgument("attentionForward: null pointer");
-  return dispatchFloat(dt, "attentionForward", [&](auto tag) -> Status {
+  return dispatchAttention(dt, "attentionForward", [&](auto tag) -> Status {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bf16>) {
+    if constexpr (!std::is_same_v<T, float>) {
       if (s.tk > 0 && fastHeadDim(s) && aligned16Strides(q, qs) && aligned16Strides(k, ks) &&
-          aligned16Strides(v, vs) && aligned16Strides(out, os) && hasBf16Mma()) {
-        FastParams p = fastParams(s, scale, causal);
-        p.q = static_cast<const bf16 *>(q), p.k = static_cast<const bf16 *>(k);
-        p.v = static_cast<const bf16 *>(v), p.out = static_cast<bf16 *>(out), p.lse = lse;
+          aligned16Strides(v, vs) && aligned16Strides(out, os) && hasMma16()) {
+        FastParams<T> p = fastParams<T>(s, scale, causal);
+        p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
+        p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
         return flashForward(p, s.d, stream);
       }
@@ -139,7 +156,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       (rowsQ && rowsK && (!lse || !scratch)))
     return invalidArgument("attentionBackward: null pointer");
   float *dd = static_cast<float *>(scratch);
-  return dispatchFloat(dt, "attentionBackward", [&](auto tag) -> Status {
+  return dispatchAttention(dt, "attentionBackward", [&](auto tag) -> Status {
     using T = decltype(tag);
     GenericParams<T> g = genericParams<T>(s, scale, causal);
     g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);
@@ -147,12 +164,12 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
     g.dout = static_cast<const T *>(dout), g.lseIn = lse, g.dd = dd;
     g.dq = static_cast<T *>(dq), g.dk = static_cast<T *>(dk), g.dv = static_cast<T *>(dv);
     g.qs = qs, g.ks = ks, g.vs = vs, g.os = os, g.dos = dos, g.dqs = dqs, g.dks = dks, g.dvs = dvs;
-    if constexpr (std::is_same_v<T, bf16>) {
+    if constexpr (!std::is_same_v<T, float>) {
       if (rowsQ && rowsK && fastHeadDim(s) && aligned16Strides(q, qs) &&
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
           aligned16Strides(dout, dos) && aligned16Strides(dq, dqs) &&
-          aligned16Strides(dk, dks) && aligned16Strides(dv, dvs) && hasBf16Mma()) {
-        FastParams p = fastParams(s, scale, causal);
+          aligned16Strides(dk, dks) && aligned16Strides(dv, dvs) && hasMma16()) {
+        FastParams<T> p = fastParams<T>(s, scale, causal);
         p.q = g.q, p.k = g.k, p.v = g.v, p.o = g.o, p.dout = g.dout, p.lseIn = lse, p.dd = dd;
         p.dq = g.dq, p.dk = g.dk, p.dv = g.dv;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;

@@ -2,9 +2,9 @@
 //
 // Internal to runtime/src/cuda/kernels. attention.cu checks the arguments
 // and chooses a path (the design of both is in its banner); the flash path
-// (attention_flash.cu: bf16 mma.sync, d == dv in {32, 64, 128}, 16-byte
-// aligned operands) and the generic path (attention_generic.cu: f32 or bf16,
-// one warp per row) launch their kernels on the given stream and return
+// (attention_flash.cu: bf16 or f16 mma.sync, d == dv in {32, 64, 128},
+// 16-byte aligned operands) and the generic path (attention_generic.cu: f32,
+// bf16 or f16, one warp per row) launch their kernels on the given stream and return
 // checkLaunch's status. Shapes are [batch, heads, t, d] with the strides of
 // AttentionStrides; lse and the D = rowsum(dout * out) scratch are fp32
 // [batch, heads, tq].
@@ -19,14 +19,16 @@
 namespace tc::rt::cuda::attn {
 
 using kern::bf16;
+using kern::f16;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kMaxHeadDim = 256;
 
-/// The flash path's operands (bf16) and sizes (int: checkShape bounds them).
-struct FastParams {
-  const bf16 *q, *k, *v, *o, *dout;
-  bf16 *out, *dq, *dk, *dv;
+/// The flash path's operands (T = bf16 or f16) and sizes (int: checkShape
+/// bounds them).
+template <class T> struct FastParams {
+  const T *q, *k, *v, *o, *dout;
+  T *out, *dq, *dk, *dv;
   const float *lseIn;
   float *lse, *dd;
   AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
@@ -37,12 +39,12 @@ struct FastParams {
 
 /// out [tq, d] and lse of every (batch, head) with head dim p's d, which
 /// must be 32, 64 or 128.
-Status flashForward(const FastParams &p, int64_t d, cudaStream_t stream);
+template <class T> Status flashForward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 /// dq, dk, dv (and D into p.dd) for head dim d in {32, 64, 128}; needs
 /// tq > 0 and tk > 0.
-Status flashBackward(const FastParams &p, int64_t d, cudaStream_t stream);
+template <class T> Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 
-/// The generic path's operands (T = float or bf16) and sizes.
+/// The generic path's operands (T = float, bf16 or f16) and sizes.
 template <class T> struct GenericParams {
   const T *q, *k, *v, *o, *dout;
   T *out, *dq, *dk, *dv;

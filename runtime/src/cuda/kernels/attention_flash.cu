@@ -1,15 +1,17 @@
-//===- attention_flash.cu - attention on bf16 tensor cores ----------------===//
+//===- attention_flash.cu - attention on 16-bit tensor cores --------------===//
 //
-// The fast path of attention.cu (bf16, d == dv in {32, 64, 128}, 16-byte
-// aligned base pointers, every stride a multiple of 8 elements, sm_80+):
-// FlashAttention-2 on mma.sync.m16n8k16 (bf16 in, fp32 accumulate), inline
-// PTX so the same code runs on sm_90 and sm_120a.
+// The fast path of attention.cu (bf16 or f16, d == dv in {32, 64, 128},
+// 16-byte aligned base pointers, every stride a multiple of 8 elements,
+// sm_80+): FlashAttention-2 on mma.sync.m16n8k16 (bf16 or f16 in, fp32
+// accumulate; the kernels are templates over the 16-bit type T, which only
+// picks the mma variant and the fp32 -> T rounding), inline PTX so the same
+// code runs on sm_90 and sm_120a.
 //   - Forward: a block of 4 warps owns 64 query rows (16 per warp, q held as
 //     A fragments in registers); 64-key K/V tiles stream through shared
 //     memory with cp.async double buffering and are read with ldmatrix. The
 //     online softmax runs in fp32 registers in the log2 domain (scale * log2e
 //     folded into one multiply, exp2f); the S accumulators of two adjacent
-//     n8 tiles are the A fragment of P @ V, so P (rounded to bf16) never
+//     n8 tiles are the A fragment of P @ V, so P (rounded to T) never
 //     touches shared memory. Causal blocks skip the key tiles right of the
 //     diagonal and are launched heaviest first.
 //   - Backward, two kernels: (1) one block per (batch, head, 64 MW queries),
@@ -31,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <type_traits>
 
 #include "runtime/src/cuda/kernels/attention.cuh"
 
@@ -99,34 +102,48 @@ __device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], uint32_t addr) {
 #endif
 }
 
-/// c[16x8] += a[16x16] b[16x8], bf16 in, fp32 accumulate. Fragments (g =
-/// lane / 4, t = lane % 4): a = {(g, 2t), (g + 8, 2t), (g, 2t + 8),
-/// (g + 8, 2t + 8)} pairs, b = {(k 2t, n g), (k 2t + 8, n g)} pairs,
-/// c = {(g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)}.
+/// c[16x8] += a[16x16] b[16x8], T (bf16 or f16) in, fp32 accumulate.
+/// Fragments (g = lane / 4, t = lane % 4): a = {(g, 2t), (g + 8, 2t),
+/// (g, 2t + 8), (g + 8, 2t + 8)} pairs, b = {(k 2t, n g), (k 2t + 8, n g)}
+/// pairs, c = {(g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)}.
+template <class T>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
 #ifndef TC_ATTN_NO_MMA
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  if constexpr (std::is_same_v<T, f16>)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
   __trap();
 #endif
 }
 
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&h);
+/// Two floats rounded (to nearest even) to T, lo in the low half.
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, f16>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
 }
 
 /// The A fragment (16 rows x 16 along k) made of the C fragments of two
 /// adjacent n8 tiles: the probabilities of 16 keys feed the next mma.
+template <class T>
 __device__ __forceinline__ void cToA(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
-  a[0] = packBf16(c0[0], c0[1]);
-  a[1] = packBf16(c0[2], c0[3]);
-  a[2] = packBf16(c1[0], c1[1]);
-  a[3] = packBf16(c1[2], c1[3]);
+  a[0] = pack2<T>(c0[0], c0[1]);
+  a[1] = pack2<T>(c0[2], c0[3]);
+  a[2] = pack2<T>(c1[0], c1[1]);
+  a[3] = pack2<T>(c1[2], c1[3]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -136,10 +153,10 @@ __device__ __forceinline__ void cToA(uint32_t (&a)[4], const float (&c0)[4], con
 constexpr int kThreads = 128; // 4 warps
 constexpr int kPad = 8;       // row padding (16 bytes): ldmatrix rows hit distinct banks
 
-/// Copies rows [r0, r0 + Rows) of a [rows, D] bf16 operand (row stride rs
+/// Copies rows [r0, r0 + Rows) of a [rows, D] 16-bit operand (row stride rs
 /// elements) into the shared tile sm[Rows][D + kPad]; rows >= rows are zero.
-template <int Rows, int D>
-__device__ __forceinline__ void loadTile(bf16 *sm, const bf16 *g, int64_t rs, int r0, int rows) {
+template <int Rows, int D, class T>
+__device__ __forceinline__ void loadTile(T *sm, const T *g, int64_t rs, int r0, int rows) {
   constexpr int kChunks = D / 8, kTotal = Rows * kChunks;
   static_assert(kTotal % kThreads == 0, "tile not a multiple of the block");
 #pragma unroll
@@ -147,7 +164,7 @@ __device__ __forceinline__ void loadTile(bf16 *sm, const bf16 *g, int64_t rs, in
     int c = threadIdx.x + it * kThreads;
     int r = c / kChunks, col = (c % kChunks) * 8;
     bool valid = r0 + r < rows;
-    const bf16 *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + col : g;
+    const T *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + col : g;
     cpAsync16(smemAddr(sm + r * (D + kPad) + col), src, valid);
   }
 }
@@ -165,52 +182,52 @@ __device__ __forceinline__ void loadVec(float *sm, const float *g, int r0, int r
 
 /// Shared-memory address for an ldmatrix.x4 giving the A fragment of rows
 /// [r0, r0 + 16), cols [c0, c0 + 16) of a [*][S] tile.
-template <int S> __device__ __forceinline__ uint32_t aAddr(const bf16 *sm, int r0, int c0) {
+template <int S, class T> __device__ __forceinline__ uint32_t aAddr(const T *sm, int r0, int c0) {
   int lane = threadIdx.x % 32;
   return smemAddr(sm + (r0 + lane % 8 + ((lane / 8) % 2) * 8) * S + c0 + (lane / 16) * 8);
 }
 /// ... the B fragments (registers {0,1} and {2,3}) of the n8 tiles n0 and
 /// n0 + 8 at k-step c0 of an operand stored [n][k] (K for q k^T).
-template <int S> __device__ __forceinline__ uint32_t bAddr(const bf16 *sm, int n0, int c0) {
+template <int S, class T> __device__ __forceinline__ uint32_t bAddr(const T *sm, int n0, int c0) {
   int lane = threadIdx.x % 32;
   return smemAddr(sm + (n0 + lane % 8 + (lane / 16) * 8) * S + c0 + ((lane / 8) % 2) * 8);
 }
 /// ... the B fragments of the n8 tiles c0 and c0 + 8 at k-step r0 of an
 /// operand stored [k][n] (V for p v), with ldmatrix.trans.
-template <int S> __device__ __forceinline__ uint32_t btAddr(const bf16 *sm, int r0, int c0) {
+template <int S, class T> __device__ __forceinline__ uint32_t btAddr(const T *sm, int r0, int c0) {
   int lane = threadIdx.x % 32;
   return smemAddr(sm + (r0 + lane % 8 + ((lane / 8) % 2) * 8) * S + c0 + (lane / 16) * 8);
 }
 
 /// Same with the A fragments already in registers.
-template <int D, int M, int S>
+template <int D, int M, int S, class T>
 __device__ __forceinline__ void mmaRegBt(float (&c)[M / 8][4], const uint32_t (&af)[D / 16][4],
-                                         const bf16 *b) {
+                                         const T *b) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
     for (int nn = 0; nn < M / 16; ++nn) {
       uint32_t bf[4];
       ldsm4(bf, bAddr<S>(b, nn * 16, kk * 16));
-      mma16816(c[2 * nn], af[kk], bf[0], bf[1]);
-      mma16816(c[2 * nn + 1], af[kk], bf[2], bf[3]);
+      mma16816<T>(c[2 * nn], af[kk], bf[0], bf[1]);
+      mma16816<T>(c[2 * nn + 1], af[kk], bf[2], bf[3]);
     }
 }
 /// acc[D/8][4] (16 rows x D) += p (16 rows x K, C fragments) times b ([K][S]
 /// tile stored [k][n], the first D columns).
-template <int K, int D, int S>
+template <int K, int D, int S, class T>
 __device__ __forceinline__ void mmaPV(float (&acc)[D / 8][4], const float (&p)[K / 8][4],
-                                      const bf16 *b) {
+                                      const T *b) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     uint32_t af[4];
-    cToA(af, p[2 * kk], p[2 * kk + 1]);
+    cToA<T>(af, p[2 * kk], p[2 * kk + 1]);
 #pragma unroll
     for (int nd = 0; nd < D / 16; ++nd) {
       uint32_t bf[4];
       ldsm4t(bf, btAddr<S>(b, kk * 16, nd * 16));
-      mma16816(acc[2 * nd], af, bf[0], bf[1]);
-      mma16816(acc[2 * nd + 1], af, bf[2], bf[3]);
+      mma16816<T>(acc[2 * nd], af, bf[0], bf[1]);
+      mma16816<T>(acc[2 * nd + 1], af, bf[2], bf[3]);
     }
   }
 }
@@ -223,8 +240,8 @@ template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
 
 /// Stores rows r and r + 8 (C fragment layout, 16 x D) scaled per row into
 /// a bf16 [rows, D] operand with row stride rs, rows < rows only.
-template <int D>
-__device__ __forceinline__ void storeRows(bf16 *g, int64_t rs, int r, int rows,
+template <int D, class T>
+__device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
                                           const float (&c)[D / 8][4], float s0, float s1) {
   int t = threadIdx.x % 4;
 #pragma unroll
@@ -233,11 +250,11 @@ __device__ __forceinline__ void storeRows(bf16 *g, int64_t rs, int r, int rows,
     if (row >= rows)
       continue;
     float sc = half ? s1 : s0;
-    bf16 *p = g + static_cast<int64_t>(row) * rs + 2 * t;
+    T *p = g + static_cast<int64_t>(row) * rs + 2 * t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
       *reinterpret_cast<uint32_t *>(p + j * 8) =
-          packBf16(c[j][2 * half] * sc, c[j][2 * half + 1] * sc);
+          pack2<T>(c[j][2 * half] * sc, c[j][2 * half + 1] * sc);
   }
 }
 
@@ -251,18 +268,19 @@ template <int D> constexpr int fwdSmemBytes() { return 4 * kFwdBK * (D + kPad) *
 
 /// Grid: batch * heads * ceil(tq / 64) blocks, the last query blocks first.
 /// Shared: sK[2][64][D + 8], sV[2][64][D + 8] (q staged in sK[1]).
-template <int D> __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams p) {
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   constexpr int BQ = kFwdBQ, BK = kFwdBK, S = D + kPad;
   extern __shared__ __align__(16) unsigned char smRaw[];
-  bf16 *sK = reinterpret_cast<bf16 *>(smRaw); // [2][BK][S]
-  bf16 *sV = sK + 2 * BK * S;                 // [2][BK][S]
+  T *sK = reinterpret_cast<T *>(smRaw); // [2][BK][S]
+  T *sV = sK + 2 * BK * S;              // [2][BK][S]
 
   const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
   const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
   const int b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
-  const bf16 *q = p.q + b * p.qs.batch + h * p.qs.head;
-  const bf16 *k = p.k + b * p.ks.batch + kvh * p.ks.head;
-  const bf16 *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const T *q = p.q + b * p.qs.batch + h * p.qs.head;
+  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int q0 = qb * BQ, qw = q0 + warp * 16, row0 = qw + g;
 
@@ -375,9 +393,9 @@ template <int D> __global__ void __launch_bounds__(kThreads) flashFwdKernel(Fast
 
 /// c[MW][N/8][4] (16 MW rows x N cols) += A times the rows [0, N) of b ([N][S]
 /// tile stored [n][k]), K along k; A is rows [ra, ra + 16 MW) of the tile a.
-template <int K, int N, int MW, int S>
-__device__ __forceinline__ void mmaTileABt(float (&c)[MW][N / 8][4], const bf16 *a, int ra,
-                                           const bf16 *b) {
+template <int K, int N, int MW, int S, class T>
+__device__ __forceinline__ void mmaTileABt(float (&c)[MW][N / 8][4], const T *a, int ra,
+                                           const T *b) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     uint32_t af[MW][4];
@@ -390,16 +408,16 @@ __device__ __forceinline__ void mmaTileABt(float (&c)[MW][N / 8][4], const bf16 
       ldsm4(bf, bAddr<S>(b, nn * 16, kk * 16));
 #pragma unroll
       for (int m = 0; m < MW; ++m) {
-        mma16816(c[m][2 * nn], af[m], bf[0], bf[1]);
-        mma16816(c[m][2 * nn + 1], af[m], bf[2], bf[3]);
+        mma16816<T>(c[m][2 * nn], af[m], bf[0], bf[1]);
+        mma16816<T>(c[m][2 * nn + 1], af[m], bf[2], bf[3]);
       }
     }
   }
 }
 /// Same with the A fragments already in registers.
-template <int K, int N, int MW, int S>
+template <int K, int N, int MW, int S, class T>
 __device__ __forceinline__ void mmaTileRegBt(float (&c)[MW][N / 8][4],
-                                             const uint32_t (&af)[MW][K / 16][4], const bf16 *b) {
+                                             const uint32_t (&af)[MW][K / 16][4], const T *b) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk)
 #pragma unroll
@@ -408,37 +426,37 @@ __device__ __forceinline__ void mmaTileRegBt(float (&c)[MW][N / 8][4],
       ldsm4(bf, bAddr<S>(b, nn * 16, kk * 16));
 #pragma unroll
       for (int m = 0; m < MW; ++m) {
-        mma16816(c[m][2 * nn], af[m][kk], bf[0], bf[1]);
-        mma16816(c[m][2 * nn + 1], af[m][kk], bf[2], bf[3]);
+        mma16816<T>(c[m][2 * nn], af[m][kk], bf[0], bf[1]);
+        mma16816<T>(c[m][2 * nn + 1], af[m][kk], bf[2], bf[3]);
       }
     }
 }
 /// acc[MW][D/8][4] += p (C fragments, 16 MW rows x K) times b ([K][S] tile
 /// stored [k][n], the first D columns).
-template <int K, int D, int MW, int S>
+template <int K, int D, int MW, int S, class T>
 __device__ __forceinline__ void mmaTilePV(float (&acc)[MW][D / 8][4],
-                                          const float (&p)[MW][K / 8][4], const bf16 *b) {
+                                          const float (&p)[MW][K / 8][4], const T *b) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     uint32_t af[MW][4];
 #pragma unroll
     for (int m = 0; m < MW; ++m)
-      cToA(af[m], p[m][2 * kk], p[m][2 * kk + 1]);
+      cToA<T>(af[m], p[m][2 * kk], p[m][2 * kk + 1]);
 #pragma unroll
     for (int nd = 0; nd < D / 16; ++nd) {
       uint32_t bf[4];
       ldsm4t(bf, btAddr<S>(b, kk * 16, nd * 16));
 #pragma unroll
       for (int m = 0; m < MW; ++m) {
-        mma16816(acc[m][2 * nd], af[m], bf[0], bf[1]);
-        mma16816(acc[m][2 * nd + 1], af[m], bf[2], bf[3]);
+        mma16816<T>(acc[m][2 * nd], af[m], bf[0], bf[1]);
+        mma16816<T>(acc[m][2 * nd + 1], af[m], bf[2], bf[3]);
       }
     }
   }
 }
 /// The A fragments of rows [r0, r0 + 16 MW) x [0, D) of a [*][S] tile.
-template <int D, int MW, int S>
-__device__ __forceinline__ void loadAFrags(uint32_t (&af)[MW][D / 16][4], const bf16 *sm, int r0) {
+template <int D, int MW, int S, class T>
+__device__ __forceinline__ void loadAFrags(uint32_t (&af)[MW][D / 16][4], const T *sm, int r0) {
 #pragma unroll
   for (int m = 0; m < MW; ++m)
 #pragma unroll
@@ -473,9 +491,9 @@ __device__ __forceinline__ float queryStat(const X &x, int m, int j, int e) {
 /// columns at col0 + 8 j + 2 t (+ 1); rows are queries and columns keys, or
 /// the other way round when Transposed. Both backward kernels run it, so
 /// their P and dS are computed the same way.
-template <int MW, int SUB, bool Transposed, class L>
+template <int MW, int SUB, bool Transposed, class L, class T>
 __device__ __forceinline__ void maskAndExp(float (&s)[MW][SUB / 8][4], const L &l2,
-                                           const FastParams &p, bool mask, int row0, int col0,
+                                           const FastParams<T> &p, bool mask, int row0, int col0,
                                            int g, int t) {
 #pragma unroll
   for (int m = 0; m < MW; ++m)
@@ -523,15 +541,15 @@ template <int D, int MW, int BQ> constexpr int dkdvSmemBytes() {
 /// loops over the group's query heads and BQ-query tiles (double-buffered
 /// with cp.async), SUB queries at a time; with KVReg its K/V A fragments stay
 /// in registers.
-template <int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastParams p) {
+template <class T, int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastParams<T> p) {
   constexpr int WK = 16 * MW, BK = 4 * WK, S = D + kPad;
   static_assert(BQ % SUB == 0 && SUB % 16 == 0, "query sub-tile");
   extern __shared__ __align__(16) unsigned char smRaw[];
-  bf16 *sK = reinterpret_cast<bf16 *>(smRaw); // [BK][S]
-  bf16 *sV = sK + BK * S;                     // [BK][S]
-  bf16 *sQ = sV + BK * S;                     // [2][BQ][S]
-  bf16 *sO = sQ + 2 * BQ * S;                 // [2][BQ][S]
+  T *sK = reinterpret_cast<T *>(smRaw);                   // [BK][S]
+  T *sV = sK + BK * S;                                    // [BK][S]
+  T *sQ = sV + BK * S;                                    // [2][BQ][S]
+  T *sO = sQ + 2 * BQ * S;                                // [2][BQ][S]
   float *sL = reinterpret_cast<float *>(sO + 2 * BQ * S); // [2][BQ]
   float *sD = sL + 2 * BQ;                                // [2][BQ]
 
@@ -543,8 +561,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   const int nQT = (p.tq + BQ - 1) / BQ, qtStart = p.causal ? min(k0 / BQ, nQT) : 0;
   const int perHead = nQT - qtStart, nIt = p.group * perHead;
 
-  const bf16 *k = p.k + b * p.ks.batch + kvh * p.ks.head;
-  const bf16 *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
   loadTile<BK, D>(sK, k, p.ks.row, k0, p.tk);
   loadTile<BK, D>(sV, v, p.vs.row, k0, p.tk);
   auto issue = [&](int it, int buf) {
@@ -584,7 +602,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
     const int q0 = (qtStart + it % perHead) * BQ;
     if (p.causal && kw > q0 + BQ - 1)
       continue; // every key of this warp is right of every query of the tile
-    const bf16 *qT = sQ + buf * BQ * S, *oT = sO + buf * BQ * S;
+    const T *qT = sQ + buf * BQ * S, *oT = sO + buf * BQ * S;
     const float *lseT = sL + buf * BQ, *ddT = sD + buf * BQ;
 #pragma unroll 1
     for (int sq = 0; sq < BQ; sq += SUB) {
@@ -593,7 +611,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
         break;
       if (p.causal && kw > qs + SUB - 1)
         continue;
-      const bf16 *q = qT + sq * S, *dO = oT + sq * S;
+      const T *q = qT + sq * S, *dO = oT + sq * S;
       float l2[SUB / 8][2], dd[SUB / 8][2]; // lse * log2(e) and D of this thread's columns
 #pragma unroll
       for (int j = 0; j < SUB / 8; ++j) {
@@ -654,22 +672,22 @@ template <int D, int MW, int BK, bool QOReg> constexpr int dqSmemBytes() {
 /// tiles (double-buffered), SUB keys at a time. The block first computes
 /// D = rowsum(dout * out) of its rows (kThreads / 64 MW threads per row, fixed
 /// order) for itself and, through p.dd, for the dK/dV kernel launched after it.
-template <int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastParams p) {
+template <class T, int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastParams<T> p) {
   constexpr int WQ = 16 * MW, BQ = 4 * WQ, S = D + kPad;
   static_assert(BK % SUB == 0 && SUB % 16 == 0, "key sub-tile");
   extern __shared__ __align__(16) unsigned char smRaw[];
-  bf16 *sQ = reinterpret_cast<bf16 *>(smRaw); // [BQ][S]
-  bf16 *sO = sQ + BQ * S;                     // [BQ][S]
-  bf16 *sK = QOReg ? sQ : sO + BQ * S;        // [2][BK][S]
-  bf16 *sV = sK + 2 * BK * S;                 // [2][BK][S]
+  T *sQ = reinterpret_cast<T *>(smRaw); // [BQ][S]
+  T *sO = sQ + BQ * S;                  // [BQ][S]
+  T *sK = QOReg ? sQ : sO + BQ * S;     // [2][BK][S]
+  T *sV = sK + 2 * BK * S;              // [2][BK][S]
   float *sDD = reinterpret_cast<float *>(sQ + dqSmemRows<D, MW, BK, QOReg>() * S); // [BQ]
 
   const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
   const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
   const int b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
-  const bf16 *k = p.k + b * p.ks.batch + kvh * p.ks.head;
-  const bf16 *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int q0 = qb * BQ, qw = q0 + warp * WQ;
 
@@ -691,7 +709,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   const bool dValid = q0 + dRow < p.tq;
   int4 oRaw[kCols / 8];
   {
-    const bf16 *o = p.o + b * p.os.batch + h * p.os.head +
+    const T *o = p.o + b * p.os.batch + h * p.os.head +
                     static_cast<int64_t>(dValid ? q0 + dRow : 0) * p.os.row + dCol;
 #pragma unroll
     for (int c = 0; c < kCols / 8; ++c)
@@ -704,7 +722,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
 #pragma unroll
     for (int c = 0; c < kCols / 8; ++c) {
       float x[8], y[8];
-      load8(reinterpret_cast<const bf16 *>(&oRaw[c]), x);
+      load8(reinterpret_cast<const T *>(&oRaw[c]), x);
       load8(sO + dRow * S + dCol + c * 8, y);
 #pragma unroll
       for (int i = 0; i < 8; ++i)
@@ -754,13 +772,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
       loadTile<BK, D>(sV + (buf ^ 1) * BK * S, v, p.vs.row, (kt + 1) * BK, p.tk);
     }
     cpAsyncCommit();
-    const bf16 *kT = sK + buf * BK * S, *vT = sV + buf * BK * S;
+    const T *kT = sK + buf * BK * S, *vT = sV + buf * BK * S;
 #pragma unroll 1
     for (int sk = 0; sk < BK; sk += SUB) {
       const int ks = kt * BK + sk; // keys [ks, ks + SUB)
       if (ks >= p.tk || (p.causal && ks > qw + WQ - 1))
         break; // past the keys, or right of every query of this warp
-      const bf16 *kS = kT + sk * S, *vS = vT + sk * S;
+      const T *kS = kT + sk * S, *vS = vT + sk * S;
       float s[MW][SUB / 8][4];
 #pragma unroll
       for (int m = 0; m < MW; ++m)
@@ -792,9 +810,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
                  p.scale, p.scale);
 }
 
-template <class Kernel>
-Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem, const FastParams &p,
-                  cudaStream_t stream) {
+template <class Kernel, class T>
+Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
+                  const FastParams<T> &p, cudaStream_t stream) {
   if (smem > 48 * 1024)
     TC_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -802,23 +820,24 @@ Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem, con
   return checkLaunch(name);
 }
 
-template <int D> Status fastForward(const FastParams &p, cudaStream_t stream) {
+template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, kFwdBQ) * p.batch * p.heads;
-  return launchFast(flashFwdKernel<D>, "attention_forward", blocks, fwdSmemBytes<D>(), p, stream);
+  return launchFast(flashFwdKernel<T, D>, "attention_forward", blocks, fwdSmemBytes<D>(), p,
+                    stream);
 }
 
 /// Template arguments: head dim, m16 tiles per warp, streamed tile rows,
 /// sub-tile rows, A fragments held in registers, min blocks per SM.
-template <int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks>
-Status launchDq(const FastParams &p, cudaStream_t stream) {
+template <int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, class T>
+Status launchDq(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
-  return launchFast(flashBwdDqKernel<D, MW, BK, SUB, QOReg, MinBlocks>, "attention_backward_dq",
+  return launchFast(flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks>, "attention_backward_dq",
                     blocks, dqSmemBytes<D, MW, BK, QOReg>(), p, stream);
 }
-template <int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks>
-Status launchDkDv(const FastParams &p, cudaStream_t stream) {
+template <int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, class T>
+Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tk, 64 * MW) * p.batch * p.kvHeads;
-  return launchFast(flashBwdDkDvKernel<D, MW, BQ, SUB, KVReg, MinBlocks>,
+  return launchFast(flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks>,
                     "attention_backward_dkdv", blocks, dkdvSmemBytes<D, MW, BQ>(), p, stream);
 }
 
@@ -826,7 +845,7 @@ Status launchDkDv(const FastParams &p, cudaStream_t stream) {
 /// on an H200 (causal, T = 1024): d <= 64 takes MW = 2 (32 rows per warp) in
 /// both kernels; d = 128 keeps MW = 1, its accumulators filling the
 /// registers, with 64-query tiles for dK/dV (0.517 ms for 8x16 heads).
-template <int D> Status fastBackward(const FastParams &p, cudaStream_t stream) {
+template <int D, class T> Status fastBackward(const FastParams<T> &p, cudaStream_t stream) {
   if constexpr (D == 32) {
     TC_RETURN_IF_ERROR((launchDq<32, 2, 64, 32, true, 2>(p, stream)));
     return launchDkDv<32, 2, 64, 32, true, 2>(p, stream);
@@ -841,7 +860,7 @@ template <int D> Status fastBackward(const FastParams &p, cudaStream_t stream) {
 
 } // namespace
 
-Status flashForward(const FastParams &p, int64_t d, cudaStream_t stream) {
+template <class T> Status flashForward(const FastParams<T> &p, int64_t d, cudaStream_t stream) {
   switch (d) {
   case 32:
     return fastForward<32>(p, stream);
@@ -852,7 +871,7 @@ Status flashForward(const FastParams &p, int64_t d, cudaStream_t stream) {
   }
 }
 
-Status flashBackward(const FastParams &p, int64_t d, cudaStream_t stream) {
+template <class T> Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream) {
   switch (d) {
   case 32:
     return fastBackward<32>(p, stream);
@@ -862,5 +881,10 @@ Status flashBackward(const FastParams &p, int64_t d, cudaStream_t stream) {
     return fastBackward<128>(p, stream);
   }
 }
+
+template Status flashForward(const FastParams<bf16> &, int64_t, cudaStream_t);
+template Status flashForward(const FastParams<f16> &, int64_t, cudaStream_t);
+template Status flashBackward(const FastParams<bf16> &, int64_t, cudaStream_t);
+template Status flashBackward(const FastParams<f16> &, int64_t, cudaStream_t);
 
 } // namespace tc::rt::cuda::attn

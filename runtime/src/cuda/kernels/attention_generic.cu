@@ -1,7 +1,7 @@
 //===- attention_generic.cu - attention, one warp per row -----------------===//
 //
 // The generic path of attention.cu (f32 storage, always with fp32 FMA math
-// and never TF32, and bf16 with other head dims or layouts): one warp per
+// and never TF32, and bf16 or f16 with other head dims or layouts): one warp per
 // query row (forward, dQ) or key row (dK/dV), the head dims spread over the
 // lanes (d, dv <= 256), keys visited one by one with an online softmax;
 // correct, not fast.
@@ -199,7 +199,9 @@ template <class T> Status genericBackward(const GenericParams<T> &g, cudaStream_
 
 template Status genericForward(const GenericParams<float> &, cudaStream_t);
 template Status genericForward(const GenericParams<bf16> &, cudaStream_t);
+template Status genericForward(const GenericParams<f16> &, cudaStream_t);
 template Status genericBackward(const GenericParams<float> &, cudaStream_t);
 template Status genericBackward(const GenericParams<bf16> &, cudaStream_t);
+template Status genericBackward(const GenericParams<f16> &, cudaStream_t);
 
 } // namespace tc::rt::cuda::attn

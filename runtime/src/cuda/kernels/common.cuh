@@ -17,6 +17,7 @@
 #include <string>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "runtime/src/base/dtype.h"
@@ -26,6 +27,7 @@
 namespace tc::rt::cuda::kern {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -35,10 +37,12 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ float toF(float x) { return x; }
 __device__ __forceinline__ float toF(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float toF(f16 x) { return __half2float(x); }
 
 template <class T> __device__ __forceinline__ T fromF(float x);
 template <> __device__ __forceinline__ float fromF<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 fromF<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ f16 fromF<f16>(float x) { return __float2half_rn(x); }
 
 //===----------------------------------------------------------------------===//
 // 8-element vectors (p must be 16-byte aligned)
@@ -58,6 +62,16 @@ __device__ __forceinline__ void load8(const bf16 *p, float (&v)[8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float2 f = __bfloat1622float2(h[i]);
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void load8(const f16 *p, float (&v)[8]) {
+  int4 raw = *reinterpret_cast<const int4 *>(p);
+  const __half2 *h = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __half22float2(h[i]);
     v[2 * i] = f.x;
     v[2 * i + 1] = f.y;
   }

@@ -293,10 +293,10 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 /// when `causal` (top-left aligned, torch's is_causal / tril), else 0.
 /// lse [batch, heads, tq] fp32 contiguous (may be null): the row's
 /// log(sum(exp(scale * s - max))) + max, saved for the backward.
-/// dt F32 or BF16 for q, k, v, out; fp32 math (bf16: tensor cores, fp32 accumulate).
-/// The tensor-core path (FlashAttention-2 on mma.sync, sm_80+) takes bf16 with
-/// d == dv in {32, 64, 128}, 16-byte aligned pointers and strides that are
-/// multiples of 8 elements; everything else (all f32, which never uses TF32)
+/// dt F32, BF16 or F16 for q, k, v, out; fp32 math (bf16/f16: tensor cores, fp32
+/// accumulate). The tensor-core path (FlashAttention-2 on mma.sync, sm_80+) takes
+/// bf16 or f16 with d == dv in {32, 64, 128}, 16-byte aligned pointers and strides
+/// that are multiples of 8 elements; everything else (all f32, which never uses TF32)
 /// runs a simple fp32-FMA kernel. tk == 0 (with tq > 0) gives out = 0 and
 /// lse = -inf; tq == 0 is a no-op.
 Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
