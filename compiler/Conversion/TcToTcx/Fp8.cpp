@@ -13,6 +13,13 @@
 // copy. The copy is an alloc of its own, so the memory plan counts it.
 // Fast accumulation is on for forward GEMMs only (not in the backward).
 //
+// --fp8-scaling block128 (tc.quantize with pow2_scale): "quantize_fp8_block"
+// calls write the FP8 data (and the transposed copy a TN read needs: the
+// 128x1-blocked x^T and dY^T of wgrad, W's of dgrad) with the scales in tc's
+// grid and again in the layouts cuBLASLt's VEC128 / BLK128x128 scale modes
+// read (companion allocs, so the memory plan counts them); the GEMM takes
+// those, without fast accumulation.
+//
 // tc-lower-to-tcx checks the forms first (checkFp8Op), so an FP8 op the GPU
 // cannot run is an error naming it rather than a generated kernel.
 //
@@ -28,13 +35,74 @@ using namespace mlir;
 namespace tc {
 namespace {
 
+/// The floats of quantize_fp8_block's scale_gemm (transposed: scale_gemm_t)
+/// for x [rows, cols] in `blocks` (kernels.h's quantizeFp8Blocks).
+int64_t gemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed) {
+  auto ceil128 = [](int64_t v) { return (v + 127) / 128; };
+  auto up4 = [](int64_t v) { return (v + 3) / 4 * 4; };
+  if (blocks == 0)
+    return ceil128(cols) * up4(rows);
+  if (blocks == 1)
+    return ceil128(rows) * up4(cols);
+  return transposed ? ceil128(cols) * up4(ceil128(rows)) : ceil128(rows) * up4(ceil128(cols));
+}
+
 struct QuantizeLowering : TcxPattern<QuantizeOp> {
   using TcxPattern::TcxPattern;
+
+  /// --fp8-scaling block128: one quantize_fp8_block call, which also writes
+  /// the scales in the layouts the block-scaled GEMMs read.
+  LogicalResult blocks(QuantizeOp op, const Fp8QuantizeForm &f,
+                       ConversionPatternRewriter &rewriter) const {
+    Value x = buffers.bufferOf(rewriter, op.getInput());
+    Value q = buffers.outBuffer(rewriter, op.getResult());
+    Value s = buffers.outBuffer(rewriter, op.getScaleInv());
+    SmallVector<Value> outs{q, s};
+    // A 1x128-along-cols quantization is only read K-contiguous.
+    bool transpose = f.blocks != 0 && readsTransposedCopy(op.getResult());
+    Type elt = tensorType(op.getResult()).getElementType();
+    if (transpose) {
+      Value qT = buffers.companionBuffer(rewriter, op.getResult(),
+                                         tcx::BufferType::get({f.cols, f.rows}, elt));
+      buffers.transposedFp8[op.getResult()] = qT;
+      outs.push_back(qT);
+    }
+    Type f32 = rewriter.getF32Type();
+    auto scales = [&](bool transposed) {
+      return buffers.companionBuffer(
+          rewriter, op.getScaleInv(),
+          tcx::BufferType::get({gemmScaleFloats(f.rows, f.cols, f.blocks, transposed)}, f32));
+    };
+    Value gemm = scales(false), gemmT;
+    outs.push_back(gemm);
+    bool hasGemmT = f.blocks == 2 && transpose;
+    if (hasGemmT) {
+      gemmT = scales(true);
+      outs.push_back(gemmT);
+    }
+    // The memory plan counts block scales with the FP8 copies.
+    for (Value v : {s, gemm, gemmT})
+      if (auto a = v ? v.getDefiningOp<tcx::AllocOp>() : tcx::AllocOp())
+        a->setAttr("tcx.fp8_scales", rewriter.getUnitAttr());
+    buffers.gemmScalesFp8[op.getResult()] = {gemm, gemmT};
+    buffers.library(rewriter, op.getLoc(), "quantize_fp8_block", {x}, outs,
+                    {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
+                     rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
+                     rewriter.getNamedAttr("blocks", rewriter.getI64IntegerAttr(f.blocks)),
+                     rewriter.getNamedAttr("pow2", rewriter.getBoolAttr(op.getPow2Scale())),
+                     rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose)),
+                     rewriter.getNamedAttr("has_gemm_t", rewriter.getBoolAttr(hasGemmT))});
+    rewriter.replaceOp(op, {q, s});
+    return success();
+  }
+
   LogicalResult matchAndRewrite(QuantizeOp op, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Fp8QuantizeForm f;
     if (!fp8QuantizeForm(op, &f).empty())
       return rewriter.notifyMatchFailure(op, "no FP8 quantize form");
+    if (f.blocks >= 0)
+      return blocks(op, f, rewriter);
     Value x = buffers.bufferOf(rewriter, op.getInput());
     Value q = buffers.outBuffer(rewriter, op.getResult());
     Value s = buffers.outBuffer(rewriter, op.getScaleInv());
@@ -72,6 +140,20 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
       return rewriter.notifyMatchFailure(op, "an operand's transposed copy was not written");
     SmallVector<Value> ins{lhs, rhs, buffers.bufferOf(rewriter, op.getLhsScaleInv()),
                            buffers.bufferOf(rewriter, op.getRhsScaleInv())};
+    if (g.lhsBlocks) {
+      // block128: the scales in cuBLASLt's layouts, for the copy or the
+      // direct read (a 1x128 quantization has one layout, its first).
+      auto gemmScales = [&](Value v, bool fromCopy, int64_t blocks) {
+        auto it = buffers.gemmScalesFp8.find(v);
+        if (it == buffers.gemmScalesFp8.end())
+          return Value();
+        return fromCopy && blocks == 2 ? it->second.second : it->second.first;
+      };
+      ins[2] = gemmScales(op.getLhs(), g.lhsFromCopy, g.lhsBlocks);
+      ins[3] = gemmScales(op.getRhs(), g.rhsFromCopy, g.rhsBlocks);
+      if (!ins[2] || !ins[3])
+        return rewriter.notifyMatchFailure(op, "an operand's GEMM scales were not written");
+    }
     Value out = buffers.outBuffer(rewriter, op.getResult());
     tcx::MatmulParams p;
     p.m = g.m;
@@ -79,7 +161,10 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
     p.k = g.k;
     p.transposeRhs = true; // rhs [N, K]: cuBLASLt's TN form
     p.computeType = "fp8";
-    p.fastAccum = !buffers.inBackward(op.getResult());
+    // Block-scaled GEMMs have no fast accumulation (cuBLASLt finds none).
+    p.fastAccum = !g.lhsBlocks && !buffers.inBackward(op.getResult());
+    p.lhsBlocks = g.lhsBlocks;
+    p.rhsBlocks = g.rhsBlocks;
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
     rewriter.replaceOp(op, out);
     return success();

@@ -77,10 +77,15 @@ std::optional<GemmForm> gemmForm(MatmulOp op);
 struct Fp8QuantizeForm {
   int64_t rows = 0, cols = 0;
   bool rowScaling = false;
+  /// --fp8-scaling block128 (tc.quantize with pow2_scale, the runtime's
+  /// "quantize_fp8_block"): 0 = 1x128 blocks along cols, 1 = 128x1 along
+  /// rows, 2 = 128x128 (a block side below 128 is the whole dim); -1: none.
+  int64_t blocks = -1;
 };
 /// Fills `out` and returns "", or says why `op` has no GPU form: f32/bf16
 /// input, f8E4M3FN/f8E5M2 result, f32 scale_inv, block = the shape (per
-/// tensor) or [1, ..., 1, cols] (per row).
+/// tensor) or [1, ..., 1, cols] (per row), or with pow2_scale a rank-2
+/// input in 1x128, 128x1 or 128x128 blocks.
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 
 /// How a tc.scaled_matmul maps onto a compute_type "fp8" tcx.matmul.
@@ -93,6 +98,9 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 struct Fp8GemmForm {
   int64_t m = 0, n = 0, k = 0;
   bool lhsFromCopy = false, rhsFromCopy = false;
+  /// block128: each operand's GEMM scales (1 = 1x128 along K, 2 =
+  /// 128x128; 0 when the operands are tensor or row scaled).
+  int64_t lhsBlocks = 0, rhsBlocks = 0;
 };
 /// Fills `out` and returns "", or says why `op` has no FP8 GEMM (operand
 /// formats, the scale forms above, K and N multiples of 16, an operand that

@@ -200,6 +200,25 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"scratch"}},
        {kRows, kCols, {"row_scaling", K::Bool, false}, {"has_transpose", K::Bool, false}},
        fp8QuantizeScratch},
+      // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
+      // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv
+      // (tc's grid), q_t [cols, rows] (has_transpose), the scales in the
+      // layout cuBLASLt's block-scaled GEMM reads for the K-contiguous
+      // operand (scale_gemm) and for q_t of 128x128 blocks (scale_gemm_t,
+      // has_gemm_t); pow2: power-of-two scales.
+      {"quantize_fp8_block",
+       {{"x"}},
+       {{"q"},
+        {"scale_inv"},
+        {"q_t", "has_transpose"},
+        {"scale_gemm"},
+        {"scale_gemm_t", "has_gemm_t"}},
+       {kRows,
+        kCols,
+        {"blocks", K::Int, true},
+        {"pow2", K::Bool, false},
+        {"has_transpose", K::Bool, false},
+        {"has_gemm_t", K::Bool, false}}},
   };
   return callees;
 }
