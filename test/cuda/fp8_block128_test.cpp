@@ -52,8 +52,8 @@ Status quantizeBlocksOnGpu(const HostTensor &x, DType qt, Fp8Blocks b, cudaStrea
   std::vector<int64_t> block = blockOf(rows, cols, b);
   int64_t gr = (rows + block[0] - 1) / block[0], gc = (cols + block[1] - 1) / block[1];
   bool transpose = b != Fp8Blocks::Cols128, square = b == Fp8Blocks::Square128;
-  int64_t ng = fp8BlockGemmScaleFloats(rows, cols, b, false);
-  int64_t ngT = square ? fp8BlockGemmScaleFloats(rows, cols, b, true) : 1;
+  int64_t ng = fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(b), false);
+  int64_t ngT = square ? fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(b), true) : 1;
   DevBuf dx;
   TC_RETURN_IF_ERROR(upload(x, &dx, s));
   TC_RETURN_IF_ERROR(devZeros(rows * cols, &out->dq, s));
@@ -150,15 +150,18 @@ TEST_F(CudaFp8Block128, QuantizeMatchesReferenceBitForBit) {
           // Cols128's GEMM scales are its grid transposed (K blocks by rows);
           // Rows128's (for q_t) and Square128's (for q) the grid itself.
           bool sq = b == Fp8Blocks::Square128;
-          bad += mismatches(g.gemm,
-                            gemmLayout(ref[1], b == Fp8Blocks::Cols128,
-                                       fp8BlockGemmScaleFloats(rows, cols, b, false)),
-                            what + " scale_gemm");
+          bad += mismatches(
+              g.gemm,
+              gemmLayout(ref[1], b == Fp8Blocks::Cols128,
+                         fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(b), false)),
+              what + " scale_gemm");
           if (b != Fp8Blocks::Cols128)
             bad += mismatches(g.qT, transposed(ref[0]), what + " q_t");
           if (sq)
             bad += mismatches(
-                g.gemmT, gemmLayout(ref[1], true, fp8BlockGemmScaleFloats(rows, cols, b, true)),
+                g.gemmT,
+                gemmLayout(ref[1], true,
+                           fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(b), true)),
                 what + " scale_gemm_t");
         }
   EXPECT_EQ(bad, 0);

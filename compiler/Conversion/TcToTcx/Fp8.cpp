@@ -29,23 +29,12 @@
 #include "compiler/Conversion/TcToTcx/Patterns.h"
 #include "compiler/PrecisionPlan.h"
 #include "compiler/Transforms/Fp8Plan.h"
+#include "runtime/src/schema/library_abi.h"
 
 using namespace mlir;
 
 namespace tc {
 namespace {
-
-/// The floats of quantize_fp8_block's scale_gemm (transposed: scale_gemm_t)
-/// for x [rows, cols] in `blocks` (kernels.h's quantizeFp8Blocks).
-int64_t gemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed) {
-  auto ceil128 = [](int64_t v) { return (v + 127) / 128; };
-  auto up4 = [](int64_t v) { return (v + 3) / 4 * 4; };
-  if (blocks == 0)
-    return ceil128(cols) * up4(rows);
-  if (blocks == 1)
-    return ceil128(rows) * up4(cols);
-  return transposed ? ceil128(cols) * up4(ceil128(rows)) : ceil128(rows) * up4(ceil128(cols));
-}
 
 struct QuantizeLowering : TcxPattern<QuantizeOp> {
   using TcxPattern::TcxPattern;
@@ -71,7 +60,8 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
     auto scales = [&](bool transposed) {
       return buffers.companionBuffer(
           rewriter, op.getScaleInv(),
-          tcx::BufferType::get({gemmScaleFloats(f.rows, f.cols, f.blocks, transposed)}, f32));
+          tcx::BufferType::get({rt::fp8BlockGemmScaleFloats(f.rows, f.cols, f.blocks, transposed)},
+                               f32));
     };
     Value gemm = scales(false), gemmT;
     outs.push_back(gemm);

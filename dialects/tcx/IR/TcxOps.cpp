@@ -379,9 +379,8 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
         batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks));
 }
 
-/// The rest of verifyFp8Matmul's checks with block scales: f32 buffers of
-/// the sizes of cuBLASLt's layouts (1x128: ceil(k / 128) x roundup(rows, 4),
-/// 128x128: ceil(rows / 128) x roundup(ceil(k / 128), 4), rows m or n).
+/// verifyFp8Matmul's scale checks with block scales: f32 buffers of the
+/// sizes of cuBLASLt's layouts (tc::rt::fp8BlockGemmScaleFloats; rows m or n).
 static LogicalResult verifyFp8BlockScales(MatmulOp op, BufferType ls, BufferType rs) {
   int64_t lb = op.getLhsBlocks(), rb = op.getRhsBlocks();
   if (lb < 1 || lb > 2 || rb < 1 || rb > 2 || (lb == 2 && rb == 2))
@@ -391,11 +390,11 @@ static LogicalResult verifyFp8BlockScales(MatmulOp op, BufferType ls, BufferType
   if (op.getFastAccum() || op.getBatch() != 1 || bufferType(op.getOut()).getElementType().isF32())
     return op.emitOpError() << "block-scaled fp8 takes no fast_accum, batch 1 and a bf16 or f16 "
                                "out";
-  auto ceil128 = [](int64_t v) { return (v + 127) / 128; };
-  auto up4 = [](int64_t v) { return (v + 3) / 4 * 4; };
+  // An operand [rows, k] in 1x128 blocks along k (quantize_fp8_block's
+  // blocks 0) or in 128x128 blocks (2).
   auto floats = [&](int64_t blocks, int64_t rows) {
     int64_t k = static_cast<int64_t>(op.getK());
-    return blocks == 1 ? ceil128(k) * up4(rows) : ceil128(rows) * up4(ceil128(k));
+    return tc::rt::fp8BlockGemmScaleFloats(rows, k, blocks == 1 ? 0 : 2, false);
   };
   int64_t wantL = floats(lb, op.getM()), wantR = floats(rb, op.getN());
   if (!ls.getElementType().isF32() || !rs.getElementType().isF32() ||

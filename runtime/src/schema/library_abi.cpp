@@ -41,6 +41,22 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
 
 size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
 
+int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed) {
+  auto blocks128 = [](int64_t v) { return (v + 127) / 128; };
+  auto up4 = [](int64_t v) { return (v + 3) / 4 * 4; };
+  switch (blocks) {
+  case 0:
+    return transposed ? 0 : blocks128(cols) * up4(rows);
+  case 1:
+    return transposed ? 0 : blocks128(rows) * up4(cols);
+  case 2:
+    return transposed ? blocks128(cols) * up4(blocks128(rows))
+                      : blocks128(rows) * up4(blocks128(cols));
+  default:
+    return 0;
+  }
+}
+
 size_t fp8QuantizeScratchBytes(int64_t rows, bool rowScaling) {
   int64_t n = rowScaling ? std::max<int64_t>(1, rows) : 1;
   return static_cast<size_t>(ceilDiv(n * 4, 256) * 256);

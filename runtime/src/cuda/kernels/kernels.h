@@ -218,14 +218,10 @@ enum class Fp8Blocks : uint8_t { Cols128, Rows128, Square128 };
 /// Square128: [ceil(rows / 128)][roundup(ceil(cols / 128), 4)]) or for qT
 /// (Rows128: [ceil(rows / 128)][roundup(cols, 4)]), gemmScaleT (may be null;
 /// Square128 with qT) for qT ([ceil(cols / 128)][roundup(ceil(rows / 128),
-/// 4)]). fp8BlockGemmScaleFloats gives their sizes.
+/// 4)]). rt::fp8BlockGemmScaleFloats (schema/library_abi.h) gives their sizes.
 Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, float *scaleInv,
                          float *gemmScale, float *gemmScaleT, int64_t rows, int64_t cols,
                          Fp8Blocks blocks, bool pow2, cudaStream_t stream);
-
-/// The floats of quantizeFp8Blocks' GEMM-ready scales: of gemmScale
-/// (transposed = false) or gemmScaleT (true).
-int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, Fp8Blocks blocks, bool transposed);
 
 //===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm

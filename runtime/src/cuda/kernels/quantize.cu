@@ -245,19 +245,6 @@ int64_t roundUp4(int64_t v) { return (v + 3) / 4 * 4; }
 
 } // namespace
 
-int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, Fp8Blocks blocks, bool transposed) {
-  int64_t rb = ceilDiv(rows, kBlk), cb = ceilDiv(cols, kBlk);
-  switch (blocks) {
-  case Fp8Blocks::Cols128:
-    return transposed ? 0 : cb * roundUp4(rows);
-  case Fp8Blocks::Rows128:
-    return transposed ? 0 : rb * roundUp4(cols);
-  case Fp8Blocks::Square128:
-    return transposed ? cb * roundUp4(rb) : rb * roundUp4(cb);
-  }
-  return 0;
-}
-
 Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, float *scaleInv,
                          float *gemmScale, float *gemmScaleT, int64_t rows, int64_t cols,
                          Fp8Blocks blocks, bool pow2, cudaStream_t stream) {
@@ -279,11 +266,14 @@ Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, f
   if (ceilDiv(rows, kBlk) > INT32_MAX || ceilDiv(cols, kBlk) > 65535)
     return invalidArgument("quantizeFp8Blocks: more than 2^23 columns or 2^38 rows");
   // The padding of the GEMM-ready layouts reads as 0.
+  auto gemmFloats = [&](bool transposed) {
+    return fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(blocks), transposed);
+  };
   TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-      gemmScale, 0, fp8BlockGemmScaleFloats(rows, cols, blocks, false) * sizeof(float), stream));
+      gemmScale, 0, gemmFloats(false) * sizeof(float), stream));
   if (gemmScaleT)
     TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-        gemmScaleT, 0, fp8BlockGemmScaleFloats(rows, cols, blocks, true) * sizeof(float), stream));
+        gemmScaleT, 0, gemmFloats(true) * sizeof(float), stream));
   int64_t rb = ceilDiv(rows, kBlk), cb = ceilDiv(cols, kBlk);
   BlockScaleOut out{scaleInv, gemmScale, gemmScaleT, 0, 0, 0};
   switch (blocks) {
