@@ -213,6 +213,17 @@ bool block128OnSm120(ModuleOp module, const CompileOptions &opts, CompileResult 
         "fp8 fallback (--allow-fallback): block128 has no " + opts.target +
             " path, per-tensor (current amax) scaling instead");
   }
+  // The products now read per-tensor operands: their mark and report say so.
+  module.walk([&](ScaledMatmulOp mm) {
+    auto recipe = mm->getAttrOfType<StringAttr>(kFp8Attr);
+    if (!recipe || recipe.getValue() != "block128")
+      return;
+    mm->setAttr(kFp8Attr, b.getStringAttr("tensor"));
+    if (auto why = mm->getAttrOfType<StringAttr>(kPrecisionReasonAttr))
+      mm->setAttr(kPrecisionReasonAttr,
+                  b.getStringAttr(why.getValue().str() + "; fp8 fallback (--allow-fallback): " +
+                                  "tensor scaling on " + opts.target));
+  });
   result->notes.push_back("--fp8-scaling block128 on " + opts.target +
                           " --allow-fallback: " + std::to_string(blocked.size()) +
                           " quantizations fall back to per-tensor scaling (1x128 / 128x128 "
