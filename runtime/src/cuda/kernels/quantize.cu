@@ -152,13 +152,13 @@ __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
 
 bool isFp8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
 
-constexpr int kBlk = 128;          // block128's block side
-constexpr int kBlkThreads = 256;   // threads per 128x128 tile
+constexpr int kBlk = 128;        // block128's block side
+constexpr int kBlkThreads = 256; // threads per 128x128 tile
 
 /// Where quantizeFp8Blocks' scales go (kernels.h has the layouts).
 struct BlockScaleOut {
   float *tc, *gemm, *gemmT;
-  int64_t gridCols;     // tc's grid columns
+  int64_t gridCols;        // tc's grid columns
   int64_t gemmLd, gemmTLd; // row pitch of gemm / gemmT
 };
 
@@ -179,7 +179,9 @@ __global__ void __launch_bounds__(kBlkThreads)
     amax[tid] = 0;
   __syncthreads();
   // Element e of the tile: local row e / 128, column e % 128 (coalesced).
-  auto slot = [](int lr, int lc) { return B == Fp8Blocks::Cols128 ? lr : B == Fp8Blocks::Rows128 ? lc : 0; };
+  auto slot = [](int lr, int lc) {
+    return B == Fp8Blocks::Cols128 ? lr : B == Fp8Blocks::Rows128 ? lc : 0;
+  };
   for (int e = tid; e < kBlk * kBlk; e += kBlkThreads) {
     int lr = e / kBlk, lc = e % kBlk;
     int64_t row = row0 + lr, col = col0 + lc;
@@ -269,11 +271,10 @@ Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, f
   auto gemmFloats = [&](bool transposed) {
     return fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(blocks), transposed);
   };
-  TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-      gemmScale, 0, gemmFloats(false) * sizeof(float), stream));
+  TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(gemmScale, 0, gemmFloats(false) * sizeof(float), stream));
   if (gemmScaleT)
-    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-        gemmScaleT, 0, gemmFloats(true) * sizeof(float), stream));
+    TC_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(gemmScaleT, 0, gemmFloats(true) * sizeof(float), stream));
   int64_t rb = ceilDiv(rows, kBlk), cb = ceilDiv(cols, kBlk);
   BlockScaleOut out{scaleInv, gemmScale, gemmScaleT, 0, 0, 0};
   switch (blocks) {
