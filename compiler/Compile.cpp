@@ -176,6 +176,61 @@ namespace {
 bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
                     CompileError *error);
 
+/// --fp8-scaling block128 on sm_120a, which has no 1x128 / 128x128 FP32
+/// block-scaled GEMM (cuBLASLt's VEC128 / BLK128x128 modes are sm_90's): an
+/// error naming the first quantization and the alternative, or with
+/// --allow-fallback every block128 quantization becomes per-tensor (current
+/// scaling, which sm_120a's FP8 GEMMs take), with a note.
+bool block128OnSm120(ModuleOp module, const CompileOptions &opts, CompileResult *result,
+                     CompileError *error) {
+  SmallVector<QuantizeOp> blocked;
+  module.walk([&](QuantizeOp q) {
+    if (q.getPow2Scale())
+      blocked.push_back(q);
+  });
+  if (blocked.empty())
+    return true;
+  if (!opts.fp8.allowFallback) {
+    std::string node = onnxNodeOf(blocked.front().getLoc());
+    error->kind = CompileErrorKind::BadInput;
+    error->message = "'tc.quantize' op" + (node.empty() ? "" : " of '" + node + "'") +
+                     ": --fp8-scaling block128 (1x128 / 128x128 blocks, FP32 scales) runs on "
+                     "sm_90 only (cuBLASLt's VEC128 / BLK128x128 scale modes); on " +
+                     opts.target +
+                     " use --fp8-scaling mxfp8 (1x32 blocks, E8M0 scales), or --allow-fallback "
+                     "to quantize per tensor";
+    return false;
+  }
+  Builder b(module.getContext());
+  for (QuantizeOp q : blocked) {
+    auto in = llvm::cast<RankedTensorType>(q.getInput().getType());
+    q.setBlock(in.getShape());
+    q.setPow2Scale(false);
+    q.getScaleInv().setType(
+        RankedTensorType::get(SmallVector<int64_t>(in.getRank(), 1), b.getF32Type()));
+    annotatePrecision(
+        q, typeString(llvm::cast<RankedTensorType>(q.getResult().getType()).getElementType()),
+        "fp8 fallback (--allow-fallback): block128 has no " + opts.target +
+            " path, per-tensor (current amax) scaling instead");
+  }
+  // The products now read per-tensor operands: their mark and report say so.
+  module.walk([&](ScaledMatmulOp mm) {
+    auto recipe = mm->getAttrOfType<StringAttr>(kFp8Attr);
+    if (!recipe || recipe.getValue() != "block128")
+      return;
+    mm->setAttr(kFp8Attr, b.getStringAttr("tensor"));
+    if (auto why = mm->getAttrOfType<StringAttr>(kPrecisionReasonAttr))
+      mm->setAttr(kPrecisionReasonAttr,
+                  b.getStringAttr(why.getValue().str() + "; fp8 fallback (--allow-fallback): " +
+                                  "tensor scaling on " + opts.target));
+  });
+  result->notes.push_back("--fp8-scaling block128 on " + opts.target +
+                          " --allow-fallback: " + std::to_string(blocked.size()) +
+                          " quantizations fall back to per-tensor scaling (1x128 / 128x128 "
+                          "blocks are sm_90's; mxfp8 is sm_120a's block scaling)");
+  return true;
+}
+
 /// --fp8 after the training pipeline: the CPU reference emulates it (a note
 /// says so); a GPU target is an error naming the first FP8 op until the GPU
 /// lowering exists, never a silent bf16 step.
@@ -192,6 +247,8 @@ bool checkFp8Target(ModuleOp module, const CompileOptions &opts, CompileResult *
   });
   if (!first)
     return true; // tc-precision's remark says that nothing runs in FP8
+  if (opts.target.rfind("sm_120", 0) == 0 && opts.fp8.scaling == "block128")
+    return block128OnSm120(module, opts, result, error);
   if (isGpuTarget(opts.target))
     return true; // tc-lower-to-tcx lowers what the GPU runs, and names what it cannot
   result->notes.push_back("--fp8 on --target cpu: the CPU reference emulates FP8 (" +

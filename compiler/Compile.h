@@ -84,7 +84,7 @@ struct CompileOptions {
   /// fp32 accumulation, bf16 outputs). The CPU reference emulates it; GPU
   /// targets refuse it until their lowering exists.
   struct Fp8Options {
-    std::string scaling = "tensor";            // tensor, delayed, row or mxfp8
+    std::string scaling = "tensor";             // tensor, delayed, row, mxfp8 or block128
     int64_t amaxHistory = 1024;                 // delayed: steps in the amax history
     std::string amaxCompute = "max";            // delayed: max or most_recent
     std::vector<std::string> keepHighPrecision; // regexes: ONNX node or weight names

@@ -66,9 +66,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                 llvm::cl::desc("tc-precision mode: fp32, tf32, bf16, fp16 "
                                                "(with train: dynamic loss scaling) or fp8"),
                                 llvm::cl::init("fp32")};
-  Option<std::string> fp8Scaling{*this, "fp8-scaling",
-                                 llvm::cl::desc("tc-precision: tensor, delayed, row or mxfp8"),
-                                 llvm::cl::init("tensor")};
+  Option<std::string> fp8Scaling{
+      *this, "fp8-scaling", llvm::cl::desc("tc-precision: tensor, delayed, row, mxfp8 or block128"),
+      llvm::cl::init("tensor")};
   ListOption<std::string> keepHighPrecision{
       *this, "keep-high-precision",
       llvm::cl::desc("tc-precision: regexes of matmuls kept out of fp8")};

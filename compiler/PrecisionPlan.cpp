@@ -89,10 +89,16 @@ struct Report {
 
 /// The scaling granularity of a block-scaled value of shape `shape` in
 /// blocks `block` with scales of element type `scale`.
-std::string scalingOf(ArrayRef<int64_t> shape, ArrayRef<int64_t> block, Type scale) {
+std::string scalingOf(ArrayRef<int64_t> shape, ArrayRef<int64_t> block, Type scale, bool pow2) {
   std::string blocks;
   for (auto [i, b] : llvm::enumerate(block))
     blocks += (i ? "x" : "") + std::to_string(b);
+  if (pow2) { // --fp8-scaling block128 (a dim below 128 is one partial block)
+    bool square = block.size() == 2 && block[0] > 1 && block[1] > 1;
+    std::string nominal = square ? "128x128" : "1x128";
+    return "block128 (" + nominal + " blocks" + (blocks == nominal ? "" : ", here " + blocks) +
+           ", fp32 power-of-two scales)";
+  }
   if (llvm::isa<Float8E8M0FNUType>(scale))
     return "mxfp8 (" + blocks + " blocks, e8m0 scales)";
   if (block == shape)
@@ -109,8 +115,9 @@ void describePlan(Operation *op, Row *row) {
     auto in = llvm::cast<RankedTensorType>(q.getInput().getType());
     auto sc = llvm::cast<RankedTensorType>(q.getScaleInv().getType());
     row->format = str(elementOf(q.getResult().getType()));
-    row->scaling = scalingOf(in.getShape(), q.getBlock(), sc.getElementType());
-    row->scaleFrom = "current amax of the input (this step)";
+    row->scaling = scalingOf(in.getShape(), q.getBlock(), sc.getElementType(), q.getPow2Scale());
+    row->scaleFrom = q.getPow2Scale() ? "current amax of each block (this step)"
+                                      : "current amax of the input (this step)";
     row->rounding = "nearest even, saturating";
     return;
   }

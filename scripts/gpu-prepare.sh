@@ -86,6 +86,10 @@ for m in gpt2 llama; do
       compile_fixture "$FX/$m.$e.onnx" "$m.$e.$p" "$p"
       cpu_reference "$m.$e.$p" "$FX/$m"
     done
+    # --fp8-scaling block128 (1x128 / 128x128 blocks; the fixtures' dims
+    # below 128 are one partial block each).
+    compile_fixture "$FX/$m.$e.onnx" "$m.$e.fp8-block128" fp8 --fp8-scaling block128
+    cpu_reference "$m.$e.fp8-block128" "$FX/$m"
   done
 done
 

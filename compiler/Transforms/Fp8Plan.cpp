@@ -5,8 +5,8 @@
 // linear layers (a 2-D weight parameter on the right), except the lm_head
 // and a tied embedding's product, the layers the user keeps by regex, and
 // the first / last transformer blocks asked for. The marked ones must meet
-// cuBLASLt's FP8 alignment (K, N multiples of 16): an error, or with
-// allow-fallback a bf16 matmul that says so.
+// cuBLASLt's FP8 alignment (K, N multiples of 16; block128's whole blocks,
+// fp8SizeRule): an error, or with allow-fallback a bf16 matmul that says so.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,15 +29,23 @@ using namespace mlir;
 namespace tc {
 
 std::string checkFp8Scaling(llvm::StringRef scaling) {
-  if (scaling == "tensor" || scaling == "delayed" || scaling == "row" || scaling == "mxfp8")
+  if (scaling == "tensor" || scaling == "delayed" || scaling == "row" || scaling == "mxfp8" ||
+      scaling == "block128")
     return "";
-  if (scaling == "block128")
-    return ("--fp8-scaling " + scaling + ": not implemented yet (implemented: " + kFp8Scalings +
-            ")")
+  return ("--fp8-scaling: unknown scaling '" + scaling + "' (valid: " + kFp8Scalings + ")").str();
+}
+
+std::string fp8SizeRule(llvm::StringRef scaling, int64_t k, int64_t n) {
+  int64_t align = scaling == "mxfp8" ? 32 : 16;
+  if (k % align || n % align)
+    return llvm::formatv("cuBLASLt FP8{0} needs K and N multiples of {1}",
+                         scaling == "mxfp8" ? " with 1x32 blocks" : "", align)
         .str();
-  return ("--fp8-scaling: unknown scaling '" + scaling + "' (valid: " + kFp8Scalings +
-          "; planned: block128)")
-      .str();
+  auto blocked = [](int64_t d) { return d <= kFp8Block || d % kFp8Block == 0; };
+  if (scaling == "block128" && (!blocked(k) || !blocked(n)))
+    return "--fp8-scaling block128 needs K and N at most 128 (one block) or multiples of 128 "
+           "(whole 128-blocks)";
+  return "";
 }
 
 int64_t blockIndexOf(llvm::StringRef name) {
@@ -266,12 +274,8 @@ private:
       return keepBf16(mm, why), success();
     int64_t k = mm.getTransposeRhs() ? rhs.getDimSize(1) : rhs.getDimSize(0);
     int64_t n = mm.getTransposeRhs() ? rhs.getDimSize(0) : rhs.getDimSize(1);
-    int64_t align = o.scaling == "mxfp8" ? 32 : 16;
-    if (k % align || n % align) {
+    if (std::string rule = fp8SizeRule(o.scaling, k, n); !rule.empty()) {
       std::string sizes = llvm::formatv("K={0}, N={1}", k, n).str();
-      std::string rule = llvm::formatv("cuBLASLt FP8{0} needs K and N multiples of {1}",
-                                       o.scaling == "mxfp8" ? " with 1x32 blocks" : "", align)
-                             .str();
       if (!o.allowFallback)
         return mm.emitError() << "--fp8: " << label(mm, w) << " has " << sizes << "; " << rule
                               << ": pad the layer, keep it high precision "

@@ -22,7 +22,7 @@
 namespace tc {
 
 /// The scaling granularity (recipe) of an FP8 matmul: "tensor", "delayed",
-/// "row" or "mxfp8".
+/// "row", "mxfp8" or "block128".
 constexpr llvm::StringLiteral kFp8Attr = "tc.fp8";
 /// Which product of a linear layer: "fprop", "dgrad" or "wgrad".
 constexpr llvm::StringLiteral kFp8RoleAttr = "tc.fp8_role";
@@ -45,7 +45,19 @@ void annotatePrecision(mlir::Operation *op, llvm::StringRef precision, llvm::Str
 std::string typeString(mlir::Type t);
 
 /// The recipes tc-quantize-fp8 implements, for error messages.
-constexpr llvm::StringLiteral kFp8Scalings = "tensor, delayed, row or mxfp8";
+constexpr llvm::StringLiteral kFp8Scalings = "tensor, delayed, row, mxfp8 or block128";
+
+/// The largest block side of `--fp8-scaling block128` (1x128 activation and
+/// gradient blocks, 128x128 weight blocks).
+constexpr int64_t kFp8Block = 128;
+
+/// "" when a product with contraction size `k` and output width `n` meets
+/// what `scaling` needs, else the rule it breaks: cuBLASLt's FP8 GEMMs need
+/// K and N multiples of 16 (32 with mxfp8's 1x32 blocks); block128 also
+/// needs each of them at most 128 (one block, over the elements present) or
+/// a multiple of 128, so that tc.scaled_matmul's blocks (an operand's shape
+/// divided by its scale grid) are the quantization's.
+std::string fp8SizeRule(llvm::StringRef scaling, int64_t k, int64_t n);
 
 /// Checks an `--fp8-scaling` value: empty when it is implemented, else the
 /// error (a planned recipe says "not implemented yet", an unknown one lists

@@ -452,7 +452,8 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
            "mode=fp4: the activations of the linear layers are fake-quantised too">,
     Option<"fp8Scaling", "fp8-scaling", "std::string", /*default=*/"\"tensor\"",
            "mode=fp8: tensor (one f32 scale per tensor), row (per row / column "
-           "along K) or mxfp8 (1x32 blocks along K, E8M0 scales)">,
+           "along K), mxfp8 (1x32 blocks along K, E8M0 scales) or block128 "
+           "(1x128 / 128x128 blocks, power-of-two f32 scales)">,
     ListOption<"keepHighPrecision", "keep-high-precision", "std::string",
                "mode=fp8: regexes (ONNX node or weight names) of matmuls kept in bf16">,
     Option<"highPrecisionFirst", "high-precision-first", "int64_t", /*default=*/"0",
@@ -472,14 +473,17 @@ def TcQuantizeFp8 : Pass<"tc-quantize-fp8", "mlir::ModuleOp"> {
   let summary = "FP8 matmuls: the marked tc.matmul ops become tc.quantize + tc.scaled_matmul";
   let description = [{
     Replaces every tc.matmul that carries tc-precision's (or tc-autodiff's)
-    FP8 mark (`tc.fp8 = "tensor" | "row" | "mxfp8"`, `tc.fp8_role` fprop /
+    FP8 mark (`tc.fp8 = "tensor" | "row" | "mxfp8" | "block128"`, `tc.fp8_role` fprop /
     dgrad / wgrad, `tc.fp8_grad` the operand that is the incoming gradient)
     by tc.quantize of its operands and a tc.scaled_matmul with the matmul's
     (bf16) result type, in every function. The incoming gradient is
     quantized to f8E5M2, the other operands to f8E4M3FN, as Transformer
     Engine does. Blocks: the whole operand (`tensor`, f32 scale), the
-    contraction axis by 1 (`row`, f32 scales) or 32 along the contraction
-    axis (`mxfp8`, f8E8M0FNU scales). One quantization per (value, format,
+    contraction axis by 1 (`row`, f32 scales), 32 along the contraction
+    axis (`mxfp8`, f8E8M0FNU scales), or `block128`: 128 along the
+    contraction axis for activations and gradients, 128x128 for the weight
+    (min(128, dim) each), f32 scales rounded to powers of two (pow2_scale);
+    wgrad's operands are then quantized along the rows again. One quantization per (value, format,
     block) is shared by every product that reads it: the forward's FP8
     copies of x and W are the ones dgrad and wgrad read. A 2-D transpose
     of an operand is folded into the product's transpose flag (tensor

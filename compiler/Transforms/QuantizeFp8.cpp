@@ -230,14 +230,32 @@ private:
     return p;
   }
 
-  /// The block of a rank-2 operand `v` whose contraction axis is `k`.
-  SmallVector<int64_t> blockOf(Value v, int64_t k, StringRef scaling) {
+  /// The block of a rank-2 operand `v` whose contraction axis is `k`;
+  /// `weight`: the layer's W (block128's 128x128 blocks).
+  SmallVector<int64_t> blockOf(Value v, int64_t k, StringRef scaling, bool weight) {
     ArrayRef<int64_t> s = tensorTypeOf(v).getShape();
     if (scaling == "tensor" || scaling == "delayed")
       return SmallVector<int64_t>(s);
     SmallVector<int64_t> block = {1, 1};
+    if (scaling == "block128") {
+      // A dim below 128 is one partial block (over the elements present,
+      // as Transformer Engine's blockwise kernels take it).
+      for (int64_t d = 0; d < 2; ++d)
+        if (d == k || weight)
+          block[d] = std::min(kFp8Block, s[d]);
+      return block;
+    }
     block[k] = scaling == "mxfp8" ? std::min<int64_t>(32, s[k]) : s[k];
     return block;
+  }
+
+  /// The precision report's words for `scaling`.
+  static std::string scalingWords(StringRef scaling, ArrayRef<int64_t> block) {
+    if (scaling != "block128")
+      return scaling.str() + " scaling by its current amax";
+    bool square = block[0] > 1 && block[1] > 1;
+    return std::string("block128 scaling (") + (square ? "128x128" : "1x128") +
+           " blocks, fp32 power-of-two scales) by each block's current amax";
   }
 
   /// The shared FP8 copy of `v` (data and scale_inv) in `format`.
@@ -262,16 +280,19 @@ private:
     Type scaleElt = scaling == "mxfp8" ? Type(b.getType<Float8E8M0FNUType>()) : b.getF32Type();
     OpBuilder::InsertionGuard g(b);
     setAfterDefinition(v);
-    auto q = QuantizeOp::create(b, v.getLoc(),
-                                TypeRange{RankedTensorType::get(t.getShape(), format),
-                                          RankedTensorType::get(grid, scaleElt)},
-                                v, b.getDenseI64ArrayAttr(block));
+    // block128 is Transformer Engine's Float8BlockScaling, whose scales are
+    // powers of two by default (force_pow_2_scales).
+    auto q =
+        QuantizeOp::create(b, v.getLoc(),
+                           TypeRange{RankedTensorType::get(t.getShape(), format),
+                                     RankedTensorType::get(grid, scaleElt)},
+                           v, b.getDenseI64ArrayAttr(block), b.getBoolAttr(scaling == "block128"));
     annotatePrecision(q, typeString(format),
                       ("fp8: " +
                        std::string(isGrad ? "E5M2 copy of an incoming gradient"
                                           : "E4M3 copy of a product operand") +
-                       ", " + scaling.str() +
-                       " scaling by its current amax (saturating, round to nearest even)"));
+                       ", " + scalingWords(scaling, block) +
+                       " (saturating, round to nearest even)"));
     auto r = std::make_pair(q.getResult(), q.getScaleInv());
     quantizations[key] = r;
     return r;
@@ -305,12 +326,10 @@ private:
     // B*T rows.
     auto lt = tensorTypeOf(p->lhs);
     int64_t k = p->tl ? lt.getDimSize(0) : lt.getDimSize(1), n = p->result.getDimSize(1);
-    int64_t align = scaling == "mxfp8" ? 32 : 16;
-    if (k % align || n % align) {
+    if (std::string rule = fp8SizeRule(scaling, k, n); !rule.empty()) {
       std::string node = onnxNodeOf(mm.getLoc());
       std::string what = role.str() + " of matmul '" + (node.empty() ? "?" : node) + "'";
       std::string sizes = "K=" + std::to_string(k) + ", N=" + std::to_string(n);
-      std::string rule = "cuBLASLt FP8 needs K and N multiples of " + std::to_string(align);
       for (Value v : {p->lhs, p->rhs})
         if (auto r = v.getDefiningOp<ReshapeOp>())
           maybeDead.insert(r);
@@ -328,10 +347,12 @@ private:
     std::string node = onnxNodeOf(mm.getLoc());
     std::string site = (node.empty() ? "matmul" : node) + ":" + role.str();
     auto operandId = [&](int64_t i) { return site + (grad == i ? ".dy" : i == 0 ? ".x" : ".w"); };
-    auto [ql, sl] = quantized(lhs, fl, blockOf(lhs, p->tl ? 0 : 1, scaling), scaling, grad == 0,
-                              operandId(0));
-    auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling), scaling, grad == 1,
-                              operandId(1));
+    // The layer's W is the rhs of fprop and dgrad (wgrad reads dY and x).
+    bool rhsIsWeight = role != "wgrad" && grad != 1;
+    auto [ql, sl] = quantized(lhs, fl, blockOf(lhs, p->tl ? 0 : 1, scaling, false), scaling,
+                              grad == 0, operandId(0));
+    auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling, rhsIsWeight), scaling,
+                              grad == 1, operandId(1));
     // The product in cuBLASLt's TN form (lhs [M, K], rhs [N, K]) when a
     // delayed-scaled copy is read the other way: tc.quantize's kernel writes
     // the transposed copy itself, the delayed cast does not.

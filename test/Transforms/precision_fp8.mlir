@@ -9,14 +9,13 @@
 // RUN: tc-opt %t/none.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8}))' --verify-diagnostics
 // RUN: tc-opt %t/first.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 high-precision-first=2}))' --verify-diagnostics
 // RUN: tc-opt %t/regex.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 keep-high-precision=a\d}))' --verify-diagnostics
-// RUN: not tc-opt %t/marks.mlir --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 fp8-scaling=block128}))' 2>&1 | FileCheck %t/marks.mlir --check-prefix=BLOCK128
+// RUN: tc-opt %t/block128.mlir --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 fp8-scaling=block128 allow-fallback=true}))' | FileCheck %t/block128.mlir
 // RUN: not tc-opt %t/marks.mlir --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp8 fp8-scaling=blocks}))' 2>&1 | FileCheck %t/marks.mlir --check-prefix=UNKNOWN
 
 //--- marks.mlir
-// Tests that the scaling recipe is checked: a planned one is "not
-// implemented yet", an unknown one lists the valid ones.
-// BLOCK128: error: --fp8-scaling block128: not implemented yet (implemented: tensor, delayed, row or mxfp8)
-// UNKNOWN: error: --fp8-scaling: unknown scaling 'blocks' (valid: tensor, delayed, row or mxfp8; planned: block128)
+// Tests that the scaling recipe is checked: an unknown one lists the
+// valid ones.
+// UNKNOWN: error: --fp8-scaling: unknown scaling 'blocks' (valid: tensor, delayed, row, mxfp8 or block128)
 
 // Tests that a linear layer (a batched activation times a transposed 2-D
 // weight parameter, through the bf16 casts) gets the FP8 mark on top of the
@@ -153,6 +152,23 @@ func.func @mxfp8(%x: tensor<16x64xf32>) -> tensor<16x48xf32> {
   %v = tc.parameter "b.weight" {trainable} : tensor<32x48xf32>
   %z = tc.matmul %y, %v : tensor<16x32xf32>, tensor<32x48xf32> -> tensor<16x48xf32>
   return %z : tensor<16x48xf32>
+}
+
+//--- block128.mlir
+// Tests that block128 marks its recipe and needs whole 128-blocks: K = 64
+// (one partial block), K = 256 and N = 128 are marked, N = 192 falls back.
+// CHECK-LABEL: func.func @block128
+// CHECK: tc.matmul {{.*}}tc.fp8 = "block128"{{.*}}block128 scaling{{.*}} -> tensor<16x256xbf16>
+// CHECK: tc.matmul {{.*}}tc.fp8 = "block128"{{.*}} -> tensor<16x128xbf16>
+// CHECK: tc.matmul {{.*}}K=128, N=192, --fp8-scaling block128 needs K and N at most 128 (one block) or multiples of 128 (whole 128-blocks)
+func.func @block128(%x: tensor<16x64xf32>) -> tensor<16x192xf32> {
+  %w = tc.parameter "a.weight" {trainable} : tensor<64x256xf32>
+  %y = tc.matmul %x, %w : tensor<16x64xf32>, tensor<64x256xf32> -> tensor<16x256xf32>
+  %v = tc.parameter "b.weight" {trainable} : tensor<256x128xf32>
+  %z = tc.matmul %y, %v : tensor<16x256xf32>, tensor<256x128xf32> -> tensor<16x128xf32>
+  %u = tc.parameter "c.weight" {trainable} : tensor<128x192xf32>
+  %r = tc.matmul %z, %u : tensor<16x128xf32>, tensor<128x192xf32> -> tensor<16x192xf32>
+  return %r : tensor<16x192xf32>
 }
 
 //--- misaligned.mlir

@@ -113,6 +113,35 @@ func.func @batched(%a: tensor<2x16x32xbf16>, %b: tensor<2x32x16xbf16>) -> tensor
   return %y : tensor<2x16x16xbf16>
 }
 
+// -----
+
+// Tests block128 (Transformer Engine's Float8BlockScaling): x and dY in
+// 1x128 blocks along K with power-of-two f32 scales, W in 128x128 blocks
+// shared by fprop and dgrad; wgrad contracts over the 128 rows, so it
+// quantizes x and dY again in 128x1 blocks (the transposed operands' own
+// 1x128 blocks, as DeepSeek-V3 does). A dim below 128 is one block (N = 64).
+// CHECK-LABEL: func.func @block128
+// CHECK-DAG: tc.quantize %{{.+}} {block = array<i64: 64, 128>, pow2_scale = true, tc.precision = "f8E4M3FN", tc.precision_reason = "fp8: E4M3 copy of a product operand, block128 scaling (128x128 blocks, fp32 power-of-two scales) by each block's current amax (saturating, round to nearest even)"} : tensor<64x256xbf16> -> (tensor<64x256xf8E4M3FN>, tensor<1x2xf32>)
+// CHECK-DAG: tc.quantize %{{.+}} {block = array<i64: 1, 128>, pow2_scale = true, {{.*}}block128 scaling (1x128 blocks{{.*}}} : tensor<128x256xbf16> -> (tensor<128x256xf8E4M3FN>, tensor<128x2xf32>)
+// CHECK-DAG: tc.quantize %{{.+}} {block = array<i64: 1, 64>, pow2_scale = true, {{.*}}} : tensor<128x64xbf16> -> (tensor<128x64xf8E5M2>, tensor<128x1xf32>)
+// CHECK-DAG: tc.quantize %{{.+}} {block = array<i64: 128, 1>, pow2_scale = true, {{.*}}} : tensor<128x256xbf16> -> (tensor<128x256xf8E4M3FN>, tensor<1x256xf32>)
+// CHECK-DAG: tc.quantize %{{.+}} {block = array<i64: 128, 1>, pow2_scale = true, {{.*}}} : tensor<128x64xbf16> -> (tensor<128x64xf8E5M2>, tensor<1x64xf32>)
+// CHECK: tc.scaled_matmul {{.*}}tc.fp8_role = "fprop"{{.*}} : (tensor<128x256xf8E4M3FN>, tensor<128x2xf32>, tensor<64x256xf8E4M3FN>, tensor<1x2xf32>) -> tensor<128x64xbf16>
+// CHECK: tc.scaled_matmul {{.*}}tc.fp8_role = "dgrad"{{.*}} : (tensor<128x64xf8E5M2>, tensor<128x1xf32>, tensor<64x256xf8E4M3FN>, tensor<1x2xf32>) -> tensor<128x256xbf16>
+// CHECK: tc.scaled_matmul {{.*}}tc.fp8_role = "wgrad"{{.*}} : (tensor<128x256xf8E4M3FN>, tensor<1x256xf32>, tensor<128x64xf8E5M2>, tensor<1x64xf32>) -> tensor<256x64xbf16>
+func.func @block128(%x: tensor<2x64x256xbf16>, %wb: tensor<64x256xbf16>, %g: tensor<2x64x64xbf16>)
+    -> (tensor<2x64x64xbf16>, tensor<2x64x256xbf16>, tensor<256x64xbf16>) {
+  %wt = tc.transpose %wb {permutation = array<i64: 1, 0>} : tensor<64x256xbf16> -> tensor<256x64xbf16>
+  %y = tc.matmul %x, %wt {tc.fp8 = "block128", tc.fp8_role = "fprop"} : tensor<2x64x256xbf16>, tensor<256x64xbf16> -> tensor<2x64x64xbf16>
+  %dx = tc.matmul %g, %wt {transpose_rhs = true, tc.fp8 = "block128", tc.fp8_role = "dgrad", tc.fp8_grad = 0 : i64}
+      : tensor<2x64x64xbf16>, tensor<256x64xbf16> -> tensor<2x64x256xbf16>
+  %dwb = tc.matmul %x, %g {transpose_lhs = true, tc.fp8 = "block128", tc.fp8_role = "wgrad", tc.fp8_grad = 1 : i64}
+      : tensor<2x64x256xbf16>, tensor<2x64x64xbf16> -> tensor<2x256x64xbf16>
+  %s = tc.reduce_sum %dwb {axes = array<i64: 0>, keepdims = true} : tensor<2x256x64xbf16> -> tensor<1x256x64xbf16>
+  %dw = tc.reshape %s : tensor<1x256x64xbf16> to tensor<256x64xbf16>
+  return %y, %dx, %dw : tensor<2x64x64xbf16>, tensor<2x64x256xbf16>, tensor<256x64xbf16>
+}
+
 //--- misaligned.mlir
 // Tests that a wgrad over B*T = 7 rows breaks cuBLASLt's FP8 alignment: an
 // error naming the layer, or with allow-fallback a bf16 matmul (its batch

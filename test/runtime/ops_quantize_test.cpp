@@ -24,13 +24,15 @@ const double kInf = std::numeric_limits<double>::infinity();
 /// tc.quantize of `x` (f32, `shape`) into `elt` with `block`; returns
 /// {result, scale_inv}.
 std::vector<HostTensor> quantize(std::vector<int64_t> shape, std::vector<double> x, DType elt,
-                                 std::vector<int64_t> block, DType scaleType = DType::F32) {
+                                 std::vector<int64_t> block, DType scaleType = DType::F32,
+                                 bool pow2 = false) {
   std::vector<int64_t> grid;
   for (size_t d = 0; d < shape.size(); ++d)
     grid.push_back((shape[d] + block[d] - 1) / block[d]);
   std::vector<HostTensor> outs;
-  Status st = tryRunOp("tc.quantize", {tensor(f32(shape), x)},
-                       {ty(elt, shape), ty(scaleType, grid)}, {{"block", aInts(block)}}, &outs);
+  Status st =
+      tryRunOp("tc.quantize", {tensor(f32(shape), x)}, {ty(elt, shape), ty(scaleType, grid)},
+               {{"block", aInts(block)}, {"pow2_scale", aInt(pow2)}}, &outs);
   EXPECT_TRUE(st.isOk()) << st.toString();
   if (!st.isOk())
     return {HostTensor{ty(elt, shape), {}}, HostTensor{ty(scaleType, grid), {}}};
@@ -101,7 +103,48 @@ TEST(Quantize, MxBlocksUseE8M0PowersOfTwo) {
   expectValues(n[0], {kNaN, kNaN});
 }
 
+TEST(Quantize, Block128ScalesArePowersOfTwoPerBlock) {
+  // Transformer Engine's Float8BlockScaling (force_pow_2_scales): s =
+  // 448 / amax with its mantissa cleared. A [2, 256] tensor in 1x128
+  // blocks: block (0, 0) has amax 3 -> 448 / 3 = 149.33 -> s = 128; block
+  // (0, 1) amax 0.5 -> 896 -> 512; row 1: amax 1000 -> 0.448 -> 0.25, and
+  // an all-zero block -> 1.
+  std::vector<double> x(2 * 256, 0.0);
+  x[0] = 3, x[1] = -1.1, x[128] = 0.5, x[129] = 0.3, x[256] = 1000, x[257] = -1;
+  auto r = quantize({2, 256}, x, DType::F8E4M3FN, {1, 128}, DType::F32, true);
+  expectValues(r[1], {1.0 / 128, 1.0 / 512, 4, 1});
+  std::vector<double> q0 = hostTensorToDoubles(r[0]);
+  // 3 * 128 = 384 is exact in E4M3; -1.1 * 128 = -140.8 -> -144 (steps of
+  // 16 in [128, 256)); 0.3 * 512 = 153.6 -> 160; 1000 * 0.25 = 250 -> 256
+  // (steps of 16, 250 nearer 256 than 240).
+  EXPECT_EQ(q0[0], 384);
+  EXPECT_EQ(q0[1], -144);
+  EXPECT_EQ(q0[128], 256);
+  EXPECT_EQ(q0[129], 160);
+  EXPECT_EQ(q0[256], 256);
+  EXPECT_EQ(q0[257], -0.25);
+  // A 128x128 weight block and a partial one: [130, 128] in blocks
+  // [128, 128] has a last block of 2 rows whose amax is over those only.
+  std::vector<double> w(130 * 128, 0.01);
+  w[5 * 128 + 7] = -7;    // block 0: amax 7 -> 64 -> s = 64
+  w[129 * 128 + 3] = 0.1; // block 1: amax 0.1 -> 4480 -> s = 4096
+  auto q = quantize({130, 128}, w, DType::F8E4M3FN, {128, 128}, DType::F32, true);
+  expectValues(q[1], {1.0 / 64, 1.0 / 4096});
+  std::vector<double> qw = hostTensorToDoubles(q[0]);
+  EXPECT_EQ(qw[5 * 128 + 7], -448);
+  EXPECT_EQ(qw[129 * 128 + 3],
+            rt::roundToFloatDType(0.1f * 4096.0f, DType::F8E4M3FN, true));
+  // E5M2 gradient blocks: 57344 / 3 = 19114.67 -> 16384.
+  auto g = quantize({1, 4}, {3, 1, 0, -2}, DType::F8E5M2, {1, 4}, DType::F32, true);
+  expectValues(g[1], {1.0 / 16384});
+  expectValues(g[0], {49152, 16384, 0, -32768});
+}
+
 TEST(Quantize, ScaleHelpersFollowTheirContract) {
+  EXPECT_EQ(cpu::pow2Scale(149.33333f), 128.f);
+  EXPECT_EQ(cpu::pow2Scale(1.f), 1.f);
+  EXPECT_EQ(cpu::pow2Scale(0.448f), 0.25f);
+  EXPECT_EQ(cpu::pow2Scale(FLT_MAX), std::ldexp(1.0f, 127));
   EXPECT_EQ(cpu::currentScale(0.f, 448.f), 1.f);
   EXPECT_EQ(cpu::currentScale(INFINITY, 448.f), 1.f);
   EXPECT_EQ(cpu::currentScale(NAN, 448.f), 1.f);
@@ -143,6 +186,26 @@ TEST(ScaledMatmul, DequantizesEachBlockAndSumsExactly) {
   HostTensor d = tensor(ty(DType::F8E4M3FN, {2, 1}), {2, 0.25});
   HostTensor yb = runOp("tc.scaled_matmul", {c, sc, d, sc}, ty(DType::BF16, {1, 1}));
   expectValues(yb, {896});
+}
+
+TEST(ScaledMatmul, Block128SumsTheBlocksWithBothScales) {
+  // lhs [1, 256] in 1x128 blocks (scales 2, 0.5), rhs [2, 256] (read
+  // transposed) in one 128x256 block row of two 128x128 blocks (scales 4,
+  // 0.25): y[0, j] = sum over the K blocks of the block's partial product
+  // times both scales.
+  std::vector<double> a(256, 0.0), b(2 * 256, 0.0);
+  a[0] = 1, a[1] = 2, a[128] = 3, a[255] = -1;
+  b[0] = 1, b[1] = 1, b[128] = 2, b[255] = 4;      // row 0 of rhs
+  b[256] = -1, b[256 + 128] = 1, b[256 + 255] = 8; // row 1
+  HostTensor qa = tensor(ty(DType::F8E4M3FN, {1, 256}), a);
+  HostTensor sa = tensor(f32({1, 2}), {2, 0.5});
+  HostTensor qb = tensor(ty(DType::F8E4M3FN, {2, 256}), b);
+  HostTensor sb = tensor(f32({1, 2}), {4, 0.25});
+  HostTensor y =
+      runOp("tc.scaled_matmul", {qa, sa, qb, sb}, f32({1, 2}), {{"transpose_rhs", aInt(1)}});
+  // j = 0: (1 + 2) * 2 * 4 + (3 * 2 - 4) * 0.5 * 0.25 = 24 + 0.25.
+  // j = 1: (-1) * 2 * 4 + (3 - 8) * 0.5 * 0.25 = -8 - 0.625.
+  expectValues(y, {24.25, -8.625});
 }
 
 TEST(FakeQuantize, Nvfp4IsDequantizedAlongItsAxis) {

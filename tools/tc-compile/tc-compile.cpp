@@ -65,8 +65,10 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --fp8-scaling S        tensor (one scale per tensor by its current amax, the
                          default), delayed (Transformer Engine's amax
                          history: the scale from earlier steps' amaxes), row
-                         (per row / column along K) or mxfp8 (1x32 blocks,
-                         E8M0 scales); block128 is not implemented yet
+                         (per row / column along K), mxfp8 (1x32 blocks,
+                         E8M0 scales) or block128 (1x128 activation and
+                         gradient blocks, 128x128 weight blocks, power-of-two
+                         f32 scales; sm_90)
   --fp8-amax-history N   delayed: the steps of the amax history (1024)
   --fp8-amax-compute A   delayed: max (of the history, the default) or
                          most_recent

@@ -103,6 +103,10 @@ public:
   /// A tc.quantize result -> the buffer of its transposed copy [cols, rows],
   /// which the tc.scaled_matmuls that read it transposed use.
   llvm::DenseMap<mlir::Value, mlir::Value> transposedFp8;
+  /// A block128 tc.quantize result -> its scales in cuBLASLt's layouts: for
+  /// the K-contiguous read of its blocks and (128x128 blocks) for its
+  /// transposed copy.
+  llvm::DenseMap<mlir::Value, std::pair<mlir::Value, mlir::Value>> gemmScalesFp8;
   /// A norm gradient op -> (mean or null, rstd) its forward's kernel writes.
   llvm::DenseMap<mlir::Operation *, std::pair<mlir::Value, mlir::Value>> normStats;
 

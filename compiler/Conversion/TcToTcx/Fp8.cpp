@@ -17,6 +17,13 @@
 // kernels are generated and their products are already TN.
 // Fast accumulation is on for forward GEMMs only (not in the backward).
 //
+// --fp8-scaling block128 (tc.quantize with pow2_scale): "quantize_fp8_block"
+// calls write the FP8 data (and the transposed copy a TN read needs: the
+// 128x1-blocked x^T and dY^T of wgrad, W's of dgrad) with the scales in tc's
+// grid and again in the layouts cuBLASLt's VEC128 / BLK128x128 scale modes
+// read (companion allocs, so the memory plan counts them); the GEMM takes
+// those, without fast accumulation.
+//
 // tc-lower-to-tcx checks the forms first (checkFp8Op), so an FP8 op the GPU
 // cannot run is an error naming it rather than a generated kernel.
 //
@@ -24,6 +31,9 @@
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/Fp8Plan.h"
+#include "runtime/src/schema/library_abi.h"
 
 using namespace mlir;
 
@@ -32,11 +42,61 @@ namespace {
 
 struct QuantizeLowering : TcxPattern<QuantizeOp> {
   using TcxPattern::TcxPattern;
+
+  /// --fp8-scaling block128: one quantize_fp8_block call, which also writes
+  /// the scales in the layouts the block-scaled GEMMs read.
+  LogicalResult blocks(QuantizeOp op, const Fp8QuantizeForm &f,
+                       ConversionPatternRewriter &rewriter) const {
+    Value x = buffers.bufferOf(rewriter, op.getInput());
+    Value q = buffers.outBuffer(rewriter, op.getResult());
+    Value s = buffers.outBuffer(rewriter, op.getScaleInv());
+    SmallVector<Value> outs{q, s};
+    // A 1x128-along-cols quantization is only read K-contiguous.
+    bool transpose = f.blocks != 0 && readsTransposedCopy(op.getResult());
+    Type elt = tensorType(op.getResult()).getElementType();
+    if (transpose) {
+      Value qT = buffers.companionBuffer(rewriter, op.getResult(),
+                                         tcx::BufferType::get({f.cols, f.rows}, elt));
+      buffers.transposedFp8[op.getResult()] = qT;
+      outs.push_back(qT);
+    }
+    Type f32 = rewriter.getF32Type();
+    auto scales = [&](bool transposed) {
+      return buffers.companionBuffer(
+          rewriter, op.getScaleInv(),
+          tcx::BufferType::get({rt::fp8BlockGemmScaleFloats(f.rows, f.cols, f.blocks, transposed)},
+                               f32));
+    };
+    Value gemm = scales(false), gemmT;
+    outs.push_back(gemm);
+    bool hasGemmT = f.blocks == 2 && transpose;
+    if (hasGemmT) {
+      gemmT = scales(true);
+      outs.push_back(gemmT);
+    }
+    // The memory plan counts block scales with the FP8 copies.
+    for (Value v : {s, gemm, gemmT})
+      if (auto a = v ? v.getDefiningOp<tcx::AllocOp>() : tcx::AllocOp())
+        a->setAttr("tcx.fp8_scales", rewriter.getUnitAttr());
+    buffers.gemmScalesFp8[op.getResult()] = {gemm, gemmT};
+    buffers.library(rewriter, op.getLoc(), "quantize_fp8_block", {x}, outs,
+                    {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
+                     rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
+                     rewriter.getNamedAttr("blocks", rewriter.getI64IntegerAttr(f.blocks)),
+                     rewriter.getNamedAttr("pow2", rewriter.getBoolAttr(op.getPow2Scale())),
+                     rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose)),
+                     rewriter.getNamedAttr("has_gemm_t", rewriter.getBoolAttr(hasGemmT))});
+    rewriter.replaceOp(op, {q, s});
+    return success();
+  }
+
   LogicalResult matchAndRewrite(QuantizeOp op, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Fp8QuantizeForm f;
     if (!fp8QuantizeForm(op, &f).empty())
       return rewriter.notifyMatchFailure(op, "no FP8 quantize form");
+    if (f.blocks >= 0)
+      return blocks(op, f, rewriter);
     Value x = buffers.bufferOf(rewriter, op.getInput());
     Value q = buffers.outBuffer(rewriter, op.getResult());
     Value s = buffers.outBuffer(rewriter, op.getScaleInv());
@@ -76,6 +136,20 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
       return rewriter.notifyMatchFailure(op, "an operand's transposed copy was not written");
     SmallVector<Value> ins{lhs, rhs, buffers.bufferOf(rewriter, op.getLhsScaleInv()),
                            buffers.bufferOf(rewriter, op.getRhsScaleInv())};
+    if (g.lhsBlocks) {
+      // block128: the scales in cuBLASLt's layouts, for the copy or the
+      // direct read (a 1x128 quantization has one layout, its first).
+      auto gemmScales = [&](Value v, bool fromCopy, int64_t blocks) {
+        auto it = buffers.gemmScalesFp8.find(v);
+        if (it == buffers.gemmScalesFp8.end())
+          return Value();
+        return fromCopy && blocks == 2 ? it->second.second : it->second.first;
+      };
+      ins[2] = gemmScales(op.getLhs(), g.lhsFromCopy, g.lhsBlocks);
+      ins[3] = gemmScales(op.getRhs(), g.rhsFromCopy, g.rhsBlocks);
+      if (!ins[2] || !ins[3])
+        return rewriter.notifyMatchFailure(op, "an operand's GEMM scales were not written");
+    }
     // tc-fuse-matmul-epilogue's bias: the add goes with the GEMM.
     Operation *last = op;
     Value result = op.getResult();
@@ -98,9 +172,11 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
     p.transposeRhs = true; // rhs [N, K]: cuBLASLt's TN form
     p.computeType = "fp8";
     // Fast accumulation: forward GEMMs with per-tensor scales (cuBLASLt has
-    // no outer-vector algorithm with it).
-    p.fastAccum = !buffers.inBackward(op.getResult()) && !g.rowScales;
+    // none with outer-vector or block scales).
+    p.fastAccum = !g.lhsBlocks && !g.rowScales && !buffers.inBackward(op.getResult());
     p.epilogue = bias ? "bias" : "none";
+    p.lhsBlocks = g.lhsBlocks;
+    p.rhsBlocks = g.rhsBlocks;
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
     rewriter.replaceOp(last, out);
     if (last != op)

@@ -78,6 +78,18 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   int64_t r = shape.size();
   out->cols = r ? shape[r - 1] : 1;
   out->rows = out->cols ? in.getNumElements() / out->cols : 0;
+  if (op.getPow2Scale()) {
+    // block128: the whole dim when it is below 128 (one partial block).
+    auto full = [&](int64_t d) { return block[d] == std::min<int64_t>(128, shape[d]); };
+    if (r != 2 || !(full(0) || block[0] == 1) || !(full(1) || block[1] == 1))
+      return "the GPU's block128 kernels quantize rank-2 tensors in 1x128, 128x1 or 128x128 "
+             "blocks, not " +
+             std::to_string(block.size() == 2 ? block[0] : 0) + "x" +
+             std::to_string(block.size() == 2 ? block[1] : 0);
+    bool alongCols = block[0] == 1 && full(1), alongRows = block[1] == 1 && full(0);
+    out->blocks = alongCols ? 0 : alongRows ? 1 : 2;
+    return "";
+  }
   bool tensor = true, row = r > 0 && block[r - 1] >= shape[r - 1];
   for (int64_t d = 0; d < r; ++d) {
     tensor = tensor && block[d] >= shape[d];
@@ -103,10 +115,79 @@ namespace {
 QuantizeOp copyingQuantize(Value v) {
   auto q = v.getDefiningOp<QuantizeOp>();
   Fp8QuantizeForm f;
-  if (!q || q.getResult() != v || !fp8QuantizeForm(q, &f).empty() || f.rowScaling ||
+  if (!q || q.getResult() != v || !fp8QuantizeForm(q, &f).empty() || f.rowScaling || f.blocks >= 0 ||
       tensorType(q.getInput()).getRank() != 2)
     return QuantizeOp();
   return q;
+}
+} // namespace
+
+namespace {
+/// The block128 tc.quantize that made `v` (its result 0) and its form, or
+/// null.
+QuantizeOp blockQuantize(Value v, Fp8QuantizeForm *f) {
+  auto q = v.getDefiningOp<QuantizeOp>();
+  if (!q || q.getResult() != v || !q.getPow2Scale() || !fp8QuantizeForm(q, f).empty())
+    return QuantizeOp();
+  return q;
+}
+
+/// fp8GemmForm of block-scaled operands (--fp8-scaling block128): each read
+/// K-contiguous, from its transposed copy when the product reads it
+/// transposed, with scales along that K.
+std::string fp8BlockGemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
+  Fp8QuantizeForm lf, rf;
+  if (!blockQuantize(op.getLhs(), &lf) || !blockQuantize(op.getRhs(), &rf))
+    return "block128 operands (tc.quantize with pow2_scale) must both come straight from "
+           "their rank-2 tc.quantize";
+  out->lhsFromCopy = op.getTransposeLhs();
+  out->rhsFromCopy = !op.getTransposeRhs();
+  // Blocks along the K of the read: the columns of a direct read, the rows
+  // of one through the copy; 128x128 blocks either way.
+  auto gemmBlocks = [](const Fp8QuantizeForm &f, bool fromCopy) -> int64_t {
+    if (f.blocks == 2)
+      return 2;
+    return f.blocks == (fromCopy ? 1 : 0) ? 1 : 0;
+  };
+  out->lhsBlocks = gemmBlocks(lf, out->lhsFromCopy);
+  out->rhsBlocks = gemmBlocks(rf, out->rhsFromCopy);
+  if (!out->lhsBlocks || !out->rhsBlocks)
+    return "a block128 operand's 1x128 blocks do not run along the product's K (quantize it "
+           "along the axis the product contracts)";
+  if (out->lhsBlocks == 2 && out->rhsBlocks == 2)
+    return "cuBLASLt has no 128x128 x 128x128 block-scaled FP8 GEMM (one operand in 1x128 blocks)";
+  if (tensorType(op.getResult()).getElementType().isF32())
+    return "cuBLASLt's block-scaled FP8 GEMMs write bf16 or f16, not f32";
+  return "";
+}
+
+/// fp8GemmForm's checks of per-tensor / per-row scales.
+std::string fp8ScaleForm(ScaledMatmulOp op, RankedTensorType lst, RankedTensorType rst,
+                         Fp8GemmForm &g) {
+  bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+  bool perTensor = lst.getNumElements() == 1 && rst.getNumElements() == 1;
+  // Outer-vector scaling: one scale per row of lhs [M, K] and of rhs [N, K]
+  // as cuBLASLt reads them, so grids [M, 1] / [N, 1] of operands stored that
+  // way and [1, M] / [1, N] (per column) of operands read transposed.
+  auto grid = [](RankedTensorType t, int64_t n, bool perColumn) {
+    return t.getRank() == 2 && t.getDimSize(perColumn ? 1 : 0) == n &&
+           t.getDimSize(perColumn ? 0 : 1) == 1;
+  };
+  bool perRow = !perTensor && grid(lst, g.m, tl) && grid(rst, g.n, !tr);
+  if (!perTensor && !perRow)
+    return llvm::formatv("the GPU's FP8 GEMM takes one scale per operand, or one per row of "
+                         "lhs [M, K] and rhs [N, K] as it reads them (outer-vector scaling), "
+                         "not {0} and {1} scales",
+                         lst, rst);
+  // cuBLASLt 13.1 on the H200 runs outer-vector scales into bf16 without
+  // fast accumulation, and has no algorithm into f32 (probe, 2026-12-02).
+  Type ot = tensorType(op.getResult()).getElementType();
+  if (perRow && !ot.isBF16())
+    return llvm::formatv("a per-row (outer-vector) scaled FP8 GEMM writes bf16 (cuBLASLt has "
+                         "no such algorithm into {0})",
+                         ot);
+  g.rowScales = perRow;
+  return "";
 }
 } // namespace
 
@@ -131,32 +212,21 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
   auto lst = tensorType(op.getLhsScaleInv()), rst = tensorType(op.getRhsScaleInv());
   if (!lst.getElementType().isF32() || !rst.getElementType().isF32())
     return llvm::formatv("the GPU's FP8 GEMM takes f32 scales, not {0} and {1}", lst, rst);
-  bool perTensor = lst.getNumElements() == 1 && rst.getNumElements() == 1;
-  // Outer-vector scaling: one scale per row of lhs [M, K] and of rhs [N, K]
-  // as cuBLASLt reads them, so grids [M, 1] / [N, 1] of operands stored that
-  // way and [1, M] / [1, N] (per column) of operands read transposed.
-  auto grid = [](RankedTensorType t, int64_t n, bool perColumn) {
-    return t.getRank() == 2 && t.getDimSize(perColumn ? 1 : 0) == n &&
-           t.getDimSize(perColumn ? 0 : 1) == 1;
-  };
-  bool perRow = !perTensor && grid(lst, out->m, tl) && grid(rst, out->n, !tr);
-  if (!perTensor && !perRow)
-    return llvm::formatv("the GPU's FP8 GEMM takes one scale per operand, or one per row of "
-                         "lhs [M, K] and rhs [N, K] as it reads them (outer-vector scaling), "
-                         "not {0} and {1} scales",
-                         lst, rst);
-  // cuBLASLt 13.1 on the H200 runs outer-vector scales into bf16 without
-  // fast accumulation, and has no algorithm into f32 (probe, 2026-12-02).
-  if (perRow && !ot.isBF16())
-    return llvm::formatv("a per-row (outer-vector) scaled FP8 GEMM writes bf16 (cuBLASLt has "
-                         "no such algorithm into {0})",
-                         ot);
-  out->rowScales = perRow;
+  auto lq = op.getLhs().getDefiningOp<QuantizeOp>();
+  bool blocks = lq && lq.getPow2Scale();
+  if (blocks) {
+    if (std::string e = fp8BlockGemmForm(op, out); !e.empty())
+      return e;
+  } else if (std::string e = fp8ScaleForm(op, lst, rst, *out); !e.empty()) {
+    return e;
+  }
   for (auto [what, v] : {std::pair<const char *, int64_t>{"K", out->k}, {"N", out->n}})
     if (v % 16 != 0)
       return std::string(what) + " = " + std::to_string(v) +
              " is not a multiple of 16 (cuBLASLt's FP8 GEMMs need 16-byte leading "
              "dimensions): the precision plan should have kept this matmul in bf16";
+  if (blocks)
+    return "";
   out->lhsFromCopy = tl;
   out->rhsFromCopy = !tr;
   for (auto [what, fromCopy, v] :

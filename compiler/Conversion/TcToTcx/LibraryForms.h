@@ -77,11 +77,16 @@ std::optional<GemmForm> gemmForm(MatmulOp op);
 struct Fp8QuantizeForm {
   int64_t rows = 0, cols = 0;
   bool rowScaling = false, colScaling = false;
+  /// --fp8-scaling block128 (tc.quantize with pow2_scale, the runtime's
+  /// "quantize_fp8_block"): 0 = 1x128 blocks along cols, 1 = 128x1 along
+  /// rows, 2 = 128x128 (a block side below 128 is the whole dim); -1: none.
+  int64_t blocks = -1;
 };
 /// Fills `out` and returns "", or says why `op` has no GPU form: f32/bf16
 /// input, f8E4M3FN/f8E5M2 result, f32 scale_inv, block = the shape (per
 /// tensor), [1, ..., 1, cols] (per row) or [rows, 1] of a matrix (per
-/// column).
+/// column), or with pow2_scale a rank-2 input in 1x128, 128x1 or 128x128
+/// blocks.
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 
 /// How a tc.scaled_matmul maps onto a compute_type "fp8" tcx.matmul.
@@ -95,6 +100,9 @@ struct Fp8GemmForm {
   int64_t m = 0, n = 0, k = 0;
   bool lhsFromCopy = false, rhsFromCopy = false;
   bool rowScales = false; // outer-vector scales (no fast accumulation, no epilogue)
+  /// block128: each operand's GEMM scales (1 = 1x128 along K, 2 =
+  /// 128x128; 0 when the operands are tensor or row scaled).
+  int64_t lhsBlocks = 0, rhsBlocks = 0;
 };
 /// Fills `out` and returns "", or says why `op` has no FP8 GEMM (operand
 /// formats, the scale forms above, K and N multiples of 16, an operand that

@@ -568,6 +568,8 @@ LogicalResult QuantizeOp::verify() {
     return emitOpError() << "scale_inv shape " << shapeStr(sc.getShape()) << " != "
                          << shapeStr(grid) << " (input " << shapeStr(in.getShape())
                          << " in blocks of " << shapeStr(block) << ")";
+  if (getPow2Scale() && !sc.getElementType().isF32())
+    return emitOpError() << "pow2_scale rounds f32 scales, not " << sc.getElementType();
   return success();
 }
 

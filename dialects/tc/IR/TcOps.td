@@ -487,8 +487,13 @@ def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
     element format's largest exponent (8 for E4M3, 15 for E5M2, 2 for
     E2M1), 2^-127 for an all-zero block, and s = 1 / scale_inv.
 
+    With `pow2_scale` (f32 `scale_inv` only) s is rounded down to a power
+    of two (its f32 exponent kept, mantissa cleared), as Transformer Engine's
+    Float8BlockScaling recipe does by default (force_pow_2_scales): the
+    largest f32 becomes 2^127, and scale_inv = 1 / s is exact.
+
     `scale_inv` has the shape of `input` divided by `block`, rounded up (a
-    last block may be partial). Not differentiable: tc-autodiff refuses it;
+    last block may be partial: its amax is over the elements present). Not differentiable: tc-autodiff refuses it;
     the FP8 plan inserts it after the backward exists.
 
     ```mlir
@@ -496,7 +501,8 @@ def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
         : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
     ```
   }];
-  let arguments = (ins TC_FloatTensor:$input, DenseI64ArrayAttr:$block);
+  let arguments = (ins TC_FloatTensor:$input, DenseI64ArrayAttr:$block,
+                   DefaultValuedAttr<BoolAttr, "false">:$pow2_scale);
   let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$scale_inv);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` `(` type($result) `,` type($scale_inv) `)`";
   let hasVerifier = 1;

@@ -374,9 +374,35 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
   };
   build(b, state, inputs, out, i64(p.m), i64(p.n), i64(p.k), i64(p.batch), i64(p.strideLhs),
         i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
-        b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType),
-        b.getStringAttr(p.epilogue), b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta),
-        batchShape(p.lhsBatch), batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum));
+        b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType), b.getStringAttr(p.epilogue),
+        b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta), batchShape(p.lhsBatch),
+        batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks));
+}
+
+/// verifyFp8Matmul's scale checks with block scales: f32 buffers of the
+/// sizes of cuBLASLt's layouts (tc::rt::fp8BlockGemmScaleFloats; rows m or n).
+static LogicalResult verifyFp8BlockScales(MatmulOp op, BufferType ls, BufferType rs) {
+  int64_t lb = op.getLhsBlocks(), rb = op.getRhsBlocks();
+  if (lb < 1 || lb > 2 || rb < 1 || rb > 2 || (lb == 2 && rb == 2))
+    return op.emitOpError() << "lhs_blocks / rhs_blocks must both be 1 (1x128) or 2 (128x128), "
+                               "not both 2, got "
+                            << lb << " and " << rb;
+  if (op.getFastAccum() || op.getBatch() != 1 || bufferType(op.getOut()).getElementType().isF32())
+    return op.emitOpError() << "block-scaled fp8 takes no fast_accum, batch 1 and a bf16 or f16 "
+                               "out";
+  // An operand [rows, k] in 1x128 blocks along k (quantize_fp8_block's
+  // blocks 0) or in 128x128 blocks (2).
+  auto floats = [&](int64_t blocks, int64_t rows) {
+    int64_t k = static_cast<int64_t>(op.getK());
+    return tc::rt::fp8BlockGemmScaleFloats(rows, k, blocks == 1 ? 0 : 2, false);
+  };
+  int64_t wantL = floats(lb, op.getM()), wantR = floats(rb, op.getN());
+  if (!ls.getElementType().isF32() || !rs.getElementType().isF32() ||
+      ls.getNumElements() != wantL || rs.getNumElements() != wantR)
+    return op.emitOpError() << "block scales must be f32 of " << wantL << " and " << wantR
+                            << " elements (cuBLASLt's layouts), got lhs_scale_inv " << ls
+                            << " and rhs_scale_inv " << rs;
+  return success();
 }
 
 /// The checks of a compute_type "fp8" matmul (cuBLASLt's FP8 form: see
@@ -404,10 +430,15 @@ static LogicalResult verifyFp8Matmul(MatmulOp op) {
   bool perTensor = ls.getNumElements() == 1 && rs.getNumElements() == 1;
   bool perRow = ls.getNumElements() == static_cast<int64_t>(op.getM()) &&
                 rs.getNumElements() == static_cast<int64_t>(op.getN()) && op.getBatch() == 1;
-  if (!ls.getElementType().isF32() || !rs.getElementType().isF32() || (!perTensor && !perRow))
+  if (op.getLhsBlocks() || op.getRhsBlocks()) {
+    if (failed(verifyFp8BlockScales(op, ls, rs)))
+      return failure();
+  } else if (!ls.getElementType().isF32() || !rs.getElementType().isF32() ||
+             (!perTensor && !perRow)) {
     return op.emitOpError() << "takes f32 scales, one per operand (per tensor) or m and n of them "
                                "(per row, batch 1), got lhs_scale_inv "
                             << ls << " and rhs_scale_inv " << rs;
+  }
   if (!op.getTransposeRhs() || op.getTransposeLhs())
     return op.emitOpError() << "compute_type \"fp8\" is TN only: lhs [m, k] and rhs [n, k] "
                                "(transpose_rhs, not transpose_lhs)";
@@ -433,6 +464,8 @@ LogicalResult MatmulOp::verify() {
       return failure();
   } else if (getFastAccum()) {
     return emitOpError() << "fast_accum applies to compute_type \"fp8\" only";
+  } else if (getLhsBlocks() || getRhsBlocks()) {
+    return emitOpError() << "lhs_blocks / rhs_blocks apply to compute_type \"fp8\" only";
   }
   unsigned nIn = getInputs().size();
   if (!isFp8() && nIn != 2 && nIn != 3)

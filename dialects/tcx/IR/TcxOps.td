@@ -331,8 +331,12 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     accumulation fp32; cuBLASLt's FP8 GEMMs are TN only, so `transpose_rhs`
     and not `transpose_lhs` (lhs [m, k], rhs [n, k]), k and n multiples of
     16, no broadcast, no epilogue but "bias" (per-tensor scales; the bias
-    [n] of out's type is the fifth input). `fast_accum` (fp8 only) trades accuracy
-    for speed: forward GEMMs only.
+    [n] of out's type is the fifth input). `fast_accum` (fp8 only) trades
+    accuracy for speed: forward GEMMs only. `lhs_blocks` / `rhs_blocks` (fp8
+    only, both or neither: --fp8-scaling block128): 1 = scales per 1x128
+    block along k, 2 = per 128x128 block, in cuBLASLt's layouts (the
+    scale_gemm of the runtime's quantize_fp8_block); not both 2, no
+    fast_accum, batch 1, bf16 or f16 out.
 
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)
@@ -356,7 +360,9 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
                    DefaultValuedAttr<F32Attr, "0.0">:$beta,
                    OptionalAttr<DenseI64ArrayAttr>:$lhs_batch,
                    OptionalAttr<DenseI64ArrayAttr>:$rhs_batch,
-                   DefaultValuedAttr<BoolAttr, "false">:$fast_accum);
+                   DefaultValuedAttr<BoolAttr, "false">:$fast_accum,
+                   DefaultValuedAttr<I64Attr, "0">:$lhs_blocks,
+                   DefaultValuedAttr<I64Attr, "0">:$rhs_blocks);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) `)` attr-dict";
   let hasVerifier = 1;

@@ -155,11 +155,13 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     int64_t backwardPeak =
         peakOf([](const Interval &iv) { return iv.kind == "backward"; });
     // What FP8/FP4 adds: the quantized copies of operands (and the transposed
-    // copies TN-only GEMMs need), whatever their kind; their scales are f32
-    // and counted with the rest.
+    // copies TN-only GEMMs need), whatever their kind, and the block scales
+    // the lowering marks (tcx.fp8_scales: block128's, one per 128 elements);
+    // a per-tensor scale is one f32, counted with the rest.
     int64_t narrowPeak = peakOf([](const Interval &iv) {
       Type e = llvm::cast<tcx::BufferType>(iv.bufferType).getElementType();
-      return llvm::isa<FloatType>(e) && e.getIntOrFloatBitWidth() <= 8;
+      return (llvm::isa<FloatType>(e) && e.getIntOrFloatBitWidth() <= 8) ||
+             iv.alloc->hasAttr("tcx.fp8_scales");
     });
 
     // Rewrite: one arena, a view per alloc.

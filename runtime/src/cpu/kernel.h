@@ -134,6 +134,10 @@ void registerGradKernels(KernelTable &t);        // grad.cpp
 /// OCP MX's E8M0 block scale for an amax.
 float currentScale(float amax, float fmax);
 double saturatingRound(double x, DType t);
+/// Transformer Engine's power-of-two rounding of a current-scaling scale
+/// (compute_scale_from_amax with force_pow_2_scales): the f32 bits of `s`
+/// with the mantissa cleared.
+float pow2Scale(float s);
 double mxScaleInv(float amax, DType element);
 
 /// E2M1 rounding of `v` (a value already divided by its scales): nearest

@@ -1,4 +1,5 @@
-//===- quantize.cpp - tc.quantize, tc.scaled_matmul ---------------------------===//
+//===- quantize.cpp - tc.quantize, tc.scaled_matmul
+//---------------------------===//
 //
 // The reference for the scaled narrow formats (FP8, FP4), bit for bit what
 // the GPU computes (TcOps.td has the contract):
@@ -7,6 +8,9 @@
 //     product x * s rounded to f32 and then to the narrow format with
 //     saturation (cvt ... .satfinite: +-inf too becomes +-max, NaN stays);
 //     scale_inv = 1 / s in f32.
+//   - with pow2_scale (Transformer Engine's Float8BlockScaling default,
+//     force_pow_2_scales): that s with its mantissa bits cleared (a power of
+//     two, FLT_MAX becoming 2^127), so scale_inv = 1 / s is exact.
 //   - E8M0 scales (OCP MX): scale_inv = 2^(floor(log2 amax) - emax), clamped
 //     to E8M0's range; NaN for a block whose amax is inf or NaN; x / scale_inv
 //     is exact, then rounded with saturation.
@@ -18,9 +22,11 @@
 #include "runtime/src/base/init_rng.h"
 #include "runtime/src/cpu/kernel.h"
 
-#include <cfloat>
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace tc::rt::cpu {
 
@@ -51,6 +57,14 @@ float currentScale(float amax, float fmax) {
     return FLT_MAX;
   if (std::isnan(s))
     return 1.f;
+  return s;
+}
+
+float pow2Scale(float s) {
+  uint32_t bits;
+  std::memcpy(&bits, &s, sizeof bits);
+  bits &= 0xff800000u; // sign and exponent: s rounded down to a power of two
+  std::memcpy(&s, &bits, sizeof s);
   return s;
 }
 
@@ -167,6 +181,9 @@ void quantizeKernel(KernelContext &c) {
   bool mx = sc.dtype() == DType::F8E8M0FNU;
   if (!mx && sc.dtype() != DType::F32)
     c.fail("tc.quantize: scale_inv must be f32 or f8E8M0FNU");
+  bool pow2 = c.boolAttr("pow2_scale", false);
+  if (pow2 && mx)
+    c.fail("tc.quantize: pow2_scale rounds f32 scales, not f8E8M0FNU ones");
   const std::vector<int64_t> &block = c.intsAttr("block");
   const std::vector<int64_t> &shape = x.shape();
   if (block.size() != shape.size())
@@ -204,6 +221,8 @@ void quantizeKernel(KernelContext &c) {
       sc.f[b] = mxScaleInv(amax[b], elt);
     } else {
       scale[b] = currentScale(amax[b], fmax);
+      if (pow2)
+        scale[b] = pow2Scale(scale[b]);
       sc.f[b] = 1.0f / scale[b];
     }
   }

@@ -59,10 +59,20 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
   return "?";
 }
 
+namespace {
+const char *fp8ScaleBlocksName(Fp8ScaleBlocks b) {
+  return b == Fp8ScaleBlocks::Vec128 ? "1x128" : b == Fp8ScaleBlocks::Blk128 ? "128x128" : "none";
+}
+} // namespace
+
 std::string MatmulDesc::toString() const {
   std::string s = fp8 ? std::string(dtypeName(lhsType)) + "x" + dtypeName(rhsType) + "->" +
                             dtypeName(dtype) + (fastAccum ? "(fast accum)" : "") +
-                            (rowScales ? "(row scales)" : "")
+                            (rowScales ? "(row scales)" : "") +
+                            (lhsBlocks != Fp8ScaleBlocks::None
+                                 ? std::string("(blocks ") + fp8ScaleBlocksName(lhsBlocks) + " x " +
+                                       fp8ScaleBlocksName(rhsBlocks) + ")"
+                                 : "")
                       : std::string(dtypeName(dtype)) + (tf32 ? "(tf32)" : "");
   s += " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
   if (batch != 1)
@@ -157,6 +167,23 @@ std::string fp8FormError(const MatmulDesc &d) {
     return "tf32 does not apply to FP8";
   if (d.rowScales && d.batch != 1)
     return "row scales take one matrix (batch 1)";
+  bool lb = d.lhsBlocks != Fp8ScaleBlocks::None, rb = d.rhsBlocks != Fp8ScaleBlocks::None;
+  if (lb || rb) {
+    // What cuBLASLt 13.1 finds algorithms for on the H200 (issue 11's
+    // probe, /work/notes/probe.md of 2026-12-02): VEC128 x VEC128, VEC128 x
+    // BLK128x128 either way; not BLK x BLK, not with fast accumulation or
+    // an f32 result.
+    if (lb != rb || d.rowScales)
+      return "block scales take both operands block-scaled (no row or tensor scale beside them)";
+    if (d.lhsBlocks == Fp8ScaleBlocks::Blk128 && d.rhsBlocks == Fp8ScaleBlocks::Blk128)
+      return "cuBLASLt has no 128x128 x 128x128 block-scaled GEMM (one operand in 1x128 blocks)";
+    if (d.fastAccum)
+      return "block-scaled FP8 GEMMs take no fast accumulation";
+    if (d.dtype == DType::F32)
+      return "block-scaled FP8 GEMMs write bf16 or f16";
+    if (d.batch != 1)
+      return "block scales take one matrix (batch 1)";
+  }
   return "";
 }
 
@@ -257,7 +284,9 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
                          static_cast<int64_t>(d.lhsType),
                          static_cast<int64_t>(d.rhsType),
                          d.fastAccum,
-                         d.rowScales};
+                         d.rowScales,
+                         static_cast<int64_t>(d.lhsBlocks),
+                         static_cast<int64_t>(d.rhsBlocks)};
   std::string keyBytes(reinterpret_cast<const char *>(key), sizeof key);
   auto it = plans_.find(keyBytes);
   if (it != plans_.end()) {
@@ -291,6 +320,18 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
           plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
       TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
           plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    }
+    if (d.lhsBlocks != Fp8ScaleBlocks::None) {
+      // A is our rhs [n, k], B our lhs [m, k], both K-contiguous (TN).
+      auto modeOf = [](Fp8ScaleBlocks b) -> int32_t {
+        return b == Fp8ScaleBlocks::Vec128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                           : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+      };
+      int32_t modeA = modeOf(d.rhsBlocks), modeB = modeOf(d.lhsBlocks);
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modeA, sizeof modeA));
+      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modeB, sizeof modeB));
     }
   }
   cublasLtEpilogue_t epi = toCublas(d.epilogue);

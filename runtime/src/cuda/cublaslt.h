@@ -63,6 +63,12 @@ enum class MatmulEpilogue : uint8_t {
 };
 const char *matmulEpilogueName(MatmulEpilogue e);
 
+/// FP8 block scaling of one operand (--fp8-scaling block128, sm_90): one f32
+/// scale per 1x128 block along K (cuBLASLt's VEC128_32F) or per 128x128
+/// block (BLK128x128_32F), in the layouts quantizeFp8Blocks' scale_gemm
+/// has (kernels.h).
+enum class Fp8ScaleBlocks : uint8_t { None, Vec128, Blk128 };
+
 /// One matmul problem, tc.matmul's attributes in row-major terms.
 struct MatmulDesc {
   DType dtype = DType::F32; // lhs, rhs, out, bias and aux: F32, BF16 or F16
@@ -92,6 +98,10 @@ struct MatmulDesc {
   /// (tc.quantize per row of both; cuBLASLt's OUTER_VEC_32F scaling, sm_90);
   /// otherwise one scale each.
   bool rowScales = false;
+  /// FP8 only: block scales of lhs [m, k] and rhs [n, k] (both or neither;
+  /// not both Blk128, no fast accumulation, batch 1, a bf16 or f16 result:
+  /// what cuBLASLt 13.1 has algorithms for on the H200).
+  Fp8ScaleBlocks lhsBlocks = Fp8ScaleBlocks::None, rhsBlocks = Fp8ScaleBlocks::None;
 
   /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
   std::string toString() const;
@@ -125,9 +135,12 @@ public:
   /// (rhs * *rhsScaleInv), the scales f32 scalars on the device (the
   /// dequantisation factors tc.quantize writes: cuBLASLt's A/B scale
   /// pointers), or with d.rowScales f32 vectors [m] and [n]: out[i, j] =
-  /// lhsScaleInv[i] * rhsScaleInv[j] * sum_k lhs[i, k] rhs[j, k]; then
-  /// + bias[n] (d.dtype) with the Bias epilogue, added in fp32 before out
-  /// is rounded. InvalidArgument for a problem outside cuBLASLt's FP8 form.
+  /// lhsScaleInv[i] * rhsScaleInv[j] * sum_k lhs[i, k] rhs[j, k], or with
+  /// d.lhsBlocks / d.rhsBlocks the block scales (Fp8ScaleBlocks): the sum
+  /// over the K blocks of their partial products times both blocks' scales;
+  /// then + bias[n] (d.dtype) with the Bias epilogue, added in fp32 before
+  /// out is rounded. InvalidArgument for a problem outside cuBLASLt's FP8
+  /// form.
   Status runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv, const void *rhs,
                 const float *rhsScaleInv, void *out, cudaStream_t stream,
                 const void *bias = nullptr);

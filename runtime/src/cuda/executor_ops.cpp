@@ -207,9 +207,16 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   void *out = outs[0];
   Matmul *mm = matmul.get();
   if (fp8) {
-    // One scale each (per tensor), or m and n of them (per row).
+    // One scale each (per tensor), m and n of them (per row), or block
+    // scales (lhs_blocks / rhs_blocks: 1 = 1x128, 2 = 128x128).
     int64_t nl = bufType(p, op.ins[2]).numElements(), nr = bufType(p, op.ins[3]).numElements();
-    d.rowScales = nl != 1 || nr != 1;
+    int64_t lb = a.integerOr("lhs_blocks", 0), rb = a.integerOr("rhs_blocks", 0);
+    if (lb < 0 || lb > 2 || rb < 0 || rb > 2)
+      return invalidArgument(where + ": lhs_blocks / rhs_blocks must be 0, 1 (1x128) or 2 "
+                                     "(128x128)");
+    d.lhsBlocks = static_cast<Fp8ScaleBlocks>(lb);
+    d.rhsBlocks = static_cast<Fp8ScaleBlocks>(rb);
+    d.rowScales = !lb && !rb && (nl != 1 || nr != 1);
     if (d.rowScales && (nl != d.m || nr != d.n))
       return invalidArgument(where + ": an fp8 matmul takes one scale per operand or one per row (" +
                              std::to_string(d.m) + " and " + std::to_string(d.n) + "), got " +

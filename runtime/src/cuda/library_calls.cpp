@@ -273,6 +273,34 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// quantize_fp8_block: one pass (the tile's amaxes in shared memory).
+Status quantizeFp8BlockCall(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("x"), qt = c.outType("q");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  for (const char *f : {"scale_inv", "scale_gemm"})
+    if (c.outType(f) != DType::F32)
+      return invalidArgument(c.a.where + ": \"quantize_fp8_block\" writes f32 " + f + ", got " +
+                             dtypeName(c.outType(f)));
+  if (c.has(true, "q_t") && c.outType("q_t") != qt)
+    return invalidArgument(c.a.where + ": \"quantize_fp8_block\" writes q_t in the type of q");
+  int64_t rows = c.integer("rows"), cols = c.integer("cols"), b = c.integer("blocks");
+  if (b < 0 || b > 2)
+    return invalidArgument(c.a.where +
+                           ": \"quantize_fp8_block\" blocks must be 0 (1x128), 1 "
+                           "(128x1) or 2 (128x128), got " +
+                           std::to_string(b));
+  auto blocks = static_cast<Fp8Blocks>(b);
+  bool pow2 = c.flag("pow2");
+  void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t");
+  auto *scaleInv = static_cast<float *>(c.out("scale_inv"));
+  auto *gemm = static_cast<float *>(c.out("scale_gemm"));
+  auto *gemmT = static_cast<float *>(c.out("scale_gemm_t"));
+  *out = [=]() {
+    return quantizeFp8Blocks(dt, x, qt, q, qT, scaleInv, gemm, gemmT, rows, cols, blocks, pow2, s);
+  };
+  return Status::ok();
+}
+
 /// The launcher thunk of each callee of the ABI that this runtime binds
 /// (the lowering emits no other); the rest are refused as Unimplemented.
 const std::map<std::string, Thunk> kThunks = {
@@ -289,6 +317,7 @@ const std::map<std::string, Thunk> kThunks = {
     {"embedding_fwd", embeddingFwd},
     {"embedding_bwd", embeddingBwd},
     {"quantize_fp8", quantizeFp8Call},
+    {"quantize_fp8_block", quantizeFp8BlockCall},
 };
 
 /// The ABI kind of a device-op attribute; false for kinds no callee takes.

@@ -41,6 +41,22 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
 
 size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
 
+int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed) {
+  auto blocks128 = [](int64_t v) { return (v + 127) / 128; };
+  auto up4 = [](int64_t v) { return (v + 3) / 4 * 4; };
+  switch (blocks) {
+  case 0:
+    return transposed ? 0 : blocks128(cols) * up4(rows);
+  case 1:
+    return transposed ? 0 : blocks128(rows) * up4(cols);
+  case 2:
+    return transposed ? blocks128(cols) * up4(blocks128(rows))
+                      : blocks128(rows) * up4(blocks128(cols));
+  default:
+    return 0;
+  }
+}
+
 size_t fp8QuantizeScratchBytes(int64_t scales) {
   return static_cast<size_t>(ceilDiv(std::max<int64_t>(1, scales) * 4, 256) * 256);
 }
@@ -205,6 +221,25 @@ const std::vector<LibraryCallee> &libraryCallees() {
         {"col_scaling", K::Bool, false},
         {"has_transpose", K::Bool, false}},
        fp8QuantizeScratch},
+      // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
+      // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv
+      // (tc's grid), q_t [cols, rows] (has_transpose), the scales in the
+      // layout cuBLASLt's block-scaled GEMM reads for the K-contiguous
+      // operand (scale_gemm) and for q_t of 128x128 blocks (scale_gemm_t,
+      // has_gemm_t); pow2: power-of-two scales.
+      {"quantize_fp8_block",
+       {{"x"}},
+       {{"q"},
+        {"scale_inv"},
+        {"q_t", "has_transpose"},
+        {"scale_gemm"},
+        {"scale_gemm_t", "has_gemm_t"}},
+       {kRows,
+        kCols,
+        {"blocks", K::Int, true},
+        {"pow2", K::Bool, false},
+        {"has_transpose", K::Bool, false},
+        {"has_gemm_t", K::Bool, false}}},
   };
   return callees;
 }

@@ -53,6 +53,14 @@ size_t sumSquaresScratchBytes();
 /// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale
 /// (1, the rows or the columns), in 256-byte granules.
 size_t fp8QuantizeScratchBytes(int64_t scales);
+/// quantize_fp8_block (--fp8-scaling block128) of x [rows, cols] in `blocks`
+/// (0: 1x128 along cols, 1: 128x1 along rows, 2: 128x128): the f32 scales
+/// of scale_gemm (transposed false) or scale_gemm_t (true) in cuBLASLt's
+/// layouts, zero padded: 0 -> [ceil(cols / 128)][roundup(rows, 4)], 1 ->
+/// [ceil(rows / 128)][roundup(cols, 4)], 2 -> [ceil(rows / 128)][roundup(
+/// ceil(cols / 128), 4)] (transposed: rows and cols swapped); 0 for a
+/// layout the blocks have not.
+int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed);
 
 //===----------------------------------------------------------------------===//
 // The callee table

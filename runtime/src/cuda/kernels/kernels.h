@@ -202,6 +202,30 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
                    float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
                    cudaStream_t stream);
 
+/// The blocks of quantizeFp8Blocks over x[rows, cols]: 1x128 along the
+/// columns (an activation or gradient read with K = cols), 128x1 along the
+/// rows (the same read transposed, K = rows: its own quantization, as
+/// DeepSeek-V3 and Transformer Engine take it) or 128x128 (a weight).
+enum class Fp8Blocks : uint8_t { Cols128, Rows128, Square128 };
+
+/// `--fp8-scaling block128`: tc.quantize with 128-blocks (an edge block is
+/// partial: its amax is over the elements present), bit for bit the CPU
+/// reference: per block s = fmax / amax as quantizeFp8's, with `pow2` its
+/// mantissa cleared (Transformer Engine's Float8BlockScaling default), q =
+/// satfinite(x * s), scaleInv (f32, tc's layout: the grid [ceil(rows / br),
+/// ceil(cols / bc)] row-major) = 1 / s. qT[cols, rows] (may be null; not for
+/// Cols128) is the transposed copy. The same scales are also written, zero
+/// padded, in the layout cuBLASLt's block-scaled FP8 GEMMs read for the
+/// operand stored with K contiguous (Transformer Engine's GEMM_READY):
+/// gemmScale for q (Cols128: [ceil(cols / 128)][roundup(rows, 4)];
+/// Square128: [ceil(rows / 128)][roundup(ceil(cols / 128), 4)]) or for qT
+/// (Rows128: [ceil(rows / 128)][roundup(cols, 4)]), gemmScaleT (may be null;
+/// Square128 with qT) for qT ([ceil(cols / 128)][roundup(ceil(rows / 128),
+/// 4)]). rt::fp8BlockGemmScaleFloats (schema/library_abi.h) gives their sizes.
+Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, float *scaleInv,
+                         float *gemmScale, float *gemmScaleT, int64_t rows, int64_t cols,
+                         Fp8Blocks blocks, bool pow2, cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm
 //===----------------------------------------------------------------------===//

@@ -23,8 +23,16 @@
 // thread kernel moved about a quarter of the H200's bandwidth (45 ms of a
 // 234 ms step), and stays for the other shapes and for per-row scaling.
 //
+// --fp8-scaling block128 (quantizeFp8Blocks): one 128x128 tile of x per
+// thread block computes the amaxes of its 1x128, 128x1 or 128x128 blocks
+// (shared-memory atomicMax on the same float bits), their scales, and
+// quantizes the tile, writing the transposed copy through shared memory;
+// the scales go out twice, in tc's layout and in the one cuBLASLt's
+// VEC128 / BLK128x128 scale modes read.
+//
 //===----------------------------------------------------------------------===//
 #include <cfloat>
+#include <type_traits>
 
 #include <cuda_fp8.h>
 
@@ -252,7 +260,176 @@ bool aligned(const void *p, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
 
+constexpr int kBlk = 128;        // block128's block side
+constexpr int kBlkThreads = 256; // threads per 128x128 tile
+
+/// Where quantizeFp8Blocks' scales go (kernels.h has the layouts).
+struct BlockScaleOut {
+  float *tc, *gemm, *gemmT;
+  int64_t gridCols;        // tc's grid columns
+  int64_t gemmLd, gemmTLd; // row pitch of gemm / gemmT
+};
+
+/// One 128x128 tile of x[rows, cols] per thread block (blockIdx.x: row
+/// tile, blockIdx.y: column tile).
+template <class T, bool E5M2, Fp8Blocks B, bool Transpose>
+__global__ void __launch_bounds__(kBlkThreads)
+    quantizeBlocksKernel(const T *x, uint8_t *q, uint8_t *qT, BlockScaleOut out, int64_t rows,
+                         int64_t cols, bool pow2) {
+  __shared__ unsigned amax[kBlk];
+  __shared__ float scale[kBlk];
+  __shared__ uint8_t tile[Transpose ? kBlk : 1][kBlk + 1];
+  const float fmax = E5M2 ? 57344.f : 448.f;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlk;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kBlk;
+  const int tid = threadIdx.x;
+  if (tid < kBlk)
+    amax[tid] = 0;
+  __syncthreads();
+  // Element e of the tile: local row e / 128, column e % 128 (coalesced).
+  auto slot = [](int lr, int lc) {
+    return B == Fp8Blocks::Cols128 ? lr : B == Fp8Blocks::Rows128 ? lc : 0;
+  };
+  for (int e = tid; e < kBlk * kBlk; e += kBlkThreads) {
+    int lr = e / kBlk, lc = e % kBlk;
+    int64_t row = row0 + lr, col = col0 + lc;
+    if (row < rows && col < cols) {
+      unsigned bits = absBits(toF(x[row * cols + col]));
+      if (bits)
+        atomicMax(&amax[slot(lr, lc)], bits);
+    }
+  }
+  __syncthreads();
+  // The scales of the tile's blocks: 128 (one per row or column) or 1.
+  int nScales = B == Fp8Blocks::Square128 ? 1 : kBlk;
+  if (tid < nScales) {
+    float s = currentScale(__uint_as_float(amax[tid]), fmax);
+    if (pow2)
+      s = __uint_as_float(__float_as_uint(s) & 0xff800000u);
+    scale[tid] = s;
+    float inv = __frcp_rn(s);
+    int64_t rb = blockIdx.x, cb = blockIdx.y;
+    if (B == Fp8Blocks::Cols128) {
+      int64_t row = row0 + tid;
+      if (row < rows) {
+        out.tc[row * out.gridCols + cb] = inv;
+        out.gemm[cb * out.gemmLd + row] = inv;
+      }
+    } else if (B == Fp8Blocks::Rows128) {
+      int64_t col = col0 + tid;
+      if (col < cols) {
+        out.tc[rb * out.gridCols + col] = inv;
+        out.gemm[rb * out.gemmLd + col] = inv;
+      }
+    } else {
+      out.tc[rb * out.gridCols + cb] = inv;
+      out.gemm[rb * out.gemmLd + cb] = inv;
+      if (out.gemmT)
+        out.gemmT[cb * out.gemmTLd + rb] = inv;
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < kBlk * kBlk; e += kBlkThreads) {
+    int lr = e / kBlk, lc = e % kBlk;
+    int64_t row = row0 + lr, col = col0 + lc;
+    if (row < rows && col < cols) {
+      uint8_t v = toFp8<E5M2>(__fmul_rn(toF(x[row * cols + col]), scale[slot(lr, lc)]));
+      q[row * cols + col] = v;
+      if (Transpose)
+        tile[lr][lc] = v;
+    }
+  }
+  if (!Transpose)
+    return;
+  __syncthreads();
+  // qT[col0 + c, row0 + r], consecutive threads along r (a qT row).
+  for (int e = tid; e < kBlk * kBlk; e += kBlkThreads) {
+    int c = e / kBlk, r = e % kBlk;
+    int64_t row = row0 + r, col = col0 + c;
+    if (row < rows && col < cols)
+      qT[col * rows + row] = tile[r][c];
+  }
+}
+
+int64_t roundUp4(int64_t v) { return (v + 3) / 4 * 4; }
+
 } // namespace
+
+Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, float *scaleInv,
+                         float *gemmScale, float *gemmScaleT, int64_t rows, int64_t cols,
+                         Fp8Blocks blocks, bool pow2, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(checkEntry("quantizeFp8Blocks", rows, cols));
+  if (!isFp8(qt))
+    return invalidArgument(
+        std::string("quantizeFp8Blocks: the result must be f8E4M3FN or f8E5M2, got ") +
+        dtypeName(qt));
+  if (!x || !q || !scaleInv || !gemmScale)
+    return invalidArgument("quantizeFp8Blocks: null pointer");
+  if (qT && blocks == Fp8Blocks::Cols128)
+    return invalidArgument("quantizeFp8Blocks: 1x128 blocks along the columns have no "
+                           "transposed copy (its K would be the rows: quantize it in 128x1 "
+                           "blocks)");
+  if (gemmScaleT && (blocks != Fp8Blocks::Square128 || !qT))
+    return invalidArgument("quantizeFp8Blocks: gemmScaleT is the 128x128 blocks' for qT");
+  if (rows == 0 || cols == 0)
+    return Status::ok();
+  if (ceilDiv(rows, kBlk) > INT32_MAX || ceilDiv(cols, kBlk) > 65535)
+    return invalidArgument("quantizeFp8Blocks: more than 2^23 columns or 2^38 rows");
+  // The padding of the GEMM-ready layouts reads as 0.
+  auto gemmFloats = [&](bool transposed) {
+    return fp8BlockGemmScaleFloats(rows, cols, static_cast<int64_t>(blocks), transposed);
+  };
+  TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(gemmScale, 0, gemmFloats(false) * sizeof(float), stream));
+  if (gemmScaleT)
+    TC_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(gemmScaleT, 0, gemmFloats(true) * sizeof(float), stream));
+  int64_t rb = ceilDiv(rows, kBlk), cb = ceilDiv(cols, kBlk);
+  BlockScaleOut out{scaleInv, gemmScale, gemmScaleT, 0, 0, 0};
+  switch (blocks) {
+  case Fp8Blocks::Cols128:
+    out.gridCols = cb, out.gemmLd = roundUp4(rows);
+    break;
+  case Fp8Blocks::Rows128:
+    out.gridCols = cols, out.gemmLd = roundUp4(cols);
+    break;
+  case Fp8Blocks::Square128:
+    out.gridCols = cb, out.gemmLd = roundUp4(cb), out.gemmTLd = roundUp4(rb);
+    break;
+  }
+  dim3 grid(static_cast<unsigned>(rb), static_cast<unsigned>(cb));
+  bool e5m2 = qt == DType::F8E5M2;
+  auto *qs = static_cast<uint8_t *>(q);
+  auto *qts = static_cast<uint8_t *>(qT);
+  return dispatchFloat(dt, "quantizeFp8Blocks", [&](auto tag) {
+    using T = decltype(tag);
+    auto *xs = static_cast<const T *>(x);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, kBlkThreads, 0, stream>>>(xs, qs, qts, out, rows, cols, pow2);
+      return checkLaunch("quantize_fp8_block");
+    };
+    // E5M2 x blocks x transpose, each a kernel of its own.
+    auto pick = [&](auto e5, auto b) {
+      constexpr bool E = decltype(e5)::value;
+      constexpr Fp8Blocks Bk = decltype(b)::value;
+      if constexpr (Bk == Fp8Blocks::Cols128)
+        return launch(quantizeBlocksKernel<T, E, Bk, false>);
+      else
+        return qT ? launch(quantizeBlocksKernel<T, E, Bk, true>)
+                  : launch(quantizeBlocksKernel<T, E, Bk, false>);
+    };
+    auto byBlocks = [&](auto e5) {
+      switch (blocks) {
+      case Fp8Blocks::Cols128:
+        return pick(e5, std::integral_constant<Fp8Blocks, Fp8Blocks::Cols128>());
+      case Fp8Blocks::Rows128:
+        return pick(e5, std::integral_constant<Fp8Blocks, Fp8Blocks::Rows128>());
+      default:
+        return pick(e5, std::integral_constant<Fp8Blocks, Fp8Blocks::Square128>());
+      }
+    };
+    return e5m2 ? byBlocks(std::true_type()) : byBlocks(std::false_type());
+  });
+}
 
 Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
                Fp8Scaling scaling, cudaStream_t stream) {
