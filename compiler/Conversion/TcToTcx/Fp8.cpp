@@ -3,7 +3,9 @@
 // tc.quantize (FP8, f32 scales, per tensor or per row) -> the runtime's
 // "quantize_fp8" call (amax and quantize passes on the device);
 // tc.scaled_matmul (per-tensor scales) -> a tcx.matmul of compute_type
-// "fp8" (cuBLASLt, fp32 accumulation).
+// "fp8" (cuBLASLt, fp32 accumulation); tc.fake_quantize (--fp4-qat) -> the
+// runtime's "fake_quantize" call (NVFP4 / MXFP4 and back, bit for bit the
+// CPU reference), whose result the bf16 matmul reads.
 //
 // cuBLASLt's FP8 GEMMs are TN only: both operands with K contiguous. The
 // forward x [M, K] @ W [N, K]^T is that form; dgrad (dY @ W reads W [N, K]
@@ -86,6 +88,41 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
   }
 };
 
+/// tc.fake_quantize -> the runtime's "fake_quantize" call: the input as
+/// [outer, len, inner] with the blocks along len (the op's axis).
+struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(FakeQuantizeOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto t = tensorType(op.getInput());
+    // The I64Attr getters return uint64_t: the default axis -1 as int64_t.
+    int64_t rank = t.getRank(), axis = static_cast<int64_t>(op.getAxis());
+    axis = axis < 0 ? axis + rank : axis;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d < axis)
+        outer *= t.getDimSize(d);
+      else if (d > axis)
+        inner *= t.getDimSize(d);
+    SmallVector<Value> ins{buffers.bufferOf(rewriter, op.getInput())};
+    if (op.getStep())
+      ins.push_back(buffers.bufferOf(rewriter, op.getStep()));
+    Value y = buffers.outBuffer(rewriter, op.getResult());
+    auto i64 = [&](int64_t v) { return rewriter.getI64IntegerAttr(v); };
+    buffers.library(rewriter, op.getLoc(), "fake_quantize", ins, {y},
+                    {rewriter.getNamedAttr("outer", i64(outer)),
+                     rewriter.getNamedAttr("len", i64(t.getDimSize(axis))),
+                     rewriter.getNamedAttr("inner", i64(inner)),
+                     rewriter.getNamedAttr("mxfp4", rewriter.getBoolAttr(op.getFormat() == "mxfp4")),
+                     rewriter.getNamedAttr("blocks2d", rewriter.getBoolAttr(op.getBlocks2d())),
+                     rewriter.getNamedAttr("stochastic", rewriter.getBoolAttr(op.getStochastic())),
+                     rewriter.getNamedAttr("seed", i64(static_cast<int64_t>(op.getSeed()))),
+                     rewriter.getNamedAttr("stream", i64(static_cast<int64_t>(op.getStream())))});
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
 } // namespace
 
 LogicalResult checkFp8Op(Operation &op) {
@@ -106,10 +143,6 @@ LogicalResult checkFp8Op(Operation &op) {
     }
     Fp8GemmForm g;
     e = fp8GemmForm(mm, &g);
-  } else if (auto fq = dyn_cast<FakeQuantizeOp>(op)) {
-    e = ("--fp4-qat (" + fq.getFormat() +
-         " fake quantisation) has no GPU kernels yet; --target cpu runs it on the reference")
-            .str();
   }
   if (e.empty())
     return success();
@@ -117,7 +150,8 @@ LogicalResult checkFp8Op(Operation &op) {
 }
 
 void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers) {
-  patterns.add<QuantizeLowering, ScaledMatmulLowering>(patterns.getContext(), buffers);
+  patterns.add<QuantizeLowering, ScaledMatmulLowering, FakeQuantizeLowering>(patterns.getContext(),
+                                                                             buffers);
 }
 
 } // namespace tc

@@ -98,6 +98,7 @@ size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes();
 size_t fp8QuantizeScratch(const LibraryInts &a) {
   return fp8QuantizeScratchBytes(intOf(a, "rows"), intOf(a, "row_scaling") != 0);
 }
+size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1, false); }
 
 } // namespace
 
@@ -200,6 +201,22 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"scratch"}},
        {kRows, kCols, {"row_scaling", K::Bool, false}, {"has_transpose", K::Bool, false}},
        fp8QuantizeScratch},
+      // tc.fake_quantize: x [outer, len, inner] (f32/bf16) with the blocks
+      // along len, y of x's type; nvfp4 unless mxfp4; step (f32 [1], the
+      // training step) with stochastic rounding; the scratch holds nvfp4's
+      // tensor amax.
+      {"fake_quantize",
+       {{"x"}, {"step", "stochastic"}},
+       {{"y"}, {"scratch"}},
+       {{"outer", K::Int, true},
+        {"len", K::Int, true},
+        {"inner", K::Int, true},
+        {"mxfp4", K::Bool, false},
+        {"blocks2d", K::Bool, false},
+        {"stochastic", K::Bool, false},
+        {"seed", K::Int, false},
+        {"stream", K::Int, false}},
+       fakeQuantizeScratch},
   };
   return callees;
 }
