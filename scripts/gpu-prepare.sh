@@ -12,7 +12,8 @@
 #                            for sm_90 with AdamW in P = fp32 (tf32 off), bf16 and fp16
 #                            (f16 with dynamic loss scaling), and P = nvfp4 / mxfp4
 #                            (--fp4-qat: gpt2.ts nvfp4 with activations, llama.dynamo
-#                            nvfp4-grads with activations and --fp4-qat-grads, gpt2.ts mxfp4),
+#                            nvfp4-grads with activations, --fp4-qat-grads and --fp4-rht,
+#                            gpt2.ts mxfp4),
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
 #   OUT/fixtures/F-sdpa.E.P.tca   when TC_HF=1 (default 0) and transformers is importable:
 #                            tiny random-weight HuggingFace models (scripts/make_hf_models.py;
@@ -92,12 +93,12 @@ for m in gpt2 llama; do
 done
 
 # FP4 QAT (emulated in BF16 GEMMs on sm_90): NVFP4 weights and activations
-# (gpt2; llama with --fp4-qat-grads too), MXFP4 weights (gpt2); NAME's last
+# (gpt2; llama with --fp4-qat-grads --fp4-rht too), MXFP4 weights (gpt2); NAME's last
 # part is the format.
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.ts.nvfp4 fp4-qat nvfp4 --fp4-qat-acts
 cpu_reference gpt2.ts.nvfp4 "$FX/gpt2"
 compile_fixture "$FX/llama.dynamo.onnx" llama.dynamo.nvfp4-grads fp4-qat nvfp4 --fp4-qat-acts \
-  --fp4-qat-grads
+  --fp4-qat-grads --fp4-rht
 cpu_reference llama.dynamo.nvfp4-grads "$FX/llama"
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.ts.mxfp4 fp4-qat mxfp4
 cpu_reference gpt2.ts.mxfp4 "$FX/gpt2"

@@ -637,8 +637,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
                                               b.getBoolAttr(!tr));
           if (fp8)
             markFp8Backward(o, da, "dgrad", tl ? 1 : 0);
-          if (fp4)
-            quantizeFp4Backward(b, o, da, "dgrad", tl ? 1 : 0);
+          if (fp4 && failed(quantizeFp4Backward(b, o, da, "dgrad", tl ? 1 : 0)))
+            return failure();
           if (failed(acc(a, e.sumTo(da, tensorTypeOf(a)))))
             return failure();
         }
@@ -649,8 +649,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
                                               b.getBoolAttr(false));
           if (fp8)
             markFp8Backward(o, db, "wgrad", tr ? 0 : 1);
-          if (fp4)
-            quantizeFp4Backward(b, o, db, "wgrad", tr ? 0 : 1);
+          if (fp4 && failed(quantizeFp4Backward(b, o, db, "wgrad", tr ? 0 : 1)))
+            return failure();
           if (failed(acc(bm, e.sumTo(db, tensorTypeOf(bm)))))
             return failure();
         }

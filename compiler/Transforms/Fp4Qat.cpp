@@ -21,6 +21,7 @@
 #include "runtime/src/base/init_rng.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/bit.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
@@ -91,9 +92,52 @@ Value stepEntry(OpBuilder &b, func::FuncOp fn, bool create) {
   return p.getResult();
 }
 
+/// `v` multiplied, in groups of 16 along `axis` (its last or second-last),
+/// by Transformer Engine's wgrad RHT matrix R = diag(signs) H16 / 4
+/// (transformer_engine/pytorch/tensor/nvfp4_tensor.py: the fixed sign
+/// vector, Sylvester's H16): each group g of 16 becomes g R. R R^T = I, so
+/// a product contracting the axis over two such operands is unchanged.
+/// Null when the axis is not a multiple of 16 long.
+Value hadamard16(OpBuilder &b, Operation *user, Value v, int64_t axis) {
+  static const int kSigns[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  int64_t rank = t.getRank();
+  if ((axis != rank - 1 && axis != rank - 2) || t.getDimSize(axis) % 16 != 0)
+    return {};
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(user);
+  Location loc = user->getLoc();
+  Type elt = t.getElementType();
+  SmallVector<Attribute> r;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) // Sylvester: H[i][j] = (-1)^popcount(i & j)
+      r.push_back(
+          b.getFloatAttr(elt, kSigns[i] * (llvm::popcount(unsigned(i & j)) % 2 ? -0.25 : 0.25)));
+  Value rm = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(RankedTensorType::get({16, 16}, elt), r));
+  // [.., T, C] (axis rank-2) -> [.., T/16, 16, C] -> [.., T/16, C, 16]; [.., T] -> [.., T/16, 16].
+  SmallVector<int64_t> shape(t.getShape());
+  SmallVector<int64_t> grouped(shape.begin(), shape.begin() + axis);
+  grouped.append({shape[axis] / 16, 16});
+  grouped.append(shape.begin() + axis + 1, shape.end());
+  Value x = ReshapeOp::create(b, loc, RankedTensorType::get(grouped, elt), v);
+  SmallVector<int64_t> swap;
+  for (int64_t d = 0; d < static_cast<int64_t>(grouped.size()); ++d)
+    swap.push_back(d);
+  bool middle = axis == rank - 2;
+  if (middle) {
+    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+    x = TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(swap));
+  }
+  x = MatmulOp::create(b, loc, x, rm, b.getBoolAttr(false), b.getBoolAttr(false));
+  if (middle)
+    x = TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(swap));
+  return ReshapeOp::create(b, loc, t, x);
+}
+
 } // namespace
 
-void applyFp4Qat(func::FuncOp fn, llvm::StringRef format, bool acts, bool grads) {
+void applyFp4Qat(func::FuncOp fn, llvm::StringRef format, bool acts, bool grads, bool rht) {
   OpBuilder b(fn.getContext());
   fn.walk([&](Operation *op) {
     if (auto reason = op->getAttrOfType<StringAttr>(kPrecisionReasonAttr)) {
@@ -118,19 +162,24 @@ void applyFp4Qat(func::FuncOp fn, llvm::StringRef format, bool acts, bool grads)
                                            false, "activation"));
     if (grads)
       mm->setAttr(kFp4GradsAttr, b.getStringAttr(format));
+    if (grads && rht)
+      mm->setAttr(kFp4RhtAttr, b.getUnitAttr());
     annotatePrecision(mm, format,
                       ("linear layer: fp4 qat (" + format + " fake-quantised weight" +
                        (acts ? " and activation" : "") +
                        (grads ? ", and in the backward the gradient (stochastic rounding) "
                                 "and the wgrad activation"
                               : "") +
+                       (grads && rht ? ", the wgrad inputs after a 16-point random Hadamard "
+                                       "transform"
+                                     : "") +
                        "), bf16 operands, fp32 accumulation, bf16 output")
                           .str());
   });
 }
 
-void quantizeFp4Backward(OpBuilder &b, Operation *fwd, Operation *bwd, llvm::StringRef role,
-                         int64_t gradOperand) {
+LogicalResult quantizeFp4Backward(OpBuilder &b, Operation *fwd, Operation *bwd,
+                                  llvm::StringRef role, int64_t gradOperand) {
   auto mm = llvm::cast<MatmulOp>(bwd);
   llvm::StringRef format = fwd->getAttrOfType<StringAttr>(kFp4GradsAttr).getValue();
   auto fn = bwd->getParentOfType<func::FuncOp>();
@@ -139,19 +188,34 @@ void quantizeFp4Backward(OpBuilder &b, Operation *fwd, Operation *bwd, llvm::Str
   fn.walk([&](FakeQuantizeOp q) { sites += q.getStochastic() ? 1 : 0; });
   std::string site = onnxNodeOf(fwd->getLoc()) + "/" + role.str() + "/" + std::to_string(sites);
   Rounding sr{stepEntry(b, fn, /*create=*/true), rt::initrng::fnv1a64(site.data(), site.size())};
-  Value g = mm->getOperand(gradOperand);
-  mm->setOperand(gradOperand, fakeQuantized(b, mm, g, format, contractionAxis(mm, gradOperand),
-                                            false, "incoming gradient (" + role.str() + ")", sr));
+  int64_t other = 1 - gradOperand;
+  Value g = mm->getOperand(gradOperand), v = mm->getOperand(other);
   // The other operand: the forward's W (dgrad) or X (wgrad), re-quantised
   // along this product's K unless it is a 16x16-blocked weight.
-  int64_t other = 1 - gradOperand;
-  Value v = mm->getOperand(other);
   auto fq = v.getDefiningOp<FakeQuantizeOp>();
-  if (fq && fq.getBlocks2d())
-    return;
+  bool keep = fq && fq.getBlocks2d();
   Value raw = fq ? fq.getInput() : v;
-  mm->setOperand(other, fakeQuantized(b, mm, raw, format, contractionAxis(mm, other), false,
-                                      role == "dgrad" ? "weight (dgrad)" : "activation (wgrad)"));
+  bool rht = role == "wgrad" && fwd->hasAttr(kFp4RhtAttr);
+  if (rht) {
+    g = hadamard16(b, mm, g, contractionAxis(mm, gradOperand));
+    raw = hadamard16(b, mm, raw, contractionAxis(mm, other));
+    if (!g || !raw)
+      return fwd->emitError() << "--fp4-rht: the wgrad of matmul '" << onnxNodeOf(fwd->getLoc())
+                              << "' contracts "
+                              << llvm::cast<RankedTensorType>(v.getType())
+                                     .getDimSize(contractionAxis(mm, other))
+                              << " tokens, not a multiple of 16 (the Hadamard transform's "
+                                 "groups): give tokens in multiples of 16";
+  }
+  std::string after = rht ? ", after the random Hadamard transform" : "";
+  mm->setOperand(gradOperand,
+                 fakeQuantized(b, mm, g, format, contractionAxis(mm, gradOperand), false,
+                               "incoming gradient (" + role.str() + after + ")", sr));
+  if (!keep)
+    mm->setOperand(other, fakeQuantized(b, mm, raw, format, contractionAxis(mm, other), false,
+                                        (role == "dgrad" ? "weight (dgrad)"
+                                                         : "activation (wgrad" + after + ")")));
+  return success();
 }
 
 void appendFp4StepUpdate(OpBuilder &b, func::FuncOp fn, llvm::SmallVectorImpl<Value> &results,

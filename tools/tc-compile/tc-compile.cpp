@@ -82,8 +82,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --fp4-qat-grads        with --fp4-qat: the backward's inputs too, the
                          incoming gradient with stochastic rounding (draws
                          keyed by the site and a step in the training state)
-  --fp4-rht              random Hadamard transforms of the wgrad inputs: not
-                         implemented yet
+  --fp4-rht              with --fp4-qat-grads: the wgrad inputs after
+                         Transformer Engine's 16-point random Hadamard transform
+                         along the tokens (in multiples of 16)
   --keep-high-precision REGEX
                          keep matmuls in bf16 whose ONNX node or weight name
                          matches REGEX (repeatable; POSIX ERE, as --trainable)
@@ -374,8 +375,7 @@ int main(int argc, char **argv) {
       opts.fp4.grads = true;
     } else if (a == "--fp4-rht") {
       fp4Only.push_back(a);
-      fail(2, a + ": not implemented yet (--fp4-qat fake-quantises forward weights, with "
-                  "--fp4-qat-acts activations, with --fp4-qat-grads the backward's inputs)");
+      opts.fp4.rht = true;
     } else if (is("--fp8-scaling")) {
       fp8Only.push_back("--fp8-scaling");
       opts.fp8.scaling = value("--fp8-scaling");
@@ -455,6 +455,9 @@ int main(int argc, char **argv) {
     fail(2, fp16Only.front() + " sets up the loss scaling of --fp16: give --fp16");
   if (!fp4Qat && !fp4Only.empty())
     fail(2, fp4Only.front() + " has no effect without --fp4-qat (it shapes the FP4 plan)");
+  if (opts.fp4.rht && !opts.fp4.grads)
+    fail(2, "--fp4-rht transforms the wgrad inputs that --fp4-qat-grads quantises: give "
+            "--fp4-qat-grads too");
   if (fp4Qat) {
     // FP4 QAT is the bf16 plan plus fake quantisation: --bf16 is implied and
     // may be given; any other precision is a second one.
