@@ -108,16 +108,18 @@ struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
     if (op.getStep())
       ins.push_back(buffers.bufferOf(rewriter, op.getStep()));
     Value y = buffers.outBuffer(rewriter, op.getResult());
-    auto i64 = [&](int64_t v) { return rewriter.getI64IntegerAttr(v); };
+    auto i64 = [&](const char *name, int64_t v) {
+      return rewriter.getNamedAttr(name, rewriter.getI64IntegerAttr(v));
+    };
+    auto flag = [&](const char *name, bool v) {
+      return rewriter.getNamedAttr(name, rewriter.getBoolAttr(v));
+    };
     buffers.library(rewriter, op.getLoc(), "fake_quantize", ins, {y},
-                    {rewriter.getNamedAttr("outer", i64(outer)),
-                     rewriter.getNamedAttr("len", i64(t.getDimSize(axis))),
-                     rewriter.getNamedAttr("inner", i64(inner)),
-                     rewriter.getNamedAttr("mxfp4", rewriter.getBoolAttr(op.getFormat() == "mxfp4")),
-                     rewriter.getNamedAttr("blocks2d", rewriter.getBoolAttr(op.getBlocks2d())),
-                     rewriter.getNamedAttr("stochastic", rewriter.getBoolAttr(op.getStochastic())),
-                     rewriter.getNamedAttr("seed", i64(static_cast<int64_t>(op.getSeed()))),
-                     rewriter.getNamedAttr("stream", i64(static_cast<int64_t>(op.getStream())))});
+                    {i64("outer", outer), i64("len", t.getDimSize(axis)), i64("inner", inner),
+                     flag("mxfp4", op.getFormat() == "mxfp4"), flag("blocks2d", op.getBlocks2d()),
+                     flag("stochastic", op.getStochastic()),
+                     i64("seed", static_cast<int64_t>(op.getSeed())),
+                     i64("stream", static_cast<int64_t>(op.getStream()))});
     rewriter.replaceOp(op, y);
     return success();
   }
