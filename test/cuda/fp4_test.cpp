@@ -7,7 +7,8 @@
 // with zeros of both signs, +-inf, NaN, huge values (an amax whose scales
 // saturate or underflow), tiny ones (subnormal block scales), all-zero and
 // all-NaN tensors; nearest even and stochastic rounding (the same seed,
-// stream and step draw the same values on both sides).
+// stream and step draw the same values on both sides). Then the
+// "fake_quantize" library op through the CUDA executor's binder.
 //
 //===----------------------------------------------------------------------===//
 #include "test/cuda/cuda_test_util.h"
@@ -16,6 +17,7 @@
 #include <limits>
 
 #include "runtime/src/cuda/kernels/kernels.h"
+#include "runtime/src/cuda/library_calls.h"
 #include "runtime/src/schema/library_abi.h"
 
 namespace tc::rt::cuda {
@@ -142,6 +144,54 @@ TEST_F(CudaFp4, FakeQuantizeMatchesReferenceBitForBit) {
       report(name, dt, static_cast<double>(bad), 0, us, shapeStr({rows, cols}));
       EXPECT_EQ(bad, 0) << name;
     }
+}
+
+// The "fake_quantize" library op as the lowering emits it (test/Conversion/
+// lower_to_tcx_fp4.mlir), bound by the CUDA executor's binder from the ABI
+// table: x [32, 48] blocked along axis 0 (outer 1, len 32, inner 48), the
+// step buffer and the scratch, against the CPU reference.
+TEST_F(CudaFp4, LibraryCallMatchesReference) {
+  for (bool stochastic : {false, true}) {
+    HostTensor x = fp4Input(DType::BF16, {32, 48}, "random", rng);
+    HostTensor step = makeHostTensor(ty(DType::F32, {}), {5});
+    DevBuf dx, dy, dstep, scratch;
+    ASSERT_OK(upload(x, &dx, stream()));
+    ASSERT_OK(devZeros(x.data.size(), &dy, stream()));
+    ASSERT_OK(upload(step, &dstep, stream()));
+    ASSERT_OK(devZeros(fp8QuantizeScratchBytes(1, false), &scratch, stream()));
+    DeviceOp op;
+    op.kind = "library";
+    op.name = "fake_quantize";
+    op.attrs = {{"outer", aInt(1)},  {"len", aInt(32)},      {"inner", aInt(48)},
+                {"mxfp4", aInt(0)},  {"blocks2d", aInt(0)},  {"stochastic", aInt(stochastic)},
+                {"seed", aInt(-7)},  {"stream", aInt(99)}};
+    std::string where = "op 'fake_quantize' #0";
+    std::vector<void *> ins{dx.p}, outs{dy.p, scratch.p};
+    std::vector<TensorType> inTypes{x.type}, outTypes{x.type, ty(DType::I8, {256})};
+    if (stochastic) {
+      ins.push_back(dstep.p);
+      inTypes.push_back(step.type);
+    }
+    std::function<Status()> launch;
+    bool capturable = false;
+    ASSERT_OK(bindLibraryCall({op, where, ins, outs, inTypes, outTypes}, stream(), &launch,
+                              &capturable));
+    EXPECT_TRUE(capturable) << "the step is read on the device";
+    ASSERT_OK(launch());
+    HostTensor y;
+    ASSERT_OK(download(dy.p, x.type, &y, stream()));
+    Attrs attrs{{"format", aStr("nvfp4")}, {"axis", aInt(0)}};
+    std::vector<HostTensor> refIns{x};
+    if (stochastic) {
+      attrs["stochastic"] = aInt(1);
+      attrs["seed"] = aInt(-7);
+      attrs["stream"] = aInt(99);
+      refIns.push_back(step);
+    }
+    std::vector<HostTensor> ref;
+    ASSERT_OK(reference("tc.fake_quantize", refIns, {x.type}, attrs, &ref));
+    EXPECT_EQ(mismatches(y, ref[0], stochastic ? "library stochastic" : "library"), 0);
+  }
 }
 
 TEST_F(CudaFp4, FakeQuantizeRefusesWhatItCannotDo) {
