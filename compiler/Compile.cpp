@@ -143,6 +143,8 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
   c.precision.fp8Scaling = opts.fp8.scaling;
   c.precision.fp4Format = opts.fp4.format;
   c.precision.fp4Acts = opts.fp4.acts;
+  c.precision.fp4Grads = opts.fp4.grads;
+  c.precision.fp4Rht = opts.fp4.rht;
   c.precision.keepHighPrecision.assign(opts.fp8.keepHighPrecision.begin(),
                                        opts.fp8.keepHighPrecision.end());
   c.precision.highPrecisionFirst = opts.fp8.highPrecisionFirst;

@@ -98,6 +98,8 @@ struct CompileOptions {
   struct Fp4Options {
     std::string format = "nvfp4"; // nvfp4 or mxfp4
     bool acts = false;
+    bool grads = false; // --fp4-qat-grads: dgrad/wgrad inputs, stochastic rounding
+    bool rht = false;   // --fp4-rht: a random Hadamard transform of the wgrad inputs
   } fp4;
   /// tc-recognize-attention: exported attention chains become tc.attention
   /// (off: they stay matmul / softmax / matmul, for comparison and debugging).

@@ -128,7 +128,10 @@ void describePlan(Operation *op, Row *row) {
                                                           : "1x16 (e4m3) + tensor (fp32)";
     row->scaleFrom = nv ? "current amax of the input (this step): blocks and tensor"
                         : "current amax of each block (this step)";
-    row->rounding = "nearest even, saturating (e2m1), dequantised; straight-through gradient";
+    row->rounding = fq.getStochastic()
+                        ? "stochastic (e2m1, counter-based draws keyed by seed, site and step), "
+                          "saturating, dequantised; straight-through gradient"
+                        : "nearest even, saturating (e2m1), dequantised; straight-through gradient";
     return;
   }
   if (auto mm = llvm::dyn_cast<tc::ScaledMatmulOp>(op)) {

@@ -8,8 +8,9 @@
 #   - run_generated: the compiler-generated kernels (BUILD_DIR/codegen/cases.tca);
 #   - the fixtures (BUILD_DIR/fixtures/*.tca) trained 8 AdamW steps by tc-run
 #     on the GPU against the CPU reference's 8 steps (fp32 with tf32 off:
-#     1e-4 relative; bf16, fp16 and fp8: 2e-2; fp16: the same skipped steps;
-#     fp8delayed (--fp8-scaling delayed): the same fp8_saturated counts), and
+#     1e-4 relative; bf16, fp16, fp8, nvfp4/mxfp4 QAT: 2e-2; fp16: the same
+#     skipped steps; fp8delayed (--fp8-scaling delayed): the same
+#     fp8_saturated counts), and
 #     each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
@@ -258,15 +259,16 @@ print('%s: llama.ts.fp32 loss gpu %.9g cpu %.9g (rel err %.2e, tol 1e-4)' % ('PA
 fi
 
 # tc-run --check: one step of a fixture on the GPU and on the CPU reference,
-# every value both programs hold compared. fp32, bf16, fp16 and fp8 (tensor
-# and block128 scaling) must be within the default tolerances (exit 0); with
-# a tolerance of 1e-12 the bf16 run must exit 1 naming the first device op
-# beyond it (the check can fail).
+# every value both programs hold compared. fp32, bf16, fp16, fp8 (tensor
+# and block128 scaling) and nvfp4 must be within the default tolerances
+# (exit 0); with a tolerance of 1e-12 the bf16 run must exit 1 naming the
+# first device op beyond it (the check can fail).
 check_line="check: not run"
 if [ -x "$TCRUN" ] && [ -f "$FIXT/gpt2.ts.bf16.tca" ]; then
   ok=PASS
   parts=""
-  for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 gpt2.ts.fp8-block128 llama.dynamo.fp8 llama.dynamo.bf16; do
+  for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 gpt2.ts.fp8-block128 llama.dynamo.fp8 \
+    llama.dynamo.bf16 gpt2.ts.nvfp4; do
     [ -f "$FIXT/$fx.tca" ] || continue
     m=${fx%%.*}
     "$TCRUN" "$FIXT/$fx.tca" --device cuda --check --feed "input_ids=$FIXT/$m.input_ids.npy" \

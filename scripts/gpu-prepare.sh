@@ -10,7 +10,10 @@
 #                            program, generated kernels, device program: run_generated's input)
 #   OUT/fixtures/M.E.P.tca   the committed fixtures (gpt2/llama x ts/dynamo) compiled
 #                            for sm_90 with AdamW in P = fp32 (tf32 off), bf16 and fp16
-#                            (f16 with dynamic loss scaling),
+#                            (f16 with dynamic loss scaling), and P = nvfp4 / mxfp4
+#                            (--fp4-qat: gpt2.ts nvfp4 with activations, llama.dynamo
+#                            nvfp4-grads with activations, --fp4-qat-grads and --fp4-rht,
+#                            gpt2.ts mxfp4),
 #                            with the CPU reference's 8 steps (M.E.P.cpu.jsonl) beside them
 #   OUT/fixtures/F-sdpa.E.P.tca   when TC_HF=1 (default 0) and transformers is importable:
 #                            tiny random-weight HuggingFace models (scripts/make_hf_models.py;
@@ -99,6 +102,16 @@ for m in gpt2 llama; do
   compile_fixture "$FX/$m.ts.onnx" "$m.ts.fp8delayed" fp8 --fp8-scaling delayed
   cpu_reference "$m.ts.fp8delayed" "$FX/$m"
 done
+# FP4 QAT (emulated in BF16 GEMMs on sm_90): NVFP4 weights and activations
+# (gpt2; llama with --fp4-qat-grads --fp4-rht too), MXFP4 weights (gpt2); NAME's last
+# part is the format.
+compile_fixture "$FX/gpt2.ts.onnx" gpt2.ts.nvfp4 fp4-qat nvfp4 --fp4-qat-acts
+cpu_reference gpt2.ts.nvfp4 "$FX/gpt2"
+compile_fixture "$FX/llama.dynamo.onnx" llama.dynamo.nvfp4-grads fp4-qat nvfp4 --fp4-qat-acts \
+  --fp4-qat-grads --fp4-rht
+cpu_reference llama.dynamo.nvfp4-grads "$FX/llama"
+compile_fixture "$FX/gpt2.ts.onnx" gpt2.ts.mxfp4 fp4-qat mxfp4
+cpu_reference gpt2.ts.mxfp4 "$FX/gpt2"
 
 # Fresh models (restored merged parameters) and ONNX's own Attention /
 # RMSNormalization / RotaryEmbedding (opset 23; tc.rotary is written out on the GPU).

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
@@ -299,6 +300,7 @@ LogicalResult Differentiator::run(unsigned lossIndex, StringRef lossName, bool l
         ctx, {NamedAttribute(StringAttr::get(ctx, "tc.name"),
                              StringAttr::get(ctx, "grad:" + name.str()))}));
   }
+  appendFp4StepUpdate(b, fn, results, resultAttrs);
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();
   fn.setType(FunctionType::get(ctx, fn.getArgumentTypes(),
@@ -334,8 +336,6 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
   auto unaryRule = [&](Value x, Value y) -> FailureOr<Value> {
     return llvm::TypeSwitch<Operation *, FailureOr<Value>>(op)
         .Case([&](NegOp) { return e.neg(g); })
-        // Quantisation-aware training: the straight-through estimator.
-        .Case([&](FakeQuantizeOp) { return FailureOr<Value>(g); })
         .Case([&](AbsOp) { return e.mul(g, e.unary<SignOp>(x)); })
         .Case([&](ReluOp) {
           Value pos = GtOp::create(b, e.loc, x, e.scalarLike(x, 0.0));
@@ -392,6 +392,10 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         .Case([&](AtanhOp) { return e.div(g, e.rsub(1.0, e.mul(x, x))); })
         .Default([&](Operation *) { return failure(); });
   };
+  // Quantisation-aware training: the straight-through estimator (the step
+  // of stochastic rounding is no value to differentiate).
+  if (auto fq = llvm::dyn_cast<FakeQuantizeOp>(op))
+    return needs(fq.getInput()) ? acc(fq.getInput(), g) : success();
   if (op->getNumOperands() == 1 && op->getNumResults() == 1 &&
       op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
       !llvm::isa<CumSumOp, SoftmaxOp, LogSoftmaxOp>(op)) {
@@ -624,6 +628,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         Value a = o.getLhs(), bm = o.getRhs();
         bool tl = o.getTransposeLhs(), tr = o.getTransposeRhs();
         bool fp8 = o->hasAttr(kFp8Attr);
+        // --fp4-qat-grads: their inputs fake-quantised (Fp4Qat.h).
+        bool fp4 = o->hasAttr(kFp4GradsAttr);
         if (needs(a)) {
           MatmulOp da = tl ? MatmulOp::create(b, e.loc, bm, g, b.getBoolAttr(tr),
                                               b.getBoolAttr(true))
@@ -631,6 +637,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
                                               b.getBoolAttr(!tr));
           if (fp8)
             markFp8Backward(o, da, "dgrad", tl ? 1 : 0);
+          if (fp4 && failed(quantizeFp4Backward(b, o, da, "dgrad", tl ? 1 : 0)))
+            return failure();
           if (failed(acc(a, e.sumTo(da, tensorTypeOf(a)))))
             return failure();
         }
@@ -641,6 +649,8 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
                                               b.getBoolAttr(false));
           if (fp8)
             markFp8Backward(o, db, "wgrad", tr ? 0 : 1);
+          if (fp4 && failed(quantizeFp4Backward(b, o, db, "wgrad", tr ? 0 : 1)))
+            return failure();
           if (failed(acc(bm, e.sumTo(db, tensorTypeOf(bm)))))
             return failure();
         }

@@ -9,6 +9,8 @@
 #define TC_COMPILER_TRANSFORMS_FP4QAT_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -22,12 +24,53 @@ constexpr llvm::StringLiteral kFp4Formats = "nvfp4 or mxfp4";
 /// valid ones.
 std::string checkFp4Format(llvm::StringRef format);
 
+/// On a forward matmul of --fp4-qat-grads (its format): tc-autodiff
+/// fake-quantises the inputs of its dgrad and wgrad products too
+/// (quantizeFp4Backward).
+constexpr llvm::StringLiteral kFp4GradsAttr = "tc.fp4_grads";
+/// With --fp4-rht as well: the wgrad inputs go through a 16-point random
+/// Hadamard transform along the tokens first.
+constexpr llvm::StringLiteral kFp4RhtAttr = "tc.fp4_rht";
+
+/// The training-state entry of --fp4-qat-grads: the step of stochastic
+/// rounding (f32, 0 at the start), which @grad_step reads and returns + 1.
+constexpr llvm::StringLiteral kFp4StepEntry = "fp4_sr_step";
+
+/// The seed of --fp4-qat-grads' draws (a constant of the compiled step; the
+/// site's stream and the step vary them).
+constexpr int64_t kFp4Seed = 0x7463667034;
+
 /// Replaces the FP8 marks markFp8Matmuls put on `fn`'s matmuls by
 /// tc.fake_quantize of their weight (16x16 blocks for nvfp4, 1x32 along K
 /// for mxfp4) and, with `acts`, of their activation (1x16 / 1x32 along K),
 /// and says so in the precision plan; the kept matmuls' reasons name the
-/// fp4-qat plan.
-void applyFp4Qat(mlir::func::FuncOp fn, llvm::StringRef format, bool acts);
+/// fp4-qat plan. With `grads` the matmuls get kFp4GradsAttr, with `rht`
+/// kFp4RhtAttr.
+void applyFp4Qat(mlir::func::FuncOp fn, llvm::StringRef format, bool acts, bool grads,
+                 bool rht);
+
+/// --fp4-qat-grads on the backward product `bwd` (role "dgrad" or "wgrad")
+/// of forward matmul `fwd`: its operand `gradOperand` (the incoming
+/// gradient) read through a stochastically rounded tc.fake_quantize keyed
+/// by (kFp4Seed, the site, the step entry), the other operand (W for dgrad,
+/// X for wgrad) re-quantised from the forward's unquantised value with
+/// nearest even, both in blocks along bwd's contraction axis (1x16 / 1x32:
+/// Transformer Engine's NVFP4 recipe rounds gradients stochastically; a
+/// 16x16-blocked weight is kept, its blocks serve both directions). With
+/// kFp4RhtAttr both wgrad operands are first multiplied, in groups of 16
+/// along the contraction (token) axis, by Transformer Engine's wgrad RHT
+/// matrix diag(signs) H16 / 4 (orthogonal: the product is unchanged before
+/// quantisation). Fails, naming the layer, when the tokens are not a
+/// multiple of 16.
+mlir::LogicalResult quantizeFp4Backward(mlir::OpBuilder &b, mlir::Operation *fwd,
+                                        mlir::Operation *bwd, llvm::StringRef role,
+                                        int64_t gradOperand);
+
+/// Appends "update:fp4_sr_step" (the step + 1) to `results` / `names` when
+/// `fn` reads the step entry (quantizeFp4Backward made it).
+void appendFp4StepUpdate(mlir::OpBuilder &b, mlir::func::FuncOp fn,
+                         llvm::SmallVectorImpl<mlir::Value> &results,
+                         llvm::SmallVectorImpl<mlir::Attribute> &names);
 
 } // namespace tc
 

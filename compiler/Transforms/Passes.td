@@ -436,7 +436,10 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
     the FP8 mark, each eligible matmul reads its weight through
     tc.fake_quantize (`fp4-format`, 16x16 blocks for nvfp4, 1x32 along K
     for mxfp4) and, with `fp4-acts`, its activation too (1x16 / 1x32 along
-    K); tc-autodiff passes gradients straight through.
+    K); tc-autodiff passes gradients straight through. With `fp4-grads` the
+    matmuls are marked so that tc-autodiff quantises their backward
+    products' inputs too (the gradient with stochastic rounding), with
+    `fp4-rht` the wgrad inputs after a 16-point random Hadamard transform.
 
     Fails on an unknown `mode` or `fp8-scaling`, on a bad regex, and on
     `high-precision-first/last` when no parameter name has a block index.
@@ -450,6 +453,10 @@ def TcPrecision : Pass<"tc-precision", "mlir::func::FuncOp"> {
            "mode=fp4: nvfp4 or mxfp4">,
     Option<"fp4Acts", "fp4-acts", "bool", /*default=*/"false",
            "mode=fp4: the activations of the linear layers are fake-quantised too">,
+    Option<"fp4Grads", "fp4-grads", "bool", /*default=*/"false",
+           "mode=fp4: the dgrad/wgrad inputs too (the gradient with stochastic rounding)">,
+    Option<"fp4Rht", "fp4-rht", "bool", /*default=*/"false",
+           "mode=fp4 with fp4-grads: a 16-point random Hadamard transform of the wgrad inputs">,
     Option<"fp8Scaling", "fp8-scaling", "std::string", /*default=*/"\"tensor\"",
            "mode=fp8: tensor (one f32 scale per tensor), row (per row / column "
            "along K), mxfp8 (1x32 blocks along K, E8M0 scales) or block128 "

@@ -471,7 +471,7 @@ struct PrecisionPass : tc::impl::TcPrecisionBase<PrecisionPass> {
       o.scaling = fp4Format == "mxfp4" ? "mxfp8" : "tensor";
       if (failed(markFp8Matmuls(fn, o)))
         return signalPassFailure();
-      applyFp4Qat(fn, fp4Format, fp4Acts);
+      applyFp4Qat(fn, fp4Format, fp4Acts, fp4Grads, fp4Rht);
     }
   }
 

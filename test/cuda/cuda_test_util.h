@@ -5,6 +5,7 @@
 // - device buffers (each one DeviceArena), uploads and downloads;
 // - random inputs (uniform, never zeros), the CPU reference through
 //   tc::rt::runFunction (test/runtime/test_util.h builds the one-op functions);
+// - mismatches(): the elements whose bits differ (bit-exact kernels);
 // - compare(): max over elements of |got - want| / max(|want|, rms(want)) —
 //   relative for elements of typical size, absolute at the tensor's scale for
 //   elements near zero (where the fp32 rounding of the terms dominates);
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -215,6 +217,26 @@ protected:
   std::mt19937 rng{1234};
   Stream stream_;
 };
+
+/// Elements whose bits differ (NaN matches NaN), with the first one named.
+inline int64_t mismatches(const HostTensor &got, const HostTensor &want, const std::string &what) {
+  if (got.data.size() != want.data.size()) {
+    ADD_FAILURE() << what << ": " << got.data.size() << " bytes, want " << want.data.size();
+    return std::max<int64_t>(1, static_cast<int64_t>(want.data.size()));
+  }
+  std::vector<double> g = hostTensorToDoubles(got), w = hostTensorToDoubles(want);
+  int eb = dtypeStorageBytes(want.type.dtype);
+  int64_t bad = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::isnan(g[i]) && std::isnan(w[i]))
+      continue;
+    if (std::memcmp(&got.data[i * eb], &want.data[i * eb], eb) == 0)
+      continue;
+    if (bad++ == 0)
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
+  }
+  return bad;
+}
 
 inline std::string shapeStr(std::initializer_list<int64_t> dims) {
   std::string s;

@@ -31,7 +31,6 @@
 #include "test/cuda/cuda_test_util.h"
 
 #include <cfloat>
-#include <cstring>
 #include <limits>
 
 #include "runtime/src/base/float_format.h"
@@ -75,26 +74,6 @@ Status quantizeOnGpu(const HostTensor &x, DType qt, Fp8Scaling scaling, bool tra
     TC_RETURN_IF_ERROR(download(out->dqT.p, ty(qt, {cols, rows}), &out->qT, s));
   return download(out->dscale.p, ty(DType::F32, {perCol ? 1 : scales, perCol ? cols : 1}),
                   &out->scaleInv, s);
-}
-
-/// Elements whose bits differ (NaN matches NaN), with the first one named.
-int64_t mismatches(const HostTensor &got, const HostTensor &want, const std::string &what) {
-  if (got.data.size() != want.data.size()) {
-    ADD_FAILURE() << what << ": " << got.data.size() << " bytes, want " << want.data.size();
-    return std::max<int64_t>(1, static_cast<int64_t>(want.data.size()));
-  }
-  std::vector<double> g = hostTensorToDoubles(got), w = hostTensorToDoubles(want);
-  int eb = dtypeStorageBytes(want.type.dtype);
-  int64_t bad = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    if (std::isnan(g[i]) && std::isnan(w[i]))
-      continue;
-    if (std::memcmp(&got.data[i * eb], &want.data[i * eb], eb) == 0)
-      continue;
-    if (bad++ == 0)
-      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
-  }
-  return bad;
 }
 
 /// x [rows, cols] of `dt`: uniform in [-3, 3] with the special values of

@@ -257,5 +257,52 @@ TEST(FakeQuantize, BadAttributesAreErrorsNamingTheOp) {
   EXPECT_NE(st.toString().find("blocks2d needs format nvfp4"), std::string::npos);
 }
 
+// --fp4-qat-grads' stochastic rounding: 2^16 rows [6, v], so that each
+// row's block scale leaves v where it is (mxfp4: amax 6, scale 1; nvfp4:
+// tensor and block amax 6, encode f32(1 / (448 * f32(1 / 448))) ~ 1), and
+// v rounds with its own draw. The mean of the dequantised v is within 3
+// sigma of v, sigma^2 = p (1 - p) step^2 / 2^16 with p = (v - lo) / step;
+// another step gives other draws, the same step the same ones.
+TEST(FakeQuantize, StochasticRoundingIsUnbiased) {
+  const int64_t n = int64_t(1) << 16;
+  for (const char *format : {"mxfp4", "nvfp4"})
+    for (double v : {1.3, -2.7, 0.2, 4.5}) {
+      std::vector<double> x(2 * n, 6.0);
+      for (int64_t i = 0; i < n; ++i)
+        x[2 * i + 1] = v;
+      auto run = [&](double step) {
+        return runOp("tc.fake_quantize", {tensor(f32({n, 2}), x), tensor(f32({}), {step})},
+                     f32({n, 2}),
+                     {{"format", aStr(format)}, {"stochastic", aInt(1)}, {"seed", aInt(42)},
+                      {"stream", aInt(7)}});
+      };
+      HostTensor y = run(3);
+      std::vector<double> got = hostTensorToDoubles(y);
+      double a = std::fabs(v), stepSize = a < 2 ? 0.5 : (a < 4 ? 1 : 2);
+      double lo = std::floor(a / stepSize) * stepSize, p = (a - lo) / stepSize;
+      double sigma = std::sqrt(p * (1 - p) / static_cast<double>(n)) * stepSize;
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double q = std::fabs(got[2 * i + 1]);
+        // Each value is one of v's two neighbours (nvfp4: times ~1).
+        EXPECT_TRUE(std::fabs(q - lo) < 1e-3 || std::fabs(q - lo - stepSize) < 1e-3)
+            << format << " v " << v << " row " << i << ": " << q;
+        sum += got[2 * i + 1];
+      }
+      double mean = sum / static_cast<double>(n);
+      EXPECT_LE(std::fabs(mean - v), 3 * sigma) << format << " v " << v << ": mean " << mean;
+      EXPECT_EQ(hostTensorToDoubles(run(3)), got) << format << ": the same step, other draws";
+      EXPECT_NE(hostTensorToDoubles(run(4)), got) << format << ": another step, the same draws";
+    }
+}
+
+TEST(FakeQuantize, StochasticRoundingNeedsItsStep) {
+  std::vector<HostTensor> outs;
+  Status st = tryRunOp("tc.fake_quantize", {tensor(f32({2}), {1, 2})}, {f32({2})},
+                       {{"format", aStr("nvfp4")}, {"stochastic", aInt(1)}}, &outs);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("tc.fake_quantize"), std::string::npos) << st.toString();
+}
+
 } // namespace
 } // namespace tc::rt

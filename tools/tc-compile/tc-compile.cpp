@@ -77,12 +77,16 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          blocks for weights) or mxfp4 (1x32 E8M0 blocks): the
                          --fp8 plan's linear layers read their weights through
                          quantize-and-back (straight-through gradient), the rest
-                         is the --bf16 plan (--bf16 may be given). CPU reference
-                         only: GPU targets refuse it
+                         is the --bf16 plan (--bf16 may be given). The CPU
+                         reference and sm_90 / sm_120 (fake quantisation
+                         kernels, the products BF16 GEMMs) run it
   --fp4-qat-acts         with --fp4-qat: the activations of those layers too
-  --fp4-qat-grads, --fp4-rht
-                         stochastic-rounded FP4 gradients / random Hadamard
-                         transforms of the wgrad inputs: not implemented yet
+  --fp4-qat-grads        with --fp4-qat: the backward's inputs too, the
+                         incoming gradient with stochastic rounding (draws
+                         keyed by the site and a step in the training state)
+  --fp4-rht              with --fp4-qat-grads: the wgrad inputs after
+                         Transformer Engine's 16-point random Hadamard transform
+                         along the tokens (in multiples of 16)
   --keep-high-precision REGEX
                          keep matmuls in bf16 whose ONNX node or weight name
                          matches REGEX (repeatable; POSIX ERE, as --trainable)
@@ -368,10 +372,12 @@ int main(int argc, char **argv) {
     } else if (a == "--fp4-qat-acts") {
       fp4Only.push_back(a);
       opts.fp4.acts = true;
-    } else if (a == "--fp4-qat-grads" || a == "--fp4-rht") {
+    } else if (a == "--fp4-qat-grads") {
       fp4Only.push_back(a);
-      fail(2, a + ": not implemented yet (--fp4-qat fake-quantises forward weights and, with "
-                  "--fp4-qat-acts, activations)");
+      opts.fp4.grads = true;
+    } else if (a == "--fp4-rht") {
+      fp4Only.push_back(a);
+      opts.fp4.rht = true;
     } else if (is("--fp8-scaling")) {
       fp8Only.push_back("--fp8-scaling");
       opts.fp8.scaling = value("--fp8-scaling");
@@ -451,6 +457,9 @@ int main(int argc, char **argv) {
     fail(2, fp16Only.front() + " sets up the loss scaling of --fp16: give --fp16");
   if (!fp4Qat && !fp4Only.empty())
     fail(2, fp4Only.front() + " has no effect without --fp4-qat (it shapes the FP4 plan)");
+  if (opts.fp4.rht && !opts.fp4.grads)
+    fail(2, "--fp4-rht transforms the wgrad inputs that --fp4-qat-grads quantises: give "
+            "--fp4-qat-grads too");
   if (fp4Qat) {
     // FP4 QAT is the bf16 plan plus fake quantisation: --bf16 is implied and
     // may be given; any other precision is a second one.

@@ -2,9 +2,11 @@
 //
 // tc.quantize (FP8, f32 scales, per tensor, per row or per column) -> the
 // runtime's "quantize_fp8" call (amax and quantize passes on the device);
-// tc.scaled_matmul (per-tensor or outer-vector scales) -> a tcx.matmul of compute_type
-// "fp8" (cuBLASLt, fp32 accumulation), with the bias add that
-// tc-fuse-matmul-epilogue marked.
+// tc.scaled_matmul (per-tensor or outer-vector scales) -> a tcx.matmul of
+// compute_type "fp8" (cuBLASLt, fp32 accumulation), with the bias add that
+// tc-fuse-matmul-epilogue marked; tc.fake_quantize (--fp4-qat) -> the
+// runtime's "fake_quantize" call (NVFP4 / MXFP4 and back, bit for bit the
+// CPU reference), whose result the bf16 matmul reads.
 //
 // cuBLASLt's FP8 GEMMs are TN only: both operands with K contiguous. The
 // forward x [M, K] @ W [N, K]^T is that form; dgrad (dY @ W reads W [N, K]
@@ -187,6 +189,43 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
   bool fuseEpilogues;
 };
 
+/// tc.fake_quantize -> the runtime's "fake_quantize" call: the input as
+/// [outer, len, inner] with the blocks along len (the op's axis).
+struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(FakeQuantizeOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto t = tensorType(op.getInput());
+    // The I64Attr getters return uint64_t: the default axis -1 as int64_t.
+    int64_t rank = t.getRank(), axis = static_cast<int64_t>(op.getAxis());
+    axis = axis < 0 ? axis + rank : axis;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d < axis)
+        outer *= t.getDimSize(d);
+      else if (d > axis)
+        inner *= t.getDimSize(d);
+    SmallVector<Value> ins{buffers.bufferOf(rewriter, op.getInput())};
+    if (op.getStep())
+      ins.push_back(buffers.bufferOf(rewriter, op.getStep()));
+    Value y = buffers.outBuffer(rewriter, op.getResult());
+    auto i64 = [&](const char *name, int64_t v) {
+      return rewriter.getNamedAttr(name, rewriter.getI64IntegerAttr(v));
+    };
+    auto flag = [&](const char *name, bool v) {
+      return rewriter.getNamedAttr(name, rewriter.getBoolAttr(v));
+    };
+    buffers.library(rewriter, op.getLoc(), "fake_quantize", ins, {y},
+                    {i64("outer", outer), i64("len", t.getDimSize(axis)), i64("inner", inner),
+                     flag("mxfp4", op.getFormat() == "mxfp4"), flag("blocks2d", op.getBlocks2d()),
+                     flag("stochastic", op.getStochastic()),
+                     i64("seed", static_cast<int64_t>(op.getSeed())),
+                     i64("stream", static_cast<int64_t>(op.getStream()))});
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
 } // namespace
 
 LogicalResult checkFp8Op(Operation &op) {
@@ -201,10 +240,6 @@ LogicalResult checkFp8Op(Operation &op) {
     // cuBLASLt needs a TN copy: the GEMM form below is all there is to check.
     Fp8GemmForm g;
     e = fp8GemmForm(mm, &g);
-  } else if (auto fq = dyn_cast<FakeQuantizeOp>(op)) {
-    e = ("--fp4-qat (" + fq.getFormat() +
-         " fake quantisation) has no GPU kernels yet; --target cpu runs it on the reference")
-            .str();
   }
   if (e.empty())
     return success();
@@ -213,7 +248,7 @@ LogicalResult checkFp8Op(Operation &op) {
 
 void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers,
                                 bool fuseEpilogues) {
-  patterns.add<QuantizeLowering>(patterns.getContext(), buffers);
+  patterns.add<QuantizeLowering, FakeQuantizeLowering>(patterns.getContext(), buffers);
   patterns.add<ScaledMatmulLowering>(patterns.getContext(), buffers, fuseEpilogues);
 }
 

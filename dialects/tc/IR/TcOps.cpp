@@ -585,6 +585,12 @@ LogicalResult FakeQuantizeOp::verify() {
     return emitOpError() << "axis " << axis << " out of range for rank " << in.getRank();
   if (getBlocks2d() && (f != "nvfp4" || in.getRank() != 2))
     return emitOpError() << "blocks2d (16x16 blocks) needs format nvfp4 and a rank-2 input";
+  if (getStochastic() != static_cast<bool>(getStep()))
+    return emitOpError() << (getStochastic() ? "stochastic rounding needs the step operand"
+                                             : "a step operand needs stochastic = true");
+  if (auto st = getStep() ? tensorType(getStep()) : RankedTensorType();
+      st && (st.getNumElements() != 1 || !st.getElementType().isF32()))
+    return emitOpError() << "step must be one f32 value";
   return success();
 }
 

@@ -508,7 +508,7 @@ def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, SameOperandsAndResultType]> {
+def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "FP4 quantisation-aware training: quantize to NVFP4 / MXFP4 and back";
   let description = [{
     `result = deq(quant(input))` in the input's type, the blocks running
@@ -524,17 +524,26 @@ def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, SameOperandsAndResultType]
     that BF16 operand with the tensor scales as alpha; the CPU reference
     forms the exact product in f64 and rounds it once to the result type.
     tc-autodiff passes the gradient straight through (d input = d result).
+    `stochastic`: stochastic rounding instead (--fp4-qat-grads), element k
+    (its row-major index) drawing init_rng.h's uniform01(seed,
+    mix64(stream + step * kGamma), k) with `step` the operand (an f32
+    scalar: the training step), so that every backend draws the same.
 
     ```mlir
     %w4 = tc.fake_quantize %w {format = "nvfp4", axis = 0 : i64, blocks2d = true}
         : tensor<64x128xf32>
+    %g4 = tc.fake_quantize %g step %s : tensor<f32> {format = "nvfp4", stochastic = true,
+        seed = 0 : i64, stream = 7 : i64} : tensor<64x128xbf16>
     ```
   }];
-  let arguments = (ins TC_FloatTensor:$input, StrAttr:$format,
+  let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$step, StrAttr:$format,
                    DefaultValuedAttr<I64Attr, "-1">:$axis,
-                   DefaultValuedAttr<BoolAttr, "false">:$blocks2d);
+                   DefaultValuedAttr<BoolAttr, "false">:$blocks2d,
+                   DefaultValuedAttr<BoolAttr, "false">:$stochastic,
+                   DefaultValuedAttr<I64Attr, "0">:$seed,
+                   DefaultValuedAttr<I64Attr, "0">:$stream);
   let results = (outs TC_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "$input (`step` $step^ `:` type($step))? attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 

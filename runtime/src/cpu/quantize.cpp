@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/base/float_format.h"
+#include "runtime/src/base/fp4_math.h"
 #include "runtime/src/base/init_rng.h"
 #include "runtime/src/cpu/kernel.h"
 
@@ -75,32 +76,13 @@ double saturatingRound(double x, DType t) {
   return roundToFloatDType(x, t, /*saturate=*/true);
 }
 
-/// OCP MX's shared scale 2^(floor(log2 amax) - emax) of a block, clamped to
-/// E8M0's [2^-127, 2^127]; NaN when amax is not finite.
+/// OCP MX's shared scale of a block (fp4_math.h, shared with the GPU).
 double mxScaleInv(float amax, DType element) {
-  if (!std::isfinite(amax))
-    return NAN;
-  if (amax == 0.f)
-    return std::ldexp(1.0, -127);
-  int e;
-  std::frexp(amax, &e); // amax = m * 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
-  int x = e - 1 - elementEmax(element);
-  x = x < -127 ? -127 : (x > 127 ? 127 : x);
-  return std::ldexp(1.0, x);
+  return fp4::mxScaleInv(amax, elementEmax(element));
 }
 
 double roundE2M1(double v, const double *uniform) {
-  if (!uniform || std::isnan(v))
-    return saturatingRound(v, DType::F4E2M1FN);
-  double a = std::fabs(v);
-  if (a >= 6.0)
-    return std::copysign(6.0, v);
-  // The neighbours of a in E2M1's grid 0, 0.5, 1, 1.5, 2, 3, 4, 6: steps of
-  // 0.5 below 2, 1 in [2, 4), 2 in [4, 6).
-  double step = a < 2.0 ? 0.5 : (a < 4.0 ? 1.0 : 2.0);
-  double lo = std::floor(a / step) * step;
-  double r = (a - lo) / step > *uniform ? lo + step : lo;
-  return std::copysign(r, v);
+  return fp4::roundE2M1(v, uniform ? *uniform : -1.0);
 }
 
 std::vector<double> stochasticDraws(uint64_t seed, uint64_t stream, uint64_t step, int64_t n) {
@@ -142,20 +124,15 @@ Nvfp4Tensor quantizeNvfp4(const std::vector<double> &x, int64_t rows, int64_t co
       float &b = blockAmax[blockOf(i, j)];
       b = std::fmax(b, a);
     }
-  const float fp4Max = 6.0f, e4m3Max = 448.0f;
-  float enc = std::fmin(e4m3Max * fp4Max / amax, FLT_MAX);
-  if (amax == 0.f || enc == 0.f)
-    enc = 1.f;
+  float enc = fp4::nvfp4TensorEncode(amax);
   t.tensorEncode = enc;
   t.tensorDecode = 1.0f / enc;
-  const float mult = enc * (1.0f / fp4Max);
   t.blockScale.resize(blockAmax.size());
   std::vector<float> encode(blockAmax.size());
   for (size_t b = 0; b < blockAmax.size(); ++b) {
-    float s = std::fmin(blockAmax[b] * mult, FLT_MAX);
+    float s = fp4::nvfp4BlockScaleUnrounded(blockAmax[b], enc);
     t.blockScale[b] = saturatingRound(s, DType::F8E4M3FN);
-    float prod = static_cast<float>(t.blockScale[b]) * t.tensorDecode;
-    encode[b] = std::fmin(1.0f / prod, FLT_MAX);
+    encode[b] = fp4::nvfp4ElementEncode(static_cast<float>(t.blockScale[b]), t.tensorDecode);
   }
   t.values.resize(x.size());
   for (int64_t i = 0; i < rows; ++i)
@@ -272,12 +249,14 @@ void scaledMatmulKernel(KernelContext &c) {
     }
 }
 
-/// deq(quant(x)) of tc.fake_quantize for a rows x k view (blocks along k).
+/// deq(quant(x)) of tc.fake_quantize for a rows x k view (blocks along k);
+/// `uniform` (may be null: nearest even) one draw per element of the view.
 std::vector<double> fakeQuantizeRows(const std::vector<double> &x, int64_t rows, int64_t k,
-                                     bool nvfp4, bool blocks2d) {
+                                     bool nvfp4, bool blocks2d,
+                                     const std::vector<double> *uniform) {
   std::vector<double> out(x.size());
   if (nvfp4) {
-    Nvfp4Tensor t = quantizeNvfp4(x, rows, k, blocks2d);
+    Nvfp4Tensor t = quantizeNvfp4(x, rows, k, blocks2d, uniform);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < k; ++j) {
         // value * block scale is exact (BF16's 8 bits); the tensor scale
@@ -296,13 +275,15 @@ std::vector<double> fakeQuantizeRows(const std::vector<double> &x, int64_t rows,
         amax = std::fmax(amax, std::fabs(static_cast<float>(x[i * k + j])));
       double sinv = mxScaleInv(amax, DType::F4E2M1FN);
       for (int64_t j = j0; j < j1; ++j)
-        out[i * k + j] = roundE2M1(x[i * k + j] / sinv) * sinv;
+        out[i * k + j] =
+            roundE2M1(x[i * k + j] / sinv, uniform ? &(*uniform)[i * k + j] : nullptr) * sinv;
     }
   return out;
 }
 
 void fakeQuantizeKernel(KernelContext &c) {
-  c.expectOperands(1);
+  bool stochastic = c.boolAttr("stochastic", false);
+  c.expectOperands(stochastic ? 2 : 1);
   c.expectResults(1);
   const Buffer &x = *c.in[0];
   Buffer &y = *c.out[0];
@@ -329,16 +310,34 @@ void fakeQuantizeKernel(KernelContext &c) {
     outer *= shape[d];
   for (int64_t d = axis + 1; d < rank; ++d)
     inner *= shape[d];
-  std::vector<double> moved(x.size());
+  auto movedIndex = [&](int64_t o, int64_t l, int64_t n) { return (o * inner + n) * len + l; };
+  // Stochastic rounding: element k's draw (k its index in the input's own
+  // row-major layout, as the GPU kernel keys it) at the step operand's step.
+  std::vector<double> draws, moved(x.size());
+  if (stochastic) {
+    const Buffer &step = *c.in[1];
+    if (step.size() != 1)
+      c.fail("tc.fake_quantize: the step operand must hold one value");
+    std::vector<double> u =
+        stochasticDraws(static_cast<uint64_t>(c.intAttr("seed", 0)),
+                        static_cast<uint64_t>(c.intAttr("stream", 0)),
+                        static_cast<uint64_t>(step.f[0]), x.size());
+    draws.resize(x.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t l = 0; l < len; ++l)
+        for (int64_t n = 0; n < inner; ++n)
+          draws[movedIndex(o, l, n)] = u[(o * len + l) * inner + n];
+  }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t l = 0; l < len; ++l)
       for (int64_t n = 0; n < inner; ++n)
-        moved[(o * inner + n) * len + l] = x.f[(o * len + l) * inner + n];
-  std::vector<double> q = fakeQuantizeRows(moved, outer * inner, len, format == "nvfp4", blocks2d);
+        moved[movedIndex(o, l, n)] = x.f[(o * len + l) * inner + n];
+  std::vector<double> q = fakeQuantizeRows(moved, outer * inner, len, format == "nvfp4",
+                                           blocks2d, stochastic ? &draws : nullptr);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t l = 0; l < len; ++l)
       for (int64_t n = 0; n < inner; ++n)
-        y.f[(o * len + l) * inner + n] = q[(o * inner + n) * len + l];
+        y.f[(o * len + l) * inner + n] = q[movedIndex(o, l, n)];
 }
 
 } // namespace

@@ -301,6 +301,33 @@ Status quantizeFp8BlockCall(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// fake_quantize: nvfp4's amax pass into the scratch, then the block pass
+/// (the step of stochastic rounding read on the device: capturable).
+Status fakeQuantizeCall(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("x");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  if (c.outType("y") != dt)
+    return invalidArgument(c.a.where + ": \"fake_quantize\" writes y in the type of x");
+  bool stochastic = c.flag("stochastic");
+  if (stochastic && c.inType("step") != DType::F32)
+    return invalidArgument(c.a.where + ": \"fake_quantize\" reads an f32 step, got " +
+                           dtypeName(c.inType("step")));
+  int64_t outer = c.integer("outer"), len = c.integer("len"), inner = c.integer("inner");
+  Fp4Format format = c.flag("mxfp4") ? Fp4Format::Mxfp4 : Fp4Format::Nvfp4;
+  bool blocks2d = c.flag("blocks2d");
+  Fp4Stochastic sr;
+  sr.seed = static_cast<uint64_t>(c.integer("seed"));
+  sr.stream = static_cast<uint64_t>(c.integer("stream"));
+  sr.step = static_cast<const float *>(c.in("step"));
+  void *x = c.in("x"), *y = c.out("y");
+  float *amax = static_cast<float *>(c.out("scratch"));
+  *out = [=]() {
+    return fakeQuantizeFp4(dt, x, y, amax, outer, len, inner, format, blocks2d,
+                           stochastic ? &sr : nullptr, s);
+  };
+  return Status::ok();
+}
+
 /// The launcher thunk of each callee of the ABI that this runtime binds
 /// (the lowering emits no other); the rest are refused as Unimplemented.
 const std::map<std::string, Thunk> kThunks = {
@@ -318,6 +345,7 @@ const std::map<std::string, Thunk> kThunks = {
     {"embedding_bwd", embeddingBwd},
     {"quantize_fp8", quantizeFp8Call},
     {"quantize_fp8_block", quantizeFp8BlockCall},
+    {"fake_quantize", fakeQuantizeCall},
 };
 
 /// The ABI kind of a device-op attribute; false for kinds no callee takes.

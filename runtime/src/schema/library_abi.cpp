@@ -115,6 +115,7 @@ size_t fp8QuantizeScratch(const LibraryInts &a) {
                                  : intOf(a, "col_scaling") ? intOf(a, "cols")
                                                            : 1);
 }
+size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1, false); }
 
 } // namespace
 
@@ -240,6 +241,22 @@ const std::vector<LibraryCallee> &libraryCallees() {
         {"pow2", K::Bool, false},
         {"has_transpose", K::Bool, false},
         {"has_gemm_t", K::Bool, false}}},
+      // tc.fake_quantize: x [outer, len, inner] (f32/bf16) with the blocks
+      // along len, y of x's type; nvfp4 unless mxfp4; step (f32 [1], the
+      // training step) with stochastic rounding; the scratch holds nvfp4's
+      // tensor amax.
+      {"fake_quantize",
+       {{"x"}, {"step", "stochastic"}},
+       {{"y"}, {"scratch"}},
+       {{"outer", K::Int, true},
+        {"len", K::Int, true},
+        {"inner", K::Int, true},
+        {"mxfp4", K::Bool, false},
+        {"blocks2d", K::Bool, false},
+        {"stochastic", K::Bool, false},
+        {"seed", K::Int, false},
+        {"stream", K::Int, false}},
+       fakeQuantizeScratch},
   };
   return callees;
 }

@@ -608,6 +608,24 @@ func.func @fake_quantize_blocks2d(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 
 // -----
 
+// Tests that stochastic rounding reads its step.
+func.func @fake_quantize_no_step(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op stochastic rounding needs the step operand}}
+  %y = tc.fake_quantize %x {format = "nvfp4", stochastic = true} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that the step is one f32 value.
+func.func @fake_quantize_step_type(%x: tensor<4x16xf32>, %s: tensor<2xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op step must be one f32 value}}
+  %y = tc.fake_quantize %x step %s : tensor<2xf32> {format = "nvfp4", stochastic = true} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
 // Tests that scaled_matmul checks the contraction size.
 func.func @scaled_matmul_k(%a: tensor<4x8xf8E4M3FN>, %b: tensor<4x16xf8E4M3FN>, %s: tensor<1x1xf32>) -> tensor<4x4xbf16> {
   // expected-error @+1 {{'tc.scaled_matmul' op contraction sizes differ: 8 vs 16 (lhs 4x8, rhs 4x16)}}

@@ -267,8 +267,10 @@ func.func @scaled_formats(%x: tensor<32x64xbf16>, %w: tensor<128x64xf32>) -> ten
 // CHECK-LABEL: func.func @fake_quantize
 // CHECK: tc.fake_quantize %{{.*}} {axis = 0 : i64, blocks2d = true, format = "nvfp4"} : tensor<64x32xf32>
 // CHECK: tc.fake_quantize %{{.*}} {format = "mxfp4"} : tensor<2x8x64xbf16>
-func.func @fake_quantize(%w: tensor<64x32xf32>, %x: tensor<2x8x64xbf16>) -> (tensor<64x32xf32>, tensor<2x8x64xbf16>) {
+// CHECK: tc.fake_quantize %{{.*}} step %{{.*}} : tensor<f32> {format = "nvfp4", seed = 5 : i64, stochastic = true, stream = 7 : i64} : tensor<2x8x64xbf16>
+func.func @fake_quantize(%w: tensor<64x32xf32>, %x: tensor<2x8x64xbf16>, %s: tensor<f32>) -> (tensor<64x32xf32>, tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) {
   %w4 = tc.fake_quantize %w {format = "nvfp4", axis = 0 : i64, blocks2d = true} : tensor<64x32xf32>
   %x4 = tc.fake_quantize %x {format = "mxfp4"} : tensor<2x8x64xbf16>
-  return %w4, %x4 : tensor<64x32xf32>, tensor<2x8x64xbf16>
+  %g4 = tc.fake_quantize %x step %s : tensor<f32> {format = "nvfp4", stochastic = true, seed = 5 : i64, stream = 7 : i64} : tensor<2x8x64xbf16>
+  return %w4, %x4, %g4 : tensor<64x32xf32>, tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
 }

@@ -227,6 +227,32 @@ Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, f
                          Fp8Blocks blocks, bool pow2, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// fake_quantize.cu: NVFP4 / MXFP4 fake quantisation (tc.fake_quantize)
+//===----------------------------------------------------------------------===//
+
+/// tc.fake_quantize's formats.
+enum class Fp4Format : uint8_t { Nvfp4, Mxfp4 };
+
+/// Stochastic rounding's key: element k of x draws init_rng.h's
+/// uniform01(seed, mix64(stream + step * kGamma), k), `step` (f32 [1], a
+/// whole number) read on the device.
+struct Fp4Stochastic {
+  uint64_t seed = 0, stream = 0;
+  const float *step = nullptr;
+};
+
+/// y = deq(quant(x)) of x viewed as [outer, len, inner] (dt F32 or BF16, y
+/// of the same type), the blocks along len: nvfp4 1x16 (or 16x16 of the
+/// [outer * inner, len] matrix with `blocks2d`) with E4M3 block scales and
+/// an f32 tensor scale, mxfp4 1x32 with E8M0 scales; nearest even, or
+/// stochastic rounding with `sr` (may be null). Bit for bit the CPU
+/// reference's tc.fake_quantize. `amax` (f32 [1], nvfp4 only) is the
+/// library call's scratch (rt::fp8QuantizeScratchBytes(1, false)).
+Status fakeQuantizeFp4(DType dt, const void *x, void *y, float *amax, int64_t outer, int64_t len,
+                       int64_t inner, Fp4Format format, bool blocks2d, const Fp4Stochastic *sr,
+                       cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm
 //===----------------------------------------------------------------------===//
 
