@@ -76,7 +76,7 @@ Status fakeQuantizeOnGpu(const HostTensor &x, const Fp4Case &c, const Fp4Stochas
   DevBuf dx, dy, amax, dstep;
   TC_RETURN_IF_ERROR(upload(x, &dx, s));
   TC_RETURN_IF_ERROR(devZeros(std::max<size_t>(1, x.data.size()), &dy, s));
-  TC_RETURN_IF_ERROR(devZeros(fp8QuantizeScratchBytes(1, false), &amax, s));
+  TC_RETURN_IF_ERROR(devZeros(fp8QuantizeScratchBytes(1), &amax, s));
   Fp4Stochastic key;
   if (sr) {
     key = *sr;
@@ -131,7 +131,7 @@ TEST_F(CudaFp4, FakeQuantizeMatchesReferenceBitForBit) {
       DevBuf dx, dy, amax, dstep;
       ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dx, stream()));
       ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dy, stream()));
-      ASSERT_OK(devZeros(fp8QuantizeScratchBytes(1, false), &amax, stream()));
+      ASSERT_OK(devZeros(fp8QuantizeScratchBytes(1), &amax, stream()));
       ASSERT_OK(devZeros(4, &dstep, stream()));
       Fp4Stochastic sr;
       sr.step = dstep.as<float>();
@@ -158,7 +158,7 @@ TEST_F(CudaFp4, LibraryCallMatchesReference) {
     ASSERT_OK(upload(x, &dx, stream()));
     ASSERT_OK(devZeros(x.data.size(), &dy, stream()));
     ASSERT_OK(upload(step, &dstep, stream()));
-    ASSERT_OK(devZeros(fp8QuantizeScratchBytes(1, false), &scratch, stream()));
+    ASSERT_OK(devZeros(fp8QuantizeScratchBytes(1), &scratch, stream()));
     DeviceOp op;
     op.kind = "library";
     op.name = "fake_quantize";

@@ -241,7 +241,8 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
 
 bool fp8BiasEpilogueForm(ScaledMatmulOp op) {
   Fp8GemmForm g;
-  return fp8GemmForm(op, &g).empty() && tensorType(op.getResult()).getElementType().isBF16() &&
+  return fp8GemmForm(op, &g).empty() && !g.lhsBlocks && !g.rowScales &&
+         tensorType(op.getResult()).getElementType().isBF16() &&
          tensorType(op.getLhsScaleInv()).getNumElements() == 1 &&
          tensorType(op.getRhsScaleInv()).getNumElements() == 1;
 }

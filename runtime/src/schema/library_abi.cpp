@@ -115,7 +115,7 @@ size_t fp8QuantizeScratch(const LibraryInts &a) {
                                  : intOf(a, "col_scaling") ? intOf(a, "cols")
                                                            : 1);
 }
-size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1, false); }
+size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1); }
 
 } // namespace
 
