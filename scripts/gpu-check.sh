@@ -9,8 +9,8 @@
 #   - the fixtures (BUILD_DIR/fixtures/*.tca) trained 8 AdamW steps by tc-run
 #     on the GPU against the CPU reference's 8 steps (fp32 with tf32 off:
 #     1e-4 relative; bf16, fp16, fp8, nvfp4/mxfp4 QAT: 2e-2; fp16: the same
-#     skipped steps; fp8delayed (--fp8-scaling delayed): the same
-#     fp8_saturated counts), and
+#     skipped steps; fp8delayed (--fp8-scaling delayed): fp8_saturated
+#     counts within 2 or 10% per step), and
 #     each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
@@ -195,10 +195,15 @@ for f in sorted(os.listdir(fixt)):
         err_l = max(rel(g["loss"], c["loss"]) for g, c in zip(gpu, cpu))
         err_g = max(rel(g["grad_norm"], c["grad_norm"]) for g, c in zip(gpu, cpu))
     # fp16: the GPU skips the steps the CPU skips (loss scaling decides in the step);
-    # fp8delayed: it counts the same saturated elements (bit-exact quantization).
+    # fp8delayed: it counts about as many saturated elements. The quantization is
+    # bit-exact for the same input, but the inputs differ by the bf16 GEMMs' summation
+    # order, so an element at the saturation boundary may fall either side (seen on the
+    # H200: 15 vs 14, 20 vs 19): within 2 or 10% per step.
+    sat_g, sat_c = [g.get("fp8_saturated") for g in gpu], [c.get("fp8_saturated") for c in cpu]
+    sat_ok = all((a is None) == (b is None) and (a is None or abs(a - b) <= max(2, 0.1 * b))
+                 for a, b in zip(sat_g, sat_c)) and len(sat_g) == len(sat_c)
     ok = err_l <= tol and err_g <= tol and \
-        [g.get("skipped") for g in gpu] == [c.get("skipped") for c in cpu] and \
-        [g.get("fp8_saturated") for g in gpu] == [c.get("fp8_saturated") for c in cpu]
+        [g.get("skipped") for g in gpu] == [c.get("skipped") for c in cpu] and sat_ok
     # Memory: the compiler's total, what the runtime allocated, what the driver saw.
     planned = runtime = seen = -1
     mt = open(f"{fixt}/{name}.memory.txt").read() if os.path.exists(f"{fixt}/{name}.memory.txt") else ""

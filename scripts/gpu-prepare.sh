@@ -70,7 +70,7 @@ mkdir -p "$OUT/codegen"
 compile_fixture() {
   "$CB/bin/tc-compile" "$1" --input input_ids=2x16 --input labels=2x16 \
     --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
-    --target sm_90 "--$3" --report memory -o "$OUT/fixtures/$2.tca" "${@:4}" >"$OUT/fixtures/$2.memory.txt"
+    --target sm_90 "--$3" "${@:4}" --report memory -o "$OUT/fixtures/$2.tca" >"$OUT/fixtures/$2.memory.txt"
 }
 # cpu_reference NAME INPUTS_PREFIX: the CPU reference's $STEPS steps of NAME.tca.
 cpu_reference() {
@@ -93,6 +93,10 @@ for m in gpt2 llama; do
     # below 128 are one partial block each).
     compile_fixture "$FX/$m.$e.onnx" "$m.$e.fp8-block128" fp8 --fp8-scaling block128
     cpu_reference "$m.$e.fp8-block128" "$FX/$m"
+    # --fp8-scaling row (cuBLASLt's outer-vector scales, per-column quantized
+    # copies for the operands read transposed).
+    compile_fixture "$FX/$m.$e.onnx" "$m.$e.fp8-row" fp8 --fp8-scaling row
+    cpu_reference "$m.$e.fp8-row" "$FX/$m"
   done
 done
 

@@ -197,8 +197,7 @@ func.func @wgrad_rows(%dy: tensor<32x128xbf16>, %x: tensor<32x64xbf16>) -> tenso
 // -----
 
 // Tests that per-row scales of an operand read transposed are refused (its
-// copy would need per-column scales: a grid [1, M]), and that a row-scaled
-// GEMM into f32 is refused (cuBLASLt has no such algorithm).
+// copy would need per-column scales: a grid [1, M]).
 func.func @rows_transposed(%a: tensor<64x32xf8E4M3FN>, %sa: tensor<64x1xf32>, %b: tensor<128x64xf8E4M3FN>, %sb: tensor<128x1xf32>) -> tensor<32x128xbf16> {
   // expected-error @+1 {{the GPU's FP8 GEMM takes one scale per operand, or one per row of lhs [M, K] and rhs [N, K] as it reads them (outer-vector scaling), not tensor<64x1xf32> and tensor<128x1xf32> scales}}
   %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_lhs = true, transpose_rhs = true}
@@ -206,11 +205,3 @@ func.func @rows_transposed(%a: tensor<64x32xf8E4M3FN>, %sa: tensor<64x1xf32>, %b
   return %y : tensor<32x128xbf16>
 }
 
-// -----
-
-func.func @rows_f32(%a: tensor<32x64xf8E4M3FN>, %sa: tensor<32x1xf32>, %b: tensor<128x64xf8E4M3FN>, %sb: tensor<128x1xf32>) -> tensor<32x128xf32> {
-  // expected-error @+1 {{a per-row (outer-vector) scaled FP8 GEMM writes bf16 (cuBLASLt has no such algorithm into f32)}}
-  %y = tc.scaled_matmul %a, %sa, %b, %sb {transpose_rhs = true}
-      : (tensor<32x64xf8E4M3FN>, tensor<32x1xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<32x128xf32>
-  return %y : tensor<32x128xf32>
-}

@@ -164,7 +164,7 @@ TEST_F(CudaFp4, LibraryCallMatchesReference) {
     op.name = "fake_quantize";
     op.attrs = {{"outer", aInt(1)},  {"len", aInt(32)},      {"inner", aInt(48)},
                 {"mxfp4", aInt(0)},  {"blocks2d", aInt(0)},  {"stochastic", aInt(stochastic)},
-                {"seed", aInt(-7)},  {"stream", aInt(99)}};
+                {"seed", aInt(-7)},  {"rng_stream", aInt(99)}};
     std::string where = "op 'fake_quantize' #0";
     std::vector<void *> ins{dx.p}, outs{dy.p, scratch.p};
     std::vector<TensorType> inTypes{x.type}, outTypes{x.type, ty(DType::I8, {256})};

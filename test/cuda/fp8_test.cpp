@@ -344,14 +344,14 @@ TEST_F(CudaFp8, MatmulAddsBiasInItsEpilogue) {
 
 TEST_F(CudaFp8, MatmulRowScalesMatchReferenceWhereCublasLtRunsThem) {
   // x [M, K] and W [N, K] quantized per row (scale grids [M, 1], [N, 1]):
-  // cuBLASLt's outer-vector scaling. On the H200 with CUDA 13.0's runtime
-  // (2026-12-01) the heuristic query refused it for every shape and output
-  // type tried; a probe with cuBLASLt 13.1 (2026-12-02) found an algorithm
-  // for a bf16 output without fast accumulation. This runs both output
-  // types: what runs must match tc.scaled_matmul of the same operands, what
-  // is refused must be refused with a Status (never a crash or a silent
-  // result), and the report row says which ran (the "error" column is the
-  // worst error of those that ran), so tc-lower-to-tcx can enable them.
+  // cuBLASLt's outer-vector scaling, without fast accumulation. cuBLASLt
+  // refuses the heuristic query (CUBLAS_STATUS_INVALID_VALUE) unless the
+  // scale pointers are set before it (Matmul::getPlan does): with them, on
+  // the H200 (cuBLASLt 13.1, 2026-12-02) both output types ran. What runs
+  // must match tc.scaled_matmul of the same operands, what is refused must
+  // be refused with a Status (never a crash or a silent result), and the
+  // report row says which ran (the "error" column is the worst error of
+  // those that ran).
   std::unique_ptr<Matmul> mm;
   ASSERT_OK(Matmul::create(&mm));
   const int64_t shapes[][3] = {{64, 128, 256}, {40, 48, 64}};

@@ -220,7 +220,7 @@ struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
                      flag("mxfp4", op.getFormat() == "mxfp4"), flag("blocks2d", op.getBlocks2d()),
                      flag("stochastic", op.getStochastic()),
                      i64("seed", static_cast<int64_t>(op.getSeed())),
-                     i64("stream", static_cast<int64_t>(op.getStream()))});
+                     i64("rng_stream", static_cast<int64_t>(op.getStream()))});
     rewriter.replaceOp(op, y);
     return success();
   }

@@ -256,7 +256,8 @@ Matmul::~Matmul() {
 }
 
 Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
-                       const void *bias, void *aux, Plan **result) {
+                       const void *bias, void *aux, Plan **result, const float *scaleA,
+                       const float *scaleB) {
   Strides st = resolveStrides(d);
   // cuBLASLt "A" is our rhs, "B" our lhs, "C"/"D" our out (transposed view).
   uint32_t alignA = alignmentOf(rhs), alignB = alignmentOf(lhs), alignC = alignmentOf(out);
@@ -334,6 +335,12 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
           plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modeB, sizeof modeB));
     }
   }
+  if (scaleA)
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof scaleA));
+  if (scaleB)
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof scaleB));
   cublasLtEpilogue_t epi = toCublas(d.epilogue);
   TC_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
@@ -483,7 +490,7 @@ Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScal
   if (hasBias(d.epilogue) && !bias)
     return invalidArgument("matmul: the epilogue needs a bias (" + d.toString() + ")");
   Plan *plan = nullptr;
-  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, bias, nullptr, &plan));
+  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, bias, nullptr, &plan, rhsScaleInv, lhsScaleInv));
   // cuBLASLt's A is our rhs. Pointer attributes change per call (a CUDA
   // graph captures the values of this call).
   if (hasBias(d.epilogue))

@@ -163,8 +163,13 @@ public:
 private:
   struct Plan;
   Matmul() = default;
+  /// The cached plan of `d`, made on first use. `scaleA` / `scaleB`
+  /// (cuBLASLt's A and B: our rhs and lhs) are set before the heuristic
+  /// query: with outer-vector or block scale modes cuBLASLt refuses a plan
+  /// without them (CUBLAS_STATUS_INVALID_VALUE on the H200).
   Status getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, const void *bias,
-                 void *aux, Plan **result);
+                 void *aux, Plan **result, const float *scaleA = nullptr,
+                 const float *scaleB = nullptr);
   Status tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void *rhs, void *out,
               cudaStream_t stream);
 

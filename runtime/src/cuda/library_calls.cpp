@@ -317,7 +317,7 @@ Status fakeQuantizeCall(Call &c, cudaStream_t s, Launch *out) {
   bool blocks2d = c.flag("blocks2d");
   Fp4Stochastic sr;
   sr.seed = static_cast<uint64_t>(c.integer("seed"));
-  sr.stream = static_cast<uint64_t>(c.integer("stream"));
+  sr.stream = static_cast<uint64_t>(c.integer("rng_stream"));
   sr.step = static_cast<const float *>(c.in("step"));
   void *x = c.in("x"), *y = c.out("y");
   float *amax = static_cast<float *>(c.out("scratch"));

@@ -255,7 +255,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
         {"blocks2d", K::Bool, false},
         {"stochastic", K::Bool, false},
         {"seed", K::Int, false},
-        {"stream", K::Int, false}},
+        {"rng_stream", K::Int, false}},
        fakeQuantizeScratch},
   };
   return callees;
