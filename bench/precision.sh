@@ -13,7 +13,12 @@
 #     val_loss over 20 fixed batches every 250 steps. MODES (default
 #     bf16,fp8,fp16, plus whatever else the folder has, e.g. nvfp4): each
 #     mode's val_loss at step 1000 against bf16's (FP8 and FP16 within 1%,
-#     NVFP4 QAT within 2%). The loss plot of the runs beside each other:
+#     NVFP4 QAT within 2%). TC_PRECISION_SEEDS (default 1337) lists the
+#     seeds (initialisation and data order): with several, each mode's mean
+#     and spread over them, the verdict on the means, and the bf16 spread
+#     beside it (one seed cannot tell modes 1% apart: the tiny GPT's final
+#     loss moves about 1.7% between identical GPU runs). The loss plot of the
+#     runs beside each other:
 #     python3 bench/plot_precision.py OUT.png bf16=OUT/acc-bf16.jsonl fp8=... (the
 #     eighth run's is bench/precision-loss.png).
 #   bench/precision.sh BUILD_DIR speed
@@ -57,41 +62,16 @@ accuracy)
     MODES=bf16
     for m in fp8 fp16 nvfp4 mxfp4; do [ -f "$P/bytes-$m.tca" ] && MODES="$MODES,$m"; done
   fi
-  echo "== precision accuracy: modes $MODES (logs: $OUT)"
-  for m in ${MODES//,/ }; do
-    run_tc "acc-$m" "$P/bytes-$m.tca" --steps 1000 --data /tmp/tc-text/train.bin \
-      --val-data /tmp/tc-text/val.bin --eval-every 250 --eval-iters 20 --seed 1337 \
-      --lr 6e-4 --warmup 100 --lr-schedule cosine --log-every 100
+  SEEDS="${TC_PRECISION_SEEDS:-1337}"
+  echo "== precision accuracy: modes $MODES, seeds $SEEDS (logs: $OUT)"
+  for seed in $SEEDS; do
+    for m in ${MODES//,/ }; do
+      run_tc "acc-$m-s$seed" "$P/bytes-$m.tca" --steps 1000 --data /tmp/tc-text/train.bin \
+        --val-data /tmp/tc-text/val.bin --eval-every 250 --eval-iters 20 --seed "$seed" \
+        --lr 6e-4 --warmup 100 --lr-schedule cosine --log-every 100
+    done
   done
-  python3 - "$OUT" "$MODES" <<'PY' | tee "$OUT/accuracy.txt"
-import json, statistics, sys
-out, modes = sys.argv[1], sys.argv[2].split(",")
-limit = {"fp8": 0.01, "fp16": 0.01, "nvfp4": 0.02, "mxfp4": 0.02}
-res = {}
-for m in modes:
-    try:
-        recs = [json.loads(l) for l in open(f"{out}/acc-{m}.jsonl") if l.strip()]
-    except OSError:
-        continue
-    val = {r["step"]: r["val_loss"] for r in recs if r.get("kind") == "val"}
-    train = [r for r in recs if r.get("kind") == "train"]
-    tps = [r["tokens_per_s"] for r in train[5:] if r.get("tokens_per_s")]
-    skipped = sum(1 for r in train if r.get("skipped"))
-    res[m] = (val, statistics.median(tps) if tps else float("nan"), skipped, train[-1]["step"] if train else 0)
-print()
-print("== precision accuracy: byte-level GPT-2 124M architecture, Linux kernel docs, 1000 steps of 16 x 1024")
-base = res.get("bf16", ({}, 0, 0, 0))[0].get(1000)
-for m, (val, tps, skipped, last) in res.items():
-    v = val.get(1000)
-    curve = " ".join(f"{s}:{val[s]:.4f}" for s in sorted(val))
-    verdict = ""
-    if v is not None and base and m != "bf16":
-        rel = (v - base) / base
-        verdict = f"{rel:+.2%} vs bf16 (limit {limit.get(m, 0):.0%}: {'PASS' if abs(rel) <= limit.get(m, 0) else 'FAIL'})"
-    vs = f"{v:.4f}" if v is not None else "missing"
-    extra = f", {skipped} skipped" if m == "fp16" else ""
-    print(f"  {m:<6} val_loss@1000 {vs}  {verdict}  [{curve}]  {tps:,.0f} tok/s, {last} steps{extra}")
-PY
+  python3 "$ROOT/bench/precision_accuracy.py" "$OUT" "$MODES" $SEEDS | tee "$OUT/accuracy.txt"
   ;;
 speed)
   echo "== precision speed (logs: $OUT)"

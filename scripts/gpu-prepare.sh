@@ -28,7 +28,8 @@
 #                            weights (--no-weights --init-params normal), when
 #                            TC_BENCH=1 (default) and torch is importable here
 #   OUT/bench/precision/     when TC_BENCH_PRECISION=1 (default 0): bench/precision.sh's
-#                            artifacts (byte-level GPT-2 124M in bf16/fp8/fp16, GPT-2 124M
+#                            artifacts (byte-level GPT-2 124M in bf16/fp8/fp16 and bf16 with
+#                            NVFP4 QAT of weights and activations, GPT-2 124M
 #                            and ~1B in bf16/fp8, all --no-weights) and its text corpus
 #                            (scripts/make_text_data.py; the ONNX exports are reused from
 #                            build/bench while newer than the model's code)
@@ -222,6 +223,10 @@ if [ "${TC_BENCH_PRECISION:-0}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/
     "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-bytes.onnx" --input input_ids=16x1024 \
       --input labels=16x1024 "${ADAMW[@]}" --"$m" -o "$PB/bytes-$m.tca"
   done
+  # NVFP4 QAT of the linear layers' weights and activations (bf16 step,
+  # emulated through bf16 GEMMs on sm_90).
+  "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-bytes.onnx" --input input_ids=16x1024 \
+    --input labels=16x1024 "${ADAMW[@]}" --bf16 --fp4-qat nvfp4 --fp4-qat-acts -o "$PB/bytes-nvfp4.tca"
   "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-124m.onnx" --input input_ids=16x1024 \
     --input labels=16x1024 "${ADAMW[@]}" --bf16 -o "$PB/gpt2-124m-bf16.tca"
   "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-124m.onnx" --input input_ids=16x1024 \
