@@ -22,6 +22,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -178,33 +179,45 @@ namespace {
 bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
                     CompileError *error);
 
-/// --fp8-scaling block128 on sm_120a, which has no 1x128 / 128x128 FP32
-/// block-scaled GEMM (cuBLASLt's VEC128 / BLK128x128 modes are sm_90's): an
-/// error naming the first quantization and the alternative, or with
-/// --allow-fallback every block128 quantization becomes per-tensor (current
+/// --fp8-scaling block128 or row on sm_120a, whose FP8 GEMMs have neither
+/// 1x128 / 128x128 FP32 block scales nor per-row (outer-vector) scales
+/// (cuBLASLt's VEC128 / BLK128x128 and OUTER_VEC_32F modes are sm_90's): an
+/// error naming the first quantization and the alternatives, or with
+/// --allow-fallback every such quantization becomes per-tensor (current
 /// scaling, which sm_120a's FP8 GEMMs take), with a note.
-bool block128OnSm120(ModuleOp module, const CompileOptions &opts, CompileResult *result,
-                     CompileError *error) {
-  SmallVector<QuantizeOp> blocked;
-  module.walk([&](QuantizeOp q) {
-    if (q.getPow2Scale())
-      blocked.push_back(q);
+bool sm90ScalingOnSm120(ModuleOp module, const CompileOptions &opts, CompileResult *result,
+                        CompileError *error) {
+  StringRef scaling = opts.fp8.scaling;
+  bool blocks = scaling == "block128";
+  SetVector<QuantizeOp> quantized;
+  module.walk([&](ScaledMatmulOp mm) {
+    auto recipe = mm->getAttrOfType<StringAttr>(kFp8Attr);
+    if (!recipe || recipe.getValue() != scaling)
+      return;
+    for (Value v : {mm.getLhs(), mm.getRhs()})
+      if (auto q = v.getDefiningOp<QuantizeOp>())
+        quantized.insert(q);
   });
-  if (blocked.empty())
+  if (quantized.empty())
     return true;
+  std::string what = blocks ? "block128 (1x128 / 128x128 blocks, FP32 scales)"
+                            : "row (an FP32 scale per row or column)";
+  std::string modes = blocks ? "cuBLASLt's VEC128 / BLK128x128 scale modes"
+                             : "cuBLASLt's OUTER_VEC_32F scale mode";
   if (!opts.fp8.allowFallback) {
-    std::string node = onnxNodeOf(blocked.front().getLoc());
+    std::string node = onnxNodeOf(quantized.front()->getLoc());
     error->kind = CompileErrorKind::BadInput;
     error->message = "'tc.quantize' op" + (node.empty() ? "" : " of '" + node + "'") +
-                     ": --fp8-scaling block128 (1x128 / 128x128 blocks, FP32 scales) runs on "
-                     "sm_90 only (cuBLASLt's VEC128 / BLK128x128 scale modes); on " +
+                     ": --fp8-scaling " + what + " runs on sm_90 only (" + modes + "); on " +
                      opts.target +
-                     " use --fp8-scaling mxfp8 (1x32 blocks, E8M0 scales), or --allow-fallback "
-                     "to quantize per tensor";
+                     " use --fp8-scaling mxfp8 (1x32 blocks, E8M0 scales) or tensor, or "
+                     "--allow-fallback to quantize per tensor";
     return false;
   }
   Builder b(module.getContext());
-  for (QuantizeOp q : blocked) {
+  std::string why = "fp8 fallback (--allow-fallback): " + scaling.str() + " has no " +
+                    opts.target + " path, per-tensor (current amax) scaling instead";
+  for (QuantizeOp q : quantized) {
     auto in = llvm::cast<RankedTensorType>(q.getInput().getType());
     q.setBlock(in.getShape());
     q.setPow2Scale(false);
@@ -212,24 +225,24 @@ bool block128OnSm120(ModuleOp module, const CompileOptions &opts, CompileResult 
         RankedTensorType::get(SmallVector<int64_t>(in.getRank(), 1), b.getF32Type()));
     annotatePrecision(
         q, typeString(llvm::cast<RankedTensorType>(q.getResult().getType()).getElementType()),
-        "fp8 fallback (--allow-fallback): block128 has no " + opts.target +
-            " path, per-tensor (current amax) scaling instead");
+        why);
   }
   // The products now read per-tensor operands: their mark and report say so.
   module.walk([&](ScaledMatmulOp mm) {
     auto recipe = mm->getAttrOfType<StringAttr>(kFp8Attr);
-    if (!recipe || recipe.getValue() != "block128")
+    if (!recipe || recipe.getValue() != scaling)
       return;
     mm->setAttr(kFp8Attr, b.getStringAttr("tensor"));
-    if (auto why = mm->getAttrOfType<StringAttr>(kPrecisionReasonAttr))
+    if (auto reason = mm->getAttrOfType<StringAttr>(kPrecisionReasonAttr))
       mm->setAttr(kPrecisionReasonAttr,
-                  b.getStringAttr(why.getValue().str() + "; fp8 fallback (--allow-fallback): " +
+                  b.getStringAttr(reason.getValue().str() + "; fp8 fallback (--allow-fallback): " +
                                   "tensor scaling on " + opts.target));
   });
-  result->notes.push_back("--fp8-scaling block128 on " + opts.target +
-                          " --allow-fallback: " + std::to_string(blocked.size()) +
-                          " quantizations fall back to per-tensor scaling (1x128 / 128x128 "
-                          "blocks are sm_90's; mxfp8 is sm_120a's block scaling)");
+  result->notes.push_back("--fp8-scaling " + scaling.str() + " on " + opts.target +
+                          " --allow-fallback: " + std::to_string(quantized.size()) +
+                          " quantizations fall back to per-tensor scaling (" +
+                          (blocks ? "1x128 / 128x128 blocks are" : "per-row scales are") +
+                          " sm_90's; mxfp8 is sm_120a's block scaling)");
   return true;
 }
 
@@ -249,8 +262,9 @@ bool checkFp8Target(ModuleOp module, const CompileOptions &opts, CompileResult *
   });
   if (!first)
     return true; // tc-precision's remark says that nothing runs in FP8
-  if (opts.target.rfind("sm_120", 0) == 0 && opts.fp8.scaling == "block128")
-    return block128OnSm120(module, opts, result, error);
+  if (opts.target.rfind("sm_120", 0) == 0 &&
+      (opts.fp8.scaling == "block128" || opts.fp8.scaling == "row"))
+    return sm90ScalingOnSm120(module, opts, result, error);
   if (isGpuTarget(opts.target))
     return true; // tc-lower-to-tcx lowers what the GPU runs, and names what it cannot
   result->notes.push_back("--fp8 on --target cpu: the CPU reference emulates FP8 (" +
