@@ -7,8 +7,10 @@ reads DIR/acc-MODE-sSEED.jsonl (tc-run's metrics of each run; several DIRs
 when the seeds ran in separate device calls) and prints, per mode, the
 validation loss at step 1000 of every seed, their mean and sample standard
 deviation, and the mean's relative difference from bf16's mean, judged
-against the issue's limits (FP8 and FP16 within 1%, FP4 QAT within 2%). With
-one seed there is no spread: the verdict is then one draw, and says so.
+against the issue's limits (FP8 and FP16 within 1%, FP4 QAT within 2%), then
+the per-seed differences from bf16 of the same seed with their mean and its
+standard error (the seeds' own spread cancels in those). With one seed there
+is no spread: the verdict is then one draw, and says so.
 Missing runs are listed, never counted.
 """
 import json
@@ -74,6 +76,14 @@ def main(argv):
             ok = "PASS" if abs(rel) <= lim else "FAIL"
             draws = f"means of {len(finals)} and {len(base)} seeds" if len(finals) > 1 else "one seed"
             verdict = f"  {rel:+.2%} vs bf16 (limit {lim:.0%}, {draws}: {ok})"
+        # Paired by seed (same initialisation and data order): the spread
+        # between seeds cancels, what is left is the mode's effect and the
+        # GPU's run-to-run noise.
+        pairs = [(v - base[s]) / base[s] for s, v in finals.items() if m != "bf16" and s in base]
+        if len(pairs) > 1:
+            pm, pse = statistics.mean(pairs), statistics.stdev(pairs) / len(pairs) ** 0.5
+            verdict += (f"; paired by seed {' '.join(f'{d:+.2%}' for d in pairs)}: "
+                        f"mean {pm:+.2%} +- {pse:.2%} (standard error)")
         extra = f", {skipped} skipped steps" if m == "fp16" else ""
         speed = f", {tps:,.0f} tok/s" if tps else ""
         print(f"  {m:<6} val_loss@{FINAL} mean {mean:.4f}{spread} [{per_seed}]{verdict}{speed}{extra}")
