@@ -527,13 +527,15 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
                                 "tc-run --data feeds labels = input_ids (--labels same)");
     }
   }
-  a.reports["precision"] =
-      precisionReport(*result->module, opts.train.enabled ? "train_step" : "infer");
   if (opts.train.enabled)
     a.reports["flops"] = flopsReportJson(countFlops(*result->module, opts.train.gradAccum),
                                          opts.target, opts.precision);
   if (isGpuTarget(opts.target) && !runGpuPipeline(*result->module, opts, result, error))
     return false;
+  // After the GPU pipeline, so that it names each product's run-time path.
+  a.reports["precision"] =
+      precisionReport(*result->module, opts.train.enabled ? "train_step" : "infer",
+                      result->gpuModule ? *result->gpuModule : ModuleOp(), opts.target);
   return true;
 }
 

@@ -9,6 +9,8 @@
 
 #include "compiler/PrecisionPlan.h"
 
+#include "compiler/GemmPaths.h"
+
 #include "compiler/Transforms/Fp8Plan.h"
 
 #include "dialects/tc/IR/TcOps.h"
@@ -256,7 +258,8 @@ std::string tc::onnxNodeOf(Location loc) {
   return "";
 }
 
-std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
+std::string tc::precisionReport(ModuleOp module, llvm::StringRef function, ModuleOp gpu,
+                                llvm::StringRef target) {
   std::string out;
   llvm::raw_string_ostream os(out);
   Report rep = collect(module, function);
@@ -309,10 +312,13 @@ std::string tc::precisionReport(ModuleOp module, llvm::StringRef function) {
        << "  " << llvm::left_justify(r.node.empty() ? "-" : r.node, wNode) << "  "
        << llvm::left_justify(r.format, wFormat) << "  " << llvm::left_justify(r.scaling, wScaling)
        << "  " << llvm::left_justify(r.scaleFrom, wScale) << "  " << r.rounding << "\n";
+  if (gpu)
+    os << gemmPathsReport(gpu, function, target);
   return out;
 }
 
-std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function) {
+std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function, ModuleOp gpu,
+                                    llvm::StringRef target) {
   Report rep = collect(module, function);
   if (!rep.found)
     return "{\"schema\": \"tc.metrics/1\", \"kind\": \"precision_report\", \"error\": " +
@@ -340,5 +346,12 @@ std::string tc::precisionReportJson(ModuleOp module, llvm::StringRef function) {
            ", \"scale_from\": " + quote(r.scaleFrom) + ", \"rounding\": " + quote(r.rounding) +
            "}";
   }
-  return out + "]}\n";
+  out += "]";
+  if (gpu) {
+    std::string products;
+    llvm::raw_string_ostream ps(products);
+    ps << llvm::json::Value(gemmPathsJson(gpu, function));
+    out += ", \"target\": " + quote(target) + ", \"gpu_products\": " + products;
+  }
+  return out + "}\n";
 }

@@ -25,15 +25,20 @@ namespace tc {
 /// `tc.precision`, `tc.precision_reason` and the ONNX node it comes from (its
 /// location; ops tc-autodiff adds carry their forward node's). Ops the pass
 /// did not annotate show the element type they compute in and "(derived
-/// from types)". An unknown function gives one line saying so.
-std::string precisionReport(mlir::ModuleOp module, llvm::StringRef function);
+/// from types)". An unknown function gives one line saying so. With `gpu`
+/// (tc-gpu's lowered module for `target`) it ends with the GPU products of
+/// the function and their run-time paths (GemmPaths.h).
+std::string precisionReport(mlir::ModuleOp module, llvm::StringRef function,
+                            mlir::ModuleOp gpu = nullptr, llvm::StringRef target = "");
 
 /// The same as one JSON object: {"function", "ops", "matmul_flops",
 /// "bf16_matmul_flops", "counts": {precision: n}, "by_kind": [{"op", "count",
 /// "precisions": {...}, "reasons": {...}}], "op_list": [{"op", "type",
-/// "precision", "reason", "node"}]} listing every op; {"error": ...} for an
-/// unknown function.
-std::string precisionReportJson(mlir::ModuleOp module, llvm::StringRef function);
+/// "precision", "reason", "node"}]} listing every op, with `gpu` also
+/// "target" and "gpu_products" (GemmPaths.h: one object per product);
+/// {"error": ...} for an unknown function.
+std::string precisionReportJson(mlir::ModuleOp module, llvm::StringRef function,
+                                mlir::ModuleOp gpu = nullptr, llvm::StringRef target = "");
 
 /// The ONNX node an op comes from: the first name in its location ("" when
 /// it has none).

@@ -573,8 +573,9 @@ int main(int argc, char **argv) {
   }
   if (reportPrecision) {
     llvm::StringRef fn = opts.train.enabled ? "train_step" : "infer";
-    llvm::outs() << (json ? tc::precisionReportJson(*result.module, fn)
-                          : tc::precisionReport(*result.module, fn));
+    mlir::ModuleOp gpu = result.gpuModule ? *result.gpuModule : mlir::ModuleOp();
+    llvm::outs() << (json ? tc::precisionReportJson(*result.module, fn, gpu, opts.target)
+                          : tc::precisionReport(*result.module, fn, gpu, opts.target));
   }
   if (reportFlops) {
     const std::string &f = result.artifact.reports["flops"];

@@ -1,0 +1,208 @@
+//===- GemmPaths.cpp - which kernel runs each product on the GPU ----------===//
+//
+// See GemmPaths.h. Every tcx.matmul is one cuBLASLt call
+// (runtime/src/cuda/cublaslt.h): the words here follow the attributes the
+// runtime reads (tcx.matmul's description in dialects/tcx/IR/TcxOps.td), so
+// a new scale mode or epilogue there is a new case here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/GemmPaths.h"
+
+#include "compiler/PrecisionPlan.h"
+#include "dialects/tcx/IR/TcxOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace tc {
+namespace {
+
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+Type elementOf(Value v) { return llvm::cast<tcx::BufferType>(v.getType()).getElementType(); }
+
+int64_t elementsOf(Value v) {
+  int64_t n = 1;
+  for (int64_t d : llvm::cast<tcx::BufferType>(v.getType()).getShape())
+    n *= d;
+  return n;
+}
+
+/// The root buffer `v` views and its byte range there.
+struct Bytes {
+  Value root;
+  int64_t begin = 0, end = 0;
+};
+
+Bytes bytesOf(Value v) {
+  auto t = llvm::cast<tcx::BufferType>(v.getType());
+  Bytes b{v, 0, tcx::storageBytes(t.getElementType(), elementsOf(v))};
+  while (auto view = b.root.getDefiningOp<tcx::ViewOp>()) {
+    int64_t off = static_cast<int64_t>(view.getOffset());
+    b.begin += off;
+    b.end += off;
+    b.root = view.getSource();
+  }
+  return b;
+}
+
+/// The FP4 format of the tcx.library "fake_quantize" call that wrote `v`
+/// last before `user` ("nvfp4" / "mxfp4"), or "" when the last op that wrote
+/// any of its bytes is another (after planning, buffers of different values
+/// share arena bytes, so the last writer of the bytes decides).
+std::string fakeQuantizedBy(Value v, Operation *user) {
+  Bytes want = bytesOf(v);
+  for (Operation *op = user->getPrevNode(); op; op = op->getPrevNode()) {
+    auto effects = llvm::dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effects)
+      continue;
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (const auto &e : list) {
+      Value w = e.getValue();
+      if (!w || !llvm::isa<MemoryEffects::Write>(e.getEffect()) ||
+          !llvm::isa<tcx::BufferType>(w.getType()))
+        continue;
+      Bytes got = bytesOf(w);
+      if (got.root != want.root || got.end <= want.begin || want.end <= got.begin)
+        continue;
+      auto call = llvm::dyn_cast<tcx::LibraryOp>(op);
+      if (!call || call.getCallee() != "fake_quantize" || got.begin != want.begin ||
+          got.end != want.end)
+        return "";
+      auto mx = call->getAttrOfType<BoolAttr>("mxfp4");
+      return mx && mx.getValue() ? "mxfp4" : "nvfp4";
+    }
+  }
+  return "";
+}
+
+GemmPath describe(tcx::MatmulOp mm) {
+  GemmPath g;
+  g.node = onnxNodeOf(mm.getLoc());
+  ValueRange in = mm.getInputs();
+  g.lhs = typeName(elementOf(in[0]));
+  g.rhs = typeName(elementOf(in[1]));
+  g.out = typeName(elementOf(mm.getOut()));
+  g.m = static_cast<int64_t>(mm.getM());
+  g.n = static_cast<int64_t>(mm.getN());
+  g.k = static_cast<int64_t>(mm.getK());
+  g.batch = static_cast<int64_t>(mm.getBatch());
+  std::string ct = mm.getComputeType().str();
+  bool fp8 = ct == "fp8";
+  std::string p = "cuBLASLt ";
+  if (fp8) {
+    p += "FP8 GEMM (TN) " + g.lhs + " x " + g.rhs + " -> " + g.out + ", fp32 accumulation, ";
+    int64_t lb = static_cast<int64_t>(mm.getLhsBlocks()),
+            rb = static_cast<int64_t>(mm.getRhsBlocks());
+    auto blockName = [](int64_t b) { return b == 2 ? std::string("128x128") : std::string("1x128"); };
+    if (lb || rb) {
+      g.scales = blockName(lb) + " x " + blockName(rb);
+      p += "block scales " + g.scales + " (fp32, VEC128 / BLK128x128 modes)";
+    } else if (elementsOf(in[2]) == 1 && elementsOf(in[3]) == 1) {
+      g.scales = "tensor";
+      p += "per-tensor scales";
+    } else {
+      g.scales = "row";
+      p += "a scale per row of each operand (outer-vector mode)";
+    }
+    p += mm.getFastAccum() ? ", fast accumulation" : ", no fast accumulation";
+  } else {
+    std::string mx = fakeQuantizedBy(in[0], mm), wx = fakeQuantizedBy(in[1], mm);
+    std::string fp4 = !mx.empty() ? mx : wx;
+    g.scales = fp4.empty() ? "-" : fp4 + " emulated";
+    p += "GEMM " + g.lhs + " x " + g.rhs + " -> " + g.out + ", " +
+         (ct == "tf32" ? "tf32 products, " : "") + "fp32 accumulation";
+    if (!fp4.empty())
+      p += ", on " + fp4 + "-quantised " +
+           (!mx.empty() && !wx.empty() ? "operands" : !mx.empty() ? "lhs" : "rhs") +
+           " held in " + g.lhs +
+           " (the FP4 emulation: exact products, fp32 sums in cuBLASLt's order, not a "
+           "block-scaled MMA's)";
+  }
+  if (StringRef e = mm.getEpilogue(); e != "none")
+    p += ", " + e.str() + " epilogue";
+  if (mm.getBeta().convertToFloat() != 0.0f)
+    p += ", accumulates into its output";
+  if (mm.getLhsBatch())
+    p += ", broadcast batch";
+  else if (g.batch > 1)
+    p += ", batched x" + std::to_string(g.batch);
+  g.path = p;
+  g.fallback = "none: tc-run picks cuBLASLt's algorithm when the function first runs, and a "
+               "card without one stops with an error naming this GEMM";
+  return g;
+}
+
+} // namespace
+
+std::vector<GemmPath> gemmPaths(ModuleOp gpu, llvm::StringRef function) {
+  std::vector<GemmPath> paths;
+  auto fn = gpu ? gpu.lookupSymbol<func::FuncOp>(function) : func::FuncOp();
+  if (!fn || fn.isExternal())
+    return paths;
+  fn.walk([&](tcx::MatmulOp mm) { paths.push_back(describe(mm)); });
+  return paths;
+}
+
+std::string gemmPathsReport(ModuleOp gpu, llvm::StringRef function, llvm::StringRef target) {
+  std::vector<GemmPath> paths = gemmPaths(gpu, function);
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "GPU products of @" << function << " on " << target << " (" << paths.size()
+     << " matrix products, as the artifact runs them):\n";
+  // Grouped by path, in order of first appearance.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const GemmPath *>> groups;
+  for (const GemmPath &g : paths) {
+    auto &list = groups[g.path];
+    if (list.empty())
+      order.push_back(g.path);
+    list.push_back(&g);
+  }
+  for (const std::string &path : order) {
+    const auto &list = groups[path];
+    std::string nodes;
+    std::map<std::string, int> seen;
+    for (const GemmPath *g : list)
+      if (!g->node.empty() && seen[g->node]++ == 0)
+        nodes += (nodes.empty() ? "" : ", ") + g->node;
+    os << "  " << llvm::right_justify(std::to_string(list.size()), 5) << "  " << path;
+    if (!nodes.empty())
+      os << ": " << nodes;
+    os << "\n";
+  }
+  if (!paths.empty())
+    os << "  run-time fallback: " << paths.front().fallback << "\n";
+  return out;
+}
+
+llvm::json::Array gemmPathsJson(ModuleOp gpu, llvm::StringRef function) {
+  llvm::json::Array list;
+  for (const GemmPath &g : gemmPaths(gpu, function))
+    list.push_back(llvm::json::Object{{"node", g.node},
+                                      {"lhs", g.lhs},
+                                      {"rhs", g.rhs},
+                                      {"out", g.out},
+                                      {"m", g.m},
+                                      {"n", g.n},
+                                      {"k", g.k},
+                                      {"batch", g.batch},
+                                      {"scales", g.scales},
+                                      {"path", g.path},
+                                      {"fallback", g.fallback}});
+  return list;
+}
+
+} // namespace tc
