@@ -10,6 +10,7 @@
 #include "compiler/GemmPaths.h"
 
 #include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/Fp8Plan.h"
 #include "dialects/tcx/IR/TcxOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,13 +23,6 @@ using namespace mlir;
 
 namespace tc {
 namespace {
-
-std::string typeName(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
 
 Type elementOf(Value v) { return llvm::cast<tcx::BufferType>(v.getType()).getElementType(); }
 
@@ -92,9 +86,9 @@ GemmPath describe(tcx::MatmulOp mm) {
   GemmPath g;
   g.node = onnxNodeOf(mm.getLoc());
   ValueRange in = mm.getInputs();
-  g.lhs = typeName(elementOf(in[0]));
-  g.rhs = typeName(elementOf(in[1]));
-  g.out = typeName(elementOf(mm.getOut()));
+  g.lhs = typeString(elementOf(in[0]));
+  g.rhs = typeString(elementOf(in[1]));
+  g.out = typeString(elementOf(mm.getOut()));
   g.m = static_cast<int64_t>(mm.getM());
   g.n = static_cast<int64_t>(mm.getN());
   g.k = static_cast<int64_t>(mm.getK());
