@@ -78,7 +78,8 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   if (isa<Float8E8M0FNUType>(st)) {
     // mxfp8 ("quantize_mx"): a dim below 32 is one partial block.
     auto mx = [&](int64_t d) { return block[d] == std::min<int64_t>(32, shape[d]); };
-    bool alongCols = r == 2 && block[0] == 1 && mx(1), alongRows = r == 2 && block[1] == 1 && mx(0);
+    bool alongCols = r == 2 && block[0] == 1 && mx(1);
+    bool alongRows = r == 2 && block[1] == 1 && mx(0);
     if (!alongCols && !alongRows)
       return "the GPU's MXFP8 kernel quantizes rank-2 tensors in 1x32 or 32x1 blocks (f8E8M0FNU "
              "scales), not " +

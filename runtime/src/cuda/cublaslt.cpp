@@ -184,7 +184,8 @@ std::string fp8FormError(const MatmulDesc &d) {
     // an f32 result.
     if (lb != rb || d.rowScales)
       return "block scales take both operands block-scaled (no row or tensor scale beside them)";
-    bool mxl = d.lhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0, mxr = d.rhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0;
+    bool mxl = d.lhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0;
+    bool mxr = d.rhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0;
     if (mxl != mxr)
       return "MXFP8's 1x32 E8M0 block scales take both operands (VEC32_UE8M0 x VEC32_UE8M0)";
     if (mxl && d.k % 32 != 0)
@@ -537,11 +538,12 @@ Status Matmul::runMxfp8(const MatmulDesc &d, const void *lhs, const uint8_t *lhs
   // sm_100 / sm_120 only: say which GPU this is rather than pass on the
   // heuristic's status.
   int dev = 0, major = 0, minor = 0;
+  const char *attr = "cudaDeviceGetAttribute";
   TC_RETURN_IF_ERROR(cudaStatus(cudaGetDevice(&dev), "cudaGetDevice"));
-  TC_RETURN_IF_ERROR(cudaStatus(
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute"));
-  TC_RETURN_IF_ERROR(cudaStatus(
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute"));
+  TC_RETURN_IF_ERROR(
+      cudaStatus(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), attr));
+  TC_RETURN_IF_ERROR(
+      cudaStatus(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), attr));
   if (major < 10)
     return unimplemented("matmul: MXFP8 (cuBLASLt's VEC32_UE8M0 block scales) needs the "
                          "block-scaled FP8 tensor cores of sm_100 / sm_120, this GPU is sm_" +
