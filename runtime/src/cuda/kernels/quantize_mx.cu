@@ -3,7 +3,8 @@
 // --fp8-scaling mxfp8: OCP MX's 1x32 blocks with E8M0 (power-of-two)
 // scales, bit for bit what the CPU reference (runtime/src/cpu/quantize.cpp)
 // computes, the scale from the one definition both share
-// (fp4::mxScaleInv, runtime/src/base/fp4_math.h):
+// (fp4::mxScaleExponent under mxScaleInv, runtime/src/base/fp4_math.h, in
+// integers: no f64 on the GPU):
 //   amax = max |x| over the block (NaN ignored), from the float bits of |x|
 //       as unsigned integers (exact, order independent);
 //   scale_inv = 2^(floor(log2 amax) - emax), clamped to 2^[-127, 127]
@@ -55,12 +56,11 @@ struct MxScale {
 };
 
 template <bool E5M2> __device__ __forceinline__ MxScale mxScale(unsigned amaxBits) {
-  double inv = fp4::mxScaleInv(__uint_as_float(amaxBits), E5M2 ? 15 : 8);
-  if (isnan(inv)) // an inf in the block: E8M0's NaN, and every q NaN
+  int x = fp4::mxScaleExponent(__uint_as_float(amaxBits), E5M2 ? 15 : 8);
+  if (x == fp4::kMxScaleNan) // an inf in the block: E8M0's NaN, and every q NaN
     return {0xff, __int_as_float(0x7fc00000)};
-  // inv = 2^x, x in [-127, 127]: its double exponent, and 2^-x in f32
-  // (2^-127 is f32's subnormal 2^-127: the bit 22).
-  int x = static_cast<int>((__double_as_longlong(inv) >> 52) & 0x7ff) - 1023;
+  // scale_inv = 2^x, x in [-127, 127]; 1 / scale_inv = 2^-x in f32 (2^-127
+  // is f32's subnormal with the bit 22).
   float mult = x == 127 ? __int_as_float(1 << 22) : __int_as_float((127 - x) << 23);
   return {static_cast<uint8_t>(x + 127), mult};
 }
