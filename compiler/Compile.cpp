@@ -179,16 +179,18 @@ namespace {
 bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *result,
                     CompileError *error);
 
-/// --fp8-scaling block128 or row on sm_120a, whose FP8 GEMMs have neither
-/// 1x128 / 128x128 FP32 block scales nor per-row (outer-vector) scales
-/// (cuBLASLt's VEC128 / BLK128x128 and OUTER_VEC_32F modes are sm_90's): an
-/// error naming the first quantization and the alternatives, or with
+/// A scaling without a GEMM on the target: --fp8-scaling block128 or row on
+/// sm_120a, whose FP8 GEMMs have neither 1x128 / 128x128 FP32 block scales
+/// nor per-row (outer-vector) scales (cuBLASLt's VEC128 / BLK128x128 and
+/// OUTER_VEC_32F modes are sm_90's), or mxfp8 on sm_90, which has no
+/// block-scaled tensor cores (VEC32_UE8M0 is sm_100 / sm_120's): an error
+/// naming the first quantization and the alternatives, or with
 /// --allow-fallback every such quantization becomes per-tensor (current
-/// scaling, which sm_120a's FP8 GEMMs take), with a note.
-bool sm90ScalingOnSm120(ModuleOp module, const CompileOptions &opts, CompileResult *result,
-                        CompileError *error) {
+/// scaling, which every target's FP8 GEMMs take), with a note.
+bool scalingOffTarget(ModuleOp module, const CompileOptions &opts, CompileResult *result,
+                      CompileError *error) {
   StringRef scaling = opts.fp8.scaling;
-  bool blocks = scaling == "block128";
+  bool blocks = scaling == "block128", mx = scaling == "mxfp8";
   SetVector<QuantizeOp> quantized;
   module.walk([&](ScaledMatmulOp mm) {
     auto recipe = mm->getAttrOfType<StringAttr>(kFp8Attr);
@@ -200,18 +202,22 @@ bool sm90ScalingOnSm120(ModuleOp module, const CompileOptions &opts, CompileResu
   });
   if (quantized.empty())
     return true;
-  std::string what = blocks ? "block128 (1x128 / 128x128 blocks, FP32 scales)"
-                            : "row (an FP32 scale per row or column)";
-  std::string modes = blocks ? "cuBLASLt's VEC128 / BLK128x128 scale modes"
-                             : "cuBLASLt's OUTER_VEC_32F scale mode";
+  std::string what = mx       ? "mxfp8 (1x32 blocks, E8M0 scales)"
+                     : blocks ? "block128 (1x128 / 128x128 blocks, FP32 scales)"
+                              : "row (an FP32 scale per row or column)";
+  std::string modes = mx       ? "sm_120a only (cuBLASLt's VEC32_UE8M0 scale mode, block-scaled "
+                                 "tensor cores)"
+                      : blocks ? "sm_90 only (cuBLASLt's VEC128 / BLK128x128 scale modes)"
+                               : "sm_90 only (cuBLASLt's OUTER_VEC_32F scale mode)";
+  std::string instead = mx ? "--fp8-scaling block128 (1x128 / 128x128 blocks, FP32 scales), row "
+                             "or tensor"
+                           : "--fp8-scaling mxfp8 (1x32 blocks, E8M0 scales) or tensor";
   if (!opts.fp8.allowFallback) {
     std::string node = onnxNodeOf(quantized.front()->getLoc());
     error->kind = CompileErrorKind::BadInput;
     error->message = "'tc.quantize' op" + (node.empty() ? "" : " of '" + node + "'") +
-                     ": --fp8-scaling " + what + " runs on sm_90 only (" + modes + "); on " +
-                     opts.target +
-                     " use --fp8-scaling mxfp8 (1x32 blocks, E8M0 scales) or tensor, or "
-                     "--allow-fallback to quantize per tensor";
+                     ": --fp8-scaling " + what + " runs on " + modes + "; on " + opts.target +
+                     " use " + instead + ", or --allow-fallback to quantize per tensor";
     return false;
   }
   Builder b(module.getContext());
@@ -241,8 +247,12 @@ bool sm90ScalingOnSm120(ModuleOp module, const CompileOptions &opts, CompileResu
   result->notes.push_back("--fp8-scaling " + scaling.str() + " on " + opts.target +
                           " --allow-fallback: " + std::to_string(quantized.size()) +
                           " quantizations fall back to per-tensor scaling (" +
-                          (blocks ? "1x128 / 128x128 blocks are" : "per-row scales are") +
-                          " sm_90's; mxfp8 is sm_120a's block scaling)");
+                          (mx       ? "1x32 E8M0 blocks are sm_120a's; block128 and row are "
+                                      "sm_90's)"
+                           : blocks ? "1x128 / 128x128 blocks are sm_90's; mxfp8 is sm_120a's "
+                                      "block scaling)"
+                                    : "per-row scales are sm_90's; mxfp8 is sm_120a's block "
+                                      "scaling)"));
   return true;
 }
 
@@ -262,9 +272,10 @@ bool checkFp8Target(ModuleOp module, const CompileOptions &opts, CompileResult *
   });
   if (!first)
     return true; // tc-precision's remark says that nothing runs in FP8
-  if (opts.target.rfind("sm_120", 0) == 0 &&
-      (opts.fp8.scaling == "block128" || opts.fp8.scaling == "row"))
-    return sm90ScalingOnSm120(module, opts, result, error);
+  bool sm120 = opts.target.rfind("sm_120", 0) == 0;
+  if ((sm120 && (opts.fp8.scaling == "block128" || opts.fp8.scaling == "row")) ||
+      (isGpuTarget(opts.target) && !sm120 && opts.fp8.scaling == "mxfp8"))
+    return scalingOffTarget(module, opts, result, error);
   if (isGpuTarget(opts.target))
     return true; // tc-lower-to-tcx lowers what the GPU runs, and names what it cannot
   result->notes.push_back("--fp8 on --target cpu: the CPU reference emulates FP8 (" +

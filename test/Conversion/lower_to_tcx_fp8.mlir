@@ -141,12 +141,59 @@ func.func @no_copy(%a: tensor<32x64xf8E4M3FN>, %sa: tensor<1x1xf32>, %b: tensor<
 
 // -----
 
-// Tests that MX block scales (E8M0, 1x32 blocks) have no sm_90 kernel: an
-// error naming the op, not a generated kernel that cannot exist.
-func.func @mx_blocks(%x: tensor<4x64xbf16>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) {
-  // expected-error @+1 {{'tc.quantize' op GPU lowering: no GPU kernel writes f8E8M0FNU scales yet (sm_90: f32 scales, per tensor or per row)}}
-  %q, %s = tc.quantize %x {block = array<i64: 1, 32>} : tensor<4x64xbf16> -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
-  return %q, %s : tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>
+// Tests mxfp8 (E8M0 scales): a forward x (1x32) @ W (1x32)^T quantizes each
+// operand with one quantize_mx call (no copy), whose scale_gemm (the
+// VEC32_UE8M0 layout: 128 x 4 padded bytes here) the tcx.matmul reads with
+// lhs_blocks = rhs_blocks = 3 and no fast accumulation; a dgrad dY (1x32) @
+// W reads W quantized in 32x1 blocks through its transposed copy, with the
+// scales of the copy's layout.
+// CHECK-LABEL: func.func @mx_linear
+// CHECK: %[[QX:.+]] = tcx.alloc : <32x64xf8E4M3FN>
+// CHECK: %[[SX:.+]] = tcx.alloc {tcx.fp8_scales} : <32x2xf8E8M0FNU>
+// CHECK: %[[GX:.+]] = tcx.alloc {tcx.fp8_scales} : <512xf8E8M0FNU>
+// CHECK: tcx.library "quantize_mx" ins(%{{.+}} : !tcx.buffer<32x64xbf16>) outs(%[[QX]], %[[SX]], %[[GX]] : {{.+}}) {along_rows = false, cols = 64 : i64, has_transpose = false, rows = 32 : i64}
+// CHECK: %[[QW:.+]] = tcx.alloc : <128x64xf8E4M3FN>
+// CHECK: %[[GW:.+]] = tcx.alloc {tcx.fp8_scales} : <512xf8E8M0FNU>
+// CHECK: tcx.library "quantize_mx" {{.+}} {along_rows = false, cols = 64 : i64, has_transpose = false, rows = 128 : i64}
+// CHECK: %[[QWR:.+]] = tcx.alloc : <128x64xf8E4M3FN>
+// CHECK: %[[SWR:.+]] = tcx.alloc {tcx.fp8_scales} : <4x64xf8E8M0FNU>
+// CHECK: %[[WT:.+]] = tcx.alloc : <64x128xf8E4M3FN>
+// CHECK: %[[GWR:.+]] = tcx.alloc {tcx.fp8_scales} : <512xf8E8M0FNU>
+// CHECK: tcx.library "quantize_mx" {{.+}} outs(%[[QWR]], %[[SWR]], %[[WT]], %[[GWR]] : {{.+}}) {along_rows = true, cols = 64 : i64, has_transpose = true, rows = 128 : i64}
+// CHECK: tcx.matmul ins(%[[QX]], %[[QW]], %[[GX]], %[[GW]] : {{.+}}) {compute_type = "fp8", k = 64 : i64, lhs_blocks = 3 : i64, m = 32 : i64, n = 128 : i64, rhs_blocks = 3 : i64, transpose_rhs = true}
+// CHECK: tcx.matmul ins(%{{.+}}, %[[WT]], %{{.+}}, %[[GWR]] : {{.+}}) {compute_type = "fp8", k = 128 : i64, lhs_blocks = 3 : i64, m = 32 : i64, n = 64 : i64, rhs_blocks = 3 : i64, transpose_rhs = true}
+func.func @mx_linear(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>, %dy: tensor<32x128xbf16>) -> (tensor<32x128xbf16>, tensor<32x64xbf16>) {
+  %qx, %sx = tc.quantize %x {block = array<i64: 1, 32>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>)
+  %qw, %sw = tc.quantize %w {block = array<i64: 1, 32>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>)
+  %qwr, %swr = tc.quantize %w {block = array<i64: 32, 1>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<4x64xf8E8M0FNU>)
+  %qd, %sd = tc.quantize %dy {block = array<i64: 1, 32>} : tensor<32x128xbf16> -> (tensor<32x128xf8E5M2>, tensor<32x4xf8E8M0FNU>)
+  %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
+      : (tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>, tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>) -> tensor<32x128xbf16>
+  %dx = tc.scaled_matmul %qd, %sd, %qwr, %swr
+      : (tensor<32x128xf8E5M2>, tensor<32x4xf8E8M0FNU>, tensor<128x64xf8E4M3FN>, tensor<4x64xf8E8M0FNU>) -> tensor<32x64xbf16>
+  return %y, %dx : tensor<32x128xbf16>, tensor<32x64xbf16>
+}
+
+// -----
+
+// Tests that an mxfp8 operand whose blocks do not run along the product's
+// K is refused (W's 1x32 blocks run along K of the forward, not of dgrad).
+func.func @mx_wrong_axis(%w: tensor<128x64xbf16>, %dy: tensor<32x128xbf16>) -> tensor<32x64xbf16> {
+  %qw, %sw = tc.quantize %w {block = array<i64: 1, 32>} : tensor<128x64xbf16> -> (tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>)
+  %qd, %sd = tc.quantize %dy {block = array<i64: 1, 32>} : tensor<32x128xbf16> -> (tensor<32x128xf8E5M2>, tensor<32x4xf8E8M0FNU>)
+  // expected-error @+1 {{'tc.scaled_matmul' op GPU lowering: an mxfp8 operand's 1x32 blocks do not run along the product's K (quantize it along the axis the product contracts)}}
+  %dx = tc.scaled_matmul %qd, %sd, %qw, %sw
+      : (tensor<32x128xf8E5M2>, tensor<32x4xf8E8M0FNU>, tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>) -> tensor<32x64xbf16>
+  return %dx : tensor<32x64xbf16>
+}
+
+// -----
+
+// Tests that E8M0 scales in blocks other than 1x32 / 32x1 have no kernel.
+func.func @mx_blocks(%x: tensor<64x64xbf16>) -> (tensor<64x64xf8E4M3FN>, tensor<2x2xf8E8M0FNU>) {
+  // expected-error @+1 {{'tc.quantize' op GPU lowering: the GPU's MXFP8 kernel quantizes rank-2 tensors in 1x32 or 32x1 blocks (f8E8M0FNU scales), not 32x32}}
+  %q, %s = tc.quantize %x {block = array<i64: 32, 32>} : tensor<64x64xbf16> -> (tensor<64x64xf8E4M3FN>, tensor<2x2xf8E8M0FNU>)
+  return %q, %s : tensor<64x64xf8E4M3FN>, tensor<2x2xf8E8M0FNU>
 }
 
 // -----

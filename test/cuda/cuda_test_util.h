@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/src/base/host_tensor.h"
+#include "runtime/src/cuda/cublaslt.h"
 #include "runtime/src/cuda/device.h"
 #include "test/runtime/test_util.h"
 
@@ -236,6 +237,58 @@ inline int64_t mismatches(const HostTensor &got, const HostTensor &want, const s
       ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
   }
   return bad;
+}
+
+/// The transpose [cols, rows] of a matrix q [rows, cols] of 1-byte elements
+/// (an FP8 tensor: the copy a TN-only GEMM reads).
+inline HostTensor transposed(const HostTensor &q) {
+  int64_t rows = q.type.shape[0], cols = q.type.shape[1];
+  HostTensor t = q;
+  t.type.shape = {cols, rows};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      t.data[c * rows + r] = q.data[r * cols + c];
+  return t;
+}
+
+/// One product of a linear layer y = x W^T (x [M, K], W [N, K], dY [M, N])
+/// as the FP8 plan writes it, "fwd" x @ W^T, "dgrad" dY @ W or "wgrad"
+/// dY^T @ x (tc.scaled_matmul's transposes of the quantized operands), and
+/// its TN FP8 GEMM (bf16 out, lhs [m, k], rhs [n, k]: the operands read
+/// transposed come from their copies) without scales set.
+struct LinearProduct {
+  bool transposeLhs = false, transposeRhs = false;
+  MatmulDesc gemm;
+};
+inline LinearProduct linearProduct(const std::string &p, int64_t mRows, int64_t nOut, int64_t kIn,
+                                   DType lhsType, DType rhsType) {
+  LinearProduct lp;
+  lp.transposeLhs = p == "wgrad";
+  lp.transposeRhs = p == "fwd";
+  MatmulDesc &d = lp.gemm;
+  d.fp8 = true;
+  d.dtype = DType::BF16;
+  d.transposeRhs = true;
+  d.m = p == "wgrad" ? nOut : mRows;
+  d.n = p == "fwd" ? nOut : kIn;
+  d.k = p == "fwd" ? kIn : p == "dgrad" ? nOut : mRows;
+  d.lhsType = lhsType;
+  d.rhsType = rhsType;
+  return lp;
+}
+/// tc.scaled_matmul (the CPU reference) of the product's quantized
+/// operands and their scales in tc's grids: out [m, n] bf16.
+inline Status scaledMatmulReference(const LinearProduct &lp, const HostTensor &lq,
+                                    const HostTensor &ls, const HostTensor &rq,
+                                    const HostTensor &rs, HostTensor *out) {
+  std::vector<HostTensor> ref;
+  TC_RETURN_IF_ERROR(reference("tc.scaled_matmul", {lq, ls, rq, rs},
+                               {ty(DType::BF16, {lp.gemm.m, lp.gemm.n})},
+                               {{"transpose_lhs", aInt(lp.transposeLhs)},
+                                {"transpose_rhs", aInt(lp.transposeRhs)}},
+                               &ref));
+  *out = ref[0];
+  return Status::ok();
 }
 
 inline std::string shapeStr(std::initializer_list<int64_t> dims) {

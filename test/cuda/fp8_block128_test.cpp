@@ -109,15 +109,6 @@ HostTensor gemmLayout(const HostTensor &grid, bool transposed, int64_t floats) {
   return makeHostTensor(ty(DType::F32, {floats}), out);
 }
 
-HostTensor transposed(const HostTensor &q) {
-  int64_t rows = q.type.shape[0], cols = q.type.shape[1];
-  HostTensor t = q;
-  t.type.shape = {cols, rows};
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      t.data[c * rows + r] = q.data[r * cols + c];
-  return t;
-}
 
 TEST_F(CudaFp8Block128, QuantizeMatchesReferenceBitForBit) {
   const double kInf = std::numeric_limits<double>::infinity();
@@ -210,21 +201,12 @@ TEST_F(CudaFp8Block128, MatmulMatchesScaledMatmulReference) {
         ASSERT_OK(quantizeBlocksOnGpu(x, DType::F8E4M3FN, Fp8Blocks::Rows128, stream(), &r));
         reads = " (both through their copies)";
       }
-      bool tl = p == "wgrad", tr = p == "fwd";
-      int64_t m = p == "wgrad" ? nOut : mRows;
-      int64_t n = p == "fwd" ? nOut : kIn;
-      int64_t k = p == "fwd" ? kIn : p == "dgrad" ? nOut : mRows;
-      std::vector<HostTensor> ref;
-      ASSERT_OK(reference("tc.scaled_matmul", {l.q, l.scaleInv, r.q, r.scaleInv},
-                          {ty(DType::BF16, {m, n})},
-                          {{"transpose_lhs", aInt(tl)}, {"transpose_rhs", aInt(tr)}}, &ref));
-      MatmulDesc d;
-      d.fp8 = true;
-      d.dtype = DType::BF16;
-      d.transposeRhs = true;
-      d.m = m, d.n = n, d.k = k;
-      d.lhsType = l.q.type.dtype;
-      d.rhsType = r.q.type.dtype;
+      LinearProduct lp = linearProduct(p, mRows, nOut, kIn, l.q.type.dtype, r.q.type.dtype);
+      HostTensor ref;
+      ASSERT_OK(scaledMatmulReference(lp, l.q, l.scaleInv, r.q, r.scaleInv, &ref));
+      MatmulDesc d = lp.gemm;
+      int64_t m = d.m, n = d.n, k = d.k;
+      bool tl = lp.transposeLhs, tr = lp.transposeRhs;
       d.lhsBlocks = Fp8ScaleBlocks::Vec128;
       d.rhsBlocks = p == "wgrad" ? Fp8ScaleBlocks::Vec128 : Fp8ScaleBlocks::Blk128;
       // W's copy reads its transposed 128x128 scales.
@@ -235,7 +217,7 @@ TEST_F(CudaFp8Block128, MatmulMatchesScaledMatmulReference) {
                            dout.p, stream()));
       HostTensor y;
       ASSERT_OK(download(dout.p, ty(DType::BF16, {m, n}), &y, stream()));
-      std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
+      std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref);
       CompareResult c = compare(g, wv);
       EXPECT_LE(c.maxErr, 1e-2) << p << reads << " " << m << "x" << n << "x" << k;
       got.insert(got.end(), g.begin(), g.end());

@@ -1,4 +1,4 @@
-//===- Fp8.cpp - tc.quantize, tc.scaled_matmul -> FP8 calls (sm_90) -------===//
+//===- Fp8.cpp - tc.quantize, tc.scaled_matmul -> FP8 calls (sm_90, sm_120a) =//
 //
 // tc.quantize (FP8, f32 scales, per tensor, per row or per column) -> the
 // runtime's "quantize_fp8" call (amax and quantize passes on the device);
@@ -26,6 +26,14 @@
 // read (companion allocs, so the memory plan counts them); the GEMM takes
 // those, without fast accumulation.
 //
+// --fp8-scaling mxfp8 (tc.quantize with f8E8M0FNU scales, sm_120a):
+// "quantize_mx" calls write the FP8 data in 1x32 or 32x1 blocks (the
+// transposed copy of 32x1 blocks where a TN read needs it: wgrad's x^T and
+// dY^T, dgrad's W^T), the E8M0 scales in tc's grid and in cuBLASLt's
+// VEC32_UE8M0 layout (a companion alloc); the GEMM (lhs_blocks = rhs_blocks
+// = 3) takes those, without fast accumulation. tc-compile refuses mxfp8 for
+// sm_90 before this lowering (compiler/Compile.cpp), which has no such GEMM.
+//
 // tc-lower-to-tcx checks the forms first (checkFp8Op), so an FP8 op the GPU
 // cannot run is an error naming it rather than a generated kernel.
 //
@@ -45,6 +53,18 @@ namespace {
 struct QuantizeLowering : TcxPattern<QuantizeOp> {
   using TcxPattern::TcxPattern;
 
+  /// The transposed copy [cols, rows] of op's result (a companion alloc,
+  /// so the memory plan counts it), which the products that read the
+  /// result transposed read instead (cuBLASLt's FP8 GEMMs are TN only).
+  Value transposedCopy(QuantizeOp op, const Fp8QuantizeForm &f,
+                       ConversionPatternRewriter &rewriter) const {
+    Type elt = tensorType(op.getResult()).getElementType();
+    Value qT = buffers.companionBuffer(rewriter, op.getResult(),
+                                       tcx::BufferType::get({f.cols, f.rows}, elt));
+    buffers.transposedFp8[op.getResult()] = qT;
+    return qT;
+  }
+
   /// --fp8-scaling block128: one quantize_fp8_block call, which also writes
   /// the scales in the layouts the block-scaled GEMMs read.
   LogicalResult blocks(QuantizeOp op, const Fp8QuantizeForm &f,
@@ -55,13 +75,8 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
     SmallVector<Value> outs{q, s};
     // A 1x128-along-cols quantization is only read K-contiguous.
     bool transpose = f.blocks != 0 && readsTransposedCopy(op.getResult());
-    Type elt = tensorType(op.getResult()).getElementType();
-    if (transpose) {
-      Value qT = buffers.companionBuffer(rewriter, op.getResult(),
-                                         tcx::BufferType::get({f.cols, f.rows}, elt));
-      buffers.transposedFp8[op.getResult()] = qT;
-      outs.push_back(qT);
-    }
+    if (transpose)
+      outs.push_back(transposedCopy(op, f, rewriter));
     Type f32 = rewriter.getF32Type();
     auto scales = [&](bool transposed) {
       return buffers.companionBuffer(
@@ -92,6 +107,39 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
     return success();
   }
 
+  /// --fp8-scaling mxfp8: one quantize_mx call, which also writes the E8M0
+  /// scales in the layout cuBLASLt's VEC32_UE8M0 GEMMs read (for q, or for
+  /// the transposed copy of 32x1 blocks).
+  LogicalResult mx(QuantizeOp op, const Fp8QuantizeForm &f,
+                   ConversionPatternRewriter &rewriter) const {
+    Value x = buffers.bufferOf(rewriter, op.getInput());
+    Value q = buffers.outBuffer(rewriter, op.getResult());
+    Value s = buffers.outBuffer(rewriter, op.getScaleInv());
+    SmallVector<Value> outs{q, s};
+    bool alongRows = f.mxBlocks == 1;
+    // 1x32 blocks along the columns are only read K-contiguous.
+    bool transpose = alongRows && readsTransposedCopy(op.getResult());
+    if (transpose)
+      outs.push_back(transposedCopy(op, f, rewriter));
+    Value gemm = buffers.companionBuffer(
+        rewriter, op.getScaleInv(),
+        tcx::BufferType::get({rt::mxfp8GemmScaleBytes(f.rows, f.cols, alongRows)},
+                             tensorType(op.getScaleInv()).getElementType()));
+    outs.push_back(gemm);
+    // The memory plan counts block scales with the FP8 copies.
+    for (Value v : {s, gemm})
+      if (auto a = v.getDefiningOp<tcx::AllocOp>())
+        a->setAttr("tcx.fp8_scales", rewriter.getUnitAttr());
+    buffers.gemmScalesFp8[op.getResult()] = {gemm, Value()};
+    buffers.library(rewriter, op.getLoc(), "quantize_mx", {x}, outs,
+                    {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
+                     rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
+                     rewriter.getNamedAttr("along_rows", rewriter.getBoolAttr(alongRows)),
+                     rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose))});
+    rewriter.replaceOp(op, {q, s});
+    return success();
+  }
+
   LogicalResult matchAndRewrite(QuantizeOp op, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Fp8QuantizeForm f;
@@ -99,18 +147,15 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
       return rewriter.notifyMatchFailure(op, "no FP8 quantize form");
     if (f.blocks >= 0)
       return blocks(op, f, rewriter);
+    if (f.mxBlocks >= 0)
+      return mx(op, f, rewriter);
     Value x = buffers.bufferOf(rewriter, op.getInput());
     Value q = buffers.outBuffer(rewriter, op.getResult());
     Value s = buffers.outBuffer(rewriter, op.getScaleInv());
     SmallVector<Value> outs{q, s};
     bool transpose = !f.rowScaling && readsTransposedCopy(op.getResult());
-    if (transpose) {
-      Type elt = tensorType(op.getResult()).getElementType();
-      Value qT = buffers.companionBuffer(rewriter, op.getResult(),
-                                         tcx::BufferType::get({f.cols, f.rows}, elt));
-      buffers.transposedFp8[op.getResult()] = qT;
-      outs.push_back(qT);
-    }
+    if (transpose)
+      outs.push_back(transposedCopy(op, f, rewriter));
     buffers.library(rewriter, op.getLoc(), "quantize_fp8", {x}, outs,
                     {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
                      rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
@@ -139,8 +184,9 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
     SmallVector<Value> ins{lhs, rhs, buffers.bufferOf(rewriter, op.getLhsScaleInv()),
                            buffers.bufferOf(rewriter, op.getRhsScaleInv())};
     if (g.lhsBlocks) {
-      // block128: the scales in cuBLASLt's layouts, for the copy or the
-      // direct read (a 1x128 quantization has one layout, its first).
+      // block128 / mxfp8: the scales in cuBLASLt's layouts, for the copy or
+      // the direct read (a 1x128 or mxfp8 quantization has one layout, its
+      // first).
       auto gemmScales = [&](Value v, bool fromCopy, int64_t blocks) {
         auto it = buffers.gemmScalesFp8.find(v);
         if (it == buffers.gemmScalesFp8.end())

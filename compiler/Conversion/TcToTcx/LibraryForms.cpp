@@ -70,14 +70,28 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
     return llvm::formatv("no GPU kernel quantizes into {0} yet (sm_90: f8E4M3FN and f8E5M2 "
                          "with f32 scales)",
                          elt);
-  if (Type st = tensorType(op.getScaleInv()).getElementType(); !st.isF32())
-    return llvm::formatv("no GPU kernel writes {0} scales yet (sm_90: f32 scales, per tensor or "
-                         "per row)",
-                         st);
   ArrayRef<int64_t> shape = in.getShape(), block = op.getBlock();
   int64_t r = shape.size();
   out->cols = r ? shape[r - 1] : 1;
   out->rows = out->cols ? in.getNumElements() / out->cols : 0;
+  Type st = tensorType(op.getScaleInv()).getElementType();
+  if (isa<Float8E8M0FNUType>(st)) {
+    // mxfp8 ("quantize_mx"): a dim below 32 is one partial block.
+    auto mx = [&](int64_t d) { return block[d] == std::min<int64_t>(32, shape[d]); };
+    bool alongCols = r == 2 && block[0] == 1 && mx(1);
+    bool alongRows = r == 2 && block[1] == 1 && mx(0);
+    if (!alongCols && !alongRows)
+      return "the GPU's MXFP8 kernel quantizes rank-2 tensors in 1x32 or 32x1 blocks (f8E8M0FNU "
+             "scales), not " +
+             std::to_string(block.size() == 2 ? block[0] : 0) + "x" +
+             std::to_string(block.size() == 2 ? block[1] : 0);
+    out->mxBlocks = alongCols ? 0 : 1;
+    return "";
+  }
+  if (!st.isF32())
+    return llvm::formatv("no GPU kernel writes {0} scales (f32 scales, or f8E8M0FNU ones in 1x32 "
+                         "blocks: mxfp8)",
+                         st);
   if (op.getPow2Scale()) {
     // block128: the whole dim when it is below 128 (one partial block).
     auto full = [&](int64_t d) { return block[d] == std::min<int64_t>(128, shape[d]); };
@@ -116,7 +130,7 @@ QuantizeOp copyingQuantize(Value v) {
   auto q = v.getDefiningOp<QuantizeOp>();
   Fp8QuantizeForm f;
   if (!q || q.getResult() != v || !fp8QuantizeForm(q, &f).empty() || f.rowScaling || f.blocks >= 0 ||
-      tensorType(q.getInput()).getRank() != 2)
+      f.mxBlocks >= 0 || tensorType(q.getInput()).getRank() != 2)
     return QuantizeOp();
   return q;
 }
@@ -156,6 +170,36 @@ std::string fp8BlockGemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
            "along the axis the product contracts)";
   if (out->lhsBlocks == 2 && out->rhsBlocks == 2)
     return "cuBLASLt has no 128x128 x 128x128 block-scaled FP8 GEMM (one operand in 1x128 blocks)";
+  if (tensorType(op.getResult()).getElementType().isF32())
+    return "cuBLASLt's block-scaled FP8 GEMMs write bf16 or f16, not f32";
+  return "";
+}
+
+/// fp8GemmForm of MXFP8 operands (f8E8M0FNU scales, cuBLASLt's
+/// VEC32_UE8M0 on sm_100 / sm_120): each read K-contiguous, from its
+/// transposed copy when the product reads it transposed, its 1x32 blocks
+/// along that K.
+std::string fp8MxGemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
+  auto mxQuantize = [](Value v, Fp8QuantizeForm *f) {
+    auto q = v.getDefiningOp<QuantizeOp>();
+    return q && q.getResult() == v && fp8QuantizeForm(q, f).empty() && f->mxBlocks >= 0;
+  };
+  Fp8QuantizeForm lf, rf;
+  if (!mxQuantize(op.getLhs(), &lf) || !mxQuantize(op.getRhs(), &rf))
+    return "mxfp8 operands (f8E8M0FNU scales) must both come straight from their rank-2 "
+           "tc.quantize";
+  out->lhsFromCopy = op.getTransposeLhs();
+  out->rhsFromCopy = !op.getTransposeRhs();
+  // A direct read has K along the columns; a read through the copy along
+  // the rows of the quantized value.
+  if (lf.mxBlocks != (out->lhsFromCopy ? 1 : 0) || rf.mxBlocks != (out->rhsFromCopy ? 1 : 0))
+    return "an mxfp8 operand's 1x32 blocks do not run along the product's K (quantize it along "
+           "the axis the product contracts)";
+  out->lhsBlocks = out->rhsBlocks = 3;
+  if (out->k % 32 != 0)
+    return "K = " + std::to_string(out->k) +
+           " is not a multiple of 32 (MXFP8's whole 1x32 blocks): the precision plan should have "
+           "kept this matmul in bf16";
   if (tensorType(op.getResult()).getElementType().isF32())
     return "cuBLASLt's block-scaled FP8 GEMMs write bf16 or f16, not f32";
   return "";
@@ -206,11 +250,18 @@ std::string fp8GemmForm(ScaledMatmulOp op, Fp8GemmForm *out) {
   out->k = tl ? ls[0] : ls[1];
   out->n = tr ? rs[0] : rs[1];
   auto lst = tensorType(op.getLhsScaleInv()), rst = tensorType(op.getRhsScaleInv());
-  if (!lst.getElementType().isF32() || !rst.getElementType().isF32())
-    return llvm::formatv("the GPU's FP8 GEMM takes f32 scales, not {0} and {1}", lst, rst);
+  bool mx = isa<Float8E8M0FNUType>(lst.getElementType()) &&
+            isa<Float8E8M0FNUType>(rst.getElementType());
+  if (!mx && (!lst.getElementType().isF32() || !rst.getElementType().isF32()))
+    return llvm::formatv("the GPU's FP8 GEMM takes f32 scales (or f8E8M0FNU ones on both "
+                         "operands: mxfp8), not {0} and {1}",
+                         lst, rst);
   auto lq = op.getLhs().getDefiningOp<QuantizeOp>();
-  bool blocks = lq && lq.getPow2Scale();
-  if (blocks) {
+  bool blocks = mx || (lq && lq.getPow2Scale());
+  if (mx) {
+    if (std::string e = fp8MxGemmForm(op, out); !e.empty())
+      return e;
+  } else if (blocks) {
     if (std::string e = fp8BlockGemmForm(op, out); !e.empty())
       return e;
   } else if (std::string e = fp8ScaleForm(op, lst, rst, *out); !e.empty()) {

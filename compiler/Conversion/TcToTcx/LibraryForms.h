@@ -81,11 +81,16 @@ struct Fp8QuantizeForm {
   /// "quantize_fp8_block"): 0 = 1x128 blocks along cols, 1 = 128x1 along
   /// rows, 2 = 128x128 (a block side below 128 is the whole dim); -1: none.
   int64_t blocks = -1;
+  /// --fp8-scaling mxfp8 (f8E8M0FNU scales, the runtime's "quantize_mx"):
+  /// 0 = 1x32 blocks along cols, 1 = 32x1 along rows (a block side below 32
+  /// is the whole dim); -1: none.
+  int64_t mxBlocks = -1;
 };
 /// Fills `out` and returns "", or says why `op` has no GPU form: f32/bf16
 /// input, f8E4M3FN/f8E5M2 result, f32 scale_inv, block = the shape (per
 /// tensor), [1, ..., 1, cols] (per row) or [rows, 1] of a matrix (per
 /// column), or with pow2_scale a rank-2 input in 1x128, 128x1 or 128x128
+/// blocks, or with f8E8M0FNU scale_inv a rank-2 input in 1x32 or 32x1
 /// blocks.
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 
@@ -101,7 +106,8 @@ struct Fp8GemmForm {
   bool lhsFromCopy = false, rhsFromCopy = false;
   bool rowScales = false; // outer-vector scales (no fast accumulation, no epilogue)
   /// block128: each operand's GEMM scales (1 = 1x128 along K, 2 =
-  /// 128x128; 0 when the operands are tensor or row scaled).
+  /// 128x128; 0 when the operands are tensor or row scaled); mxfp8: 3 for
+  /// both (1x32 E8M0 blocks along K, cuBLASLt's VEC32_UE8M0).
   int64_t lhsBlocks = 0, rhsBlocks = 0;
 };
 /// Fills `out` and returns "", or says why `op` has no FP8 GEMM (operand

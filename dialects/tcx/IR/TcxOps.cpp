@@ -379,10 +379,36 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
         batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks));
 }
 
+/// verifyFp8BlockScales of MXFP8 (lhs_blocks = rhs_blocks = 3): E8M0 bytes
+/// in cuBLASLt's VEC32_UE8M0 layout of lhs [m, k] and rhs [n, k]
+/// (tc::rt::mxfp8GemmScaleBytes), k a multiple of 32.
+static LogicalResult verifyMxfp8Scales(MatmulOp op, BufferType ls, BufferType rs) {
+  int64_t k = static_cast<int64_t>(op.getK());
+  if (op.getLhsBlocks() != 3 || op.getRhsBlocks() != 3 || k % 32 != 0)
+    return op.emitOpError() << "1x32 e8m0 block scales (3) take both operands and k a multiple of "
+                               "32, got lhs_blocks "
+                            << op.getLhsBlocks() << ", rhs_blocks " << op.getRhsBlocks() << ", k "
+                            << k;
+  if (op.getFastAccum() || op.getBatch() != 1 || bufferType(op.getOut()).getElementType().isF32())
+    return op.emitOpError() << "block-scaled fp8 takes no fast_accum, batch 1 and a bf16 or f16 "
+                               "out";
+  int64_t wantL = tc::rt::mxfp8GemmScaleBytes(static_cast<int64_t>(op.getM()), k, false);
+  int64_t wantR = tc::rt::mxfp8GemmScaleBytes(static_cast<int64_t>(op.getN()), k, false);
+  auto e8m0 = [](BufferType t) { return llvm::isa<Float8E8M0FNUType>(t.getElementType()); };
+  if (!e8m0(ls) || !e8m0(rs) || ls.getNumElements() != wantL || rs.getNumElements() != wantR)
+    return op.emitOpError() << "1x32 block scales must be f8E8M0FNU of " << wantL << " and "
+                            << wantR << " elements (cuBLASLt's VEC32_UE8M0 layout), got "
+                               "lhs_scale_inv "
+                            << ls << " and rhs_scale_inv " << rs;
+  return success();
+}
+
 /// verifyFp8Matmul's scale checks with block scales: f32 buffers of the
 /// sizes of cuBLASLt's layouts (tc::rt::fp8BlockGemmScaleFloats; rows m or n).
 static LogicalResult verifyFp8BlockScales(MatmulOp op, BufferType ls, BufferType rs) {
   int64_t lb = op.getLhsBlocks(), rb = op.getRhsBlocks();
+  if (lb == 3 || rb == 3)
+    return verifyMxfp8Scales(op, ls, rs);
   if (lb < 1 || lb > 2 || rb < 1 || rb > 2 || (lb == 2 && rb == 2))
     return op.emitOpError() << "lhs_blocks / rhs_blocks must both be 1 (1x128) or 2 (128x128), "
                                "not both 2, got "

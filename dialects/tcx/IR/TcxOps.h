@@ -37,7 +37,8 @@ struct MatmulParams {
   /// computeType "fp8" only: cuBLASLt's fast accumulation (forward GEMMs).
   /// The scales are the third and fourth inputs.
   bool fastAccum = false;
-  /// computeType "fp8" only: block scales (1 = 1x128, 2 = 128x128; 0 none).
+  /// computeType "fp8" only: block scales (1 = 1x128, 2 = 128x128, 3 = 1x32
+  /// E8M0 (MXFP8); 0 none).
   int64_t lhsBlocks = 0, rhsBlocks = 0;
 };
 } // namespace tcx

@@ -336,7 +336,10 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     only, both or neither: --fp8-scaling block128): 1 = scales per 1x128
     block along k, 2 = per 128x128 block, in cuBLASLt's layouts (the
     scale_gemm of the runtime's quantize_fp8_block); not both 2, no
-    fast_accum, batch 1, bf16 or f16 out.
+    fast_accum, batch 1, bf16 or f16 out. 3 (both, --fp8-scaling mxfp8,
+    sm_100 / sm_120 only): f8E8M0FNU scales per 1x32 block along k in
+    cuBLASLt's VEC32_UE8M0 layout (the scale_gemm of quantize_mx), k a
+    multiple of 32.
 
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)

@@ -81,18 +81,30 @@ TC_FP4_HD inline float nvfp4ElementEncode(float blockScale, float tensorDecode) 
   return fminf(1.0f / (blockScale * tensorDecode), FLT_MAX);
 }
 
-/// OCP MX's shared scale 2^(floor(log2 amax) - emax) of a block, clamped
-/// to E8M0's [2^-127, 2^127]; NaN when amax is not finite.
-TC_FP4_HD inline double mxScaleInv(float amax, int emax) {
+/// mxScaleExponent's value for a block whose amax is not finite (E8M0's
+/// NaN: the exponent + 127 is its byte 0xFF).
+constexpr int kMxScaleNan = 128;
+
+/// OCP MX's shared scale of a block as its exponent x, scale = 2^x:
+/// floor(log2 amax) - emax clamped to E8M0's [-127, 127] (-127 for amax
+/// 0), kMxScaleNan when amax is not finite. In integers and f32 only, so
+/// that the GPU's quantize kernels need no f64 (x + 127 is the E8M0 byte).
+TC_FP4_HD inline int mxScaleExponent(float amax, int emax) {
   if (!(amax - amax == 0.f))
-    return static_cast<double>(NAN);
+    return kMxScaleNan;
   if (amax == 0.f)
-    return ldexp(1.0, -127);
+    return -127;
   int e;
   frexpf(amax, &e); // amax = m * 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
   int x = e - 1 - emax;
-  x = x < -127 ? -127 : (x > 127 ? 127 : x);
-  return ldexp(1.0, x);
+  return x < -127 ? -127 : (x > 127 ? 127 : x);
+}
+
+/// OCP MX's shared scale 2^(floor(log2 amax) - emax) of a block, clamped
+/// to E8M0's [2^-127, 2^127]; NaN when amax is not finite.
+TC_FP4_HD inline double mxScaleInv(float amax, int emax) {
+  int x = mxScaleExponent(amax, emax);
+  return x == kMxScaleNan ? static_cast<double>(NAN) : ldexp(1.0, x);
 }
 
 } // namespace tc::rt::fp4

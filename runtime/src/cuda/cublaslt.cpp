@@ -61,7 +61,16 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
 
 namespace {
 const char *fp8ScaleBlocksName(Fp8ScaleBlocks b) {
-  return b == Fp8ScaleBlocks::Vec128 ? "1x128" : b == Fp8ScaleBlocks::Blk128 ? "128x128" : "none";
+  switch (b) {
+  case Fp8ScaleBlocks::Vec128:
+    return "1x128";
+  case Fp8ScaleBlocks::Blk128:
+    return "128x128";
+  case Fp8ScaleBlocks::Vec32Ue8m0:
+    return "1x32 e8m0";
+  default:
+    return "none";
+  }
 }
 } // namespace
 
@@ -175,6 +184,12 @@ std::string fp8FormError(const MatmulDesc &d) {
     // an f32 result.
     if (lb != rb || d.rowScales)
       return "block scales take both operands block-scaled (no row or tensor scale beside them)";
+    bool mxl = d.lhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0;
+    bool mxr = d.rhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0;
+    if (mxl != mxr)
+      return "MXFP8's 1x32 E8M0 block scales take both operands (VEC32_UE8M0 x VEC32_UE8M0)";
+    if (mxl && d.k % 32 != 0)
+      return "MXFP8 needs K a multiple of 32 (whole 1x32 blocks)";
     if (d.lhsBlocks == Fp8ScaleBlocks::Blk128 && d.rhsBlocks == Fp8ScaleBlocks::Blk128)
       return "cuBLASLt has no 128x128 x 128x128 block-scaled GEMM (one operand in 1x128 blocks)";
     if (d.fastAccum)
@@ -325,6 +340,8 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
     if (d.lhsBlocks != Fp8ScaleBlocks::None) {
       // A is our rhs [n, k], B our lhs [m, k], both K-contiguous (TN).
       auto modeOf = [](Fp8ScaleBlocks b) -> int32_t {
+        if (b == Fp8ScaleBlocks::Vec32Ue8m0)
+          return CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
         return b == Fp8ScaleBlocks::Vec128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                            : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
       };
@@ -507,6 +524,34 @@ Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScal
                                      out, plan->c, out, plan->c, &plan->algo, workspace_,
                                      workspaceBytes_, stream),
                       "cublasLtMatmul " + d.toString());
+}
+
+Status Matmul::runMxfp8(const MatmulDesc &d, const void *lhs, const uint8_t *lhsScales,
+                        const void *rhs, const uint8_t *rhsScales, void *out,
+                        cudaStream_t stream) {
+  if (d.lhsBlocks != Fp8ScaleBlocks::Vec32Ue8m0 || d.rhsBlocks != Fp8ScaleBlocks::Vec32Ue8m0)
+    return invalidArgument("matmul: runMxfp8 takes 1x32 E8M0 block scales on both operands (" +
+                           d.toString() + ")");
+  if (std::string e = fp8FormError(d); !e.empty())
+    return invalidArgument("matmul: " + e + " (" + d.toString() + ")");
+  // cuBLASLt has VEC32_UE8M0 kernels for the block-scaled tensor cores of
+  // sm_100 / sm_120 only: say which GPU this is rather than pass on the
+  // heuristic's status.
+  int dev = 0, major = 0, minor = 0;
+  const char *attr = "cudaDeviceGetAttribute";
+  TC_RETURN_IF_ERROR(cudaStatus(cudaGetDevice(&dev), "cudaGetDevice"));
+  TC_RETURN_IF_ERROR(
+      cudaStatus(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), attr));
+  TC_RETURN_IF_ERROR(
+      cudaStatus(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), attr));
+  if (major < 10)
+    return unimplemented("matmul: MXFP8 (cuBLASLt's VEC32_UE8M0 block scales) needs the "
+                         "block-scaled FP8 tensor cores of sm_100 / sm_120, this GPU is sm_" +
+                         std::to_string(major * 10 + minor) + " (" + d.toString() +
+                         "): compile with --fp8-scaling block128 or row for it");
+  // cuBLASLt's scale pointers are opaque device pointers: E8M0 bytes here.
+  return runFp8(d, lhs, reinterpret_cast<const float *>(lhsScales), rhs,
+                reinterpret_cast<const float *>(rhsScales), out, stream);
 }
 
 namespace {

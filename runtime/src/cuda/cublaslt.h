@@ -66,8 +66,11 @@ const char *matmulEpilogueName(MatmulEpilogue e);
 /// FP8 block scaling of one operand (--fp8-scaling block128, sm_90): one f32
 /// scale per 1x128 block along K (cuBLASLt's VEC128_32F) or per 128x128
 /// block (BLK128x128_32F), in the layouts quantizeFp8Blocks' scale_gemm
-/// has (kernels.h).
-enum class Fp8ScaleBlocks : uint8_t { None, Vec128, Blk128 };
+/// has (kernels.h). Vec32Ue8m0 (--fp8-scaling mxfp8, sm_100 / sm_120 only):
+/// one E8M0 byte per 1x32 block along K (VEC32_UE8M0), in the 128x4-tile
+/// layout of schema/block_scale_layout.h (quantizeMx's scale_gemm); run
+/// with runMxfp8.
+enum class Fp8ScaleBlocks : uint8_t { None, Vec128, Blk128, Vec32Ue8m0 };
 
 /// One matmul problem, tc.matmul's attributes in row-major terms.
 struct MatmulDesc {
@@ -144,6 +147,16 @@ public:
   Status runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv, const void *rhs,
                 const float *rhsScaleInv, void *out, cudaStream_t stream,
                 const void *bias = nullptr);
+
+  /// runFp8 of an MXFP8 problem (d.lhsBlocks and d.rhsBlocks Vec32Ue8m0):
+  /// the scales are E8M0 bytes in cuBLASLt's VEC32_UE8M0 layout; K a
+  /// multiple of 32, no fast accumulation, batch 1, a bf16 or f16 result,
+  /// the algorithm picked by cuBLASLt's heuristic on the card. Unimplemented
+  /// naming the GPU on one without block-scaled FP8 tensor cores (sm_90:
+  /// cuBLASLt has no VEC32_UE8M0 kernel there) or when the heuristic finds
+  /// no algorithm.
+  Status runMxfp8(const MatmulDesc &d, const void *lhs, const uint8_t *lhsScales, const void *rhs,
+                  const uint8_t *rhsScales, void *out, cudaStream_t stream);
 
   /// tc.matmul with numpy-broadcast batch dimensions: lhs [lhsBatch..., M, K],
   /// rhs [rhsBatch..., K, N] (transposes as in `d`), out

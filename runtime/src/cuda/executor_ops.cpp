@@ -208,12 +208,13 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   Matmul *mm = matmul.get();
   if (fp8) {
     // One scale each (per tensor), m and n of them (per row), or block
-    // scales (lhs_blocks / rhs_blocks: 1 = 1x128, 2 = 128x128).
+    // scales (lhs_blocks / rhs_blocks: 1 = 1x128, 2 = 128x128, 3 = 1x32
+    // E8M0: MXFP8).
     int64_t nl = bufType(p, op.ins[2]).numElements(), nr = bufType(p, op.ins[3]).numElements();
     int64_t lb = a.integerOr("lhs_blocks", 0), rb = a.integerOr("rhs_blocks", 0);
-    if (lb < 0 || lb > 2 || rb < 0 || rb > 2)
-      return invalidArgument(where + ": lhs_blocks / rhs_blocks must be 0, 1 (1x128) or 2 "
-                                     "(128x128)");
+    if (lb < 0 || lb > 3 || rb < 0 || rb > 3)
+      return invalidArgument(where + ": lhs_blocks / rhs_blocks must be 0, 1 (1x128), 2 "
+                                     "(128x128) or 3 (1x32 e8m0)");
     d.lhsBlocks = static_cast<Fp8ScaleBlocks>(lb);
     d.rhsBlocks = static_cast<Fp8ScaleBlocks>(rb);
     d.rowScales = !lb && !rb && (nl != 1 || nr != 1);
@@ -222,6 +223,11 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                              std::to_string(d.m) + " and " + std::to_string(d.n) + "), got " +
                              std::to_string(nl) + " and " + std::to_string(nr));
     p.profileNames.back() = "matmul " + d.toString();
+    if (d.lhsBlocks == Fp8ScaleBlocks::Vec32Ue8m0) {
+      auto *ls = static_cast<const uint8_t *>(ins[2]), *rs = static_cast<const uint8_t *>(ins[3]);
+      p.ops.push_back([=]() { return mm->runMxfp8(d, lhs, ls, rhs, rs, out, s); });
+      return Status::ok();
+    }
     auto *ls = static_cast<const float *>(ins[2]), *rs = static_cast<const float *>(ins[3]);
     p.ops.push_back([=]() { return mm->runFp8(d, lhs, ls, rhs, rs, out, s, bias); });
     return Status::ok();

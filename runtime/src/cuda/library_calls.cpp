@@ -273,16 +273,24 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// The types of a block quantize call (quantize_fp8_block, quantize_mx): x
+/// of the GPU's float types, scale_inv and scale_gemm of `scale`, q_t (when
+/// given) of q's type.
+Status checkBlockQuantizeTypes(Call &c, const char *callee, DType scale) {
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, c.inType("x")));
+  for (const char *f : {"scale_inv", "scale_gemm"})
+    if (c.outType(f) != scale)
+      return invalidArgument(c.a.where + ": \"" + callee + "\" writes " + dtypeName(scale) + " " +
+                             f + ", got " + dtypeName(c.outType(f)));
+  if (c.has(true, "q_t") && c.outType("q_t") != c.outType("q"))
+    return invalidArgument(c.a.where + ": \"" + callee + "\" writes q_t in the type of q");
+  return Status::ok();
+}
+
 /// quantize_fp8_block: one pass (the tile's amaxes in shared memory).
 Status quantizeFp8BlockCall(Call &c, cudaStream_t s, Launch *out) {
   DType dt = c.inType("x"), qt = c.outType("q");
-  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
-  for (const char *f : {"scale_inv", "scale_gemm"})
-    if (c.outType(f) != DType::F32)
-      return invalidArgument(c.a.where + ": \"quantize_fp8_block\" writes f32 " + f + ", got " +
-                             dtypeName(c.outType(f)));
-  if (c.has(true, "q_t") && c.outType("q_t") != qt)
-    return invalidArgument(c.a.where + ": \"quantize_fp8_block\" writes q_t in the type of q");
+  TC_RETURN_IF_ERROR(checkBlockQuantizeTypes(c, "quantize_fp8_block", DType::F32));
   int64_t rows = c.integer("rows"), cols = c.integer("cols"), b = c.integer("blocks");
   if (b < 0 || b > 2)
     return invalidArgument(c.a.where +
@@ -298,6 +306,19 @@ Status quantizeFp8BlockCall(Call &c, cudaStream_t s, Launch *out) {
   *out = [=]() {
     return quantizeFp8Blocks(dt, x, qt, q, qT, scaleInv, gemm, gemmT, rows, cols, blocks, pow2, s);
   };
+  return Status::ok();
+}
+
+/// quantize_mx: one pass (the blocks' amaxes in registers and shuffles).
+Status quantizeMxCall(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("x"), qt = c.outType("q");
+  TC_RETURN_IF_ERROR(checkBlockQuantizeTypes(c, "quantize_mx", DType::F8E8M0FNU));
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  bool alongRows = c.flag("along_rows");
+  void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t");
+  auto *scaleInv = static_cast<uint8_t *>(c.out("scale_inv"));
+  auto *gemm = static_cast<uint8_t *>(c.out("scale_gemm"));
+  *out = [=]() { return quantizeMx(dt, x, qt, q, qT, scaleInv, gemm, rows, cols, alongRows, s); };
   return Status::ok();
 }
 
@@ -345,6 +366,7 @@ const std::map<std::string, Thunk> kThunks = {
     {"embedding_bwd", embeddingBwd},
     {"quantize_fp8", quantizeFp8Call},
     {"quantize_fp8_block", quantizeFp8BlockCall},
+    {"quantize_mx", quantizeMxCall},
     {"fake_quantize", fakeQuantizeCall},
 };
 

@@ -1,5 +1,6 @@
 //===- library_abi.cpp - the library-call ABI, written once ---------------===//
 #include "runtime/src/schema/library_abi.h"
+#include "runtime/src/schema/block_scale_layout.h"
 
 #include <algorithm>
 
@@ -55,6 +56,10 @@ int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool
   default:
     return 0;
   }
+}
+
+int64_t mxfp8GemmScaleBytes(int64_t rows, int64_t cols, bool alongRows) {
+  return blockScaleLayoutBytes(alongRows ? cols : rows, ceilDiv(alongRows ? rows : cols, 32));
 }
 
 size_t fp8QuantizeScratchBytes(int64_t scales) {
@@ -241,6 +246,15 @@ const std::vector<LibraryCallee> &libraryCallees() {
         {"pow2", K::Bool, false},
         {"has_transpose", K::Bool, false},
         {"has_gemm_t", K::Bool, false}}},
+      // --fp8-scaling mxfp8 (sm_120a): x [rows, cols] in 1x32 blocks along
+      // the columns or (along_rows) 32x1 blocks along the rows, q, scale_inv
+      // (f8E8M0FNU, tc's grid), q_t [cols, rows] (has_transpose; along_rows
+      // only), and the scales in cuBLASLt's VEC32_UE8M0 layout for the
+      // K-contiguous operand, q or q_t (scale_gemm, mxfp8GemmScaleBytes).
+      {"quantize_mx",
+       {{"x"}},
+       {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"scale_gemm"}},
+       {kRows, kCols, {"along_rows", K::Bool, false}, {"has_transpose", K::Bool, false}}},
       // tc.fake_quantize: x [outer, len, inner] (f32/bf16) with the blocks
       // along len, y of x's type; nvfp4 unless mxfp4; step (f32 [1], the
       // training step) with stochastic rounding; the scratch holds nvfp4's

@@ -61,6 +61,11 @@ size_t fp8QuantizeScratchBytes(int64_t scales);
 /// ceil(cols / 128), 4)] (transposed: rows and cols swapped); 0 for a
 /// layout the blocks have not.
 int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed);
+/// quantize_mx (--fp8-scaling mxfp8) of x [rows, cols]: the E8M0 bytes of
+/// scale_gemm, cuBLASLt's VEC32_UE8M0 layout (block_scale_layout.h) of the
+/// operand read with K contiguous: q [rows, K = cols] (1x32 blocks along the
+/// columns) or, alongRows, q_t [cols, K = rows].
+int64_t mxfp8GemmScaleBytes(int64_t rows, int64_t cols, bool alongRows);
 
 //===----------------------------------------------------------------------===//
 // The callee table

@@ -416,3 +416,23 @@ func.func @quantize_fp8_outs(%x: !tcx.buffer<32x64xbf16>, %q: !tcx.buffer<32x64x
   tcx.library "quantize_fp8" ins(%x : !tcx.buffer<32x64xbf16>) outs(%q, %s, %amax : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<256xi8>) {rows = 32 : i64, cols = 64 : i64, has_transpose = true}
   return
 }
+
+// -----
+
+// Tests that 1x32 e8m0 block scales (mxfp8, lhs_blocks = 3) take both
+// operands.
+func.func @mm_mx_mixed(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<128x64xf8E4M3FN>, %s: !tcx.buffer<512xf8E8M0FNU>, %c: !tcx.buffer<32x128xbf16>) {
+  // expected-error @+1 {{1x32 e8m0 block scales (3) take both operands and k a multiple of 32, got lhs_blocks 3, rhs_blocks 1, k 64}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<128x64xf8E4M3FN>, !tcx.buffer<512xf8E8M0FNU>, !tcx.buffer<512xf8E8M0FNU>) outs(%c : !tcx.buffer<32x128xbf16>) {m = 32 : i64, n = 128 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", lhs_blocks = 3, rhs_blocks = 1}
+  return
+}
+
+// -----
+
+// Tests that mxfp8's scales are E8M0 bytes of cuBLASLt's VEC32_UE8M0 layout
+// (rows padded to 128, scale columns to 4: 256 x 4 bytes for n = 144).
+func.func @mm_mx_scale_size(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<144x64xf8E4M3FN>, %s: !tcx.buffer<512xf8E8M0FNU>, %c: !tcx.buffer<32x144xbf16>) {
+  // expected-error @+1 {{1x32 block scales must be f8E8M0FNU of 512 and 1024 elements (cuBLASLt's VEC32_UE8M0 layout), got lhs_scale_inv '!tcx.buffer<512xf8E8M0FNU>' and rhs_scale_inv '!tcx.buffer<512xf8E8M0FNU>'}}
+  tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<144x64xf8E4M3FN>, !tcx.buffer<512xf8E8M0FNU>, !tcx.buffer<512xf8E8M0FNU>) outs(%c : !tcx.buffer<32x144xbf16>) {m = 32 : i64, n = 144 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", lhs_blocks = 3, rhs_blocks = 3}
+  return
+}

@@ -5,6 +5,7 @@
 //   - 8-element vector loads/stores (one 16-byte access for bf16, two for
 //     f32), used when a row length is a multiple of 8 and the pointers are
 //     16-byte aligned (the arena guarantees 256),
+//   - FP8: the amax bits of |x|, the saturating E4M3 / E5M2 conversion,
 //   - warp and block reductions (sum, max, the (max, sum-of-exp) pair of an
 //     online softmax),
 //   - dtype dispatch and launch checking for the launchers.
@@ -18,6 +19,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "runtime/src/base/dtype.h"
@@ -43,6 +45,24 @@ template <class T> __device__ __forceinline__ T fromF(float x);
 template <> __device__ __forceinline__ float fromF<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 fromF<bf16>(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ f16 fromF<f16>(float x) { return __float2half_rn(x); }
+
+//===----------------------------------------------------------------------===//
+// FP8 (the quantize kernels)
+//===----------------------------------------------------------------------===//
+
+/// The bits of |v| as an unsigned integer; 0 for NaN (ignored, as fmaxf does).
+/// For non-negative floats the integer order is the float order, so amaxes
+/// taken on these bits are exact and independent of the order of combining.
+__device__ __forceinline__ unsigned absBits(float v) {
+  unsigned b = __float_as_uint(v) & 0x7fffffffu;
+  return b > 0x7f800000u ? 0u : b;
+}
+
+/// v in E4M3 (E5M2) with cvt.rn.satfinite: nearest even, +-inf and values
+/// beyond the format saturating to +-max, NaN kept.
+template <bool E5M2> __device__ __forceinline__ uint8_t toFp8(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
+}
 
 //===----------------------------------------------------------------------===//
 // 8-element vectors (p must be 16-byte aligned)

@@ -227,6 +227,28 @@ Status quantizeFp8Blocks(DType dt, const void *x, DType qt, void *q, void *qT, f
                          Fp8Blocks blocks, bool pow2, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// quantize_mx.cu: MXFP8 quantization (tc.quantize, f8E8M0FNU scales)
+//===----------------------------------------------------------------------===//
+
+/// `--fp8-scaling mxfp8` (OCP MX, sm_120a's block-scaled GEMMs): x[rows,
+/// cols] (dt F32 or BF16) in 1x32 blocks along the columns (alongRows false)
+/// or 32x1 blocks along the rows (an edge block is partial: its amax is over
+/// the elements present), bit for bit tc.quantize's CPU reference: per block
+/// scale_inv = 2^(floor(log2 amax) - emax) clamped to 2^[-127, 127] (emax 8
+/// for E4M3, 15 for E5M2; 2^-127 for amax 0; NaN for an inf amax),
+/// q[rows, cols] (qt F8E4M3FN or F8E5M2) = satfinite(x / scale_inv).
+/// scaleInv: E8M0 bytes in tc's grid ([rows, ceil(cols / 32)] or
+/// [ceil(rows / 32), cols], row-major). qT[cols, rows] (may be null; only
+/// with alongRows) is the transposed copy, whose blocks run along its own
+/// rows. gemmScale: the same bytes in cuBLASLt's VEC32_UE8M0 layout
+/// (block_scale_layout.h) for the operand read with K contiguous, q
+/// [rows, K = cols] or qT [cols, K = rows], zero padded
+/// (rt::blockScaleLayoutBytes(outer, ceil(K / 32)) bytes).
+Status quantizeMx(DType dt, const void *x, DType qt, void *q, void *qT, uint8_t *scaleInv,
+                  uint8_t *gemmScale, int64_t rows, int64_t cols, bool alongRows,
+                  cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // fake_quantize.cu: NVFP4 / MXFP4 fake quantisation (tc.fake_quantize)
 //===----------------------------------------------------------------------===//
 

@@ -34,8 +34,6 @@
 #include <cfloat>
 #include <type_traits>
 
-#include <cuda_fp8.h>
-
 #include "runtime/src/cuda/kernels/common.cuh"
 #include "runtime/src/cuda/kernels/kernels.h"
 
@@ -48,12 +46,6 @@ constexpr int kAmaxThreads = 256;
 constexpr int kAmaxMaxBlocks = 1024;
 constexpr int kTile = 32;
 constexpr int kTileRowsPerPass = 8; // block (32, 8): each thread does 4 rows of a tile
-
-/// The bits of |v| as an unsigned integer; 0 for NaN (ignored, as fmaxf does).
-__device__ __forceinline__ unsigned absBits(float v) {
-  unsigned b = __float_as_uint(v) & 0x7fffffffu;
-  return b > 0x7f800000u ? 0u : b;
-}
 
 template <class T>
 __global__ void __launch_bounds__(kAmaxThreads)
@@ -131,10 +123,6 @@ __device__ __forceinline__ float currentScale(float amax, float fmax) {
   if (isnan(s))
     return 1.f;
   return s;
-}
-
-template <bool E5M2> __device__ __forceinline__ uint8_t toFp8(float v) {
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, E5M2 ? __NV_E5M2 : __NV_E4M3);
 }
 
 /// One 32x32 tile of x[rows, cols] per block (blockIdx.x: row tile,
