@@ -101,7 +101,10 @@ GemmPath describe(tcx::MatmulOp mm) {
     int64_t lb = static_cast<int64_t>(mm.getLhsBlocks()),
             rb = static_cast<int64_t>(mm.getRhsBlocks());
     auto blockName = [](int64_t b) { return b == 2 ? std::string("128x128") : std::string("1x128"); };
-    if (lb || rb) {
+    if (lb == 3 && rb == 3) { // --fp8-scaling mxfp8 (sm_100 / sm_120)
+      g.scales = "1x32 x 1x32";
+      p += "block scales 1x32 x 1x32 (e8m0, VEC32_UE8M0 mode, the block-scaled tensor cores)";
+    } else if (lb || rb) {
       g.scales = blockName(lb) + " x " + blockName(rb);
       p += "block scales " + g.scales + " (fp32, VEC128 / BLK128x128 modes)";
     } else if (elementsOf(in[2]) == 1 && elementsOf(in[3]) == 1) {
