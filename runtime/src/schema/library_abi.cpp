@@ -1,6 +1,8 @@
 //===- library_abi.cpp - the library-call ABI, written once ---------------===//
 #include "runtime/src/schema/library_abi.h"
 
+#include "runtime/src/schema/block_scale_layout.h"
+
 #include <algorithm>
 
 namespace tc::rt {
@@ -55,6 +57,16 @@ int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool
   default:
     return 0;
   }
+}
+
+int64_t fp4PackedRowBytes(int64_t len, bool mxfp4) {
+  int64_t block = mxfp4 ? 32 : 16;
+  return (len + block - 1) / block * block / 2;
+}
+
+int64_t fp4ScaleLayoutBytes(int64_t rows, int64_t len, bool mxfp4) {
+  int64_t block = mxfp4 ? 32 : 16;
+  return blockScaleLayoutBytes(rows, (len + block - 1) / block);
 }
 
 size_t fp8QuantizeScratchBytes(int64_t scales) {
@@ -143,6 +155,11 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"dq_strides", K::Ints, false},
       {"dk_strides", K::Ints, false},
       {"dv_strides", K::Ints, false}};
+  // x [outer, len, inner] with the blocks along len (fake_quantize, quantize_fp4).
+  static const std::vector<LibraryAttrSpec> kFp4Attrs = {
+      {"outer", K::Int, true},       {"len", K::Int, true},         {"inner", K::Int, true},
+      {"mxfp4", K::Bool, false},     {"blocks2d", K::Bool, false},  {"stochastic", K::Bool, false},
+      {"seed", K::Int, false},       {"rng_stream", K::Int, false}};
 
   // The rms rows take has_bias too (always false: the lowering writes it for
   // both norms); no operand depends on it.
@@ -248,15 +265,26 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"fake_quantize",
        {{"x"}, {"step", "stochastic"}},
        {{"y"}, {"scratch"}},
-       {{"outer", K::Int, true},
-        {"len", K::Int, true},
-        {"inner", K::Int, true},
-        {"mxfp4", K::Bool, false},
-        {"blocks2d", K::Bool, false},
-        {"stochastic", K::Bool, false},
-        {"seed", K::Int, false},
-        {"rng_stream", K::Int, false}},
+       kFp4Attrs,
        fakeQuantizeScratch},
+      // tc.fake_quantize's values packed for a block-scaled GEMM
+      // (runtime/src/cuda/kernels/fp4_pack.cu): x [outer, len, inner] as the
+      // matrix [outer * inner, len], q its E2M1 codes (two per byte, rows of
+      // fp4PackedRowBytes), scales the block scales in cuBLASLt's 128x4 layout
+      // (fp4ScaleLayoutBytes), tensor_scale nvfp4's f32 decode scale
+      // (has_tensor_scale); the attributes and the scratch are fake_quantize's.
+      {"quantize_fp4",
+       {{"x"}, {"step", "stochastic"}},
+       {{"q"}, {"scales"}, {"tensor_scale", "has_tensor_scale"}, {"scratch"}},
+       cat(kFp4Attrs, {{"has_tensor_scale", K::Bool, false}}),
+       fakeQuantizeScratch},
+      // tc's sm_120a block-scaled MXFP4 GEMM (runtime/src/cuda/kernels/
+      // fp4_gemm.cu): d [m, n] (bf16) = alpha * a [m, k] b [n, k]^T, a and b
+      // quantize_fp4's packed codes with their E8M0 scales, alpha f32 [1].
+      {"fp4_mma_gemm",
+       {{"a"}, {"a_scales"}, {"b"}, {"b_scales"}, {"alpha"}},
+       {{"d"}},
+       {{"m", K::Int, true}, {"n", K::Int, true}, {"k", K::Int, true}}},
   };
   return callees;
 }
