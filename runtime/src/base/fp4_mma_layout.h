@@ -53,7 +53,7 @@ namespace tc::rt::fp4 {
 TC_FP4L_HD inline uint8_t e2m1Code(double q) {
   double a = fabs(q);
   int m = a < 2.0 ? static_cast<int>(a * 2.0) : a < 4.0 ? static_cast<int>(a) + 2 : a < 6.0 ? 6 : 7;
-  return static_cast<uint8_t>((signbit(q) ? 8 : 0) | m);
+  return static_cast<uint8_t>((copysign(1.0, q) < 0 ? 8 : 0) | m);
 }
 
 /// The value of an E2M1 code (its low 4 bits).
