@@ -379,7 +379,7 @@ Status fp4MmaGemmCall(Call &c, cudaStream_t s, Launch *out) {
   auto *sa = static_cast<const uint8_t *>(c.in("a_scales"));
   auto *b = static_cast<const uint8_t *>(c.in("b"));
   auto *sb = static_cast<const uint8_t *>(c.in("b_scales"));
-  auto *alpha = static_cast<const float *>(c.in("alpha"));
+  auto *alpha = static_cast<const float *>(c.in("alpha")); // null: 1
   void *d = c.out("d");
   int64_t m = c.integer("m"), n = c.integer("n"), k = c.integer("k");
   *out = [=]() { return fp4MmaGemm(a, sa, b, sb, alpha, d, m, n, k, false, s); };

@@ -128,6 +128,7 @@ size_t fp8QuantizeScratch(const LibraryInts &a) {
                                                            : 1);
 }
 size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1); }
+size_t nvfp4GemmScratch(const LibraryInts &) { return 256; } // f32 alpha, beta
 
 } // namespace
 
@@ -155,6 +156,8 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"dq_strides", K::Ints, false},
       {"dk_strides", K::Ints, false},
       {"dv_strides", K::Ints, false}};
+  static const LibraryAttrSpec kGemmM{"m", K::Int, true}, kGemmN{"n", K::Int, true},
+      kGemmK{"k", K::Int, true};
   // x [outer, len, inner] with the blocks along len (fake_quantize, quantize_fp4).
   static const std::vector<LibraryAttrSpec> kFp4Attrs = {
       {"outer", K::Int, true},       {"len", K::Int, true},         {"inner", K::Int, true},
@@ -280,11 +283,22 @@ const std::vector<LibraryCallee> &libraryCallees() {
        fakeQuantizeScratch},
       // tc's sm_120a block-scaled MXFP4 GEMM (runtime/src/cuda/kernels/
       // fp4_gemm.cu): d [m, n] (bf16) = alpha * a [m, k] b [n, k]^T, a and b
-      // quantize_fp4's packed codes with their E8M0 scales, alpha f32 [1].
+      // quantize_fp4's packed codes with their E8M0 scales, alpha f32 [1]
+      // (has_alpha; 1 without).
       {"fp4_mma_gemm",
-       {{"a"}, {"a_scales"}, {"b"}, {"b_scales"}, {"alpha"}},
+       {{"a"}, {"a_scales"}, {"b"}, {"b_scales"}, {"alpha", "has_alpha"}},
        {{"d"}},
-       {{"m", K::Int, true}, {"n", K::Int, true}, {"k", K::Int, true}}},
+       {kGemmM, kGemmN, kGemmK, {"has_alpha", K::Bool, false}}},
+      // cuBLASLt's NVFP4 GEMM (Matmul::runNvfp4, sm_120a): d [m, n] (bf16) =
+      // a_tensor_scale * b_tensor_scale * a [m, k] b [n, k]^T of quantize_fp4's
+      // nvfp4 codes and E4M3 scales; the scratch holds cuBLASLt's device
+      // alpha and beta. The CUDA executor binds it (it owns the cuBLASLt
+      // handle), not a kernel launcher.
+      {"nvfp4_gemm",
+       {{"a"}, {"a_scales"}, {"a_tensor_scale"}, {"b"}, {"b_scales"}, {"b_tensor_scale"}},
+       {{"d"}, {"scratch"}},
+       {kGemmM, kGemmN, kGemmK},
+       nvfp4GemmScratch},
   };
   return callees;
 }

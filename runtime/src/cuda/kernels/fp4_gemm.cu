@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         Step::template mma<2>(acc, f.a, f.b, scaleA, scaleB);
     }
   }
-  float s = *alpha;
+  float s = alpha ? *alpha : 1.f;
   for (int i = 0; i < 4; ++i) {
     fp4::MmaPos p = fp4::mmaCPos(lane, i);
     int64_t row = m0 + p.row, col = n0 + p.col;
@@ -191,7 +191,7 @@ Status fp4MmaGemm(const uint8_t *a, const uint8_t *aScales, const uint8_t *b,
   if (k % fp4::kMxBlock != 0)
     return invalidArgument("fp4MmaGemm: K " + std::to_string(k) +
                            " is not a multiple of 32 (MXFP4's blocks)");
-  if (!a || !aScales || !b || !bScales || !alpha || !d)
+  if (!a || !aScales || !b || !bScales || !d)
     return invalidArgument("fp4MmaGemm: null pointer");
   if (!emulate) {
     int dev = 0, major = 0, minor = 0;

@@ -14,7 +14,7 @@
 //           tile layout (runtime/src/schema/block_scale_layout.h quotes the
 //           formula), the padding zero;
 //   tensor  nvfp4's f32 tensor decode scale 1 / S_enc (the GEMM's alpha is
-//           the product of its operands').
+//           the product of its operands': nvfp4GemmScalars).
 // x [outer, len, inner] is packed as the matrix [outer * inner, len] with
 // len (the blocks' axis, the product's K) contiguous: x [M, K] along axis 1
 // is itself, along axis 0 (outer 1, inner K) its transpose [K, M] -- the
@@ -79,7 +79,20 @@ __global__ void __launch_bounds__(kThreads)
   fp4QuantizeBlock<T, Nv, Stochastic>(x, amax, v, b, seed, stream, step, sink);
 }
 
+__global__ void nvfp4GemmScalarsKernel(const float *a, const float *b, float *scalars) {
+  scalars[0] = a[0] * b[0];
+  scalars[1] = 0.f;
+}
+
 } // namespace
+
+Status nvfp4GemmScalars(const float *lhsTensorScale, const float *rhsTensorScale, float *scalars,
+                        cudaStream_t stream) {
+  if (!lhsTensorScale || !rhsTensorScale || !scalars)
+    return invalidArgument("nvfp4GemmScalars: null pointer");
+  nvfp4GemmScalarsKernel<<<1, 1, 0, stream>>>(lhsTensorScale, rhsTensorScale, scalars);
+  return checkLaunch("nvfp4_gemm_scalars");
+}
 
 Status quantizeFp4Packed(DType dt, const void *x, uint8_t *q, uint8_t *scales, float *tensorScale,
                          float *amax, int64_t outer, int64_t len, int64_t inner, Fp4Format format,

@@ -271,7 +271,13 @@ Status quantizeFp4Packed(DType dt, const void *x, uint8_t *q, uint8_t *scales, f
                          float *amax, int64_t outer, int64_t len, int64_t inner, Fp4Format format,
                          bool blocks2d, const Fp4Stochastic *sr, cudaStream_t stream);
 
-/// d [m, n] (bf16, row-major) = alpha[0] * A B^T of quantizeFp4Packed's
+/// scalars[0] = *lhsTensorScale * *rhsTensorScale, scalars[1] = 0 (one
+/// thread): the device alpha and beta of an NVFP4 cuBLASLt GEMM
+/// (Matmul::runNvfp4).
+Status nvfp4GemmScalars(const float *lhsTensorScale, const float *rhsTensorScale, float *scalars,
+                        cudaStream_t stream);
+
+/// d [m, n] (bf16, row-major) = alpha[0] (1 when null) * A B^T of quantizeFp4Packed's
 /// mxfp4 operands a [m, k] and b [n, k] (K a multiple of 32) with their E8M0
 /// scales, fp32 accumulation: the block-scaled mma.sync of sm_120a. On any
 /// other GPU it is Unimplemented unless `emulate`, which runs the same tile
