@@ -549,7 +549,9 @@ Status Matmul::runNvfp4(const Nvfp4Gemm &g, cudaStream_t stream) {
   auto *scaleA = reinterpret_cast<const float *>(g.rhsScales);
   auto *scaleB = reinterpret_cast<const float *>(g.lhsScales);
   Plan *plan = nullptr;
-  TC_RETURN_IF_ERROR(getPlan(d, g.lhs, g.rhs, g.out, nullptr, nullptr, &plan, scaleA, scaleB));
+  if (Status st = getPlan(d, g.lhs, g.rhs, g.out, nullptr, nullptr, &plan, scaleA, scaleB);
+      !st.isOk()) // every error names the problem (an FP4 layout, say, where FP4 is unknown)
+    return Status(st.code(), "matmul " + d.toString() + ": " + st.message());
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof scaleA));
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
