@@ -441,48 +441,55 @@ Status referenceGemm(const HostTensor &a, const Fp4Case &ca, const HostTensor &b
   return Status::ok();
 }
 
-// d = alpha a b^T of mxfp4 operands through the kernel's loads, fragment
-// layouts and scale selectors, each MMA step emulated (what runs where
-// sm_120a is not), against the CPU GEMM (in double) of fake_quantize's
-// dequantised operands: odd M and N, K not a multiple of 128 (a half
-// step), b as it is ([N, K] along K) and as the transposed copy of a [K, N]
-// tensor (packed along its axis 0). Within fp32 accumulation + bf16
-// rounding (the emulation sums in its own order, as the tensor cores do
-// in theirs). The instruction itself (Sm120Mma) is Unimplemented here.
+// d = alpha a b^T of mxfp4 (and nvfp4: E4M3 1x16 scales, a 16x16-blocked
+// b, alpha times the tensor scales) operands through the kernel's loads,
+// fragment layouts and scale selectors, each MMA step emulated (what runs
+// where sm_120a is not), against the CPU GEMM (in double) of fake_quantize's
+// dequantised operands: odd M and N, K not a multiple of the scale word's
+// 128 / 64 (a partial step), b as it is ([N, K] along K) and as the
+// transposed copy of a [K, N] tensor (packed along its axis 0). Within fp32
+// accumulation + bf16 rounding (the emulation sums in its own order, as the
+// tensor cores do in theirs). The instruction itself (Sm120Mma) is
+// Unimplemented here.
 TEST_F(CudaFp4, MmaGemmEmulatedMatchesReference) {
   const double alpha = 0.75;
-  for (int64_t k : {96, 160, 256})
-    for (bool transposedB : {false, true}) {
-      const int64_t m = 37, n = 45;
-      HostTensor a = fp4Input(DType::BF16, {m, k}, "random", rng);
-      HostTensor b = fp4Input(DType::BF16, transposedB ? std::vector<int64_t>{k, n}
-                                                       : std::vector<int64_t>{n, k},
-                              "random", rng);
-      Fp4Case ca{{m, k}, 1, true, false}, cb{b.type.shape, transposedB ? 0 : 1, true, false};
-      auto onGpu = [&](const HostTensor &x, const Fp4Case &c, DevBuf *q, DevBuf *s) -> Status {
-        Packed p;
-        TC_RETURN_IF_ERROR(packOnGpu(x, c, nullptr, 0, stream(), &p));
-        TC_RETURN_IF_ERROR(uploadBytes(p.q, q, stream()));
-        return uploadBytes(p.scales, s, stream());
-      };
-      DevBuf qa, sa, qb, sb, dalpha, dd;
-      ASSERT_OK(onGpu(a, ca, &qa, &sa));
-      ASSERT_OK(onGpu(b, cb, &qb, &sb));
-      ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {1}), {alpha}), &dalpha, stream()));
-      ASSERT_OK(devZeros(m * n * 2, &dd, stream()));
-      ASSERT_OK(fp4MmaGemm(qa.as<uint8_t>(), sa.as<uint8_t>(), qb.as<uint8_t>(), sb.as<uint8_t>(),
-                           dalpha.as<float>(), dd.p, m, n, k, true, stream()));
-      HostTensor d;
-      ASSERT_OK(download(dd.p, ty(DType::BF16, {m, n}), &d, stream()));
-      std::vector<double> want;
-      ASSERT_OK(referenceGemm(a, ca, b, cb, alpha, &want));
-      CompareResult r = compare(hostTensorToDoubles(d), want);
-      std::string name = "fp4_mma_gemm emulated k" + std::to_string(k) +
-                         (transposedB ? " b^T copy" : "");
-      report(name, DType::BF16, r.maxErr, 1e-2, 0, shapeStr({m, n, k}));
-      EXPECT_LT(r.maxErr, 1e-2) << name << ": element " << r.worst << " is " << r.got
-                                << ", want " << r.want;
-    }
+  for (bool nv : {false, true})
+    for (int64_t k : {96, 160, 256})
+      for (bool transposedB : {false, true}) {
+        const int64_t m = 37, n = 45;
+        HostTensor a = fp4Input(DType::BF16, {m, k}, "random", rng);
+        HostTensor b = fp4Input(DType::BF16, transposedB ? std::vector<int64_t>{k, n}
+                                                         : std::vector<int64_t>{n, k},
+                                "random", rng);
+        Fp4Case ca{{m, k}, 1, !nv, false}, cb{b.type.shape, transposedB ? 0 : 1, !nv, nv};
+        float tensorScales = 1.f;
+        auto onGpu = [&](const HostTensor &x, const Fp4Case &c, DevBuf *q, DevBuf *s) -> Status {
+          Packed p;
+          TC_RETURN_IF_ERROR(packOnGpu(x, c, nullptr, 0, stream(), &p));
+          tensorScales *= p.tensor;
+          TC_RETURN_IF_ERROR(uploadBytes(p.q, q, stream()));
+          return uploadBytes(p.scales, s, stream());
+        };
+        DevBuf qa, sa, qb, sb, dalpha, dd;
+        ASSERT_OK(onGpu(a, ca, &qa, &sa));
+        ASSERT_OK(onGpu(b, cb, &qb, &sb));
+        double gpuAlpha = alpha * (nv ? tensorScales : 1.f);
+        ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {1}), {gpuAlpha}), &dalpha, stream()));
+        ASSERT_OK(devZeros(m * n * 2, &dd, stream()));
+        ASSERT_OK(fp4MmaGemm(qa.as<uint8_t>(), sa.as<uint8_t>(), qb.as<uint8_t>(),
+                             sb.as<uint8_t>(), dalpha.as<float>(), dd.p, m, n, k, nv, true,
+                             stream()));
+        HostTensor d;
+        ASSERT_OK(download(dd.p, ty(DType::BF16, {m, n}), &d, stream()));
+        std::vector<double> want;
+        ASSERT_OK(referenceGemm(a, ca, b, cb, alpha, &want));
+        CompareResult r = compare(hostTensorToDoubles(d), want);
+        std::string name = std::string("fp4_mma_gemm emulated ") + (nv ? "nvfp4" : "mxfp4") +
+                           " k" + std::to_string(k) + (transposedB ? " b^T copy" : "");
+        report(name, DType::BF16, r.maxErr, 1e-2, 0, shapeStr({m, n, k}));
+        EXPECT_LT(r.maxErr, 1e-2) << name << ": element " << r.worst << " is " << r.got
+                                  << ", want " << r.want;
+      }
 }
 
 TEST_F(CudaFp4, MmaGemmRefusesWhatItCannotDo) {
@@ -490,12 +497,15 @@ TEST_F(CudaFp4, MmaGemmRefusesWhatItCannotDo) {
   ASSERT_OK(devZeros(4096, &buf, stream()));
   auto *u = buf.as<uint8_t>();
   auto *f = buf.as<float>();
-  EXPECT_FALSE(fp4MmaGemm(u, u, u, u, f, buf.p, 16, 8, 48, true, stream()).isOk()) << "K % 32";
-  EXPECT_FALSE(fp4MmaGemm(u, nullptr, u, u, f, buf.p, 16, 8, 64, true, stream()).isOk());
+  EXPECT_FALSE(fp4MmaGemm(u, u, u, u, f, buf.p, 16, 8, 48, false, true, stream()).isOk())
+      << "K % 32";
+  EXPECT_FALSE(fp4MmaGemm(u, u, u, u, f, buf.p, 16, 8, 40, true, true, stream()).isOk())
+      << "K % 16";
+  EXPECT_FALSE(fp4MmaGemm(u, nullptr, u, u, f, buf.p, 16, 8, 64, false, true, stream()).isOk());
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major != 12) { // the instruction exists in the sm_120a code only
-    Status st = fp4MmaGemm(u, u, u, u, f, buf.p, 16, 8, 64, false, stream());
+    Status st = fp4MmaGemm(u, u, u, u, f, buf.p, 16, 8, 64, false, false, stream());
     EXPECT_FALSE(st.isOk());
     EXPECT_NE(st.message().find("sm_120a"), std::string::npos) << st.message();
   }

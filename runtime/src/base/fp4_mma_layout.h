@@ -29,7 +29,9 @@
 //   Figure 43). thread-id-b picks the one lane of each quad (lane % 4 ==
 //   thread-id-b) that supplies SF_B of column groupID. byte-id (0 or 2) picks
 //   the byte pair of the 32-bit scale data: byte byte-id + j scales the K
-//   elements [32 j, 32 j + 32) (Figure 45).
+//   elements [32 j, 32 j + 32) (Figure 45). With kind::mxf4nvf4
+//   scale_vec::4X (NVFP4: E4M3 scales of 16 K elements) all 4 bytes are
+//   used, byte j for [16 j, 16 j + 16), byte-id 0.
 //
 // No dependencies: <cmath> only.
 //
@@ -126,8 +128,9 @@ TC_FP4L_HD inline int mmaScaleBCol(int lane, int threadId) {
   return (lane & 3) == threadId ? lane >> 2 : -1;
 }
 
-/// scale_vec::2X: the byte of the 32-bit scale data that scales K chunk
-/// `chunk` (0: k in [0, 32), 1: [32, 64)) with byte-id `byteId` (0 or 2).
+/// The byte of the 32-bit scale data that scales K chunk `chunk`:
+/// scale_vec::2X (E8M0, 32 K each: chunk 0 or 1) with byte-id `byteId` (0
+/// or 2); scale_vec::4X (NVFP4's E4M3, 16 K each: chunk 0 to 3) with byte-id 0.
 TC_FP4L_HD inline int mmaScaleByte(int byteId, int chunk) { return byteId + chunk; }
 
 } // namespace tc::rt::fp4

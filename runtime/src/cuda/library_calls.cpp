@@ -369,7 +369,7 @@ Status quantizeFp4Call(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
-/// fp4_mma_gemm: tc's sm_120a block-scaled MXFP4 GEMM (Unimplemented, with
+/// fp4_mma_gemm: tc's sm_120a block-scaled MXFP4 (or NVFP4) GEMM (Unimplemented, with
 /// the reason, on other GPUs).
 Status fp4MmaGemmCall(Call &c, cudaStream_t s, Launch *out) {
   if (c.outType("d") != DType::BF16)
@@ -382,7 +382,8 @@ Status fp4MmaGemmCall(Call &c, cudaStream_t s, Launch *out) {
   auto *alpha = static_cast<const float *>(c.in("alpha")); // null: 1
   void *d = c.out("d");
   int64_t m = c.integer("m"), n = c.integer("n"), k = c.integer("k");
-  *out = [=]() { return fp4MmaGemm(a, sa, b, sb, alpha, d, m, n, k, false, s); };
+  bool nv = c.flag("nvfp4");
+  *out = [=]() { return fp4MmaGemm(a, sa, b, sb, alpha, d, m, n, k, nv, false, s); };
   return Status::ok();
 }
 

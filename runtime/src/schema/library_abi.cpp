@@ -283,12 +283,12 @@ const std::vector<LibraryCallee> &libraryCallees() {
        fakeQuantizeScratch},
       // tc's sm_120a block-scaled MXFP4 GEMM (runtime/src/cuda/kernels/
       // fp4_gemm.cu): d [m, n] (bf16) = alpha * a [m, k] b [n, k]^T, a and b
-      // quantize_fp4's packed codes with their E8M0 scales, alpha f32 [1]
-      // (has_alpha; 1 without).
+      // quantize_fp4's packed codes with their E8M0 scales (nvfp4: its nvfp4
+      // codes and E4M3 scales), alpha f32 [1] (has_alpha; 1 without).
       {"fp4_mma_gemm",
        {{"a"}, {"a_scales"}, {"b"}, {"b_scales"}, {"alpha", "has_alpha"}},
        {{"d"}},
-       {kGemmM, kGemmN, kGemmK, {"has_alpha", K::Bool, false}}},
+       {kGemmM, kGemmN, kGemmK, {"has_alpha", K::Bool, false}, {"nvfp4", K::Bool, false}}},
       // cuBLASLt's NVFP4 GEMM (Matmul::runNvfp4, sm_120a): d [m, n] (bf16) =
       // a_tensor_scale * b_tensor_scale * a [m, k] b [n, k]^T of quantize_fp4's
       // nvfp4 codes and E4M3 scales; the scratch holds cuBLASLt's device

@@ -279,13 +279,15 @@ Status nvfp4GemmScalars(const float *lhsTensorScale, const float *rhsTensorScale
 
 /// d [m, n] (bf16, row-major) = alpha[0] (1 when null) * A B^T of quantizeFp4Packed's
 /// mxfp4 operands a [m, k] and b [n, k] (K a multiple of 32) with their E8M0
-/// scales, fp32 accumulation: the block-scaled mma.sync of sm_120a. On any
+/// scales, or with `nvfp4` its nvfp4 operands (K a multiple of 16) with
+/// their E4M3 scales (alpha then the tensor scales' product:
+/// nvfp4GemmScalars), fp32 accumulation: the block-scaled mma.sync of sm_120a. On any
 /// other GPU it is Unimplemented unless `emulate`, which runs the same tile
 /// loop with each MMA step decoded and summed in fp32 on any GPU (a test
 /// of the loads and the fragment layouts, not a fast path).
 Status fp4MmaGemm(const uint8_t *a, const uint8_t *aScales, const uint8_t *b,
                   const uint8_t *bScales, const float *alpha, void *d, int64_t m, int64_t n,
-                  int64_t k, bool emulate, cudaStream_t stream);
+                  int64_t k, bool nvfp4, bool emulate, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm
