@@ -9,6 +9,7 @@
 #include "compiler/MemoryPlan.h"
 #include "compiler/Pipelines.h"
 #include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/LossScale.h"
 #include "compiler/Transforms/Passes.h"
@@ -389,6 +390,10 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
   }
   if (opts.precision == "fp8" && !checkFp8Target(*result->module, opts, result, error))
     return false;
+  // --fp4-qat: which FP4 products take sm_120a's block-scaled GEMMs, and the
+  // path of each in its precision reason.
+  if (opts.precision == "fp4")
+    planFp4Gemms(*result->module, opts.target);
   // A splat constant of any shape is one value to MLIR, but the artifact
   // stores it expanded: a model whose constants exceed that is bad input
   // (found by fuzzing: Dropout's mask for a [3,4,5,2,2^31] input).

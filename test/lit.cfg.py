@@ -35,6 +35,11 @@ if getattr(config, "tc_have_nvrtc", "0") in ("1", "ON", "TRUE", "True"):
 llvm_config.add_tool_substitutions(["tc-cuda-codegen"], [config.tc_tools_dir])
 config.substitutions.append(("%run_generated",
                              os.path.join(config.tc_obj_root, "test", "codegen", "run_generated")))
+# The CUDA runtime library (its hand-written kernels' SASS), when built.
+_runtime_cuda_lib = getattr(config, "tc_runtime_cuda_lib", "")
+if _runtime_cuda_lib and os.path.exists(_runtime_cuda_lib):
+    config.available_features.add("tc-runtime-cuda")
+    config.substitutions.append(("%tc_runtime_cuda_lib", _runtime_cuda_lib))
 _cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
 
 

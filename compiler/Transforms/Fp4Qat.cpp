@@ -233,4 +233,85 @@ void appendFp4StepUpdate(OpBuilder &b, func::FuncOp fn, llvm::SmallVectorImpl<Va
       {b.getNamedAttr("tc.name", b.getStringAttr(("update:" + kFp4StepEntry).str()))}));
 }
 
+std::string fp4GemmForm(Operation *op, Fp4GemmForm *out) {
+  auto mm = llvm::dyn_cast<MatmulOp>(op);
+  if (!mm)
+    return "not a tc.matmul";
+  auto lt = llvm::cast<RankedTensorType>(mm.getLhs().getType());
+  auto rt = llvm::cast<RankedTensorType>(mm.getRhs().getType());
+  auto ot = llvm::cast<RankedTensorType>(mm.getResult().getType());
+  if (!ot.getElementType().isBF16())
+    return "its result is not bf16";
+  if (rt.getRank() != 2 || lt.getRank() < 2 || (lt.getRank() > 2 && mm.getTransposeLhs()))
+    return "it is a batched product (the block-scaled GEMM takes [M, K] x [K, N], a batched lhs "
+           "only untransposed)";
+  auto fl = mm.getLhs().getDefiningOp<FakeQuantizeOp>();
+  auto fr = mm.getRhs().getDefiningOp<FakeQuantizeOp>();
+  if (!fl || !fr)
+    return std::string("its ") + (fl ? "rhs" : "lhs") + " is not fake-quantised (bf16)";
+  if (fl.getFormat() != fr.getFormat())
+    return "its operands are in different formats";
+  auto axisOf = [](FakeQuantizeOp q) {
+    int64_t rank = llvm::cast<RankedTensorType>(q.getInput().getType()).getRank();
+    auto axis = static_cast<int64_t>(q.getAxis());
+    return axis < 0 ? axis + rank : axis;
+  };
+  auto alongK = [&](FakeQuantizeOp q, int64_t operand) {
+    return axisOf(q) == contractionAxis(mm, operand) || q.getBlocks2d();
+  };
+  if (!alongK(fl, 0) || !alongK(fr, 1))
+    return "an operand's blocks are not along the product's K";
+  int64_t k = lt.getDimSize(contractionAxis(mm, 0));
+  int64_t n = rt.getDimSize(mm.getTransposeRhs() ? 0 : 1);
+  int64_t m = lt.getNumElements() / k;
+  if (k % 32 != 0)
+    return "K " + std::to_string(k) + " is not a multiple of 32 (16-byte rows of packed E2M1)";
+  if (fl.getFormat() == "nvfp4" && n % 16 != 0)
+    return "N " + std::to_string(n) + " is not a multiple of 16 (cuBLASLt's NVFP4 GEMM)";
+  out->lhs = fl;
+  out->rhs = fr;
+  out->lhsAxis = contractionAxis(mm, 0);
+  out->rhsAxis = contractionAxis(mm, 1);
+  out->format = fl.getFormat().str();
+  out->m = m;
+  out->n = n;
+  out->k = k;
+  return "";
+}
+
+int64_t planFp4Gemms(ModuleOp module, llvm::StringRef target) {
+  bool sm120 = target.starts_with("sm_120");
+  Builder b(module.getContext());
+  int64_t marked = 0;
+  module.walk([&](MatmulOp mm) {
+    bool fq = mm.getLhs().getDefiningOp<FakeQuantizeOp>() ||
+              mm.getRhs().getDefiningOp<FakeQuantizeOp>();
+    if (!fq)
+      return;
+    Fp4GemmForm f;
+    std::string why = fp4GemmForm(mm, &f);
+    std::string path;
+    if (sm120 && why.empty()) {
+      mm->setAttr(kFp4GemmAttr, b.getStringAttr(f.format));
+      ++marked;
+      path = f.format == "nvfp4"
+                 ? "on sm_120a: block-scaled NVFP4 GEMM (quantize_fp4 packs both operands; "
+                   "cuBLASLt VEC16_UE4M3, the tensor scales as alpha, fp32 accumulation)"
+                 : "on sm_120a: block-scaled MXFP4 GEMM (quantize_fp4 packs both operands; tc's "
+                   "mma.sync kind::mxf4 kernel, fp32 accumulation)";
+    } else {
+      path = std::string("on ") + (target.empty() ? "cpu" : target.str()) +
+             ": emulated through a bf16 GEMM on the fake-quantised operands (exact products, "
+             "fp32 sums in another order than sm_120a's block-scaled hardware)";
+      if (sm120)
+        path += "; not block-scaled because " + why;
+    }
+    std::string r;
+    if (auto reason = mm->getAttrOfType<StringAttr>(kPrecisionReasonAttr))
+      r = reason.getValue().str() + "; ";
+    mm->setAttr(kPrecisionReasonAttr, b.getStringAttr(r + path));
+  });
+  return marked;
+}
+
 } // namespace tc

@@ -9,6 +9,7 @@
 #define TC_COMPILER_TRANSFORMS_FP4QAT_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -71,6 +72,38 @@ mlir::LogicalResult quantizeFp4Backward(mlir::OpBuilder &b, mlir::Operation *fwd
 void appendFp4StepUpdate(mlir::OpBuilder &b, mlir::func::FuncOp fn,
                          llvm::SmallVectorImpl<mlir::Value> &results,
                          llvm::SmallVectorImpl<mlir::Attribute> &names);
+
+/// On a tc.matmul of two fake-quantised FP4 operands that runs on sm_120a's
+/// block-scaled path: "nvfp4" (cuBLASLt's VEC16_UE4M3 GEMM) or "mxfp4"
+/// (tc's mma.sync kind::mxf4 kernel). tc-lower-to-tcx lowers such a product
+/// to quantize_fp4 calls of its operands' inputs and that GEMM.
+constexpr llvm::StringLiteral kFp4GemmAttr = "tc.fp4_gemm";
+
+/// A product both of whose operands tc.fake_quantize writes in one format
+/// with blocks along the product's K: out [M, N] = lhs [M, K] rhs [K, N]
+/// with lhs's leading dims folded into M (not transposed when batched) and
+/// a 2-D rhs. A 16x16-blocked operand's blocks lie along both of its axes
+/// (the same values whichever axis the tc.fake_quantize names).
+struct Fp4GemmForm {
+  mlir::Operation *lhs = nullptr, *rhs = nullptr; // the tc.fake_quantize ops
+  int64_t lhsAxis = 0, rhsAxis = 0;               // their contraction axes (the blocks')
+  std::string format;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+/// "" when `mm` (a tc.matmul) has that form (filled into *out), else why it
+/// has not ("its lhs is not fake-quantised", "K 48 is not a multiple of
+/// 32", ...).
+std::string fp4GemmForm(mlir::Operation *mm, Fp4GemmForm *out);
+
+/// After the training pipeline, for `target`: each product of fake-quantised
+/// FP4 operands says in its precision reason which path it takes there. On
+/// sm_120 (sm_120a) a product of fp4GemmForm is marked kFp4GemmAttr (the
+/// block-scaled GEMM, the sums in the tensor cores' order); the others,
+/// and every one on sm_90 and the CPU, are emulated through bf16 GEMMs on
+/// the fake-quantised operands (exact products, fp32 sums in another order
+/// than sm_120a's hardware). Returns how many were marked.
+int64_t planFp4Gemms(mlir::ModuleOp module, llvm::StringRef target);
 
 } // namespace tc
 

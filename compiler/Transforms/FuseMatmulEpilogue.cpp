@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Passes.h"
 
 namespace tc {
@@ -36,6 +37,8 @@ AddOp biasAdd(Value product, int64_t n) {
 }
 
 void mark(MatmulOp op) {
+  if (op->hasAttr(kFp4GemmAttr)) // sm_120a's block-scaled FP4 GEMMs take no epilogue
+    return;
   std::optional<GemmForm> g = gemmForm(op);
   if (!g)
     return;

@@ -107,6 +107,13 @@ public:
   /// the K-contiguous read of its blocks and (128x128 blocks) for its
   /// transposed copy.
   llvm::DenseMap<mlir::Value, std::pair<mlir::Value, mlir::Value>> gemmScalesFp8;
+  /// (a tc.fake_quantize result, the axis its blocks are packed along) ->
+  /// its quantize_fp4 copy for a block-scaled FP4 GEMM (packed codes, block
+  /// scales, nvfp4's tensor scale or null).
+  struct PackedFp4 {
+    mlir::Value q, scales, tensorScale;
+  };
+  llvm::DenseMap<std::pair<mlir::Value, int64_t>, PackedFp4> packedFp4;
   /// A norm gradient op -> (mean or null, rstd) its forward's kernel writes.
   llvm::DenseMap<mlir::Operation *, std::pair<mlir::Value, mlir::Value>> normStats;
 

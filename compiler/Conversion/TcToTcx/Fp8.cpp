@@ -42,6 +42,7 @@
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
 #include "compiler/PrecisionPlan.h"
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "runtime/src/schema/library_abi.h"
 
@@ -286,6 +287,10 @@ LogicalResult checkFp8Op(Operation &op) {
     // cuBLASLt needs a TN copy: the GEMM form below is all there is to check.
     Fp8GemmForm g;
     e = fp8GemmForm(mm, &g);
+  } else if (op.hasAttr(kFp4GemmAttr)) {
+    Fp4GemmForm f;
+    if (std::string why = fp4GemmForm(&op, &f); !why.empty())
+      e = "marked " + kFp4GemmAttr.str() + " but " + why;
   }
   if (e.empty())
     return success();

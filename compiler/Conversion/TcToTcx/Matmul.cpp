@@ -10,6 +10,7 @@
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "compiler/Transforms/Fp4Qat.h"
 
 using namespace mlir;
 
@@ -22,6 +23,8 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
 
   LogicalResult matchAndRewrite(MatmulOp op, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
+    if (op->hasAttr(kFp4GemmAttr))
+      return rewriter.notifyMatchFailure(op, "a block-scaled FP4 GEMM (Fp4.cpp)");
     std::optional<GemmForm> g = gemmForm(op);
     if (!g)
       return rewriter.notifyMatchFailure(op, "element type has no cuBLASLt kernel");

@@ -2,7 +2,7 @@
 //
 // The conversion patterns of tc-lower-to-tcx, one populate function per op
 // family (Buffers.cpp, Kernels.cpp, Matmul.cpp, Norm.cpp, Loss.cpp,
-// Attention.cpp, Embedding.cpp, Fp8.cpp), and the small helpers they share.
+// Attention.cpp, Embedding.cpp, Fp8.cpp, Fp4.cpp), and the small helpers they share.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_CONVERSION_TCTOTCX_PATTERNS_H
@@ -48,6 +48,9 @@ void populateTcToTcxEmbeddingPatterns(mlir::RewritePatternSet &patterns,
 /// tc.matmul.
 void populateTcToTcxFp8Patterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers,
                                 bool fuseEpilogues);
+/// The tc.matmuls planFp4Gemms marked (sm_120a's block-scaled FP4 GEMMs):
+/// quantize_fp4 of both operands' inputs, then nvfp4_gemm / fp4_mma_gemm.
+void populateTcToTcxFp4Patterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers);
 /// An error naming a tc.quantize / tc.scaled_matmul that has no GPU form
 /// (success for every other op): tc-lower-to-tcx's check before it converts.
 mlir::LogicalResult checkFp8Op(mlir::Operation &op);

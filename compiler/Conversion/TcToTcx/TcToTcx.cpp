@@ -42,6 +42,7 @@ void populateTcToTcxPatterns(RewritePatternSet &patterns, BufferAssignment &buff
   populateTcToTcxAttentionPatterns(patterns, buffers);
   populateTcToTcxEmbeddingPatterns(patterns, buffers);
   populateTcToTcxFp8Patterns(patterns, buffers, fuseEpilogues);
+  populateTcToTcxFp4Patterns(patterns, buffers);
 }
 
 namespace {

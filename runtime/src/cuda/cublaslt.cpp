@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/src/cuda/device.h"
+#include "runtime/src/cuda/kernels/kernels.h"
 
 namespace tc::rt::cuda {
 
@@ -75,7 +76,8 @@ const char *fp8ScaleBlocksName(Fp8ScaleBlocks b) {
 } // namespace
 
 std::string MatmulDesc::toString() const {
-  std::string s = fp8 ? std::string(dtypeName(lhsType)) + "x" + dtypeName(rhsType) + "->" +
+  std::string s = nvfp4 ? std::string("nvfp4xnvfp4->") + dtypeName(dtype)
+                  : fp8 ? std::string(dtypeName(lhsType)) + "x" + dtypeName(rhsType) + "->" +
                             dtypeName(dtype) + (fastAccum ? "(fast accum)" : "") +
                             (rowScales ? "(row scales)" : "") +
                             (lhsBlocks != Fp8ScaleBlocks::None
@@ -222,6 +224,15 @@ Status setBatch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
   return Status::ok();
 }
 
+/// cuBLASLt's A and B scale modes (A is our rhs, B our lhs).
+Status setScaleModes(cublasLtMatmulDesc_t op, int32_t modeA, int32_t modeB) {
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modeA, sizeof modeA));
+  TC_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modeB, sizeof modeB));
+  return Status::ok();
+}
+
 } // namespace
 
 struct Matmul::Plan {
@@ -302,7 +313,8 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
                          d.fastAccum,
                          d.rowScales,
                          static_cast<int64_t>(d.lhsBlocks),
-                         static_cast<int64_t>(d.rhsBlocks)};
+                         static_cast<int64_t>(d.rhsBlocks),
+                         d.nvfp4};
   std::string keyBytes(reinterpret_cast<const char *>(key), sizeof key);
   auto it = plans_.find(keyBytes);
   if (it != plans_.end()) {
@@ -315,6 +327,8 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
   // FP8: A (our rhs) and B (our lhs) in their own types, C/D the result's.
   cudaDataType_t typeA = d.fp8 ? cudaType(d.rhsType) : type;
   cudaDataType_t typeB = d.fp8 ? cudaType(d.lhsType) : type;
+  if (d.nvfp4)
+    typeA = typeB = CUDA_R_4F_E2M1;
   cublasComputeType_t compute =
       d.dtype == DType::F32 && d.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
@@ -331,11 +345,8 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
     if (d.rowScales) {
       // A's scales are a vector over the rows of op(A) (our rhs: n), B's
       // over the columns of op(B) (our lhs: m).
-      int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+      TC_RETURN_IF_ERROR(setScaleModes(plan->op, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                                       CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F));
     }
     if (d.lhsBlocks != Fp8ScaleBlocks::None) {
       // A is our rhs [n, k], B our lhs [m, k], both K-contiguous (TN).
@@ -345,12 +356,17 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
         return b == Fp8ScaleBlocks::Vec128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
                                            : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
       };
-      int32_t modeA = modeOf(d.rhsBlocks), modeB = modeOf(d.lhsBlocks);
-      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modeA, sizeof modeA));
-      TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modeB, sizeof modeB));
+      TC_RETURN_IF_ERROR(setScaleModes(plan->op, modeOf(d.rhsBlocks), modeOf(d.lhsBlocks)));
     }
+  }
+  if (d.nvfp4) {
+    // E4M3 scales of 1x16 blocks; alpha (the tensor scales' product) and
+    // beta on the device.
+    TC_RETURN_IF_ERROR(setScaleModes(plan->op, CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3,
+                                     CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3));
+    int32_t pointerMode = CUBLASLT_POINTER_MODE_DEVICE;
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointerMode, sizeof pointerMode));
   }
   if (scaleA)
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
@@ -552,6 +568,45 @@ Status Matmul::runMxfp8(const MatmulDesc &d, const void *lhs, const uint8_t *lhs
   // cuBLASLt's scale pointers are opaque device pointers: E8M0 bytes here.
   return runFp8(d, lhs, reinterpret_cast<const float *>(lhsScales), rhs,
                 reinterpret_cast<const float *>(rhsScales), out, stream);
+}
+
+Status Matmul::runNvfp4(const Nvfp4Gemm &g, cudaStream_t stream) {
+  MatmulDesc d;
+  d.dtype = DType::BF16;
+  d.nvfp4 = true;
+  d.transposeRhs = true; // TN: lhs [m, k], rhs [n, k]
+  d.m = g.m;
+  d.n = g.n;
+  d.k = g.k;
+  bool empty = false;
+  TC_RETURN_IF_ERROR(checkProblem(d, g.lhs, g.rhs, g.out, &empty));
+  if (empty)
+    return Status::ok();
+  if (!g.lhsScales || !g.rhsScales || !g.lhsTensorScale || !g.rhsTensorScale || !g.scalars)
+    return invalidArgument("matmul: an NVFP4 problem needs its block scales, tensor scales and "
+                           "scalars (" + d.toString() + ")");
+  // 16-byte leading dimensions of packed E2M1 rows.
+  if (d.k % 32 != 0)
+    return invalidArgument("matmul: NVFP4 needs K a multiple of 32 (" + d.toString() + ")");
+  TC_RETURN_IF_ERROR(nvfp4GemmScalars(g.lhsTensorScale, g.rhsTensorScale, g.scalars, stream));
+  // cuBLASLt's A is our rhs; the scale arrays are bytes, passed as the
+  // pointers getPlan sets before the heuristic query.
+  auto *scaleA = reinterpret_cast<const float *>(g.rhsScales);
+  auto *scaleB = reinterpret_cast<const float *>(g.lhsScales);
+  Plan *plan = nullptr;
+  if (Status st = getPlan(d, g.lhs, g.rhs, g.out, nullptr, nullptr, &plan, scaleA, scaleB);
+      !st.isOk()) // every error names the problem (an FP4 layout, say, where FP4 is unknown)
+    return Status(st.code(), "matmul " + d.toString() + ": " + st.message());
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof scaleA));
+  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof scaleB));
+  // tune() times candidates with host scalars: not in device pointer mode.
+  plan->tuned = true;
+  return cublasStatus(cublasLtMatmul(handle_, plan->op, g.scalars, g.rhs, plan->a, g.lhs, plan->b,
+                                     g.scalars + 1, g.out, plan->c, g.out, plan->c, &plan->algo,
+                                     workspace_, workspaceBytes_, stream),
+                      "cublasLtMatmul " + d.toString());
 }
 
 namespace {

@@ -105,6 +105,8 @@ struct MatmulDesc {
   /// not both Blk128, no fast accumulation, batch 1, a bf16 or f16 result:
   /// what cuBLASLt 13.1 has algorithms for on the H200).
   Fp8ScaleBlocks lhsBlocks = Fp8ScaleBlocks::None, rhsBlocks = Fp8ScaleBlocks::None;
+  /// NVFP4 operands (run with runNvfp4; set by it).
+  bool nvfp4 = false;
 
   /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
   std::string toString() const;
@@ -157,6 +159,26 @@ public:
   /// no algorithm.
   Status runMxfp8(const MatmulDesc &d, const void *lhs, const uint8_t *lhsScales, const void *rhs,
                   const uint8_t *rhsScales, void *out, cudaStream_t stream);
+
+  /// One NVFP4 GEMM (sm_120a: cuBLASLt 13.1's block-scaled FP4 kernels;
+  /// TN only): out [m, n] (bf16) = *lhsTensorScale * *rhsTensorScale *
+  /// sum_k lhs[i, k] rhs[j, k] of quantizeFp4Packed's nvfp4 operands (lhs
+  /// [m, k], rhs [n, k] E2M1, K contiguous; their E4M3 1x16 block scales
+  /// in cuBLASLt's 128x4 layout: CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3),
+  /// fp32 accumulation. The two f32 tensor scales stay on the device: a
+  /// one-thread kernel writes their product and a zero into `scalars` (f32
+  /// [2], device), cuBLASLt's alpha and beta in CUBLASLT_POINTER_MODE_DEVICE.
+  /// Unimplemented, naming the problem, where cuBLASLt has no algorithm
+  /// (every GPU but sm_100 / sm_120 class ones).
+  struct Nvfp4Gemm {
+    const void *lhs = nullptr, *rhs = nullptr;
+    const uint8_t *lhsScales = nullptr, *rhsScales = nullptr;
+    const float *lhsTensorScale = nullptr, *rhsTensorScale = nullptr;
+    float *scalars = nullptr;
+    void *out = nullptr;
+    int64_t m = 0, n = 0, k = 0;
+  };
+  Status runNvfp4(const Nvfp4Gemm &g, cudaStream_t stream);
 
   /// tc.matmul with numpy-broadcast batch dimensions: lhs [lhsBatch..., M, K],
   /// rhs [rhsBatch..., K, N] (transposes as in `d`), out

@@ -140,6 +140,12 @@ struct DeviceExecutor::Impl {
   Status buildMatmul(Prepared &p, const DeviceOp &op, const std::string &where,
                      const std::vector<void *> &ins, const std::vector<void *> &outs,
                      cudaStream_t s);
+  /// The "nvfp4_gemm" library call: cuBLASLt's NVFP4 GEMM (Matmul::runNvfp4).
+  Status buildNvfp4Gemm(Prepared &p, const DeviceOp &op, const std::string &where,
+                        const std::vector<void *> &ins, const std::vector<void *> &outs,
+                        cudaStream_t s);
+  /// The cuBLASLt wrapper and its workspace, made on first use.
+  Status ensureMatmul();
   Status prepare(const std::string &name, Prepared **out);
   Status resolve(Prepared &p);
   Status findGroup(Prepared &p, size_t first, size_t *end);

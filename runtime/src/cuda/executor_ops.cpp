@@ -132,6 +132,8 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
                                           const std::string &where,
                                           const std::vector<void *> &ins,
                                           const std::vector<void *> &outs, cudaStream_t s) {
+  if (op.name == "nvfp4_gemm")
+    return buildNvfp4Gemm(p, op, where, ins, outs, s);
   std::vector<TensorType> inTypes, outTypes;
   for (int32_t i : op.ins)
     inTypes.push_back(bufType(p, i));
@@ -143,6 +145,49 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
       bindLibraryCall({op, where, ins, outs, inTypes, outTypes}, s, &launch, &capturable));
   p.capturable = p.capturable && capturable;
   p.ops.push_back(std::move(launch));
+  return Status::ok();
+}
+
+Status DeviceExecutor::Impl::ensureMatmul() {
+  if (matmul)
+    return Status::ok();
+  TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
+                                "cudaMalloc(cuBLASLt workspace)"));
+  return Matmul::create(&matmul, workspace, Matmul::kDefaultWorkspaceBytes);
+}
+
+Status DeviceExecutor::Impl::buildNvfp4Gemm(Prepared &p, const DeviceOp &op,
+                                            const std::string &where,
+                                            const std::vector<void *> &ins,
+                                            const std::vector<void *> &outs, cudaStream_t s) {
+  // a, a_scales, a_tensor_scale, b, b_scales, b_tensor_scale -> d, scratch
+  // (schema/library_abi.cpp).
+  if (ins.size() != 6 || outs.size() != 2)
+    return invalidArgument(where + ": \"nvfp4_gemm\" takes a, a_scales, a_tensor_scale, b, "
+                                   "b_scales, b_tensor_scale and writes d and its scratch");
+  if (bufType(p, op.outs[0]).dtype != DType::BF16)
+    return invalidArgument(where + ": \"nvfp4_gemm\" writes bf16 d");
+  OpAttrs a{op, where};
+  Matmul::Nvfp4Gemm g;
+  TC_RETURN_IF_ERROR(a.integer("m", &g.m));
+  TC_RETURN_IF_ERROR(a.integer("n", &g.n));
+  TC_RETURN_IF_ERROR(a.integer("k", &g.k));
+  g.lhs = ins[0];
+  g.lhsScales = static_cast<const uint8_t *>(ins[1]);
+  g.lhsTensorScale = static_cast<const float *>(ins[2]);
+  g.rhs = ins[3];
+  g.rhsScales = static_cast<const uint8_t *>(ins[4]);
+  g.rhsTensorScale = static_cast<const float *>(ins[5]);
+  g.out = outs[0];
+  g.scalars = static_cast<float *>(outs[1]);
+  TC_RETURN_IF_ERROR(ensureMatmul());
+  Matmul *mm = matmul.get();
+  p.profileNames.back() = "matmul nvfp4 M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) +
+                          " K=" + std::to_string(g.k);
+  p.ops.push_back([=]() -> Status {
+    Status st = mm->runNvfp4(g, s);
+    return st.isOk() ? st : Status(st.code(), where + ": " + st.message());
+  });
   return Status::ok();
 }
 
@@ -159,11 +204,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
                                           "rhs_scale_inv[, bias] and one output"
                                         : ": matmul takes lhs, rhs[, bias] and one output"));
-  if (!matmul) {
-    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
-                                  "cudaMalloc(cuBLASLt workspace)"));
-    TC_RETURN_IF_ERROR(Matmul::create(&matmul, workspace, Matmul::kDefaultWorkspaceBytes));
-  }
+  TC_RETURN_IF_ERROR(ensureMatmul());
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
   TC_RETURN_IF_ERROR(checkGpuDtype(where, d.dtype));

@@ -322,30 +322,89 @@ Status quantizeMxCall(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// The arguments fake_quantize and quantize_fp4 share: x [outer, len,
+/// inner] with the blocks along len, the format and the rounding.
+struct Fp4CallArgs {
+  DType dt;
+  int64_t outer, len, inner;
+  Fp4Format format;
+  bool blocks2d, stochastic;
+  Fp4Stochastic sr;
+};
+
+Status fp4CallArgs(Call &c, const char *callee, Fp4CallArgs *out) {
+  out->dt = c.inType("x");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, out->dt));
+  out->stochastic = c.flag("stochastic");
+  if (out->stochastic && c.inType("step") != DType::F32)
+    return invalidArgument(c.a.where + ": \"" + callee + "\" reads an f32 step, got " +
+                           dtypeName(c.inType("step")));
+  out->outer = c.integer("outer");
+  out->len = c.integer("len");
+  out->inner = c.integer("inner");
+  out->format = c.flag("mxfp4") ? Fp4Format::Mxfp4 : Fp4Format::Nvfp4;
+  out->blocks2d = c.flag("blocks2d");
+  out->sr.seed = static_cast<uint64_t>(c.integer("seed"));
+  out->sr.stream = static_cast<uint64_t>(c.integer("rng_stream"));
+  out->sr.step = static_cast<const float *>(c.in("step"));
+  return Status::ok();
+}
+
 /// fake_quantize: nvfp4's amax pass into the scratch, then the block pass
 /// (the step of stochastic rounding read on the device: capturable).
 Status fakeQuantizeCall(Call &c, cudaStream_t s, Launch *out) {
-  DType dt = c.inType("x");
-  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
-  if (c.outType("y") != dt)
+  Fp4CallArgs f;
+  TC_RETURN_IF_ERROR(fp4CallArgs(c, "fake_quantize", &f));
+  if (c.outType("y") != f.dt)
     return invalidArgument(c.a.where + ": \"fake_quantize\" writes y in the type of x");
-  bool stochastic = c.flag("stochastic");
-  if (stochastic && c.inType("step") != DType::F32)
-    return invalidArgument(c.a.where + ": \"fake_quantize\" reads an f32 step, got " +
-                           dtypeName(c.inType("step")));
-  int64_t outer = c.integer("outer"), len = c.integer("len"), inner = c.integer("inner");
-  Fp4Format format = c.flag("mxfp4") ? Fp4Format::Mxfp4 : Fp4Format::Nvfp4;
-  bool blocks2d = c.flag("blocks2d");
-  Fp4Stochastic sr;
-  sr.seed = static_cast<uint64_t>(c.integer("seed"));
-  sr.stream = static_cast<uint64_t>(c.integer("rng_stream"));
-  sr.step = static_cast<const float *>(c.in("step"));
   void *x = c.in("x"), *y = c.out("y");
   float *amax = static_cast<float *>(c.out("scratch"));
   *out = [=]() {
-    return fakeQuantizeFp4(dt, x, y, amax, outer, len, inner, format, blocks2d,
-                           stochastic ? &sr : nullptr, s);
+    return fakeQuantizeFp4(f.dt, x, y, amax, f.outer, f.len, f.inner, f.format, f.blocks2d,
+                           f.stochastic ? &f.sr : nullptr, s);
   };
+  return Status::ok();
+}
+
+/// quantize_fp4: fake_quantize's passes, written packed (codes, scales in
+/// cuBLASLt's layout, nvfp4's tensor scale).
+Status quantizeFp4Call(Call &c, cudaStream_t s, Launch *out) {
+  Fp4CallArgs f;
+  TC_RETURN_IF_ERROR(fp4CallArgs(c, "quantize_fp4", &f));
+  bool nv = f.format == Fp4Format::Nvfp4;
+  if (nv != c.flag("has_tensor_scale"))
+    return invalidArgument(c.a.where + ": \"quantize_fp4\" writes a tensor scale for nvfp4 "
+                                       "(has_tensor_scale) and none for mxfp4");
+  if (nv && c.outType("tensor_scale") != DType::F32)
+    return invalidArgument(c.a.where + ": \"quantize_fp4\" writes an f32 tensor_scale, got " +
+                           dtypeName(c.outType("tensor_scale")));
+  const void *x = c.in("x");
+  auto *q = static_cast<uint8_t *>(c.out("q"));
+  auto *scales = static_cast<uint8_t *>(c.out("scales"));
+  auto *tensor = static_cast<float *>(c.out("tensor_scale"));
+  float *amax = static_cast<float *>(c.out("scratch"));
+  *out = [=]() {
+    return quantizeFp4Packed(f.dt, x, q, scales, tensor, amax, f.outer, f.len, f.inner, f.format,
+                             f.blocks2d, f.stochastic ? &f.sr : nullptr, s);
+  };
+  return Status::ok();
+}
+
+/// fp4_mma_gemm: tc's sm_120a block-scaled MXFP4 (or NVFP4) GEMM (Unimplemented, with
+/// the reason, on other GPUs).
+Status fp4MmaGemmCall(Call &c, cudaStream_t s, Launch *out) {
+  if (c.outType("d") != DType::BF16)
+    return invalidArgument(c.a.where + ": \"fp4_mma_gemm\" writes bf16 d, got " +
+                           dtypeName(c.outType("d")));
+  auto *a = static_cast<const uint8_t *>(c.in("a"));
+  auto *sa = static_cast<const uint8_t *>(c.in("a_scales"));
+  auto *b = static_cast<const uint8_t *>(c.in("b"));
+  auto *sb = static_cast<const uint8_t *>(c.in("b_scales"));
+  auto *alpha = static_cast<const float *>(c.in("alpha")); // null: 1
+  void *d = c.out("d");
+  int64_t m = c.integer("m"), n = c.integer("n"), k = c.integer("k");
+  bool nv = c.flag("nvfp4");
+  *out = [=]() { return fp4MmaGemm(a, sa, b, sb, alpha, d, m, n, k, nv, false, s); };
   return Status::ok();
 }
 
@@ -368,6 +427,8 @@ const std::map<std::string, Thunk> kThunks = {
     {"quantize_fp8_block", quantizeFp8BlockCall},
     {"quantize_mx", quantizeMxCall},
     {"fake_quantize", fakeQuantizeCall},
+    {"quantize_fp4", quantizeFp4Call},
+    {"fp4_mma_gemm", fp4MmaGemmCall},
 };
 
 /// The ABI kind of a device-op attribute; false for kinds no callee takes.

@@ -2,6 +2,8 @@
 #include "runtime/src/schema/library_abi.h"
 #include "runtime/src/schema/block_scale_layout.h"
 
+#include "runtime/src/schema/block_scale_layout.h"
+
 #include <algorithm>
 
 namespace tc::rt {
@@ -60,6 +62,16 @@ int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool
 
 int64_t mxfp8GemmScaleBytes(int64_t rows, int64_t cols, bool alongRows) {
   return blockScaleLayoutBytes(alongRows ? cols : rows, ceilDiv(alongRows ? rows : cols, 32));
+}
+
+int64_t fp4PackedRowBytes(int64_t len, bool mxfp4) {
+  int64_t block = mxfp4 ? 32 : 16;
+  return (len + block - 1) / block * block / 2;
+}
+
+int64_t fp4ScaleLayoutBytes(int64_t rows, int64_t len, bool mxfp4) {
+  int64_t block = mxfp4 ? 32 : 16;
+  return blockScaleLayoutBytes(rows, (len + block - 1) / block);
 }
 
 size_t fp8QuantizeScratchBytes(int64_t scales) {
@@ -121,6 +133,7 @@ size_t fp8QuantizeScratch(const LibraryInts &a) {
                                                            : 1);
 }
 size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1); }
+size_t nvfp4GemmScratch(const LibraryInts &) { return 256; } // f32 alpha, beta
 
 } // namespace
 
@@ -148,6 +161,13 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"dq_strides", K::Ints, false},
       {"dk_strides", K::Ints, false},
       {"dv_strides", K::Ints, false}};
+  static const LibraryAttrSpec kGemmM{"m", K::Int, true}, kGemmN{"n", K::Int, true},
+      kGemmK{"k", K::Int, true};
+  // x [outer, len, inner] with the blocks along len (fake_quantize, quantize_fp4).
+  static const std::vector<LibraryAttrSpec> kFp4Attrs = {
+      {"outer", K::Int, true},       {"len", K::Int, true},         {"inner", K::Int, true},
+      {"mxfp4", K::Bool, false},     {"blocks2d", K::Bool, false},  {"stochastic", K::Bool, false},
+      {"seed", K::Int, false},       {"rng_stream", K::Int, false}};
 
   // The rms rows take has_bias too (always false: the lowering writes it for
   // both norms); no operand depends on it.
@@ -262,15 +282,37 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"fake_quantize",
        {{"x"}, {"step", "stochastic"}},
        {{"y"}, {"scratch"}},
-       {{"outer", K::Int, true},
-        {"len", K::Int, true},
-        {"inner", K::Int, true},
-        {"mxfp4", K::Bool, false},
-        {"blocks2d", K::Bool, false},
-        {"stochastic", K::Bool, false},
-        {"seed", K::Int, false},
-        {"rng_stream", K::Int, false}},
+       kFp4Attrs,
        fakeQuantizeScratch},
+      // tc.fake_quantize's values packed for a block-scaled GEMM
+      // (runtime/src/cuda/kernels/fp4_pack.cu): x [outer, len, inner] as the
+      // matrix [outer * inner, len], q its E2M1 codes (two per byte, rows of
+      // fp4PackedRowBytes), scales the block scales in cuBLASLt's 128x4 layout
+      // (fp4ScaleLayoutBytes), tensor_scale nvfp4's f32 decode scale
+      // (has_tensor_scale); the attributes and the scratch are fake_quantize's.
+      {"quantize_fp4",
+       {{"x"}, {"step", "stochastic"}},
+       {{"q"}, {"scales"}, {"tensor_scale", "has_tensor_scale"}, {"scratch"}},
+       cat(kFp4Attrs, {{"has_tensor_scale", K::Bool, false}}),
+       fakeQuantizeScratch},
+      // tc's sm_120a block-scaled MXFP4 GEMM (runtime/src/cuda/kernels/
+      // fp4_gemm.cu): d [m, n] (bf16) = alpha * a [m, k] b [n, k]^T, a and b
+      // quantize_fp4's packed codes with their E8M0 scales (nvfp4: its nvfp4
+      // codes and E4M3 scales), alpha f32 [1] (has_alpha; 1 without).
+      {"fp4_mma_gemm",
+       {{"a"}, {"a_scales"}, {"b"}, {"b_scales"}, {"alpha", "has_alpha"}},
+       {{"d"}},
+       {kGemmM, kGemmN, kGemmK, {"has_alpha", K::Bool, false}, {"nvfp4", K::Bool, false}}},
+      // cuBLASLt's NVFP4 GEMM (Matmul::runNvfp4, sm_120a): d [m, n] (bf16) =
+      // a_tensor_scale * b_tensor_scale * a [m, k] b [n, k]^T of quantize_fp4's
+      // nvfp4 codes and E4M3 scales; the scratch holds cuBLASLt's device
+      // alpha and beta. The CUDA executor binds it (it owns the cuBLASLt
+      // handle), not a kernel launcher.
+      {"nvfp4_gemm",
+       {{"a"}, {"a_scales"}, {"a_tensor_scale"}, {"b"}, {"b_scales"}, {"b_tensor_scale"}},
+       {{"d"}, {"scratch"}},
+       {kGemmM, kGemmN, kGemmK},
+       nvfp4GemmScratch},
   };
   return callees;
 }

@@ -67,6 +67,15 @@ int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool
 /// columns) or, alongRows, q_t [cols, K = rows].
 int64_t mxfp8GemmScaleBytes(int64_t rows, int64_t cols, bool alongRows);
 
+/// quantize_fp4 (packed E2M1 for a block-scaled GEMM): the bytes of one
+/// row of len elements, zero padded to whole blocks (16 nvfp4, 32 mxfp4):
+/// roundup(len, block) / 2.
+int64_t fp4PackedRowBytes(int64_t len, bool mxfp4);
+/// quantize_fp4: the bytes of the block scales of [rows, len] in cuBLASLt's
+/// 128x4 tile layout (runtime/src/schema/block_scale_layout.h):
+/// roundup(rows, 128) * roundup(ceil(len / block), 4).
+int64_t fp4ScaleLayoutBytes(int64_t rows, int64_t len, bool mxfp4);
+
 //===----------------------------------------------------------------------===//
 // The callee table
 //===----------------------------------------------------------------------===//

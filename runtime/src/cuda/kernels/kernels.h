@@ -275,6 +275,43 @@ Status fakeQuantizeFp4(DType dt, const void *x, void *y, float *amax, int64_t ou
                        cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// fp4_pack.cu, fp4_gemm.cu: FP4 operands of block-scaled GEMMs (sm_120a)
+//===----------------------------------------------------------------------===//
+
+/// fakeQuantizeFp4's quantisation of x [outer, len, inner] (the same
+/// arguments, the same bits) written packed for a block-scaled GEMM, as the
+/// matrix [outer * inner, len] with len contiguous (along axis 0 of a
+/// rank-2 x: its transpose): q [outer * inner, rt::fp4PackedRowBytes(len)]
+/// E2M1 codes, element 0 of a byte in its low nibble, rows zero padded to
+/// whole blocks; scales (rt::fp4ScaleLayoutBytes) the E4M3 (nvfp4; a 16x16
+/// block's for each of its rows) or E8M0 (mxfp4) block scales in cuBLASLt's
+/// 128x4 layout (schema/block_scale_layout.h), zero padded; tensorScale
+/// (f32 [1], nvfp4 only) the tensor's decode scale 1 / S_enc, so that code
+/// x block scale x tensorScale (exact in double, rounded once) is
+/// fakeQuantizeFp4's y. amax: nvfp4's scratch (rt::fp8QuantizeScratchBytes(1)).
+Status quantizeFp4Packed(DType dt, const void *x, uint8_t *q, uint8_t *scales, float *tensorScale,
+                         float *amax, int64_t outer, int64_t len, int64_t inner, Fp4Format format,
+                         bool blocks2d, const Fp4Stochastic *sr, cudaStream_t stream);
+
+/// scalars[0] = *lhsTensorScale * *rhsTensorScale, scalars[1] = 0 (one
+/// thread): the device alpha and beta of an NVFP4 cuBLASLt GEMM
+/// (Matmul::runNvfp4).
+Status nvfp4GemmScalars(const float *lhsTensorScale, const float *rhsTensorScale, float *scalars,
+                        cudaStream_t stream);
+
+/// d [m, n] (bf16, row-major) = alpha[0] (1 when null) * A B^T of quantizeFp4Packed's
+/// mxfp4 operands a [m, k] and b [n, k] (K a multiple of 32) with their E8M0
+/// scales, or with `nvfp4` its nvfp4 operands (K a multiple of 16) with
+/// their E4M3 scales (alpha then the tensor scales' product:
+/// nvfp4GemmScalars), fp32 accumulation: the block-scaled mma.sync of sm_120a. On any
+/// other GPU it is Unimplemented unless `emulate`, which runs the same tile
+/// loop with each MMA step decoded and summed in fp32 on any GPU (a test
+/// of the loads and the fragment layouts, not a fast path).
+Status fp4MmaGemm(const uint8_t *a, const uint8_t *aScales, const uint8_t *b,
+                  const uint8_t *bScales, const float *alpha, void *d, int64_t m, int64_t n,
+                  int64_t k, bool nvfp4, bool emulate, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // optimizer.cu: fused updates over a flat buffer, global gradient norm
 //===----------------------------------------------------------------------===//
 
