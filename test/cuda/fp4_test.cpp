@@ -423,9 +423,17 @@ TEST_F(CudaFp4, PackedQuantizeLibraryCall) {
 /// [n, k] along axis 1 or [k, n] along axis 0 (the product's K either way).
 Status referenceGemm(const HostTensor &a, const Fp4Case &ca, const HostTensor &b,
                      const Fp4Case &cb, double alpha, std::vector<double> *want) {
+  // Dequantised in f32: nvfp4's f32 tensor scale times an e2m1 x e4m3 value
+  // is not a bf16 value, and the GEMM applies it exactly (in alpha), so
+  // fake_quantize's bf16 result would be the inexact side (up to half a
+  // bf16 ulp per operand). The bf16 inputs are exact in f32: the same blocks
+  // and codes.
+  auto asF32 = [](const HostTensor &x) {
+    return makeHostTensor(ty(DType::F32, x.type.shape), hostTensorToDoubles(x));
+  };
   HostTensor ra, rb;
-  TC_RETURN_IF_ERROR(fakeQuantizeReference(a, ca, nullptr, 0, &ra));
-  TC_RETURN_IF_ERROR(fakeQuantizeReference(b, cb, nullptr, 0, &rb));
+  TC_RETURN_IF_ERROR(fakeQuantizeReference(asF32(a), ca, nullptr, 0, &ra));
+  TC_RETURN_IF_ERROR(fakeQuantizeReference(asF32(b), cb, nullptr, 0, &rb));
   std::vector<double> av = hostTensorToDoubles(ra), bv = hostTensorToDoubles(rb);
   int64_t m = a.type.shape[0], k = a.type.shape[1];
   bool kn = cb.axis == 0;
