@@ -142,6 +142,41 @@ GemmPath describe(tcx::MatmulOp mm) {
   return g;
 }
 
+/// The sm_120a FP4 GEMMs, library calls rather than tcx.matmul: cuBLASLt's
+/// NVFP4 kernels ("nvfp4_gemm") and tc's own block-scaled mma.sync kernel
+/// ("fp4_mma_gemm"), both on quantize_fp4's packed operands.
+GemmPath describe(tcx::LibraryOp call) {
+  GemmPath g;
+  g.node = onnxNodeOf(call.getLoc());
+  auto integer = [&](StringRef name) {
+    auto a = call->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : int64_t(0);
+  };
+  auto flag = [&](StringRef name) {
+    auto a = call->getAttrOfType<BoolAttr>(name);
+    return a && a.getValue();
+  };
+  g.m = integer("m");
+  g.n = integer("n");
+  g.k = integer("k");
+  g.out = typeString(elementOf(call.getOutputs()[0]));
+  bool cublas = call.getCallee() == "nvfp4_gemm";
+  bool nv = cublas || flag("nvfp4");
+  g.lhs = g.rhs = "f4E2M1FN";
+  g.scales = nv ? "1x16 x 1x16" : "1x32 x 1x32";
+  std::string scales = nv ? "e4m3 1x16 block scales and fp32 tensor scales as alpha"
+                          : "e8m0 1x32 block scales";
+  g.path = (cublas ? std::string("cuBLASLt NVFP4 GEMM (TN, VEC16_UE4M3 mode)")
+                   : std::string("tc's block-scaled mma.sync GEMM (kind::") +
+                         (nv ? "mxf4nvf4" : "mxf4") + ", sm_120a)") +
+           " f4E2M1FN x f4E2M1FN -> " + g.out + ", fp32 accumulation, " + scales;
+  g.fallback = cublas ? "none: tc-run picks cuBLASLt's algorithm when the function first runs, "
+                        "and a card without one stops with an error naming this GEMM"
+                      : "none: the kernel runs on sm_120a only; elsewhere tc-run stops with "
+                        "an error naming it";
+  return g;
+}
+
 } // namespace
 
 std::vector<GemmPath> gemmPaths(ModuleOp gpu, llvm::StringRef function) {
@@ -149,7 +184,13 @@ std::vector<GemmPath> gemmPaths(ModuleOp gpu, llvm::StringRef function) {
   auto fn = gpu ? gpu.lookupSymbol<func::FuncOp>(function) : func::FuncOp();
   if (!fn || fn.isExternal())
     return paths;
-  fn.walk([&](tcx::MatmulOp mm) { paths.push_back(describe(mm)); });
+  fn.walk([&](Operation *op) {
+    if (auto mm = llvm::dyn_cast<tcx::MatmulOp>(op))
+      paths.push_back(describe(mm));
+    else if (auto call = llvm::dyn_cast<tcx::LibraryOp>(op);
+             call && (call.getCallee() == "nvfp4_gemm" || call.getCallee() == "fp4_mma_gemm"))
+      paths.push_back(describe(call));
+  });
   return paths;
 }
 
@@ -180,8 +221,12 @@ std::string gemmPathsReport(ModuleOp gpu, llvm::StringRef function, llvm::String
       os << ": " << nodes;
     os << "\n";
   }
-  if (!paths.empty())
-    os << "  run-time fallback: " << paths.front().fallback << "\n";
+  std::vector<std::string> fallbacks;
+  for (const GemmPath &g : paths)
+    if (llvm::find(fallbacks, g.fallback) == fallbacks.end())
+      fallbacks.push_back(g.fallback);
+  for (const std::string &f : fallbacks)
+    os << "  run-time fallback: " << f << "\n";
   return out;
 }
 
