@@ -172,8 +172,8 @@ GemmPath describe(tcx::LibraryOp call) {
            " f4E2M1FN x f4E2M1FN -> " + g.out + ", fp32 accumulation, " + scales;
   g.fallback = cublas ? "none: tc-run picks cuBLASLt's algorithm when the function first runs, "
                         "and a card without one stops with an error naming this GEMM"
-                      : "none: the kernel runs on sm_120a only; elsewhere tc-run stops with "
-                        "an error naming it";
+                      : "none: tc's mma.sync kernel runs on sm_120a only; elsewhere tc-run "
+                        "stops with an error naming it";
   return g;
 }
 
