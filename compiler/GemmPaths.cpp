@@ -100,7 +100,9 @@ GemmPath describe(tcx::MatmulOp mm) {
     p += "FP8 GEMM (TN) " + g.lhs + " x " + g.rhs + " -> " + g.out + ", fp32 accumulation, ";
     int64_t lb = static_cast<int64_t>(mm.getLhsBlocks()),
             rb = static_cast<int64_t>(mm.getRhsBlocks());
-    auto blockName = [](int64_t b) { return b == 2 ? std::string("128x128") : std::string("1x128"); };
+    auto blockName = [](int64_t b) {
+      return b == 2 ? std::string("128x128") : std::string("1x128");
+    };
     if (lb == 3 && rb == 3) { // --fp8-scaling mxfp8 (sm_100 / sm_120)
       g.scales = "1x32 x 1x32";
       p += "block scales 1x32 x 1x32 (e8m0, VEC32_UE8M0 mode, the block-scaled tensor cores)";

@@ -31,13 +31,6 @@ using namespace mlir;
 
 namespace {
 
-std::string str(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
-
 Type elementOf(Type t) {
   if (auto r = llvm::dyn_cast<RankedTensorType>(t))
     return r.getElementType();
@@ -48,11 +41,11 @@ Type elementOf(Type t) {
 std::string derivedPrecision(Operation *op) {
   for (Value r : op->getResults())
     if (llvm::isa<FloatType>(elementOf(r.getType())))
-      return str(elementOf(r.getType()));
+      return tc::typeString(elementOf(r.getType()));
   for (Value o : op->getOperands())
     if (llvm::isa<FloatType>(elementOf(o.getType())))
-      return str(elementOf(o.getType()));
-  return op->getNumResults() ? str(elementOf(op->getResult(0).getType())) : "-";
+      return tc::typeString(elementOf(o.getType()));
+  return op->getNumResults() ? tc::typeString(elementOf(op->getResult(0).getType())) : "-";
 }
 
 /// 2*M*N*K times the batch of a matmul (0 for non-static shapes).
@@ -116,7 +109,7 @@ void describePlan(Operation *op, Row *row) {
   if (auto q = llvm::dyn_cast<tc::QuantizeOp>(op)) {
     auto in = llvm::cast<RankedTensorType>(q.getInput().getType());
     auto sc = llvm::cast<RankedTensorType>(q.getScaleInv().getType());
-    row->format = str(elementOf(q.getResult().getType()));
+    row->format = tc::typeString(elementOf(q.getResult().getType()));
     row->scaling = scalingOf(in.getShape(), q.getBlock(), sc.getElementType(), q.getPow2Scale());
     row->scaleFrom = q.getPow2Scale() ? "current amax of each block (this step)"
                                       : "current amax of the input (this step)";
@@ -137,12 +130,13 @@ void describePlan(Operation *op, Row *row) {
     return;
   }
   if (auto mm = llvm::dyn_cast<tc::ScaledMatmulOp>(op)) {
-    row->format = str(elementOf(mm.getLhs().getType())) + " x " +
-                  str(elementOf(mm.getRhs().getType()));
+    row->format = tc::typeString(elementOf(mm.getLhs().getType())) + " x " +
+                  tc::typeString(elementOf(mm.getRhs().getType()));
     auto recipe = op->getAttrOfType<StringAttr>(tc::kFp8Attr);
     row->scaling = recipe ? recipe.getValue().str() : "-";
     row->scaleFrom = "scale_inv of its tc.quantize operands";
-    row->rounding = "fp32 accumulation, rounded once to " + str(elementOf(mm.getType()));
+    row->rounding =
+        "fp32 accumulation, rounded once to " + tc::typeString(elementOf(mm.getType()));
     return;
   }
   Type t;
@@ -164,11 +158,11 @@ Report collect(ModuleOp module, llvm::StringRef function) {
     Row row;
     row.name = op->getName().getStringRef().str();
     if (op->getNumResults() == 1)
-      row.type = str(op->getResult(0).getType());
+      row.type = tc::typeString(op->getResult(0).getType());
     else {
       row.type = "(";
       for (auto [i, r] : llvm::enumerate(op->getResults()))
-        row.type += (i ? ", " : "") + str(r.getType());
+        row.type += (i ? ", " : "") + tc::typeString(r.getType());
       row.type += ")";
     }
     auto p = op->getAttrOfType<StringAttr>("tc.precision");
