@@ -51,16 +51,17 @@ Bytes bytesOf(Value v) {
   return b;
 }
 
-/// The FP4 format of the tcx.library "fake_quantize" call that wrote `v`
-/// last before `user` ("nvfp4" / "mxfp4"), or "" when the last op that wrote
-/// any of its bytes is another (after planning, buffers of different values
-/// share arena bytes, so the last writer of the bytes decides).
-std::string fakeQuantizedBy(Value v, Operation *user) {
-  Bytes want = bytesOf(v);
-  for (Operation *op = user->getPrevNode(); op; op = op->getPrevNode()) {
+/// The buffers whose bytes hold a tcx.library "fake_quantize" result at the
+/// current point of a walk in program order, with their FP4 format. After
+/// planning, buffers of different values share arena bytes, so the last
+/// write of the bytes decides: any other write that overlaps one ends it.
+class Fp4Operands {
+public:
+  /// Records the writes of `op`, the next op of the walk.
+  void after(Operation *op) {
     auto effects = llvm::dyn_cast<MemoryEffectOpInterface>(op);
     if (!effects)
-      continue;
+      return;
     SmallVector<MemoryEffects::EffectInstance> list;
     effects.getEffects(list);
     for (const auto &e : list) {
@@ -69,20 +70,31 @@ std::string fakeQuantizedBy(Value v, Operation *user) {
           !llvm::isa<tcx::BufferType>(w.getType()))
         continue;
       Bytes got = bytesOf(w);
-      if (got.root != want.root || got.end <= want.begin || want.end <= got.begin)
-        continue;
-      auto call = llvm::dyn_cast<tcx::LibraryOp>(op);
-      if (!call || call.getCallee() != "fake_quantize" || got.begin != want.begin ||
-          got.end != want.end)
-        return "";
-      auto mx = call->getAttrOfType<BoolAttr>("mxfp4");
-      return mx && mx.getValue() ? "mxfp4" : "nvfp4";
+      llvm::erase_if(live, [&](const auto &l) {
+        return l.first.root == got.root && got.begin < l.first.end && l.first.begin < got.end;
+      });
     }
+    auto call = llvm::dyn_cast<tcx::LibraryOp>(op);
+    if (!call || call.getCallee() != "fake_quantize" || call.getOutputs().empty())
+      return;
+    auto mx = call->getAttrOfType<BoolAttr>("mxfp4");
+    live.emplace_back(bytesOf(call.getOutputs()[0]), mx && mx.getValue() ? "mxfp4" : "nvfp4");
   }
-  return "";
-}
 
-GemmPath describe(tcx::MatmulOp mm) {
+  /// The format whose fake_quantize result `v` is now ("" when none).
+  std::string formatOf(Value v) const {
+    Bytes want = bytesOf(v);
+    for (const auto &[b, format] : live)
+      if (b.root == want.root && b.begin == want.begin && b.end == want.end)
+        return format;
+    return "";
+  }
+
+private:
+  std::vector<std::pair<Bytes, std::string>> live;
+};
+
+GemmPath describe(tcx::MatmulOp mm, const Fp4Operands &fp4Operands) {
   GemmPath g;
   g.node = onnxNodeOf(mm.getLoc());
   ValueRange in = mm.getInputs();
@@ -118,7 +130,7 @@ GemmPath describe(tcx::MatmulOp mm) {
     }
     p += mm.getFastAccum() ? ", fast accumulation" : ", no fast accumulation";
   } else {
-    std::string mx = fakeQuantizedBy(in[0], mm), wx = fakeQuantizedBy(in[1], mm);
+    std::string mx = fp4Operands.formatOf(in[0]), wx = fp4Operands.formatOf(in[1]);
     std::string fp4 = !mx.empty() ? mx : wx;
     g.scales = fp4.empty() ? "-" : fp4 + " emulated";
     p += "GEMM " + g.lhs + " x " + g.rhs + " -> " + g.out + ", " +
@@ -186,12 +198,14 @@ std::vector<GemmPath> gemmPaths(ModuleOp gpu, llvm::StringRef function) {
   auto fn = gpu ? gpu.lookupSymbol<func::FuncOp>(function) : func::FuncOp();
   if (!fn || fn.isExternal())
     return paths;
+  Fp4Operands fp4Operands;
   fn.walk([&](Operation *op) {
     if (auto mm = llvm::dyn_cast<tcx::MatmulOp>(op))
-      paths.push_back(describe(mm));
+      paths.push_back(describe(mm, fp4Operands));
     else if (auto call = llvm::dyn_cast<tcx::LibraryOp>(op);
              call && (call.getCallee() == "nvfp4_gemm" || call.getCallee() == "fp4_mma_gemm"))
       paths.push_back(describe(call));
+    fp4Operands.after(op);
   });
   return paths;
 }

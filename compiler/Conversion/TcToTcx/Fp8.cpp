@@ -66,6 +66,15 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
     return qT;
   }
 
+  /// Marks the allocs of block scales (null values skipped): the memory plan
+  /// counts them with the FP8 copies.
+  static void markScales(std::initializer_list<Value> scales,
+                         ConversionPatternRewriter &rewriter) {
+    for (Value v : scales)
+      if (auto a = v ? v.getDefiningOp<tcx::AllocOp>() : tcx::AllocOp())
+        a->setAttr("tcx.fp8_scales", rewriter.getUnitAttr());
+  }
+
   /// --fp8-scaling block128: one quantize_fp8_block call, which also writes
   /// the scales in the layouts the block-scaled GEMMs read.
   LogicalResult blocks(QuantizeOp op, const Fp8QuantizeForm &f,
@@ -92,10 +101,7 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
       gemmT = scales(true);
       outs.push_back(gemmT);
     }
-    // The memory plan counts block scales with the FP8 copies.
-    for (Value v : {s, gemm, gemmT})
-      if (auto a = v ? v.getDefiningOp<tcx::AllocOp>() : tcx::AllocOp())
-        a->setAttr("tcx.fp8_scales", rewriter.getUnitAttr());
+    markScales({s, gemm, gemmT}, rewriter);
     buffers.gemmScalesFp8[op.getResult()] = {gemm, gemmT};
     buffers.library(rewriter, op.getLoc(), "quantize_fp8_block", {x}, outs,
                     {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
@@ -127,10 +133,7 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
         tcx::BufferType::get({rt::mxfp8GemmScaleBytes(f.rows, f.cols, alongRows)},
                              tensorType(op.getScaleInv()).getElementType()));
     outs.push_back(gemm);
-    // The memory plan counts block scales with the FP8 copies.
-    for (Value v : {s, gemm})
-      if (auto a = v.getDefiningOp<tcx::AllocOp>())
-        a->setAttr("tcx.fp8_scales", rewriter.getUnitAttr());
+    markScales({s, gemm}, rewriter);
     buffers.gemmScalesFp8[op.getResult()] = {gemm, Value()};
     buffers.library(rewriter, op.getLoc(), "quantize_mx", {x}, outs,
                     {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),

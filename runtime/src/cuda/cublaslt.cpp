@@ -553,13 +553,8 @@ Status Matmul::runMxfp8(const MatmulDesc &d, const void *lhs, const uint8_t *lhs
   // cuBLASLt has VEC32_UE8M0 kernels for the block-scaled tensor cores of
   // sm_100 / sm_120 only: say which GPU this is rather than pass on the
   // heuristic's status.
-  int dev = 0, major = 0, minor = 0;
-  const char *attr = "cudaDeviceGetAttribute";
-  TC_RETURN_IF_ERROR(cudaStatus(cudaGetDevice(&dev), "cudaGetDevice"));
-  TC_RETURN_IF_ERROR(
-      cudaStatus(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), attr));
-  TC_RETURN_IF_ERROR(
-      cudaStatus(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), attr));
+  int major = 0, minor = 0;
+  TC_RETURN_IF_ERROR(currentComputeCapability(&major, &minor));
   if (major < 10)
     return unimplemented("matmul: MXFP8 (cuBLASLt's VEC32_UE8M0 block scales) needs the "
                          "block-scaled FP8 tensor cores of sm_100 / sm_120, this GPU is sm_" +

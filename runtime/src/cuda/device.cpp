@@ -121,6 +121,14 @@ Status memInfo(size_t *freeBytes, size_t *totalBytes) {
   return Status::ok();
 }
 
+Status currentComputeCapability(int *major, int *minor) {
+  int dev = 0;
+  TC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  TC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev));
+  TC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return Status::ok();
+}
+
 Status queryDevice(int ordinal, DeviceInfo *out) {
   int n = 0;
   TC_RETURN_IF_ERROR(deviceCount(&n));

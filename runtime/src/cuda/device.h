@@ -84,6 +84,10 @@ struct DeviceInfo {
   std::string toString() const;
 };
 
+/// The compute capability of the current device (9, 0 for sm_90), cheap
+/// enough for a launcher to ask before it picks an arch-specific path.
+Status currentComputeCapability(int *major, int *minor);
+
 /// Queries device `ordinal` (makes it current, creating its context, so that
 /// freeBytes is meaningful).
 Status queryDevice(int ordinal, DeviceInfo *out);

@@ -224,10 +224,8 @@ Status fp4MmaGemm(const uint8_t *a, const uint8_t *aScales, const uint8_t *b,
   if (!a || !aScales || !b || !bScales || !d)
     return invalidArgument("fp4MmaGemm: null pointer");
   if (!emulate) {
-    int dev = 0, major = 0, minor = 0;
-    TC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-    TC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    TC_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    int major = 0, minor = 0;
+    TC_RETURN_IF_ERROR(currentComputeCapability(&major, &minor));
     if (major != 12)
       return unimplemented("fp4MmaGemm: the block-scaled FP4 mma.sync kernel is built for "
                            "sm_120a only; this GPU is sm_" +
