@@ -11,6 +11,10 @@
 
 #include "dialects/tc/Eval/Types.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 
 namespace tc::onnx_import {
@@ -209,12 +213,42 @@ Value NodeContext::constant(DenseElementsAttr value) {
   return tc::ConstantOp::create(builder(), loc_, value);
 }
 
+namespace {
+/// `v` as an element of the integer type `t`: rounded toward zero and
+/// saturated at the type's range (a model's alpha of -inf on int8 inputs
+/// is int8's minimum, never an undefined conversion); NaN is 0. The bits of
+/// an unsigned 64-bit maximum are -1 as int64_t, as denseFromInts stores them.
+int64_t saturatingInt(double v, IntegerType t) {
+  if (std::isnan(v))
+    return 0;
+  unsigned w = t.getWidth();
+  if (t.isUnsigned() || w == 1) {
+    if (v <= 0)
+      return 0;
+    if (w >= 64)
+      return v >= 0x1p64 ? -1 : static_cast<int64_t>(static_cast<uint64_t>(v));
+    double hi = std::ldexp(1.0, static_cast<int>(w)) - 1;
+    return static_cast<int64_t>(std::min(v, hi));
+  }
+  if (w >= 64) {
+    if (v >= 0x1p63)
+      return std::numeric_limits<int64_t>::max();
+    if (v <= -0x1p63)
+      return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(v);
+  }
+  double lim = std::ldexp(1.0, static_cast<int>(w) - 1);
+  return static_cast<int64_t>(std::clamp(v, -lim, lim - 1));
+}
+} // namespace
+
 Value NodeContext::splat(double v, Type elementType, ArrayRef<int64_t> shape) {
   // One element, resized: a splat attribute never holds more than one value
   // (shapes up to kMaxTensorElements must not allocate at import time).
   auto scalar = RankedTensorType::get({}, elementType);
-  DenseElementsAttr one = isa<IntegerType>(elementType) ? denseFromInts(scalar, {(int64_t)v})
-                                                        : denseFromDoubles(scalar, {v});
+  auto it = dyn_cast<IntegerType>(elementType);
+  DenseElementsAttr one = it ? denseFromInts(scalar, {saturatingInt(v, it)})
+                             : denseFromDoubles(scalar, {v});
   return constant(one.resizeSplat(RankedTensorType::get(shape, elementType)));
 }
 
