@@ -74,6 +74,27 @@ func.func @layer(%x: tensor<2x16x32xbf16>, %wb: tensor<64x32xbf16>, %g: tensor<2
 
 // -----
 
+// Tests a wgrad read only transposed (the weight stored [N, K], as
+// nn.Linear's: tc-autodiff's dW is (x^T g)^T): the product is computed in
+// the weight's layout, g^T x, the operands swapped (g is now the lhs:
+// fp8_grad 0) and no transpose of the product is left.
+// CHECK-LABEL: func.func @wgrad_read_transposed
+// CHECK-SAME: (%[[X:.+]]: tensor<32x32xbf16>, %[[G:.+]]: tensor<32x64xbf16>)
+// CHECK-DAG: %[[QX:[a-z_0-9]+]], %[[SX:[a-z_0-9]+]] = tc.quantize %[[X]]
+// CHECK-DAG: %[[QG:[a-z_0-9]+]], %[[SG:[a-z_0-9]+]] = tc.quantize %[[G]] {{.*}} -> (tensor<32x64xf8E5M2>, tensor<1x1xf32>)
+// CHECK-NOT: tc.transpose
+// CHECK: %[[DW:.+]] = tc.scaled_matmul %[[QG]], %[[SG]], %[[QX]], %[[SX]] {tc.fp8 = "tensor", tc.fp8_grad = 0 : i64, tc.fp8_role = "wgrad", tc.precision = "fp8", tc.precision_reason = "linear layer wgrad: f8E5M2 x f8E4M3FN, {{.*}}", transpose_lhs = true} : {{.*}} -> tensor<64x32xbf16>
+// CHECK-NOT: tc.transpose
+// CHECK: return %[[DW]]
+func.func @wgrad_read_transposed(%x: tensor<32x32xbf16>, %g: tensor<32x64xbf16>) -> tensor<64x32xbf16> {
+  %dwt = tc.matmul %x, %g {transpose_lhs = true, tc.fp8 = "tensor", tc.fp8_role = "wgrad", tc.fp8_grad = 1 : i64}
+      : tensor<32x32xbf16>, tensor<32x64xbf16> -> tensor<32x64xbf16>
+  %dw = tc.transpose %dwt {permutation = array<i64: 1, 0>} : tensor<32x64xbf16> -> tensor<64x32xbf16>
+  return %dw : tensor<64x32xbf16>
+}
+
+// -----
+
 // Tests row scaling: one f32 scale per row / column along the contraction
 // axis (K of x [32, 64] and of W [16, 64] read transposed; the rows of a
 // wgrad's lhs read transposed).
