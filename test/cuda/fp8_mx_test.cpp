@@ -219,9 +219,13 @@ TEST_F(CudaFp8Mx, MatmulRefusesWhatCublasLtCannotDo) {
 }
 
 TEST_F(CudaFp8Mx, MatmulMatchesScaledMatmulReference) {
-  if (!hasBlockScaledTensorCores())
+  if (!hasBlockScaledTensorCores()) {
+    // The property tells scripts/gpu-check.sh that this skip is the GPU's
+    // architecture, not a missing GPU.
+    RecordProperty("needs_arch", "sm_100 / sm_120");
     GTEST_SKIP() << "cuBLASLt's VEC32_UE8M0 GEMMs need sm_100 / sm_120 (the refusal is "
                     "MatmulRefusesWhatCublasLtCannotDo)";
+  }
   std::unique_ptr<Matmul> mm;
   ASSERT_OK(Matmul::create(&mm));
   // M x N x K: every wgrad contracts over M, so all three are multiples of 32.
