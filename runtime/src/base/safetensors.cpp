@@ -151,7 +151,9 @@ Status parseSafetensors(const uint8_t *data, size_t size, SafetensorsFile *out,
     if (!known)
       return err(where + " has unsupported dtype '" + dt->str + "'");
     for (const JsonValue &d : shape->array) {
-      if (!d.isNumber() || d.num < 0 || d.num != static_cast<double>(static_cast<int64_t>(d.num)))
+      // Range first: casting a double beyond int64's range is undefined.
+      if (!d.isNumber() || !(d.num >= 0 && d.num < 9223372036854775808.0) ||
+          d.num != static_cast<double>(static_cast<int64_t>(d.num)))
         return err(where + " has a bad shape");
       t.type.shape.push_back(static_cast<int64_t>(d.num));
     }
