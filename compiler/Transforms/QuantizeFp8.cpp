@@ -353,40 +353,40 @@ private:
                               grad == 0, operandId(0));
     auto [qr, sr] = quantized(rhs, fr, blockOf(rhs, p->tr ? 1 : 0, scaling, rhsIsWeight), scaling,
                               grad == 1, operandId(1));
-    // The product in cuBLASLt's TN form (lhs [M, K], rhs [N, K]) when a
-    // delayed-scaled copy is read the other way: tc.quantize's kernel writes
-    // the transposed copy itself, the delayed cast does not.
     bool tl = p->tl, tr = p->tr;
     // A product read only transposed (tc-autodiff's dW of a weight stored
     // [N, K], a Linear layer's layout, is (x^T dY)^T) is computed in that
     // layout instead, (A^T B)^T = B^T A: the operands swap, each keeps its
-    // blocks along K, and no transpose of the product runs (the same sums:
-    // the CPU's result is the same bits).
-    RankedTensorType resultType = p->result;
+    // blocks along K, and the transpose dies with the product (the same
+    // sums: the CPU's result is the same bits).
     TransposeOp readTransposed = transposedUse(p->target);
-    if (readTransposed && tensorTypeOf(p->target) == p->result) {
+    bool swapped = readTransposed && tensorTypeOf(p->target) == p->result;
+    if (swapped) {
       std::swap(ql, qr);
       std::swap(sl, sr);
       std::swap(fl, fr);
       std::swap(tl, tr);
       tl = !tl;
       tr = !tr;
-      resultType = tensorTypeOf(readTransposed.getResult());
-    } else {
-      readTransposed = nullptr;
+      p->replaced.insert(p->replaced.begin(), readTransposed);
+      p->target = readTransposed.getResult();
+      p->result = tensorTypeOf(p->target);
     }
+    // The product in cuBLASLt's TN form (lhs [M, K], rhs [N, K]) when a
+    // delayed-scaled copy is read the other way: tc.quantize's kernel writes
+    // the transposed copy itself, the delayed cast does not.
     if (tl && !ql.getDefiningOp<QuantizeOp>())
       ql = transposedCopy(ql), tl = false;
     if (!tr && !qr.getDefiningOp<QuantizeOp>())
       qr = transposedCopy(qr), tr = true;
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(mm);
-    auto smm = ScaledMatmulOp::create(b, mm.getLoc(), resultType, ql, sl, qr, sr,
+    auto smm = ScaledMatmulOp::create(b, mm.getLoc(), p->result, ql, sl, qr, sr,
                                       b.getBoolAttr(tl), b.getBoolAttr(tr));
     for (StringRef a : {kFp8Attr, kFp8RoleAttr, kFp8GradAttr})
       if (Attribute v = mm->getAttr(a))
         smm->setAttr(a, v);
-    if (readTransposed && grad >= 0) // the gradient is the other operand now
+    if (swapped && grad >= 0) // the gradient is the other operand now
       smm->setAttr(kFp8GradAttr, b.getI64IntegerAttr(1 - grad));
     annotatePrecision(smm, "fp8",
                       ("linear layer " + role + ": " + typeString(fl) + " x " + typeString(fr) +
@@ -394,13 +394,6 @@ private:
                        typeString(p->result.getElementType()) + " output")
                           .str());
     Value out = smm.getResult();
-    if (readTransposed) {
-      readTransposed.getResult().replaceAllUsesWith(out);
-      readTransposed->erase();
-      for (Operation *op : p->replaced)
-        op->erase();
-      return success();
-    }
     auto targetType = tensorTypeOf(p->target);
     if (targetType != p->result) {
       // A bias add of the batched product moves before the reshape, onto
