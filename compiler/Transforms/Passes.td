@@ -647,6 +647,35 @@ def TcShareNormStats : Pass<"tc-share-norm-stats", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
+  let summary = "Let an FP8 quantize of a gradient compute its bias gradient";
+  let description = [{
+    For each top-level per-tensor FP8 tc.quantize of the library's form
+    (`quantize_fp8`: a rank-2 f32/bf16 input [rows, cols], f32 scales, one
+    for the tensor), finds the first unpaired top-level tc.reduce_sum after
+    it that sums the same bytes over every axis but the last into their own
+    element type -- the quantized matrix itself, or the tensor [..., cols]
+    it reshapes -- and puts the same `tc.col_sum` integer on both. That is
+    a Linear layer's bias gradient beside the E5M2 copy of its incoming
+    gradient (cuBLASLt has no FP8 BGRAD epilogue). tc-lower-to-tcx then
+    gives the quantize_fp8 call the column sums as an extra output (the
+    kernel reads every element anyway) and the reduce_sum goes.
+
+    Before:
+    ```mlir
+    %m = tc.reshape %dy : tensor<4x8x16xbf16> to tensor<32x16xbf16>
+    %q, %s = tc.quantize %m {block = array<i64: 32, 16>} : tensor<32x16xbf16> -> (tensor<32x16xf8E5M2>, tensor<1x1xf32>)
+    %db = tc.reduce_sum %dy {axes = array<i64: 0, 1>} : tensor<4x8x16xbf16> -> tensor<16xbf16>
+    ```
+    After:
+    ```mlir
+    %q, %s = tc.quantize %m {block = array<i64: 32, 16>, tc.col_sum = 0 : i64} : ...
+    %db = tc.reduce_sum %dy {axes = array<i64: 0, 1>, tc.col_sum = 0 : i64} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp"> {
   let summary = "Mark where fused attention writes its results in place";
   let description = [{

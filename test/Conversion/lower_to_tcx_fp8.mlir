@@ -24,6 +24,26 @@ func.func @linear_fwd(%x: tensor<32x64xbf16>, %w: tensor<128x64xbf16>) -> tensor
 
 // -----
 
+// Tests that a column sum tc-fuse-bias-grad paired with a per-tensor
+// quantize (the same tc.col_sum) is written by the quantize_fp8 call, an
+// output before the scratch (256 B of amax, then the partials: 4 groups of 32
+// rows x 16 columns x 4 B), and no kernel computes it; the keepdims result
+// is that buffer.
+// CHECK-LABEL: func.func @bias_grad
+// CHECK: %[[C:.+]] = tcx.alloc {kind = "output"} : <1x1x16xbf16>
+// CHECK: %[[A:.+]] = tcx.alloc {kind = "scratch"} : <512xi8>
+// CHECK: tcx.library "quantize_fp8" ins(%{{.+}} : !tcx.buffer<128x16xbf16>) outs(%{{.+}}, %{{.+}}, %[[C]], %[[A]] : {{.+}}) {col_scaling = false, cols = 16 : i64, has_col_sum = true, has_transpose = false, row_scaling = false, rows = 128 : i64}
+// CHECK-NOT: tcx.launch
+// CHECK: return %{{.+}}, %{{.+}}, %[[C]]
+func.func @bias_grad(%dy: tensor<4x32x16xbf16>) -> (tensor<128x16xf8E5M2>, tensor<1x1xf32>, tensor<1x1x16xbf16>) {
+  %m = tc.reshape %dy : tensor<4x32x16xbf16> to tensor<128x16xbf16>
+  %q, %s = tc.quantize %m {block = array<i64: 128, 16>, tc.col_sum = 0 : i64} : tensor<128x16xbf16> -> (tensor<128x16xf8E5M2>, tensor<1x1xf32>)
+  %db = tc.reduce_sum %dy {axes = array<i64: 0, 1>, keepdims = true, tc.col_sum = 0 : i64} : tensor<4x32x16xbf16> -> tensor<1x1x16xbf16>
+  return %q, %s, %db : tensor<128x16xf8E5M2>, tensor<1x1xf32>, tensor<1x1x16xbf16>
+}
+
+// -----
+
 // Tests that the bias add marked as an FP8 GEMM's epilogue goes with the
 // GEMM: the bias is its fifth input, the add's result its output.
 // CHECK-LABEL: func.func @linear_bias

@@ -116,6 +116,9 @@ public:
   llvm::DenseMap<std::pair<mlir::Value, int64_t>, PackedFp4> packedFp4;
   /// A norm gradient op -> (mean or null, rstd) its forward's kernel writes.
   llvm::DenseMap<mlir::Operation *, std::pair<mlir::Value, mlir::Value>> normStats;
+  /// A tc.reduce_sum tc-fuse-bias-grad paired with a tc.quantize -> the
+  /// buffer that quantize's "quantize_fp8" call writes the column sums into.
+  llvm::DenseMap<mlir::Operation *, mlir::Value> colSums;
 
 private:
   mlir::func::FuncOp fn;

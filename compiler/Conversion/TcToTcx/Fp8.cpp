@@ -160,13 +160,51 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
     bool transpose = !f.rowScaling && readsTransposedCopy(op.getResult());
     if (transpose)
       outs.push_back(transposedCopy(op, f, rewriter));
-    buffers.library(rewriter, op.getLoc(), "quantize_fp8", {x}, outs,
-                    {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
-                     rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
-                     rewriter.getNamedAttr("row_scaling", rewriter.getBoolAttr(f.rowScaling)),
-                     rewriter.getNamedAttr("col_scaling", rewriter.getBoolAttr(f.colScaling)),
-                     rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose))});
+    // tc-fuse-bias-grad's column sum: its result's buffer, written here.
+    Operation *sum = pairedColumnSum(op);
+    if (sum) {
+      Value c = buffers.outBuffer(rewriter, sum->getResult(0));
+      buffers.colSums[sum] = c;
+      outs.push_back(c);
+    }
+    SmallVector<NamedAttribute> attrs{
+        rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(f.rows)),
+        rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(f.cols)),
+        rewriter.getNamedAttr("row_scaling", rewriter.getBoolAttr(f.rowScaling)),
+        rewriter.getNamedAttr("col_scaling", rewriter.getBoolAttr(f.colScaling)),
+        rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose))};
+    if (sum)
+      attrs.push_back(rewriter.getNamedAttr("has_col_sum", rewriter.getBoolAttr(true)));
+    buffers.library(rewriter, op.getLoc(), "quantize_fp8", {x}, outs, attrs);
     rewriter.replaceOp(op, {q, s});
+    return success();
+  }
+
+  /// The tc.reduce_sum tc-fuse-bias-grad paired with `op` (the same
+  /// tc.col_sum; it reads op's input or what that reshapes), or null.
+  static Operation *pairedColumnSum(QuantizeOp op) {
+    Attribute id = op->getAttr(kColSumAttr);
+    Fp8QuantizeForm f;
+    if (!id || !fp8ColumnSumForm(op, &f))
+      return nullptr;
+    for (Value v : fp8ColumnSumSources(op))
+      for (Operation *u : v.getUsers())
+        if (isa<ReduceSumOp>(u) && u->getAttr(kColSumAttr) == id)
+          return u;
+    return nullptr;
+  }
+};
+
+/// A tc.reduce_sum whose sums a quantize_fp8 call wrote (tc-fuse-bias-grad):
+/// that call's output buffer; unpaired, it stays a generated kernel.
+struct PairedColumnSumLowering : TcxPattern<ReduceSumOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(ReduceSumOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Value c = buffers.colSums.lookup(op);
+    if (!c)
+      return rewriter.notifyMatchFailure(op, "no quantize_fp8 call wrote its sums");
+    rewriter.replaceOp(op, c);
     return success();
   }
 };
@@ -302,7 +340,8 @@ LogicalResult checkFp8Op(Operation &op) {
 
 void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers,
                                 bool fuseEpilogues) {
-  patterns.add<QuantizeLowering, FakeQuantizeLowering>(patterns.getContext(), buffers);
+  patterns.add<QuantizeLowering, FakeQuantizeLowering, PairedColumnSumLowering>(
+      patterns.getContext(), buffers);
   patterns.add<ScaledMatmulLowering>(patterns.getContext(), buffers, fuseEpilogues);
 }
 

@@ -60,7 +60,7 @@ LogicalResult lowerToKernel(Operation *op, StringRef kind, BufferAssignment &buf
     // A marked op that no library call took computes only itself.
     for (StringRef mark : {kEpilogueAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
                            kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
-                           kGradsIntoConcatAttr})
+                           kGradsIntoConcatAttr, kColSumAttr})
       clone->removeAttr(mark);
     tcx::YieldOp::create(rewriter, op->getLoc(), clone->getResults());
   }

@@ -122,6 +122,18 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   return "";
 }
 
+bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out) {
+  return fp8QuantizeForm(op, out).empty() && !out->rowScaling && !out->colScaling &&
+         out->blocks < 0 && out->mxBlocks < 0 && tensorType(op.getInput()).getRank() == 2;
+}
+
+SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) {
+  SmallVector<Value, 2> sources{op.getInput()};
+  if (auto rs = op.getInput().getDefiningOp<ReshapeOp>())
+    sources.push_back(rs.getInput());
+  return sources;
+}
+
 namespace {
 /// The tc.quantize that made `v` (its result 0) of a matrix with one scale
 /// for the tensor or one per column (the forms that write a transposed

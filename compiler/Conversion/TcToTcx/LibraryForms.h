@@ -37,6 +37,11 @@ constexpr llvm::StringLiteral kBf16LogitsAttr = "tc.bf16_logits";
 /// statistics (tc-share-norm-stats): the same integer on both.
 constexpr llvm::StringLiteral kNormStatsAttr = "tc.norm_stats";
 
+/// On a per-tensor FP8 tc.quantize and a tc.reduce_sum of the same bytes
+/// over every axis but the last (tc-fuse-bias-grad): the same integer on
+/// both; the quantize_fp8 call writes the column sums too.
+constexpr llvm::StringLiteral kColSumAttr = "tc.col_sum";
+
 /// On a tc.attention (tc-fuse-attention-views): the output is written
 /// straight into the [B, T, H, D] head transpose that reads it, which goes
 /// with the call.
@@ -93,6 +98,14 @@ struct Fp8QuantizeForm {
 /// blocks, or with f8E8M0FNU scale_inv a rank-2 input in 1x32 or 32x1
 /// blocks.
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
+
+/// Whether `op` is a "quantize_fp8" call that can also write the column
+/// sums of its input (filled into *out): per-tensor scaling of a rank-2
+/// input.
+bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out);
+/// The tensors whose column sums such a call writes: its input, and what
+/// that reshapes (dY [B, T, N] summed over B and T).
+llvm::SmallVector<mlir::Value, 2> fp8ColumnSumSources(QuantizeOp op);
 
 /// How a tc.scaled_matmul maps onto a compute_type "fp8" tcx.matmul.
 /// cuBLASLt's FP8 GEMMs are TN only: lhs [M, K] and rhs [N, K], both with K

@@ -224,7 +224,7 @@ inline void finalize(KernelSource &k, llvm::StringRef kind) {
 }
 
 /// Row reductions split over blocks: at most this many rows, parts per row.
-inline constexpr int64_t kSplitRows = 16, kSplitParts = 256;
+inline constexpr int64_t kSplitRows = 16, kSplitParts = 1024;
 
 inline int64_t gridFor(int64_t work, int64_t perBlock) {
   int64_t g = (work + perBlock - 1) / perBlock;

@@ -263,12 +263,20 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
   Fp8Scaling scaling = c.flag("row_scaling")   ? Fp8Scaling::Row
                        : c.flag("col_scaling") ? Fp8Scaling::Column
                                                : Fp8Scaling::Tensor;
-  void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t");
+  void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t"), *colSum = c.out("col_sum");
+  if (colSum && (scaling != Fp8Scaling::Tensor || c.outType("col_sum") != dt))
+    return invalidArgument(c.a.where + ": \"quantize_fp8\" writes col_sum with per-tensor "
+                           "scaling, in the type of x");
   float *scaleInv = static_cast<float *>(c.out("scale_inv"));
   float *amax = static_cast<float *>(c.out("scratch"));
+  // The column sums' partials follow the amaxes in the scratch.
+  float *partial = colSum ? reinterpret_cast<float *>(static_cast<char *>(c.out("scratch")) +
+                                                      fp8QuantizeScratchBytes(1))
+                          : nullptr;
   *out = [=]() {
     TC_RETURN_IF_ERROR(amaxFp8(dt, x, amax, rows, cols, scaling, s));
-    return quantizeFp8(dt, x, amax, qt, q, qT, scaleInv, rows, cols, scaling, s);
+    return quantizeFp8(dt, x, amax, qt, q, qT, scaleInv, rows, cols, scaling, s, colSum,
+                       partial);
   };
   return Status::ok();
 }

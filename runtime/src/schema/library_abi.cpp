@@ -77,6 +77,9 @@ int64_t fp4ScaleLayoutBytes(int64_t rows, int64_t len, bool mxfp4) {
 size_t fp8QuantizeScratchBytes(int64_t scales) {
   return static_cast<size_t>(ceilDiv(std::max<int64_t>(1, scales) * 4, 256) * 256);
 }
+size_t fp8ColumnSumScratchBytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(ceilDiv(ceilDiv(rows, kFp8ColumnSumRows) * cols * 4, 256) * 256);
+}
 
 const char *libraryAttrKindName(LibraryAttrKind k) {
   switch (k) {
@@ -128,9 +131,12 @@ size_t attentionScratch(const LibraryInts &a) {
 }
 size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
 size_t fp8QuantizeScratch(const LibraryInts &a) {
-  return fp8QuantizeScratchBytes(intOf(a, "row_scaling")   ? intOf(a, "rows")
-                                 : intOf(a, "col_scaling") ? intOf(a, "cols")
-                                                           : 1);
+  size_t amax = fp8QuantizeScratchBytes(intOf(a, "row_scaling")   ? intOf(a, "rows")
+                                        : intOf(a, "col_scaling") ? intOf(a, "cols")
+                                                                  : 1);
+  return amax + (intOf(a, "has_col_sum") ? fp8ColumnSumScratchBytes(intOf(a, "rows"),
+                                                                    intOf(a, "cols"))
+                                         : 0);
 }
 size_t fakeQuantizeScratch(const LibraryInts &) { return fp8QuantizeScratchBytes(1); }
 size_t nvfp4GemmScratch(const LibraryInts &) { return 256; } // f32 alpha, beta
@@ -237,15 +243,19 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // tc.quantize into FP8 with f32 scales: x [rows, cols] (f32/bf16), q
       // [rows, cols], scale_inv [1], [rows] (row_scaling) or [cols]
       // (col_scaling), q_t [cols, rows] the transposed copy (has_transpose;
-      // per-tensor or per-column scaling); the scratch holds the amaxes.
+      // per-tensor or per-column scaling), col_sum [cols] the sums of x's
+      // columns in x's type (has_col_sum, per-tensor scaling: a bias
+      // gradient); the scratch holds the amaxes and the column sums'
+      // partials.
       {"quantize_fp8",
        {{"x"}},
-       {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"scratch"}},
+       {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"col_sum", "has_col_sum"}, {"scratch"}},
        {kRows,
         kCols,
         {"row_scaling", K::Bool, false},
         {"col_scaling", K::Bool, false},
-        {"has_transpose", K::Bool, false}},
+        {"has_transpose", K::Bool, false},
+        {"has_col_sum", K::Bool, false}},
        fp8QuantizeScratch},
       // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
       // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv

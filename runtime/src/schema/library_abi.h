@@ -53,6 +53,11 @@ size_t sumSquaresScratchBytes();
 /// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale
 /// (1, the rows or the columns), in 256-byte granules.
 size_t fp8QuantizeScratchBytes(int64_t scales);
+/// quantizeFp8's column sums (has_col_sum): the f32 partial sums of each
+/// group of kFp8ColumnSumRows rows, [ceil(rows / kFp8ColumnSumRows)][cols],
+/// after the amaxes (in 256-byte granules).
+inline constexpr int64_t kFp8ColumnSumRows = 32;
+size_t fp8ColumnSumScratchBytes(int64_t rows, int64_t cols);
 /// quantize_fp8_block (--fp8-scaling block128) of x [rows, cols] in `blocks`
 /// (0: 1x128 along cols, 1: 128x1 along rows, 2: 128x128): the f32 scales
 /// of scale_gemm (transposed false) or scale_gemm_t (true) in cuBLASLt's

@@ -412,7 +412,7 @@ func.func @mm_fast_accum(%a: !tcx.buffer<8x64xbf16>, %b: !tcx.buffer<64x32xbf16>
 // Tests that quantize_fp8 with a transposed copy lists it before the scratch
 // (the ABI's has_transpose operand).
 func.func @quantize_fp8_outs(%x: !tcx.buffer<32x64xbf16>, %q: !tcx.buffer<32x64xf8E4M3FN>, %s: !tcx.buffer<1xf32>, %amax: !tcx.buffer<256xi8>) {
-  // expected-error @+1 {{takes 4 outputs (has_transpose = 1), got 3}}
+  // expected-error @+1 {{takes 4 outputs (has_transpose = 1, has_col_sum = 0), got 3}}
   tcx.library "quantize_fp8" ins(%x : !tcx.buffer<32x64xbf16>) outs(%q, %s, %amax : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<1xf32>, !tcx.buffer<256xi8>) {rows = 32 : i64, cols = 64 : i64, has_transpose = true}
   return
 }

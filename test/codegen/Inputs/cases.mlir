@@ -124,16 +124,22 @@ func.func @splits(%x: tensor<2x16x192xbf16>, %i: tensor<4x6x3xi64>)
 }
 
 // Long reductions: column sums ([rows, C] -> [C], 32 outputs x 32 row groups
-// per block), a middle axis, and one very long row split over blocks (the
-// grad-norm sum of squares; the last block combines the partials).
-func.func @long_reductions(%g: tensor<2048x96xbf16>, %h: tensor<4x256x64xf32>, %w: tensor<524288xf32>)
-    -> (tensor<96xbf16>, tensor<64xf32>, tensor<4x64xf32>, tensor<524288xf32>, tensor<f32>) {
+// per block), a middle axis, and very long rows split over blocks (the
+// grad-norm sum of squares; the last block combines the partials): one row
+// in 32 parts, two of a 1B model's [2048, 4096] gradient size in 512.
+func.func @long_reductions(%g: tensor<2048x96xbf16>, %h: tensor<4x256x64xf32>, %w: tensor<524288xf32>,
+                           %v: tensor<2x8388608xf32>)
+    -> (tensor<96xbf16>, tensor<64xf32>, tensor<4x64xf32>, tensor<524288xf32>, tensor<f32>,
+        tensor<2xf32>) {
   %c = tc.reduce_sum %g {axes = array<i64: 0>} : tensor<2048x96xbf16> -> tensor<96xbf16>
   %m = tc.reduce_mean %h {axes = array<i64: 0, 1>} : tensor<4x256x64xf32> -> tensor<64xf32>
   %k = tc.reduce_max %h {axes = array<i64: 1>} : tensor<4x256x64xf32> -> tensor<4x64xf32>
   %sq = tc.mul %w, %w : tensor<524288xf32>, tensor<524288xf32> -> tensor<524288xf32>
   %s = tc.reduce_sum %sq {axes = array<i64: 0>} : tensor<524288xf32> -> tensor<f32>
-  return %c, %m, %k, %sq, %s : tensor<96xbf16>, tensor<64xf32>, tensor<4x64xf32>, tensor<524288xf32>, tensor<f32>
+  %vsq = tc.mul %v, %v : tensor<2x8388608xf32>, tensor<2x8388608xf32> -> tensor<2x8388608xf32>
+  %vs = tc.reduce_sum %vsq {axes = array<i64: 1>} : tensor<2x8388608xf32> -> tensor<2xf32>
+  return %c, %m, %k, %sq, %s, %vs : tensor<96xbf16>, tensor<64xf32>, tensor<4x64xf32>, tensor<524288xf32>, tensor<f32>,
+      tensor<2xf32>
 }
 
 // Long columns split over blocks as well (rows >= 4096): partial sums in

@@ -197,10 +197,14 @@ Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
 /// (qt F8E4M3FN or F8E5M2) = satfinite(x * s) with the product rounded to
 /// f32, scaleInv[1, rows or cols] (f32) = 1 / s. qT[cols, rows] (may be
 /// null; Tensor and Column scaling, whose copy has a scale per row) gets
-/// the transposed copy in the same pass.
+/// the transposed copy in the same pass. colSum[cols] (may be null; Tensor
+/// scaling, in dt) gets the sums of x's columns from the same pass (a bias
+/// gradient): f32 sums of each tile's rows into `partial`
+/// (rt::fp8ColumnSumScratchBytes), then a pass adding the tiles' sums in
+/// order -- deterministic, in another order than the CPU's reduce_sum.
 Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q, void *qT,
                    float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
-                   cudaStream_t stream);
+                   cudaStream_t stream, void *colSum = nullptr, float *partial = nullptr);
 
 /// The blocks of quantizeFp8Blocks over x[rows, cols]: 1x128 along the
 /// columns (an activation or gradient read with K = cols), 128x1 along the

@@ -128,12 +128,15 @@ __device__ __forceinline__ float currentScale(float amax, float fmax) {
 /// One 32x32 tile of x[rows, cols] per block (blockIdx.x: row tile,
 /// blockIdx.y: column tile). q[rows, cols] and, with Transpose,
 /// qT[cols, rows]; scaleInv[1] (Tensor), [rows] (Row) or [cols] (Column).
-template <class T, bool E5M2, Fp8Scaling S, bool Transpose>
+template <class T, bool E5M2, Fp8Scaling S, bool Transpose, bool ColSum>
 __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
     quantizeKernel(const T *x, const float *amax, uint8_t *q, uint8_t *qT, float *scaleInv,
-                   int64_t rows, int64_t cols) {
+                   int64_t rows, int64_t cols, float *partial) {
   constexpr bool RowScaling = S == Fp8Scaling::Row;
+  static_assert(!ColSum || S == Fp8Scaling::Tensor, "column sums ride on per-tensor scaling");
   __shared__ uint8_t tile[kTile][kTile + 1];
+  __shared__ float sums[ColSum ? kTileRowsPerPass : 1][kTile];
+  float acc = 0.f;
   const float fmax = E5M2 ? 57344.f : 448.f;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -159,10 +162,25 @@ __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
         scaleInv[row] = __frcp_rn(s);
     }
     if (col < cols) {
-      uint8_t v = toFp8<E5M2>(__fmul_rn(toF(x[row * cols + col]), s));
+      float xv = toF(x[row * cols + col]);
+      uint8_t v = toFp8<E5M2>(__fmul_rn(xv, s));
       q[row * cols + col] = v;
       if (Transpose)
         tile[r][tx] = v;
+      if (ColSum)
+        acc += xv;
+    }
+  }
+  if (ColSum) {
+    // This tile's 32 rows of column col0 + tx: the 8 row groups in order.
+    sums[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && col0 + tx < cols) {
+      float t = sums[0][tx];
+#pragma unroll
+      for (int i = 1; i < kTileRowsPerPass; ++i)
+        t += sums[i][tx];
+      partial[blockIdx.x * cols + col0 + tx] = t;
     }
   }
   if (!Transpose)
@@ -186,13 +204,15 @@ constexpr int kVecRowsPerPass = kVecThreads / kVecThreadsPerRow;
 /// (blockIdx.x: row tile, blockIdx.y: column tile); cols % 8 == 0, x 16-
 /// and q 8-byte aligned. With Transpose, qT[cols, rows] too; `wordsT`: rows
 /// % 4 == 0 and qT 4-byte aligned, so qT takes 32-bit stores.
-template <class T, bool E5M2, bool Transpose>
+template <class T, bool E5M2, bool Transpose, bool ColSum>
 __global__ void __launch_bounds__(kVecThreads)
     quantizeVecKernel(const T *x, const float *amax, uint8_t *q, uint8_t *qT, float *scaleInv,
-                      int64_t rows, int64_t cols, bool wordsT) {
+                      int64_t rows, int64_t cols, bool wordsT, float *partial) {
   // An odd row stride (129 bytes) puts the four bytes of a qT word, which
   // come from four rows of one column, in four different banks.
   __shared__ uint8_t tile[kVecRows][kVecCols + 1];
+  __shared__ float sums[ColSum ? kVecRowsPerPass : 1][kVecCols];
+  float acc[kVec] = {};
   const float s = currentScale(amax[0], E5M2 ? 57344.f : 448.f);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
     scaleInv[0] = __frcp_rn(s);
@@ -218,6 +238,26 @@ __global__ void __launch_bounds__(kVecThreads)
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
         tile[r][c8 + j] = b[j];
+    if (ColSum)
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        acc[j] += v[j];
+  }
+  if (ColSum) {
+    // This tile's 64 rows of each of its 128 columns: the 16 row groups in
+    // order (a thread's own 4 rows were summed in row order above).
+    const int g = threadIdx.x / kVecThreadsPerRow;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      sums[g][c8 + j] = acc[j];
+    __syncthreads();
+    if (threadIdx.x < kVecCols && col0 + threadIdx.x < cols) {
+      float t = sums[0][threadIdx.x];
+#pragma unroll
+      for (int i = 1; i < kVecRowsPerPass; ++i)
+        t += sums[i][threadIdx.x];
+      partial[blockIdx.x * cols + col0 + threadIdx.x] = t;
+    }
   }
   if (!Transpose)
     return;
@@ -240,6 +280,34 @@ __global__ void __launch_bounds__(kVecThreads)
     for (int j = 0; j < 4 && row + j < rows; ++j)
       dst[j] = tile[r + j][c];
   }
+}
+
+constexpr int kSumGroups = 8; // part groups per column in columnSumKernel
+
+/// colSum[col] = the sum of partial[p][col] over the parts p: part group g
+/// (of kSumGroups) adds parts g, g + 8, ... in order, then the groups are
+/// added in order, so the result does not depend on timing. 32 columns x 8
+/// groups per block: enough loads in flight for a few hundred parts.
+template <class T>
+__global__ void __launch_bounds__(kTile *kSumGroups)
+    columnSumKernel(const float *partial, int64_t parts, int64_t cols, T *colSum) {
+  __shared__ float sums[kSumGroups][kTile];
+  const int tx = threadIdx.x % kTile, g = threadIdx.x / kTile;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + tx;
+  float acc = 0.f;
+  if (col < cols)
+#pragma unroll 4
+    for (int64_t p = g; p < parts; p += kSumGroups)
+      acc += partial[p * cols + col];
+  sums[g][tx] = acc;
+  __syncthreads();
+  if (g != 0 || col >= cols)
+    return;
+  float t = sums[0][tx];
+#pragma unroll
+  for (int i = 1; i < kSumGroups; ++i)
+    t += sums[i][tx];
+  colSum[col] = fromF<T>(t);
 }
 
 bool isFp8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
@@ -462,7 +530,7 @@ Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
 
 Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q, void *qT,
                    float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, void *colSum, float *partial) {
   TC_RETURN_IF_ERROR(checkEntry("quantizeFp8", rows, cols));
   if (!isFp8(qt))
     return invalidArgument(std::string("quantizeFp8: the result must be f8E4M3FN or f8E5M2, got ") +
@@ -471,10 +539,15 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
   if (qT && perRow)
     return invalidArgument("quantizeFp8: a transposed copy needs per-tensor or per-column "
                            "scaling (its rows would need per-column scales)");
-  if (!x || !amax || !q || !scaleInv)
+  if (colSum && scaling != Fp8Scaling::Tensor)
+    return invalidArgument("quantizeFp8: column sums ride on per-tensor scaling only");
+  if (!x || !amax || !q || !scaleInv || (colSum && !partial))
     return invalidArgument("quantizeFp8: null pointer");
-  if (rows == 0 || cols == 0) // amax 0: every scale is 1 (the f32 bits 0x3f800000)
+  if (rows == 0 || cols == 0) { // amax 0: every scale is 1 (the f32 bits 0x3f800000)
+    if (colSum && cols > 0) // the sums over no rows
+      TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(colSum, 0, cols * dtypeStorageBytes(dt), stream));
     return fillBuffer(scaleInv, 4, 0x3f800000u, perRow ? rows : perCol ? cols : 1, stream);
+  }
   if (ceilDiv(rows, kTile) > INT32_MAX || ceilDiv(cols, kTile) > 65535)
     return invalidArgument("quantizeFp8: more than 2^21 columns or 2^36 rows");
   dim3 grid(static_cast<unsigned>(ceilDiv(rows, kTile)), static_cast<unsigned>(ceilDiv(cols, kTile)));
@@ -483,42 +556,51 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
   auto *qs = static_cast<uint8_t *>(q);
   auto *qts = static_cast<uint8_t *>(qT);
   bool vec = scaling == Fp8Scaling::Tensor && cols % kVec == 0 && aligned(x, 16) && aligned(q, 8);
-  return dispatchFloat(dt, "quantizeFp8", [&](auto tag) {
+  static_assert(kTile == kFp8ColumnSumRows && kVecRows % kFp8ColumnSumRows == 0,
+                "the partials' row groups (library_abi.h) are the tiles' rows");
+  return dispatchFloat(dt, "quantizeFp8", [&](auto tag) -> Status {
     using T = decltype(tag);
     auto *xs = static_cast<const T *>(x);
-    if (vec) {
-      dim3 vgrid(static_cast<unsigned>(ceilDiv(rows, kVecRows)),
-                 static_cast<unsigned>(ceilDiv(cols, kVecCols)));
-      bool wordsT = rows % 4 == 0 && aligned(qT, 4);
-      auto launchVec = [&](auto kernel) {
-        kernel<<<vgrid, kVecThreads, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols, wordsT);
-        return checkLaunch("quantize_fp8");
-      };
-      if (qT)
-        return e5m2 ? launchVec(quantizeVecKernel<T, true, true>)
-                    : launchVec(quantizeVecKernel<T, false, true>);
-      return e5m2 ? launchVec(quantizeVecKernel<T, true, false>)
-                  : launchVec(quantizeVecKernel<T, false, false>);
-    }
-    auto launch = [&](auto kernel) {
-      kernel<<<grid, block, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols);
-      return checkLaunch("quantize_fp8");
+    // Picks the kernel instance for the run-time flags, as constants.
+    auto pick = [](bool flag, auto f) {
+      return flag ? f(std::true_type()) : f(std::false_type());
     };
-    constexpr auto Row = Fp8Scaling::Row, Col = Fp8Scaling::Column, Ten = Fp8Scaling::Tensor;
-    if (perRow)
-      return e5m2 ? launch(quantizeKernel<T, true, Row, false>)
-                  : launch(quantizeKernel<T, false, Row, false>);
-    if (perCol && qT)
-      return e5m2 ? launch(quantizeKernel<T, true, Col, true>)
-                  : launch(quantizeKernel<T, false, Col, true>);
-    if (perCol)
-      return e5m2 ? launch(quantizeKernel<T, true, Col, false>)
-                  : launch(quantizeKernel<T, false, Col, false>);
-    if (qT)
-      return e5m2 ? launch(quantizeKernel<T, true, Ten, true>)
-                  : launch(quantizeKernel<T, false, Ten, true>);
-    return e5m2 ? launch(quantizeKernel<T, true, Ten, false>)
-                : launch(quantizeKernel<T, false, Ten, false>);
+    Status st = pick(e5m2, [&](auto e5) {
+      return pick(qT != nullptr, [&](auto tr) {
+        return pick(colSum != nullptr, [&](auto cs) -> Status {
+          constexpr bool E5 = decltype(e5)::value, Tr = decltype(tr)::value,
+                         Cs = decltype(cs)::value;
+          if (vec) {
+            dim3 vgrid(static_cast<unsigned>(ceilDiv(rows, kVecRows)),
+                       static_cast<unsigned>(ceilDiv(cols, kVecCols)));
+            bool wordsT = rows % 4 == 0 && aligned(qT, 4);
+            quantizeVecKernel<T, E5, Tr, Cs><<<vgrid, kVecThreads, 0, stream>>>(
+                xs, amax, qs, qts, scaleInv, rows, cols, wordsT, partial);
+            return checkLaunch("quantize_fp8");
+          }
+          auto launch = [&](auto kernel) {
+            kernel<<<grid, block, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols, partial);
+            return checkLaunch("quantize_fp8");
+          };
+          constexpr auto Row = Fp8Scaling::Row, Col = Fp8Scaling::Column, Ten = Fp8Scaling::Tensor;
+          if constexpr (Cs)
+            return launch(quantizeKernel<T, E5, Ten, Tr, true>);
+          else if (perRow)
+            return Tr ? invalidArgument("quantizeFp8: internal: a per-row copy")
+                      : launch(quantizeKernel<T, E5, Row, false, false>);
+          else if (perCol)
+            return launch(quantizeKernel<T, E5, Col, Tr, false>);
+          else
+            return launch(quantizeKernel<T, E5, Ten, Tr, false>);
+        });
+      });
+    });
+    if (!st.isOk() || !colSum)
+      return st;
+    int64_t parts = vec ? ceilDiv(rows, kVecRows) : ceilDiv(rows, kTile);
+    columnSumKernel<T><<<static_cast<unsigned>(ceilDiv(cols, kTile)), kTile * kSumGroups, 0,
+                         stream>>>(partial, parts, cols, static_cast<T *>(colSum));
+    return checkLaunch("quantize_fp8 column sums");
   });
 }
 
