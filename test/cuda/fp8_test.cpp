@@ -169,11 +169,13 @@ TEST_F(CudaFp8, QuantizeWritesColumnSums) {
   // tile's rows, then the tiles' sums in order: another order than the
   // CPU's double sum), q and scale_inv bit for bit as without it. The 64x128
   // vector tiles (cols % 8 == 0) and the 32x32 scalar ones, partial tiles
-  // of both, one row, 4100 rows.
+  // of both, one row, 4100 rows. bf16 inputs only: with f32 ones the sums
+  // missed the reference on the H200 (2026-12-02, not yet understood), so
+  // quantizeFp8 refuses them (QuantizeRefusesWhatItCannotDo).
   const std::pair<int64_t, int64_t> shapes[] = {{37, 50},   {64, 128}, {1, 1000},
                                                 {300, 17},  {200, 264}, {4100, 72}};
   const DType qt = DType::F8E5M2;
-  for (DType dt : {DType::F32, DType::BF16}) {
+  for (DType dt : {DType::BF16}) {
     std::vector<double> got, want;
     int64_t bad = 0;
     auto run = [&](const void *x, DevBuf &scratch, DevBuf &dq, DevBuf &dqT, DevBuf &ds,
@@ -221,10 +223,9 @@ TEST_F(CudaFp8, QuantizeWritesColumnSums) {
     ASSERT_OK(buffers(rows, cols, scratch, dq, dqT, ds, dc));
     double us = timeUs(stream(), 20,
                        [&]() { return run(dx.p, scratch, dq, dqT, ds, dc, rows, cols); });
-    // One rounding of the result: f32 sums in another order (1e-5), bf16's
-    // 2^-8 when the two sums round to neighbouring bf16 values.
-    check("quantize_fp8 E5M2 tensor+T+col_sum", dt, got, want, dt == DType::F32 ? 1e-5 : 1e-2, us,
-          shapeStr({rows, cols}));
+    // One rounding of the result: bf16's 2^-8 when the two sums (f32 in
+    // another order, double) round to neighbouring bf16 values.
+    check("quantize_fp8 E5M2 tensor+T+col_sum", dt, got, want, 1e-2, us, shapeStr({rows, cols}));
   }
 }
 
@@ -240,12 +241,16 @@ TEST_F(CudaFp8, QuantizeRefusesWhatItCannotDo) {
                            Fp8Scaling::Tensor, stream())
                    .isOk());
   EXPECT_FALSE(amaxFp8(DType::I32, f, f, 4, 4, Fp8Scaling::Tensor, stream()).isOk());
-  // Column sums with per-row scaling, or without their partials' scratch.
-  EXPECT_FALSE(quantizeFp8(DType::F32, f, f, DType::F8E5M2, f, nullptr, f, 4, 4, Fp8Scaling::Row,
-                           stream(), f, f)
+  // Column sums with per-row scaling, without their partials' scratch, of
+  // an f32 input.
+  EXPECT_FALSE(quantizeFp8(DType::BF16, f, f, DType::F8E5M2, f, nullptr, f, 4, 4,
+                           Fp8Scaling::Row, stream(), f, f)
+                   .isOk());
+  EXPECT_FALSE(quantizeFp8(DType::BF16, f, f, DType::F8E5M2, f, nullptr, f, 4, 4,
+                           Fp8Scaling::Tensor, stream(), f, nullptr)
                    .isOk());
   EXPECT_FALSE(quantizeFp8(DType::F32, f, f, DType::F8E5M2, f, nullptr, f, 4, 4,
-                           Fp8Scaling::Tensor, stream(), f, nullptr)
+                           Fp8Scaling::Tensor, stream(), f, f)
                    .isOk());
 }
 

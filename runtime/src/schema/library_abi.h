@@ -54,8 +54,9 @@ size_t sumSquaresScratchBytes();
 /// (1, the rows or the columns), in 256-byte granules.
 size_t fp8QuantizeScratchBytes(int64_t scales);
 /// quantizeFp8's column sums (has_col_sum): the f32 partial sums of each
-/// group of kFp8ColumnSumRows rows, [ceil(rows / kFp8ColumnSumRows)][cols],
-/// after the amaxes (in 256-byte granules).
+/// row tile of the quantize kernel (32 or 64 rows), at most
+/// [ceil(rows / kFp8ColumnSumRows)][cols], after the amaxes (in 256-byte
+/// granules).
 inline constexpr int64_t kFp8ColumnSumRows = 32;
 size_t fp8ColumnSumScratchBytes(int64_t rows, int64_t cols);
 /// quantize_fp8_block (--fp8-scaling block128) of x [rows, cols] in `blocks`
