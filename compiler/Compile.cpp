@@ -392,8 +392,18 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
     return false;
   // --fp4-qat: which FP4 products take sm_120a's block-scaled GEMMs, and the
   // path of each in its precision reason.
-  if (opts.precision == "fp4")
+  if (opts.precision == "fp4") {
     planFp4Gemms(*result->module, opts.target);
+    // The others' exact NVFP4 form (every target, the CPU reference too).
+    PassManager pm(&ctx);
+    pm.addNestedPass<func::FuncOp>(createTcFp4Exact());
+    DiagnosticCollector diags(ctx);
+    if (failed(pm.run(*result->module))) {
+      error->kind = CompileErrorKind::Internal;
+      error->message = "tc-fp4-exact: " + diags.text;
+      return false;
+    }
+  }
   // A splat constant of any shape is one value to MLIR, but the artifact
   // stores it expanded: a model whose constants exceed that is bad input
   // (found by fuzzing: Dropout's mask for a [3,4,5,2,2^31] input).

@@ -139,8 +139,13 @@ GemmPath describe(tcx::MatmulOp mm, const Fp4Operands &fp4Operands) {
       p += ", on " + fp4 + "-quantised " +
            (!mx.empty() && !wx.empty() ? "operands" : !mx.empty() ? "lhs" : "rhs") +
            " held in " + g.lhs +
+           (mm.getDeviceAlpha() ? " as code x block scale, the fp32 tensor scales as alpha "
+                                  "(read on the device)"
+                                : "") +
            " (the FP4 emulation: exact products, fp32 sums in cuBLASLt's order, not a "
            "block-scaled MMA's)";
+    else if (mm.getDeviceAlpha())
+      p += ", alpha read on the device";
   }
   if (StringRef e = mm.getEpilogue(); e != "none")
     p += ", " + e.str() + " epilogue";

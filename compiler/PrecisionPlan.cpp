@@ -123,6 +123,8 @@ void describePlan(Operation *op, Row *row) {
                                                           : "1x16 (e4m3) + tensor (fp32)";
     row->scaleFrom = nv ? "current amax of the input (this step): blocks and tensor"
                         : "current amax of each block (this step)";
+    if (fq.getUnscaled()) // tc-fp4-exact
+      row->scaleFrom += "; the tensor scale is the product's alpha";
     row->rounding = fq.getStochastic()
                         ? "stochastic (e2m1, counter-based draws keyed by seed, site and step), "
                           "saturating, dequantised; straight-through gradient"

@@ -394,8 +394,11 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
   };
   // Quantisation-aware training: the straight-through estimator (the step
   // of stochastic rounding is no value to differentiate).
-  if (auto fq = llvm::dyn_cast<FakeQuantizeOp>(op))
+  if (auto fq = llvm::dyn_cast<FakeQuantizeOp>(op)) {
+    if (fq.getUnscaled()) // tc-fp4-exact's, made after the backward exists
+      return fq.emitError("an unscaled tc.fake_quantize has no gradient rule");
     return needs(fq.getInput()) ? acc(fq.getInput(), g) : success();
+  }
   if (op->getNumOperands() == 1 && op->getNumResults() == 1 &&
       op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
       !llvm::isa<CumSumOp, SoftmaxOp, LogSoftmaxOp>(op)) {
@@ -625,15 +628,17 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         // transposes), then summed over broadcast batch dimensions.
         // An FP8 linear layer's backward products are FP8 too (Fp8Plan.h):
         // marked with their role and which operand is g (E5M2).
+        if (o.getAlpha()) // tc-fp4-exact makes them, after the backward exists
+          return unsupported("a product scaled by alpha has no gradient rule");
         Value a = o.getLhs(), bm = o.getRhs();
         bool tl = o.getTransposeLhs(), tr = o.getTransposeRhs();
         bool fp8 = o->hasAttr(kFp8Attr);
         // --fp4-qat-grads: their inputs fake-quantised (Fp4Qat.h).
         bool fp4 = o->hasAttr(kFp4GradsAttr);
         if (needs(a)) {
-          MatmulOp da = tl ? MatmulOp::create(b, e.loc, bm, g, b.getBoolAttr(tr),
+          MatmulOp da = tl ? MatmulOp::create(b, e.loc, bm, g, Value(), b.getBoolAttr(tr),
                                               b.getBoolAttr(true))
-                           : MatmulOp::create(b, e.loc, g, bm, b.getBoolAttr(false),
+                           : MatmulOp::create(b, e.loc, g, bm, Value(), b.getBoolAttr(false),
                                               b.getBoolAttr(!tr));
           if (fp8)
             markFp8Backward(o, da, "dgrad", tl ? 1 : 0);
@@ -643,9 +648,9 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
             return failure();
         }
         if (needs(bm)) {
-          MatmulOp db = tr ? MatmulOp::create(b, e.loc, g, a, b.getBoolAttr(true),
+          MatmulOp db = tr ? MatmulOp::create(b, e.loc, g, a, Value(), b.getBoolAttr(true),
                                               b.getBoolAttr(tl))
-                           : MatmulOp::create(b, e.loc, a, g, b.getBoolAttr(!tl),
+                           : MatmulOp::create(b, e.loc, a, g, Value(), b.getBoolAttr(!tl),
                                               b.getBoolAttr(false));
           if (fp8)
             markFp8Backward(o, db, "wgrad", tr ? 0 : 1);

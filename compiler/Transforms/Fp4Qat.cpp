@@ -60,10 +60,10 @@ Value fakeQuantized(OpBuilder &b, Operation *user, Value v, llvm::StringRef form
   b.setInsertionPoint(user);
   bool sr = static_cast<bool>(rounding.step);
   auto fq = FakeQuantizeOp::create(
-      b, user->getLoc(), v.getType(), v, rounding.step, b.getStringAttr(format),
-      b.getI64IntegerAttr(axis), b.getBoolAttr(blocks2d), b.getBoolAttr(sr),
-      b.getI64IntegerAttr(sr ? kFp4Seed : 0),
-      b.getI64IntegerAttr(static_cast<int64_t>(rounding.stream)));
+      b, user->getLoc(), v.getType(), /*tensor_scale=*/Type(), v, rounding.step,
+      b.getStringAttr(format), b.getI64IntegerAttr(axis), b.getBoolAttr(blocks2d),
+      b.getBoolAttr(sr), b.getI64IntegerAttr(sr ? kFp4Seed : 0),
+      b.getI64IntegerAttr(static_cast<int64_t>(rounding.stream)), b.getBoolAttr(false));
   std::string blocks = format == "mxfp4" ? "1x32 blocks along K, e8m0 scales"
                        : blocks2d        ? "16x16 blocks, e4m3 scales and an fp32 tensor scale"
                                          : "1x16 blocks along K, e4m3 scales and an fp32 "
@@ -129,7 +129,7 @@ Value hadamard16(OpBuilder &b, Operation *user, Value v, int64_t axis) {
     std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
     x = TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(swap));
   }
-  x = MatmulOp::create(b, loc, x, rm, b.getBoolAttr(false), b.getBoolAttr(false));
+  x = MatmulOp::create(b, loc, x, rm, Value(), b.getBoolAttr(false), b.getBoolAttr(false));
   if (middle)
     x = TransposeOp::create(b, loc, x, b.getDenseI64ArrayAttr(swap));
   return ReshapeOp::create(b, loc, t, x);

@@ -647,6 +647,36 @@ def TcShareNormStats : Pass<"tc-share-norm-stats", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcFp4Exact : Pass<"tc-fp4-exact", "mlir::func::FuncOp"> {
+  let summary = "Give NVFP4 products their exact form: unscaled operands, tensor scales as alpha";
+  let description = [{
+    For each tc.matmul (not marked tc.fp4_gemm, no alpha yet) that reads an
+    nvfp4 tc.fake_quantize, reads instead its unscaled twin (made once per
+    fake_quantize: code x block scale, exact in bf16, and the f32 tensor
+    decode scale as a second result) and takes the tensor scales (their
+    product in f32 when both operands are nvfp4) as its alpha, which scales
+    the fp32 sums before the result's one rounding. The folded form rounds
+    code x block scale x tensor scale to bf16 per element (up to 2^-9
+    relative off the NVFP4 value); this one computes the NVFP4 products
+    exactly, as sm_120a's block-scaled GEMM does, the sums in another order.
+    Scaled fake_quantize results nothing reads any more are erased. Runs
+    after tc-autodiff (neither op has a gradient rule) and after
+    planFp4Gemms.
+
+    Before:
+    ```mlir
+    %w4 = tc.fake_quantize %w {format = "nvfp4", axis = 1 : i64, blocks2d = true} : tensor<64x32xbf16>
+    %y = tc.matmul %x, %w4 {transpose_rhs = true} : tensor<8x32xbf16>, tensor<64x32xbf16> -> tensor<8x64xbf16>
+    ```
+    After:
+    ```mlir
+    %u, %t = tc.fake_quantize %w {format = "nvfp4", axis = 1 : i64, blocks2d = true, unscaled = true} : tensor<64x32xbf16> -> tensor<f32>
+    %y = tc.matmul %x, %u alpha %t : tensor<f32> {transpose_rhs = true} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
   let summary = "Let an FP8 quantize of a gradient compute its bias gradient";
   let description = [{

@@ -84,12 +84,14 @@ void viewOf(const std::vector<int64_t> &shape, int64_t axis, int64_t *outer, int
 }
 
 /// tc.fake_quantize of x on the CPU reference for case c (stochastic at
-/// `step` with sr's seed and stream when `sr`).
+/// `step` with sr's seed and stream when `sr`; unscaled, the tensor scale
+/// into *tensorScale, when that is given).
 Status fakeQuantizeReference(const HostTensor &x, const Fp4Case &c, const Fp4Stochastic *sr,
-                             double step, HostTensor *out) {
+                             double step, HostTensor *out, HostTensor *tensorScale = nullptr) {
   Attrs attrs{{"format", aStr(c.mxfp4 ? "mxfp4" : "nvfp4")},
               {"axis", aInt(c.axis)},
-              {"blocks2d", aInt(c.blocks2d)}};
+              {"blocks2d", aInt(c.blocks2d)},
+              {"unscaled", aInt(tensorScale != nullptr)}};
   std::vector<HostTensor> ins{x};
   if (sr) {
     attrs["stochastic"] = aInt(1);
@@ -98,8 +100,13 @@ Status fakeQuantizeReference(const HostTensor &x, const Fp4Case &c, const Fp4Sto
     ins.push_back(makeHostTensor(ty(DType::F32, {}), {step}));
   }
   std::vector<HostTensor> ref;
-  TC_RETURN_IF_ERROR(reference("tc.fake_quantize", ins, {x.type}, attrs, &ref));
+  std::vector<TensorType> results{x.type};
+  if (tensorScale)
+    results.push_back(ty(DType::F32, {}));
+  TC_RETURN_IF_ERROR(reference("tc.fake_quantize", ins, results, attrs, &ref));
   *out = ref[0];
+  if (tensorScale)
+    *tensorScale = ref[1];
   return Status::ok();
 }
 
@@ -112,23 +119,29 @@ Status deviceKey(const Fp4Stochastic &sr, double step, DevBuf *dstep, Fp4Stochas
   return Status::ok();
 }
 
-/// The GPU's y of `x` (stochastic rounding at `step` when `sr`).
+/// The GPU's y of `x` (stochastic rounding at `step` when `sr`; unscaled,
+/// the tensor scale into *tensorScale, when that is given).
 Status fakeQuantizeOnGpu(const HostTensor &x, const Fp4Case &c, const Fp4Stochastic *sr,
-                         double step, cudaStream_t s, HostTensor *y) {
+                         double step, cudaStream_t s, HostTensor *y,
+                         HostTensor *tensorScale = nullptr) {
   const std::vector<int64_t> &shape = x.type.shape;
   int64_t outer, inner;
   viewOf(shape, c.axis, &outer, &inner);
-  DevBuf dx, dy, amax, dstep;
+  DevBuf dx, dy, amax, dstep, dts;
   TC_RETURN_IF_ERROR(upload(x, &dx, s));
   TC_RETURN_IF_ERROR(devZeros(std::max<size_t>(1, x.data.size()), &dy, s));
   TC_RETURN_IF_ERROR(devZeros(fp8QuantizeScratchBytes(1), &amax, s));
+  TC_RETURN_IF_ERROR(devZeros(4, &dts, s));
   Fp4Stochastic key;
   if (sr)
     TC_RETURN_IF_ERROR(deviceKey(*sr, step, &dstep, &key, s));
   TC_RETURN_IF_ERROR(fakeQuantizeFp4(x.type.dtype, dx.p, dy.p, amax.as<float>(), outer,
                                      shape[c.axis], inner,
                                      c.mxfp4 ? Fp4Format::Mxfp4 : Fp4Format::Nvfp4, c.blocks2d,
-                                     sr ? &key : nullptr, s));
+                                     sr ? &key : nullptr, s,
+                                     tensorScale ? dts.as<float>() : nullptr));
+  if (tensorScale)
+    TC_RETURN_IF_ERROR(download(dts.p, ty(DType::F32, {}), tensorScale, s));
   return download(dy.p, x.type, y, s);
 }
 
@@ -175,6 +188,42 @@ TEST_F(CudaFp4, FakeQuantizeMatchesReferenceBitForBit) {
       report(name, dt, static_cast<double>(bad), 0, us, shapeStr({rows, cols}));
       EXPECT_EQ(bad, 0) << name;
     }
+}
+
+// tc-fp4-exact's unscaled form (code x block scale, the tensor scale
+// apart): y and the tensor scale bit for bit the CPU reference's.
+TEST_F(CudaFp4, UnscaledFakeQuantizeMatchesReferenceBitForBit) {
+  const Fp4Case cases[] = {
+      {{37, 50}, 1, false, false}, {{50, 37}, 0, false, false}, {{3, 20, 5}, 1, false, false},
+      {{33, 40}, 0, false, true},  {{40, 33}, 1, false, true},  {{0, 16}, 1, false, false},
+  };
+  const char *kinds[] = {"random", "special", "saturate", "zeros", "nan", "tiny", "huge"};
+  int64_t bad = 0;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool stochastic : {false, true})
+      for (const Fp4Case &c : cases)
+        for (const char *kind : kinds) {
+          std::string what = std::string(dtypeName(dt)) + " unscaled nvfp4" +
+                             (c.blocks2d ? " 16x16" : "") + (stochastic ? " stochastic " : " ") +
+                             kind + " rank " + std::to_string(c.shape.size()) + " axis " +
+                             std::to_string(c.axis);
+          HostTensor x = fp4Input(dt, c.shape, kind, rng);
+          Fp4Stochastic sr;
+          sr.seed = 77;
+          sr.stream = 5;
+          HostTensor ref, refTs, y, ts;
+          ASSERT_OK(fakeQuantizeReference(x, c, stochastic ? &sr : nullptr, 3, &ref, &refTs));
+          ASSERT_OK(fakeQuantizeOnGpu(x, c, stochastic ? &sr : nullptr, 3, stream(), &y, &ts));
+          bad += mismatches(y, ref, what) + mismatches(ts, refTs, what + " tensor_scale");
+        }
+  report("fake_quantize nvfp4 unscaled", DType::F32, static_cast<double>(bad), 0, -1, "");
+  EXPECT_EQ(bad, 0);
+  DevBuf buf;
+  ASSERT_OK(devZeros(4096, &buf, stream()));
+  float *f = buf.as<float>();
+  EXPECT_FALSE(fakeQuantizeFp4(DType::F32, f, f, f, 4, 32, 1, Fp4Format::Mxfp4, false, nullptr,
+                               stream(), f)
+                   .isOk());
 }
 
 // The "fake_quantize" library op as the lowering emits it (test/Conversion/

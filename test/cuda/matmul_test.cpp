@@ -101,6 +101,8 @@ protected:
     MatmulEpilogue epi = MatmulEpilogue::None;
     float alpha = 1, beta = 0;
     double tol = 0;
+    /// alpha read on the device (tc.matmul's alpha operand; tc-fp4-exact).
+    bool deviceAlpha = false;
   };
 
   /// Runs `c` through Matmul (runBroadcast, or run() for the aux/beta
@@ -132,8 +134,16 @@ protected:
     int32_t a = fb.input("a", A.type), b = fb.input("b", B.type);
     std::vector<HostTensor> ins = {A, B};
     Attrs mmAttrs = {{"transpose_lhs", aInt(c.ta)}, {"transpose_rhs", aInt(c.tb)}};
-    int32_t y = fb.op("tc.matmul", {a, b}, ty(c.dt, outShape), mmAttrs);
-    if (c.alpha != 1) {
+    int32_t y;
+    HostTensor Alpha = makeHostTensor(ty(DType::F32, {}), {c.alpha});
+    if (c.deviceAlpha) { // the f32 alpha scales the sums before the one rounding
+      int32_t s = fb.input("alpha", Alpha.type);
+      ins.push_back(Alpha);
+      y = fb.op("tc.matmul", {a, b, s}, ty(c.dt, outShape), mmAttrs);
+    } else {
+      y = fb.op("tc.matmul", {a, b}, ty(c.dt, outShape), mmAttrs);
+    }
+    if (c.alpha != 1 && !c.deviceAlpha) {
       int32_t s = fb.op("tc.constant", {}, ty(c.dt, {}),
                         {{"value", aTensor(makeHostTensor(ty(c.dt, {}), {c.alpha}))}});
       y = fb.op("tc.mul", {y, s}, ty(c.dt, outShape));
@@ -160,7 +170,9 @@ protected:
     ASSERT_OK(runFunction(empty, fb.fn, ins, &want, f64Mode()));
 
     // GPU.
-    DevBuf dA, dB, dBias, dC, dAux;
+    DevBuf dA, dB, dBias, dC, dAux, dAlpha;
+    ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {1}), {c.alpha}), &dAlpha, stream()));
+    const float *alphaP = c.deviceAlpha ? dAlpha.as<float>() : nullptr;
     ASSERT_OK(upload(A, &dA, stream()));
     ASSERT_OK(upload(B, &dB, stream()));
     ASSERT_OK(upload(Bias, &dBias, stream()));
@@ -175,17 +187,19 @@ protected:
     d.n = n;
     d.k = k;
     d.epilogue = c.epi;
-    d.alpha = c.alpha;
+    d.alpha = c.deviceAlpha ? 1.0f : c.alpha; // unused with a device alpha
     d.beta = c.beta;
+    d.deviceAlpha = c.deviceAlpha;
     if (aux || c.beta != 0) {
       ASSERT_TRUE(aBatch == bBatch) << "run() cases need equal batches";
       int64_t batch = 1;
       for (int64_t x : aBatch)
         batch *= x;
       d.batch = batch;
-      ASSERT_OK(mm->run(d, dA.p, dB.p, dC.p, stream(), dBias.p, dAux.p));
+      ASSERT_OK(mm->run(d, dA.p, dB.p, dC.p, stream(), dBias.p, dAux.p, alphaP));
     } else {
-      ASSERT_OK(mm->runBroadcast(d, aBatch, bBatch, dA.p, dB.p, dC.p, stream(), dBias.p));
+      ASSERT_OK(
+          mm->runBroadcast(d, aBatch, bBatch, dA.p, dB.p, dC.p, stream(), dBias.p, alphaP));
     }
     HostTensor got;
     ASSERT_OK(download(dC.p, ty(c.dt, outShape), &got, stream()));
@@ -300,8 +314,32 @@ TEST_F(CudaMatmul, Bf16AndF16MatchReference) {
            {"odd sizes", DType::BF16, {33, 67}, {67, 45}},
            {"plain", DType::F16, {64, 256}, {256, 80}},
            {"rhs^T +bias", DType::F16, {64, 256}, {80, 256}, false, true, false, E::Bias},
+           // alpha read on the device (tc-fp4-exact's NVFP4 tensor scales).
+           {"device alpha", DType::BF16, {64, 256}, {80, 256}, false, true, false, E::None,
+            0.3712f, 0.0f, 0, true},
+           {"device alpha shared rhs +bias", DType::BF16, {2, 3, 32, 64}, {64, 48}, false, false,
+            false, E::Bias, 1.0f / 448.0f, 0.0f, 0, true},
+           {"device alpha beta 1", DType::BF16, {64, 256}, {256, 80}, false, false, false,
+            E::None, 2.5f, 1.0f, 0, true},
        })
     runCase(c);
+}
+
+TEST_F(CudaMatmul, DeviceAlphaNeedsItsPointer) {
+  DevBuf buf;
+  ASSERT_OK(devZeros(4096, &buf, stream()));
+  MatmulDesc d;
+  d.dtype = DType::BF16;
+  d.m = d.n = d.k = 16;
+  d.deviceAlpha = true;
+  EXPECT_FALSE(mm->run(d, buf.p, buf.p, buf.p, stream()).isOk());
+  d.deviceAlpha = false;
+  EXPECT_FALSE(
+      mm->run(d, buf.p, buf.p, buf.p, stream(), nullptr, nullptr, buf.as<float>()).isOk());
+  d.deviceAlpha = true;
+  d.beta = 0.5f;
+  EXPECT_FALSE(
+      mm->run(d, buf.p, buf.p, buf.p, stream(), nullptr, nullptr, buf.as<float>()).isOk());
 }
 
 TEST_F(CudaMatmul, PlansAreCachedPerShape) {

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "runtime/src/base/float_format.h"
 #include "runtime/src/cpu/kernel.h"
@@ -230,6 +231,88 @@ TEST(FakeQuantize, Nvfp4IsDequantizedAlongItsAxis) {
   want[1] = deq(6, 224);
   want[3] = deq(2, 224);
   expectValues(y, want);
+}
+
+TEST(FakeQuantize, UnscaledNvfp4IsTheExactOperandAndItsTensorScale) {
+  // The example above unscaled (tc-fp4-exact): code x block scale exactly
+  // (6 * 448, 6 * 224, 2 * 224), the decode scale f32(1 / 448) apart.
+  std::vector<double> x(32, 0.0);
+  x[0] = 6;
+  x[2] = 0.25;
+  x[1] = 3;
+  x[3] = 1.1;
+  std::vector<HostTensor> outs;
+  Status st = tryRunOp("tc.fake_quantize", {tensor(ty(DType::BF16, {16, 2}), x)}, {ty(DType::BF16, {16, 2}), f32({})},
+                       {{"format", aStr("nvfp4")}, {"axis", aInt(0)}, {"unscaled", aInt(1)}},
+                       &outs);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  std::vector<double> want(32, 0.0);
+  want[0] = 6 * 448;
+  want[1] = 6 * 224;
+  want[3] = 2 * 224;
+  expectValues(outs[0], want);
+  expectValues(outs[1], {static_cast<double>(1.0f / 448.0f)});
+  // Over random tensors (1x16 and 16x16 blocks, nearest and stochastic):
+  // the unscaled values times the tensor scale, rounded once, are the
+  // scaled result bit for bit, and the unscaled values are bf16 exactly.
+  std::mt19937 rng(7);
+  std::normal_distribution<double> n(0, 3);
+  for (int blocks2d = 0; blocks2d < 2; ++blocks2d)
+    for (int sr = 0; sr < 2; ++sr) {
+      std::vector<double> v(48 * 32);
+      for (double &e : v)
+        e = roundToFloatDType(n(rng) * (rng() % 7 == 0 ? 100 : 1), DType::BF16);
+      Attrs attrs{{"format", aStr("nvfp4")}, {"axis", aInt(1)}, {"blocks2d", aInt(blocks2d)}};
+      std::vector<HostTensor> ins{tensor(ty(DType::BF16, {48, 32}), v)};
+      if (sr) {
+        attrs["stochastic"] = aInt(1);
+        attrs["seed"] = aInt(3);
+        attrs["stream"] = aInt(11);
+        ins.push_back(tensor(f32({}), {5}));
+      }
+      std::vector<HostTensor> scaled, unscaled;
+      ASSERT_TRUE(tryRunOp("tc.fake_quantize", ins, {ty(DType::BF16, {48, 32})}, attrs, &scaled).isOk());
+      attrs["unscaled"] = aInt(1);
+      ASSERT_TRUE(
+          tryRunOp("tc.fake_quantize", ins, {ty(DType::BF16, {48, 32}), f32({})}, attrs, &unscaled).isOk());
+      double ts = hostTensorToDoubles(unscaled[1])[0];
+      std::vector<double> us = hostTensorToDoubles(unscaled[0]);
+      std::vector<double> sc = hostTensorToDoubles(scaled[0]);
+      int64_t bad = 0;
+      for (size_t i = 0; i < v.size(); ++i) {
+        double u = us[i];
+        bool wrong = roundToFloatDType(u, DType::BF16) != u ||
+                     roundToFloatDType(u * ts, DType::BF16) != sc[i];
+        if (wrong && bad++ == 0)
+          ADD_FAILURE() << "element " << i << ": x " << v[i] << ", unscaled " << u
+                        << ", tensor scale " << ts << ", scaled " << sc[i];
+      }
+      EXPECT_EQ(bad, 0) << "blocks2d " << blocks2d << " stochastic " << sr;
+    }
+  // mxfp4 has no tensor scale to take apart.
+  st = tryRunOp("tc.fake_quantize", {tensor(f32({2}), {1, 2})}, {f32({2}), f32({})},
+                {{"format", aStr("mxfp4")}, {"unscaled", aInt(1)}}, &outs);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("unscaled needs format nvfp4"), std::string::npos) << st.toString();
+}
+
+TEST(Matmul, AlphaScalesTheSumsBeforeTheOneRounding) {
+  // [1, 3] x [3, 2] in bf16 with alpha 1/3 (f32): the double sums 1 * 1 +
+  // 2 * 2 + 3 * 3 = 14 and 1 + 2 + 3 = 6 times f32(1/3), rounded once.
+  float third = 1.0f / 3.0f;
+  HostTensor y = runOp("tc.matmul",
+                       {tensor(ty(DType::BF16, {1, 3}), {1, 2, 3}), tensor(ty(DType::BF16, {3, 2}), {1, 1, 2, 1, 3, 1}),
+                        tensor(f32({}), {third})},
+                       ty(DType::BF16, {1, 2}));
+  expectValues(y, {roundToFloatDType(14.0 * third, DType::BF16),
+                   roundToFloatDType(6.0 * third, DType::BF16)});
+  std::vector<HostTensor> outs;
+  Status st = tryRunOp("tc.matmul",
+                       {tensor(f32({1, 1}), {1}), tensor(f32({1, 1}), {1}),
+                        tensor(f32({2}), {1, 2})},
+                       {f32({1, 1})}, {}, &outs);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("alpha (one value)"), std::string::npos) << st.toString();
 }
 
 TEST(FakeQuantize, Mxfp4UsesTheE8M0Blocks) {

@@ -297,19 +297,22 @@ struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
     if (op.getStep())
       ins.push_back(buffers.bufferOf(rewriter, op.getStep()));
     Value y = buffers.outBuffer(rewriter, op.getResult());
+    SmallVector<Value> outs{y};
+    if (op.getTensorScale()) // unscaled (tc-fp4-exact)
+      outs.push_back(buffers.outBuffer(rewriter, op.getTensorScale()));
     auto i64 = [&](const char *name, int64_t v) {
       return rewriter.getNamedAttr(name, rewriter.getI64IntegerAttr(v));
     };
     auto flag = [&](const char *name, bool v) {
       return rewriter.getNamedAttr(name, rewriter.getBoolAttr(v));
     };
-    buffers.library(rewriter, op.getLoc(), "fake_quantize", ins, {y},
+    buffers.library(rewriter, op.getLoc(), "fake_quantize", ins, outs,
                     {i64("outer", outer), i64("len", t.getDimSize(axis)), i64("inner", inner),
                      flag("mxfp4", op.getFormat() == "mxfp4"), flag("blocks2d", op.getBlocks2d()),
-                     flag("stochastic", op.getStochastic()),
+                     flag("stochastic", op.getStochastic()), flag("unscaled", op.getUnscaled()),
                      i64("seed", static_cast<int64_t>(op.getSeed())),
                      i64("rng_stream", static_cast<int64_t>(op.getStream()))});
-    rewriter.replaceOp(op, y);
+    rewriter.replaceOp(op, outs);
     return success();
   }
 };

@@ -4,7 +4,8 @@
 // dims become transpose flags, a 2-D rhs folds a batched lhs into M, other
 // batch broadcasts use lhs_batch/rhs_batch. What tc-fuse-matmul-epilogue
 // marked (tc.fold_batch_sum, tc.epilogue) the same GEMM computes, and the
-// ops it computes go with the matmul.
+// ops it computes go with the matmul. tc.matmul's alpha (tc-fp4-exact) is
+// read on the device: the last input, device_alpha.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +64,8 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     SmallVector<Value> ins{buffers.bufferOf(rewriter, g->lhs), buffers.bufferOf(rewriter, g->rhs)};
     if (bias)
       ins.push_back(buffers.bufferOf(rewriter, bias));
+    if (op.getAlpha()) // read on the device, the last input
+      ins.push_back(buffers.bufferOf(rewriter, op.getAlpha()));
     Value out = buffers.outBuffer(rewriter, result);
     tcx::MatmulParams p;
     p.m = g->m;
@@ -78,6 +81,7 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     p.broadcast = g->broadcast;
     p.lhsBatch = g->lhsBatch;
     p.rhsBatch = g->rhsBatch;
+    p.deviceAlpha = static_cast<bool>(op.getAlpha());
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
     rewriter.replaceOp(chain.back(), out);
     for (Operation *o : llvm::reverse(ArrayRef(chain).drop_back()))

@@ -591,6 +591,26 @@ LogicalResult FakeQuantizeOp::verify() {
   if (auto st = getStep() ? tensorType(getStep()) : RankedTensorType();
       st && (st.getNumElements() != 1 || !st.getElementType().isF32()))
     return emitOpError() << "step must be one f32 value";
+  if (getUnscaled() && f != "nvfp4")
+    return emitOpError() << "unscaled (the values times their block scales, the tensor scale "
+                            "apart) needs format nvfp4";
+  if (getUnscaled() != static_cast<bool>(getTensorScale()))
+    return emitOpError() << (getUnscaled() ? "unscaled needs the tensor_scale result"
+                                           : "a tensor_scale result needs unscaled = true");
+  if (auto ts = getTensorScale() ? tensorType(getTensorScale()) : RankedTensorType();
+      ts && (ts.getRank() != 0 || !ts.getElementType().isF32()))
+    return emitOpError() << "tensor_scale must be tensor<f32>, got " << ts;
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  if (!getAlpha())
+    return success();
+  auto at = tensorType(getAlpha());
+  if (at.getNumElements() != 1 || !at.getElementType().isF32())
+    return emitOpError() << "alpha must be one f32 value, got " << at;
+  if (!isa<FloatType>(tensorType(getLhs()).getElementType()))
+    return emitOpError() << "alpha scales float products only";
   return success();
 }
 

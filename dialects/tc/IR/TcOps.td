@@ -451,17 +451,34 @@ def TC_MatmulOp : TC_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let description = [{
     lhs is [..., M, K] ([..., K, M] with `transpose_lhs`), rhs is [..., K, N]
     ([..., N, K] with `transpose_rhs`); both have rank >= 2 and the batch
-    dimensions broadcast. Accumulation is in at least fp32.
+    dimensions broadcast. Accumulation is in at least fp32. With `alpha`
+    (one f32 value, float operands): result = alpha * (lhs @ rhs), the
+    scaling applied to the fp32 (or wider) sums before the result's one
+    rounding, as cuBLASLt's alpha (read on the device) does; tc-fp4-exact
+    gives it the NVFP4 tensor scales. No gradient: it is made after
+    tc-autodiff.
 
     ```mlir
     %y = tc.matmul %a, %b {transpose_rhs = true} : tensor<32x64xf32>, tensor<256x64xf32> -> tensor<32x256xf32>
+    %z = tc.matmul %a, %b alpha %s : tensor<f32> {transpose_rhs = true}
+        : tensor<32x64xbf16>, tensor<256x64xbf16> -> tensor<32x256xbf16>
     ```
   }];
   let arguments = (ins TC_NumericTensor:$lhs, TC_NumericTensor:$rhs,
+                   Optional<TC_FloatTensor>:$alpha,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
   let results = (outs TC_NumericTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let assemblyFormat = "$lhs `,` $rhs (`alpha` $alpha^ `:` type($alpha))? attr-dict `:` "
+                       "type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+  let builders = [
+    // The product without alpha (every producer before tc-fp4-exact).
+    OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs,
+                   CArg<"bool", "false">:$transposeLhs, CArg<"bool", "false">:$transposeRhs), [{
+      build($_builder, $_state, lhs, rhs, ::mlir::Value(), transposeLhs, transposeRhs);
+    }]>
+  ];
 }
 
 //===----------------------------------------------------------------------===//
@@ -524,6 +541,11 @@ def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "r
     that BF16 operand with the tensor scales as alpha; the CPU reference
     forms the exact product in f64 and rounds it once to the result type.
     tc-autodiff passes the gradient straight through (d input = d result).
+    `unscaled` (nvfp4 only; tc-fp4-exact): result = value * block_scale,
+    exact in BF16, and the second result `tensor_scale` (tensor<f32>) the
+    tensor's decode scale, which a product of such operands takes as its
+    alpha (tc.matmul's): the exact NVFP4 product on any GPU. No gradient:
+    it is made after tc-autodiff.
     `stochastic`: stochastic rounding instead (--fp4-qat-grads), element k
     (its row-major index) drawing init_rng.h's uniform01(seed,
     mix64(stream + step * kGamma), k) with `step` the operand (an f32
@@ -534,6 +556,8 @@ def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "r
         : tensor<64x128xf32>
     %g4 = tc.fake_quantize %g step %s : tensor<f32> {format = "nvfp4", stochastic = true,
         seed = 0 : i64, stream = 7 : i64} : tensor<64x128xbf16>
+    %u, %t = tc.fake_quantize %w {format = "nvfp4", axis = 1 : i64, unscaled = true}
+        : tensor<64x128xbf16> -> tensor<f32>
     ```
   }];
   let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$step, StrAttr:$format,
@@ -541,9 +565,11 @@ def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "r
                    DefaultValuedAttr<BoolAttr, "false">:$blocks2d,
                    DefaultValuedAttr<BoolAttr, "false">:$stochastic,
                    DefaultValuedAttr<I64Attr, "0">:$seed,
-                   DefaultValuedAttr<I64Attr, "0">:$stream);
-  let results = (outs TC_FloatTensor:$result);
-  let assemblyFormat = "$input (`step` $step^ `:` type($step))? attr-dict `:` type($input)";
+                   DefaultValuedAttr<I64Attr, "0">:$stream,
+                   DefaultValuedAttr<BoolAttr, "false">:$unscaled);
+  let results = (outs TC_FloatTensor:$result, Optional<TC_FloatTensor>:$tensor_scale);
+  let assemblyFormat = "$input (`step` $step^ `:` type($step))? attr-dict `:` type($input) "
+                       "(`->` type($tensor_scale)^)?";
   let hasVerifier = 1;
 }
 

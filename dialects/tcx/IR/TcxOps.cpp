@@ -376,7 +376,8 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
         i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
         b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType), b.getStringAttr(p.epilogue),
         b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta), batchShape(p.lhsBatch),
-        batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks));
+        batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks),
+        b.getBoolAttr(p.deviceAlpha));
 }
 
 /// verifyFp8BlockScales of MXFP8 (lhs_blocks = rhs_blocks = 3): E8M0 bytes
@@ -494,11 +495,24 @@ LogicalResult MatmulOp::verify() {
     return emitOpError() << "lhs_blocks / rhs_blocks apply to compute_type \"fp8\" only";
   }
   unsigned nIn = getInputs().size();
+  if (getDeviceAlpha()) {
+    if (isFp8())
+      return emitOpError() << "device_alpha applies to non-fp8 products only";
+    if (nIn < 3)
+      return emitOpError() << "device_alpha needs the alpha input after lhs and rhs";
+    BufferType at = bufferType(getInputs().back());
+    if (!at.getElementType().isF32() || at.getNumElements() != 1)
+      return emitOpError() << "device alpha must be one f32 element, got " << at;
+    float beta = getBeta().convertToFloat();
+    if (beta != 0.0f && beta != 1.0f)
+      return emitOpError() << "device_alpha takes beta 0 or 1, got " << beta;
+    --nIn; // the checks below are of the rest
+  }
   if (!isFp8() && nIn != 2 && nIn != 3)
     return emitOpError() << "takes lhs, rhs and an optional bias, got " << nIn << " inputs";
   Type elt = bufferType(getOut()).getElementType();
   if (!isFp8())
-    for (auto [i, v] : llvm::enumerate(getInputs()))
+    for (auto [i, v] : llvm::enumerate(getInputs().take_front(nIn)))
       if (bufferType(v).getElementType() != elt)
         return emitOpError() << (i == 0 ? "lhs" : i == 1 ? "rhs" : "bias") << " element type "
                              << bufferType(v).getElementType() << " differs from out's " << elt;

@@ -40,6 +40,8 @@ struct MatmulParams {
   /// computeType "fp8" only: block scales (1 = 1x128, 2 = 128x128, 3 = 1x32
   /// E8M0 (MXFP8); 0 none).
   int64_t lhsBlocks = 0, rhsBlocks = 0;
+  /// Not fp8: alpha read on the device from the last input (f32 [1]).
+  bool deviceAlpha = false;
 };
 } // namespace tcx
 

@@ -341,6 +341,11 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     cuBLASLt's VEC32_UE8M0 layout (the scale_gemm of quantize_mx), k a
     multiple of 32.
 
+    `device_alpha` (not fp8): alpha is read on the device from the last
+    input, an f32 buffer of one element (tc.matmul's alpha: tc-fp4-exact's
+    NVFP4 tensor scales), cuBLASLt's CUBLASLT_POINTER_MODE_DEVICE; beta 0 or
+    1.
+
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)
         outs(%y : !tcx.buffer<32x256xf32>)
@@ -365,7 +370,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
                    OptionalAttr<DenseI64ArrayAttr>:$rhs_batch,
                    DefaultValuedAttr<BoolAttr, "false">:$fast_accum,
                    DefaultValuedAttr<I64Attr, "0">:$lhs_blocks,
-                   DefaultValuedAttr<I64Attr, "0">:$rhs_blocks);
+                   DefaultValuedAttr<I64Attr, "0">:$rhs_blocks,
+                   DefaultValuedAttr<BoolAttr, "false">:$device_alpha);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) `)` attr-dict";
   let hasVerifier = 1;
@@ -382,8 +388,10 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     ::mlir::Value getRhsScaleInv() { return isFp8() ? getInputs()[3] : nullptr; }
     ::mlir::Value getBias() {
       unsigned i = isFp8() ? 4 : 2;
-      return getInputs().size() > i ? getInputs()[i] : nullptr;
+      return getInputs().size() > i + (getDeviceAlpha() ? 1 : 0) ? getInputs()[i] : nullptr;
     }
+    /// device_alpha: the f32 [1] alpha read on the device, the last input.
+    ::mlir::Value getAlphaInput() { return getDeviceAlpha() ? getInputs().back() : nullptr; }
   }];
 }
 

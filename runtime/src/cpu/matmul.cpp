@@ -92,7 +92,10 @@ void batchedMatmul(KernelContext &c, const std::vector<T> &A, const std::vector<
 }
 
 void matmulKernel(KernelContext &c) {
-  c.expectOperands(2);
+  // A third operand is alpha: one f32 value multiplying the double sums
+  // before the result's one rounding.
+  bool hasAlpha = c.in.size() == 3;
+  c.expectOperands(hasAlpha ? 3 : 2);
   c.expectResults(1);
   const Buffer &a = *c.in[0], &b = *c.in[1];
   Buffer &y = *c.out[0];
@@ -118,9 +121,14 @@ void matmulKernel(KernelContext &c) {
   outShape.push_back(m);
   outShape.push_back(n);
   c.expectShape(y, outShape, "result");
-  if (a.isFloat)
+  if (hasAlpha && (!a.isFloat || c.in[2]->size() != 1))
+    c.fail("alpha (one value) scales float products only");
+  if (a.isFloat) {
     batchedMatmul(c, a.f, b.f, y.f, aBatch, bBatch, outBatch, m, k1, n, ta, tb);
-  else
+    if (hasAlpha)
+      for (double &v : y.f)
+        v *= c.in[2]->f[0];
+  } else
     batchedMatmul(c, a.i, b.i, y.i, aBatch, bBatch, outBatch, m, k1, n, ta, tb);
 }
 

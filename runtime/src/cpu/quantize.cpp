@@ -251,18 +251,26 @@ void scaledMatmulKernel(KernelContext &c) {
 
 /// deq(quant(x)) of tc.fake_quantize for a rows x k view (blocks along k);
 /// `uniform` (may be null: nearest even) one draw per element of the view.
+/// `tensorScale` (nvfp4 only; unscaled): the values times their block
+/// scales only, the tensor's decode scale stored there.
 std::vector<double> fakeQuantizeRows(const std::vector<double> &x, int64_t rows, int64_t k,
                                      bool nvfp4, bool blocks2d,
-                                     const std::vector<double> *uniform) {
+                                     const std::vector<double> *uniform,
+                                     double *tensorScale = nullptr) {
   std::vector<double> out(x.size());
   if (nvfp4) {
     Nvfp4Tensor t = quantizeNvfp4(x, rows, k, blocks2d, uniform);
+    double dec = static_cast<double>(t.tensorDecode);
+    if (tensorScale) {
+      *tensorScale = dec;
+      dec = 1.0;
+    }
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < k; ++j) {
         // value * block scale is exact (BF16's 8 bits); the tensor scale
         // multiplies it exactly in f64, and the executor rounds once.
         double s = t.blockScale[(i / t.blockRows) * t.gridCols + j / t.blockCols];
-        out[i * k + j] = t.values[i * k + j] * s * static_cast<double>(t.tensorDecode);
+        out[i * k + j] = t.values[i * k + j] * s * dec;
       }
     return out;
   }
@@ -283,8 +291,9 @@ std::vector<double> fakeQuantizeRows(const std::vector<double> &x, int64_t rows,
 
 void fakeQuantizeKernel(KernelContext &c) {
   bool stochastic = c.boolAttr("stochastic", false);
+  bool unscaled = c.boolAttr("unscaled", false);
   c.expectOperands(stochastic ? 2 : 1);
-  c.expectResults(1);
+  c.expectResults(unscaled ? 2 : 1);
   const Buffer &x = *c.in[0];
   Buffer &y = *c.out[0];
   c.expectFloat(x, "input");
@@ -303,6 +312,10 @@ void fakeQuantizeKernel(KernelContext &c) {
   bool blocks2d = c.boolAttr("blocks2d", false);
   if (blocks2d && (format != "nvfp4" || rank != 2))
     c.fail("tc.fake_quantize: blocks2d needs format nvfp4 and a rank-2 input");
+  if (unscaled && format != "nvfp4")
+    c.fail("tc.fake_quantize: unscaled needs format nvfp4");
+  if (unscaled && c.out[1]->size() != 1)
+    c.fail("tc.fake_quantize: the tensor_scale result must hold one value");
   // The input with `axis` last: [outer, len, inner] -> [outer, inner, len].
   const std::vector<int64_t> &shape = x.shape();
   int64_t len = shape[axis], outer = 1, inner = 1;
@@ -332,8 +345,12 @@ void fakeQuantizeKernel(KernelContext &c) {
     for (int64_t l = 0; l < len; ++l)
       for (int64_t n = 0; n < inner; ++n)
         moved[movedIndex(o, l, n)] = x.f[(o * len + l) * inner + n];
+  double tensorScale = 1.0;
   std::vector<double> q = fakeQuantizeRows(moved, outer * inner, len, format == "nvfp4",
-                                           blocks2d, stochastic ? &draws : nullptr);
+                                           blocks2d, stochastic ? &draws : nullptr,
+                                           unscaled ? &tensorScale : nullptr);
+  if (unscaled)
+    c.out[1]->f[0] = tensorScale;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t l = 0; l < len; ++l)
       for (int64_t n = 0; n < inner; ++n)

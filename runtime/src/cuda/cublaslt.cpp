@@ -86,6 +86,8 @@ std::string MatmulDesc::toString() const {
                                  : "")
                       : std::string(dtypeName(dtype)) + (tf32 ? "(tf32)" : "");
   s += " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
+  if (deviceAlpha)
+    s += " device alpha";
   if (batch != 1)
     s += " batch " + std::to_string(batch);
   if (transposeLhs)
@@ -269,6 +271,11 @@ Status Matmul::create(std::unique_ptr<Matmul> *out, void *workspace, size_t work
                                       " bytes) for the cuBLASLt workspace"));
     mm->ownsWorkspace_ = true;
   }
+  const float consts[2] = {0.0f, 1.0f};
+  TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(reinterpret_cast<void **>(&mm->consts_), sizeof consts),
+                                "cudaMalloc for cuBLASLt's device beta"));
+  TC_RETURN_IF_ERROR(cudaStatus(
+      cudaMemcpy(mm->consts_, consts, sizeof consts, cudaMemcpyHostToDevice), "cudaMemcpy"));
   *out = std::move(mm);
   return Status::ok();
 }
@@ -279,6 +286,8 @@ Matmul::~Matmul() {
     cublasLtDestroy(handle_);
   if (ownsWorkspace_ && workspace_)
     (void)cudaFree(workspace_);
+  if (consts_)
+    (void)cudaFree(consts_);
 }
 
 Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
@@ -314,7 +323,8 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
                          d.rowScales,
                          static_cast<int64_t>(d.lhsBlocks),
                          static_cast<int64_t>(d.rhsBlocks),
-                         d.nvfp4};
+                         d.nvfp4,
+                         d.deviceAlpha};
   std::string keyBytes(reinterpret_cast<const char *>(key), sizeof key);
   auto it = plans_.find(keyBytes);
   if (it != plans_.end()) {
@@ -364,6 +374,11 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
     // beta on the device.
     TC_RETURN_IF_ERROR(setScaleModes(plan->op, CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3,
                                      CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3));
+    int32_t pointerMode = CUBLASLT_POINTER_MODE_DEVICE;
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointerMode, sizeof pointerMode));
+  }
+  if (d.deviceAlpha) {
     int32_t pointerMode = CUBLASLT_POINTER_MODE_DEVICE;
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointerMode, sizeof pointerMode));
@@ -460,10 +475,17 @@ Status checkProblem(const MatmulDesc &d, const void *lhs, const void *rhs, const
 } // namespace
 
 Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
-                   cudaStream_t stream, const void *bias, void *aux) {
+                   cudaStream_t stream, const void *bias, void *aux, const float *deviceAlpha) {
   if (d.fp8 || d.rowScales)
     return invalidArgument("matmul: FP8 operands (and row scales) run through runFp8 (" +
                            d.toString() + ")");
+  if (d.deviceAlpha != (deviceAlpha != nullptr))
+    return invalidArgument(std::string("matmul: ") +
+                           (d.deviceAlpha ? "a device alpha problem without its alpha pointer"
+                                          : "an alpha pointer for a host alpha problem") +
+                           " (" + d.toString() + ")");
+  if (d.deviceAlpha && d.beta != 0.0f && d.beta != 1.0f)
+    return invalidArgument("matmul: a device alpha takes beta 0 or 1 (" + d.toString() + ")");
   if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
     return invalidArgument(std::string("matmul: dtype must be f32, bf16 or f16, got ") +
                            dtypeName(d.dtype));
@@ -495,10 +517,16 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   float alpha = d.alpha, beta = d.beta;
+  const float *alphaP = &alpha, *betaP = &beta;
+  if (d.deviceAlpha) {
+    alphaP = deviceAlpha;
+    betaP = consts_ + (d.beta != 0.0f ? 1 : 0);
+    plan->tuned = true; // tune() times candidates with host scalars
+  }
   if (!plan->tuned)
     TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
-  TC_RETURN_IF_ERROR(cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs,
-                                                 plan->b, &beta, out, plan->c, out, plan->c,
+  TC_RETURN_IF_ERROR(cublasStatus(cublasLtMatmul(handle_, plan->op, alphaP, rhs, plan->a, lhs,
+                                                 plan->b, betaP, out, plan->c, out, plan->c,
                                                  &plan->algo, workspace_, workspaceBytes_, stream),
                                   "cublasLtMatmul " + d.toString()));
   return Status::ok();
@@ -738,7 +766,8 @@ Status planBatches(const std::vector<int64_t> &lhsBatch, const std::vector<int64
 
 Status Matmul::runBroadcast(const MatmulDesc &d, const std::vector<int64_t> &lhsBatch,
                             const std::vector<int64_t> &rhsBatch, const void *lhs, const void *rhs,
-                            void *out, cudaStream_t stream, const void *bias) {
+                            void *out, cudaStream_t stream, const void *bias,
+                            const float *deviceAlpha) {
   if (hasAux(d.epilogue))
     return invalidArgument("matmul: runBroadcast does not take an aux epilogue");
   BatchPlan plan;
@@ -761,7 +790,7 @@ Status Matmul::runBroadcast(const MatmulDesc &d, const std::vector<int64_t> &lhs
     const char *l = static_cast<const char *>(lhs) + c.lhs * d.m * d.k * eb;
     const char *rr = static_cast<const char *>(rhs) + c.rhs * d.k * d.n * eb;
     char *o = static_cast<char *>(out) + c.out * d.m * d.n * eb;
-    TC_RETURN_IF_ERROR(run(call, l, rr, o, stream, bias));
+    TC_RETURN_IF_ERROR(run(call, l, rr, o, stream, bias, nullptr, deviceAlpha));
   }
   return Status::ok();
 }

@@ -107,6 +107,12 @@ struct MatmulDesc {
   Fp8ScaleBlocks lhsBlocks = Fp8ScaleBlocks::None, rhsBlocks = Fp8ScaleBlocks::None;
   /// NVFP4 operands (run with runNvfp4; set by it).
   bool nvfp4 = false;
+  /// Not FP8: alpha read on the device, from run's / runBroadcast's
+  /// `deviceAlpha` (one f32; `alpha` is then unused), beta (0 or 1) from
+  /// the Matmul's own device constants: CUBLASLT_POINTER_MODE_DEVICE
+  /// (tc.matmul's alpha, tc-fp4-exact). Such plans are not tuned (tune
+  /// times candidates with host scalars): the heuristic's first choice.
+  bool deviceAlpha = false;
 
   /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
   std::string toString() const;
@@ -134,7 +140,8 @@ public:
   /// the epilogue uses them) are device pointers of d.dtype. m, n or batch
   /// of 0 is a no-op; k == 0 is Unimplemented.
   Status run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, cudaStream_t stream,
-             const void *bias = nullptr, void *aux = nullptr);
+             const void *bias = nullptr, void *aux = nullptr,
+             const float *deviceAlpha = nullptr);
 
   /// Runs the FP8 problem `d` (d.fp8): out = (lhs * *lhsScaleInv) op
   /// (rhs * *rhsScaleInv), the scales f32 scalars on the device (the
@@ -189,7 +196,8 @@ public:
   /// one GEMM of M * batch rows.
   Status runBroadcast(const MatmulDesc &d, const std::vector<int64_t> &lhsBatch,
                       const std::vector<int64_t> &rhsBatch, const void *lhs, const void *rhs,
-                      void *out, cudaStream_t stream, const void *bias = nullptr);
+                      void *out, cudaStream_t stream, const void *bias = nullptr,
+                      const float *deviceAlpha = nullptr);
 
   /// Number of cached (problem, alignment) -> algorithm entries.
   size_t cachedPlans() const { return plans_.size(); }
@@ -212,6 +220,8 @@ private:
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   bool ownsWorkspace_ = false;
+  /// Device f32 {0, 1}: beta of device-alpha calls.
+  float *consts_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans_;
 };
 

@@ -199,11 +199,18 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   // compute_type "fp8": lhs, rhs and their f32 scale_inv scalars[, bias]
   // (tcx.matmul).
   bool fp8 = compute == "fp8";
-  if ((fp8 ? ins.size() < 4 || ins.size() > 5 : ins.size() < 2 || ins.size() > 3) ||
-      outs.size() != 1)
+  // device_alpha (not fp8): the last input is alpha, f32 [1], read on the device.
+  bool devAlpha = a.integerOr("device_alpha", 0) != 0;
+  if (devAlpha && (fp8 || ins.size() < 3 || bufType(p, op.ins.back()).dtype != DType::F32 ||
+                   bufType(p, op.ins.back()).numElements() != 1))
+    return invalidArgument(where + ": device_alpha takes a non-fp8 matmul whose last input is "
+                                   "one f32 alpha");
+  size_t nIn = ins.size() - (devAlpha ? 1 : 0);
+  if ((fp8 ? nIn < 4 || nIn > 5 : nIn < 2 || nIn > 3) || outs.size() != 1)
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
                                           "rhs_scale_inv[, bias] and one output"
-                                        : ": matmul takes lhs, rhs[, bias] and one output"));
+                                        : ": matmul takes lhs, rhs[, bias][, alpha] and one "
+                                          "output"));
   TC_RETURN_IF_ERROR(ensureMatmul());
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
@@ -226,6 +233,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   d.strideOut = a.integerOr("stride_out", -1);
   d.alpha = static_cast<float>(a.realOr("alpha", 1.0));
   d.beta = static_cast<float>(a.realOr("beta", 0.0));
+  d.deviceAlpha = devAlpha;
   std::string epi = a.stringOr("epilogue", "none");
   if (epi == "none")
     d.epilogue = MatmulEpilogue::None;
@@ -239,9 +247,10 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
   bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
   size_t biasIndex = fp8 ? 4 : 2;
-  if (biasEpi != (ins.size() == biasIndex + 1))
-    return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(ins.size()) +
+  if (biasEpi != (nIn == biasIndex + 1))
+    return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(nIn) +
                            " inputs");
+  auto *alpha = devAlpha ? static_cast<const float *>(ins.back()) : nullptr;
   p.profileNames.back() = "matmul " + d.toString();
   const void *lhs = ins[0], *rhs = ins[1];
   const void *bias = biasEpi ? ins[biasIndex] : nullptr;
@@ -275,10 +284,11 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   }
   std::vector<int64_t> lb, rb;
   if (a.ints("lhs_batch", &lb) && a.ints("rhs_batch", &rb)) {
-    p.ops.push_back([=]() { return mm->runBroadcast(d, lb, rb, lhs, rhs, out, s, bias); });
+    p.ops.push_back(
+        [=]() { return mm->runBroadcast(d, lb, rb, lhs, rhs, out, s, bias, alpha); });
     return Status::ok();
   }
-  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias); });
+  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, nullptr, alpha); });
   return Status::ok();
 }
 

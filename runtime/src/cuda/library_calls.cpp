@@ -364,11 +364,18 @@ Status fakeQuantizeCall(Call &c, cudaStream_t s, Launch *out) {
   TC_RETURN_IF_ERROR(fp4CallArgs(c, "fake_quantize", &f));
   if (c.outType("y") != f.dt)
     return invalidArgument(c.a.where + ": \"fake_quantize\" writes y in the type of x");
+  bool unscaled = c.flag("unscaled");
+  if (unscaled && f.format != Fp4Format::Nvfp4)
+    return invalidArgument(c.a.where + ": \"fake_quantize\" is unscaled for nvfp4 only");
+  if (unscaled && c.outType("tensor_scale") != DType::F32)
+    return invalidArgument(c.a.where + ": \"fake_quantize\" writes an f32 tensor_scale, got " +
+                           dtypeName(c.outType("tensor_scale")));
   void *x = c.in("x"), *y = c.out("y");
+  auto *tensor = static_cast<float *>(c.out("tensor_scale")); // null unless unscaled
   float *amax = static_cast<float *>(c.out("scratch"));
   *out = [=]() {
     return fakeQuantizeFp4(f.dt, x, y, amax, f.outer, f.len, f.inner, f.format, f.blocks2d,
-                           f.stochastic ? &f.sr : nullptr, s);
+                           f.stochastic ? &f.sr : nullptr, s, tensor);
   };
   return Status::ok();
 }

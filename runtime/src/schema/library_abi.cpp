@@ -288,11 +288,12 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // tc.fake_quantize: x [outer, len, inner] (f32/bf16) with the blocks
       // along len, y of x's type; nvfp4 unless mxfp4; step (f32 [1], the
       // training step) with stochastic rounding; the scratch holds nvfp4's
-      // tensor amax.
+      // tensor amax. unscaled (nvfp4): y = code x block scale, tensor_scale
+      // (f32 [1]) the tensor's decode scale.
       {"fake_quantize",
        {{"x"}, {"step", "stochastic"}},
-       {{"y"}, {"scratch"}},
-       kFp4Attrs,
+       {{"y"}, {"tensor_scale", "unscaled"}, {"scratch"}},
+       cat(kFp4Attrs, {{"unscaled", K::Bool, false}}),
        fakeQuantizeScratch},
       // tc.fake_quantize's values packed for a block-scaled GEMM
       // (runtime/src/cuda/kernels/fp4_pack.cu): x [outer, len, inner] as the

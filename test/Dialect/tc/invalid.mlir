@@ -626,6 +626,42 @@ func.func @fake_quantize_step_type(%x: tensor<4x16xf32>, %s: tensor<2xf32>) -> t
 
 // -----
 
+// Tests that only nvfp4 has a tensor scale to take apart.
+func.func @fake_quantize_unscaled_mx(%x: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op unscaled (the values times their block scales, the tensor scale apart) needs format nvfp4}}
+  %y, %t = tc.fake_quantize %x {format = "mxfp4", unscaled = true} : tensor<4x32xf32> -> tensor<f32>
+  return %y : tensor<4x32xf32>
+}
+
+// -----
+
+// Tests that the unscaled form and its tensor_scale result come together.
+func.func @fake_quantize_unscaled_result(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op unscaled needs the tensor_scale result}}
+  %y = tc.fake_quantize %x {format = "nvfp4", unscaled = true} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that the tensor scale is one f32 value.
+func.func @fake_quantize_tensor_scale_type(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'tc.fake_quantize' op tensor_scale must be tensor<f32>, got 'tensor<1xf32>'}}
+  %y, %t = tc.fake_quantize %x {format = "nvfp4", unscaled = true} : tensor<4x16xf32> -> tensor<1xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a matmul's alpha is one f32 value.
+func.func @matmul_alpha(%a: tensor<4x8xbf16>, %b: tensor<8x4xbf16>, %s: tensor<2xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{'tc.matmul' op alpha must be one f32 value, got 'tensor<2xf32>'}}
+  %y = tc.matmul %a, %b alpha %s : tensor<2xf32> : tensor<4x8xbf16>, tensor<8x4xbf16> -> tensor<4x4xbf16>
+  return %y : tensor<4x4xbf16>
+}
+
+// -----
+
 // Tests that scaled_matmul checks the contraction size.
 func.func @scaled_matmul_k(%a: tensor<4x8xf8E4M3FN>, %b: tensor<4x16xf8E4M3FN>, %s: tensor<1x1xf32>) -> tensor<4x4xbf16> {
   // expected-error @+1 {{'tc.scaled_matmul' op contraction sizes differ: 8 vs 16 (lhs 4x8, rhs 4x16)}}

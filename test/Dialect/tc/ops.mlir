@@ -274,3 +274,14 @@ func.func @fake_quantize(%w: tensor<64x32xf32>, %x: tensor<2x8x64xbf16>, %s: ten
   %g4 = tc.fake_quantize %x step %s : tensor<f32> {format = "nvfp4", stochastic = true, seed = 5 : i64, stream = 7 : i64} : tensor<2x8x64xbf16>
   return %w4, %x4, %g4 : tensor<64x32xf32>, tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @exact_nvfp4
+// CHECK: %{{.*}}, %[[T:.*]] = tc.fake_quantize %{{.*}} {axis = 1 : i64, blocks2d = true, format = "nvfp4", unscaled = true} : tensor<64x32xbf16> -> tensor<f32>
+// CHECK: tc.matmul %{{.*}}, %{{.*}} alpha %[[T]] : tensor<f32> {transpose_rhs = true} : tensor<8x32xbf16>, tensor<64x32xbf16> -> tensor<8x64xbf16>
+func.func @exact_nvfp4(%x: tensor<8x32xbf16>, %w: tensor<64x32xbf16>) -> tensor<8x64xbf16> {
+  %u, %t = tc.fake_quantize %w {format = "nvfp4", axis = 1 : i64, blocks2d = true, unscaled = true} : tensor<64x32xbf16> -> tensor<f32>
+  %y = tc.matmul %x, %u alpha %t : tensor<f32> {transpose_rhs = true} : tensor<8x32xbf16>, tensor<64x32xbf16> -> tensor<8x64xbf16>
+  return %y : tensor<8x64xbf16>
+}

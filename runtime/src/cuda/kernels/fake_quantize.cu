@@ -16,7 +16,9 @@
 // (its index in x's row-major layout) draws init_rng.h's
 // uniform01(seed, mix64(stream + step * kGamma), k), the step read on the
 // device, so the pass needs no host sync and the CPU draws the same. The
-// block arithmetic is fp4_block.cuh's, which fp4_pack.cu shares.
+// block arithmetic is fp4_block.cuh's, which fp4_pack.cu shares. The
+// unscaled form (tc-fp4-exact) writes q * block_scale and, from block 0,
+// the tensor's decode scale.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/fp4_block.cuh"
@@ -33,16 +35,19 @@ __device__ __forceinline__ float fromDouble(double v, float *) { return __double
 __device__ __forceinline__ bf16 fromDouble(double v, bf16 *) { return __double2bfloat16(v); }
 
 /// Writes each element dequantised: y = q * blockScale * tensorDecode
-/// (nvfp4) or q * scaleInv (mxfp4), exact in double, rounded once.
+/// (nvfp4) or q * scaleInv (mxfp4), exact in double, rounded once; with
+/// `unscaled` (nvfp4) y = q * blockScale, exact.
 template <class T, bool Nv> struct DequantSink {
   T *y;
+  bool unscaled;
   Fp4BlockScales s;
   __device__ void block(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                         const Fp4BlockScales &scales) {
     s = scales;
   }
   __device__ void element(int64_t, int64_t, int64_t k, double q) {
-    double out = Nv ? q * s.blockScale * static_cast<double>(s.dec) : q * s.scaleInv;
+    double dec = unscaled ? 1.0 : static_cast<double>(s.dec);
+    double out = Nv ? q * s.blockScale * dec : q * s.scaleInv;
     y[k] = fromDouble(out, static_cast<T *>(nullptr));
   }
 };
@@ -50,28 +55,32 @@ template <class T, bool Nv> struct DequantSink {
 template <class T, bool Nv, bool Stochastic>
 __global__ void __launch_bounds__(kThreads)
     fakeQuantizeKernel(const T *x, T *y, const float *amax, Fp4View v, uint64_t seed,
-                       uint64_t stream, const float *step) {
+                       uint64_t stream, const float *step, float *tensorScale) {
   int64_t b = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (b >= v.gridRows * v.gridCols)
     return;
-  DequantSink<T, Nv> sink{y, {}};
+  DequantSink<T, Nv> sink{y, tensorScale != nullptr, {}};
   fp4QuantizeBlock<T, Nv, Stochastic>(x, amax, v, b, seed, stream, step, sink);
+  if (Nv && tensorScale && b == 0) // every block derives the same decode scale
+    *tensorScale = sink.s.dec;
 }
 
 } // namespace
 
 Status fakeQuantizeFp4(DType dt, const void *x, void *y, float *amax, int64_t outer, int64_t len,
                        int64_t inner, Fp4Format format, bool blocks2d, const Fp4Stochastic *sr,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, float *tensorScale) {
   TC_RETURN_IF_ERROR(checkEntry("fakeQuantizeFp4", outer * inner, len));
   bool nv = format == Fp4Format::Nvfp4;
   if (blocks2d && !nv)
     return invalidArgument("fakeQuantizeFp4: 16x16 blocks are nvfp4's only");
+  if (tensorScale && !nv)
+    return invalidArgument("fakeQuantizeFp4: a tensor scale is nvfp4's only");
   if (!x || !y || (nv && !amax) || (sr && !sr->step))
     return invalidArgument("fakeQuantizeFp4: null pointer");
   int64_t rows = outer * inner;
-  if (rows == 0 || len == 0)
-    return Status::ok();
+  if (rows == 0 || len == 0) // amax 0: the decode scale is 1 (the f32 bits 0x3f800000)
+    return tensorScale ? fillBuffer(tensorScale, 4, 0x3f800000u, 1, stream) : Status::ok();
   Fp4View v = fp4View(outer, len, inner, nv, blocks2d);
   int64_t blocks = ceilDiv(v.gridRows * v.gridCols, kThreads);
   if (blocks > INT32_MAX)
@@ -86,7 +95,8 @@ Status fakeQuantizeFp4(DType dt, const void *x, void *y, float *amax, int64_t ou
     auto *ys = static_cast<T *>(y);
     auto launch = [&](auto kernel) {
       kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xs, ys, amax, v, seed,
-                                                                     rngStream, step);
+                                                                     rngStream, step,
+                                                                     tensorScale);
       return checkLaunch("fake_quantize");
     };
     if (nv)

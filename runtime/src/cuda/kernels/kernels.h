@@ -273,10 +273,12 @@ struct Fp4Stochastic {
 /// an f32 tensor scale, mxfp4 1x32 with E8M0 scales; nearest even, or
 /// stochastic rounding with `sr` (may be null). Bit for bit the CPU
 /// reference's tc.fake_quantize. `amax` (f32 [1], nvfp4 only) is the
-/// library call's scratch (rt::fp8QuantizeScratchBytes(1)).
+/// library call's scratch (rt::fp8QuantizeScratchBytes(1)). `tensorScale`
+/// (f32 [1], nvfp4 only; may be null): tc.fake_quantize's unscaled form, y
+/// = code x block scale (exact) and the tensor's decode scale written there.
 Status fakeQuantizeFp4(DType dt, const void *x, void *y, float *amax, int64_t outer, int64_t len,
                        int64_t inner, Fp4Format format, bool blocks2d, const Fp4Stochastic *sr,
-                       cudaStream_t stream);
+                       cudaStream_t stream, float *tensorScale = nullptr);
 
 //===----------------------------------------------------------------------===//
 // fp4_pack.cu, fp4_gemm.cu: FP4 operands of block-scaled GEMMs (sm_120a)
