@@ -195,7 +195,7 @@ TEST_F(CudaFp4, FakeQuantizeMatchesReferenceBitForBit) {
 TEST_F(CudaFp4, UnscaledFakeQuantizeMatchesReferenceBitForBit) {
   const Fp4Case cases[] = {
       {{37, 50}, 1, false, false}, {{50, 37}, 0, false, false}, {{3, 20, 5}, 1, false, false},
-      {{33, 40}, 0, false, true},  {{40, 33}, 1, false, true},  {{0, 16}, 1, false, false},
+      {{33, 40}, 0, false, true},  {{40, 33}, 1, false, true},
   };
   const char *kinds[] = {"random", "special", "saturate", "zeros", "nan", "tiny", "huge"};
   int64_t bad = 0;
