@@ -681,8 +681,8 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
   let summary = "Let an FP8 quantize of a gradient compute its bias gradient";
   let description = [{
     For each top-level per-tensor FP8 tc.quantize of the library's form
-    (`quantize_fp8`: a rank-2 bf16 input [rows, cols], f32 scales, one for
-    the tensor; f32 inputs are left alone), finds the first unpaired top-level tc.reduce_sum after
+    (`quantize_fp8`: a rank-2 f32/bf16 input [rows, cols], f32 scales, one
+    for the tensor), finds the first unpaired top-level tc.reduce_sum after
     it that sums the same bytes over every axis but the last into their own
     element type -- the quantized matrix itself, or the tensor [..., cols]
     it reshapes -- and puts the same `tc.col_sum` integer on both. That is

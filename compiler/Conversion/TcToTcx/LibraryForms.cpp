@@ -123,10 +123,8 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
 }
 
 bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out) {
-  auto in = tensorType(op.getInput());
   return fp8QuantizeForm(op, out).empty() && !out->rowScaling && !out->colScaling &&
-         out->blocks < 0 && out->mxBlocks < 0 && in.getRank() == 2 &&
-         in.getElementType().isBF16();
+         out->blocks < 0 && out->mxBlocks < 0 && tensorType(op.getInput()).getRank() == 2;
 }
 
 SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) {

@@ -101,8 +101,7 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 
 /// Whether `op` is a "quantize_fp8" call that can also write the column
 /// sums of its input (filled into *out): per-tensor scaling of a rank-2
-/// bf16 input (what an FP8 step's gradients are; the runtime refuses f32
-/// inputs, whose GPU sums did not match the reference on the H200).
+/// input.
 bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out);
 /// The tensors whose column sums such a call writes: its input, and what
 /// that reshapes (dY [B, T, N] summed over B and T).

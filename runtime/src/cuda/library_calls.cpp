@@ -264,8 +264,9 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
                        : c.flag("col_scaling") ? Fp8Scaling::Column
                                                : Fp8Scaling::Tensor;
   void *x = c.in("x"), *q = c.out("q"), *qT = c.out("q_t"), *colSum = c.out("col_sum");
-  if (colSum && c.outType("col_sum") != dt)
-    return invalidArgument(c.a.where + ": \"quantize_fp8\" writes col_sum in the type of x");
+  if (colSum && (scaling != Fp8Scaling::Tensor || c.outType("col_sum") != dt))
+    return invalidArgument(c.a.where + ": \"quantize_fp8\" writes col_sum with per-tensor "
+                           "scaling, in the type of x");
   float *scaleInv = static_cast<float *>(c.out("scale_inv"));
   float *amax = static_cast<float *>(c.out("scratch"));
   // The column sums' partials follow the amaxes in the scratch.

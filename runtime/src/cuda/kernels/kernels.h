@@ -198,7 +198,7 @@ Status amaxFp8(DType dt, const void *x, float *amax, int64_t rows, int64_t cols,
 /// f32, scaleInv[1, rows or cols] (f32) = 1 / s. qT[cols, rows] (may be
 /// null; Tensor and Column scaling, whose copy has a scale per row) gets
 /// the transposed copy in the same pass. colSum[cols] (may be null; Tensor
-/// scaling, dt BF16) gets the sums of x's columns from the same pass (a bias
+/// scaling, in dt) gets the sums of x's columns from the same pass (a bias
 /// gradient): f32 sums of each tile's rows into `partial`
 /// (rt::fp8ColumnSumScratchBytes), then a pass adding the tiles' sums in
 /// order -- deterministic, in another order than the CPU's reduce_sum.
