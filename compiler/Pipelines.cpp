@@ -85,6 +85,7 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcFuseCrossEntropy());
   pm.addNestedPass<func::FuncOp>(createTcShareNormStats());
   pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad());
+  pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
   pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews());
   TcLowerToTcxOptions lower;
   lower.tf32 = o.tf32;

@@ -112,6 +112,8 @@ void describePlan(Operation *op, Row *row) {
     row->format = tc::typeString(elementOf(q.getResult().getType()));
     row->scaling = scalingOf(in.getShape(), q.getBlock(), sc.getElementType(), q.getPow2Scale());
     row->scaleFrom = q.getPow2Scale() ? "current amax of each block (this step)"
+                     : q.getAmax()    ? "current amax of the input (this step), taken by the "
+                                        "kernel that produces it"
                                       : "current amax of the input (this step)";
     row->rounding = "nearest even, saturating";
     return;

@@ -216,6 +216,7 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
           worklist.push_back(def);
         }
       }
+      rematerialize(g, block, iter, position);
       // A cloned broadcast whose operand is not available is impossible: its
       // operand is defined before it, hence before the root.
       for (Operation *m : g.members)
@@ -224,6 +225,85 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
     }
     for (Group &g : groups)
       buildFusion(g, block);
+  }
+
+  /// The values the body of `g` reads from outside it.
+  static llvm::SetVector<Value> inputsOf(const Group &g,
+                                         const llvm::DenseMap<Operation *, unsigned> &position) {
+    llvm::SetVector<Value> inputs;
+    auto inBody = [&](Operation *op) {
+      return op && (g.members.contains(op) || g.cloned.contains(op));
+    };
+    auto add = [&](Operation *op) {
+      for (Value v : op->getOperands())
+        if (!inBody(v.getDefiningOp()))
+          inputs.insert(v);
+    };
+    // In program order, so that the result does not depend on pointers.
+    SmallVector<Operation *> body(g.members.begin(), g.members.end());
+    body.append(g.cloned.begin(), g.cloned.end());
+    llvm::sort(body, [&](Operation *a, Operation *b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    llvm::for_each(body, add);
+    return inputs;
+  }
+
+  /// Rematerialization: an input of `g` at the iteration shape that a chain
+  /// of elementwise ops computes from what the body reads anyway (and from
+  /// scalars, splat constants and broadcasts) is recomputed in the body
+  /// instead of read: the chain is cloned in (as broadcasts are), and the
+  /// kernel that made the value need not store it when nothing else reads
+  /// it (the forward GELU's x^2, tanh and 1 + tanh, which its backward read
+  /// back: three stores and three loads of [tokens, 4d] per layer). The
+  /// clones compute what the originals do, op for op, in the kernel's f32
+  /// arithmetic (without the rounding to the value's type that its store
+  /// and load added). At most kMaxChain ops per input.
+  static constexpr size_t kMaxChain = 16;
+  void rematerialize(Group &g, Block &block, ArrayRef<int64_t> iter,
+                     const llvm::DenseMap<Operation *, unsigned> &position) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      llvm::SetVector<Value> inputs = inputsOf(g, position);
+      for (Value v : inputs) {
+        llvm::SetVector<Operation *> chain;
+        if (!recomputable(v, g, block, iter, inputs, chain))
+          continue;
+        for (Operation *op : chain)
+          g.cloned.insert(op);
+        changed = true;
+        break;
+      }
+    }
+  }
+
+  /// Whether `v` (an input of g, or a value a chain op reads) can be
+  /// computed in g's body from `inputs`: the ops to clone go into `chain`.
+  bool recomputable(Value v, const Group &g, Block &block, ArrayRef<int64_t> iter,
+                    const llvm::SetVector<Value> &inputs, llvm::SetVector<Operation *> &chain) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &block || g.members.contains(def) || g.cloned.contains(def) ||
+        chain.contains(def) || shapeOf(v) != iter || def->getNumResults() != 1)
+      return false;
+    if (!tc::isElementwise(def) || !allCodegenTypes(def) || !writesFp8Exactly(def) ||
+        isMatmulEpilogue(def) || chain.size() >= kMaxChain)
+      return false;
+    chain.insert(def);
+    for (Value w : def->getOperands()) {
+      Operation *wd = w.getDefiningOp();
+      // Read anyway, computed in the body already, or one value.
+      if (inputs.contains(w) || chain.contains(wd) ||
+          (wd && (g.members.contains(wd) || g.cloned.contains(wd))) ||
+          llvm::cast<RankedTensorType>(w.getType()).getNumElements() == 1)
+        continue;
+      if (wd && isCloned(wd) && wd->getBlock() == &block) {
+        chain.insert(wd);
+        continue;
+      }
+      if (!recomputable(w, g, block, iter, inputs, chain))
+        return false;
+    }
+    return true;
   }
 
   void buildFusion(Group &g, Block &block) {

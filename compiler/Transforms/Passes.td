@@ -341,7 +341,13 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
         becomes a result of the fusion: no work is duplicated);
       - tc.broadcast and splat tc.constant producers are cloned into the
         body (index math / immediates; the originals stay while other users
-        remain).
+        remain);
+      - rematerialization: an input at the iteration shape that a chain of
+        at most 16 elementwise ops computes from values the body reads
+        anyway (or from single values, splat constants, broadcasts) is
+        cloned in and recomputed rather than read (the forward GELU's
+        intermediates that its backward read back), so that its producer
+        need not store it.
     Reductions and softmax only end a group; matmul, gather, norms, losses,
     shape ops and ops on fp8/fp4 values are never fused. Each group becomes
     one `tc.fusion` at the root's position; single elementwise ops become
@@ -701,6 +707,37 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     ```mlir
     %q, %s = tc.quantize %m {block = array<i64: 32, 16>, tc.col_sum = 0 : i64} : ...
     %db = tc.reduce_sum %dy {axes = array<i64: 0, 1>, tc.col_sum = 0 : i64} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
+def TcFuseFp8Amax : Pass<"tc-fuse-fp8-amax", "mlir::func::FuncOp"> {
+  let summary = "Take an FP8 quantize's amax in the fusion that produces its input";
+  let description = [{
+    For each top-level per-tensor FP8 tc.quantize of the library's form
+    (`quantize_fp8`: f32/bf16 input, f32 scales, one for the tensor) whose
+    input is (through reshapes) a result of a top-level tc.fusion without a
+    reduction whose results all have that input's shape: rebuilds the
+    fusion with one more result, max(select(isnan(|x|), 0, |x|)) of that
+    result x over every axis (tensor<f32>: the amax with NaN elements
+    ignored, as the quantize's own), and gives it to the quantize as its
+    `amax` operand, so that the quantize_fp8 call makes no amax pass over x.
+    Quantizes of the same result share the one amax. Runs after tc-fuse.
+
+    Before:
+    ```mlir
+    %y = tc.fusion (%x) : (tensor<32x16xbf16>) -> tensor<32x16xbf16> {...}
+    %q, %s = tc.quantize %y {block = array<i64: 32, 16>} : ...
+    ```
+    After:
+    ```mlir
+    %y:2 = tc.fusion (%x) : (tensor<32x16xbf16>) -> (tensor<32x16xbf16>, tensor<f32>) {
+      ...
+      %m = tc.reduce_max %kept {axes = array<i64: 0, 1>} : tensor<32x16xf32> -> tensor<f32>
+      tc.yield %v, %m : tensor<32x16xbf16>, tensor<f32>
+    }
+    %q, %s = tc.quantize %y#0 amax %y#1 : tensor<f32> {block = array<i64: 32, 16>} : ...
     ```
   }];
   let dependentDialects = ["::tc::TCDialect"];

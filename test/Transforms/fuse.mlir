@@ -146,3 +146,33 @@ func.func @epilogue_kept(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor
   %y = tc.mul %g, %a : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
   return %y, %a : tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// Tests rematerialization: the backward reads x^2 and tanh(x^2) of the
+// forward, which it can recompute from x (read anyway): both chains are
+// cloned into its fusion, which then reads x, dy and z only, and the
+// forward fusion stores y alone. z = exp(w), which a reduction reads
+// before the backward, is computed from something the backward does not
+// read: still read.
+// CHECK-LABEL: func.func @rematerialize
+// CHECK: tc.fusion(%arg0, %arg2) : (tensor<64x32xf32>, tensor<f32>) -> tensor<64x32xf32>
+// CHECK: %[[Z:.+]]:2 = tc.fusion(%arg3) : (tensor<64x32xf32>) -> (tensor<64x32xf32>, tensor<64xf32>)
+// CHECK: tc.fusion(%arg0, %arg1, %[[Z]]#0) : (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: tc.mul %arg4, %arg4
+// CHECK-NEXT: tc.tanh
+// CHECK: return
+func.func @rematerialize(%x: tensor<64x32xf32>, %dy: tensor<64x32xf32>, %c: tensor<f32>, %w: tensor<64x32xf32>)
+    -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xf32>) {
+  %sq = tc.mul %x, %x : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  %t = tc.tanh %sq : tensor<64x32xf32>
+  %y = tc.mul %t, %c : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
+  %z = tc.exp %w : tensor<64x32xf32>
+  %r = tc.reduce_sum %z {axes = array<i64: 1>} : tensor<64x32xf32> -> tensor<64xf32>
+  %a = tc.mul %dy, %t : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  %b = tc.mul %a, %sq : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  %d = tc.mul %b, %x : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  %e = tc.add %d, %z : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  return %y, %e, %r : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xf32>
+}

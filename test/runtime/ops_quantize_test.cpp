@@ -157,6 +157,32 @@ TEST(Quantize, ScaleHelpersFollowTheirContract) {
   EXPECT_EQ(cpu::mxScaleInv(1e-45f, DType::F8E4M3FN), std::ldexp(1.0, -127));
 }
 
+TEST(Quantize, AGivenAmaxReplacesTheOpsOwn) {
+  // tc-fuse-fp8-amax's form: the amax taken by the producing kernel. The
+  // tensor's own (4, NaN ignored) gives the same bits as no operand...
+  std::vector<double> x{1, -2, 0.3, 4, kNaN, -0.5};
+  auto own = quantize({2, 3}, x, DType::F8E4M3FN, {2, 3});
+  std::vector<HostTensor> given;
+  Status st = tryRunOp("tc.quantize", {tensor(f32({2, 3}), x), tensor(f32({}), {4})},
+                       {ty(DType::F8E4M3FN, {2, 3}), f32({1, 1})}, {{"block", aInts({2, 3})}},
+                       &given);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  expectValues(given[0], hostTensorToDoubles(own[0]));
+  expectValues(given[1], hostTensorToDoubles(own[1]));
+  // ... and another value is used as given: amax 8, s = 56.
+  st = tryRunOp("tc.quantize", {tensor(f32({2, 3}), x), tensor(f32({}), {8})},
+                {ty(DType::F8E4M3FN, {2, 3}), f32({1, 1})}, {{"block", aInts({2, 3})}}, &given);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  expectValues(given[0], {56, -112, rt::roundToFloatDType(0.3f * 56.0f, DType::F8E4M3FN, true),
+                          224, kNaN, -28});
+  expectValues(given[1], {static_cast<double>(1.0f / 56.0f)});
+  // Only one f32 value, for per-tensor scaling.
+  st = tryRunOp("tc.quantize", {tensor(f32({2, 3}), x), tensor(f32({}), {4})},
+                {ty(DType::F8E4M3FN, {2, 3}), f32({2, 1})}, {{"block", aInts({1, 3})}}, &given);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_NE(st.toString().find("amax"), std::string::npos) << st.toString();
+}
+
 TEST(Quantize, BadShapesAreErrorsNamingTheOp) {
   std::vector<HostTensor> outs;
   Status st = tryRunOp("tc.quantize", {tensor(f32({4}), {1, 2, 3, 4})},

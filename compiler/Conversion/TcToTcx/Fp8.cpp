@@ -175,7 +175,13 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
         rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(transpose))};
     if (sum)
       attrs.push_back(rewriter.getNamedAttr("has_col_sum", rewriter.getBoolAttr(true)));
-    buffers.library(rewriter, op.getLoc(), "quantize_fp8", {x}, outs, attrs);
+    // tc-fuse-fp8-amax: the amax the kernel that wrote x took.
+    SmallVector<Value> ins{x};
+    if (op.getAmax()) {
+      ins.push_back(buffers.bufferOf(rewriter, op.getAmax()));
+      attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
+    }
+    buffers.library(rewriter, op.getLoc(), "quantize_fp8", ins, outs, attrs);
     rewriter.replaceOp(op, {q, s});
     return success();
   }

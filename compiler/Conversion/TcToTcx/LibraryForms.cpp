@@ -92,6 +92,8 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
     return llvm::formatv("no GPU kernel writes {0} scales (f32 scales, or f8E8M0FNU ones in 1x32 "
                          "blocks: mxfp8)",
                          st);
+  if (op.getAmax() && op.getPow2Scale())
+    return "a given amax is read by the per-tensor quantize kernel, not by block128's";
   if (op.getPow2Scale()) {
     // block128: the whole dim when it is below 128 (one partial block).
     auto full = [&](int64_t d) { return block[d] == std::min<int64_t>(128, shape[d]); };

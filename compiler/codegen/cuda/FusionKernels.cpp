@@ -6,6 +6,8 @@
 
 #include "compiler/codegen/cuda/KernelSupport.h"
 
+#include <functional>
+
 namespace tc::cuda::detail {
 
 namespace {
@@ -307,7 +309,7 @@ struct FusionGen {
         return failure();
     } else {
       sig.tail(rows, meta);
-      if (failed(rowKernel(bodyText, k)))
+      if (failed(fullReduction() ? fullReductionKernel(bodyText, k) : rowKernel(bodyText, k)))
         return failure();
     }
     src += globals;
@@ -360,6 +362,57 @@ struct FusionGen {
     return k;
   }
 
+  /// The 16-byte vector path over [0, end): every input dense or a scalar,
+  /// every result but the reduction stored densely, V elements per thread
+  /// and step; `perElement` (given the names of the element's values) adds
+  /// to each element's code. Opens `if (aligned) {` and the loop, and
+  /// closes the loop only.
+  LogicalResult vectorLoop(std::string &s, int64_t V, const std::string &end,
+                           std::function<std::string(llvm::DenseMap<Value, std::string> &)> perElement) {
+    std::string VS = std::to_string(V), align;
+    auto stored = [&](Value v) { return !red || v.getDefiningOp() != red; };
+    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+      if (argModes[j] == ArgMode::Full)
+        align += " | (unsigned long long)in" + std::to_string(j);
+    for (auto [i, v] : llvm::enumerate(yielded))
+      if (stored(v))
+        align += " | (unsigned long long)out" + std::to_string(i);
+    s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
+    s += "  if (((0ull" + align + ") & 15) == 0) {\n";
+    s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+         "; b < " + end + "; b += stride * " + VS + ") {\n";
+    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+      if (argModes[j] == ArgMode::Full) {
+        std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">";
+        s += "      const " + t + " a" + std::to_string(j) + " = *reinterpret_cast<const " + t +
+             "*>(in" + std::to_string(j) + " + b);\n";
+      }
+    for (auto [i, v] : llvm::enumerate(yielded))
+      if (stored(v))
+        s += "      TcVec<" + storageType(eltOf(v)) + ", " + VS + "> o" + std::to_string(i) + ";\n";
+    s += "#pragma unroll\n      for (int k = 0; k < " + VS + "; ++k) {\n";
+    llvm::DenseMap<Value, std::string> names;
+    std::string eval;
+    if (failed(evalCode("        ", true, names, eval)))
+      return failure();
+    s += eval;
+    for (auto [i, v] : llvm::enumerate(yielded))
+      if (stored(v))
+        s += "        o" + std::to_string(i) + ".v[k] = " + storeExpr(eltOf(v), names.lookup(v)) + ";\n";
+    if (perElement)
+      s += "        " + perElement(names);
+    s += "      }\n";
+    for (auto [i, v] : llvm::enumerate(yielded)) {
+      if (!stored(v))
+        continue;
+      std::string t = "TcVec<" + storageType(eltOf(v)) + ", " + VS + ">";
+      s += "      *reinterpret_cast<" + t + "*>(out" + std::to_string(i) + " + b) = o" +
+           std::to_string(i) + ";\n";
+    }
+    s += "    }\n";
+    return success();
+  }
+
   LogicalResult elementwise(std::string &s, KernelSource &k) {
     // Vector path: every pointer dense over the whole space (or a scalar).
     bool vec = llvm::all_of(argModes, [](ArgMode m) { return m != ArgMode::Strided; }) &&
@@ -376,40 +429,9 @@ struct FusionGen {
     k.launch.grid = gridFor(vec ? numel / V : numel, 256);
     s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
     if (vec) {
-      std::string VS = std::to_string(V);
-      std::string align;
-      for (auto [j, arg] : llvm::enumerate(body.getArguments()))
-        if (argModes[j] == ArgMode::Full)
-          align += " | (unsigned long long)in" + std::to_string(j);
-      for (unsigned i = 0; i < yielded.size(); ++i)
-        align += " | (unsigned long long)out" + std::to_string(i);
-      s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
-      s += "  if (((0ull" + align + ") & 15) == 0) {\n";
-      s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
-           "; b < n; b += stride * " + VS + ") {\n";
-      for (auto [j, arg] : llvm::enumerate(body.getArguments()))
-        if (argModes[j] == ArgMode::Full) {
-          std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">";
-          s += "      const " + t + " a" + std::to_string(j) + " = *reinterpret_cast<const " + t +
-               "*>(in" + std::to_string(j) + " + b);\n";
-        }
-      for (auto [i, v] : llvm::enumerate(yielded))
-        s += "      TcVec<" + storageType(eltOf(v)) + ", " + VS + "> o" + std::to_string(i) + ";\n";
-      s += "#pragma unroll\n      for (int k = 0; k < " + VS + "; ++k) {\n";
-      llvm::DenseMap<Value, std::string> names;
-      std::string eval;
-      if (failed(evalCode("        ", true, names, eval)))
+      if (failed(vectorLoop(s, V, "n", nullptr)))
         return failure();
-      s += eval;
-      for (auto [i, v] : llvm::enumerate(yielded))
-        s += "        o" + std::to_string(i) + ".v[k] = " + storeExpr(eltOf(v), names.lookup(v)) + ";\n";
-      s += "      }\n";
-      for (auto [i, v] : llvm::enumerate(yielded)) {
-        std::string t = "TcVec<" + storageType(eltOf(v)) + ", " + VS + ">";
-        s += "      *reinterpret_cast<" + t + "*>(out" + std::to_string(i) + " + b) = o" +
-             std::to_string(i) + ";\n";
-      }
-      s += "    }\n    return;\n  }\n";
+      s += "    return;\n  }\n";
     }
     s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n";
     s += idxCode("    ");
@@ -418,6 +440,84 @@ struct FusionGen {
     if (failed(evalCode("    ", false, names, eval)))
       return failure();
     s += eval + storeCode("    ", names, false) + "  }\n";
+    return success();
+  }
+
+  /// A max or min over every element (the amax of an FP8 quantize that
+  /// tc-fuse-fp8-amax put into the kernel producing its input): the
+  /// elementwise loop, vectorised as elementwise() does, with a running
+  /// max beside it; each block's result goes to module memory and the last
+  /// block to finish combines them. Max and min are exact, so the result
+  /// does not depend on the order. Results other than the reduction must
+  /// span the whole space (stored densely) for the vector path.
+  bool fullReduction() const {
+    return red && rows == 1 && llvm::isa<tc::ReduceMaxOp, tc::ReduceMinOp>(red) &&
+           !isBool(eltOf(red->getOperand(0)));
+  }
+
+  LogicalResult fullReductionKernel(std::string &s, KernelSource &k) {
+    Value x = red->getOperand(0);
+    Type xe = eltOf(x);
+    const bool dbl = xe.isF64(), fl = isFloat(xe), max = llvm::isa<tc::ReduceMaxOp>(red);
+    const std::string acc = computeType(xe), op = max ? "TcMax" : "TcMin";
+    const std::string init =
+        fl ? floatLiteral(max ? -INFINITY : INFINITY, dbl)
+           : max ? (isU64(xe) ? "0ull" : "(-9223372036854775807ll - 1)")
+                 : (isU64(xe) ? "~0ull" : "9223372036854775807ll");
+    int64_t maxBytes = 1;
+    bool vec = true;
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      vec = vec && argModes[j] != ArgMode::Strided;
+      if (argModes[j] == ArgMode::Full)
+        maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
+    }
+    for (auto [i, v] : llvm::enumerate(yielded)) {
+      if (v.getDefiningOp() == red)
+        continue;
+      vec = vec && outMeta[i] < 0;
+      maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
+    }
+    const int64_t V = std::min<int64_t>(8, 16 / maxBytes);
+    vec = vec && V > 1 && numel % V == 0;
+    k.launch.block = 256;
+    k.launch.grid = gridFor(vec ? numel / V : numel, 256);
+    globals += "__device__ " + acc + " tc_part_[8192];\n__device__ unsigned int tc_done_[1];\n";
+    auto update = [&](llvm::DenseMap<Value, std::string> &names) {
+      return "acc_ = " + op + "()(acc_, (" + acc + ")" + names.lookup(x) + ");\n";
+    };
+    s += "  const long long total_ = meta.v[0];\n";
+    s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
+    s += "  " + acc + " acc_ = " + init + ";\n";
+    if (vec) {
+      if (failed(vectorLoop(s, V, "total_", update)))
+        return failure();
+      s += "  } else {\n";
+    }
+    s += "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total_; "
+         "i += stride) {\n";
+    if (needIdx)
+      s += "    const long long j = i;\n" + idxCode("    ");
+    llvm::DenseMap<Value, std::string> names;
+    std::string eval;
+    if (failed(evalCode("    ", false, names, eval)))
+      return failure();
+    s += eval + storeCode("    ", names, true) + "    " + update(names) + "  }\n";
+    if (vec)
+      s += "  }\n";
+    s += "  acc_ = tc_block_reduce(acc_, " + op + "(), (" + acc + ")" + init + ");\n";
+    s += "  __shared__ bool last_;\n";
+    s += "  if (threadIdx.x == 0) {\n    tc_part_[blockIdx.x] = acc_;\n    __threadfence();\n"
+         "    last_ = atomicAdd(&tc_done_[0], 1u) == gridDim.x - 1;\n  }\n";
+    s += "  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
+    s += "  acc_ = " + init + ";\n";
+    s += "  for (unsigned p_ = threadIdx.x; p_ < gridDim.x; p_ += blockDim.x)\n";
+    s += "    acc_ = " + op + "()(acc_, ((volatile " + acc + " *)tc_part_)[p_]);\n";
+    s += "  acc_ = tc_block_reduce(acc_, " + op + "(), (" + acc + ")" + init + ");\n";
+    s += "  if (threadIdx.x == 0) {\n";
+    for (auto [i, v] : llvm::enumerate(yielded))
+      if (v.getDefiningOp() == red)
+        s += "    out" + std::to_string(i) + "[0] = " + storeExpr(eltOf(v), "acc_") + ";\n";
+    s += "    tc_done_[0] = 0;\n  }\n";
     return success();
   }
 

@@ -72,7 +72,16 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
     if (isBool(out))
       e = "(" + x + " != 0)";
     else if (isFloat(out)) {
-      std::string v = "(" + computeType(out) + ")(" + x + ")";
+      // The kernels compute bf16 / f16 values in f32 and round them where
+      // they are stored; a cast to a wider float reads the value its type
+      // holds (what a store and a load would give): an FP8 quantize's amax
+      // (tc-fuse-fp8-amax) is of the stored tensor.
+      std::string held = x;
+      if (in.isBF16() && !out.isBF16())
+        held = "tc_round_bf16(" + x + ")";
+      else if (in.isF16() && !out.isF16())
+        held = "tc_round_f16(" + x + ")";
+      std::string v = "(" + computeType(out) + ")(" + held + ")";
       if (out.isBF16())
         v = "tc_round_bf16(" + v + ")";
       else if (out.isF16())

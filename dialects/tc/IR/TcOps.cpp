@@ -570,6 +570,15 @@ LogicalResult QuantizeOp::verify() {
                          << " in blocks of " << shapeStr(block) << ")";
   if (getPow2Scale() && !sc.getElementType().isF32())
     return emitOpError() << "pow2_scale rounds f32 scales, not " << sc.getElementType();
+  if (Value amax = getAmax()) {
+    auto at = tensorType(amax);
+    if (at.getRank() != 0 || !at.getElementType().isF32())
+      return emitOpError() << "amax must be tensor<f32>, got " << at;
+    if (!sc.getElementType().isF32() || sc.getNumElements() != 1)
+      return emitOpError() << "an amax operand is the tensor's: it needs per-tensor scaling "
+                              "(block = the input's shape) with f32 scale_inv, got scale_inv "
+                           << sc;
+  }
   return success();
 }
 

@@ -513,16 +513,32 @@ def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
     last block may be partial: its amax is over the elements present). Not differentiable: tc-autodiff refuses it;
     the FP8 plan inserts it after the backward exists.
 
+    `amax` (per-tensor scaling with f32 `scale_inv` only; tensor<f32>): the
+    tensor's amax, max |x| with NaN elements ignored, taken by the kernel
+    that produced `input` (tc-fuse-fp8-amax); the op uses it instead of a
+    pass of its own over `input`.
+
     ```mlir
     %q, %s = tc.quantize %x {block = array<i64: 32, 64>}
         : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+    %q2, %s2 = tc.quantize %x amax %m : tensor<f32> {block = array<i64: 32, 64>}
+        : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
     ```
   }];
-  let arguments = (ins TC_FloatTensor:$input, DenseI64ArrayAttr:$block,
-                   DefaultValuedAttr<BoolAttr, "false">:$pow2_scale);
+  let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$amax,
+                   DenseI64ArrayAttr:$block, DefaultValuedAttr<BoolAttr, "false">:$pow2_scale);
   let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$scale_inv);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` `(` type($result) `,` type($scale_inv) `)`";
+  let assemblyFormat = "$input (`amax` $amax^ `:` type($amax))? attr-dict `:` type($input) `->` "
+                       "`(` type($result) `,` type($scale_inv) `)`";
   let hasVerifier = 1;
+  let builders = [
+    // The quantization that takes its own amax (every producer before
+    // tc-fuse-fp8-amax).
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes, "::mlir::Value":$input,
+                   "::mlir::DenseI64ArrayAttr":$block, "::mlir::BoolAttr":$pow2Scale), [{
+      build($_builder, $_state, resultTypes, input, ::mlir::Value(), block, pow2Scale);
+    }]>
+  ];
 }
 
 def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "result"]>]> {

@@ -147,7 +147,7 @@ Nvfp4Tensor quantizeNvfp4(const std::vector<double> &x, int64_t rows, int64_t co
 namespace {
 
 void quantizeKernel(KernelContext &c) {
-  c.expectOperands(1);
+  c.expectOperands(1, 2);
   c.expectResults(2);
   const Buffer &x = *c.in[0];
   Buffer &q = *c.out[0], &sc = *c.out[1];
@@ -189,8 +189,16 @@ void quantizeKernel(KernelContext &c) {
         idx[d] = 0;
   }
   std::vector<float> amax(sc.size(), 0.f);
-  for (int64_t k = 0; k < x.size(); ++k)
-    amax[blockOf[k]] = std::fmax(amax[blockOf[k]], std::fabs(static_cast<float>(x.f[k])));
+  if (c.in.size() == 2) { // the amax the producer took (tc-fuse-fp8-amax)
+    const Buffer &given = *c.in[1];
+    if (given.size() != 1 || given.dtype() != DType::F32 || mx || sc.size() != 1)
+      c.fail("tc.quantize: an amax operand is one f32 value, for per-tensor scaling with f32 "
+             "scale_inv");
+    amax[0] = static_cast<float>(given.f[0]);
+  } else {
+    for (int64_t k = 0; k < x.size(); ++k)
+      amax[blockOf[k]] = std::fmax(amax[blockOf[k]], std::fabs(static_cast<float>(x.f[k])));
+  }
   float fmax = static_cast<float>(maxFiniteValue(elt));
   std::vector<float> scale(sc.size());
   for (int64_t b = 0; b < sc.size(); ++b) {

@@ -248,7 +248,8 @@ Status embeddingBwd(Call &c, cudaStream_t s, Launch *out) {
 }
 
 /// quantize_fp8: the amax pass into the scratch, then the quantize pass
-/// that reads it (both on the device: capturable).
+/// that reads it (both on the device: capturable); with has_amax, the
+/// quantize pass alone, reading the amax the producing kernel took.
 Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
   DType dt = c.inType("x"), qt = c.outType("q");
   TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
@@ -268,12 +269,19 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
     return invalidArgument(c.a.where + ": \"quantize_fp8\" writes col_sum with per-tensor "
                            "scaling, in the type of x");
   float *scaleInv = static_cast<float *>(c.out("scale_inv"));
+  const float *given = static_cast<const float *>(c.in("amax"));
+  if (given && (scaling != Fp8Scaling::Tensor || c.inType("amax") != DType::F32))
+    return invalidArgument(c.a.where + ": \"quantize_fp8\" reads a given amax (one f32) with "
+                           "per-tensor scaling only");
   float *amax = static_cast<float *>(c.out("scratch"));
   // The column sums' partials follow the amaxes in the scratch.
   float *partial = colSum ? reinterpret_cast<float *>(static_cast<char *>(c.out("scratch")) +
                                                       fp8QuantizeScratchBytes(1))
                           : nullptr;
   *out = [=]() {
+    if (given)
+      return quantizeFp8(dt, x, given, qt, q, qT, scaleInv, rows, cols, scaling, s, colSum,
+                         partial);
     TC_RETURN_IF_ERROR(amaxFp8(dt, x, amax, rows, cols, scaling, s));
     return quantizeFp8(dt, x, amax, qt, q, qT, scaleInv, rows, cols, scaling, s, colSum,
                        partial);

@@ -245,17 +245,20 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // (col_scaling), q_t [cols, rows] the transposed copy (has_transpose;
       // per-tensor or per-column scaling), col_sum [cols] the sums of x's
       // columns in x's type (has_col_sum, per-tensor scaling: a bias
-      // gradient); the scratch holds the amaxes and the column sums'
-      // partials.
+      // gradient); amax (has_amax, per-tensor scaling): x's amax (f32 [1],
+      // max |x| with NaN ignored) taken by the kernel that wrote x, read
+      // instead of an amax pass; the scratch holds the amaxes and the
+      // column sums' partials.
       {"quantize_fp8",
-       {{"x"}},
+       {{"x"}, {"amax", "has_amax"}},
        {{"q"}, {"scale_inv"}, {"q_t", "has_transpose"}, {"col_sum", "has_col_sum"}, {"scratch"}},
        {kRows,
         kCols,
         {"row_scaling", K::Bool, false},
         {"col_scaling", K::Bool, false},
         {"has_transpose", K::Bool, false},
-        {"has_col_sum", K::Bool, false}},
+        {"has_col_sum", K::Bool, false},
+        {"has_amax", K::Bool, false}},
        fp8QuantizeScratch},
       // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
       // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv

@@ -572,6 +572,24 @@ func.func @quantize_format(%x: tensor<4xf32>) -> tensor<4xbf16> {
 
 // -----
 
+// Tests that a quantize's amax operand is one f32 value.
+func.func @quantize_amax_type(%x: tensor<4x4xf32>, %m: tensor<1xf32>) -> tensor<4x4xf8E5M2> {
+  // expected-error @+1 {{'tc.quantize' op amax must be tensor<f32>, got 'tensor<1xf32>'}}
+  %q, %s = tc.quantize %x amax %m : tensor<1xf32> {block = array<i64: 4, 4>} : tensor<4x4xf32> -> (tensor<4x4xf8E5M2>, tensor<1x1xf32>)
+  return %q : tensor<4x4xf8E5M2>
+}
+
+// -----
+
+// Tests that an amax operand needs per-tensor scaling.
+func.func @quantize_amax_rows(%x: tensor<4x4xf32>, %m: tensor<f32>) -> tensor<4x4xf8E5M2> {
+  // expected-error @+1 {{'tc.quantize' op an amax operand is the tensor's: it needs per-tensor scaling (block = the input's shape) with f32 scale_inv, got scale_inv 'tensor<4x1xf32>'}}
+  %q, %s = tc.quantize %x amax %m : tensor<f32> {block = array<i64: 1, 4>} : tensor<4x4xf32> -> (tensor<4x4xf8E5M2>, tensor<4x1xf32>)
+  return %q : tensor<4x4xf8E5M2>
+}
+
+// -----
+
 // Tests that quantize's block has one entry per dimension.
 func.func @quantize_block_rank(%x: tensor<4x4xf32>) -> tensor<4x4xf8E5M2> {
   // expected-error @+1 {{'tc.quantize' op block has 1 entries for a rank-2 input}}

@@ -254,12 +254,14 @@ func.func @attention(%q: tensor<1x4x4x8xbf16>, %k: tensor<1x2x4x8xbf16>) -> tens
 // CHECK: tc.quantize %{{.*}} {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
 // CHECK: tc.quantize %{{.*}} {block = array<i64: 1, 32>} : tensor<128x64xf32> -> (tensor<128x64xf4E2M1FN>, tensor<128x2xf8E8M0FNU>)
 // CHECK: tc.scaled_matmul %{{.*}} {transpose_rhs = true} : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf4E2M1FN>, tensor<128x2xf8E8M0FNU>) -> tensor<32x128xbf16>
-func.func @scaled_formats(%x: tensor<32x64xbf16>, %w: tensor<128x64xf32>) -> tensor<32x128xbf16> {
+// CHECK: tc.quantize %{{.*}} amax %{{.*}} : tensor<f32> {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E5M2>, tensor<1x1xf32>)
+func.func @scaled_formats(%x: tensor<32x64xbf16>, %w: tensor<128x64xf32>, %m: tensor<f32>) -> (tensor<32x128xbf16>, tensor<32x64xf8E5M2>) {
   %qx, %sx = tc.quantize %x {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
   %qw, %sw = tc.quantize %w {block = array<i64: 1, 32>} : tensor<128x64xf32> -> (tensor<128x64xf4E2M1FN>, tensor<128x2xf8E8M0FNU>)
   %y = tc.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs = true}
       : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf4E2M1FN>, tensor<128x2xf8E8M0FNU>) -> tensor<32x128xbf16>
-  return %y : tensor<32x128xbf16>
+  %qa, %sa = tc.quantize %x amax %m : tensor<f32> {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E5M2>, tensor<1x1xf32>)
+  return %y, %qa : tensor<32x128xbf16>, tensor<32x64xf8E5M2>
 }
 
 // -----

@@ -173,3 +173,22 @@ func.func @fp8_casts(%x: tensor<64x48xf32>)
   return %qa, %qb, %qc, %t, %d : tensor<64x48xf8E4M3FN>, tensor<64x48xf8E4M3FN>, tensor<64x48xf8E5M2>,
       tensor<48x64xf8E4M3FN>, tensor<64x48xf32>
 }
+
+// Full max / min reductions beside elementwise results (tc-fuse-fp8-amax's
+// amax of an FP8 quantize, in the kernel that writes the quantized tensor):
+// bf16 GELU with max |x| of it over every element, NaN as 0 (the 16-byte
+// vector path, 4096 blocks combined by the last), and an f32 broadcast add
+// (strided loads: the scalar path) with its min.
+func.func @full_max(%x: tensor<2048x4096xbf16>, %a: tensor<3x5x7xf32>, %b: tensor<7xf32>)
+    -> (tensor<2048x4096xbf16>, tensor<f32>, tensor<3x5x7xf32>, tensor<f32>) {
+  %g = tc.gelu %x : tensor<2048x4096xbf16>
+  %gf = tc.cast %g {saturate = false} : tensor<2048x4096xbf16> to tensor<2048x4096xf32>
+  %m = tc.abs %gf : tensor<2048x4096xf32>
+  %n = tc.isnan %m : tensor<2048x4096xf32> -> tensor<2048x4096xi1>
+  %z = tc.constant dense<0.000000e+00> : tensor<2048x4096xf32>
+  %k = tc.select %n, %z, %m : tensor<2048x4096xi1>, tensor<2048x4096xf32>, tensor<2048x4096xf32> -> tensor<2048x4096xf32>
+  %amax = tc.reduce_max %k {axes = array<i64: 0, 1>} : tensor<2048x4096xf32> -> tensor<f32>
+  %s = tc.add %a, %b : tensor<3x5x7xf32>, tensor<7xf32> -> tensor<3x5x7xf32>
+  %lo = tc.reduce_min %s {axes = array<i64: 0, 1, 2>} : tensor<3x5x7xf32> -> tensor<f32>
+  return %g, %amax, %s, %lo : tensor<2048x4096xbf16>, tensor<f32>, tensor<3x5x7xf32>, tensor<f32>
+}
