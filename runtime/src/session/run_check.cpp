@@ -98,6 +98,35 @@ Status readCheckMap(const Artifact &a, const std::string &fn, std::map<int32_t, 
   return Status::ok();
 }
 
+/// The largest distance in binades, |log2(got / want)|, between two
+/// tensors of power-of-two scales (their signs and zeros equal): a
+/// power-of-two scale moves by a whole binade when its block's amax crosses
+/// a power of two, however little the amax moved, so a relative error says
+/// nothing about it.
+double binadeError(const HostTensor &got, const HostTensor &want) {
+  std::vector<double> g = hostTensorToDoubles(got), w = hostTensorToDoubles(want);
+  if (g.size() != w.size())
+    return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i])))
+      continue;
+    if (!(g[i] > 0 && w[i] > 0) || !std::isfinite(g[i]) || !std::isfinite(w[i]))
+      return INFINITY;
+    worst = std::max(worst, std::fabs(std::log2(g[i] / w[i])));
+  }
+  return worst;
+}
+
+/// Whether value `v` is the power-of-two scale_inv of tc.quantize `op`
+/// (pow2_scale, or E8M0 scales).
+bool isPow2Scale(const Op *op, int64_t v, const TensorType &type) {
+  if (!op || op->name != "tc.quantize" || op->results.size() != 2 || op->results[1] != v)
+    return false;
+  auto pow2 = op->attrs.find("pow2_scale");
+  return type.dtype == DType::F8E8M0FNU || (pow2 != op->attrs.end() && pow2->second.i != 0);
+}
+
 /// How narrow a float type is (0: not a float): the step's tolerance is
 /// that of its narrowest float buffer.
 int narrowness(DType d) {
@@ -126,7 +155,8 @@ std::string sci(double v) {
 
 std::string CheckReport::text() const {
   std::string s = "check of @" + function + ": " + std::to_string(rows.size()) +
-                  " values compared, GPU against the CPU reference (relative L2 error)\n";
+                  " values compared, GPU against the CPU reference (relative L2 error; "
+                  "power-of-two scales in binades)\n";
   for (const CheckRow &r : rows) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "  #%-5lld ", static_cast<long long>(r.op));
@@ -241,10 +271,18 @@ Status TrainRun::check(const CheckOptions &c, CheckReport *out, bool *userError)
         r.refOp = made ? made->name : "%" + std::to_string(m.value);
         r.node = m.node;
         r.type = typeToString(w->second.type);
-        r.error = relativeError(got, w->second);
-        r.tolerance = c.tolerance > 0
-                          ? c.tolerance
-                          : std::max(checkTolerance(w->second.type.dtype), stepTolerance);
+        if (isPow2Scale(made, m.value, w->second.type)) {
+          // Power-of-two scales: within one binade (an amax near a power of
+          // two may fall on either side of it).
+          r.error = binadeError(got, w->second);
+          r.tolerance = c.tolerance > 0 ? c.tolerance : 1.0;
+          r.type += " (binades)";
+        } else {
+          r.error = relativeError(got, w->second);
+          r.tolerance = c.tolerance > 0
+                            ? c.tolerance
+                            : std::max(checkTolerance(w->second.type.dtype), stepTolerance);
+        }
         r.beyond = !(r.error <= r.tolerance);
         if (r.beyond && out->first < 0)
           out->first = static_cast<int64_t>(out->rows.size());
