@@ -41,8 +41,7 @@ RankedTensorType tensorTypeOf(Value v) { return llvm::cast<RankedTensorType>(v.g
 /// that does not read a given amax yet.
 bool perTensorWithoutAmax(QuantizeOp q) {
   Fp8QuantizeForm f;
-  return !q.getAmax() && !q.getPow2Scale() && fp8QuantizeForm(q, &f).empty() && !f.rowScaling &&
-         !f.colScaling && f.blocks < 0 && f.mxBlocks < 0 && tensorTypeOf(q.getInput()).getRank() > 0;
+  return !q.getAmax() && fp8PerTensorForm(q, &f) && tensorTypeOf(q.getInput()).getRank() > 0;
 }
 
 /// What `v` is through reshapes.

@@ -124,9 +124,13 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   return "";
 }
 
-bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out) {
+bool fp8PerTensorForm(QuantizeOp op, Fp8QuantizeForm *out) {
   return fp8QuantizeForm(op, out).empty() && !out->rowScaling && !out->colScaling &&
-         out->blocks < 0 && out->mxBlocks < 0 && tensorType(op.getInput()).getRank() == 2;
+         out->blocks < 0 && out->mxBlocks < 0;
+}
+
+bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out) {
+  return fp8PerTensorForm(op, out) && tensorType(op.getInput()).getRank() == 2;
 }
 
 SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) {

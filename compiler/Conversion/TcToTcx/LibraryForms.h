@@ -99,6 +99,10 @@ struct Fp8QuantizeForm {
 /// blocks.
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 
+/// Whether `op` is a "quantize_fp8" call with one f32 scale for the tensor
+/// (filled into *out).
+bool fp8PerTensorForm(QuantizeOp op, Fp8QuantizeForm *out);
+
 /// Whether `op` is a "quantize_fp8" call that can also write the column
 /// sums of its input (filled into *out): per-tensor scaling of a rank-2
 /// input.
