@@ -111,9 +111,10 @@ void describePlan(Operation *op, Row *row) {
     auto sc = llvm::cast<RankedTensorType>(q.getScaleInv().getType());
     row->format = tc::typeString(elementOf(q.getResult().getType()));
     row->scaling = scalingOf(in.getShape(), q.getBlock(), sc.getElementType(), q.getPow2Scale());
+    Operation *taker = q.getAmax() ? q.getAmax().getDefiningOp() : nullptr;
     row->scaleFrom = q.getPow2Scale() ? "current amax of each block (this step)"
-                     : q.getAmax()    ? "current amax of the input (this step), taken by the "
-                                        "kernel that produces it"
+                     : taker          ? "current amax of the input (this step), taken by the " +
+                                   taker->getName().getStringRef().str() + " that produces it"
                                       : "current amax of the input (this step)";
     row->rounding = "nearest even, saturating";
     return;

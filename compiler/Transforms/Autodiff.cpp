@@ -734,7 +734,7 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         auto grad = AttentionGradOp::create(
             b, e.loc, TypeRange{q.getType(), k.getType(), v.getType()}, q, k, v, o.getResult(),
             o.getLse(), g, o.getKeyMask(), o.getScaleAttr(), o.getCausalAttr(),
-            o.getMaskFillAttr());
+            o.getMaskFillAttr(), /*amax_of=*/IntegerAttr());
         Value ins[] = {q, k, v};
         for (auto [x, dx] : llvm::zip(ins, grad.getResults()))
           if (needs(x) && failed(acc(x, dx)))

@@ -1,7 +1,7 @@
 //===- FuseFp8Amax.cpp - tc-fuse-fp8-amax ---------------------------------===//
 //
-// Takes the amax of a per-tensor FP8 tc.quantize in the generated kernel
-// that produces its input. Current scaling needs max |x| before the first
+// Takes the amax of a per-tensor FP8 tc.quantize in the kernel that
+// produces its input. Current scaling needs max |x| before the first
 // element can be quantized, so the quantize_fp8 call made a pass of its own
 // over x for it (a third of the call's bytes: 2 of 6 per bf16 element with
 // the transposed copy). When x is a result of a tc.fusion (the gelu of an
@@ -10,7 +10,13 @@
 // gets the reduction max(select(isnan(|x|), 0, |x|)) over every axis as one
 // more result (NaN elements ignored, as the call's own amax does; the max is
 // exact and independent of order, so the GPU's value is the reference's),
-// and the quantize reads it as its `amax` operand.
+// and the quantize reads it as its `amax` operand. The library kernels do
+// the same for their outputs: tc.layer_norm / tc.rms_norm (the inputs of
+// the QKV and MLP projections), tc.attention (the output projection's) and
+// tc.attention_grad (the QKV projection's gradient: one of dq / dk / dv, or
+// the concat of several, `amax_of` saying which) get an `amax` result.
+// An amax ignores the layout, so x is followed through reshapes and
+// transposes (and, for attention_grad, a concat of its gradients).
 //
 // Runs in the GPU pipeline after tc-fuse (the reference program never sees
 // either). A fusion that already reduces is left alone (one reduction per
@@ -44,11 +50,16 @@ bool perTensorWithoutAmax(QuantizeOp q) {
   return !q.getAmax() && fp8PerTensorForm(q, &f) && tensorTypeOf(q.getInput()).getRank() > 0;
 }
 
-/// What `v` is through reshapes.
-Value throughReshapes(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getInput();
-  return v;
+/// What `v` is through reshapes and transposes (which an amax does not see).
+Value throughLayout(Value v) {
+  while (true) {
+    if (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getInput();
+    else if (auto t = v.getDefiningOp<TransposeOp>())
+      v = t.getInput();
+    else
+      return v;
+  }
 }
 
 /// Whether `v` is a result of a fusion in `block` that can take its amax:
@@ -102,6 +113,83 @@ Value addAmaxResult(FusionOp fusion, unsigned index) {
   return grown.getResults().back();
 }
 
+/// A library op that can write the amax of `src` as a result: a norm's or
+/// attention's result, or gradients of one attention_grad (one of them, or
+/// a concat of several; `mask` the amax_of bits). Null op when none.
+struct LibrarySource {
+  Operation *op = nullptr;
+  int64_t mask = 0;
+};
+LibrarySource librarySource(Value src, Block &block) {
+  Operation *def = src.getDefiningOp();
+  if (!def || def->getBlock() != &block)
+    return {};
+  unsigned index = llvm::cast<OpResult>(src).getResultNumber();
+  if (auto ln = llvm::dyn_cast<LayerNormOp>(def))
+    return ln.getAmax() || index != 0 ? LibrarySource{} : LibrarySource{def, 0};
+  if (auto rn = llvm::dyn_cast<RmsNormOp>(def))
+    return rn.getAmax() || index != 0 ? LibrarySource{} : LibrarySource{def, 0};
+  if (auto at = llvm::dyn_cast<AttentionOp>(def))
+    return at.getAmax() || index != 0 ? LibrarySource{} : LibrarySource{def, 0};
+  auto gradBits = [&](Value v, AttentionGradOp *of) -> int64_t {
+    auto ag = v.getDefiningOp<AttentionGradOp>();
+    if (!ag || ag.getAmax() || (*of && ag != *of) || ag->getBlock() != &block)
+      return 0;
+    unsigned i = llvm::cast<OpResult>(v).getResultNumber();
+    *of = ag;
+    return i < 3 ? int64_t(1) << i : 0;
+  };
+  AttentionGradOp ag;
+  if (int64_t bit = gradBits(src, &ag))
+    return {ag, bit};
+  auto cat = llvm::dyn_cast<ConcatOp>(def);
+  if (!cat)
+    return {};
+  int64_t mask = 0;
+  for (Value in : cat.getInputs()) {
+    int64_t bit = gradBits(throughLayout(in), &ag);
+    if (!bit)
+      return {};
+    mask |= bit;
+  }
+  return {ag, mask};
+}
+
+/// Rebuilds the library op of `s` with an amax result (the last), which it
+/// returns; the op's other attributes (tc-fuse-attention-views' marks, the
+/// norm statistics' pairing) go with it.
+Value addAmaxResult(LibrarySource s) {
+  Operation *op = s.op;
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  SmallVector<Type> types(op->getResultTypes());
+  types.push_back(RankedTensorType::get({}, b.getF32Type()));
+  Operation *grown;
+  if (auto ln = llvm::dyn_cast<LayerNormOp>(op))
+    grown = LayerNormOp::create(b, loc, types, ln.getInput(), ln.getScale(), ln.getBias(),
+                                ln.getAxisAttr(), ln.getEpsilonAttr());
+  else if (auto rn = llvm::dyn_cast<RmsNormOp>(op))
+    grown = RmsNormOp::create(b, loc, types, rn.getInput(), rn.getScale(), rn.getAxisAttr(),
+                              rn.getEpsilonAttr());
+  else if (auto at = llvm::dyn_cast<AttentionOp>(op))
+    grown = AttentionOp::create(b, loc, types, at.getQuery(), at.getKey(), at.getValue(),
+                                at.getKeyMask(), at.getScaleAttr(), at.getCausalAttr(),
+                                at.getMaskFillAttr());
+  else {
+    auto ag = llvm::cast<AttentionGradOp>(op);
+    grown = AttentionGradOp::create(b, loc, types, ag.getQuery(), ag.getKey(), ag.getValue(),
+                                    ag.getResult(), ag.getLse(), ag.getGrad(), ag.getKeyMask(),
+                                    ag.getScaleAttr(), ag.getCausalAttr(), ag.getMaskFillAttr(),
+                                    b.getI64IntegerAttr(s.mask));
+  }
+  for (NamedAttribute a : op->getDiscardableAttrs())
+    grown->setDiscardableAttr(a.getName(), a.getValue());
+  for (auto [from, to] : llvm::zip(op->getResults(), grown->getResults()))
+    from.replaceAllUsesWith(to);
+  op->erase();
+  return grown->getResults().back();
+}
+
 struct TcFuseFp8Amax : impl::TcFuseFp8AmaxBase<TcFuseFp8Amax> {
   void runOnOperation() override {
     for (Block &block : getOperation().getBody()) {
@@ -113,15 +201,25 @@ struct TcFuseFp8Amax : impl::TcFuseFp8AmaxBase<TcFuseFp8Amax> {
       // fusion reduces, so it takes no second one).
       llvm::DenseMap<Value, Value> taken;
       for (QuantizeOp q : quantizes) {
-        Value src = throughReshapes(q.getInput());
+        Value src = throughLayout(q.getInput());
         Value amax = taken.lookup(src);
         if (!amax) {
-          if (!fusionCanTakeAmax(src, block))
+          if (fusionCanTakeAmax(src, block)) {
+            auto res = llvm::cast<OpResult>(src);
+            unsigned index = res.getResultNumber();
+            amax = addAmaxResult(llvm::cast<FusionOp>(res.getOwner()), index);
+            src = amax.getDefiningOp()->getResult(index); // the old fusion is gone
+          } else if (LibrarySource lib = librarySource(src, block); lib.op) {
+            // A concat source stays (its inputs are what changed); a
+            // result is the grown op's.
+            bool result = src.getDefiningOp() == lib.op;
+            unsigned index = result ? llvm::cast<OpResult>(src).getResultNumber() : 0;
+            amax = addAmaxResult(lib);
+            if (result)
+              src = amax.getDefiningOp()->getResult(index);
+          } else {
             continue;
-          auto res = llvm::cast<OpResult>(src);
-          unsigned index = res.getResultNumber();
-          amax = addAmaxResult(llvm::cast<FusionOp>(res.getOwner()), index);
-          src = amax.getDefiningOp()->getResult(index); // the old fusion is gone
+          }
           taken[src] = amax;
         }
         q.getAmaxMutable().assign(amax);

@@ -723,7 +723,13 @@ def TcFuseFp8Amax : Pass<"tc-fuse-fp8-amax", "mlir::func::FuncOp"> {
     result x over every axis (tensor<f32>: the amax with NaN elements
     ignored, as the quantize's own), and gives it to the quantize as its
     `amax` operand, so that the quantize_fp8 call makes no amax pass over x.
-    Quantizes of the same result share the one amax. Runs after tc-fuse.
+    The library ops do the same: an input that is (through reshapes and
+    transposes) the result of a tc.layer_norm, tc.rms_norm or tc.attention,
+    or gradients of one tc.attention_grad (one of them, or a concat of
+    several, each through reshapes and transposes), rebuilds that op with
+    an `amax` result (attention_grad's `amax_of` names the gradients it
+    covers); its kernel takes the max of what it stores. Quantizes of the
+    same result share the one amax. Runs after tc-fuse.
 
     Before:
     ```mlir

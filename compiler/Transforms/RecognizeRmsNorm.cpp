@@ -143,7 +143,7 @@ bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b, std::string *why) {
     }
   }
   b.setInsertionPointAfter(result.getDefiningOp());
-  auto norm = RmsNormOp::create(b, result.getLoc(), xt, x, scale,
+  auto norm = RmsNormOp::create(b, result.getLoc(), xt, /*amax=*/Type(), x, scale,
                                 b.getI64IntegerAttr(rank - 1), b.getF64FloatAttr(*eps));
   result.replaceAllUsesWith(norm.getResult());
   for (Operation *op : llvm::reverse(chain))

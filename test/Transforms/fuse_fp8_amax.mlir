@@ -91,3 +91,99 @@ func.func @left_alone(%x: tensor<64x32xf32>, %b: tensor<32xf32>)
         tensor<64x32xf8E4M3FN>, tensor<1x1xf32>, tensor<64xf32>, tensor<64x32xf8E4M3FN>, tensor<1x1xf32>,
         tensor<32xf32>
 }
+
+// -----
+
+// Tests the library producers: a layer_norm's result (through a reshape),
+// an rms_norm's, and attention's output through the transpose back and a
+// reshape get an amax result that the quantize reads; the norms keep their
+// attributes (tc.norm_stats pairs the forward with its gradient).
+// CHECK-LABEL: func.func @norms_and_attention
+// CHECK: %[[LN:.+]], %[[LA:.+]] = tc.layer_norm %arg0, scale %arg1, bias %arg2 {axis = 2 : i64, epsilon = 1.000000e-05 : f64, tc.norm_stats = 3 : i64} : (tensor<2x16x64xbf16>, tensor<64xf32>, tensor<64xf32>) -> (tensor<2x16x64xbf16>, tensor<f32>)
+// CHECK: %[[LR:.+]] = tc.reshape %[[LN]]
+// CHECK: tc.quantize %[[LR]] amax %[[LA]] : tensor<f32>
+// CHECK: %[[RN:.+]], %[[RA:.+]] = tc.rms_norm %arg0, scale %arg1 {{.+}} -> (tensor<2x16x64xbf16>, tensor<f32>)
+// CHECK: tc.quantize %{{.+}} amax %[[RA]] : tensor<f32>
+// CHECK: %[[O:.+]], %[[LSE:.+]], %[[OA:.+]] = tc.attention %arg3, %arg3, %arg3 {causal = true, scale = 1.250000e-01 : f64} : {{.+}} -> (tensor<2x4x16x16xbf16>, tensor<2x4x16xf32>, tensor<f32>)
+// CHECK: %[[T:.+]] = tc.transpose %[[O]]
+// CHECK: %[[TR:.+]] = tc.reshape %[[T]]
+// CHECK: tc.quantize %[[TR]] amax %[[OA]] : tensor<f32>
+func.func @norms_and_attention(%x: tensor<2x16x64xbf16>, %w: tensor<64xf32>, %b: tensor<64xf32>,
+                               %q: tensor<2x4x16x16xbf16>)
+    -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<32x64xf8E4M3FN>, tensor<1x1xf32>,
+        tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<2x4x16xf32>) {
+  %y = tc.layer_norm %x, scale %w, bias %b {axis = 2 : i64, epsilon = 1.0e-05 : f64, tc.norm_stats = 3 : i64}
+      : (tensor<2x16x64xbf16>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xbf16>
+  %ym = tc.reshape %y : tensor<2x16x64xbf16> to tensor<32x64xbf16>
+  %q0, %s0 = tc.quantize %ym {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+  %r = tc.rms_norm %x, scale %w {axis = 2 : i64, epsilon = 1.0e-06 : f64}
+      : (tensor<2x16x64xbf16>, tensor<64xf32>) -> tensor<2x16x64xbf16>
+  %rm = tc.reshape %r : tensor<2x16x64xbf16> to tensor<32x64xbf16>
+  %q1, %s1 = tc.quantize %rm {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+  %o, %lse = tc.attention %q, %q, %q {scale = 0.125 : f64, causal = true}
+      : (tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>)
+        -> (tensor<2x4x16x16xbf16>, tensor<2x4x16xf32>)
+  %t = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x16xbf16> -> tensor<2x16x4x16xbf16>
+  %tm = tc.reshape %t : tensor<2x16x4x16xbf16> to tensor<32x64xbf16>
+  %q2, %s2 = tc.quantize %tm {block = array<i64: 32, 64>} : tensor<32x64xbf16> -> (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>)
+  return %q0, %s0, %q1, %s1, %q2, %s2, %lse
+      : tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<32x64xf8E4M3FN>, tensor<1x1xf32>,
+        tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests attention_grad: the concat of its three gradients (each through a
+// transpose and a reshape: the fused QKV projection's gradient) takes one
+// amax of all three (amax_of = 7), keeping tc-fuse-attention-views' mark;
+// in the second function dvalue alone is quantized (amax_of = 4), and the
+// quantize of a fusion of dquery that already reduces is left alone.
+// CHECK-LABEL: func.func @attention_grad_concat
+// CHECK: %dquery, %dkey, %dvalue, %[[GA:.+]] = tc.attention_grad {{.+}} {amax_of = 7 : i64, causal = true, scale = 1.250000e-01 : f64, tc.grads_into_concat} : {{.+}} -> ({{.+}}, tensor<f32>)
+// CHECK: %[[C:.+]] = tc.concat
+// CHECK: %[[CR:.+]] = tc.reshape %[[C]]
+// CHECK: tc.quantize %[[CR]] amax %[[GA]] : tensor<f32>
+func.func @attention_grad_concat(%q: tensor<2x4x16x16xbf16>, %o: tensor<2x4x16x16xbf16>,
+                                 %lse: tensor<2x4x16xf32>, %g: tensor<2x4x16x16xbf16>)
+    -> (tensor<32x192xf8E5M2>, tensor<1x1xf32>) {
+  %d:3 = tc.attention_grad %q, %q, %q, %o, %lse, %g {scale = 0.125 : f64, causal = true, tc.grads_into_concat}
+      : (tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>,
+         tensor<2x4x16x16xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x16xbf16>)
+        -> (tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>)
+  %t0 = tc.transpose %d#0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x16xbf16> -> tensor<2x16x4x16xbf16>
+  %t1 = tc.transpose %d#1 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x16xbf16> -> tensor<2x16x4x16xbf16>
+  %t2 = tc.transpose %d#2 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x16xbf16> -> tensor<2x16x4x16xbf16>
+  %r0 = tc.reshape %t0 : tensor<2x16x4x16xbf16> to tensor<2x16x64xbf16>
+  %r1 = tc.reshape %t1 : tensor<2x16x4x16xbf16> to tensor<2x16x64xbf16>
+  %r2 = tc.reshape %t2 : tensor<2x16x4x16xbf16> to tensor<2x16x64xbf16>
+  %c = tc.concat %r0, %r1, %r2 {axis = 2 : i64} : tensor<2x16x64xbf16>, tensor<2x16x64xbf16>, tensor<2x16x64xbf16> -> tensor<2x16x192xbf16>
+  %cm = tc.reshape %c : tensor<2x16x192xbf16> to tensor<32x192xbf16>
+  %qq, %s = tc.quantize %cm {block = array<i64: 32, 192>} : tensor<32x192xbf16> -> (tensor<32x192xf8E5M2>, tensor<1x1xf32>)
+  return %qq, %s : tensor<32x192xf8E5M2>, tensor<1x1xf32>
+}
+
+// CHECK-LABEL: func.func @attention_grad_value
+// CHECK: %dquery, %dkey, %dvalue, %[[GA:.+]] = tc.attention_grad {{.+}} {amax_of = 4 : i64, {{.+}}} : {{.+}} -> ({{.+}}, tensor<f32>)
+// CHECK: tc.quantize %{{.+}} {block
+// CHECK: tc.quantize %{{.+}} amax %[[GA]] : tensor<f32>
+func.func @attention_grad_value(%q: tensor<2x4x16x16xbf16>, %o: tensor<2x4x16x16xbf16>,
+                                %lse: tensor<2x4x16xf32>, %g: tensor<2x4x16x16xbf16>)
+    -> (tensor<2x4x16x16xbf16>, tensor<128x16xf8E5M2>, tensor<1x1xf32>, tensor<128x16xf8E5M2>, tensor<1x1xf32>) {
+  %d:3 = tc.attention_grad %q, %q, %q, %o, %lse, %g {scale = 0.125 : f64, causal = true}
+      : (tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>,
+         tensor<2x4x16x16xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x16xbf16>)
+        -> (tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>, tensor<2x4x16x16xbf16>)
+  %e:2 = tc.fusion (%d#0) : (tensor<2x4x16x16xbf16>) -> (tensor<2x4x16x16xbf16>, tensor<f32>) {
+  ^bb0(%a: tensor<2x4x16x16xbf16>):
+    %n = tc.neg %a : tensor<2x4x16x16xbf16>
+    %af = tc.cast %a {saturate = false} : tensor<2x4x16x16xbf16> to tensor<2x4x16x16xf32>
+    %s = tc.reduce_sum %af {axes = array<i64: 0, 1, 2, 3>} : tensor<2x4x16x16xf32> -> tensor<f32>
+    tc.yield %n, %s : tensor<2x4x16x16xbf16>, tensor<f32>
+  }
+  %em = tc.reshape %e#0 : tensor<2x4x16x16xbf16> to tensor<128x16xbf16>
+  %q0, %s0 = tc.quantize %em {block = array<i64: 128, 16>} : tensor<128x16xbf16> -> (tensor<128x16xf8E5M2>, tensor<1x1xf32>)
+  %vm = tc.reshape %d#2 : tensor<2x4x16x16xbf16> to tensor<128x16xbf16>
+  %q1, %s1 = tc.quantize %vm {block = array<i64: 128, 16>} : tensor<128x16xbf16> -> (tensor<128x16xf8E5M2>, tensor<1x1xf32>)
+  return %e#0, %q0, %s0, %q1, %s1
+      : tensor<2x4x16x16xbf16>, tensor<128x16xf8E5M2>, tensor<1x1xf32>, tensor<128x16xf8E5M2>, tensor<1x1xf32>
+}

@@ -243,13 +243,17 @@ protected:
   /// Device results of one case: forward then backward.
   struct Run {
     HostTensor out, lse, dqkv;
+    double outAmax = 0, gradAmax = 0; // the kernels' amaxes (tc-fuse-fp8-amax)
   };
 
   /// Runs the case on the GPU on the given (already rounded) inputs.
+  /// The backward's amax covers the gradients `amaxOf` names.
   void runCase(const AttnCase &c, const Layout &L, const HostTensor &qkv, const HostTensor &dout,
-               float scale, Run *r) {
+               float scale, Run *r, int amaxOf = 7) {
     AttentionShape s = c.shape();
-    DevBuf dQkv, dO, dDout, dLse, dGrad, dScratch;
+    DevBuf dQkv, dO, dDout, dLse, dGrad, dScratch, dAmax;
+    // Two amaxes over stale values the calls must clear.
+    ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {2}), {1e30, 1e30}), &dAmax, stream()));
     ASSERT_OK(upload(qkv, &dQkv, stream()));
     ASSERT_OK(upload(dout, &dDout, stream()));
     ASSERT_OK(devZeros(L.oElems * elemBytes(c.dt), &dO, stream()));
@@ -262,11 +266,16 @@ protected:
     };
     ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                at(dQkv, L.v), L.v.st, dO.p, L.o.st, dLse.as<float>(), scale,
-                               c.causal, stream()));
+                               c.causal, stream(), dAmax.as<float>()));
     ASSERT_OK(attentionBackward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                 at(dQkv, L.v), L.v.st, dO.p, L.o.st, dDout.p, L.o.st,
                                 dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
-                                at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream()));
+                                at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
+                                dAmax.as<float>() + 1, amaxOf));
+    HostTensor amaxes;
+    ASSERT_OK(download(dAmax.p, ty(DType::F32, {2}), &amaxes, stream()));
+    r->outAmax = hostTensorToDoubles(amaxes)[0];
+    r->gradAmax = hostTensorToDoubles(amaxes)[1];
     ASSERT_OK(download(dO.p, ty(c.dt, {L.oElems}), &r->out, stream()));
     ASSERT_OK(download(dLse.p, ty(DType::F32, {c.batch * c.heads * c.tq}), &r->lse, stream()));
     ASSERT_OK(download(dGrad.p, ty(c.dt, {L.qkvElems}), &r->dqkv, stream()));
@@ -294,6 +303,8 @@ protected:
     *dout = randomTensor(ty(c.dt, {L.oElems}), rng);
   }
 
+  int amaxCases = 0;
+
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
     SCOPED_TRACE(c.str());
@@ -306,8 +317,25 @@ protected:
                                   gather(qkvD, L.v, c.batch), gather(doutD, L.o, c.batch), scale,
                                   c.causal);
     Run r;
-    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, scale, &r));
+    // Each case's backward amax covers another set of gradients.
+    const int amaxOf = 1 + amaxCases++ % 7;
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, scale, &r, amaxOf));
     std::vector<double> outD = hostTensorToDoubles(r.out), grad = hostTensorToDoubles(r.dqkv);
+    // The amaxes are max |x| over the stored values (NaN ignored), exactly.
+    auto amaxOfValues = [](const std::vector<double> &v) {
+      double m = 0;
+      for (double e : v)
+        if (!std::isnan(e))
+          m = std::max(m, std::fabs(e));
+      return m;
+    };
+    EXPECT_EQ(r.outAmax, amaxOfValues(gather(outD, L.o, c.batch))) << "amax of out";
+    double gradAmax = 0;
+    const Operand *gradOps[3] = {&L.q, &L.k, &L.v};
+    for (int j = 0; j < 3; ++j)
+      if (amaxOf & (1 << j))
+        gradAmax = std::max(gradAmax, amaxOfValues(gather(grad, *gradOps[j], c.batch)));
+    EXPECT_EQ(r.gradAmax, gradAmax) << "amax of the gradients " << amaxOf;
     const double tol = c.dt == DType::F32 ? 1e-4 : c.dt == DType::F16 ? 1e-2 : 2e-2;
     struct {
       const char *name;
@@ -385,6 +413,8 @@ TEST_F(AttentionTest, NoKeys) {
       EXPECT_EQ(x, -INFINITY);
     for (double x : gather(hostTensorToDoubles(r.dqkv), L.q, 1))
       EXPECT_EQ(x, 0.0);
+    EXPECT_EQ(r.outAmax, 0.0); // cleared, though no kernel stored a value
+    EXPECT_EQ(r.gradAmax, 0.0);
   }
   AttentionShape empty;
   empty.heads = 4, empty.kvHeads = 2, empty.tq = 8, empty.tk = 8, empty.d = 64, empty.dv = 64;
@@ -409,6 +439,8 @@ TEST_F(AttentionTest, Deterministic) {
     EXPECT_EQ(a.out.data, b.out.data);
     EXPECT_EQ(a.lse.data, b.lse.data);
     EXPECT_EQ(a.dqkv.data, b.dqkv.data);
+    EXPECT_EQ(a.outAmax, b.outAmax);
+    EXPECT_EQ(a.gradAmax, b.gradAmax);
   }
 }
 
@@ -441,6 +473,12 @@ TEST_F(AttentionTest, RejectsBadArguments) {
   Status st6 =
       attentionForward(DType::I32, s, p, st, p, st, p, st, p, st, nullptr, 1.0f, false, stream());
   EXPECT_EQ(st6.code(), StatusCode::InvalidArgument) << st6.toString();
+  // An amax needs the gradients it covers named.
+  Status st7 = attentionBackward(DType::BF16, s, p, st, p, st, p, st, p, st, p, st,
+                                 buf.as<float>(), p, st, p, st, p, st, p, 1.0f, false, stream(),
+                                 buf.as<float>(), 0);
+  EXPECT_EQ(st7.code(), StatusCode::InvalidArgument) << st7.toString();
+  EXPECT_NE(st7.message().find("amaxOf"), std::string::npos) << st7.toString();
 }
 
 //===----------------------------------------------------------------------===//

@@ -154,14 +154,25 @@ void normCase(CudaKernels &t, bool rms, DType dt, DType pt, int64_t rows, int64_
   ASSERT_OK(devZeros(b.data.size(), &dDb, s));
   ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols), &scratch, s));
   const void *wp = affine ? dW.p : nullptr, *bp = affine && !rms ? dB.p : nullptr;
+  // The amax of y for its quantize_fp8 (tc-fuse-fp8-amax), over a stale
+  // value the call must clear.
+  DevBuf dAmax;
+  ASSERT_OK(upload(makeHostTensor(f32({1}), {1e30}), &dAmax, s));
   if (rms)
-    ASSERT_OK(rmsNormForward(dt, pt, dX.p, wp, dY.p, dRstd.as<float>(), rows, cols, eps, s));
+    ASSERT_OK(rmsNormForward(dt, pt, dX.p, wp, dY.p, dRstd.as<float>(), rows, cols, eps, s,
+                             dAmax.as<float>()));
   else
     ASSERT_OK(layerNormForward(dt, pt, dX.p, wp, bp, dY.p, dMean.as<float>(), dRstd.as<float>(),
-                               rows, cols, eps, s));
-  HostTensor y;
+                               rows, cols, eps, s, dAmax.as<float>()));
+  HostTensor y, amaxT;
   ASSERT_OK(download(dY.p, x.type, &y, s));
+  ASSERT_OK(download(dAmax.p, f32({1}), &amaxT, s));
   std::vector<double> g = hostTensorToDoubles(y), wv = hostTensorToDoubles(ref[0]);
+  double amax = 0; // max |y| of the stored values, exactly what amaxFp8 would take
+  for (double v : g)
+    if (!std::isnan(v))
+      amax = std::max(amax, std::fabs(v));
+  EXPECT_EQ(hostTensorToDoubles(amaxT)[0], amax) << "amax of y";
   gotF->insert(gotF->end(), g.begin(), g.end());
   wantF->insert(wantF->end(), wv.begin(), wv.end());
 

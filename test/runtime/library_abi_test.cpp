@@ -58,11 +58,23 @@ TEST(LibraryAbi, Layout) {
   // x, bias (no weight) -> y, mean, rstd.
   EXPECT_EQ(layoutLibraryCall(*ln, {{"has_bias", 1}}, 2, 3, &l), "");
   EXPECT_EQ(l.inputs, (std::vector<int>{0, -1, 1}));
-  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, -1}));
   // y only: mean and rstd come together or not at all.
   EXPECT_EQ(layoutLibraryCall(*ln, {}, 1, 1, &l), "");
-  EXPECT_EQ(l.outputs, (std::vector<int>{0, -1, -1}));
-  EXPECT_EQ(layoutLibraryCall(*ln, {}, 1, 2, &l), "takes 1 or 3 outputs, got 2");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, -1, -1, -1}));
+  EXPECT_EQ(layoutLibraryCall(*ln, {}, 1, 2, &l), "takes 1 or 3 outputs (has_amax = 0), got 2");
+  // has_amax: the amax of y follows the statistics, with or without them.
+  EXPECT_EQ(layoutLibraryCall(*ln, {{"has_amax", 1}}, 1, 4, &l), "");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(layoutLibraryCall(*ln, {{"has_amax", 1}}, 1, 2, &l), "");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, -1, -1, 1}));
+  // attention_bwd: the amax before the scratch.
+  const LibraryCallee *ab = findLibraryCallee("attention_bwd");
+  ASSERT_NE(ab, nullptr);
+  EXPECT_EQ(layoutLibraryCall(*ab, {{"has_amax", 1}, {"amax_of", 7}}, 6, 5, &l), "");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(layoutLibraryCall(*ab, {}, 6, 4, &l), "");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, -1, 3}));
   EXPECT_EQ(layoutLibraryCall(*ln, {{"has_weight", 1}, {"has_bias", 1}}, 2, 1, &l),
             "takes 3 inputs (has_weight = 1, has_bias = 1), got 2");
   const LibraryCallee *sgd = findLibraryCallee("sgd");

@@ -156,9 +156,13 @@ struct AttentionLowering : TcxPattern<AttentionOp> {
     if (tr)
       buffers.stridedAttention[res] = {o.buffer, o.strides};
     Value lse = buffers.outBuffer(rewriter, at.getLse());
-    buffers.library(rewriter, at.getLoc(), "attention_fwd", qkv, {o.buffer, lse},
-                    call.attrs);
-    rewriter.replaceOp(at, {o.buffer, lse});
+    SmallVector<Value> outs{o.buffer, lse};
+    if (Value amax = at.getAmax()) { // tc-fuse-fp8-amax's
+      outs.push_back(buffers.outBuffer(rewriter, amax));
+      call.attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
+    }
+    buffers.library(rewriter, at.getLoc(), "attention_fwd", qkv, outs, call.attrs);
+    rewriter.replaceOp(at, outs);
     return success();
   }
 };
@@ -203,6 +207,11 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
     } else {
       for (int j = 0; j < 3; ++j)
         outs[j] = call.result(grads[j], names[j], trs[j]).buffer;
+    }
+    if (Value amax = ag.getAmax()) { // tc-fuse-fp8-amax's, of the gradients amax_of names
+      outs.push_back(buffers.outBuffer(rewriter, amax));
+      call.attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
+      call.attrs.push_back(rewriter.getNamedAttr("amax_of", ag.getAmaxOfAttr()));
     }
     buffers.library(rewriter, ag.getLoc(), "attention_bwd",
                     {qkv[0], qkv[1], qkv[2], o, buffers.bufferOf(rewriter, ag.getLse()), dout},

@@ -96,8 +96,15 @@ LogicalResult lowerNormForward(Operation *op, bool rms, Value input, Value scale
       b.getNamedAttr("has_weight", b.getBoolAttr(bool(scale)))};
   if (!rms)
     attrs.push_back(b.getNamedAttr("has_bias", b.getBoolAttr(bool(bias))));
+  // tc-fuse-fp8-amax's amax of y, after the statistics.
+  SmallVector<Value> results{y};
+  if (op->getNumResults() > 1) {
+    results.push_back(buffers.outBuffer(b, op->getResult(1)));
+    outs.push_back(results.back());
+    attrs.push_back(b.getNamedAttr("has_amax", b.getBoolAttr(true)));
+  }
   buffers.library(b, op->getLoc(), rms ? "rms_norm_fwd" : "layer_norm_fwd", ins, outs, attrs);
-  b.replaceOp(op, y);
+  b.replaceOp(op, results);
   return success();
 }
 

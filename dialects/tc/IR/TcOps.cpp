@@ -336,6 +336,16 @@ LogicalResult LogSoftmaxOp::verify() {
 }
 
 namespace {
+/// An amax result (tc-fuse-fp8-amax): a tensor<f32> scalar, when present.
+LogicalResult verifyAmaxResult(Operation *op, Value amax) {
+  if (!amax)
+    return success();
+  auto at = tensorType(amax);
+  if (at.getRank() != 0 || !at.getElementType().isF32())
+    return op->emitOpError() << "amax must be tensor<f32>, got " << at;
+  return success();
+}
+
 LogicalResult verifyNormOperand(Operation *op, RankedTensorType in, int64_t axis,
                                 Value v, StringRef what) {
   if (!v)
@@ -364,10 +374,11 @@ LogicalResult verifyNormParams(Operation *op, Value scale, Value bias) {
 
 LogicalResult LayerNormOp::verify() {
   auto in = tensorType(getInput());
-  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))
+  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())) ||
+      failed(verifyAmaxResult(*this, getAmax())))
     return failure();
-  if (getType() != in)
-    return emitOpError() << "result type " << getType() << " != input type " << in;
+  if (getResult().getType() != in)
+    return emitOpError() << "result type " << getResult().getType() << " != input type " << in;
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError() << "epsilon must be non-negative";
   if (failed(verifyNormOperand(*this, in, getAxis(), getScale(), "scale")) ||
@@ -417,10 +428,11 @@ LogicalResult RmsNormGradOp::verify() {
 
 LogicalResult RmsNormOp::verify() {
   auto in = tensorType(getInput());
-  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))
+  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())) ||
+      failed(verifyAmaxResult(*this, getAmax())))
     return failure();
-  if (getType() != in)
-    return emitOpError() << "result type " << getType() << " != input type " << in;
+  if (getResult().getType() != in)
+    return emitOpError() << "result type " << getResult().getType() << " != input type " << in;
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError() << "epsilon must be non-negative";
   return verifyNormOperand(*this, in, getAxis(), getScale(), "scale");
@@ -726,7 +738,8 @@ LogicalResult AttentionOp::verify() {
   SmallVector<int64_t> rs, ls;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                                      getScale().convertToDouble(), rs, ls)) ||
-      failed(verifyKeyMask(*this, getQuery(), getKey(), getKeyMask(), getMaskFill())))
+      failed(verifyKeyMask(*this, getQuery(), getKey(), getKeyMask(), getMaskFill())) ||
+      failed(verifyAmaxResult(*this, getAmax())))
     return failure();
   Type elt = tensorType(getQuery()).getElementType();
   if (failed(expectType(*this, getResult(), rs, elt, "result")))
@@ -738,8 +751,15 @@ LogicalResult AttentionGradOp::verify() {
   SmallVector<int64_t> rs, ls;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                                      getScale().convertToDouble(), rs, ls)) ||
-      failed(verifyKeyMask(*this, getQuery(), getKey(), getKeyMask(), getMaskFill())))
+      failed(verifyKeyMask(*this, getQuery(), getKey(), getKeyMask(), getMaskFill())) ||
+      failed(verifyAmaxResult(*this, getAmax())))
     return failure();
+  std::optional<uint64_t> of = getAmaxOf();
+  if (bool(of) != bool(getAmax()))
+    return emitOpError() << "amax and amax_of go together";
+  if (of && (*of < 1 || *of > 7))
+    return emitOpError() << "amax_of is a mask of the gradients (1 dquery, 2 dkey, 4 dvalue), got "
+                         << *of;
   Type elt = tensorType(getQuery()).getElementType();
   if (failed(expectType(*this, getResult(), rs, elt, "result operand")) ||
       failed(expectType(*this, getGrad(), rs, elt, "grad")) ||

@@ -356,11 +356,15 @@ def TC_LayerNormOp : TC_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
     %y = tc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64}
         : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
     ```
+
+    `amax` (tensor<f32>, only in the GPU program: tc-fuse-fp8-amax adds it
+    for a per-tensor FP8 tc.quantize of `result`): max |result| over every
+    element, NaN elements ignored, of the stored (rounded) values.
   }];
   let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$scale,
                    Optional<TC_FloatTensor>:$bias, I64Attr:$axis,
                    F64Attr:$epsilon);
-  let results = (outs TC_FloatTensor:$result);
+  let results = (outs TC_FloatTensor:$result, Optional<TC_FloatTensor>:$amax);
   let assemblyFormat = "$input (`,` `scale` $scale^)? (`,` `bias` $bias^)? "
                        "attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -375,10 +379,14 @@ def TC_RmsNormOp : TC_Op<"rms_norm", [Pure]> {
     %y = tc.rms_norm %x, scale %g {axis = 2 : i64, epsilon = 1.0e-06 : f64}
         : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
     ```
+
+    `amax` (tensor<f32>, only in the GPU program: tc-fuse-fp8-amax adds it
+    for a per-tensor FP8 tc.quantize of `result`): max |result| over every
+    element, NaN elements ignored, of the stored (rounded) values.
   }];
   let arguments = (ins TC_FloatTensor:$input, Optional<TC_FloatTensor>:$scale,
                    I64Attr:$axis, F64Attr:$epsilon);
-  let results = (outs TC_FloatTensor:$result);
+  let results = (outs TC_FloatTensor:$result, Optional<TC_FloatTensor>:$amax);
   let assemblyFormat = "$input (`,` `scale` $scale^)? "
                        "attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -636,6 +644,9 @@ def TC_AttentionOp : TC_Op<"attention", [Pure]> {
     value and result share one element type; the softmax and the
     accumulation run in at least f32. tc-recognize-attention builds it from
     the matmul / scale / mask / softmax / matmul chains exporters write.
+    `amax` (tensor<f32>, only in the GPU program: tc-fuse-fp8-amax adds it
+    for a per-tensor FP8 tc.quantize of `result`): max |result|, NaN
+    ignored, of the stored (rounded) values.
 
     ```mlir
     %o, %lse = tc.attention %q, %k, %v {scale = 0.125 : f64, causal = true}
@@ -647,7 +658,8 @@ def TC_AttentionOp : TC_Op<"attention", [Pure]> {
                    Optional<TC_BoolTensor>:$key_mask,
                    F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
                    OptionalAttr<F64Attr>:$mask_fill);
-  let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$lse);
+  let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$lse,
+                   Optional<TC_FloatTensor>:$amax);
   let assemblyFormat = "$query `,` $key `,` $value (`key_mask` $key_mask^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
@@ -662,6 +674,10 @@ def TC_AttentionGradOp : TC_Op<"attention_grad", [Pure]> {
     `dquery = scale * dS key`, `dkey = scale * dS^T query` and
     `dvalue = P^T grad`, where dkey and dvalue sum over the query heads that
     share a key/value head. `key_mask` and `mask_fill` are the forward's.
+    `amax` (tensor<f32>, only in the GPU program: tc-fuse-fp8-amax adds it
+    for a per-tensor FP8 tc.quantize of the gradients) with `amax_of`, a
+    mask of the gradients it covers (1 dquery, 2 dkey, 4 dvalue): their max
+    |x|, NaN ignored, over the stored (rounded) values.
 
     ```mlir
     %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
@@ -674,8 +690,9 @@ def TC_AttentionGradOp : TC_Op<"attention_grad", [Pure]> {
                    TC_FloatTensor:$result, TC_FloatTensor:$lse, TC_FloatTensor:$grad,
                    Optional<TC_BoolTensor>:$key_mask,
                    F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
-                   OptionalAttr<F64Attr>:$mask_fill);
-  let results = (outs TC_FloatTensor:$dquery, TC_FloatTensor:$dkey, TC_FloatTensor:$dvalue);
+                   OptionalAttr<F64Attr>:$mask_fill, OptionalAttr<I64Attr>:$amax_of);
+  let results = (outs TC_FloatTensor:$dquery, TC_FloatTensor:$dkey, TC_FloatTensor:$dvalue,
+                   Optional<TC_FloatTensor>:$amax);
   let assemblyFormat = "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad "
                        "(`key_mask` $key_mask^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -69,6 +69,16 @@ Status softmax(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// The "amax" output of a call with has_amax (f32 [1], taken for the
+/// quantize_fp8 of what the call writes), or null without it.
+Status amaxOutput(Call &c, float **amax) {
+  *amax = static_cast<float *>(c.out("amax"));
+  if (*amax && c.outType("amax") != DType::F32)
+    return invalidArgument(c.a.where + ": \"" + c.name() + "\" writes an f32 amax, got " +
+                           dtypeName(c.outType("amax")));
+  return Status::ok();
+}
+
 /// layer_norm_fwd and rms_norm_fwd.
 Status normForward(Call &c, cudaStream_t s, Launch *out) {
   bool ln = c.name() == "layer_norm_fwd";
@@ -84,13 +94,15 @@ Status normForward(Call &c, cudaStream_t s, Launch *out) {
   float eps = static_cast<float>(c.a.realOr("eps", 1e-5));
   void *x = c.in("x"), *w = c.in("weight"), *bias = c.in("bias"), *y = c.out("y");
   float *rstd = static_cast<float *>(c.out("rstd"));
+  float *amax = nullptr;
+  TC_RETURN_IF_ERROR(amaxOutput(c, &amax));
   if (ln) {
     float *mean = static_cast<float *>(c.out("mean"));
     *out = [=]() {
-      return layerNormForward(dt, pt, x, w, bias, y, mean, rstd, rows, cols, eps, s);
+      return layerNormForward(dt, pt, x, w, bias, y, mean, rstd, rows, cols, eps, s, amax);
     };
   } else {
-    *out = [=]() { return rmsNormForward(dt, pt, x, w, y, rstd, rows, cols, eps, s); };
+    *out = [=]() { return rmsNormForward(dt, pt, x, w, y, rstd, rows, cols, eps, s, amax); };
   }
   return Status::ok();
 }
@@ -204,14 +216,21 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   TC_RETURN_IF_ERROR(strides("", st));
   AttentionStrides qs = st[0], ks = st[1], vs = st[2], os = st[3];
   void *q = c.in("q"), *k = c.in("k"), *v = c.in("v");
+  float *amax = nullptr;
+  TC_RETURN_IF_ERROR(amaxOutput(c, &amax));
   if (c.name() == "attention_fwd") {
     void *o = c.out("out");
     float *lse = static_cast<float *>(c.out("lse"));
     *out = [=]() {
-      return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s);
+      return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s, amax);
     };
     return Status::ok();
   }
+  int amaxOf = static_cast<int>(c.a.integerOr("amax_of", 0));
+  if (amax && (amaxOf < 1 || amaxOf > 7))
+    return invalidArgument(c.a.where + ": \"attention_bwd\" with has_amax needs amax_of, a mask "
+                           "of the gradients (1 dq, 2 dk, 4 dv), got " +
+                           std::to_string(amaxOf));
   AttentionStrides dst[4];
   TC_RETURN_IF_ERROR(strides("d", dst));
   AttentionStrides dqs = dst[0], dks = dst[1], dvs = dst[2], dos = dst[3];
@@ -220,7 +239,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   void *dq = c.out("dq"), *dk = c.out("dk"), *dv = c.out("dv"), *scratch = c.out("scratch");
   *out = [=]() {
     return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk, dks,
-                             dv, dvs, scratch, scale, causal, s);
+                             dv, dvs, scratch, scale, causal, s, amax, amaxOf);
   };
   return Status::ok();
 }

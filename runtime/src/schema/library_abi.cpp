@@ -149,6 +149,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
   static const LibraryAttrSpec kEps{"eps", K::Float, false};
   static const LibraryAttrSpec kHasWeight{"has_weight", K::Bool, false};
   static const LibraryAttrSpec kHasBias{"has_bias", K::Bool, false};
+  static const LibraryAttrSpec kHasAmax{"has_amax", K::Bool, false};
   static const LibraryAttrSpec kIgnoreIndex{"ignore_index", K::Int, false};
   static const LibraryAttrSpec kGradScale{"grad_scale", K::Float, false};
   static const LibraryAttrSpec kElements{"elements", K::Int, true};
@@ -179,10 +180,12 @@ const std::vector<LibraryCallee> &libraryCallees() {
   // both norms); no operand depends on it.
   static const std::vector<LibraryCallee> callees = {
       {"softmax_fwd", {{"x"}}, {{"y"}}, {kRows, kCols, {"log", K::Bool, false}}},
+      // amax (has_amax): f32 [1], max |y| with NaN ignored, of the stored
+      // values (tc-fuse-fp8-amax: read by the quantize_fp8 of y).
       {"layer_norm_fwd",
        {{"x"}, {"weight", "has_weight"}, {"bias", "has_bias"}},
-       {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}},
-       {kRows, kCols, kEps, kHasWeight, kHasBias}},
+       {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}, {"amax", "has_amax"}},
+       {kRows, kCols, kEps, kHasWeight, kHasBias, kHasAmax}},
       {"layer_norm_bwd",
        {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}},
        {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"scratch"}},
@@ -190,8 +193,8 @@ const std::vector<LibraryCallee> &libraryCallees() {
        normBackwardScratch},
       {"rms_norm_fwd",
        {{"x"}, {"weight", "has_weight"}},
-       {{"y"}, {"rstd", nullptr, 1}},
-       {kRows, kCols, kEps, kHasWeight, kHasBias}},
+       {{"y"}, {"rstd", nullptr, 1}, {"amax", "has_amax"}},
+       {kRows, kCols, kEps, kHasWeight, kHasBias, kHasAmax}},
       {"rms_norm_bwd",
        {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}},
        {{"dx"}, {"dweight", "has_weight"}, {"scratch"}},
@@ -220,12 +223,16 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"dtable"}, {"scratch"}},
        cat(kEmbeddingAttrs, {{"accumulate", K::Bool, false}}),
        embeddingScratch},
-      // lse [batch, heads, tq] f32.
-      {"attention_fwd", {{"q"}, {"k"}, {"v"}}, {{"out"}, {"lse"}}, kAttentionAttrs},
+      // lse [batch, heads, tq] f32; amax (has_amax) as the norms', of out,
+      // or of the gradients amax_of names (bits 1 dq, 2 dk, 4 dv).
+      {"attention_fwd",
+       {{"q"}, {"k"}, {"v"}},
+       {{"out"}, {"lse"}, {"amax", "has_amax"}},
+       cat(kAttentionAttrs, {kHasAmax})},
       {"attention_bwd",
        {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}},
-       {{"dq"}, {"dk"}, {"dv"}, {"scratch"}},
-       cat(kAttentionAttrs, kAttentionGradStrides),
+       {{"dq"}, {"dk"}, {"dv"}, {"amax", "has_amax"}, {"scratch"}},
+       cat(kAttentionAttrs, cat(kAttentionGradStrides, {kHasAmax, {"amax_of", K::Int, false}})),
        attentionScratch},
       {"gelu_fwd", {{"x"}}, {{"y"}}, {kElements}},
       {"gelu_bwd", {{"x"}, {"dy"}}, {{"dx"}}, {kElements}},
@@ -258,7 +265,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
         {"col_scaling", K::Bool, false},
         {"has_transpose", K::Bool, false},
         {"has_col_sum", K::Bool, false},
-        {"has_amax", K::Bool, false}},
+        kHasAmax},
        fp8QuantizeScratch},
       // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
       // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv

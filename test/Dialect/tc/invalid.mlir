@@ -581,6 +581,38 @@ func.func @quantize_amax_type(%x: tensor<4x4xf32>, %m: tensor<1xf32>) -> tensor<
 
 // -----
 
+// Tests that a norm's amax result (tc-fuse-fp8-amax) is one f32 value.
+func.func @layer_norm_amax_type(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{'tc.layer_norm' op amax must be tensor<f32>, got 'tensor<1xbf16>'}}
+  %y, %m = tc.layer_norm %x {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<1xbf16>)
+  return %y : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that attention_grad's amax names the gradients it covers.
+func.func @attention_grad_amax_of(%q: tensor<1x2x8x16xbf16>, %lse: tensor<1x2x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'tc.attention_grad' op amax and amax_of go together}}
+  %d:4 = tc.attention_grad %q, %q, %q, %q, %lse, %q {scale = 0.25 : f64}
+      : (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>,
+         tensor<1x2x8xf32>, tensor<1x2x8x16xbf16>)
+        -> (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<f32>)
+  return %d#3 : tensor<f32>
+}
+
+// -----
+
+func.func @attention_grad_amax_mask(%q: tensor<1x2x8x16xbf16>, %lse: tensor<1x2x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'tc.attention_grad' op amax_of is a mask of the gradients (1 dquery, 2 dkey, 4 dvalue), got 8}}
+  %d:4 = tc.attention_grad %q, %q, %q, %q, %lse, %q {scale = 0.25 : f64, amax_of = 8 : i64}
+      : (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>,
+         tensor<1x2x8xf32>, tensor<1x2x8x16xbf16>)
+        -> (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<f32>)
+  return %d#3 : tensor<f32>
+}
+
+// -----
+
 // Tests that an amax operand needs per-tensor scaling.
 func.func @quantize_amax_rows(%x: tensor<4x4xf32>, %m: tensor<f32>) -> tensor<4x4xf8E5M2> {
   // expected-error @+1 {{'tc.quantize' op an amax operand is the tensor's: it needs per-tensor scaling (block = the input's shape) with f32 scale_inv, got scale_inv 'tensor<4x1xf32>'}}

@@ -113,9 +113,12 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                         void *out, AttentionStrides os, float *lse, float scale, bool causal,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, float *amax) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionForward", s, &empty));
+  if (amax) // the warps' atomicMax combines into a zeroed amax
+    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  auto *amaxBits = reinterpret_cast<unsigned *>(amax);
   if (empty || s.tq == 0)
     return Status::ok();
   if ((s.d > 0 && (!q || (s.tk > 0 && !k))) || (s.dv > 0 && (!out || (s.tk > 0 && !v))))
@@ -129,6 +132,7 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
         p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
+        p.amax = amaxBits;
         return flashForward(p, s.d, stream);
       }
     }
@@ -136,6 +140,7 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
     p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
     p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
     p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
+    p.amax = amaxBits;
     return genericForward(p, stream);
   });
 }
@@ -145,9 +150,16 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          const void *out, AttentionStrides os, const void *dout,
                          AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
-                         void *scratch, float scale, bool causal, cudaStream_t stream) {
+                         void *scratch, float scale, bool causal, cudaStream_t stream,
+                         float *amax, int amaxOf) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
+  if (amax && (amaxOf < 1 || amaxOf > 7))
+    return invalidArgument("attentionBackward: amaxOf must name gradients (bits 1 dq, 2 dk, 4 "
+                           "dv), got " +
+                           std::to_string(amaxOf));
+  if (amax)
+    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (empty)
     return Status::ok();
   bool rowsQ = s.tq > 0, rowsK = s.tk > 0;
@@ -164,6 +176,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
     g.dout = static_cast<const T *>(dout), g.lseIn = lse, g.dd = dd;
     g.dq = static_cast<T *>(dq), g.dk = static_cast<T *>(dk), g.dv = static_cast<T *>(dv);
     g.qs = qs, g.ks = ks, g.vs = vs, g.os = os, g.dos = dos, g.dqs = dqs, g.dks = dks, g.dvs = dvs;
+    g.amax = reinterpret_cast<unsigned *>(amax), g.amaxOf = amax ? amaxOf : 0;
     if constexpr (!std::is_same_v<T, float>) {
       if (rowsQ && rowsK && fastHeadDim(s) && aligned16Strides(q, qs) &&
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
@@ -174,6 +187,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.dq = g.dq, p.dk = g.dk, p.dv = g.dv;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
+        p.amax = g.amax, p.amaxOf = g.amaxOf;
         return flashBackward(p, s.d, stream);
       }
     }

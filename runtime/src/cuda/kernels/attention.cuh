@@ -35,7 +35,28 @@ template <class T> struct FastParams {
   int batch, heads, kvHeads, group, tq, tk;
   float scale, scaleLog2; // scale and scale * log2(e)
   bool causal;
+  /// When non-null (zeroed before the launch): atomicMax of the bits of |x|
+  /// (absBits) over the stored out (forward) or the gradients amaxOf names
+  /// (bits 1 dq, 2 dk, 4 dv).
+  unsigned *amax;
+  int amaxOf;
 };
+
+/// The amax of the gradient with bit `bit` of p.amaxOf (1 dq, 2 dk, 4 dv),
+/// or null.
+template <class P> __device__ __forceinline__ unsigned *gradAmax(const P &p, int bit) {
+  return p.amaxOf & bit ? p.amax : nullptr;
+}
+
+/// Folds a lane's max of absBits into amax (when non-null): the warp's max,
+/// one atomicMax. Every lane of the warp calls it.
+__device__ __forceinline__ void warpAmax(unsigned *amax, unsigned m) {
+  if (!amax)
+    return;
+  m = __reduce_max_sync(kern::kFullMask, m);
+  if (threadIdx.x % 32 == 0 && m != 0)
+    atomicMax(amax, m);
+}
 
 /// out [tq, d] and lse of every (batch, head) with head dim p's d, which
 /// must be 32, 64 or 128.
@@ -54,6 +75,8 @@ template <class T> struct GenericParams {
   int64_t batch, heads, kvHeads, group, tq, tk, d, dv_;
   float scale;
   bool causal;
+  unsigned *amax; ///< as FastParams'
+  int amaxOf;
 };
 
 /// out and (if p.lse) lse, one warp per query row.

@@ -240,10 +240,14 @@ template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
 
 /// Stores rows r and r + 8 (C fragment layout, 16 x D) scaled per row into
 /// a bf16 [rows, D] operand with row stride rs, rows < rows only.
+/// With `amax`, the warp's max |x| of what it stored goes into it (warpAmax;
+/// every lane of the warp calls this).
 template <int D, class T>
 __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
-                                          const float (&c)[D / 8][4], float s0, float s1) {
+                                          const float (&c)[D / 8][4], float s0, float s1,
+                                          unsigned *amax = nullptr) {
   int t = threadIdx.x % 4;
+  unsigned m = 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int row = r + half * 8;
@@ -252,10 +256,14 @@ __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
     float sc = half ? s1 : s0;
     T *p = g + static_cast<int64_t>(row) * rs + 2 * t;
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<uint32_t *>(p + j * 8) =
-          pack2<T>(c[j][2 * half] * sc, c[j][2 * half + 1] * sc);
+    for (int j = 0; j < D / 8; ++j) {
+      float a = c[j][2 * half] * sc, b = c[j][2 * half + 1] * sc;
+      *reinterpret_cast<uint32_t *>(p + j * 8) = pack2<T>(a, b);
+      if (amax)
+        m = max(m, max(absBits(toF(fromF<T>(a))), absBits(toF(fromF<T>(b)))));
+    }
   }
+  warpAmax(amax, m);
 }
 
 //===----------------------------------------------------------------------===//
@@ -369,7 +377,8 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
     l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
     inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
   }
-  storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1]);
+  storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1],
+               p.amax);
   if (p.lse && t == 0) {
     float *lse = p.lse + static_cast<int64_t>(bh) * p.tq;
 #pragma unroll
@@ -651,9 +660,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   for (int m = 0; m < MW; ++m) {
     int key = kw + m * 16 + g;
     storeRows<D>(p.dk + b * p.dks.batch + kvh * p.dks.head, p.dks.row, key, p.tk, dk[m], p.scale,
-                 p.scale);
+                 p.scale, gradAmax(p, 2));
     storeRows<D>(p.dv + b * p.dvs.batch + kvh * p.dvs.head, p.dvs.row, key, p.tk, dv[m], 1.0f,
-                 1.0f);
+                 1.0f, gradAmax(p, 4));
   }
 }
 
@@ -807,7 +816,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
 #pragma unroll
   for (int m = 0; m < MW; ++m)
     storeRows<D>(p.dq + b * p.dqs.batch + h * p.dqs.head, p.dqs.row, qw + m * 16 + g, p.tq, dq[m],
-                 p.scale, p.scale);
+                 p.scale, p.scale, gradAmax(p, 1));
 }
 
 template <class Kernel, class T>

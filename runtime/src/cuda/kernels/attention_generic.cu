@@ -27,16 +27,22 @@ __device__ __forceinline__ void loadLanes(const T *row, int64_t n, float (&x)[kL
     x[r] = c < n ? toF(row[c]) : 0.0f;
   }
 }
+/// With `amax`, the warp's max |x| of what it stored goes into it (warpAmax).
 template <class T>
 __device__ __forceinline__ void storeLanes(T *row, int64_t n, const float (&x)[kLaneElems],
-                                           float sc) {
+                                           float sc, unsigned *amax = nullptr) {
   int lane = threadIdx.x % 32;
+  unsigned m = 0;
 #pragma unroll
   for (int r = 0; r < kLaneElems; ++r) {
     int64_t c = lane + 32 * r;
-    if (c < n)
-      row[c] = fromF<T>(x[r] * sc);
+    if (c < n) {
+      T y = fromF<T>(x[r] * sc);
+      row[c] = y;
+      m = max(m, absBits(toF(y)));
+    }
   }
+  warpAmax(amax, m);
 }
 /// sum over the row of a[c] * row[c], on every lane (fixed butterfly order).
 template <class T>
@@ -96,7 +102,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) attnFwdGenericKernel(Gener
     axpyLanes(o, w, v + j * p.vs.row, p.dv_);
   }
   storeLanes(p.out + b * p.os.batch + h * p.os.head + i * p.os.row, p.dv_, o,
-             l > 0.0f ? 1.0f / l : 0.0f);
+             l > 0.0f ? 1.0f / l : 0.0f, p.amax);
   if (p.lse && threadIdx.x % 32 == 0)
     p.lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
@@ -136,7 +142,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) attnBwdDqGenericKernel(Gen
     float dp = dotLanes(dO, v + j * p.vs.row, p.dv_);
     axpyLanes(dq, pr * (dp - dd), k + j * p.ks.row, p.d);
   }
-  storeLanes(p.dq + b * p.dqs.batch + h * p.dqs.head + i * p.dqs.row, p.d, dq, p.scale);
+  storeLanes(p.dq + b * p.dqs.batch + h * p.dqs.head + i * p.dqs.row, p.d, dq, p.scale,
+             gradAmax(p, 1));
 }
 
 /// One warp per key row (b, kvh, j): dk = scale * sum over the group's heads
@@ -162,8 +169,10 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
       axpyLanes(dk, pr * (dp - p.dd[bh * p.tq + i]), q + i * p.qs.row, p.d);
     }
   }
-  storeLanes(p.dk + b * p.dks.batch + kvh * p.dks.head + j * p.dks.row, p.d, dk, p.scale);
-  storeLanes(p.dv + b * p.dvs.batch + kvh * p.dvs.head + j * p.dvs.row, p.dv_, dv, 1.0f);
+  storeLanes(p.dk + b * p.dks.batch + kvh * p.dks.head + j * p.dks.row, p.d, dk, p.scale,
+             gradAmax(p, 2));
+  storeLanes(p.dv + b * p.dvs.batch + kvh * p.dvs.head + j * p.dvs.row, p.dv_, dv, 1.0f,
+             gradAmax(p, 4));
 }
 
 unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)); }

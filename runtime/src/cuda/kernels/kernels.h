@@ -55,10 +55,12 @@ Status softmaxForward(DType dt, const void *x, void *y, int64_t rows, int64_t co
 /// y[rows, cols] = (x - mean) * rstd * weight[cols] + bias[cols], with
 /// rstd = 1 / sqrt(var + eps) (biased variance, as torch). weight and bias
 /// (dtype dt) may be null. mean[rows] and rstd[rows] (fp32) are written when
-/// non-null, for the backward.
+/// non-null, for the backward. amax[1] (when non-null; f32) gets max |y|
+/// over the stored values, NaN ignored, as amaxFp8 takes it (the same bits),
+/// for the quantize_fp8 of y (tc-fuse-fp8-amax).
 Status layerNormForward(DType dt, DType pt, const void *x, const void *weight, const void *bias,
                         void *y, float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
-                        cudaStream_t stream);
+                        cudaStream_t stream, float *amax = nullptr);
 inline Status layerNormForward(DType dt, const void *x, const void *weight, const void *bias,
                                void *y, float *mean, float *rstd, int64_t rows, int64_t cols,
                                float eps, cudaStream_t stream) {
@@ -86,9 +88,11 @@ inline Status layerNormBackward(DType dt, const void *dy, const void *x, const v
 }
 
 /// y = x * rstd * weight[cols], rstd = 1 / sqrt(mean(x^2) + eps); weight may
-/// be null; rstd[rows] (fp32) written when non-null.
+/// be null; rstd[rows] (fp32) written when non-null; amax as for
+/// layerNormForward.
 Status rmsNormForward(DType dt, DType pt, const void *x, const void *weight, void *y, float *rstd,
-                      int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+                      int64_t rows, int64_t cols, float eps, cudaStream_t stream,
+                      float *amax = nullptr);
 inline Status rmsNormForward(DType dt, const void *x, const void *weight, void *y, float *rstd,
                              int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
   return rmsNormForward(dt, dt, x, weight, y, rstd, rows, cols, eps, stream);
@@ -413,11 +417,12 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 /// bf16 or f16 with d == dv in {32, 64, 128}, 16-byte aligned pointers and strides
 /// that are multiples of 8 elements; everything else (all f32, which never uses TF32)
 /// runs a simple fp32-FMA kernel. tk == 0 (with tq > 0) gives out = 0 and
-/// lse = -inf; tq == 0 is a no-op.
+/// lse = -inf; tq == 0 is a no-op. amax[1] (when non-null; f32) gets max |out| over
+/// the stored values, NaN ignored, as amaxFp8 takes it (the same bits).
 Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                         void *out, AttentionStrides os, float *lse, float scale, bool causal,
-                        cudaStream_t stream);
+                        cudaStream_t stream, float *amax = nullptr);
 
 /// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
 /// D = rowsum(dout * out)); never 0.
@@ -434,13 +439,15 @@ inline size_t attentionBackwardScratchBytes(const AttentionShape &s) {
 /// scratch, then one for dk/dv iterating over query blocks).
 /// Same paths as the forward (the fast one also needs out/dout/dq/dk/dv aligned).
 /// tq == 0 gives dk = dv = 0; tk == 0 gives dq = 0. lse and scratch may be
-/// null only then.
+/// null only then. amax[1] (when non-null; f32) gets max |x| over the stored values
+/// of the gradients `amaxOf` names (bits 1 dq, 2 dk, 4 dv), NaN ignored.
 Status attentionBackward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                          const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                          const void *out, AttentionStrides os, const void *dout,
                          AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
-                         void *scratch, float scale, bool causal, cudaStream_t stream);
+                         void *scratch, float scale, bool causal, cudaStream_t stream,
+                         float *amax = nullptr, int amaxOf = 0);
 
 } // namespace tc::rt::cuda
 

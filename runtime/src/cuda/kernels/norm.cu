@@ -25,62 +25,73 @@ constexpr int kRowsPerBlock = 8; // one warp per row
 constexpr int kColThreads = 256; // threads per block of the column kernels
 
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
-/// elements [8 l, 8 l + 8) of every 256-element stretch of the row.
+/// elements [8 l, 8 l + 8) of every 256-element stretch of the row. With
+/// `amax` (zeroed before the launch) the block's max of the bits of |y| as
+/// stored (rounded to T; NaN as 0, absBits) goes into it by atomicMax.
 template <class T, class W, bool Vec, bool Rms>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     normForwardKernel(const T *__restrict__ x, const W *__restrict__ weight,
                       const W *__restrict__ bias, T *__restrict__ y, float *__restrict__ meanOut,
-                      float *__restrict__ rstdOut, int64_t rows, int64_t cols, float eps) {
+                      float *__restrict__ rstdOut, unsigned *__restrict__ amax, int64_t rows,
+                      int64_t cols, float eps) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
-  if (row >= rows)
-    return;
-  const T *xr = x + row * cols;
-  T *yr = y + row * cols;
-  float mean = 0.0f;
-  if constexpr (!Rms) {
-    float s = 0.0f;
+  unsigned m = 0;
+  if (row < rows) { // no early return: the amax reduction needs the whole block
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
+    float mean = 0.0f;
+    if constexpr (!Rms) {
+      float s = 0.0f;
+      for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
+        float v[8];
+        loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          s += v[j];
+      }
+      mean = warpSum(s) / static_cast<float>(cols);
+    }
+    float ss = 0.0f;
     for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
       float v[8];
-      loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
+      loadRow8<T, Vec>(xr, i, cols, v, mean); // padding contributes 0
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        s += v[j];
+        ss += (v[j] - mean) * (v[j] - mean);
     }
-    mean = warpSum(s) / static_cast<float>(cols);
-  }
-  float ss = 0.0f;
-  for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
-    float v[8];
-    loadRow8<T, Vec>(xr, i, cols, v, mean); // padding contributes 0
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      ss += (v[j] - mean) * (v[j] - mean);
-  }
-  float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
-  for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
-    float v[8], w[8], b[8];
-    loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
-    if (weight)
-      loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
-    if (bias)
-      loadRow8<W, Vec>(bias, i, cols, b, 0.0f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      float o = (v[j] - mean) * rstd;
+    float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
+    for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
+      float v[8], w[8], b[8];
+      loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
       if (weight)
-        o *= w[j];
+        loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
       if (bias)
-        o += b[j];
-      v[j] = o;
+        loadRow8<W, Vec>(bias, i, cols, b, 0.0f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float o = (v[j] - mean) * rstd;
+        if (weight)
+          o *= w[j];
+        if (bias)
+          o += b[j];
+        v[j] = o;
+        if (amax && i + j < cols)
+          m = max(m, absBits(toF(fromF<T>(o))));
+      }
+      storeRow8<T, Vec>(yr, i, cols, v);
     }
-    storeRow8<T, Vec>(yr, i, cols, v);
+    if (lane == 0) {
+      if (meanOut)
+        meanOut[row] = mean;
+      if (rstdOut)
+        rstdOut[row] = rstd;
+    }
   }
-  if (lane == 0) {
-    if (meanOut)
-      meanOut[row] = mean;
-    if (rstdOut)
-      rstdOut[row] = rstd;
+  if (amax) {
+    m = blockMaxU32(m);
+    if (threadIdx.x == 0 && m != 0)
+      atomicMax(amax, m);
   }
 }
 
@@ -211,8 +222,10 @@ Status checkRows(const char *what, int64_t rows, int64_t cols) {
 template <bool Rms>
 Status normForward(const char *what, DType dt, DType pt, const void *x, const void *weight,
                    const void *bias, void *y, float *mean, float *rstd, int64_t rows, int64_t cols,
-                   float eps, cudaStream_t stream) {
+                   float eps, cudaStream_t stream, float *amax) {
   TC_RETURN_IF_ERROR(checkRows(what, rows, cols));
+  if (amax) // the blocks' atomicMax combines into a zeroed amax
+    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (rows == 0 || cols == 0)
     return Status::ok();
   if (!x || !y)
@@ -226,12 +239,13 @@ Status normForward(const char *what, DType dt, DType pt, const void *x, const vo
     auto *ws = static_cast<const W *>(weight);
     auto *bs = static_cast<const W *>(bias);
     auto *ys = static_cast<T *>(y);
+    auto *bits = reinterpret_cast<unsigned *>(amax);
     if (vec)
-      normForwardKernel<T, W, true, Rms>
-          <<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, rows, cols, eps);
+      normForwardKernel<T, W, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+          xs, ws, bs, ys, mean, rstd, bits, rows, cols, eps);
     else
-      normForwardKernel<T, W, false, Rms>
-          <<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, rows, cols, eps);
+      normForwardKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+          xs, ws, bs, ys, mean, rstd, bits, rows, cols, eps);
     return checkLaunch(Rms ? "rms_norm_forward" : "layer_norm_forward");
   });
 }
@@ -297,15 +311,15 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
 
 Status layerNormForward(DType dt, DType pt, const void *x, const void *weight, const void *bias,
                         void *y, float *mean, float *rstd, int64_t rows, int64_t cols, float eps,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, float *amax) {
   return normForward<false>("layerNormForward", dt, pt, x, weight, bias, y, mean, rstd, rows,
-                            cols, eps, stream);
+                            cols, eps, stream, amax);
 }
 
 Status rmsNormForward(DType dt, DType pt, const void *x, const void *weight, void *y, float *rstd,
-                      int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+                      int64_t rows, int64_t cols, float eps, cudaStream_t stream, float *amax) {
   return normForward<true>("rmsNormForward", dt, pt, x, weight, nullptr, y, nullptr, rstd, rows,
-                           cols, eps, stream);
+                           cols, eps, stream, amax);
 }
 
 Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
