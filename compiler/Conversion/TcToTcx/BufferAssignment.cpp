@@ -10,6 +10,7 @@
 #include "dialects/tc/Eval/Program.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 
@@ -188,6 +189,19 @@ Value BufferAssignment::outBuffer(OpBuilder &b, Value result) {
   return a.getResult();
 }
 
+namespace {
+/// Whether `r` is the amax result tc-fuse-fp8-amax gave a library op: a
+/// value the reference program does not have (its id would be the next
+/// op's).
+bool isAddedAmax(OpResult r) {
+  Value amax = llvm::TypeSwitch<Operation *, Value>(r.getOwner())
+                   .Case<LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp>(
+                       [](auto op) { return op.getAmax(); })
+                   .Default([](Operation *) { return Value(); });
+  return amax && r == amax;
+}
+} // namespace
+
 void BufferAssignment::takeReferenceValues() {
   for (Operation &op : fn.getBody().front()) {
     auto id = op.getAttrOfType<IntegerAttr>(kReferenceValueAttr);
@@ -202,7 +216,8 @@ void BufferAssignment::takeReferenceValues() {
                 inner.getInt() + llvm::cast<OpResult>(v).getResultNumber();
     } else if (id) {
       for (OpResult r : op.getResults())
-        referenceIds[r] = id.getInt() + r.getResultNumber();
+        if (!isAddedAmax(r))
+          referenceIds[r] = id.getInt() + r.getResultNumber();
     }
   }
   fn.walk([](Operation *op) { op->removeAttr(kReferenceValueAttr); });

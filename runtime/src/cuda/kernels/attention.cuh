@@ -48,14 +48,30 @@ template <class P> __device__ __forceinline__ unsigned *gradAmax(const P &p, int
   return p.amaxOf & bit ? p.amax : nullptr;
 }
 
-/// Folds a lane's max of absBits into amax (when non-null): the warp's max,
-/// one atomicMax. Every lane of the warp calls it.
-__device__ __forceinline__ void warpAmax(unsigned *amax, unsigned m) {
+/// The bits (absBits) of m, a max of |x| in f32, rounded to T as the
+/// values were stored: rounding is monotonic, so the max of the rounded
+/// values is the rounded max (and fmaxf has already dropped NaN).
+template <class T> __device__ __forceinline__ unsigned storedAmaxBits(float m) {
+  return kern::absBits(kern::toF(kern::fromF<T>(m)));
+}
+
+/// Folds a lane's max |x| into amax (when non-null): the warp's max, one
+/// atomicMax on the bits. Every lane of the warp calls it.
+template <class T> __device__ __forceinline__ void warpAmax(unsigned *amax, float m) {
   if (!amax)
     return;
-  m = __reduce_max_sync(kern::kFullMask, m);
-  if (threadIdx.x % 32 == 0 && m != 0)
-    atomicMax(amax, m);
+  unsigned bits = __reduce_max_sync(kern::kFullMask, storedAmaxBits<T>(m));
+  if (threadIdx.x % 32 == 0 && bits != 0)
+    atomicMax(amax, bits);
+}
+
+/// As warpAmax, one atomicMax per block; every thread of the block calls it.
+template <class T> __device__ __forceinline__ void blockAmax(unsigned *amax, float m) {
+  if (!amax)
+    return;
+  unsigned bits = kern::blockMaxU32(storedAmaxBits<T>(m));
+  if (threadIdx.x == 0 && bits != 0)
+    atomicMax(amax, bits);
 }
 
 /// out [tq, d] and lse of every (batch, head) with head dim p's d, which

@@ -240,14 +240,13 @@ template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
 
 /// Stores rows r and r + 8 (C fragment layout, 16 x D) scaled per row into
 /// a bf16 [rows, D] operand with row stride rs, rows < rows only.
-/// With `amax`, the warp's max |x| of what it stored goes into it (warpAmax;
-/// every lane of the warp calls this).
+/// With `amax`, the max |x| (f32, before rounding) of what it stored is
+/// folded into *amax (the kernel's blockAmax takes it at its end).
 template <int D, class T>
 __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
                                           const float (&c)[D / 8][4], float s0, float s1,
-                                          unsigned *amax = nullptr) {
+                                          float *amax = nullptr) {
   int t = threadIdx.x % 4;
-  unsigned m = 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int row = r + half * 8;
@@ -260,10 +259,9 @@ __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
       float a = c[j][2 * half] * sc, b = c[j][2 * half + 1] * sc;
       *reinterpret_cast<uint32_t *>(p + j * 8) = pack2<T>(a, b);
       if (amax)
-        m = max(m, max(absBits(toF(fromF<T>(a))), absBits(toF(fromF<T>(b)))));
+        *amax = fmaxf(*amax, fmaxf(fabsf(a), fabsf(b)));
     }
   }
-  warpAmax(amax, m);
 }
 
 //===----------------------------------------------------------------------===//
@@ -377,8 +375,10 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
     l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
     inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
   }
+  float amax = 0.0f;
   storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1],
-               p.amax);
+               &amax);
+  blockAmax<T>(p.amax, amax);
   if (p.lse && t == 0) {
     float *lse = p.lse + static_cast<int64_t>(bh) * p.tq;
 #pragma unroll
@@ -656,14 +656,16 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
     }
   }
   cpAsyncWaitAll();
+  float amax = 0.0f;
 #pragma unroll
   for (int m = 0; m < MW; ++m) {
     int key = kw + m * 16 + g;
     storeRows<D>(p.dk + b * p.dks.batch + kvh * p.dks.head, p.dks.row, key, p.tk, dk[m], p.scale,
-                 p.scale, gradAmax(p, 2));
+                 p.scale, p.amaxOf & 2 ? &amax : nullptr);
     storeRows<D>(p.dv + b * p.dvs.batch + kvh * p.dvs.head, p.dvs.row, key, p.tk, dv[m], 1.0f,
-                 1.0f, gradAmax(p, 4));
+                 1.0f, p.amaxOf & 4 ? &amax : nullptr);
   }
+  blockAmax<T>(p.amaxOf & 6 ? p.amax : nullptr, amax);
 }
 
 /// Shared rows (of D + 8 bf16) of the dQ kernel: sQ, sO [64 MW] and sK, sV
@@ -813,10 +815,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     }
   }
   cpAsyncWaitAll();
+  float amax = 0.0f;
 #pragma unroll
   for (int m = 0; m < MW; ++m)
     storeRows<D>(p.dq + b * p.dqs.batch + h * p.dqs.head, p.dqs.row, qw + m * 16 + g, p.tq, dq[m],
-                 p.scale, p.scale, gradAmax(p, 1));
+                 p.scale, p.scale, &amax);
+  blockAmax<T>(gradAmax(p, 1), amax);
 }
 
 template <class Kernel, class T>

@@ -32,17 +32,16 @@ template <class T>
 __device__ __forceinline__ void storeLanes(T *row, int64_t n, const float (&x)[kLaneElems],
                                            float sc, unsigned *amax = nullptr) {
   int lane = threadIdx.x % 32;
-  unsigned m = 0;
+  float m = 0.0f;
 #pragma unroll
   for (int r = 0; r < kLaneElems; ++r) {
     int64_t c = lane + 32 * r;
     if (c < n) {
-      T y = fromF<T>(x[r] * sc);
-      row[c] = y;
-      m = max(m, absBits(toF(y)));
+      row[c] = fromF<T>(x[r] * sc);
+      m = fmaxf(m, fabsf(x[r] * sc));
     }
   }
-  warpAmax(amax, m);
+  warpAmax<T>(amax, m);
 }
 /// sum over the row of a[c] * row[c], on every lane (fixed butterfly order).
 template <class T>

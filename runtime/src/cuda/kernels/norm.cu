@@ -26,8 +26,8 @@ constexpr int kColThreads = 256; // threads per block of the column kernels
 
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
 /// elements [8 l, 8 l + 8) of every 256-element stretch of the row. With
-/// `amax` (zeroed before the launch) the block's max of the bits of |y| as
-/// stored (rounded to T; NaN as 0, absBits) goes into it by atomicMax.
+/// `amax` (zeroed before the launch) the block's max |y| as stored (the f32
+/// max rounded to T; NaN ignored) goes into it by atomicMax on its bits.
 template <class T, class W, bool Vec, bool Rms>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     normForwardKernel(const T *__restrict__ x, const W *__restrict__ weight,
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
                       int64_t cols, float eps) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
-  unsigned m = 0;
+  float m = 0.0f; // max |y| before rounding (fmaxf drops NaN)
   if (row < rows) { // no early return: the amax reduction needs the whole block
     const T *xr = x + row * cols;
     T *yr = y + row * cols;
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
           o += b[j];
         v[j] = o;
         if (amax && i + j < cols)
-          m = max(m, absBits(toF(fromF<T>(o))));
+          m = fmaxf(m, fabsf(o));
       }
       storeRow8<T, Vec>(yr, i, cols, v);
     }
@@ -89,9 +89,10 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
   }
   if (amax) {
-    m = blockMaxU32(m);
-    if (threadIdx.x == 0 && m != 0)
-      atomicMax(amax, m);
+    // Rounding is monotonic: the max of the stored values is the rounded max.
+    unsigned bits = blockMaxU32(absBits(toF(fromF<T>(m))));
+    if (threadIdx.x == 0 && bits != 0)
+      atomicMax(amax, bits);
   }
 }
 
