@@ -605,7 +605,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
                   "this tc-compile was built without NVRTC, so it cannot compile kernels "
                   "for " + opts.target);
     std::string err;
-    auto compiled = tc::cuda::compileKernels(sources, opts.target, &err);
+    auto compiled = tc::cuda::compileKernels(sources, opts.target, &err, &result->notes);
     if (failed(compiled))
       return fail("NVRTC", err);
     for (auto &b : *compiled) {

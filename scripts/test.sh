@@ -13,6 +13,10 @@ if ! bash "$ROOT/scripts/build.sh"; then
   echo "build failed"; echo "0 passed, 1 failed"; exit 1
 fi
 mkdir -p "$LOGS"
+# Every suite compiles into a compile cache of its own, emptied first (never
+# the user's ~/.cache/tc; lit sets its own in the build's test folder).
+export TC_CACHE_DIR="$BUILD/test-cache"
+rm -rf "$TC_CACHE_DIR"
 
 total_pass=0; total_fail=0; total_skip=0
 add() { total_pass=$((total_pass + $1)); total_fail=$((total_fail + $2)); total_skip=$((total_skip + ${3:-0})); }

@@ -15,6 +15,9 @@ config.test_exec_root = os.path.join(config.tc_obj_root, "test")
 config.substitutions.append(("%fixtures", os.path.join(config.tc_src_root, "test", "fixtures")))
 
 llvm_config.use_default_substitutions()
+# The tools' compile cache (compiler/Cache.h) lives in the build's test folder,
+# never in the user's ~/.cache/tc; a test that checks the cache sets its own.
+config.environment["TC_CACHE_DIR"] = os.path.join(config.test_exec_root, "tc-cache")
 # %py3: the python3 on PATH, which scripts/setup.sh gives the pinned test
 # packages (numpy, onnx, tensorboard, matplotlib); %python is lit's own.
 import shutil as _shutil

@@ -2,6 +2,8 @@
 
 #include "tools/OnnxInput.h"
 
+#include "compiler/codegen/cuda/CudaCodegen.h"
+
 namespace tc {
 
 bool importOnnx(mlir::MLIRContext &ctx, const std::string &path,
@@ -45,6 +47,21 @@ onnx_import::ImportOptions atBatch(const onnx_import::ImportOptions &opts, int64
     for (auto &[name, shape] : o.inputShapes)
       shape[0] = b;
   return o;
+}
+
+std::optional<cache::Key> artifactCacheKey(const std::vector<std::string> &args,
+                                           const std::string &modelPath,
+                                           const onnx_import::ImportOptions &opts) {
+  cache::KeyBuilder key("tc-artifact-1");
+  key.add("build", llvm::ArrayRef<uint8_t>(cache::buildId().bytes))
+      .add("nvrtc", cuda::nvrtcVersionString());
+  for (const std::string &a : args)
+    key.add("arg", a);
+  std::string error;
+  auto feed = [&](const std::string &tag, llvm::StringRef bytes) { key.add(tag, bytes); };
+  if (!onnx_import::feedModelInputs(modelPath, opts, feed, &error))
+    return std::nullopt; // the compile reports why the model cannot be read
+  return key.finish();
 }
 
 } // namespace tc

@@ -23,6 +23,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -119,6 +120,19 @@ mlir::FailureOr<ImportResult> importOnnxFile(mlir::MLIRContext &ctx,
                                              const std::string &path,
                                              const ImportOptions &opts,
                                              std::string *error);
+
+/// Receives one piece of what an import reads: a tag naming it and its bytes.
+using InputFeed = std::function<void(const std::string &tag, llvm::StringRef bytes)>;
+
+/// Everything an import of `path` with `opts` reads, for a cache key
+/// (compiler/Cache.h), without importing: the model file's bytes, then the
+/// data of every external tensor the import reads, in graph order: all of
+/// them with weights, and without weights (--no-weights) only those it still
+/// reads (constants, buffers, folded tensors), so that changed weights do not
+/// change the key there. False with `*error` set when the model cannot be
+/// read at all.
+bool feedModelInputs(const std::string &path, const ImportOptions &opts, const InputFeed &feed,
+                     std::string *error);
 
 } // namespace tc::onnx_import
 

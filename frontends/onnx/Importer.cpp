@@ -27,6 +27,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <google/protobuf/unknown_field_set.h>
@@ -283,6 +284,84 @@ void Importer::classifyInitializers(const onnx::GraphProto &graph) {
         folded_.insert(name);
 }
 
+bool Importer::isParam(RankedTensorType type) {
+  return isa<FloatType>(type.getElementType()) && type.getRank() >= 1 &&
+         type.getNumElements() >= 1;
+}
+
+bool Importer::readsData(const onnx::TensorProto &init, RankedTensorType type) const {
+  // Without weights, buffers and folded constants (no torch weights) are
+  // still read when their data is there: --init-params must not draw them
+  // and a checkpoint need not hold them.
+  bool buffer = buffers_.count(init.name()) || folded_.count(init.name());
+  return opts_.loadWeights || !isParam(type) || buffer;
+}
+
+LogicalResult Importer::feedInputs(const InputFeed &feed) {
+  onnx::ModelProto model;
+  if (failed(readModel(model)))
+    return failure();
+  {
+    std::ifstream in(path_, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    feed("model", bytes);
+  }
+  restoreMergedParameters(*model.mutable_graph(), !opts_.restoreMerged);
+  classifyInitializers(model.graph());
+  // What the model file holds is in its bytes. With weights, the import
+  // reads every external tensor: each external file is fed whole (mapped, not
+  // copied) with the ranges that point into it. Without weights, each tensor
+  // the import still reads is fed as it reads it (an unreadable one as its
+  // error: the import fails on it, and a failed compile is never cached).
+  std::set<std::string> files;
+  auto feedTensor = [&](const onnx::TensorProto &t) {
+    if (opts_.loadWeights) {
+      std::string ranges;
+      for (const auto &kv : t.external_data()) {
+        ranges += kv.key() + "=" + kv.value() + ";";
+        if (kv.key() == "location")
+          files.insert(kv.value());
+      }
+      return feed("external " + t.name(), ranges);
+    }
+    std::string err;
+    auto host = readTensorProto(&ctx_, t, modelDir_, &err);
+    if (failed(host))
+      return feed("unreadable " + t.name(), err);
+    feed("tensor " + t.name(),
+         llvm::StringRef(reinterpret_cast<const char *>(host->data.data()), host->data.size()));
+  };
+  for (const auto &init : model.graph().initializer()) {
+    if (init.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    std::string err;
+    auto type = tensorProtoType(&ctx_, init, &err);
+    if (failed(type) || readsData(init, *type))
+      feedTensor(init);
+  }
+  std::function<void(const onnx::GraphProto &)> walk = [&](const onnx::GraphProto &g) {
+    for (const auto &node : g.node())
+      for (const auto &a : node.attribute()) {
+        if (a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL)
+          feedTensor(a.t());
+        for (const auto &t : a.tensors())
+          if (t.data_location() == onnx::TensorProto::EXTERNAL)
+            feedTensor(t);
+        if (a.has_g())
+          walk(a.g());
+        for (const auto &sub : a.graphs())
+          walk(sub);
+      }
+  };
+  walk(model.graph());
+  for (const std::string &f : files) { // std::set: in a fixed order
+    auto buf = llvm::MemoryBuffer::getFile(modelDir_ + "/" + f, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+    feed("file " + f, buf ? (*buf)->getBuffer() : llvm::StringRef("(absent)"));
+  }
+  return success();
+}
+
 LogicalResult Importer::readInitializers(const onnx::GraphProto &graph) {
   for (const auto &init : graph.initializer()) {
     auto type = tensorProtoType(&ctx_, init, &error_);
@@ -291,17 +370,11 @@ LogicalResult Importer::readInitializers(const onnx::GraphProto &graph) {
     if (init.data_type() == 8 /*STRING*/)
       return fail("tensor '" + init.name() + "' has unsupported element type STRING");
     initTypes_[init.name()] = *type;
-    bool isParam = isa<FloatType>(type->getElementType()) && type->getRank() >= 1 &&
-                   type->getNumElements() >= 1;
-    // Without weights, buffers and folded constants (no torch weights) are
-    // still read when their data is there: --init-params must not draw them
-    // and a checkpoint need not hold them.
-    bool buffer = buffers_.count(init.name()) || folded_.count(init.name());
-    if (isParam && !opts_.loadWeights && !buffer)
+    if (!readsData(init, *type))
       continue;
     std::string saved = error_;
     auto host = readTensorProto(&ctx_, init, modelDir_, &error_);
-    if (failed(host) && isParam && !opts_.loadWeights) {
+    if (failed(host) && isParam(*type) && !opts_.loadWeights) {
       error_ = saved; // its data is absent: a weight like the others
       continue;
     }
@@ -1069,6 +1142,16 @@ FailureOr<ImportResult> Importer::run() {
   result.notes = notes_;
   result.droppedParameters = merged.dropped;
   return result;
+}
+
+bool feedModelInputs(const std::string &path, const ImportOptions &opts, const InputFeed &feed,
+                     std::string *error) {
+  MLIRContext ctx; // for element types only; nothing is built in it
+  Importer importer(ctx, path, opts);
+  if (succeeded(importer.feedInputs(feed)))
+    return true;
+  *error = importer.error().empty() ? "cannot read the model" : importer.error();
+  return false;
 }
 
 FailureOr<ImportResult> importOnnxFile(MLIRContext &ctx, const std::string &path,

@@ -9,6 +9,7 @@
 #ifndef TC_FRONTENDS_ONNX_IMPORTERDRIVER_H
 #define TC_FRONTENDS_ONNX_IMPORTERDRIVER_H
 
+#include "frontends/onnx/Import.h"
 #include "frontends/onnx/Importer.h"
 #include "frontends/onnx/MergedParameters.h"
 
@@ -39,6 +40,8 @@ public:
   }
 
   mlir::FailureOr<ImportResult> run();
+  /// feedModelInputs (Import.h).
+  mlir::LogicalResult feedInputs(const InputFeed &feed);
 
   /// Records the first error (later ones are consequences).
   Failure fail(const llvm::Twine &msg) {
@@ -65,6 +68,11 @@ private:
   mlir::LogicalResult checkOpsets(const onnx::ModelProto &model);
   mlir::LogicalResult checkAndSortGraph(onnx::GraphProto &graph);
   void classifyInitializers(const onnx::GraphProto &graph);
+  /// A float initializer of rank >= 1 with elements: a model weight, unless
+  /// classifyInitializers found it is a buffer or a folded constant.
+  static bool isParam(mlir::RankedTensorType type);
+  /// Whether the import reads `init`'s data (after classifyInitializers).
+  bool readsData(const onnx::TensorProto &init, mlir::RankedTensorType type) const;
   /// ImportResult::exportModel of `model` (a copy: the import goes on).
   std::string exportModel(onnx::ModelProto model) const;
   mlir::LogicalResult readInitializers(const onnx::GraphProto &graph);

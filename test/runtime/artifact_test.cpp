@@ -664,6 +664,33 @@ TEST(Artifact, Crc32KnownValue) {
   EXPECT_EQ(crc32(reinterpret_cast<const uint8_t *>(s), 9), 0xCBF43926u);
 }
 
+// The eight-bytes-at-a-time CRC against the bit-at-a-time definition, at
+// every length around the 8-byte steps, every start offset, and split in two
+// calls (continuing `crc`), for both polynomials.
+TEST(Artifact, Crc32SlicedEqualsBitwise) {
+  auto bitwise = [](uint32_t poly, const uint8_t *d, size_t n, uint32_t crc) {
+    crc = ~crc;
+    for (size_t i = 0; i < n; ++i) {
+      crc ^= d[i];
+      for (int k = 0; k < 8; ++k)
+        crc = (crc & 1) ? poly ^ (crc >> 1) : crc >> 1;
+    }
+    return ~crc;
+  };
+  std::vector<uint8_t> bytes(64);
+  uint32_t x = 12345;
+  for (uint8_t &b : bytes)
+    b = uint8_t((x = x * 1103515245u + 12345u) >> 24);
+  for (size_t off = 0; off < 8; ++off)
+    for (size_t n = 0; off + n <= bytes.size(); ++n) {
+      const uint8_t *d = bytes.data() + off;
+      ASSERT_EQ(crc32(d, n), bitwise(0xEDB88320u, d, n, 0)) << off << " " << n;
+      ASSERT_EQ(crc32c(d, n), bitwise(0x82F63B78u, d, n, 0)) << off << " " << n;
+      size_t h = n / 3;
+      ASSERT_EQ(crc32(d + h, n - h, crc32(d, h)), crc32(d, n));
+    }
+}
+
 TEST(Artifact, EvalStepIsInferOnTheDevice) {
   Artifact a;
   DeviceFunction infer;

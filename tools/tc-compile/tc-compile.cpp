@@ -4,6 +4,7 @@
 // asks for. Exit codes: 0 ok, 2 bad input (model, flags, files), 1 internal.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Cache.h"
 #include "compiler/Compile.h"
 #include "compiler/DeviceProgram.h"
 #include "compiler/Flops.h"
@@ -20,6 +21,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +130,11 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          device (the device program: one line per op, kind,
                          name, buffers as space@offset:bytes)
   --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
+  --no-cache             compile cold: neither read nor write the compile cache
+                         ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
+                         artifacts keyed by the model's bytes (weights
+                         excluded under --no-weights), every flag, tc's build
+                         and NVRTC's version; a hit writes the same bytes)
   --quiet                print no notes (what the importer restored, which
                          attention chains stay unfused and why, ...)
   -h, --help             this text
@@ -179,6 +188,70 @@ extended regular expression (as grep -E: no \d, write [0-9]), searched in the
 parameter names (the model's own names, as in the checkpoint): anchor with ^ $.
 )";
 
+/// What a compile printed, kept with its artifact in the cache: stderr before
+/// the reports, the reports (stdout), stderr after writing the artifact.
+/// Each piece is printed as it is added.
+struct Captured {
+  std::string before, out, afterText;
+  void err(const std::string &s) {
+    std::fputs(s.c_str(), stderr);
+    before += s;
+  }
+  void after(const std::string &s) {
+    std::fputs(s.c_str(), stderr);
+    afterText += s;
+  }
+};
+
+void cacheNotes(const std::vector<std::string> &notes, bool quiet) {
+  if (!quiet)
+    for (const std::string &n : notes)
+      std::fprintf(stderr, "tc-compile: note: %s\n", n.c_str());
+}
+
+/// A cached artifact for `key`: written to `outPath` with what its compile
+/// printed. False on a miss (or when `outPath` cannot be written: the
+/// compile then reports that itself).
+bool replayCached(const tc::cache::Store &store, const tc::cache::Key &key,
+                  const std::string &outPath, bool quiet) {
+  std::vector<std::string> notes;
+  std::optional<tc::cache::Store::Entry> hit = store.get("artifacts", key, 4, &notes);
+  cacheNotes(notes, quiet);
+  if (!hit)
+    return false;
+  llvm::StringRef before = hit->fields[0], out = hit->fields[1], after = hit->fields[2],
+                  artifact = hit->fields[3];
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(outPath, ec);
+    if (ec)
+      return false;
+    os << artifact;
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
+      return false;
+    }
+  }
+  llvm::errs() << before;
+  llvm::errs().flush();
+  llvm::outs() << out;
+  llvm::outs().flush();
+  llvm::errs() << after;
+  return true;
+}
+
+/// Stores the artifact just written to `outPath` with what was printed.
+void storeCached(const tc::cache::Store &store, const tc::cache::Key &key,
+                 const std::string &outPath, const Captured &c, bool quiet) {
+  auto bytes = llvm::MemoryBuffer::getFile(outPath, false, false);
+  if (!bytes)
+    return;
+  std::vector<std::string> notes;
+  store.put("artifacts", key, {c.before, c.out, c.afterText, (*bytes)->getBuffer()}, &notes);
+  cacheNotes(notes, quiet);
+}
+
 [[noreturn]] void fail(int code, const std::string &msg) {
   std::fprintf(stderr, "tc-compile: error: %s\n", msg.c_str());
   std::exit(code);
@@ -219,7 +292,7 @@ int main(int argc, char **argv) {
   tc::onnx_import::ImportOptions importOpts;
   std::string outPath, emit, dumpDir;
   bool reportMemory = false, reportPrecision = false, reportFlops = false, quiet = false,
-       json = false, batchSearch = true;
+       json = false, batchSearch = true, noCache = false;
   std::vector<std::string> trainOnly; // flags that only mean something with --train
   std::vector<std::string> fp8Only;   // flags that only mean something with --fp8
   std::vector<std::string> fp16Only;  // flags that only mean something with --fp16
@@ -346,6 +419,8 @@ int main(int argc, char **argv) {
       opts.initOverrides.push_back(std::move(o));
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--no-cache") {
+      noCache = true;
     } else if (a == "--keep-merged") {
       importOpts.restoreMerged = false;
     } else if (a == "--no-tie") {
@@ -533,6 +608,19 @@ int main(int argc, char **argv) {
   // Printing sources or the tcx plan needs no cubins; artifacts and dumps do.
   opts.compileKernels = !dumpDir.empty() || emit == "kernels" || !outPath.empty();
 
+  // The compile cache: NVRTC's kernels always, the whole artifact when one
+  // is written (what was printed is kept with it and printed again on a hit).
+  tc::cache::setGlobal(noCache ? tc::cache::Store() : tc::cache::Store(tc::cache::defaultDir()));
+  const tc::cache::Store &cacheStore = tc::cache::global();
+  Captured captured;
+  std::optional<tc::cache::Key> artifactKey;
+  if (cacheStore.enabled() && emit.empty() && dumpDir.empty() && !outPath.empty()) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    artifactKey = tc::artifactCacheKey(args, modelPath, importOpts);
+    if (artifactKey && replayCached(cacheStore, *artifactKey, outPath, quiet))
+      return 0;
+  }
+
   mlir::MLIRContext ctx;
   tc::loadCompilerDialects(ctx);
   tc::CompileResult result;
@@ -541,7 +629,7 @@ int main(int argc, char **argv) {
     if (quiet)
       return;
     for (const std::string &n : result.notes)
-      std::fprintf(stderr, "tc-compile: note: %s\n", n.c_str());
+      captured.err(std::string("tc-compile: note: ") + n + "\n");
   };
   tc::CompileInput input;
   if (!tc::importOnnx(ctx, modelPath, importOpts, &input, &error.message)) {
@@ -566,25 +654,27 @@ int main(int argc, char **argv) {
       if (p.init == tc::rt::ParamInit::Data && !p.hasData && p.type.numElements() > 0)
         ++missing;
     if (missing > 0)
-      std::fprintf(stderr,
-                   "tc-compile: warning: %zu parameter%s no data (--no-weights): the model must "
-                   "be initialised at run time (tc-run --init FILE), or give --init-params\n",
-                   missing, missing == 1 ? " has" : "s have");
+      captured.err("tc-compile: warning: " + std::to_string(missing) + " parameter" +
+                   (missing == 1 ? " has" : "s have") +
+                   " no data (--no-weights): the model must be initialised at run time "
+                   "(tc-run --init FILE), or give --init-params\n");
   }
+  std::string outText;
+  llvm::raw_string_ostream out(outText);
   if (reportPrecision) {
     llvm::StringRef fn = opts.train.enabled ? "train_step" : "infer";
     // The text is the artifact's report (compile() wrote it); the JSON is made here.
     mlir::ModuleOp gpu = result.gpuModule ? *result.gpuModule : mlir::ModuleOp();
-    llvm::outs() << (json ? tc::precisionReportJson(*result.module, fn, gpu, opts.target)
+    out << (json ? tc::precisionReportJson(*result.module, fn, gpu, opts.target)
                           : result.artifact.reports["precision"]);
   }
   if (reportFlops) {
     const std::string &f = result.artifact.reports["flops"];
     if (json) {
-      llvm::outs() << f << "\n";
+      out << f << "\n";
     } else {
       tc::FlopCount c = tc::countFlops(*result.module, opts.train.gradAccum);
-      llvm::outs() << llvm::format(
+      out << llvm::format(
           "flops of @train_step: N = %lld parameters without embeddings, L = %lld attention "
           "layers, T = %lld, d = %lld\n  model FLOPs per token 6N + 12LTd = %.6g (MFU)\n  "
           "hardware FLOPs per step (the compiler's count, recomputation included) = %.6g (HFU)\n",
@@ -594,12 +684,12 @@ int main(int argc, char **argv) {
       bool any = false;
       for (const tc::TargetDevice *d : tc::devicesOf(opts.target))
         if (double p = tc::densePeak(*d, dtype); p > 0) {
-          llvm::outs() << llvm::format("  %s: dense %s peak %.1f TFLOP/s (%s)\n", d->name,
+          out << llvm::format("  %s: dense %s peak %.1f TFLOP/s (%s)\n", d->name,
                                        dtype.c_str(), p / 1e12, d->peakSource);
           any = true;
         }
       if (!any)
-        llvm::outs() << "  no dense " << dtype << " peak for target " << opts.target
+        out << "  no dense " << dtype << " peak for target " << opts.target
                      << ": MFU is not reported there\n";
     }
   }
@@ -620,9 +710,12 @@ int main(int argc, char **argv) {
       fits.push_back(batch > 0 ? tc::largestFittingBatch(opts, batch, result.memoryPlan->total(),
                                                          *card, &planned, importAt)
                                : tc::BatchFit{-1, why});
-    llvm::outs() << (json ? tc::memoryReportJson(*result.memoryPlan, opts.target, fits)
+    out << (json ? tc::memoryReportJson(*result.memoryPlan, opts.target, fits)
                           : tc::memoryReport(*result.memoryPlan, opts.target, fits));
   }
+  llvm::outs() << outText;
+  llvm::outs().flush();
+  captured.out += outText;
   if (!dumpDir.empty()) {
     std::error_code ec = llvm::sys::fs::create_directories(dumpDir);
     if (ec)
@@ -683,11 +776,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (gpu)
-    std::fprintf(stderr,
-                 "tc-compile: note: the artifact holds %zu %s kernels (CUDA source, PTX, "
-                 "cubin), the device program and the op-level reference program; tc-run "
-                 "runs it on the GPU when one is present, --device cpu on the reference\n",
-                 result.artifact.kernels.size(), opts.target.c_str());
+    captured.after(llvm::formatv(
+        "tc-compile: note: the artifact holds {0} {1} kernels (CUDA source, PTX, cubin), the "
+        "device program and the op-level reference program; tc-run runs it on the GPU when one "
+        "is present, --device cpu on the reference\n",
+        result.artifact.kernels.size(), opts.target).str());
   tc::rt::Status st = tc::rt::writeArtifact(result.artifact, outPath);
   if (!st.isOk())
     fail(2, "writing '" + outPath + "': " + st.message());
@@ -708,12 +801,12 @@ int main(int argc, char **argv) {
       trainBytes += bytes;
     }
   }
-  std::fprintf(stderr, "tc-compile: wrote %s (%zu parameters, %lld elements)\n",
-               outPath.c_str(), params, (long long)elements);
-  std::fprintf(stderr,
-               "tc-compile: trainable: %zu tensors, %lld elements, %lld bytes; "
-               "optimizer state: %lld bytes\n",
-               trainable, (long long)trainElements, (long long)trainBytes,
-               (long long)stateBytes);
+  captured.after(llvm::formatv("tc-compile: wrote {0} ({1} parameters, {2} elements)\n",
+                               outPath, params, elements).str());
+  captured.after(llvm::formatv("tc-compile: trainable: {0} tensors, {1} elements, {2} bytes; "
+                               "optimizer state: {3} bytes\n",
+                               trainable, trainElements, trainBytes, stateBytes).str());
+  if (artifactKey)
+    storeCached(cacheStore, *artifactKey, outPath, captured, quiet);
   return 0;
 }

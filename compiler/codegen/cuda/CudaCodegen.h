@@ -121,11 +121,16 @@ std::string nvrtcArch(llvm::StringRef target);
 /// Whether this build can compile kernels (NVRTC was found at build time).
 bool haveNvrtc();
 
-/// Compiles every distinct kernel (by name) with NVRTC for `target`. On
-/// failure `error` names the kernel and holds NVRTC's log.
+/// NVRTC's version ("13.0"), empty without NVRTC: part of the cache keys.
+std::string nvrtcVersionString();
+
+/// Compiles every distinct kernel (by name) with NVRTC for `target`, or takes
+/// it from the compile cache (cache::global(); a corrupted entry is rebuilt
+/// and noted in `notes`). On failure `error` names the kernel and holds
+/// NVRTC's log.
 mlir::FailureOr<std::vector<KernelBinary>>
 compileKernels(const std::vector<KernelSource> &sources, llvm::StringRef target,
-               std::string *error);
+               std::string *error, std::vector<std::string> *notes = nullptr);
 
 /// The SM architecture a cubin's ELF header declares ("sm_90", "sm_120a"),
 /// read without any CUDA tool; nullopt if it is not a CUDA ELF.

@@ -1,16 +1,25 @@
 //===- Nvrtc.cpp - compile generated kernels with NVRTC -------------------===//
 //
-// Each distinct kernel is compiled twice: to SASS for the real architecture
-// (the cubin the runtime loads) and to PTX for its virtual one (kept in the
-// artifact for inspection and JIT on a newer GPU). Without NVRTC at build
-// time (TC_HAVE_NVRTC unset) compileKernels fails with a clear message.
+// Each distinct kernel is compiled once, for the real architecture: the
+// cubin the runtime loads and the PTX of its virtual one (kept in the
+// artifact for inspection and JIT on a newer GPU) come from the same NVRTC
+// program. Kernels compile on every core, and the compile cache
+// (compiler/Cache.h, kernels/) keeps each result under a key of its source,
+// architecture, options and NVRTC's version. Without NVRTC at build time
+// (TC_HAVE_NVRTC unset) compileKernels fails with a clear message.
 // cubinArch reads a cubin's architecture back without any CUDA tool.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/cuda/CudaCodegen.h"
 
+#include "compiler/Cache.h"
+
 #include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include <cctype>
 
@@ -28,20 +37,40 @@ bool haveNvrtc() {
 #endif
 }
 
+std::string nvrtcVersionString() {
+#ifdef TC_HAVE_NVRTC
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+    return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+#else
+  return "";
+#endif
+}
+
 #ifdef TC_HAVE_NVRTC
 namespace {
-/// Compiles `src` for `arch` ("sm_90" -> SASS, "compute_90" -> PTX).
+/// NVRTC's options: a contract of the kernel cache's key too.
+std::vector<std::string> nvrtcOptions(const std::string &arch) {
+  return {"--gpu-architecture=" + arch, "-std=c++17", "--fmad=true", "-default-device"};
+}
+
+/// Compiles `src` for the real architecture `arch` ("sm_90"): the cubin, and
+/// the PTX of the same compile (NVRTC keeps it; it is what compiling for
+/// the virtual "compute_90" alone gives, byte for byte).
 bool nvrtcCompile(const std::string &name, const std::string &src, const std::string &arch,
-                  bool ptx, std::vector<uint8_t> *out, std::string *log, std::string *error) {
+                  KernelBinary *out, std::string *error) {
   nvrtcProgram prog;
   nvrtcResult r = nvrtcCreateProgram(&prog, src.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) {
     *error = "NVRTC: cannot create program for kernel '" + name + "': " + nvrtcGetErrorString(r);
     return false;
   }
-  std::string archOpt = "--gpu-architecture=" + arch;
-  const char *opts[] = {archOpt.c_str(), "-std=c++17", "--fmad=true", "-default-device"};
-  r = nvrtcCompileProgram(prog, 4, opts);
+  std::vector<std::string> opts = nvrtcOptions(arch);
+  std::vector<const char *> argv;
+  for (const std::string &o : opts)
+    argv.push_back(o.c_str());
+  r = nvrtcCompileProgram(prog, int(argv.size()), argv.data());
   size_t logSize = 0;
   nvrtcGetProgramLogSize(prog, &logSize);
   std::string l(logSize, '\0');
@@ -56,30 +85,54 @@ bool nvrtcCompile(const std::string &name, const std::string &src, const std::st
     return false;
   }
   if (!l.empty())
-    *log += l + "\n";
+    out->log += l + "\n";
   size_t size = 0;
-  r = ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size);
+  const char *what = "cubin";
+  r = nvrtcGetCUBINSize(prog, &size);
   if (r == NVRTC_SUCCESS) {
-    out->resize(size);
-    r = ptx ? nvrtcGetPTX(prog, reinterpret_cast<char *>(out->data()))
-            : nvrtcGetCUBIN(prog, reinterpret_cast<char *>(out->data()));
+    out->cubin.resize(size);
+    r = nvrtcGetCUBIN(prog, reinterpret_cast<char *>(out->cubin.data()));
+  }
+  if (r == NVRTC_SUCCESS) {
+    what = "PTX";
+    r = nvrtcGetPTXSize(prog, &size);
+  }
+  if (r == NVRTC_SUCCESS) {
+    out->ptx.assign(size, '\0');
+    r = nvrtcGetPTX(prog, out->ptx.data());
   }
   nvrtcDestroyProgram(&prog);
   if (r != NVRTC_SUCCESS) {
-    *error = "NVRTC: cannot read the " + std::string(ptx ? "PTX" : "cubin") + " of kernel '" +
-             name + "': " + nvrtcGetErrorString(r);
+    *error = "NVRTC: cannot read the " + std::string(what) + " of kernel '" + name + "': " +
+             nvrtcGetErrorString(r);
     return false;
   }
-  if (ptx)
-    while (!out->empty() && out->back() == 0)
-      out->pop_back();
+  while (!out->ptx.empty() && out->ptx.back() == 0)
+    out->ptx.pop_back();
   return true;
+}
+
+cache::Key kernelKey(const KernelBinary &k, const std::string &arch) {
+  cache::KeyBuilder b("tc-kernel-1");
+  b.add("nvrtc", nvrtcVersionString()).add("arch", arch);
+  for (const std::string &o : nvrtcOptions(arch))
+    b.add("option", o);
+  return b.add("name", k.name).add("source", k.source).finish();
+}
+
+constexpr size_t kKernelFields = 3; // cubin, PTX, NVRTC's log
+
+void decode(llvm::ArrayRef<llvm::StringRef> f, KernelBinary *b) {
+  b->cubin.assign(f[0].begin(), f[0].end());
+  b->ptx = f[1].str();
+  b->log = f[2].str();
 }
 } // namespace
 #endif
 
 mlir::FailureOr<std::vector<KernelBinary>>
-compileKernels(const std::vector<KernelSource> &sources, llvm::StringRef target, std::string *error) {
+compileKernels(const std::vector<KernelSource> &sources, llvm::StringRef target, std::string *error,
+               std::vector<std::string> *notes) {
   std::string arch = nvrtcArch(target);
   if (arch.empty()) {
     *error = "no CUDA architecture for target '" + target.str() + "' (use sm_90 or sm_120)";
@@ -90,9 +143,10 @@ compileKernels(const std::vector<KernelSource> &sources, llvm::StringRef target,
            "cannot compile kernels for " + arch;
   return mlir::failure();
 #else
+  // Each distinct kernel once: from the cache when it has it, else NVRTC,
+  // on as many threads as there are cores (NVRTC programs are independent).
   std::vector<KernelBinary> out;
   llvm::StringSet<> done;
-  std::string virt = "compute_" + arch.substr(3);
   for (const KernelSource &k : sources) {
     if (!done.insert(k.name).second)
       continue;
@@ -100,12 +154,43 @@ compileKernels(const std::vector<KernelSource> &sources, llvm::StringRef target,
     b.name = k.name;
     b.source = k.source;
     b.arch = arch;
-    std::vector<uint8_t> ptx;
-    if (!nvrtcCompile(k.name, k.source, arch, false, &b.cubin, &b.log, error) ||
-        !nvrtcCompile(k.name, k.source, virt, true, &ptx, &b.log, error))
-      return mlir::failure();
-    b.ptx.assign(ptx.begin(), ptx.end());
     out.push_back(std::move(b));
+  }
+  const cache::Store &store = cache::global();
+  std::vector<cache::Key> keys(out.size());
+  std::vector<size_t> misses;
+  for (size_t i = 0; i < out.size(); ++i) {
+    keys[i] = kernelKey(out[i], arch);
+    std::optional<cache::Store::Entry> hit = store.get("kernels", keys[i], kKernelFields, notes);
+    if (hit)
+      decode(hit->fields, &out[i]);
+    else
+      misses.push_back(i);
+  }
+  std::vector<std::string> errors(out.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t m; (m = next.fetch_add(1)) < misses.size();) {
+      KernelBinary &b = out[misses[m]];
+      nvrtcCompile(b.name, b.source, arch, &b, &errors[misses[m]]);
+    }
+  };
+  unsigned threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                      misses.size());
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  for (size_t i : misses) { // the first failure in source order
+    if (!errors[i].empty()) {
+      *error = errors[i];
+      return mlir::failure();
+    }
+    const KernelBinary &b = out[i];
+    llvm::StringRef cubin(reinterpret_cast<const char *>(b.cubin.data()), b.cubin.size());
+    store.put("kernels", keys[i], {cubin, b.ptx, b.log}, notes);
   }
   return out;
 #endif
