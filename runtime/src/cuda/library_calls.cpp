@@ -227,7 +227,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
     return Status::ok();
   }
   int amaxOf = static_cast<int>(c.a.integerOr("amax_of", 0));
-  if (amax && (amaxOf < 1 || amaxOf > 7))
+  if (amax && !rt::validAmaxOf(amaxOf))
     return invalidArgument(c.a.where + ": \"attention_bwd\" with has_amax needs amax_of, a mask "
                            "of the gradients (1 dq, 2 dk, 4 dv), got " +
                            std::to_string(amaxOf));

@@ -83,6 +83,17 @@ int64_t fp4PackedRowBytes(int64_t len, bool mxfp4);
 int64_t fp4ScaleLayoutBytes(int64_t rows, int64_t len, bool mxfp4);
 
 //===----------------------------------------------------------------------===//
+// Attribute values
+//===----------------------------------------------------------------------===//
+
+/// attention_bwd's amax_of (attentionBackward's amaxOf): the mask of the
+/// gradients whose stored values its amax covers.
+inline constexpr int kAmaxOfDq = 1, kAmaxOfDk = 2, kAmaxOfDv = 4;
+inline constexpr int kAmaxOfAll = kAmaxOfDq | kAmaxOfDk | kAmaxOfDv;
+/// Whether amax_of names at least one gradient and nothing else.
+inline constexpr bool validAmaxOf(int64_t amaxOf) { return amaxOf >= 1 && amaxOf <= kAmaxOfAll; }
+
+//===----------------------------------------------------------------------===//
 // The callee table
 //===----------------------------------------------------------------------===//
 

@@ -116,8 +116,7 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
                         cudaStream_t stream, float *amax) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionForward", s, &empty));
-  if (amax) // the warps' atomicMax combines into a zeroed amax
-    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  TC_RETURN_IF_ERROR(zeroAmax(amax, stream)); // the kernels' atomicMax combines into it
   auto *amaxBits = reinterpret_cast<unsigned *>(amax);
   if (empty || s.tq == 0)
     return Status::ok();
@@ -154,12 +153,11 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          float *amax, int amaxOf) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
-  if (amax && (amaxOf < 1 || amaxOf > 7))
+  if (amax && !rt::validAmaxOf(amaxOf))
     return invalidArgument("attentionBackward: amaxOf must name gradients (bits 1 dq, 2 dk, 4 "
                            "dv), got " +
                            std::to_string(amaxOf));
-  if (amax)
-    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  TC_RETURN_IF_ERROR(zeroAmax(amax, stream));
   if (empty)
     return Status::ok();
   bool rowsQ = s.tq > 0, rowsK = s.tk > 0;

@@ -37,41 +37,15 @@ template <class T> struct FastParams {
   bool causal;
   /// When non-null (zeroed before the launch): atomicMax of the bits of |x|
   /// (absBits) over the stored out (forward) or the gradients amaxOf names
-  /// (bits 1 dq, 2 dk, 4 dv).
+  /// (kAmaxOfDq, kAmaxOfDk, kAmaxOfDv).
   unsigned *amax;
   int amaxOf;
 };
 
-/// The amax of the gradient with bit `bit` of p.amaxOf (1 dq, 2 dk, 4 dv),
-/// or null.
-template <class P> __device__ __forceinline__ unsigned *gradAmax(const P &p, int bit) {
-  return p.amaxOf & bit ? p.amax : nullptr;
-}
-
-/// The bits (absBits) of m, a max of |x| in f32, rounded to T as the
-/// values were stored: rounding is monotonic, so the max of the rounded
-/// values is the rounded max (and fmaxf has already dropped NaN).
-template <class T> __device__ __forceinline__ unsigned storedAmaxBits(float m) {
-  return kern::absBits(kern::toF(kern::fromF<T>(m)));
-}
-
-/// Folds a lane's max |x| into amax (when non-null): the warp's max, one
-/// atomicMax on the bits. Every lane of the warp calls it.
-template <class T> __device__ __forceinline__ void warpAmax(unsigned *amax, float m) {
-  if (!amax)
-    return;
-  unsigned bits = __reduce_max_sync(kern::kFullMask, storedAmaxBits<T>(m));
-  if (threadIdx.x % 32 == 0 && bits != 0)
-    atomicMax(amax, bits);
-}
-
-/// As warpAmax, one atomicMax per block; every thread of the block calls it.
-template <class T> __device__ __forceinline__ void blockAmax(unsigned *amax, float m) {
-  if (!amax)
-    return;
-  unsigned bits = kern::blockMaxU32(storedAmaxBits<T>(m));
-  if (threadIdx.x == 0 && bits != 0)
-    atomicMax(amax, bits);
+/// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.
+/// Host side too: the flash launchers pick their kernels' Amax by it.
+template <class P> __host__ __device__ __forceinline__ unsigned *gradAmax(const P &p, int bits) {
+  return p.amaxOf & bits ? p.amax : nullptr;
 }
 
 /// out [tq, d] and lse of every (batch, head) with head dim p's d, which

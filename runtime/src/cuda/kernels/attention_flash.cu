@@ -273,8 +273,9 @@ constexpr int kFwdBQ = 64, kFwdBK = 64;
 template <int D> constexpr int fwdSmemBytes() { return 4 * kFwdBK * (D + kPad) * 2; }
 
 /// Grid: batch * heads * ceil(tq / 64) blocks, the last query blocks first.
-/// Shared: sK[2][64][D + 8], sV[2][64][D + 8] (q staged in sK[1]).
-template <class T, int D>
+/// Shared: sK[2][64][D + 8], sV[2][64][D + 8] (q staged in sK[1]). Amax
+/// (p.amax non-null) takes the amax of out; without it no amax code.
+template <class T, int D, bool Amax>
 __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   constexpr int BQ = kFwdBQ, BK = kFwdBK, S = D + kPad;
   extern __shared__ __align__(16) unsigned char smRaw[];
@@ -377,8 +378,9 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   }
   float amax = 0.0f;
   storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1],
-               &amax);
-  blockAmax<T>(p.amax, amax);
+               Amax ? &amax : nullptr);
+  if constexpr (Amax)
+    blockAmax<T>(p.amax, amax);
   if (p.lse && t == 0) {
     float *lse = p.lse + static_cast<int64_t>(bh) * p.tq;
 #pragma unroll
@@ -549,8 +551,9 @@ template <int D, int MW, int BQ> constexpr int dkdvSmemBytes() {
 /// most work when causal) first. Warp w owns keys [k0 + 16 MW w, +16 MW) and
 /// loops over the group's query heads and BQ-query tiles (double-buffered
 /// with cp.async), SUB queries at a time; with KVReg its K/V A fragments stay
-/// in registers.
-template <class T, int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks>
+/// in registers. Amax (p.amaxOf names dk or dv) takes their amax; without it
+/// no amax code.
+template <class T, int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, bool Amax>
 __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastParams<T> p) {
   constexpr int WK = 16 * MW, BK = 4 * WK, S = D + kPad;
   static_assert(BQ % SUB == 0 && SUB % 16 == 0, "query sub-tile");
@@ -657,15 +660,17 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   }
   cpAsyncWaitAll();
   float amax = 0.0f;
+  const bool amaxK = Amax && gradAmax(p, kAmaxOfDk), amaxV = Amax && gradAmax(p, kAmaxOfDv);
 #pragma unroll
   for (int m = 0; m < MW; ++m) {
     int key = kw + m * 16 + g;
     storeRows<D>(p.dk + b * p.dks.batch + kvh * p.dks.head, p.dks.row, key, p.tk, dk[m], p.scale,
-                 p.scale, p.amaxOf & 2 ? &amax : nullptr);
+                 p.scale, amaxK ? &amax : nullptr);
     storeRows<D>(p.dv + b * p.dvs.batch + kvh * p.dvs.head, p.dvs.row, key, p.tk, dv[m], 1.0f,
-                 1.0f, p.amaxOf & 4 ? &amax : nullptr);
+                 1.0f, amaxV ? &amax : nullptr);
   }
-  blockAmax<T>(p.amaxOf & 6 ? p.amax : nullptr, amax);
+  if constexpr (Amax)
+    blockAmax<T>(gradAmax(p, kAmaxOfDk | kAmaxOfDv), amax);
 }
 
 /// Shared rows (of D + 8 bf16) of the dQ kernel: sQ, sO [64 MW] and sK, sV
@@ -683,7 +688,8 @@ template <int D, int MW, int BK, bool QOReg> constexpr int dqSmemBytes() {
 /// tiles (double-buffered), SUB keys at a time. The block first computes
 /// D = rowsum(dout * out) of its rows (kThreads / 64 MW threads per row, fixed
 /// order) for itself and, through p.dd, for the dK/dV kernel launched after it.
-template <class T, int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks>
+/// Amax (p.amaxOf names dq) takes the amax of dq; without it no amax code.
+template <class T, int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, bool Amax>
 __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastParams<T> p) {
   constexpr int WQ = 16 * MW, BQ = 4 * WQ, S = D + kPad;
   static_assert(BK % SUB == 0 && SUB % 16 == 0, "key sub-tile");
@@ -819,8 +825,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
 #pragma unroll
   for (int m = 0; m < MW; ++m)
     storeRows<D>(p.dq + b * p.dqs.batch + h * p.dqs.head, p.dqs.row, qw + m * 16 + g, p.tq, dq[m],
-                 p.scale, p.scale, &amax);
-  blockAmax<T>(gradAmax(p, 1), amax);
+                 p.scale, p.scale, Amax ? &amax : nullptr);
+  if constexpr (Amax)
+    blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
 }
 
 template <class Kernel, class T>
@@ -835,23 +842,30 @@ Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
 
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, kFwdBQ) * p.batch * p.heads;
-  return launchFast(flashFwdKernel<T, D>, "attention_forward", blocks, fwdSmemBytes<D>(), p,
-                    stream);
+  auto kernel = p.amax ? flashFwdKernel<T, D, true> : flashFwdKernel<T, D, false>;
+  return launchFast(kernel, "attention_forward", blocks, fwdSmemBytes<D>(), p, stream);
 }
 
 /// Template arguments: head dim, m16 tiles per warp, streamed tile rows,
-/// sub-tile rows, A fragments held in registers, min blocks per SM.
+/// sub-tile rows, A fragments held in registers, min blocks per SM; the
+/// kernel with Amax when p.amaxOf names one of its gradients.
 template <int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, class T>
 Status launchDq(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
-  return launchFast(flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks>, "attention_backward_dq",
-                    blocks, dqSmemBytes<D, MW, BK, QOReg>(), p, stream);
+  auto kernel = gradAmax(p, kAmaxOfDq)
+                    ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true>
+                    : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false>;
+  return launchFast(kernel, "attention_backward_dq", blocks, dqSmemBytes<D, MW, BK, QOReg>(), p,
+                    stream);
 }
 template <int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, class T>
 Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tk, 64 * MW) * p.batch * p.kvHeads;
-  return launchFast(flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks>,
-                    "attention_backward_dkdv", blocks, dkdvSmemBytes<D, MW, BQ>(), p, stream);
+  auto kernel = gradAmax(p, kAmaxOfDk | kAmaxOfDv)
+                    ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true>
+                    : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false>;
+  return launchFast(kernel, "attention_backward_dkdv", blocks, dkdvSmemBytes<D, MW, BQ>(), p,
+                    stream);
 }
 
 /// dQ (and D) first: the dK/dV kernel reads D from scratch. Tilings measured

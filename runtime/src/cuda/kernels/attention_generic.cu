@@ -27,10 +27,11 @@ __device__ __forceinline__ void loadLanes(const T *row, int64_t n, float (&x)[kL
     x[r] = c < n ? toF(row[c]) : 0.0f;
   }
 }
-/// With `amax`, the warp's max |x| of what it stored goes into it (warpAmax).
+/// row[c] = x * sc as loadLanes lays it out; returns the lane's max |x * sc|
+/// (f32, before rounding) of what it stored, for warpAmax.
 template <class T>
-__device__ __forceinline__ void storeLanes(T *row, int64_t n, const float (&x)[kLaneElems],
-                                           float sc, unsigned *amax = nullptr) {
+__device__ __forceinline__ float storeLanes(T *row, int64_t n, const float (&x)[kLaneElems],
+                                            float sc) {
   int lane = threadIdx.x % 32;
   float m = 0.0f;
 #pragma unroll
@@ -41,7 +42,7 @@ __device__ __forceinline__ void storeLanes(T *row, int64_t n, const float (&x)[k
       m = fmaxf(m, fabsf(x[r] * sc));
     }
   }
-  warpAmax<T>(amax, m);
+  return m;
 }
 /// sum over the row of a[c] * row[c], on every lane (fixed butterfly order).
 template <class T>
@@ -100,8 +101,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) attnFwdGenericKernel(Gener
     l += w;
     axpyLanes(o, w, v + j * p.vs.row, p.dv_);
   }
-  storeLanes(p.out + b * p.os.batch + h * p.os.head + i * p.os.row, p.dv_, o,
-             l > 0.0f ? 1.0f / l : 0.0f, p.amax);
+  float mo = storeLanes(p.out + b * p.os.batch + h * p.os.head + i * p.os.row, p.dv_, o,
+                        l > 0.0f ? 1.0f / l : 0.0f);
+  warpAmax<T>(p.amax, mo);
   if (p.lse && threadIdx.x % 32 == 0)
     p.lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
@@ -141,8 +143,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) attnBwdDqGenericKernel(Gen
     float dp = dotLanes(dO, v + j * p.vs.row, p.dv_);
     axpyLanes(dq, pr * (dp - dd), k + j * p.ks.row, p.d);
   }
-  storeLanes(p.dq + b * p.dqs.batch + h * p.dqs.head + i * p.dqs.row, p.d, dq, p.scale,
-             gradAmax(p, 1));
+  float mq = storeLanes(p.dq + b * p.dqs.batch + h * p.dqs.head + i * p.dqs.row, p.d, dq, p.scale);
+  warpAmax<T>(gradAmax(p, kAmaxOfDq), mq);
 }
 
 /// One warp per key row (b, kvh, j): dk = scale * sum over the group's heads
@@ -168,10 +170,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
       axpyLanes(dk, pr * (dp - p.dd[bh * p.tq + i]), q + i * p.qs.row, p.d);
     }
   }
-  storeLanes(p.dk + b * p.dks.batch + kvh * p.dks.head + j * p.dks.row, p.d, dk, p.scale,
-             gradAmax(p, 2));
-  storeLanes(p.dv + b * p.dvs.batch + kvh * p.dvs.head + j * p.dvs.row, p.dv_, dv, 1.0f,
-             gradAmax(p, 4));
+  float mk = storeLanes(p.dk + b * p.dks.batch + kvh * p.dks.head + j * p.dks.row, p.d, dk,
+                        p.scale);
+  float mv = storeLanes(p.dv + b * p.dvs.batch + kvh * p.dvs.head + j * p.dvs.row, p.dv_, dv, 1.0f);
+  // One reduction and atomic for both gradients: rounding is monotonic, so
+  // the rounded max of their maxes is the max of their rounded maxes.
+  float m = fmaxf(p.amaxOf & kAmaxOfDk ? mk : 0.0f, p.amaxOf & kAmaxOfDv ? mv : 0.0f);
+  warpAmax<T>(gradAmax(p, kAmaxOfDk | kAmaxOfDv), m);
 }
 
 unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)); }

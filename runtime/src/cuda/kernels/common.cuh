@@ -8,6 +8,9 @@
 //   - FP8: the amax bits of |x|, the saturating E4M3 / E5M2 conversion,
 //   - warp and block reductions (sum, max, the (max, sum-of-exp) pair of an
 //     online softmax),
+//   - amaxes folded into a zeroed f32 by atomicMax on its bits (the
+//     quantize kernels and the producers that take their amax: norms,
+//     attention),
 //   - dtype dispatch and launch checking for the launchers.
 //
 //===----------------------------------------------------------------------===//
@@ -265,6 +268,44 @@ __device__ __forceinline__ MaxSum rowMaxSum(const T *x, int64_t cols, unsigned t
 }
 
 //===----------------------------------------------------------------------===//
+// Amaxes (a zeroed f32, combined by atomicMax on the bits of |x|)
+//===----------------------------------------------------------------------===//
+
+/// The bits (absBits) of m, a max of |x| in f32, rounded to T as the
+/// values were stored: rounding is monotonic, so the max of the rounded
+/// values is the rounded max (and fmaxf has already dropped NaN).
+template <class T> __device__ __forceinline__ unsigned storedAmaxBits(float m) {
+  return absBits(toF(fromF<T>(m)));
+}
+
+/// Folds a thread's amax bits into *amax: the block's max (blockMaxU32),
+/// one atomicMax by thread 0 (none for 0, which the zeroed amax holds).
+/// Every thread of the block calls it.
+__device__ __forceinline__ void blockAtomicMaxBits(unsigned *amax, unsigned bits) {
+  bits = blockMaxU32(bits);
+  if (threadIdx.x == 0 && bits != 0)
+    atomicMax(amax, bits);
+}
+
+/// Folds a lane's max |x| (f32, of values stored as T) into amax (when
+/// non-null): the warp's max, one atomicMax on the bits. Every lane of the
+/// warp calls it.
+template <class T> __device__ __forceinline__ void warpAmax(unsigned *amax, float m) {
+  if (!amax)
+    return;
+  unsigned bits = __reduce_max_sync(kFullMask, storedAmaxBits<T>(m));
+  if (threadIdx.x % 32 == 0 && bits != 0)
+    atomicMax(amax, bits);
+}
+
+/// As warpAmax, one atomicMax per block; every thread of the block calls it.
+template <class T> __device__ __forceinline__ void blockAmax(unsigned *amax, float m) {
+  if (!amax)
+    return;
+  blockAtomicMaxBits(amax, storedAmaxBits<T>(m));
+}
+
+//===----------------------------------------------------------------------===//
 // Host side of the launchers
 //===----------------------------------------------------------------------===//
 
@@ -278,6 +319,14 @@ inline Status checkLaunch(const char *kernel) {
   if (err == cudaSuccess)
     return Status::ok();
   return cudaStatus(err, std::string("launch of ") + kernel);
+}
+
+/// Zeroes a launcher's amax (f32 [1]; nothing when null) on `stream`, before
+/// its kernels combine into it (the helpers above).
+inline Status zeroAmax(float *amax, cudaStream_t stream) {
+  if (amax)
+    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  return Status::ok();
 }
 
 /// Calls f(float{}) or f(bf16{}) for the storage dtype `dt`.

@@ -26,9 +26,9 @@ constexpr int kColThreads = 256; // threads per block of the column kernels
 
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
 /// elements [8 l, 8 l + 8) of every 256-element stretch of the row. With
-/// `amax` (zeroed before the launch) the block's max |y| as stored (the f32
-/// max rounded to T; NaN ignored) goes into it by atomicMax on its bits.
-template <class T, class W, bool Vec, bool Rms>
+/// HasAmax, `amax` (non-null, zeroed before the launch) gets the block's max
+/// |y| as stored (the f32 max rounded to T; NaN ignored; blockAmax).
+template <class T, class W, bool Vec, bool Rms, bool HasAmax>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     normForwardKernel(const T *__restrict__ x, const W *__restrict__ weight,
                       const W *__restrict__ bias, T *__restrict__ y, float *__restrict__ meanOut,
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
         if (bias)
           o += b[j];
         v[j] = o;
-        if (amax && i + j < cols)
+        if (HasAmax && (Vec || i + j < cols)) // only the non-Vec tail pads
           m = fmaxf(m, fabsf(o));
       }
       storeRow8<T, Vec>(yr, i, cols, v);
@@ -88,12 +88,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
         rstdOut[row] = rstd;
     }
   }
-  if (amax) {
-    // Rounding is monotonic: the max of the stored values is the rounded max.
-    unsigned bits = blockMaxU32(absBits(toF(fromF<T>(m))));
-    if (threadIdx.x == 0 && bits != 0)
-      atomicMax(amax, bits);
-  }
+  if constexpr (HasAmax)
+    blockAmax<T>(amax, m);
 }
 
 /// dx of layer_norm (Rms false: mean given) or rms_norm (mean null):
@@ -225,8 +221,7 @@ Status normForward(const char *what, DType dt, DType pt, const void *x, const vo
                    const void *bias, void *y, float *mean, float *rstd, int64_t rows, int64_t cols,
                    float eps, cudaStream_t stream, float *amax) {
   TC_RETURN_IF_ERROR(checkRows(what, rows, cols));
-  if (amax) // the blocks' atomicMax combines into a zeroed amax
-    TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  TC_RETURN_IF_ERROR(zeroAmax(amax, stream)); // the blocks' atomicMax combines into it
   if (rows == 0 || cols == 0)
     return Status::ok();
   if (!x || !y)
@@ -241,12 +236,12 @@ Status normForward(const char *what, DType dt, DType pt, const void *x, const vo
     auto *bs = static_cast<const W *>(bias);
     auto *ys = static_cast<T *>(y);
     auto *bits = reinterpret_cast<unsigned *>(amax);
-    if (vec)
-      normForwardKernel<T, W, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-          xs, ws, bs, ys, mean, rstd, bits, rows, cols, eps);
-    else
-      normForwardKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-          xs, ws, bs, ys, mean, rstd, bits, rows, cols, eps);
+    auto kernel = vec ? (bits ? normForwardKernel<T, W, true, Rms, true>
+                              : normForwardKernel<T, W, true, Rms, false>)
+                      : (bits ? normForwardKernel<T, W, false, Rms, true>
+                              : normForwardKernel<T, W, false, Rms, false>);
+    kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, bits, rows, cols,
+                                                    eps);
     return checkLaunch(Rms ? "rms_norm_forward" : "layer_norm_forward");
   });
 }

@@ -67,9 +67,7 @@ __global__ void __launch_bounds__(kAmaxThreads)
   }
   for (int64_t i = scalarFrom + tid; i < n; i += stride)
     m = max(m, absBits(toF(x[i])));
-  m = blockMaxU32(m);
-  if (threadIdx.x == 0 && m != 0)
-    atomicMax(amax, m);
+  blockAtomicMaxBits(amax, m);
 }
 
 /// One block per row: amax[row] written, not combined.
