@@ -19,14 +19,17 @@
 // transposes (and, for attention_grad, a concat of its gradients).
 //
 // Runs in the GPU pipeline after tc-fuse (the reference program never sees
-// either). A fusion that already reduces is left alone (one reduction per
-// kernel), as is one whose results have other shapes than x (the reduction
-// spans the kernel's whole iteration space).
+// either) and before tc-fuse-attention-views. A fusion that already reduces
+// is left alone (one reduction per kernel), as is one whose results have
+// other shapes than x (the reduction spans the kernel's whole iteration
+// space). tc-lower-to-tcx checks that every given amax is of exactly what
+// its quantize reads (fp8AmaxCoverage).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Transforms/Passes.h"
+#include "runtime/src/schema/library_abi.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -50,18 +53,6 @@ bool perTensorWithoutAmax(QuantizeOp q) {
   return !q.getAmax() && fp8PerTensorForm(q, &f) && tensorTypeOf(q.getInput()).getRank() > 0;
 }
 
-/// What `v` is through reshapes and transposes (which an amax does not see).
-Value throughLayout(Value v) {
-  while (true) {
-    if (auto r = v.getDefiningOp<ReshapeOp>())
-      v = r.getInput();
-    else if (auto t = v.getDefiningOp<TransposeOp>())
-      v = t.getInput();
-    else
-      return v;
-  }
-}
-
 /// Whether `v` is a result of a fusion in `block` that can take its amax:
 /// one without a reduction, every result of v's shape.
 bool fusionCanTakeAmax(Value v, Block &block) {
@@ -79,7 +70,7 @@ bool fusionCanTakeAmax(Value v, Block &block) {
 
 /// Rebuilds `fusion` with the amax of its result `index` as one more
 /// result (the last), which it returns.
-Value addAmaxResult(FusionOp fusion, unsigned index) {
+Value addFusionAmax(FusionOp fusion, unsigned index) {
   OpBuilder b(fusion);
   Location loc = fusion.getLoc();
   Type f32 = b.getF32Type();
@@ -124,20 +115,18 @@ LibrarySource librarySource(Value src, Block &block) {
   Operation *def = src.getDefiningOp();
   if (!def || def->getBlock() != &block)
     return {};
-  unsigned index = llvm::cast<OpResult>(src).getResultNumber();
-  if (auto ln = llvm::dyn_cast<LayerNormOp>(def))
-    return ln.getAmax() || index != 0 ? LibrarySource{} : LibrarySource{def, 0};
-  if (auto rn = llvm::dyn_cast<RmsNormOp>(def))
-    return rn.getAmax() || index != 0 ? LibrarySource{} : LibrarySource{def, 0};
-  if (auto at = llvm::dyn_cast<AttentionOp>(def))
-    return at.getAmax() || index != 0 ? LibrarySource{} : LibrarySource{def, 0};
+  if (takesAmaxOfResult0(def))
+    return libraryAmaxResult(def) || llvm::cast<OpResult>(src).getResultNumber() != 0
+               ? LibrarySource{}
+               : LibrarySource{def, 0};
   auto gradBits = [&](Value v, AttentionGradOp *of) -> int64_t {
     auto ag = v.getDefiningOp<AttentionGradOp>();
     if (!ag || ag.getAmax() || (*of && ag != *of) || ag->getBlock() != &block)
       return 0;
+    constexpr int64_t bits[3] = {rt::kAmaxOfDq, rt::kAmaxOfDk, rt::kAmaxOfDv};
     unsigned i = llvm::cast<OpResult>(v).getResultNumber();
     *of = ag;
-    return i < 3 ? int64_t(1) << i : 0;
+    return i < 3 ? bits[i] : 0;
   };
   AttentionGradOp ag;
   if (int64_t bit = gradBits(src, &ag))
@@ -156,34 +145,24 @@ LibrarySource librarySource(Value src, Block &block) {
 }
 
 /// Rebuilds the library op of `s` with an amax result (the last), which it
-/// returns; the op's other attributes (tc-fuse-attention-views' marks, the
-/// norm statistics' pairing) go with it.
-Value addAmaxResult(LibrarySource s) {
+/// returns: the same op with the same operands, inherent attributes
+/// (amax_of set on an attention_grad) and discardable ones (tc.ref,
+/// tc-share-norm-stats' pairing). In the GPU pipeline tc-fuse-attention-
+/// views runs after this pass and marks the grown attention ops (its marks
+/// are about the results written in place, which the amax leaves as they
+/// were); marks already there would be kept like any other attribute.
+Value addLibraryAmax(LibrarySource s) {
   Operation *op = s.op;
   OpBuilder b(op);
-  Location loc = op->getLoc();
-  SmallVector<Type> types(op->getResultTypes());
-  types.push_back(RankedTensorType::get({}, b.getF32Type()));
-  Operation *grown;
-  if (auto ln = llvm::dyn_cast<LayerNormOp>(op))
-    grown = LayerNormOp::create(b, loc, types, ln.getInput(), ln.getScale(), ln.getBias(),
-                                ln.getAxisAttr(), ln.getEpsilonAttr());
-  else if (auto rn = llvm::dyn_cast<RmsNormOp>(op))
-    grown = RmsNormOp::create(b, loc, types, rn.getInput(), rn.getScale(), rn.getAxisAttr(),
-                              rn.getEpsilonAttr());
-  else if (auto at = llvm::dyn_cast<AttentionOp>(op))
-    grown = AttentionOp::create(b, loc, types, at.getQuery(), at.getKey(), at.getValue(),
-                                at.getKeyMask(), at.getScaleAttr(), at.getCausalAttr(),
-                                at.getMaskFillAttr());
-  else {
-    auto ag = llvm::cast<AttentionGradOp>(op);
-    grown = AttentionGradOp::create(b, loc, types, ag.getQuery(), ag.getKey(), ag.getValue(),
-                                    ag.getResult(), ag.getLse(), ag.getGrad(), ag.getKeyMask(),
-                                    ag.getScaleAttr(), ag.getCausalAttr(), ag.getMaskFillAttr(),
-                                    b.getI64IntegerAttr(s.mask));
-  }
-  for (NamedAttribute a : op->getDiscardableAttrs())
-    grown->setDiscardableAttr(a.getName(), a.getValue());
+  OperationState state(op->getLoc(), op->getName());
+  state.addOperands(op->getOperands());
+  state.addTypes(op->getResultTypes());
+  state.addTypes(RankedTensorType::get({}, b.getF32Type()));
+  state.propertiesAttr = op->getPropertiesAsAttribute();
+  state.addAttributes(op->getDiscardableAttrDictionary().getValue());
+  Operation *grown = b.create(state);
+  if (auto ag = llvm::dyn_cast<AttentionGradOp>(grown))
+    ag.setAmaxOfAttr(b.getI64IntegerAttr(s.mask));
   for (auto [from, to] : llvm::zip(op->getResults(), grown->getResults()))
     from.replaceAllUsesWith(to);
   op->erase();
@@ -207,14 +186,14 @@ struct TcFuseFp8Amax : impl::TcFuseFp8AmaxBase<TcFuseFp8Amax> {
           if (fusionCanTakeAmax(src, block)) {
             auto res = llvm::cast<OpResult>(src);
             unsigned index = res.getResultNumber();
-            amax = addAmaxResult(llvm::cast<FusionOp>(res.getOwner()), index);
+            amax = addFusionAmax(llvm::cast<FusionOp>(res.getOwner()), index);
             src = amax.getDefiningOp()->getResult(index); // the old fusion is gone
           } else if (LibrarySource lib = librarySource(src, block); lib.op) {
             // A concat source stays (its inputs are what changed); a
             // result is the grown op's.
             bool result = src.getDefiningOp() == lib.op;
             unsigned index = result ? llvm::cast<OpResult>(src).getResultNumber() : 0;
-            amax = addAmaxResult(lib);
+            amax = addLibraryAmax(lib);
             if (result)
               src = amax.getDefiningOp()->getResult(index);
           } else {

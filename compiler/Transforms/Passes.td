@@ -309,16 +309,18 @@ def TcTagReferenceValues : Pass<"tc-tag-reference-values", "mlir::func::FuncOp">
   let description = [{
     GPU pipeline only, its first pass: the module it starts from is the one
     the op-level reference program was made of (lowerToProgram), so every
-    op gets `tc.ref`, the value id of its first result there (arguments
-    first, then every op's results in order: tagReferenceValues in
-    dialects/tc/Eval/Program.h). tc-lower-to-tcx takes the tags off and
-    puts the id on the buffer of each tensor that has one (`ref` on its
-    alloc, then on the planned view), and tc-compile lists them in the
-    artifact's "check" report: which device buffer holds which reference
-    value, what tc-run --check compares.
+    op gets `tc.ref = [id, n]`: id the value id of its first result there
+    (arguments first, then every op's results in order: tagReferenceValues
+    in dialects/tc/Eval/Program.h), n its number of results (result i < n
+    is value id + i; a result a later pass adds, such as tc-fuse-fp8-amax's
+    amax, has no id). tc-lower-to-tcx takes the tags off and puts the id on
+    the buffer of each tensor that has one (`ref` on its alloc, then on the
+    planned view), and tc-compile lists them in the artifact's "check"
+    report: which device buffer holds which reference value, what tc-run
+    --check compares.
 
     ```mlir
-    %0 = tc.add %a, %b {tc.ref = 2 : i64} : ...
+    %0 = tc.add %a, %b {tc.ref = array<i64: 2, 1>} : ...
     ```
   }];
 }

@@ -418,30 +418,30 @@ func.func @fused(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 func.func @tagged(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
   %y = tc.fusion (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
-    %0 = tc.add %a, %c {tc.ref = 6 : i64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
-    %1 = tc.tanh %0 {tc.ref = 7 : i64} : tensor<4x8xf32>
+    %0 = tc.add %a, %c {tc.ref = array<i64: 6, 1>} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %1 = tc.tanh %0 {tc.ref = array<i64: 7, 1>} : tensor<4x8xf32>
     tc.yield %1 : tensor<4x8xf32>
   }
-  %z = tc.mul %y, %y {tc.ref = 3 : i64} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %z = tc.mul %y, %y {tc.ref = array<i64: 3, 1>} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   return %z : tensor<4x8xf32>
 }
 
 // -----
 
 // Tests that an amax result tc-fuse-fp8-amax added (not a value of the
-// reference program) gets no reference id: ids are consecutive per op, so
-// result 1 would take the next op's (the reshape's, 5); the layer norm's
-// call writes it as its has_amax output.
+// reference program) gets no reference id: the tag [4, 1] says the layer
+// norm had one result when tagged (id + 1 would be the next op's, the
+// reshape's 5); the layer norm's call writes it as its has_amax output.
 // CHECK-LABEL: func.func @amax_has_no_ref
 // CHECK: %[[Y:.+]] = tcx.alloc {ref = 4 : i64} : <4x8xbf16>
 // CHECK: %[[A:.+]] = tcx.alloc : <f32>
 // CHECK: tcx.library "layer_norm_fwd" ins(%{{.+}} : !tcx.buffer<4x8xbf16>) outs(%[[Y]], %[[A]] : !tcx.buffer<4x8xbf16>, !tcx.buffer<f32>) {{{.*}}has_amax = true
 // CHECK: tcx.library "quantize_fp8" ins(%{{.+}}, %[[A]] :
 func.func @amax_has_no_ref(%x: tensor<4x8xbf16>) -> (tensor<32xf8E4M3FN>, tensor<1xf32>) {
-  %y, %m = tc.layer_norm %x {axis = 1 : i64, epsilon = 1.0e-05 : f64, tc.ref = 4 : i64}
+  %y, %m = tc.layer_norm %x {axis = 1 : i64, epsilon = 1.0e-05 : f64, tc.ref = array<i64: 4, 1>}
       : (tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<f32>)
-  %r = tc.reshape %y {tc.ref = 5 : i64} : tensor<4x8xbf16> to tensor<32xbf16>
-  %q, %s = tc.quantize %r amax %m : tensor<f32> {block = array<i64: 32>, tc.ref = 6 : i64}
+  %r = tc.reshape %y {tc.ref = array<i64: 5, 1>} : tensor<4x8xbf16> to tensor<32xbf16>
+  %q, %s = tc.quantize %r amax %m : tensor<f32> {block = array<i64: 32>, tc.ref = array<i64: 6, 2>}
       : tensor<32xbf16> -> (tensor<32xf8E4M3FN>, tensor<1xf32>)
   return %q, %s : tensor<32xf8E4M3FN>, tensor<1xf32>
 }

@@ -272,3 +272,34 @@ func.func @rows_transposed(%a: tensor<64x32xf8E4M3FN>, %sa: tensor<64x1xf32>, %b
   return %y : tensor<32x128xbf16>
 }
 
+
+// -----
+
+// Tests that a given amax must be of exactly the elements quantized
+// (fp8AmaxCoverage): a layer norm's amax (of its result 0) read by the
+// quantize of another tensor would saturate what exceeds it.
+func.func @amax_of_another(%x: tensor<4x8xbf16>, %z: tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf8E4M3FN>, tensor<1x1xf32>) {
+  %y, %m = tc.layer_norm %x {axis = 1 : i64, epsilon = 1.0e-05 : f64}
+      : (tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<f32>)
+  // expected-error @+1 {{'tc.quantize' op GPU lowering: its amax is the amax of result 0 of a 'tc.layer_norm', which its input (through reshapes and transposes) is not}}
+  %q, %s = tc.quantize %z amax %m : tensor<f32> {block = array<i64: 4, 8>} : tensor<4x8xbf16> -> (tensor<4x8xf8E4M3FN>, tensor<1x1xf32>)
+  return %y, %q, %s : tensor<4x8xbf16>, tensor<4x8xf8E4M3FN>, tensor<1x1xf32>
+}
+
+// -----
+
+// Tests that an attention_grad's amax of dvalue (amax_of = 4) cannot be the
+// amax of dquery's quantize.
+func.func @grad_amax_of_another(%qt: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x16x8xbf16>, %vt: tensor<2x4x16x8xbf16>,
+                                %o: tensor<2x4x16x8xbf16>, %lse: tensor<2x4x16xf32>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<32x32xf8E5M2>, tensor<1x1xf32>) {
+  %dq, %dk, %dv, %amax = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true, amax_of = 4 : i64}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<f32>)
+  %dqt = tc.transpose %dq {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dqm = tc.reshape %dqt : tensor<2x16x4x8xbf16> to tensor<32x32xbf16>
+  // expected-error @+1 {{its amax is that of the gradients amax_of = 4 names (dvalue) of a 'tc.attention_grad', but its input (through reshapes and transposes) is dquery: the amax must be of exactly the elements quantized}}
+  %q, %s = tc.quantize %dqm amax %amax : tensor<f32> {block = array<i64: 32, 32>} : tensor<32x32xbf16> -> (tensor<32x32xf8E5M2>, tensor<1x1xf32>)
+  return %dk, %dv, %q, %s : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<32x32xf8E5M2>, tensor<1x1xf32>
+}

@@ -135,8 +135,10 @@ func.func @norms_and_attention(%x: tensor<2x16x64xbf16>, %w: tensor<64xf32>, %b:
 
 // Tests attention_grad: the concat of its three gradients (each through a
 // transpose and a reshape: the fused QKV projection's gradient) takes one
-// amax of all three (amax_of = 7), keeping tc-fuse-attention-views' mark;
-// in the second function dvalue alone is quantized (amax_of = 4), and the
+// amax of all three (amax_of = 7), the rebuilt op keeping its attributes
+// (a mark here; in the GPU pipeline tc-fuse-attention-views runs after this
+// pass and marks the rebuilt op: fuse_attention_views_amax.mlir); in the
+// second function dvalue alone is quantized (amax_of = 4), and the
 // quantize of a fusion of dquery that already reduces is left alone.
 // CHECK-LABEL: func.func @attention_grad_concat
 // CHECK: %dquery, %dkey, %dvalue, %[[GA:.+]] = tc.attention_grad {{.+}} {amax_of = 7 : i64, causal = true, scale = 1.250000e-01 : f64, tc.grads_into_concat} : {{.+}} -> ({{.+}}, tensor<f32>)

@@ -10,7 +10,6 @@
 #include "dialects/tc/Eval/Program.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 
@@ -189,35 +188,22 @@ Value BufferAssignment::outBuffer(OpBuilder &b, Value result) {
   return a.getResult();
 }
 
-namespace {
-/// Whether `r` is the amax result tc-fuse-fp8-amax gave a library op: a
-/// value the reference program does not have (its id would be the next
-/// op's).
-bool isAddedAmax(OpResult r) {
-  Value amax = llvm::TypeSwitch<Operation *, Value>(r.getOwner())
-                   .Case<LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp>(
-                       [](auto op) { return op.getAmax(); })
-                   .Default([](Operation *) { return Value(); });
-  return amax && r == amax;
-}
-} // namespace
-
 void BufferAssignment::takeReferenceValues() {
+  // Only the results an op had when tagged have ids (not an amax
+  // tc-fuse-fp8-amax added since, say).
   for (Operation &op : fn.getBody().front()) {
-    auto id = op.getAttrOfType<IntegerAttr>(kReferenceValueAttr);
     if (auto fusion = llvm::dyn_cast<FusionOp>(op)) {
       // A fusion is not in the reference program: its results are the
       // values its body yields.
       Operation *yield = fusion.getRegion().front().getTerminator();
       for (auto [i, v] : llvm::enumerate(yield->getOperands()))
-        if (Operation *def = v.getDefiningOp())
-          if (auto inner = def->getAttrOfType<IntegerAttr>(kReferenceValueAttr))
-            referenceIds[fusion->getResult(i)] =
-                inner.getInt() + llvm::cast<OpResult>(v).getResultNumber();
-    } else if (id) {
+        if (auto r = llvm::dyn_cast<OpResult>(v))
+          if (std::optional<int64_t> id = referenceValueId(r.getOwner(), r.getResultNumber()))
+            referenceIds[fusion->getResult(i)] = *id;
+    } else {
       for (OpResult r : op.getResults())
-        if (!isAddedAmax(r))
-          referenceIds[r] = id.getInt() + r.getResultNumber();
+        if (std::optional<int64_t> id = referenceValueId(&op, r.getResultNumber()))
+          referenceIds[r] = *id;
     }
   }
   fn.walk([](Operation *op) { op->removeAttr(kReferenceValueAttr); });

@@ -328,8 +328,12 @@ struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
 LogicalResult checkFp8Op(Operation &op) {
   std::string e;
   if (auto q = dyn_cast<QuantizeOp>(op)) {
+    // A given amax (tc-fuse-fp8-amax's) must be of exactly the elements
+    // quantized: a smaller one saturates the rest, a larger one wastes range.
     Fp8QuantizeForm f;
     e = fp8QuantizeForm(q, &f);
+    if (e.empty())
+      e = fp8AmaxCoverage(q);
   } else if (auto mm = dyn_cast<ScaledMatmulOp>(op)) {
     // Delayed scaling quantizes through tc elementwise ops with f8 results
     // (tc-quantize-fp8), which the generated kernels compute (saturating

@@ -2,7 +2,9 @@
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "runtime/src/schema/library_abi.h"
 
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -122,6 +124,121 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   out->rowScaling = !tensor && row;
   out->colScaling = column;
   return "";
+}
+
+Value throughLayout(Value v) {
+  while (true) {
+    if (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getInput();
+    else if (auto t = v.getDefiningOp<TransposeOp>())
+      v = t.getInput();
+    else
+      return v;
+  }
+}
+
+bool takesAmaxOfResult0(Operation *op) { return isa<LayerNormOp, RmsNormOp, AttentionOp>(op); }
+
+Value libraryAmaxResult(Operation *op) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case<LayerNormOp, RmsNormOp, AttentionOp, AttentionGradOp>(
+          [](auto lib) { return lib.getAmax(); })
+      .Default([](Operation *) { return Value(); });
+}
+
+namespace {
+
+/// The amax_of masks of dquery, dkey and dvalue (attention_grad's results).
+constexpr int64_t kGradAmaxOf[3] = {rt::kAmaxOfDq, rt::kAmaxOfDk, rt::kAmaxOfDv};
+
+/// The gradients an amax_of mask names: "dquery, dvalue".
+std::string gradNames(int64_t mask) {
+  const char *names[3] = {"dquery", "dkey", "dvalue"};
+  std::string s;
+  for (int i = 0; i < 3; ++i)
+    if (mask & kGradAmaxOf[i])
+      s += (s.empty() ? "" : ", ") + std::string(names[i]);
+  return s;
+}
+
+/// The amax_of mask of `v` as a gradient of `ag`, 0 when it is none.
+int64_t gradAmaxOf(AttentionGradOp ag, Value v) {
+  auto r = llvm::dyn_cast<OpResult>(v);
+  return r && r.getOwner() == ag && r.getResultNumber() < 3 ? kGradAmaxOf[r.getResultNumber()]
+                                                            : 0;
+}
+
+/// What `fusion`'s result `amax` is the amax of: the value its body yields
+/// whose |x| (in f32) the reduction max(select(isnan(|x|), 0, |x|)) reads,
+/// or null when the result is not such a reduction.
+Value fusionAmaxOf(FusionOp fusion, unsigned amax) {
+  Operation *yield = fusion.getBody().front().getTerminator();
+  auto max = yield->getOperand(amax).getDefiningOp<ReduceMaxOp>();
+  auto sel = max && tensorType(max.getResult()).getRank() == 0
+                 ? max.getInput().getDefiningOp<SelectOp>()
+                 : SelectOp();
+  auto abs = sel ? sel->getOperand(2).getDefiningOp<AbsOp>() : AbsOp();
+  if (!abs)
+    return {};
+  Value x = abs.getInput();
+  if (auto c = x.getDefiningOp<CastOp>())
+    x = c.getInput();
+  return x;
+}
+
+} // namespace
+
+std::string fp8AmaxCoverage(QuantizeOp op) {
+  Value amax = op.getAmax();
+  if (!amax)
+    return "";
+  Value src = throughLayout(op.getInput());
+  auto res = llvm::dyn_cast<OpResult>(amax);
+  Operation *def = res ? res.getOwner() : nullptr;
+  if (auto fusion = llvm::dyn_cast_or_null<FusionOp>(def)) {
+    Value x = fusionAmaxOf(fusion, res.getResultNumber());
+    auto in = llvm::dyn_cast<OpResult>(src);
+    Operation *yield = fusion.getBody().front().getTerminator();
+    if (x && in && in.getOwner() == fusion && yield->getOperand(in.getResultNumber()) == x)
+      return "";
+    return llvm::formatv("its amax, result {0} of a 'tc.fusion', is not the amax of its input "
+                         "(through reshapes and transposes): the fusion reduces {1}",
+                         res.getResultNumber(),
+                         x ? "another of its results" : "nothing it yields the |x| of");
+  }
+  if (!def || libraryAmaxResult(def) != amax)
+    return "its amax is not one that the kernel producing its input takes (a tc.fusion's, a "
+           "norm's or an attention's amax result: tc-fuse-fp8-amax)";
+  std::string name = def->getName().getStringRef().str();
+  if (takesAmaxOfResult0(def)) {
+    if (src == def->getResult(0))
+      return "";
+    return llvm::formatv("its amax is the amax of result 0 of a '{0}', which its input "
+                         "(through reshapes and transposes) is not",
+                         name);
+  }
+  auto ag = llvm::cast<AttentionGradOp>(def);
+  int64_t of = static_cast<int64_t>(ag.getAmaxOf().value_or(0));
+  int64_t in = gradAmaxOf(ag, src);
+  if (auto cat = src.getDefiningOp<ConcatOp>(); !in && cat) {
+    for (Value piece : cat.getInputs()) {
+      int64_t bit = gradAmaxOf(ag, throughLayout(piece));
+      if (!bit) {
+        in = 0;
+        break;
+      }
+      in |= bit;
+    }
+  }
+  if (in == of)
+    return "";
+  std::string input = !in ? std::string("neither one of its gradients nor a concat of them only")
+                      : src.getDefiningOp<ConcatOp>() ? "a concat of " + gradNames(in)
+                                                      : gradNames(in);
+  return llvm::formatv("its amax is that of the gradients amax_of = {1} names ({2}) of a '{0}', "
+                       "but its input (through reshapes and transposes) is {3}: the amax must "
+                       "be of exactly the elements quantized",
+                       name, of, gradNames(of), input);
 }
 
 bool fp8PerTensorForm(QuantizeOp op, Fp8QuantizeForm *out) {

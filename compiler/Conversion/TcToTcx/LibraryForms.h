@@ -103,6 +103,26 @@ std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out);
 /// (filled into *out).
 bool fp8PerTensorForm(QuantizeOp op, Fp8QuantizeForm *out);
 
+/// What `v` is through reshapes and transposes (which an amax does not see).
+mlir::Value throughLayout(mlir::Value v);
+
+/// Whether `op` is a library op whose kernel can write the amax of its
+/// result 0 as an `amax` result (tc-fuse-fp8-amax): a tc.layer_norm,
+/// tc.rms_norm or tc.attention. (tc.attention_grad's covers the gradients
+/// its amax_of names.)
+bool takesAmaxOfResult0(mlir::Operation *op);
+/// The `amax` result of a tc.layer_norm, tc.rms_norm, tc.attention or
+/// tc.attention_grad; null when it has none or `op` is another op.
+mlir::Value libraryAmaxResult(mlir::Operation *op);
+
+/// Why the given `amax` of a per-tensor FP8 quantize (tc-fuse-fp8-amax's)
+/// may not cover every element of its input, or "" when it does (or there
+/// is none). The input, through reshapes and transposes, must be: result 0
+/// of the norm or attention whose amax it is; the gradient, or a concat of
+/// exactly the gradients, the attention_grad's amax_of names; or the
+/// fusion result whose |x| the fusion's amax reduction reads.
+std::string fp8AmaxCoverage(QuantizeOp op);
+
 /// Whether `op` is a "quantize_fp8" call that can also write the column
 /// sums of its input (filled into *out): per-tensor scaling of a rank-2
 /// input.

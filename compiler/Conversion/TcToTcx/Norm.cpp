@@ -71,10 +71,11 @@ std::pair<Value, Value> sharedStats(Operation *norm, bool rms, int64_t rows,
 }
 
 /// layer_norm (with `bias` maybe) or rms_norm (`rms`, no bias) of `input`
-/// over the axes from `axis` on, as the library forward.
+/// over the axes from `axis` on, as the library forward; `amax` the op's
+/// amax result, when it has one.
 LogicalResult lowerNormForward(Operation *op, bool rms, Value input, Value scale, Value bias,
-                               int64_t axis, APFloat epsilon, BufferAssignment &buffers,
-                               ConversionPatternRewriter &b) {
+                               Value amax, int64_t axis, APFloat epsilon,
+                               BufferAssignment &buffers, ConversionPatternRewriter &b) {
   auto t = tensorType(input);
   if (!normTypes(t.getElementType(), scale ? scale : bias))
     return b.notifyMatchFailure(op, "row/parameter types have no norm kernel");
@@ -98,8 +99,8 @@ LogicalResult lowerNormForward(Operation *op, bool rms, Value input, Value scale
     attrs.push_back(b.getNamedAttr("has_bias", b.getBoolAttr(bool(bias))));
   // tc-fuse-fp8-amax's amax of y, after the statistics.
   SmallVector<Value> results{y};
-  if (op->getNumResults() > 1) {
-    results.push_back(buffers.outBuffer(b, op->getResult(1)));
+  if (amax) {
+    results.push_back(buffers.outBuffer(b, amax));
     outs.push_back(results.back());
     attrs.push_back(b.getNamedAttr("has_amax", b.getBoolAttr(true)));
   }
@@ -113,7 +114,7 @@ struct LayerNormLowering : TcxPattern<LayerNormOp> {
   LogicalResult matchAndRewrite(LayerNormOp ln, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     return lowerNormForward(ln, /*rms=*/false, ln.getInput(), ln.getScale(), ln.getBias(),
-                            ln.getAxis(), ln.getEpsilon(), buffers, rewriter);
+                            ln.getAmax(), ln.getAxis(), ln.getEpsilon(), buffers, rewriter);
   }
 };
 
@@ -122,7 +123,7 @@ struct RmsNormLowering : TcxPattern<RmsNormOp> {
   LogicalResult matchAndRewrite(RmsNormOp rn, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     return lowerNormForward(rn, /*rms=*/true, rn.getInput(), rn.getScale(), Value(),
-                            rn.getAxis(), rn.getEpsilon(), buffers, rewriter);
+                            rn.getAmax(), rn.getAxis(), rn.getEpsilon(), buffers, rewriter);
   }
 };
 

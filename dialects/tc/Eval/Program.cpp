@@ -165,9 +165,17 @@ void tagReferenceValues(func::FuncOp fn) {
   for (Operation &op : body) {
     if (op.getNumResults() == 0)
       continue;
-    op.setAttr(kReferenceValueAttr, b.getI64IntegerAttr(next));
-    next += op.getNumResults();
+    int64_t n = op.getNumResults();
+    op.setAttr(kReferenceValueAttr, b.getDenseI64ArrayAttr({next, n}));
+    next += n;
   }
+}
+
+std::optional<int64_t> referenceValueId(Operation *op, unsigned index) {
+  auto tag = op->getAttrOfType<DenseI64ArrayAttr>(kReferenceValueAttr);
+  if (!tag || tag.size() != 2 || int64_t(index) >= tag[1])
+    return std::nullopt;
+  return tag[0] + index;
 }
 
 FailureOr<SmallVector<DenseElementsAttr>>

@@ -17,6 +17,7 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 
 namespace tc {
@@ -28,15 +29,22 @@ mlir::FailureOr<rt::Function> lowerToProgram(mlir::func::FuncOp fn,
                                              llvm::StringRef name,
                                              std::string *error);
 
-/// The attribute tagReferenceValues sets: "tc.ref".
+/// The attribute tagReferenceValues sets: "tc.ref", [id, n].
 inline constexpr llvm::StringLiteral kReferenceValueAttr = "tc.ref";
 
-/// Sets kReferenceValueAttr on every op of `fn` with results: the id, in the
-/// program lowerToProgram makes of `fn`, of the op's first result (result i
-/// is that id + i; arguments come first). The GPU half tags its copy of the
-/// module with it, so that a device buffer can name the reference value it
-/// holds (tc-run --check compares the two).
+/// Sets kReferenceValueAttr on every op of `fn` with results: [id, n], id
+/// the id, in the program lowerToProgram makes of `fn`, of the op's first
+/// result (result i is id + i; arguments come first) and n its number of
+/// results then. The GPU half tags its copy of the module with it, so that
+/// a device buffer can name the reference value it holds (tc-run --check
+/// compares the two).
 void tagReferenceValues(mlir::func::FuncOp fn);
+
+/// The reference value id of `op`'s result `index` by its
+/// kReferenceValueAttr tag, or nullopt: when `op` has none, or when the
+/// result is not one of the n it had when tagged (a pass added it since, as
+/// tc-fuse-fp8-amax adds an amax: not a value of the reference program).
+std::optional<int64_t> referenceValueId(mlir::Operation *op, unsigned index);
 
 /// Evaluates a tc op whose operands are all produced by tc.constant (or are
 /// given in `operandValues`, one per operand) on the reference executor.
