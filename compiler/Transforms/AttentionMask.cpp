@@ -12,6 +12,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -217,18 +218,62 @@ private:
         return scalarSym(dense.getSplatValue<APFloat>().convertToDouble());
       return scalarSym(static_cast<double>(dense.getSplatValue<APInt>().getSExtValue()));
     }
-    vals.reserve(type.getNumElements());
-    if (isBool)
-      for (bool b : dense.getValues<bool>())
-        vals.push_back(b ? 1.0 : 0.0);
-    else if (isa<FloatType>(elt))
-      for (APFloat x : dense.getValues<APFloat>())
-        vals.push_back(x.convertToDouble());
-    else
-      for (APInt x : dense.getValues<APInt>())
-        vals.push_back(static_cast<double>(x.getSExtValue()));
     auto [a, b] = lastTwo(type);
-    int64_t slice = a * b;
+    int64_t slice = a * b, n = type.getNumElements();
+    // Exporters broadcast the mask over batch and heads ([16, 1, 1024, 1024]
+    // for HF GPT-2): when every [a, b] slice holds the bytes of the first,
+    // only the first is converted (element by element is seconds there).
+    // (i1 is packed 8 to a byte: a slice of whole bytes compares as bytes.)
+    int64_t bits = elt.getIntOrFloatBitWidth();
+    ArrayRef<char> raw = dense.getRawData();
+    int64_t sliceBytes = slice * bits / 8;
+    bool sameBytes = (slice * bits) % 8 == 0 && (bits == 1 || bits % 8 == 0) &&
+                     static_cast<int64_t>(raw.size()) * 8 == n * bits;
+    for (int64_t k = sliceBytes; sameBytes && k < static_cast<int64_t>(raw.size()); k += sliceBytes)
+      sameBytes = std::memcmp(raw.data() + k, raw.data(), sliceBytes) == 0;
+    int64_t count = sameBytes ? slice : n;
+    vals.reserve(static_cast<size_t>(count));
+    auto take = [&](auto range, auto conv) {
+      for (auto x : range) {
+        if (static_cast<int64_t>(vals.size()) == count)
+          break;
+        vals.push_back(conv(x));
+      }
+    };
+    // f32, bf16, f64 and signless 8/32/64-bit integers straight from their
+    // bytes (an APFloat per element is ~0.1 s per million, per attention).
+    auto fromBytes = [&](auto tag, auto conv) {
+      using T = decltype(tag);
+      if (dense.getRawData().size() != size_t(n) * sizeof(T))
+        return false;
+      const char *p = dense.getRawData().data();
+      for (int64_t k = 0; k < count; ++k) {
+        T x;
+        std::memcpy(&x, p + k * sizeof(T), sizeof(T));
+        vals.push_back(conv(x));
+      }
+      return true;
+    };
+    auto same = [](auto x) { return static_cast<double>(x); };
+    bool signless = elt.isSignlessInteger();
+    if ((elt.isF32() && fromBytes(float(), same)) || (elt.isF64() && fromBytes(double(), same)) ||
+        (elt.isBF16() && fromBytes(uint16_t(), [](uint16_t h) {
+           uint32_t bits = uint32_t(h) << 16;
+           float f;
+           std::memcpy(&f, &bits, sizeof(f));
+           return static_cast<double>(f);
+         })) ||
+        (signless && elt.isInteger(64) && fromBytes(int64_t(), same)) ||
+        (signless && elt.isInteger(32) && fromBytes(int32_t(), same)) ||
+        (signless && elt.isInteger(8) && fromBytes(int8_t(), same)))
+      ;
+    else if (isBool)
+      take(dense.getValues<bool>(), [](bool x) { return x ? 1.0 : 0.0; });
+    else if (isa<FloatType>(elt))
+      take(dense.getValues<APFloat>(), [](const APFloat &x) { return x.convertToDouble(); });
+    else
+      take(dense.getValues<APInt>(),
+           [](const APInt &x) { return static_cast<double>(x.getSExtValue()); });
     for (size_t k = static_cast<size_t>(slice); k < vals.size(); ++k)
       if (vals[k] != vals[k % slice])
         return fail("a constant of the mask differs across the batch or head axes");

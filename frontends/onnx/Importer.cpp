@@ -109,13 +109,21 @@ int64_t boundedNumElements(ArrayRef<int64_t> shape) {
 // Reading and checking
 //===----------------------------------------------------------------------===//
 
-LogicalResult Importer::readModel(onnx::ModelProto &model) {
+LogicalResult Importer::checkModelFile() {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path_, ec))
     return fail("cannot open '" + path_ + "': no such file");
   if (!fs::is_regular_file(path_, ec))
     return fail("'" + path_ + "' is not a regular file (a FIFO, device or directory)");
+  return success();
+}
+
+LogicalResult Importer::readModel(onnx::ModelProto &model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (failed(checkModelFile()))
+    return failure();
   uintmax_t size = fs::file_size(path_, ec);
   if (ec)
     return fail("cannot read '" + path_ + "'");
@@ -298,14 +306,26 @@ bool Importer::readsData(const onnx::TensorProto &init, RankedTensorType type) c
 }
 
 LogicalResult Importer::feedInputs(const InputFeed &feed) {
+  if (failed(checkModelFile())) // never open a FIFO: it would block
+    return failure();
+  {
+    auto buf = llvm::MemoryBuffer::getFile(path_, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+    if (!buf)
+      return fail("cannot read '" + path_ + "': " + buf.getError().message());
+    llvm::StringRef bytes = (*buf)->getBuffer();
+    feed("model", bytes);
+    // A tensor stored outside the model names its file under the key
+    // "location" (ONNX's external_data): without those bytes the model's
+    // are all the import reads, and parsing them (500 MB for a TorchScript
+    // export with its weights inside) is not needed.
+    static constexpr char kLocation[] = "location";
+    if (!memmem(bytes.data(), bytes.size(), kLocation, sizeof(kLocation) - 1))
+      return success();
+  }
   onnx::ModelProto model;
   if (failed(readModel(model)))
     return failure();
-  {
-    std::ifstream in(path_, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    feed("model", bytes);
-  }
   restoreMergedParameters(*model.mutable_graph(), !opts_.restoreMerged);
   classifyInitializers(model.graph());
   // What the model file holds is in its bytes. With weights, the import
@@ -1122,7 +1142,7 @@ FailureOr<ImportResult> Importer::run() {
   }
 
   ImportResult result;
-  result.exportModel = exportModel(model);
+  result.exportModel = exportModel(std::move(model)); // nothing reads the model after
   result.exportInits = std::move(exportInits_);
   func_.walk([&](tc::ParameterOp p) {
     ImportedWeight w;

@@ -57,6 +57,12 @@ public:
   /// Binds `name` in the current scope.
   void bind(const std::string &name, OnnxValue v) { (*scope_)[name] = std::move(v); }
 
+  /// Import-time folds by (op name, attributes, operand constants, result
+  /// types), all uniqued (NodeContext::finishOp).
+  using FoldMemo =
+      std::map<std::vector<const void *>, mlir::FailureOr<llvm::SmallVector<mlir::DenseElementsAttr>>>;
+  FoldMemo &foldMemo() { return foldMemo_; }
+
   /// Graph inputs that `v` is computed from (for needs-constant errors).
   std::vector<std::string> graphInputsOf(mlir::Value v);
 
@@ -64,6 +70,8 @@ private:
   using Scope = std::map<std::string, OnnxValue>;
   using OpsetMap = std::map<std::string, int64_t>;
 
+  /// Fails, saying why, unless the model path is an existing regular file.
+  mlir::LogicalResult checkModelFile();
   mlir::LogicalResult readModel(onnx::ModelProto &model);
   mlir::LogicalResult checkOpsets(const onnx::ModelProto &model);
   mlir::LogicalResult checkAndSortGraph(onnx::GraphProto &graph);
@@ -129,6 +137,7 @@ private:
   /// The initializers that became parameters (ImportResult::exportInits).
   std::vector<ImportResult::ExportInit> exportInits_;
   int inlineDepth_ = 0;
+  FoldMemo foldMemo_;
 };
 
 } // namespace tc::onnx_import

@@ -193,7 +193,22 @@ FailureOr<SmallVector<Value>> NodeContext::finishOp(Operation *op) {
     return llvm::cast<RankedTensorType>(t).getNumElements() <= kMaxFoldElements;
   });
   if (allConstant && small && !isa<tc::ConstantOp, tc::ParameterOp>(op)) {
-    auto folded = evaluateConstantOp(op);
+    // Exporters repeat constant sub-graphs (HF GPT-2's dynamo export builds
+    // its [B, 1, T, T] mask bias once per layer): equal ops on equal
+    // constants (attributes and types are uniqued: pointers compare values)
+    // are evaluated once.
+    std::vector<const void *> key{op->getName().getAsOpaquePointer(),
+                                  op->getAttrDictionary().getAsOpaquePointer()};
+    for (Value v : op->getOperands())
+      key.push_back(v.getDefiningOp<tc::ConstantOp>().getValue().getAsOpaquePointer());
+    for (Type t : op->getResultTypes())
+      key.push_back(t.getAsOpaquePointer());
+    auto &memo = importer_.foldMemo();
+    auto hit = memo.find(key);
+    FailureOr<SmallVector<DenseElementsAttr>> folded =
+        hit != memo.end() ? hit->second : evaluateConstantOp(op);
+    if (hit == memo.end())
+      memo.emplace(std::move(key), folded);
     if (succeeded(folded) && folded->size() == op->getNumResults()) {
       SmallVector<Value> values;
       for (auto [r, attr] : llvm::zip(op->getResults(), *folded)) {

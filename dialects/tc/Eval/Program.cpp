@@ -15,6 +15,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cstring>
+
 using namespace mlir;
 
 namespace tc {
@@ -178,6 +180,111 @@ std::optional<int64_t> referenceValueId(Operation *op, unsigned index) {
   return tag[0] + index;
 }
 
+namespace {
+
+/// Whether the raw bytes of `attr` can be cut into `count` equal blocks of
+/// whole elements (i1 is packed 8 to a byte: a block must be whole bytes).
+bool byteBlocks(DenseElementsAttr attr, int64_t count) {
+  Type elt = attr.getElementType();
+  if (!elt.isIntOrFloat() || count < 1 || attr.getNumElements() % count)
+    return false;
+  int64_t bits = elt.getIntOrFloatBitWidth(), block = attr.getNumElements() / count;
+  if (bits == 1)
+    return block % 8 == 0 && attr.getRawData().size() * 8 == size_t(attr.getNumElements());
+  return bits % 8 == 0 && attr.getRawData().size() == size_t(attr.getNumElements() * bits / 8);
+}
+
+/// Whether `attr` is `count` repetitions of its first 1/count (a splat is).
+bool repeats(DenseElementsAttr attr, int64_t count) {
+  if (attr.isSplat() || count == 1)
+    return true;
+  if (!byteBlocks(attr, count))
+    return false;
+  ArrayRef<char> raw = attr.getRawData();
+  size_t block = raw.size() / size_t(count);
+  for (size_t k = block; k < raw.size(); k += block)
+    if (std::memcmp(raw.data() + k, raw.data(), block) != 0)
+      return false;
+  return true;
+}
+
+/// The first 1/count of `attr` (which repeats) as `type`.
+DenseElementsAttr firstBlock(DenseElementsAttr attr, RankedTensorType type) {
+  if (attr.isSplat())
+    return attr.resizeSplat(type);
+  ArrayRef<char> raw = attr.getRawData();
+  size_t bytes = raw.size() / size_t(attr.getNumElements() / type.getNumElements());
+  return DenseElementsAttr::getFromRawBuffer(type, raw.take_front(bytes));
+}
+
+/// `block` repeated to fill `type`.
+DenseElementsAttr repeatBlock(DenseElementsAttr block, RankedTensorType type) {
+  if (block.isSplat())
+    return block.resizeSplat(type);
+  ArrayRef<char> raw = block.getRawData();
+  int64_t count = type.getNumElements() / block.getNumElements();
+  std::vector<char> data;
+  data.reserve(raw.size() * size_t(count));
+  for (int64_t k = 0; k < count; ++k)
+    data.insert(data.end(), raw.begin(), raw.end());
+  return DenseElementsAttr::getFromRawBuffer(type, data);
+}
+
+RankedTensorType withLeadingOnes(RankedTensorType t, int64_t axes) {
+  SmallVector<int64_t> shape(t.getShape());
+  for (int64_t i = 0; i < axes && i < int64_t(shape.size()); ++i)
+    shape[i] = 1;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// An elementwise op whose operands all repeat along the leading axes of its
+/// result (a mask built from aranges and broadcast over batch and heads:
+/// [16, 1, 1024, 1024] for HF GPT-2) computes the same on one block of them:
+/// the most leading axes k for which that holds (0: none), its operands cut
+/// to one block (leading axes 1) in `blocks`.
+int64_t repeatingAxes(Operation *op, ArrayRef<DenseElementsAttr> operands,
+                      SmallVectorImpl<DenseElementsAttr> &blocks) {
+  if (!op->hasTrait<traits::Elementwise>() || op->getNumResults() != 1)
+    return 0;
+  auto res = llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!res || !res.hasStaticShape() || res.getRank() < 2 || !res.getElementType().isIntOrFloat())
+    return 0;
+  int64_t r = res.getRank();
+  int64_t best = 0;
+  for (int64_t k = 1; k < r; ++k) {
+    int64_t outer = 1;
+    for (int64_t i = 0; i < k; ++i)
+      outer *= res.getDimSize(i);
+    if (outer <= 1)
+      continue;
+    bool ok = true;
+    for (DenseElementsAttr a : operands) {
+      auto t = llvm::cast<RankedTensorType>(a.getType());
+      int64_t lead = k - (r - t.getRank()); // of a's axes, those among the leading k
+      int64_t count = 1;
+      for (int64_t i = 0; i < lead; ++i)
+        count *= t.getDimSize(i);
+      if (!repeats(a, count)) {
+        ok = false;
+        break;
+      }
+    }
+    if (!ok)
+      break; // repeating along k + 1 axes implies along k
+    best = k;
+  }
+  if (best == 0)
+    return 0;
+  for (DenseElementsAttr a : operands) {
+    auto t = llvm::cast<RankedTensorType>(a.getType());
+    int64_t lead = best - (r - t.getRank());
+    blocks.push_back(lead > 0 ? firstBlock(a, withLeadingOnes(t, lead)) : a);
+  }
+  return best;
+}
+
+} // namespace
+
 FailureOr<SmallVector<DenseElementsAttr>>
 evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *error) {
   if (!llvm::isa<TCDialect>(op->getDialect()) || llvm::isa<ParameterOp>(op)) {
@@ -187,7 +294,7 @@ evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *err
   rt::Op rop;
   if (failed(convertOpHeader(op, &rop, error)))
     return failure();
-  std::vector<rt::HostTensor> inputs;
+  SmallVector<ElementsAttr> values;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     ElementsAttr value;
     if (i < operandValues.size() && operandValues[i])
@@ -198,6 +305,19 @@ evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *err
       *error = "operand #" + std::to_string(i) + " is not a constant";
       return failure();
     }
+    values.push_back(value);
+  }
+  // One block of a repeating elementwise op, then the block repeated.
+  SmallVector<DenseElementsAttr> dense, blocks;
+  for (ElementsAttr v : values)
+    if (auto d = llvm::dyn_cast<DenseElementsAttr>(v))
+      dense.push_back(d);
+  int64_t lead = dense.size() == values.size() ? repeatingAxes(op, dense, blocks) : 0;
+  if (lead > 0)
+    for (auto [i, b] : llvm::enumerate(blocks))
+      values[i] = b;
+  std::vector<rt::HostTensor> inputs;
+  for (auto [i, value] : llvm::enumerate(values)) {
     std::string why;
     auto t = toHostTensor(value, &why);
     if (failed(t)) {
@@ -210,12 +330,13 @@ evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *err
   SmallVector<RankedTensorType> resultTypes;
   std::vector<rt::TensorType> runtimeTypes;
   for (Value r : op->getResults()) {
-    auto t = toTensorType(r.getType());
+    auto type = llvm::dyn_cast<RankedTensorType>(r.getType());
+    auto t = type ? toTensorType(lead > 0 ? withLeadingOnes(type, lead) : type) : std::nullopt;
     if (!t) {
       *error = "result type is not a static tensor of a supported element type";
       return failure();
     }
-    resultTypes.push_back(llvm::cast<RankedTensorType>(r.getType()));
+    resultTypes.push_back(type);
     runtimeTypes.push_back(*t);
   }
   // Constants fold in the precision their types declare.
@@ -224,7 +345,8 @@ evaluateOp(Operation *op, ArrayRef<ElementsAttr> operandValues, std::string *err
     return failure();
   SmallVector<DenseElementsAttr> results;
   for (auto [t, h] : llvm::zip(resultTypes, outputs))
-    results.push_back(fromHostTensor(t, h));
+    results.push_back(lead > 0 ? repeatBlock(fromHostTensor(withLeadingOnes(t, lead), h), t)
+                               : fromHostTensor(t, h));
   return results;
 }
 
