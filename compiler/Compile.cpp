@@ -153,6 +153,7 @@ LogicalResult runTrainingPipeline(ModuleOp module, const CompileOptions &opts,
   c.precision.highPrecisionLast = opts.fp8.highPrecisionLast;
   c.precision.fp8LmHead = opts.fp8.lmHead;
   c.precision.allowFallback = opts.fp8.allowFallback;
+  c.padVocab = opts.padVocab >= 0 ? opts.padVocab : isGpuTarget(opts.target) ? 64 : 0;
   c.quantizeFp8.allowFallback = opts.fp8.allowFallback;
   c.quantizeFp8.amaxHistory = opts.fp8.amaxHistory;
   c.quantizeFp8.amaxCompute = opts.fp8.amaxCompute;

@@ -104,6 +104,11 @@ struct CompileOptions {
   /// tc-recognize-attention: exported attention chains become tc.attention
   /// (off: they stay matmul / softmax / matmul, for comparison and debugging).
   bool fuseAttention = true;
+  /// tc-pad-vocab pads a classifier's class axis to a multiple of this
+  /// (50257 -> 50304), the loss and gradients the same numbers; 0 turns it
+  /// off; -1 (the default): 64 on GPU targets, 0 on the CPU (where it only
+  /// adds work; given explicitly, the CPU reference pads too).
+  int64_t padVocab = -1;
   /// GPU targets: compile the generated kernels with NVRTC (cubin + PTX).
   bool compileKernels = true;
   /// Trainability (tc-mark-trainable): regexes on the parameter names; empty

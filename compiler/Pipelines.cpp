@@ -30,6 +30,10 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
   // runs in bf16 where the forward does and the f32 master weights get f32
   // gradients. Runs in every mode (fp32/tf32 only annotate, for the report).
   pm.addNestedPass<func::FuncOp>(createTcPrecision(c.precision));
+  // After the precision plan (the classifier's GEMM dtype is chosen), before
+  // the backward (which differentiates the pad and the bias).
+  if (c.padVocab > 0)
+    pm.addNestedPass<func::FuncOp>(createTcPadVocab({c.padVocab}));
   if (!c.trainability.trainable.empty() || !c.trainability.freeze.empty() || c.train)
     pm.addPass(createTcMarkTrainable(c.trainability));
   if (c.train)
@@ -57,6 +61,7 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
   c.quantizeFp8.allowFallback = allowFallback;
   c.quantizeFp8.amaxHistory = fp8AmaxHistory;
   c.quantizeFp8.amaxCompute = fp8AmaxCompute;
+  c.padVocab = padVocab;
   c.trainability.trainable.assign(trainable.begin(), trainable.end());
   c.trainability.freeze.assign(freeze.begin(), freeze.end());
   c.train = train;

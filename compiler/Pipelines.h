@@ -5,7 +5,8 @@
 //
 //   tc-import-cleanup  the imported module: canonicalize, fold constants,
 //                      CSE, recognise RMSNorm and attention
-//   tc-training        tc-precision; tc-mark-trainable; with `train`,
+//   tc-training        tc-precision; tc-pad-vocab (GPU targets);
+//                      tc-mark-trainable; with `train`,
 //                      tc-autodiff + tc-optimizer and a cleanup; in
 //                      precision fp8, tc-quantize-fp8 after tc-autodiff
 //                      (after tc-precision without `train`)
@@ -50,6 +51,8 @@ struct TrainingPipelineConfig {
     optimizer.report = true;
   }
   TcPrecisionOptions precision;
+  /// tc-pad-vocab's multiple (GPU targets: 64), 0 when it does not run.
+  int64_t padVocab = 0;
   /// tc-mark-trainable runs when `train` is set or a regex is given.
   TcMarkTrainableOptions trainability;
   /// Adds the backward (tc-autodiff) and the optimizer step (tc-optimizer).
@@ -89,6 +92,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<bool> allowFallback{*this, "allow-fallback",
                              llvm::cl::desc("tc-precision: misaligned fp8 matmuls stay bf16"),
                              llvm::cl::init(false)};
+  Option<int64_t> padVocab{*this, "pad-vocab",
+                           llvm::cl::desc("tc-pad-vocab: the class axis' multiple (0: off)"),
+                           llvm::cl::init(0)};
   ListOption<std::string> trainable{*this, "trainable",
                                     llvm::cl::desc("tc-mark-trainable: trainable regexes")};
   ListOption<std::string> freeze{*this, "freeze",

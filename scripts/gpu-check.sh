@@ -276,7 +276,8 @@ fi
 
 # tc-run --check: one step of a fixture on the GPU and on the CPU reference,
 # every value both programs hold compared. fp32, bf16, fp16, fp8 (tensor
-# and block128 scaling) and nvfp4 must be within the default tolerances
+# and block128 scaling), nvfp4 and bf16 with the vocabulary padded
+# (--pad-vocab 96) must be within the default tolerances
 # (exit 0); with a tolerance of 1e-12 the bf16 run must exit 1 naming the
 # first device op beyond it (the check can fail).
 check_line="check: not run"
@@ -284,7 +285,7 @@ if [ -x "$TCRUN" ] && [ -f "$FIXT/gpt2.ts.bf16.tca" ]; then
   ok=PASS
   parts=""
   for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 gpt2.ts.fp8-block128 llama.dynamo.fp8 \
-    llama.dynamo.bf16 gpt2.ts.nvfp4; do
+    llama.dynamo.bf16 gpt2.ts.nvfp4 gpt2.ts.bf16-pad96 llama.dynamo.bf16-pad96; do
     [ -f "$FIXT/$fx.tca" ] || continue
     m=${fx%%.*}
     "$TCRUN" "$FIXT/$fx.tca" --device cuda --check --feed "input_ids=$FIXT/$m.input_ids.npy" \

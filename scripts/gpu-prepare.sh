@@ -129,6 +129,11 @@ for me in fresh-gpt2.ts fresh-llama.dynamo-op23; do
   done
 done
 
+# tc-pad-vocab on the GPU: the fixtures' 256 classes padded to 288 (tied gpt2, untied
+# llama), for gpu-check's --check against the CPU reference (which pads too).
+compile_fixture "$FX/gpt2.ts.onnx" gpt2.ts.bf16-pad96 bf16 --pad-vocab 96
+compile_fixture "$FX/llama.dynamo.onnx" llama.dynamo.bf16-pad96 bf16 --pad-vocab 96
+
 # Gradient accumulation (grad_step per micro-batch, averaged through the host, apply_step).
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.accum2.fp32 fp32 --grad-accum 2
 cpu_reference gpt2.accum2.fp32 "$FX/gpt2"

@@ -171,6 +171,41 @@ def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
 }
 
+def TcPadVocab : Pass<"tc-pad-vocab", "mlir::func::FuncOp"> {
+  let summary = "Pad a classifier's class axis to a multiple of 64, exactly";
+  let description = [{
+    GPU targets, before tc-autodiff. For a tc.cross_entropy (no class
+    weights) of C classes, C not a multiple of `multiple`, whose logits are
+    a tc.matmul's product through casts and reshapes that keep the class
+    axis last: the weight is padded with zeros to Cp classes, the product
+    gets a bias of 0 on the classes and -inf on the padding, and the loss
+    reads [N, Cp]. The loss and every gradient are the same numbers (the
+    padding's softmax is exactly 0); the GEMMs of the logits, dgrad and
+    wgrad have aligned rows (GPT-2's 50257 -> 50304). Other readers of the
+    logits read the first C classes back through a tc.slice.
+
+    Before (`multiple=64`):
+    ```mlir
+    %l = tc.matmul %x, %w {transpose_rhs = true} : tensor<8x32xbf16>, tensor<100x32xbf16> -> tensor<8x100xbf16>
+    %c = tc.cast %l : tensor<8x100xbf16> to tensor<8x100xf32>
+    %loss = tc.cross_entropy %c, %y : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+    After:
+    ```mlir
+    %wp = tc.pad %w {high = array<i64: 28, 0>, low = array<i64: 0, 0>} : tensor<100x32xbf16> -> tensor<128x32xbf16>
+    %b = tc.constant dense<[0.0, ..., 0xFF80, ...]> : tensor<128xbf16>
+    %l = tc.matmul %x, %wp {transpose_rhs = true} : tensor<8x32xbf16>, tensor<128x32xbf16> -> tensor<8x128xbf16>
+    %lb = tc.add %l, %b : tensor<8x128xbf16>, tensor<128xbf16> -> tensor<8x128xbf16>
+    %c = tc.cast %lb : tensor<8x128xbf16> to tensor<8x128xf32>
+    %loss = tc.cross_entropy %c, %y : (tensor<8x128xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"64",
+           "pad the class axis to a multiple of this">
+  ];
+}
+
 def TcMarkTrainable : Pass<"tc-mark-trainable", "mlir::ModuleOp"> {
   let summary = "Choose the trainable parameters by regexes on their names";
   let description = [{

@@ -100,6 +100,13 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --fp8-lm-head          the lm_head (and a tied embedding's product) in FP8 too
   --allow-fallback       a matmul that cannot run in FP8 (K or N not a multiple
                          of 16) stays bf16, reported, instead of an error
+  --pad-vocab N          pad a classifier's class axis (the vocabulary of an LM
+                         head feeding the cross-entropy) to a multiple of N
+                         inside the step (GPU targets: 64 by default, GPT-2's
+                         50257 -> 50304; the CPU: not unless given), with -inf
+                         logits on the padding: the loss and gradients are the
+                         same numbers, the three GEMMs aligned; parameters and
+                         checkpoints keep their shapes. 0 turns it off
   --no-fused-attention   keep exported attention as matmul / softmax / matmul
                          (default: tc-recognize-attention makes each causal or
                          unmasked attention one tc.attention op)
@@ -482,6 +489,11 @@ int main(int argc, char **argv) {
         fail(2, flag + " wants a number of transformer blocks >= 0, got '" + v + "'");
       (flag == "--high-precision-last" ? opts.fp8.highPrecisionLast
                                        : opts.fp8.highPrecisionFirst) = std::stoll(v);
+    } else if (is("--pad-vocab")) {
+      std::string v = value("--pad-vocab");
+      if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos)
+        fail(2, "--pad-vocab wants a multiple >= 0 (0: no padding), got '" + v + "'");
+      opts.padVocab = std::stoll(v);
     } else if (a == "--fp8-lm-head") {
       fp8Only.push_back(a);
       opts.fp8.lmHead = true;
