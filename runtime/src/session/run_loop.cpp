@@ -197,6 +197,15 @@ Status TrainRun::run(TrainSummary *summary, bool *userError, const std::function
   if (!S.saveDir.empty() && S.savedAt != run_.steps)
     TC_RETURN_IF_ERROR(save(run_.steps));
   summary->seconds = std::chrono::duration<double>(clock() - S.t0).count();
+  if (trainer_.onDevice()) {
+    // After the steps: CUDA graphs, loaded modules and library handles are
+    // there too; measured as a PyTorch process is (bench/hf.sh compares).
+    DeviceMemoryReport m = trainer_.deviceMemory();
+    S.obs->line("device memory in use after the last step: " +
+                std::to_string(m.measured + m.inUseBefore) +
+                " bytes on the card (cudaMemGetInfo total - free: the CUDA context, tc's "
+                "allocations and any other process's)");
+  }
   return Status::ok();
 }
 
