@@ -360,6 +360,50 @@ func.func @loss(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f32>, tens
 
 // -----
 
+// Tests that the fused call writes the gradient over the logits when only
+// the loss reads them (bf16 logits widened for the loss, the gradient
+// narrowed back: tc.bf16_logits): dlogits is a view of the product's buffer,
+// which the dgrad product then reads; not over logits another op reads.
+// CHECK-LABEL: func.func @loss_in_place
+// CHECK: %[[P:.+]] = tcx.alloc : <16x32xbf16>
+// CHECK: tcx.matmul ins({{.+}}) outs(%[[P]] : <16x32xbf16>)
+// CHECK: %[[D:.+]] = tcx.view %[[P]][0] : <16x32xbf16> -> <16x32xbf16>
+// CHECK: tcx.library "cross_entropy_fwd_bwd" ins(%[[P]], %{{.+}} : !tcx.buffer<16x32xbf16>, !tcx.buffer<16xi64>) outs(%{{.+}}, %[[D]], %{{.+}} :
+// CHECK: tcx.matmul ins(%[[D]], %{{.+}} : !tcx.buffer<16x32xbf16>, !tcx.buffer<32x8xbf16>)
+func.func @loss_in_place(%h: tensor<16x8xbf16>, %w: tensor<32x8xbf16>, %y: tensor<16xi64>)
+    -> (tensor<f32>, tensor<16x8xbf16>) {
+  %p = tc.matmul %h, %w {transpose_rhs = true} : tensor<16x8xbf16>, tensor<32x8xbf16> -> tensor<16x32xbf16>
+  %c = tc.cast %p : tensor<16x32xbf16> to tensor<16x32xf32>
+  %l = tc.cross_entropy %c, %y {tc.fused_grad, tc.bf16_logits} : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %d = tc.cross_entropy_grad %c, %y, grad %one {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
+  %n = tc.cast %d : tensor<16x32xf32> to tensor<16x32xbf16>
+  %dh = tc.matmul %n, %w : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xbf16>
+  return %l, %dh : tensor<f32>, tensor<16x8xbf16>
+}
+
+// -----
+
+// Tests that the logits keep their buffer when another op reads them too
+// (here the returned product): the gradient gets its own.
+// CHECK-LABEL: func.func @loss_logits_kept
+// CHECK: tcx.library "cross_entropy_fwd_bwd" ins(%[[P:.+]], %{{.+}} : {{.+}}) outs(%{{.+}}, %[[D:.+]], %{{.+}} :
+// CHECK-NOT: tcx.view %[[P]]
+// CHECK: return
+func.func @loss_logits_kept(%h: tensor<16x8xbf16>, %w: tensor<32x8xbf16>, %y: tensor<16xi64>)
+    -> (tensor<f32>, tensor<16x8xbf16>, tensor<16x32xbf16>) {
+  %p = tc.matmul %h, %w {transpose_rhs = true} : tensor<16x8xbf16>, tensor<32x8xbf16> -> tensor<16x32xbf16>
+  %c = tc.cast %p : tensor<16x32xbf16> to tensor<16x32xf32>
+  %l = tc.cross_entropy %c, %y {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %d = tc.cross_entropy_grad %c, %y, grad %one {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
+  %n = tc.cast %d : tensor<16x32xf32> to tensor<16x32xbf16>
+  %dh = tc.matmul %n, %w : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xbf16>
+  return %l, %dh, %p : tensor<f32>, tensor<16x8xbf16>, tensor<16x32xbf16>
+}
+
+// -----
+
 // Tests that "update:" results are written in place: "w" by the op that
 // reads it elementwise; "m" is read after its update, so it gets a copy at
 // the end; "grad:" results go to persistent gradient buffers.
