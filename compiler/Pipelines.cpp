@@ -20,6 +20,7 @@ void buildImportCleanupPipeline(OpPassManager &pm, const ImportCleanupPipelineOp
   pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRmsNorm());
+  pm.addNestedPass<func::FuncOp>(createTcRecognizeRotary());
   if (o.fuseAttention)
     pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention({o.fuseKeyMasks}));
   pm.addPass(createCanonicalizerPass());
@@ -82,7 +83,6 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
 
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcTagReferenceValues());
-  pm.addNestedPass<func::FuncOp>(createTcDecomposeRotary());
   pm.addNestedPass<func::FuncOp>(createTcFuse());
   // What the library calls compute besides their own op, decided on tc
   // (after tc-fuse: the bf16 casts the classifier absorbs are fusions).

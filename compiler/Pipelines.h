@@ -4,14 +4,13 @@
 // exactly what tc-compile does (as StableHLO's PassPipelines.cpp):
 //
 //   tc-import-cleanup  the imported module: canonicalize, fold constants,
-//                      CSE, recognise RMSNorm and attention
+//                      CSE, recognise RMSNorm, rotary and attention
 //   tc-training        tc-precision; tc-pad-vocab (GPU targets);
 //                      tc-mark-trainable; with `train`,
 //                      tc-autodiff + tc-optimizer and a cleanup; in
 //                      precision fp8, tc-quantize-fp8 after tc-autodiff
 //                      (after tc-precision without `train`)
-//   tc-gpu             the GPU half, one way: tc-decompose-rotary,
-//                      tc-fuse, tc-lower-to-tcx, tcx-plan-memory,
+//   tc-gpu             the GPU half, one way: tc-fuse, tc-lower-to-tcx, tcx-plan-memory,
 //                      tcx-generate-cuda (NVRTC runs after the pipeline)
 //
 // `tc-compile --emit=tc` prints the module after tc-training, `--emit=tcx`

@@ -742,16 +742,44 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
         return success();
       })
       .Case([&](RotaryOp o) -> LogicalResult {
-        // A rotation's gradient is the inverse rotation: tc.rotary with -sin.
-        if (needs(o.getCos()) || needs(o.getSin()))
-          return unsupported("the gradient with respect to rotary cos/sin tables (they come "
-                             "from positions and inv_freq, which are not trained)");
-        if (!g || !needs(o.getInput()))
+        if (!g)
           return success();
+        Value x = o.getInput();
+        if (needs(o.getCos()) || needs(o.getSin())) {
+          // Tables that depend on a trained tensor (a TorchScript export's
+          // inv_freq is an initializer like the weights): with the pairs
+          // (x1, x2), (g1, g2) of the rotated features, y1 = c x1 - s x2 and
+          // y2 = s x1 + c x2 give dc = sum over heads of g1 x1 + g2 x2 and
+          // ds = sum over heads of g2 x1 - g1 x2.
+          auto xt = tensorTypeOf(x), ct = tensorTypeOf(o.getCos());
+          int64_t bsz = xt.getDimSize(0), hd = xt.getDimSize(1), sq = xt.getDimSize(2);
+          int64_t half = ct.getDimSize(2);
+          bool inter = o.getInterleaved();
+          auto part = [&](Value v, int64_t which) {
+            auto t = RankedTensorType::get({bsz, hd, sq, half}, tensorTypeOf(v).getElementType());
+            return SliceOp::create(b, e.loc, t, v,
+                                   b.getDenseI64ArrayAttr({0, 0, 0, inter ? which : which * half}),
+                                   b.getDenseI64ArrayAttr({1, 1, 1, inter ? 2 : 1}))
+                .getResult();
+          };
+          Value x1 = part(x, 0), x2 = part(x, 1), g1 = part(g, 0), g2 = part(g, 1);
+          auto table = [&](Value v) { // sum over heads, [B, S, R/2]
+            return e.reshape(e.reduceSum(v, {1}, /*keepdims=*/true), ct);
+          };
+          if (needs(o.getCos()) &&
+              failed(acc(o.getCos(), table(e.add(e.mul(g1, x1), e.mul(g2, x2))))))
+            return failure();
+          if (needs(o.getSin()) &&
+              failed(acc(o.getSin(), table(e.sub(e.mul(g2, x1), e.mul(g1, x2))))))
+            return failure();
+        }
+        if (!needs(x))
+          return success();
+        // A rotation's gradient is the inverse rotation: tc.rotary with -sin.
         Value negSin = NegOp::create(b, e.loc, o.getSin().getType(), o.getSin());
-        Value dx = RotaryOp::create(b, e.loc, o.getInput().getType(), g, o.getCos(), negSin,
+        Value dx = RotaryOp::create(b, e.loc, x.getType(), g, o.getCos(), negSin,
                                     o.getInterleavedAttr());
-        return acc(o.getInput(), dx);
+        return acc(x, dx);
       })
       .Case([&](SplitOp o) -> LogicalResult {
         if (!needs(o.getInput()))

@@ -117,6 +117,38 @@ def TcRecognizeRmsNorm : Pass<"tc-recognize-rms-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcRecognizeRotary : Pass<"tc-recognize-rotary", "mlir::func::FuncOp"> {
+  let summary = "Replace written-out rotary embeddings by tc.rotary";
+  let description = [{
+    Exporters write HuggingFace's apply_rotary_pos_emb out: `x * cos +
+    rotate_half(x) * sin`, rotate_half(x) = concat(-x[..., R/2:], x[..., :R/2])
+    along the last axis, cos / sin [1 or B, 1, S, R]. This pass matches it
+    from the add (either operand order) and replaces it by one `tc.rotary`
+    over the tables' first halves when their two halves are provably equal
+    (HF's cos(concat(freqs, freqs)), or a constant with equal halves) and
+    every intermediate is read only by the next step. GPT-NeoX's partial
+    rotary, concat(that of x[..., :R], x[..., R:]), becomes the tc.rotary of
+    the whole x (features from R on are copied).
+
+    Before:
+    ```mlir
+    %x1 = tc.slice %x {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x8xf32> to tensor<2x4x16x4xf32>
+    %x2 = tc.slice %x {starts = array<i64: 0, 0, 0, 4>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x8xf32> to tensor<2x4x16x4xf32>
+    %n = tc.neg %x2 : tensor<2x4x16x4xf32>
+    %r = tc.concat %n, %x1 {axis = 3 : i64} : tensor<2x4x16x4xf32>, tensor<2x4x16x4xf32> -> tensor<2x4x16x8xf32>
+    %a = tc.mul %x, %cos : tensor<2x4x16x8xf32>, tensor<1x1x16x8xf32> -> tensor<2x4x16x8xf32>
+    %b = tc.mul %r, %sin : tensor<2x4x16x8xf32>, tensor<1x1x16x8xf32> -> tensor<2x4x16x8xf32>
+    %y = tc.add %a, %b : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x16x8xf32>
+    ```
+    After (the tables' first halves, broadcast over the batch):
+    ```mlir
+    %y = tc.rotary %x, %c, %s {interleaved = false}
+        : (tensor<2x4x16x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
   let summary = "Add @grad_step: the loss of @infer and its gradients";
   let description = [{
@@ -318,25 +350,6 @@ def TcOptimizer : Pass<"tc-optimizer", "mlir::ModuleOp"> {
            "clean steps after which the scale doubles (GradScaler's growth_interval)">
   ];
   let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
-}
-
-def TcDecomposeRotary : Pass<"tc-decompose-rotary", "mlir::func::FuncOp"> {
-  let summary = "Write tc.rotary out as slices, multiplies and a concat (GPU pipeline)";
-  let description = [{
-    The GPU has no rotary kernel yet (the performance issue fuses it), so the
-    GPU pipeline replaces each tc.rotary by the ops it is made of, which
-    tc-fuse and the code generator handle: with c, s = cos, sin reshaped to
-    [B, 1, S, R/2] and x1, x2 the two halves of x's first R features (the
-    even and odd features with `interleaved`, through a [.., R/2, 2] view),
-    y = concat(x1 c - x2 s, x1 s + x2 c, x[..., R:]).
-
-    Before:
-    ```mlir
-    %y = tc.rotary %x, %c, %s : (tensor<1x2x3x4xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) -> tensor<1x2x3x4xf32>
-    ```
-    After: tc.slice / tc.reshape / tc.mul / tc.sub / tc.add / tc.concat.
-  }];
-  let dependentDialects = ["::tc::TCDialect"];
 }
 
 def TcTagReferenceValues : Pass<"tc-tag-reference-values", "mlir::func::FuncOp"> {

@@ -85,8 +85,10 @@ Kind classify(Operation *op) {
   // Sums accumulate rounding error with the reduced extent: f32.
   if (llvm::isa<ReduceSumOp, ReduceMeanOp, ReduceProdOp, CumSumOp, ScatterAddOp>(op))
     return Kind::Accumulate;
-  // max/min/argmax are exact in any precision: they follow their input.
-  if (isElementwise(op) || llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp>(op))
+  // max/min/argmax are exact in any precision: they follow their input. A
+  // rotary embedding is a per-element rotation (its tables in the input's
+  // precision, as HF casts cos / sin to the activations' dtype).
+  if (isElementwise(op) || llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp, RotaryOp>(op))
     return Kind::Elementwise;
   if (isDataMovement(op))
     return Kind::Movement;

@@ -690,6 +690,16 @@ TEST(GradCheck, Rotary) {
                    "tensor<2x2x3x6xf64>",
                "tensor<2x2x3x6xf64>"},
           std::string("rotary interleaved = ") + inter);
+  // Trained tables (a TorchScript export's inv_freq is an initializer):
+  // the gradients of cos and sin too, both layouts.
+  for (const char *inter : {"false", "true"})
+    check(Case{{P("x", "tensor<2x2x3x6xf64>"), P("c", "tensor<2x3x2xf64>", -1.0, 1.0),
+                P("s", "tensor<2x3x2xf64>", -1.0, 1.0)},
+               std::string("  %y = tc.rotary %x, %c, %s {interleaved = ") + inter +
+                   "} : (tensor<2x2x3x6xf64>, tensor<2x3x2xf64>, tensor<2x3x2xf64>) -> "
+                   "tensor<2x2x3x6xf64>",
+               "tensor<2x2x3x6xf64>"},
+          std::string("rotary with trained tables, interleaved = ") + inter);
 }
 
 TEST(GradCheck, Gather) {
@@ -963,22 +973,47 @@ TEST(Autodiff, ParameterNotReachingTheLossGetsZeros) {
 
 } // namespace
 
-// tc-decompose-rotary (the GPU pipeline's) computes what tc.rotary computes:
-// both programs run on the CPU reference on the same input.
-TEST(DecomposeRotary, MatchesTheOp) {
-  for (const char *inter : {"false", "true"}) {
-    SCOPED_TRACE(std::string("interleaved = ") + inter);
+// tc-recognize-rotary: HF's written-out rotary (x * cos + rotate_half(x) *
+// sin, the tables cos/sin(concat(f, f))), full and GPT-NeoX's partial (the
+// first 4 of 6 features), computes what the one tc.rotary it becomes
+// computes: both programs on the CPU reference, in f64, on the same input.
+TEST(RecognizeRotary, MatchesTheWrittenOutForm) {
+  for (int r : {6, 4}) {
+    SCOPED_TRACE("rotary features " + std::to_string(r) + " of 6");
+    std::string R = std::to_string(r), H = std::to_string(r / 2);
+    std::string xr = r == 6 ? "%x" : "%xr";
     std::string text =
-        std::string("func.func @infer(%x: tensor<2x2x3x6xf64> {tc.name = \"x\"}) -> "
-                    "(tensor<2x2x3x6xf64> {tc.name = \"y\"}) {\n"
-                    "  %c = tc.constant dense<[[[0.9, 0.5], [0.2, -0.7], [1.0, 0.0]], "
-                    "[[-0.4, 0.3], [0.6, 0.8], [0.1, -1.0]]]> : tensor<2x3x2xf64>\n"
-                    "  %s = tc.constant dense<[[[0.4, -0.8], [0.97, 0.7], [0.0, 1.0]], "
-                    "[[0.9, 0.95], [-0.8, 0.6], [1.0, 0.1]]]> : tensor<2x3x2xf64>\n"
-                    "  %y = tc.rotary %x, %c, %s {interleaved = ") +
-        inter +
-        "} : (tensor<2x2x3x6xf64>, tensor<2x3x2xf64>, tensor<2x3x2xf64>) -> tensor<2x2x3x6xf64>\n"
-        "  return %y : tensor<2x2x3x6xf64>\n}\n";
+        "func.func @infer(%x: tensor<2x2x3x6xf64> {tc.name = \"x\"}) -> "
+        "(tensor<2x2x3x6xf64> {tc.name = \"y\"}) {\n"
+        "  %f = tc.constant dense<[[[[0.9, 0.5, 0.3], [0.2, -0.7, 1.1], [1.0, 0.0, -0.4]]]]> : "
+        "tensor<1x1x3x3xf64>\n"
+        "  %fh = tc.slice %f {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : "
+        "tensor<1x1x3x3xf64> to tensor<1x1x3x" + H + "xf64>\n"
+        "  %e = tc.concat %fh, %fh {axis = 3 : i64} : tensor<1x1x3x" + H + "xf64>, tensor<1x1x3x" + H +
+        "xf64> -> tensor<1x1x3x" + R + "xf64>\n"
+        "  %c = tc.cos %e : tensor<1x1x3x" + R + "xf64>\n"
+        "  %s = tc.sin %e : tensor<1x1x3x" + R + "xf64>\n" +
+        (r == 6 ? std::string()
+                : "  %xr = tc.slice %x {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : "
+                  "tensor<2x2x3x6xf64> to tensor<2x2x3x4xf64>\n"
+                  "  %xp = tc.slice %x {starts = array<i64: 0, 0, 0, 4>, strides = array<i64: 1, 1, 1, 1>} : "
+                  "tensor<2x2x3x6xf64> to tensor<2x2x3x2xf64>\n") +
+        "  %x1 = tc.slice " + xr + " {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : "
+        "tensor<2x2x3x" + R + "xf64> to tensor<2x2x3x" + H + "xf64>\n"
+        "  %x2 = tc.slice " + xr + " {starts = array<i64: 0, 0, 0, " + H +
+        ">, strides = array<i64: 1, 1, 1, 1>} : tensor<2x2x3x" + R + "xf64> to tensor<2x2x3x" + H + "xf64>\n"
+        "  %n = tc.neg %x2 : tensor<2x2x3x" + H + "xf64>\n"
+        "  %rot = tc.concat %n, %x1 {axis = 3 : i64} : tensor<2x2x3x" + H + "xf64>, tensor<2x2x3x" + H +
+        "xf64> -> tensor<2x2x3x" + R + "xf64>\n"
+        "  %a = tc.mul %c, " + xr + " : tensor<1x1x3x" + R + "xf64>, tensor<2x2x3x" + R +
+        "xf64> -> tensor<2x2x3x" + R + "xf64>\n"
+        "  %b = tc.mul %rot, %s : tensor<2x2x3x" + R + "xf64>, tensor<1x1x3x" + R +
+        "xf64> -> tensor<2x2x3x" + R + "xf64>\n"
+        "  %y = tc.add %b, %a : tensor<2x2x3x" + R + "xf64>, tensor<2x2x3x" + R + "xf64> -> tensor<2x2x3x" +
+        R + "xf64>\n" +
+        (r == 6 ? std::string("  return %y : tensor<2x2x3x6xf64>\n}\n")
+                : "  %yc = tc.concat %y, %xp {axis = 3 : i64} : tensor<2x2x3x4xf64>, tensor<2x2x3x2xf64> -> "
+                  "tensor<2x2x3x6xf64>\n  return %yc : tensor<2x2x3x6xf64>\n}\n");
     MLIRContext ctx;
     ctx.loadDialect<tc::TCDialect, func::FuncDialect>();
     OwningOpRef<ModuleOp> m = parseSourceString<ModuleOp>(text, &ctx);
@@ -1000,17 +1035,24 @@ TEST(DecomposeRotary, MatchesTheOp) {
     };
     std::vector<double> want = run(*m);
     PassManager pm(&ctx);
-    pm.addNestedPass<func::FuncOp>(tc::createTcDecomposeRotary());
+    pm.addNestedPass<func::FuncOp>(tc::createTcRecognizeRotary());
     ASSERT_TRUE(succeeded(pm.run(*m)));
-    bool gone = true;
-    m->walk([&](tc::RotaryOp) { gone = false; });
-    EXPECT_TRUE(gone);
+    int rotaries = 0, concats = 0;
+    m->walk([&](tc::RotaryOp) { ++rotaries; });
+    // Only the table's concat (batch 1) is left: rotate_half's and the
+    // partial rotary's (batch 2) are gone.
+    m->walk([&](tc::ConcatOp c) {
+      concats += llvm::cast<RankedTensorType>(c.getResult().getType()).getDimSize(0) == 2;
+    });
+    EXPECT_EQ(rotaries, 1);
+    EXPECT_EQ(concats, 0);
     std::vector<double> got = run(*m);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], want[i], 1e-12) << "element " << i;
-    // Partial rotary keeps the last two features.
-    EXPECT_EQ(want[4], xs[4]);
-    EXPECT_EQ(want[5], xs[5]);
+    if (r == 4) { // the features past R are copied
+      EXPECT_EQ(got[4], xs[4]);
+      EXPECT_EQ(got[5], xs[5]);
+    }
   }
 }

@@ -31,7 +31,7 @@ using namespace detail;
 
 bool isKernelOp(Operation *op) {
   // Gathers are the embedding library call or a generic kernel of their own.
-  return llvm::isa<tc::FusionOp>(op) || tc::isReduction(op) ||
+  return llvm::isa<tc::FusionOp, tc::RotaryOp>(op) || tc::isReduction(op) ||
          (tc::isDataMovement(op) && !llvm::isa<tc::GatherOp>(op));
 }
 
@@ -77,6 +77,8 @@ FailureOr<KernelSource> generateKernel(Operation *op) {
     return padKernel(p);
   if (auto s = llvm::dyn_cast<tc::InsertSliceOp>(op))
     return insertSliceKernel(s);
+  if (auto r = llvm::dyn_cast<tc::RotaryOp>(op))
+    return rotaryKernel(r);
   if (llvm::isa<tc::ReduceSumOp, tc::ReduceMeanOp, tc::ReduceMaxOp, tc::ReduceMinOp, tc::ReduceProdOp>(op))
     return reduceKernel(op);
   return op->emitOpError() << "CUDA codegen: no kernel for this op";

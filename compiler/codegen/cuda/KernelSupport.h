@@ -305,6 +305,7 @@ FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> strides
                                      SmallVector<int64_t> iter);
 FailureOr<KernelSource> padKernel(tc::PadOp op);
 FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op);
+FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op);
 FailureOr<KernelSource> concatKernel(tc::ConcatOp op);
 FailureOr<KernelSource> splitKernel(tc::SplitOp op);
 /// Any reduction over any axes: one thread per result element.

@@ -238,6 +238,48 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
   return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "insert_slice");
 }
 
+/// tc.rotary: y[b, h, s, d] for input [B, H, S, D], tables [B, S, R/2]
+/// (runtime/src/cpu/rotary.cpp's pairs, in f32 (f64 for f64 data) with one
+/// rounding to the result); features from R on are copied. One thread per
+/// output element: it reads its pair and the pair's cos / sin.
+FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
+  Value in = op.getInput(), cs = op.getCos(), sn = op.getSin(), out = op.getResult();
+  ArrayRef<int64_t> is = shapeOf(in), ts = shapeOf(cs);
+  if (is.size() != 4 || ts.size() != 3 || shapeOf(sn) != ts || ts[0] != is[0] ||
+      ts[1] != is[2] || 2 * ts[2] > is[3] || shapeOf(out) != is)
+    return op.emitOpError() << "CUDA codegen: tc.rotary wants input [B, H, S, D] and cos/sin "
+                               "[B, S, R/2] with R <= D";
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, in);
+  sig.input(1, cs);
+  sig.input(2, sn);
+  std::vector<int64_t> meta(is.begin(), is.end());
+  meta.push_back(ts[2]);
+  int64_t n = product(is);
+  sig.tail(n, meta);
+  Type e = eltOf(in), te = eltOf(cs);
+  std::string ct = computeType(e);
+  auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
+  std::string s = header(sig) + kLoopBegin + outIdx(4, 0, n);
+  s += "    const long long half = meta.v[4], d = o3, row = i - d;\n";
+  s += "    if (d >= 2 * half) { out0[i] = in0[i]; continue; }\n";
+  if (op.getInterleaved()) {
+    s += "    const long long k = d / 2, i1 = row + 2 * k, i2 = i1 + 1;\n";
+    s += "    const bool first = d % 2 == 0;\n";
+  } else {
+    s += "    const long long k = d < half ? d : d - half, i1 = row + k, i2 = i1 + half;\n";
+    s += "    const bool first = d < half;\n";
+  }
+  s += "    const long long t = (o0 * meta.v[2] + o2) * half + k;\n";
+  s += "    const " + ct + " c = (" + ct + ")" + load(te, "in1[t]") + ", sn = (" + ct + ")" +
+       load(te, "in2[t]") + ";\n";
+  s += "    const " + ct + " x1 = " + load(e, "in0[i1]") + ", x2 = " + load(e, "in0[i2]") + ";\n";
+  s += "    out0[i] = " + storeExpr(eltOf(out), "(first ? c * x1 - sn * x2 : sn * x1 + c * x2)") +
+       ";\n  }\n}\n";
+  return makeKernel(op, std::move(s), sig, gridFor(n, 256), "rotary");
+}
+
 /// Each input is a part: dense in the input, at its offset along `axis` in
 /// the result.
 FailureOr<KernelSource> concatKernel(tc::ConcatOp op) {

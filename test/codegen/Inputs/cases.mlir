@@ -192,3 +192,15 @@ func.func @full_max(%x: tensor<2048x4096xbf16>, %a: tensor<3x5x7xf32>, %b: tenso
   %lo = tc.reduce_min %s {axes = array<i64: 0, 1, 2>} : tensor<3x5x7xf32> -> tensor<f32>
   return %g, %amax, %s, %lo : tensor<2048x4096xbf16>, tensor<f32>, tensor<3x5x7xf32>, tensor<f32>
 }
+
+// Rotary embedding (tc-recognize-rotary's op): bf16 activations with bf16
+// tables, HF's rotate_half layout, all features rotated (Llama's head dim
+// 64); f32 interleaved with a partial rotary (16 of 24 features, the rest
+// copied) and an odd token count.
+func.func @rotary(%x: tensor<2x4x32x64xbf16>, %c: tensor<2x32x32xbf16>, %s: tensor<2x32x32xbf16>,
+                  %y: tensor<1x3x5x24xf32>, %d: tensor<1x5x8xf32>, %e: tensor<1x5x8xf32>)
+    -> (tensor<2x4x32x64xbf16>, tensor<1x3x5x24xf32>) {
+  %r = tc.rotary %x, %c, %s : (tensor<2x4x32x64xbf16>, tensor<2x32x32xbf16>, tensor<2x32x32xbf16>) -> tensor<2x4x32x64xbf16>
+  %q = tc.rotary %y, %d, %e {interleaved = true} : (tensor<1x3x5x24xf32>, tensor<1x5x8xf32>, tensor<1x5x8xf32>) -> tensor<1x3x5x24xf32>
+  return %r, %q : tensor<2x4x32x64xbf16>, tensor<1x3x5x24xf32>
+}
