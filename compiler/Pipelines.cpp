@@ -37,8 +37,10 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
     pm.addNestedPass<func::FuncOp>(createTcPadVocab({c.padVocab}));
   if (!c.trainability.trainable.empty() || !c.trainability.freeze.empty() || c.train)
     pm.addPass(createTcMarkTrainable(c.trainability));
-  if (c.train)
+  if (c.train) {
     pm.addPass(createTcAutodiff(c.autodiff));
+    pm.addNestedPass<func::FuncOp>(createTcConcatSliceGrads());
+  }
   // FP8 after the backward exists (tc.quantize has no gradient): the
   // forward's FP8 copies are shared with dgrad and wgrad.
   if (c.precision.mode == "fp8")

@@ -132,7 +132,9 @@ done
 # tc-pad-vocab on the GPU: the fixtures' 256 classes padded to 288 (tied gpt2, untied
 # llama), for gpu-check's --check against the CPU reference (which pads too).
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.ts.bf16-pad96 bf16 --pad-vocab 96
+cpu_reference gpt2.ts.bf16-pad96 "$FX/gpt2"
 compile_fixture "$FX/llama.dynamo.onnx" llama.dynamo.bf16-pad96 bf16 --pad-vocab 96
+cpu_reference llama.dynamo.bf16-pad96 "$FX/llama"
 
 # Gradient accumulation (grad_step per micro-batch, averaged through the host, apply_step).
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.accum2.fp32 fp32 --grad-accum 2

@@ -149,6 +149,33 @@ def TcRecognizeRotary : Pass<"tc-recognize-rotary", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcConcatSliceGrads : Pass<"tc-concat-slice-grads", "mlir::func::FuncOp"> {
+  let summary = "Sum of disjoint insert_slices (slice gradients) -> one concat";
+  let description = [{
+    After tc-autodiff. A value cut into pieces along one axis by tc.slice
+    (the dynamo exporter's qkv split of GPT-2 and GPT-NeoX) gets as its
+    gradient the tc.add of one zero-filled tc.insert_slice per piece. This
+    pass replaces such an add tree (every insert_slice placing its source
+    along the same axis, unit strides, the windows disjoint, each value read
+    only by the tree) by the tc.concat of the sources, zeros where no piece
+    is.
+
+    Before:
+    ```mlir
+    %a = tc.insert_slice %dq {starts = array<i64: 0, 0>, strides = array<i64: 1, 1>} : tensor<4x8xf32> to tensor<4x24xf32>
+    %b = tc.insert_slice %dk {starts = array<i64: 0, 8>, strides = array<i64: 1, 1>} : tensor<4x8xf32> to tensor<4x24xf32>
+    %c = tc.insert_slice %dv {starts = array<i64: 0, 16>, strides = array<i64: 1, 1>} : tensor<4x8xf32> to tensor<4x24xf32>
+    %s = tc.add %a, %b : tensor<4x24xf32>, tensor<4x24xf32> -> tensor<4x24xf32>
+    %g = tc.add %s, %c : tensor<4x24xf32>, tensor<4x24xf32> -> tensor<4x24xf32>
+    ```
+    After:
+    ```mlir
+    %g = tc.concat %dq, %dk, %dv {axis = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x24xf32>
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcAutodiff : Pass<"tc-autodiff", "mlir::ModuleOp"> {
   let summary = "Add @grad_step: the loss of @infer and its gradients";
   let description = [{
