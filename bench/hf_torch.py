@@ -4,7 +4,10 @@
     python3 bench/hf_torch.py bench/hf/gpt2-124m.json --mode compile --batch 16 --seq 1024
 
 The model is built from its config.json as a user builds it (transformers'
-AutoModelForCausalLM.from_config, attn_implementation="sdpa", random init),
+AutoModelForCausalLM.from_config, random init) with HF's sdpa attention told
+is_causal=True and no mask (register_causal_sdpa: the batches have no
+padding; under torch.compile transformers would pass a [B, 1, T, T] mask,
+which SDPA's flash kernel does not take),
 trained as tc trains the export of the same model: HF computes the loss itself
 (labels = input_ids, shifted inside), bf16 autocast, fused AdamW (lr 6e-4,
 betas 0.9/0.95, eps 1e-8, weight decay 0.1 on every parameter), gradient norm
@@ -32,13 +35,34 @@ import time
 import torch
 
 
+def register_causal_sdpa():
+    """HF's sdpa attention with the mask dropped and is_causal=True: the batches have no padding, so
+    this is the same attention, and SDPA can take its flash kernel. (Under torch.compile transformers
+    materializes the [B, 1, T, T] causal mask instead of passing is_causal, and SDPA's flash kernel
+    takes no mask: forcing flash then fails with "No available kernel".)"""
+    import transformers as T
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def causal_sdpa(module, query, key, value, attention_mask, **kw):
+        kw.pop("is_causal", None)
+        return sdpa_attention_forward(module, query, key, value, None, is_causal=True, **kw)
+
+    T.AttentionInterface.register("sdpa_causal", causal_sdpa)
+    try:
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        AttentionMaskInterface.register("sdpa_causal", sdpa_mask)
+    except ImportError:
+        pass
+
+
 def build(config_path, seed):
     import transformers as T
     d = json.load(open(config_path))
     cfg = T.AutoConfig.for_model(d.pop("model_type"), **d)
     cfg.use_cache = False
     torch.manual_seed(seed)
-    model = T.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    register_causal_sdpa()
+    model = T.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa_causal")
     return cfg, model
 
 
