@@ -45,6 +45,11 @@ void buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineConfig &c) {
   // forward's FP8 copies are shared with dgrad and wgrad.
   if (c.precision.mode == "fp8")
     pm.addPass(createTcQuantizeFp8(c.quantizeFp8));
+  // The plan casts constants at their use (a scalar 3.0 to bf16 for
+  // pow(x, 3.0)) and the backward computes with constants (pow's exponent
+  // 3 - 1): folded, they are constants again, which the GPU kernels take as
+  // literals instead of as buffers a small kernel fills every step.
+  pm.addNestedPass<func::FuncOp>(createTcFoldConstants({/*maxElements=*/1 << 12}));
   if (!c.train)
     return;
   pm.addPass(createTcOptimizer(c.optimizer));

@@ -102,7 +102,21 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
   else if (llvm::isa<tc::MulOp>(op)) e = "(" + x + " * " + y + ")";
   else if (llvm::isa<tc::DivOp>(op))
     e = fl || isU64(in) ? "(" + x + " / " + y + ")" : "tc_idiv(" + x + ", " + y + ")";
-  else if (llvm::isa<tc::PowOp>(op)) e = fl ? fn("pow") + "(" + x + ", " + y + ")" : "tc_ipow(" + x + ", " + y + ")";
+  else if (llvm::isa<tc::PowOp>(op)) {
+    // x^2 and x^3 by a constant exponent (HF GPT-2's gelu_new: pow(x, 3.0),
+    // its backward pow(x, 2.0)) as products: powf's log/exp path made those
+    // GELU kernels compute-bound.
+    std::optional<double> k;
+    if (auto c = op->getOperand(1).getDefiningOp<tc::ConstantOp>())
+      if (auto d = llvm::dyn_cast<DenseElementsAttr>(c.getValue()); d && d.isSplat() && fl)
+        k = d.getSplatValue<APFloat>().convertToDouble();
+    if (k && *k == 2.0)
+      e = "(" + x + " * " + x + ")";
+    else if (k && *k == 3.0)
+      e = "(" + x + " * " + x + " * " + x + ")";
+    else
+      e = fl ? fn("pow") + "(" + x + ", " + y + ")" : "tc_ipow(" + x + ", " + y + ")";
+  }
   else if (llvm::isa<tc::MaxOp>(op)) e = "tc_max(" + x + ", " + y + ")";
   else if (llvm::isa<tc::MinOp>(op)) e = "tc_min(" + x + ", " + y + ")";
   else if (llvm::isa<tc::AndOp>(op)) e = "(" + x + " && " + y + ")";
