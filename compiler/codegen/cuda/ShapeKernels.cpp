@@ -261,7 +261,40 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   Type e = eltOf(in), te = eltOf(cs);
   std::string ct = computeType(e);
   auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
-  std::string s = header(sig) + kLoopBegin + outIdx(4, 0, n);
+  std::string s = header(sig);
+  // The vector path: V consecutive features of one half per thread (16-byte
+  // loads of x's two halves, the tables and the store), rotate_half layout,
+  // when the halves and the row split into whole vectors.
+  int64_t bytes = std::max(storageBytes(e), storageBytes(te));
+  int64_t V = 16 / bytes, half = ts[2], D = is[3];
+  bool vec = !op.getInterleaved() && V > 1 && half % V == 0 && D % V == 0 &&
+             storageBytes(e) * V == 16;
+  if (vec) {
+    std::string VS = std::to_string(V), X = "TcVec<" + storageType(e) + ", " + VS + ">",
+                T = "TcVec<" + storageType(te) + ", " + VS + ">";
+    s += "  if (((0ull | (unsigned long long)in0 | (unsigned long long)in1 | (unsigned long long)in2 |"
+         " (unsigned long long)out0) & 15) == 0) {\n";
+    s += "    const long long half = meta.v[4], D = meta.v[3], S = meta.v[2], H = meta.v[1];\n";
+    s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+         "; b < n; b += (long long)gridDim.x * blockDim.x * " + VS + ") {\n";
+    s += "      const long long d = b % D, q = b / D, sq = q % S, bb = q / S / H, row = b - d;\n";
+    s += "      if (d >= 2 * half) { *reinterpret_cast<" + X + "*>(out0 + b) = *reinterpret_cast<const " +
+         X + "*>(in0 + b); continue; }\n";
+    s += "      const bool first = d < half;\n";
+    s += "      const long long k = first ? d : d - half, t = (bb * S + sq) * half + k;\n";
+    s += "      const " + X + " a1 = *reinterpret_cast<const " + X + "*>(in0 + row + k);\n";
+    s += "      const " + X + " a2 = *reinterpret_cast<const " + X + "*>(in0 + row + k + half);\n";
+    s += "      const " + T + " cv = *reinterpret_cast<const " + T + "*>(in1 + t);\n";
+    s += "      const " + T + " sv = *reinterpret_cast<const " + T + "*>(in2 + t);\n";
+    s += "      " + X + " o;\n#pragma unroll\n      for (int j = 0; j < " + VS + "; ++j) {\n";
+    s += "        const " + ct + " c = (" + ct + ")" + load(te, "cv.v[j]") + ", sn = (" + ct + ")" +
+         load(te, "sv.v[j]") + ";\n";
+    s += "        const " + ct + " x1 = " + load(e, "a1.v[j]") + ", x2 = " + load(e, "a2.v[j]") + ";\n";
+    s += "        o.v[j] = " + storeExpr(eltOf(out), "(first ? c * x1 - sn * x2 : sn * x1 + c * x2)") +
+         ";\n      }\n";
+    s += "      *reinterpret_cast<" + X + "*>(out0 + b) = o;\n    }\n    return;\n  }\n";
+  }
+  s += kLoopBegin + outIdx(4, 0, n);
   s += "    const long long half = meta.v[4], d = o3, row = i - d;\n";
   s += "    if (d >= 2 * half) { out0[i] = in0[i]; continue; }\n";
   if (op.getInterleaved()) {
@@ -277,7 +310,8 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   s += "    const " + ct + " x1 = " + load(e, "in0[i1]") + ", x2 = " + load(e, "in0[i2]") + ";\n";
   s += "    out0[i] = " + storeExpr(eltOf(out), "(first ? c * x1 - sn * x2 : sn * x1 + c * x2)") +
        ";\n  }\n}\n";
-  return makeKernel(op, std::move(s), sig, gridFor(n, 256), "rotary");
+  // (The scalar loop, for unaligned buffers, strides over the same grid.)
+  return makeKernel(op, std::move(s), sig, gridFor(vec ? n / V : n, 256), "rotary");
 }
 
 /// Each input is a part: dense in the input, at its offset along `axis` in
