@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/AttentionMask.h"
 
+#include "dialects/tc/Eval/Program.h"
 #include "dialects/tc/IR/TcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -223,14 +224,7 @@ private:
     // Exporters broadcast the mask over batch and heads ([16, 1, 1024, 1024]
     // for HF GPT-2): when every [a, b] slice holds the bytes of the first,
     // only the first is converted (element by element is seconds there).
-    // (i1 is packed 8 to a byte: a slice of whole bytes compares as bytes.)
-    int64_t bits = elt.getIntOrFloatBitWidth();
-    ArrayRef<char> raw = dense.getRawData();
-    int64_t sliceBytes = slice * bits / 8;
-    bool sameBytes = (slice * bits) % 8 == 0 && (bits == 1 || bits % 8 == 0) &&
-                     static_cast<int64_t>(raw.size()) * 8 == n * bits;
-    for (int64_t k = sliceBytes; sameBytes && k < static_cast<int64_t>(raw.size()); k += sliceBytes)
-      sameBytes = std::memcmp(raw.data() + k, raw.data(), sliceBytes) == 0;
+    bool sameBytes = repeatsBlocks(dense, n / slice);
     int64_t count = sameBytes ? slice : n;
     vals.reserve(static_cast<size_t>(count));
     auto take = [&](auto range, auto conv) {

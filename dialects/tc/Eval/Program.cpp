@@ -180,11 +180,9 @@ std::optional<int64_t> referenceValueId(Operation *op, unsigned index) {
   return tag[0] + index;
 }
 
-namespace {
-
 /// Whether the raw bytes of `attr` can be cut into `count` equal blocks of
 /// whole elements (i1 is packed 8 to a byte: a block must be whole bytes).
-bool byteBlocks(DenseElementsAttr attr, int64_t count) {
+static bool byteBlocks(DenseElementsAttr attr, int64_t count) {
   Type elt = attr.getElementType();
   if (!elt.isIntOrFloat() || count < 1 || attr.getNumElements() % count)
     return false;
@@ -194,8 +192,7 @@ bool byteBlocks(DenseElementsAttr attr, int64_t count) {
   return bits % 8 == 0 && attr.getRawData().size() == size_t(attr.getNumElements() * bits / 8);
 }
 
-/// Whether `attr` is `count` repetitions of its first 1/count (a splat is).
-bool repeats(DenseElementsAttr attr, int64_t count) {
+bool repeatsBlocks(DenseElementsAttr attr, int64_t count) {
   if (attr.isSplat() || count == 1)
     return true;
   if (!byteBlocks(attr, count))
@@ -207,6 +204,8 @@ bool repeats(DenseElementsAttr attr, int64_t count) {
       return false;
   return true;
 }
+
+namespace {
 
 /// The first 1/count of `attr` (which repeats) as `type`.
 DenseElementsAttr firstBlock(DenseElementsAttr attr, RankedTensorType type) {
@@ -264,7 +263,7 @@ int64_t repeatingAxes(Operation *op, ArrayRef<DenseElementsAttr> operands,
       int64_t count = 1;
       for (int64_t i = 0; i < lead; ++i)
         count *= t.getDimSize(i);
-      if (!repeats(a, count)) {
+      if (!repeatsBlocks(a, count)) {
         ok = false;
         break;
       }

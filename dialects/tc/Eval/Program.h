@@ -46,6 +46,12 @@ void tagReferenceValues(mlir::func::FuncOp fn);
 /// tc-fuse-fp8-amax adds an amax: not a value of the reference program).
 std::optional<int64_t> referenceValueId(mlir::Operation *op, unsigned index);
 
+/// Whether `attr` is `count` repetitions of its first 1/count, compared as
+/// bytes (a splat is; i1, packed 8 to a byte, only in whole-byte blocks):
+/// a constant broadcast over leading axes, which evaluateOp evaluates on
+/// one block.
+bool repeatsBlocks(mlir::DenseElementsAttr attr, int64_t count);
+
 /// Evaluates a tc op whose operands are all produced by tc.constant (or are
 /// given in `operandValues`, one per operand) on the reference executor.
 /// Returns one attribute per result, or failure with a message in `error`.
