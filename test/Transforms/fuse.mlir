@@ -176,3 +176,24 @@ func.func @rematerialize(%x: tensor<64x32xf32>, %dy: tensor<64x32xf32>, %c: tens
   %e = tc.add %d, %z : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
   return %y, %e, %r : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xf32>
 }
+
+// -----
+
+// Tests the widening cast read narrow: the f32 copy of a bf16 gradient
+// feeds the grad-norm clip's sum of squares and, after it, the update. The
+// update's fusion reads the bf16 gradient and widens it itself, so the
+// sum of squares stores nothing but its sum (the f32 copy is never stored).
+// CHECK-LABEL: func.func @widening_cast_read_narrow
+// CHECK: %[[N:.+]] = tc.fusion(%arg0) : (tensor<64x32xbf16>) -> tensor<f32>
+// CHECK: tc.fusion(%arg0, %[[N]], %arg1) : (tensor<64x32xbf16>, tensor<f32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+// CHECK: tc.cast %{{.+}} : tensor<64x32xbf16> to tensor<64x32xf32>
+// CHECK: return
+func.func @widening_cast_read_narrow(%g: tensor<64x32xbf16>, %p: tensor<64x32xf32>)
+    -> tensor<64x32xf32> {
+  %gf = tc.cast %g : tensor<64x32xbf16> to tensor<64x32xf32>
+  %sq = tc.mul %gf, %gf : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  %n = tc.reduce_sum %sq {axes = array<i64: 0, 1>} : tensor<64x32xf32> -> tensor<f32>
+  %u = tc.mul %gf, %n : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
+  %q = tc.sub %p, %u : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
+  return %q : tensor<64x32xf32>
+}
