@@ -826,6 +826,29 @@ def TcFuseFp8Amax : Pass<"tc-fuse-fp8-amax", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcFoldTransposes : Pass<"tc-fold-transposes", "mlir::func::FuncOp"> {
+  let summary = "Let the GEMMs read 2-D transposes (weights, their gradients) transposed";
+  let description = [{
+    GPU pipeline, after tc-tag-reference-values, before tc-fuse. A 2-D
+    tc.transpose read only by tc.matmul operands (directly or through a
+    constant tc.pad read only by them) goes: the matmuls read its input with
+    their transpose flag flipped. A 2-D tc.transpose of a value computed from
+    a tc.matmul through single-use tc.slice, tc.reshape (last two dims
+    kept), tc.reduce_sum (leading axes) and tc.cast goes too: the chain is
+    rebuilt over matmul(rhs, lhs) with the flags swapped, (A^T B)^T = B^T A.
+
+    Before:
+    ```mlir
+    %t = tc.transpose %w {permutation = array<i64: 1, 0>} : tensor<64x32xbf16> -> tensor<32x64xbf16>
+    %y = tc.matmul %x, %t : tensor<8x32xbf16>, tensor<32x64xbf16> -> tensor<8x64xbf16>
+    ```
+    After:
+    ```mlir
+    %y = tc.matmul %x, %w {transpose_rhs = true} : tensor<8x32xbf16>, tensor<64x32xbf16> -> tensor<8x64xbf16>
+    ```
+  }];
+}
+
 def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp"> {
   let summary = "Mark where fused attention writes its results in place";
   let description = [{

@@ -22,7 +22,7 @@ void DeviceExecutor::Impl::reportProfile() {
   std::sort(order.rbegin(), order.rend());
   std::fprintf(stderr, "tc profile: %.1f ms of GPU time in ops; by op (ms, share, calls):\n",
                profiledMs);
-  for (size_t i = 0; i < order.size() && i < 40; ++i) {
+  for (size_t i = 0; i < order.size() && i < 120; ++i) {
     const OpTime &t = opTimes[order[i].second];
     std::fprintf(stderr, "  %10.2f  %5.1f%%  %6lld  %s\n", t.ms,
                  100.0 * t.ms / std::max(profiledMs, 1e-9), (long long)t.calls,
