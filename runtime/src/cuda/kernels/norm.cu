@@ -1,16 +1,25 @@
 //===- norm.cu - layer_norm and rms_norm, forward and backward ------------===//
 //
-// Forward and dx: one warp per row (8 rows per 256-thread block); the row is
-// read once per statistic (mean, then the centred variance, then the output:
-// the re-reads hit L1/L2), all in fp32. Rows (x, y, dy, dx) and parameters
+// Forward: one warp per row (8 rows per 256-thread block); the row is read
+// once per statistic (mean, then the centred variance, then the output: the
+// re-reads hit L1/L2), all in fp32. Rows (x, y, dy, dx) and parameters
 // (weight, bias and their gradients) each have a storage type: both f32, both
 // bf16, or bf16 rows with f32 parameters (mixed precision: bf16 activations,
 // f32 master weights, no f32 copy of the rows).
-// dweight/dbias: a deterministic two-level sum over rows. Kernel 1 gives each
-// (chunk of kNormBackwardChunkRows rows, column) pair to one thread, which
-// sums its chunk in row order into scratch[chunk, col]; kernel 2 sums the
-// chunks of a column in chunk order. No atomics, so the bits do not depend on
-// scheduling; the chunking depends on the shape only, not on the GPU.
+// Backward of rows of at most 1024 columns that are vectorisable (cols % 8
+// == 0, 16-byte aligned): one fused kernel, a 256-thread block per chunk of
+// kNormBackwardChunkRows rows. Warp w takes rows w, w + 8, ... of the chunk,
+// reads each row's x and dy once (held packed in registers across the row's
+// two reductions), writes dx, and adds dy * xhat and dy to its lanes' column
+// sums in row order; the 8 warps' sums are added in warp order (shared
+// memory) into scratch[chunk, col] (dweight) and scratch[chunks + chunk, col]
+// (dbias). Other rows: a dx kernel (one warp per row, as the forward) and a
+// partial kernel giving each (chunk, column) pair to one thread, which sums
+// its chunk in row order into the same scratch. Then one kernel sums a
+// column's chunks in a fixed order (runs of chunks, each in order, then the
+// runs in order). No atomics, so the bits do not depend on scheduling; the
+// path and the chunking depend on the shape and alignment only, not on the
+// GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/common.cuh"
@@ -21,8 +30,12 @@ namespace {
 
 using namespace kern;
 
-constexpr int kRowsPerBlock = 8; // one warp per row
-constexpr int kColThreads = 256; // threads per block of the column kernels
+constexpr int kRowsPerBlock = 8;    // one warp per row
+constexpr int kColThreads = 256;    // threads per block of normBackwardPartialKernel
+constexpr int kStretch = 32 * kVec; // elements of a row one warp covers per step
+constexpr int kMaxStretches = 4;    // the fused backward: cols <= 4 * kStretch
+constexpr int kFusedWarps = 8;      // warps per chunk of the fused backward
+constexpr int kSumWarps = 8;        // warps per 32 columns of sumChunksKernel
 
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
 /// elements [8 l, 8 l + 8) of every 256-element stretch of the row. With
@@ -143,6 +156,190 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   }
 }
 
+static_assert(kFusedWarps * 32 == kStretch, "storeChunkSums: a thread per column of a stretch");
+
+/// out[c] = sum over the block's warps, in warp order, of their lanes' part
+/// (laid out as normBackwardFusedKernel holds a row) for c < cols; thread t
+/// sums columns t, t + kStretch, ... Every thread of the block calls it.
+template <int S>
+__device__ __forceinline__ void storeChunkSums(float (&sums)[kFusedWarps][S * kStretch],
+                                               const float (&part)[S][8], float *out,
+                                               int64_t cols) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads(); // sums may still be read by a previous call
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    int64_t i = s * kStretch + lane * 8;
+    if (i < cols) {
+      float *p = &sums[warp][i];
+      *reinterpret_cast<float4 *>(p) = make_float4(part[s][0], part[s][1], part[s][2], part[s][3]);
+      *reinterpret_cast<float4 *>(p + 4) =
+          make_float4(part[s][4], part[s][5], part[s][6], part[s][7]);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    int64_t c = s * kStretch + threadIdx.x;
+    if (c < cols) {
+      float t = sums[0][c];
+#pragma unroll
+      for (int w = 1; w < kFusedWarps; ++w)
+        t += sums[w][c];
+      out[c] = t;
+    }
+  }
+}
+
+/// 8 elements of a row as stored (one 16-byte vector for bf16, two for f32):
+/// what the fused backward holds of a row across its reductions (half the
+/// registers of floats for bf16), converted where used.
+template <class T> struct Packed8 { int4 v[sizeof(T) / 2]; };
+template <class T> __device__ __forceinline__ void loadPacked8(const T *p, Packed8<T> &r) {
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(T) / 2); ++k)
+    r.v[k] = reinterpret_cast<const int4 *>(p)[k];
+}
+template <class T> __device__ __forceinline__ void zeroPacked8(Packed8<T> &r) {
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(T) / 2); ++k)
+    r.v[k] = make_int4(0, 0, 0, 0); // 0.0 in f32 and bf16
+}
+template <class T> __device__ __forceinline__ void unpack8(const Packed8<T> &r, float (&v)[8]) {
+  load8(reinterpret_cast<const T *>(r.v), v);
+}
+
+/// r, hidden from the optimiser (an empty asm: no instruction). What is
+/// computed from it afterwards is computed again, not merged with what was
+/// computed from it before: the fused backward holds a row packed across its
+/// reductions, not as the floats derived from it in its first pass (twice the
+/// registers: it would spill).
+template <class T> __device__ __forceinline__ void launder(Packed8<T> &r) {
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(T) / 2); ++k)
+    asm volatile("" : "+r"(r.v[k].x), "+r"(r.v[k].y), "+r"(r.v[k].z), "+r"(r.v[k].w));
+}
+
+/// Blocks per SM the fused backward is built for: 2 (16 warps: enough loads
+/// in flight) where what it holds fits in 128 registers with room to spare
+/// (the row packed: x, dy and the dx added to; the lane's column sums), else
+/// 1 (no spills, half the warps).
+template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
+  int packed = 3 * S * 2 * static_cast<int>(sizeof(T)), colSums = (Rms ? 8 : 16) * S;
+  return packed + colSums <= 96 ? 2 : 1;
+}
+
+/// The whole backward of one chunk of kNormBackwardChunkRows rows (blockIdx.x)
+/// of layer_norm (Rms false) or rms_norm, the math of normBackwardDxKernel and
+/// normBackwardPartialKernel: dx (when non-null) and the chunk's dweight /
+/// dbias partials. Rows are vectorisable (cols % 8 == 0, 16-byte aligned) with
+/// cols <= S * kStretch; HasW: weight is non-null. Lane l holds elements
+/// [8 l, 8 l + 8) of each of the S stretches of a row (none at or past cols
+/// are loaded or stored) and its column sums over the warp's rows.
+template <class T, class W, int S, bool Rms, bool HasW>
+__global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>())
+    normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
+                            const W *__restrict__ weight, const float *__restrict__ meanIn,
+                            const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
+                            int64_t rows, int64_t cols, int64_t chunks, bool accumulate, bool wantW,
+                            bool wantB) {
+  __shared__ __align__(16) float sums[kFusedWarps][S * kStretch]; // one quantity per warp
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t chunk = blockIdx.x;
+  int64_t r0 = chunk * kNormBackwardChunkRows;
+  int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
+  wantB = wantB && !Rms;
+  float dw[S][8], db[S][8]; // the lane's column sums over the warp's rows
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      dw[s][j] = db[s][j] = 0.0f;
+  // Stretch s of a held row: xhat, g = dy * w and dy (g and dy 0 past cols).
+  auto rowAt = [&](const Packed8<T> &xp, const Packed8<T> &dyp, int s, float mean, float rstd,
+                   float (&xhat)[8], float (&g)[8], float (&d)[8]) {
+    int64_t i = s * kStretch + lane * 8;
+    float w[8];
+    unpack8(xp, xhat);
+    unpack8(dyp, d);
+    if (HasW && i < cols)
+      loadRow8<W, true>(weight, i, cols, w, 0.0f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      xhat[j] = (xhat[j] - mean) * rstd;
+      g[j] = HasW ? d[j] * w[j] : d[j];
+    }
+  };
+#pragma unroll 1
+  for (int64_t r = r0 + warp; r < r1; r += kFusedWarps) {
+    const T *xr = x + r * cols, *dyr = dy + r * cols;
+    float mean = Rms ? 0.0f : meanIn[r], rstd = rstdIn[r];
+    Packed8<T> xp[S], dyp[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      int64_t i = s * kStretch + lane * 8;
+      if (i < cols) {
+        loadPacked8(xr + i, xp[s]);
+        loadPacked8(dyr + i, dyp[s]);
+      } else {
+        zeroPacked8(xp[s]);
+        zeroPacked8(dyp[s]);
+      }
+    }
+    float sumG = 0.0f, sumGX = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      float xhat[8], g[8], d[8];
+      rowAt(xp[s], dyp[s], s, mean, rstd, xhat, g, d);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        dw[s][j] += d[j] * xhat[j];
+        db[s][j] += d[j];
+        sumG += g[j];
+        sumGX += g[j] * xhat[j];
+      }
+    }
+    if (!dx)
+      continue;
+    T *dxr = dx + r * cols;
+    Packed8<T> dxp[S]; // the dx to add to, loaded before the reductions wait
+    if (accumulate)
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        int64_t i = s * kStretch + lane * 8;
+        if (i < cols)
+          loadPacked8(dxr + i, dxp[s]);
+      }
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      launder(xp[s]);
+      launder(dyp[s]);
+    }
+    float meanG = Rms ? 0.0f : warpSum(sumG) / static_cast<float>(cols);
+    float meanGX = warpSum(sumGX) / static_cast<float>(cols);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      int64_t i = s * kStretch + lane * 8;
+      if (i >= cols)
+        continue;
+      float xhat[8], g[8], d[8], o[8];
+      rowAt(xp[s], dyp[s], s, mean, rstd, xhat, g, d);
+      if (accumulate)
+        unpack8(dxp[s], o);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float v = rstd * (g[j] - meanG - xhat[j] * meanGX);
+        o[j] = accumulate ? o[j] + v : v;
+      }
+      storeRow8<T, true>(dxr, i, cols, o);
+    }
+  }
+  if (wantW)
+    storeChunkSums<S>(sums, dw, scratch + chunk * cols, cols);
+  if (wantB)
+    storeChunkSums<S>(sums, db, scratch + (chunks + chunk) * cols, cols);
+}
+
 /// scratch[chunk, col] = sum over the chunk's rows of dy * xhat (and, for
 /// layer_norm with dbias, scratch[chunks + chunk, col] = sum of dy).
 template <class T, bool Rms>
@@ -170,20 +367,49 @@ __global__ void __launch_bounds__(kColThreads)
     scratch[(chunks + chunk) * cols + col] = sb;
 }
 
-/// out[col] (+)= sum over chunks (in order) of part[chunk, col].
+/// out[col] (+)= sum over chunks of part[chunk, col] for the 32 columns of
+/// the block, with (part, out) = (part, dweight) for blockIdx.y 0 and
+/// (part + chunks * cols, dbias) for 1 (nothing for a null out). Warp w sums
+/// its run of chunks [w n, w n + n) in chunk order, then the runs' sums are
+/// added in warp order: a fixed order, independent of scheduling.
 template <class T>
-__global__ void __launch_bounds__(kColThreads)
-    sumChunksKernel(const float *__restrict__ part, T *__restrict__ out, int64_t chunks,
+__global__ void __launch_bounds__(kSumWarps * 32)
+    sumChunksKernel(const float *__restrict__ part, T *dweight, T *dbias, int64_t chunks,
                     int64_t cols, bool accumulate) {
-  int64_t col = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x;
-  if (col >= cols)
+  __shared__ float runs[kSumWarps][32];
+  T *out = blockIdx.y == 0 ? dweight : dbias;
+  if (!out) // the whole block
     return;
+  part += blockIdx.y * chunks * cols;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  int64_t n = (chunks + kSumWarps - 1) / kSumWarps;
+  int64_t c0 = warp * n, c1 = min(chunks, c0 + n);
   float s = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c)
-    s += part[c * cols + col];
+  if (col < cols) {
+#pragma unroll 8
+    for (int64_t c = c0; c < c1; ++c)
+      s += part[c * cols + col];
+  }
+  runs[warp][lane] = s;
+  __syncthreads();
+  if (warp != 0 || col >= cols)
+    return;
+  s = runs[0][lane];
+#pragma unroll
+  for (int w = 1; w < kSumWarps; ++w)
+    s += runs[w][lane];
   if (accumulate)
     s += toF(out[col]);
   out[col] = fromF<T>(s);
+}
+
+/// normBackwardFusedKernel for `stretches` (1 to kMaxStretches) per lane.
+template <class T, class W, bool Rms, bool HasW> auto fusedBackwardKernel(int64_t stretches) {
+  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, Rms, HasW>
+         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, Rms, HasW>
+         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, Rms, HasW>
+                          : normBackwardFusedKernel<T, W, 4, Rms, HasW>;
 }
 
 /// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
@@ -258,48 +484,56 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
   if (!dy || !x || !rstd || (!Rms && !mean))
     return invalidArgument(std::string(what) + ": null dy, x, mean or rstd");
   bool wantW = weight && dweight, wantB = dbias != nullptr;
+  if (!dx && !wantW && !wantB)
+    return Status::ok();
   if ((wantW || wantB) && !scratch)
     return invalidArgument(std::string(what) + ": parameter gradients need scratch");
   int64_t chunks = ceilDiv(rows, kNormBackwardChunkRows);
   if (chunks > 65535)
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
   bool vec = rowsVectorisable(cols, {dy, x, weight, dx});
+  int64_t stretches = ceilDiv(cols, kStretch);
+  bool fused = vec && stretches <= kMaxStretches;
   return dispatchNorm(dt, pt, what, [&](auto tag, auto ptag) -> Status {
     using T = decltype(tag);
     using W = decltype(ptag);
     auto *dys = static_cast<const T *>(dy);
     auto *xs = static_cast<const T *>(x);
     auto *ws = static_cast<const W *>(weight);
-    if (dx) {
-      dim3 grid(static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)));
-      auto *dxs = static_cast<T *>(dx);
-      if (vec)
-        normBackwardDxKernel<T, W, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-            dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
-      else
-        normBackwardDxKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-            dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
-      TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward_dx" : "layer_norm_backward_dx"));
+    auto *dxs = static_cast<T *>(dx);
+    float *part = static_cast<float *>(scratch);
+    if (fused) {
+      auto kernel = weight ? fusedBackwardKernel<T, W, Rms, true>(stretches)
+                           : fusedBackwardKernel<T, W, Rms, false>(stretches);
+      kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, 0, stream>>>(
+          dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, accumulate, wantW, wantB);
+      TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward" : "layer_norm_backward"));
+    } else {
+      if (dx) {
+        dim3 grid(static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)));
+        if (vec)
+          normBackwardDxKernel<T, W, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+              dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
+        else
+          normBackwardDxKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+              dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
+        TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward_dx" : "layer_norm_backward_dx"));
+      }
+      if (wantW || wantB) {
+        unsigned colBlocks = static_cast<unsigned>(ceilDiv(cols, kColThreads));
+        normBackwardPartialKernel<T, Rms>
+            <<<dim3(colBlocks, static_cast<unsigned>(chunks)), kColThreads, 0, stream>>>(
+                dys, xs, mean, rstd, part, rows, cols, chunks, wantW, wantB);
+        TC_RETURN_IF_ERROR(checkLaunch("norm_backward_partial"));
+      }
     }
     if (!wantW && !wantB)
       return Status::ok();
-    float *part = static_cast<float *>(scratch);
-    unsigned colBlocks = static_cast<unsigned>(ceilDiv(cols, kColThreads));
-    normBackwardPartialKernel<T, Rms>
-        <<<dim3(colBlocks, static_cast<unsigned>(chunks)), kColThreads, 0, stream>>>(
-            dys, xs, mean, rstd, part, rows, cols, chunks, wantW, wantB);
-    TC_RETURN_IF_ERROR(checkLaunch("norm_backward_partial"));
-    if (wantW) {
-      sumChunksKernel<W><<<colBlocks, kColThreads, 0, stream>>>(part, static_cast<W *>(dweight),
-                                                                chunks, cols, accumulate);
-      TC_RETURN_IF_ERROR(checkLaunch("norm_backward_sum_chunks"));
-    }
-    if (wantB) {
-      sumChunksKernel<W><<<colBlocks, kColThreads, 0, stream>>>(
-          part + chunks * cols, static_cast<W *>(dbias), chunks, cols, accumulate);
-      TC_RETURN_IF_ERROR(checkLaunch("norm_backward_sum_chunks"));
-    }
-    return Status::ok();
+    dim3 grid(static_cast<unsigned>(ceilDiv(cols, 32)), wantB ? 2u : 1u);
+    sumChunksKernel<W>
+        <<<grid, kSumWarps * 32, 0, stream>>>(part, wantW ? static_cast<W *>(dweight) : nullptr,
+                                              static_cast<W *>(dbias), chunks, cols, accumulate);
+    return checkLaunch("norm_backward_sum_chunks");
   });
 }
 
