@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
   auto rowAt = [&](const Packed8<T> &xp, const Packed8<T> &dyp, int s, float mean, float rstd,
                    float (&xhat)[8], float (&g)[8], float (&d)[8]) {
     int64_t i = s * kStretch + lane * 8;
-    float w[8];
+    float w[8] = {}; // 0 past cols: g must be 0 there (0 * an unset register can be NaN)
     unpack8(xp, xhat);
     unpack8(dyp, d);
     if (HasW && i < cols)
