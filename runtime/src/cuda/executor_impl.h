@@ -148,8 +148,9 @@ struct DeviceExecutor::Impl {
   Status ensureMatmul();
   Status prepare(const std::string &name, Prepared **out);
   Status resolve(Prepared &p);
-  Status findGroup(Prepared &p, size_t first, size_t *end);
-  Status buildGroup(Prepared &p, size_t first, size_t end);
+  Status findGroup(Prepared &p, size_t first, size_t *end,
+                   std::vector<std::vector<size_t>> *classes);
+  Status buildGroup(Prepared &p, const std::vector<size_t> &members);
 };
 
 /// The type of buffer `index` of `p`'s function.

@@ -372,25 +372,32 @@ Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t ind
   return unimplemented(where + ": unknown device op kind '" + op.kind + "'");
 }
 
-/// The run of launches [first, *end) that one grouped launch can replace:
-/// the same generated kernel with a NAME_group entry point, the same meta
-/// and block size, and no op reading or writing what an earlier one writes
-/// (or writing what an earlier one reads): the AdamW/SGD update of every
-/// parameter, one launch instead of one per parameter.
-Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end) {
+/// The window of launches [first, *end) that grouped launches can replace:
+/// launches of generated kernels with a NAME_group entry point, none reading
+/// or writing what another one of the window writes (so any order of them
+/// computes the same), split into `classes` of the same kernel, meta and
+/// block size (op indices, in program order; classes in order of their first
+/// op): the AdamW/SGD update of every parameter, one launch per kernel
+/// instead of one per parameter, also where the updates of bf16 and f32
+/// gradients (two kernels) alternate.
+Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end,
+                                       std::vector<std::vector<size_t>> *classes) {
   *end = first + 1;
+  classes->assign(1, {first});
   const std::vector<DeviceOp> &ops = p.fn->ops;
-  const DeviceOp &head = ops[first];
-  if (head.kind != "launch" || head.attrs.count("missing_kernel") || !groupKernels.count(head.name) ||
-      head.attrs.count("stream"))
+  auto groupable = [&](const DeviceOp &op) {
+    return op.kind == "launch" && !op.attrs.count("missing_kernel") && groupKernels.count(op.name) &&
+           !op.attrs.count("stream");
+  };
+  if (!groupable(ops[first]))
     return Status::ok();
   auto attr = [](const DeviceOp &op, const char *n) -> const Attr * {
     auto it = op.attrs.find(n);
     return it == op.attrs.end() ? nullptr : &it->second;
   };
-  auto same = [&](const DeviceOp &op, const char *n) {
-    const Attr *a = attr(head, n), *b = attr(op, n);
-    return (!a && !b) || (a && b && a->kind == b->kind && a->i == b->i && a->ints == b->ints);
+  auto same = [&](const DeviceOp &a, const DeviceOp &b, const char *n) {
+    const Attr *x = attr(a, n), *y = attr(b, n);
+    return (!x && !y) || (x && y && x->kind == y->kind && x->i == y->i && x->ints == y->ints);
   };
   struct Range {
     uintptr_t lo, hi;
@@ -412,13 +419,12 @@ Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end) {
           return true;
     return false;
   };
-  TC_RETURN_IF_ERROR(ranges(head.ins, &reads));
-  TC_RETURN_IF_ERROR(ranges(head.outs, &writes));
+  TC_RETURN_IF_ERROR(ranges(ops[first].ins, &reads));
+  TC_RETURN_IF_ERROR(ranges(ops[first].outs, &writes));
   size_t j = first + 1;
   for (; j < ops.size(); ++j) {
     const DeviceOp &op = ops[j];
-    if (op.kind != "launch" || op.name != head.name || op.attrs.count("missing_kernel") ||
-        !same(op, "meta") || !same(op, "block") || op.attrs.count("stream"))
+    if (!groupable(op))
       break;
     std::vector<Range> r, w;
     TC_RETURN_IF_ERROR(ranges(op.ins, &r));
@@ -427,23 +433,31 @@ Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end) {
       break;
     reads.insert(reads.end(), r.begin(), r.end());
     writes.insert(writes.end(), w.begin(), w.end());
+    auto c = std::find_if(classes->begin(), classes->end(), [&](const std::vector<size_t> &k) {
+      const DeviceOp &h = ops[k.front()];
+      return h.name == op.name && same(h, op, "meta") && same(h, op, "block");
+    });
+    if (c == classes->end())
+      classes->push_back({j});
+    else
+      c->push_back(j);
   }
   *end = j;
   return Status::ok();
 }
 
-Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
+Status DeviceExecutor::Impl::buildGroup(Prepared &p, const std::vector<size_t> &members) {
   const std::vector<DeviceOp> &ops = p.fn->ops;
-  const DeviceOp &head = ops[first];
-  std::string where = "@" + p.fn->name + " ops " + std::to_string(first) + ".." +
-                      std::to_string(end - 1) + " (grouped launch " + head.name + ")";
+  const DeviceOp &head = ops[members.front()];
+  std::string where = "@" + p.fn->name + " ops " + std::to_string(members.front()) + ".." +
+                      std::to_string(members.back()) + " (grouped launch " + head.name + ")";
   LaunchAttrs head_;
   TC_RETURN_IF_ERROR(readLaunch(OpAttrs{head, where}, &head_));
   const size_t nptr = head.outs.size() + head.ins.size();
   // Item layout of the generated TcGroupItem_<nptr>: pointers, n, firstBlock, blocks.
   std::vector<int64_t> items;
   int64_t blocks = 0;
-  for (size_t i = first; i < end; ++i) {
+  for (size_t i : members) {
     const DeviceOp &op = ops[i];
     LaunchAttrs la;
     TC_RETURN_IF_ERROR(readLaunch(OpAttrs{op, where}, &la));
@@ -474,7 +488,7 @@ Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
   };
   auto args = std::make_shared<Args>();
   args->table = table;
-  args->count = static_cast<int>(end - first);
+  args->count = static_cast<int>(members.size());
   args->meta = head_.meta;
   args->args = {&args->table, &args->count, args->meta.data()};
   const void *fn = reinterpret_cast<const void *>(groupKernels.at(head.name));
@@ -486,7 +500,7 @@ Status DeviceExecutor::Impl::buildGroup(Prepared &p, size_t first, size_t end) {
                       "cudaLaunchKernel(" + name + ")");
   });
   p.opNames.push_back(where);
-  p.profileNames.push_back("launch " + name + " (" + std::to_string(end - first) + " ops)");
+  p.profileNames.push_back("launch " + name + " (" + std::to_string(members.size()) + " ops)");
   return Status::ok();
 }
 
@@ -505,13 +519,16 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
   p.groupTables.clear();
   p.groupBytes = 0;
   p.capturable = opts.graphs && !opts.checkEachOp && !profile;
+  std::vector<std::vector<size_t>> classes;
   for (size_t i = 0; i < p.fn->ops.size();) {
     size_t end = i + 1;
-    TC_RETURN_IF_ERROR(findGroup(p, i, &end));
-    if (end - i >= 2)
-      TC_RETURN_IF_ERROR(buildGroup(p, i, end));
-    else
-      TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[i], i));
+    TC_RETURN_IF_ERROR(findGroup(p, i, &end, &classes));
+    for (const std::vector<size_t> &c : classes) {
+      if (c.size() >= 2)
+        TC_RETURN_IF_ERROR(buildGroup(p, c));
+      else
+        TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[c.front()], c.front()));
+    }
     p.opEnd.resize(p.ops.size(), end);
     i = end;
   }
