@@ -115,7 +115,9 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
     // About eight 256-thread blocks per SM of an H200 (1056), each row
     // group at least 64 rows: two blocks per SM (264) kept a third of the
     // loads in flight that HBM needs ([16384, 768] bf16: 27 us, 0.9 TB/s).
-    const int64_t R = std::clamp<int64_t>((1056 + tiles - 1) / tiles, 2, std::max<int64_t>(2, std::min<int64_t>(256, M / 64)));
+    // At most 128 groups: the last block of a tile reads R partials per
+    // column (256 took 20 us for [16384, 768], most of it that tail).
+    const int64_t R = std::clamp<int64_t>((1056 + tiles - 1) / tiles, 2, std::max<int64_t>(2, std::min<int64_t>(128, M / 64)));
     const std::string Rs = std::to_string(R), Ns = std::to_string(N), Ts = std::to_string(tiles),
                       Vs = std::to_string(V);
     std::string s = std::string(kPrelude) + "__device__ " + acc + " tc_cpart_[" +
@@ -161,8 +163,10 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
     s += "  for (long long c_ = threadIdx.x; c_ < 32 * " + Vs + "; c_ += 256) {\n";
     s += "    const long long col_ = tile_ * 32 * " + Vs + " + c_;\n    if (col_ >= n) break;\n";
     s += "    " + acc + " a_ = " + init + ";\n";
-    s += "#pragma unroll 8\n    for (int p_ = 0; p_ < " + Rs + "; ++p_)\n      a_ = TC_COMB(a_, ((volatile " + acc +
-         " *)tc_cpart_)[p_ * " + Ns + " + col_]);\n";
+    // __ldcg: from L2, where the other blocks' partials are (not a stale
+    // L1 line), and free to be issued ahead, unlike volatile loads.
+    s += "#pragma unroll 16\n    for (int p_ = 0; p_ < " + Rs + "; ++p_)\n      a_ = TC_COMB(a_, __ldcg(&tc_cpart_[p_ * " +
+         Ns + " + col_]));\n";
     if (llvm::isa<tc::ReduceMeanOp>(op))
       s += "    a_ = a_ / (" + acc + ")" + m + ";\n";
     s += "    out0[col_] = " + storeExpr(eltOf(out), "a_") + ";\n  }\n";
