@@ -269,6 +269,34 @@ func.func @attention_strided(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16
 
 // -----
 
+// Tests the dynamo exporter's form of the fused qkv split, three unit-stride
+// slices of the last axis: q, k, v are read in place as for tc.split (views
+// at byte offsets 0, 64 and 128, rows of 96 elements), no gather kernel.
+// CHECK-LABEL: func.func @attention_qkv_slices
+// CHECK-DAG: %[[Q:.+]] = tcx.view %arg0[0] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[K:.+]] = tcx.view %arg0[64] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[V:.+]] = tcx.view %arg0[128] : <2x16x96xbf16> -> <2x16x4x8xbf16>
+// CHECK: tcx.library "attention_fwd" ins(%[[Q]], %[[K]], %[[V]] :
+// CHECK-SAME: q_strides = array<i64: 1536, 8, 96>
+// CHECK-SAME: v_strides = array<i64: 1536, 8, 96>
+func.func @attention_qkv_slices(%qkv: tensor<2x16x96xbf16>) -> tensor<2x4x16x8xbf16> {
+  %q = tc.slice %qkv {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x16x96xbf16> to tensor<2x16x32xbf16>
+  %k = tc.slice %qkv {starts = array<i64: 0, 0, 32>, strides = array<i64: 1, 1, 1>} : tensor<2x16x96xbf16> to tensor<2x16x32xbf16>
+  %v = tc.slice %qkv {starts = array<i64: 0, 0, 64>, strides = array<i64: 1, 1, 1>} : tensor<2x16x96xbf16> to tensor<2x16x32xbf16>
+  %q4 = tc.reshape %q : tensor<2x16x32xbf16> to tensor<2x16x4x8xbf16>
+  %k4 = tc.reshape %k : tensor<2x16x32xbf16> to tensor<2x16x4x8xbf16>
+  %v4 = tc.reshape %v : tensor<2x16x32xbf16> to tensor<2x16x4x8xbf16>
+  %qt = tc.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %kt = tc.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %vt = tc.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  return %o : tensor<2x4x16x8xbf16>
+}
+
+// -----
+
 // Tests a fused qkv projection [B, T, 3C] around attention: q, k, v are read
 // in place out of its split (views at byte offsets 0, 64 and 128 of the
 // [2, 16, 96] bf16 buffer, rows of 96 elements) and dq, dk, dv are written in

@@ -80,6 +80,23 @@ struct AttentionCall {
             return view;
           }
         }
+      // x = reshape(slice(qkv)): the dynamo exporter's split of a fused
+      // [B, T, N] projection (GPT-2's c_attn, GPT-NeoX's query_key_value) as
+      // unit-stride slices of the last axis.
+      if (auto r = x.getDefiningOp<ReshapeOp>())
+        if (auto sl = r.getInput().getDefiningOp<SliceOp>()) {
+          auto it = tensorType(sl.getInput()), st3 = tensorType(sl.getResult());
+          ArrayRef<int64_t> starts = sl.getStarts(), steps = sl.getStrides();
+          if (it.getRank() == 3 && starts[0] == 0 && starts[1] == 0 &&
+              llvm::all_of(steps, [](int64_t s) { return s == 1; }) &&
+              st3.getDimSize(0) == it.getDimSize(0) && st3.getDimSize(1) == it.getDimSize(1) &&
+              it.getDimSize(0) == t.getDimSize(0) && it.getDimSize(1) == t.getDimSize(2)) {
+            auto [view, st] = piece(buffers.bufferOf(b, sl.getInput()), it, starts[2],
+                                    tensorType(x), t.getDimSize(3));
+            strides(name, st);
+            return view;
+          }
+        }
       strides(name, headMajor(t));
       return buffers.bufferOf(b, x);
     }
