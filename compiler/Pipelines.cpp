@@ -91,6 +91,7 @@ TrainingPipelineConfig TrainingPipelineOptions::config() const {
 void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcTagReferenceValues());
   pm.addNestedPass<func::FuncOp>(createTcFoldTransposes());
+  pm.addNestedPass<func::FuncOp>(createTcHoistParameterCasts());
   pm.addNestedPass<func::FuncOp>(createTcFuse());
   // What the library calls compute besides their own op, decided on tc
   // (after tc-fuse: the bf16 casts the classifier absorbs are fusions).

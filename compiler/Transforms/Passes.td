@@ -826,6 +826,29 @@ def TcFuseFp8Amax : Pass<"tc-fuse-fp8-amax", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcHoistParameterCasts : Pass<"tc-hoist-parameter-casts", "mlir::func::FuncOp"> {
+  let summary = "Move each cast of a parameter right after the parameter";
+  let description = [{
+    GPU pipeline, before tc-fuse. A tc.cast of a tc.parameter (the precision
+    plan's 16-bit copy of an fp32 master weight) moves right after the
+    parameter, so that the casts of a step are adjacent launches the runtime
+    groups into one.
+
+    Before:
+    ```mlir
+    %w = tc.parameter "w" : tensor<8x8xf32>
+    %y = tc.exp %x : tensor<4x8xbf16>
+    %wb = tc.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+    ```
+    After:
+    ```mlir
+    %w = tc.parameter "w" : tensor<8x8xf32>
+    %wb = tc.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+    %y = tc.exp %x : tensor<4x8xbf16>
+    ```
+  }];
+}
+
 def TcFoldTransposes : Pass<"tc-fold-transposes", "mlir::func::FuncOp"> {
   let summary = "Let the GEMMs read 2-D transposes (weights, their gradients) transposed";
   let description = [{
