@@ -338,14 +338,31 @@ TEST_F(CudaKernels, CrossEntropyMatchesReference) {
   for (DType dt : kFloatTypes)
     for (DType lt : {DType::I64, DType::I32}) {
       std::vector<double> gotL, wantL, gotD, wantD;
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 1000}, {40, 1003}, {8, 50304}}) {
+      // bf16 rows of up to 64K classes, a multiple of 8, are held in
+      // registers (8 values a vector, R vectors a thread of 512): 8 (one
+      // thread holds a vector), 1000, 4096 (one vector each; R = 2), 32000
+      // (R = 8), 50304 (R = 13, some threads 12), 65536 (R = 16, all full).
+      // The others, and f32, read the row twice: 1003, 100 (not a multiple
+      // of 8), 65544 (past 64K).
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 1000},
+                                {40, 1003},
+                                {8, 50304},
+                                {6, 32000},
+                                {12, 4096},
+                                {7, 8},
+                                {9, 100},
+                                {4, 65536},
+                                {4, 65544}}) {
         SCOPED_TRACE(std::string(dtypeName(dt)) + " " + std::to_string(rows) + "x" +
                      std::to_string(cols));
         HostTensor logits = randomTensor(ty(dt, {rows, cols}), rng, -6, 6);
         std::vector<int64_t> lv(rows);
         std::uniform_int_distribution<int64_t> pick(0, cols - 1);
+        // Every fifth row ignored from the fourth; the label at the last
+        // column (the last vector of the row) in the second, the first in
+        // the third.
         for (int64_t r = 0; r < rows; ++r)
-          lv[r] = r % 5 == 3 ? kIgnore : pick(rng);
+          lv[r] = r % 5 == 3 ? kIgnore : r % 5 == 1 ? cols - 1 : r % 5 == 2 ? 0 : pick(rng);
         HostTensor labels = makeHostTensorInts(ty(lt, {rows}), lv);
         const float gradScale = 0.75f;
         std::vector<HostTensor> ref, refNone, refGrad;

@@ -6,8 +6,14 @@
 //      row's loss, and (when asked) writes (softmax - onehot) * scale / count
 //      over the row, in place if dlogits == logits;
 //   3. mean: one block sums the per-row losses in a fixed order.
-// The logits are read twice (statistics, then gradient); the gradient is
-// written once, so the classifier's [rows, vocab] buffer is never re-read
+// bf16 rows of up to 64K classes (cols % 8 == 0, 16-byte aligned) are read
+// once: each thread holds its 16-byte vectors of the row in registers, still
+// packed, across the row's max and sum of exp (two block reductions), then
+// writes the gradient from them (one read + one write of [rows, vocab]:
+// GPT-2's 1.65 GB bf16 logits move 3.3 GB, not 4.9). Other rows (f32, longer,
+// unaligned or odd) are read twice: the online (max, sum of exp), then the
+// gradient. Either way the gradient is written once, after every read of the
+// row by its block, so the classifier's [rows, vocab] buffer is never re-read
 // after the backward and can be the logits buffer itself.
 //
 //===----------------------------------------------------------------------===//
@@ -84,6 +90,158 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+/// The max over the block (blockDim.x a multiple of 32, at most 1024); every
+/// thread gets it. fmaxf is exact and order-free (NaN dropped, as rowMaxSum's
+/// online max drops it; the sum of exp then carries it).
+__device__ inline float blockMaxF(float v) {
+  __shared__ float partial[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warpMax(v);
+  __syncthreads(); // partial may still be read by a previous call
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : -INFINITY;
+  return warpMax(v);
+}
+
+/// The packed registers p, hidden from the optimiser (an empty asm: no
+/// instruction), so that each pass over the held row converts it to floats
+/// again rather than keeping the floats of the previous pass alive (twice the
+/// registers: it would spill). As norm.cu's launder.
+__device__ __forceinline__ void launder(int4 &p) {
+  asm volatile("" : "+r"(p.x), "+r"(p.y), "+r"(p.z), "+r"(p.w));
+}
+
+/// The most 16-byte vectors of a row a thread holds in the register path
+/// (R): rows of up to 64K classes.
+constexpr int kMaxHeldVectors = 16;
+constexpr int64_t kHeldMaxCols = int64_t(kRowThreads) * kVec * kMaxHeldVectors;
+
+/// Blocks per SM a held row of R vectors per thread is built for: 2 (64
+/// registers, 32 warps: one block's loads overlap another's math) while the
+/// row (4 R registers) leaves room for the rest, else 1 (128 registers).
+constexpr int heldBlocksPerSm(int r) { return r <= 8 ? 2 : 1; }
+
+/// crossEntropyRowKernel for a row of a 16-bit T held in registers: cols % 8
+/// == 0, 16-byte aligned logits and dlogits, cols <= kRowThreads * kVec * R.
+/// Thread t loads vectors at i = 8 t + 4096 r (r < R, i < cols; the same
+/// vectors as the Vec loop of the two-pass kernel) once, packed (an int4 per
+/// 8 values); the block takes the row's max, then the sum of exp(v - max),
+/// both reductions in the fixed order of the threads (deterministic); then
+/// each thread writes its vectors' gradient from its registers. Every load of
+/// the block precedes the first barrier and every store follows the last, and
+/// blocks own disjoint rows, so dlogits may be logits.
+template <class T, class L, int R>
+__global__ void __launch_bounds__(kRowThreads, heldBlocksPerSm(R))
+    crossEntropyHeldRowKernel(const T *logits, const L *__restrict__ labels,
+                              float *__restrict__ losses, T *dlogits,
+                              const float *__restrict__ count, int64_t cols, int64_t ignoreIndex,
+                              float gradScale) {
+  static_assert(sizeof(T) == 2, "the held row packs 8 values per int4");
+  constexpr int kStride = kRowThreads * kVec; // elements between a thread's vectors
+  int64_t row = blockIdx.x;
+  const T *xr = logits + row * cols;
+  int64_t label = static_cast<int64_t>(labels[row]);
+  bool ignored = label == ignoreIndex; // the same for every thread: no barrier skipped
+  bool bad = !ignored && (label < 0 || label >= cols);
+  int base = static_cast<int>(threadIdx.x) * kVec; // cols <= 64K: int indices
+  if (ignored) {
+    if (threadIdx.x == 0)
+      losses[row] = 0.0f;
+    if (dlogits) {
+      T *dr = dlogits + row * cols;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (base + r * kStride < cols)
+          *reinterpret_cast<int4 *>(dr + base + r * kStride) = make_int4(0, 0, 0, 0); // 0.0
+    }
+    return;
+  }
+  // [R] x 8 values of the row, packed; vectors at or past cols are neither
+  // loaded nor read below (every use tests i < cols as the load did).
+  int4 held[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (base + r * kStride < cols)
+      held[r] = *reinterpret_cast<const int4 *>(xr + base + r * kStride);
+  // The label's logit, read before the first barrier: with dlogits == logits
+  // its thread overwrites it after the last.
+  float target = 0.0f;
+  if (threadIdx.x == 0)
+    target = bad ? NAN : toF(xr[label]);
+
+  float m = -INFINITY; // a thread with no vector adds -inf to the max
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (base + r * kStride < cols) {
+      float v[8];
+      load8(reinterpret_cast<const T *>(&held[r]), v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        m = fmaxf(m, v[j]);
+    }
+  m = blockMaxF(m);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (base + r * kStride < cols)
+      launder(held[r]);
+  float s = 0.0f; // and 0 to the sum
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (base + r * kStride < cols) {
+      float v[8];
+      load8(reinterpret_cast<const T *>(&held[r]), v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        s += expf(v[j] - m);
+    }
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    losses[row] = m + logf(s) - target;
+  if (!dlogits)
+    return;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (base + r * kStride < cols)
+      launder(held[r]);
+  T *dr = dlogits + row * cols;
+  float scale = bad ? NAN : gradScale / *count;
+  float inv = 1.0f / s;
+  // The label relative to this thread's first element (any value when bad:
+  // the scale is NaN then, whatever the one-hot).
+  int lab = bad ? -1 : static_cast<int>(label) - base;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (base + r * kStride < cols) {
+      float v[8];
+      load8(reinterpret_cast<const T *>(&held[r]), v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        v[j] = (expf(v[j] - m) * inv - (r * kStride + j == lab ? 1.0f : 0.0f)) * scale;
+      store8(dr + base + r * kStride, v);
+    }
+}
+
+/// Launches crossEntropyHeldRowKernel with the first R of (R, Rest...) that
+/// is >= perThread, the vectors a thread holds of a row (the last R covers
+/// kHeldMaxCols). Steps: R = 13 holds GPT-2's padded 50304 classes (12.3
+/// vectors a thread), 8 LLaMA's 32000 with 2 blocks per SM; the unused
+/// vectors of a larger R cost a predicated-off test each, its registers the
+/// occupancy (heldBlocksPerSm).
+template <class T, class L, int R, int... Rest>
+void launchHeldRows(dim3 grid, cudaStream_t stream, int64_t perThread, const T *logits,
+                    const L *labels, float *losses, T *dlogits, const float *count, int64_t cols,
+                    int64_t ignoreIndex, float gradScale) {
+  if constexpr (sizeof...(Rest) > 0) {
+    if (perThread > R)
+      return launchHeldRows<T, L, Rest...>(grid, stream, perThread, logits, labels, losses, dlogits,
+                                           count, cols, ignoreIndex, gradScale);
+  }
+  crossEntropyHeldRowKernel<T, L, R><<<grid, kRowThreads, 0, stream>>>(
+      logits, labels, losses, dlogits, count, cols, ignoreIndex, gradScale);
+}
+
 __global__ void __launch_bounds__(kReduceThreads)
     meanLossKernel(const float *__restrict__ losses, const float *__restrict__ count, int64_t rows,
                    float *__restrict__ mean) {
@@ -126,10 +284,18 @@ Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType
       auto *xs = static_cast<const T *>(logits);
       auto *ds = static_cast<T *>(dlogits);
       dim3 grid(static_cast<unsigned>(rows));
-      if (vec)
+      bool held = false;
+      if constexpr (sizeof(T) == 2) {
+        held = vec && cols <= kHeldMaxCols;
+        if (held)
+          launchHeldRows<T, L, 2, 4, 8, 10, 13, kMaxHeldVectors>(
+              grid, stream, ceilDiv(cols / kVec, kRowThreads), xs, ls, rowLoss, ds, count, cols,
+              ignoreIndex, gradScale);
+      }
+      if (!held && vec)
         crossEntropyRowKernel<T, L, true><<<grid, kRowThreads, 0, stream>>>(
             xs, ls, rowLoss, ds, count, cols, ignoreIndex, gradScale);
-      else
+      else if (!held)
         crossEntropyRowKernel<T, L, false><<<grid, kRowThreads, 0, stream>>>(
             xs, ls, rowLoss, ds, count, cols, ignoreIndex, gradScale);
       TC_RETURN_IF_ERROR(checkLaunch("cross_entropy_rows"));
