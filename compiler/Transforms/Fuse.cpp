@@ -111,9 +111,27 @@ bool isBiasAdd(tc::AddOp add, bool fp8) {
 /// so left out of fusions (tc-lower-to-tcx's lowerMatmul folds them, under
 /// the same conditions; tc-fuse-matmul-epilogue marks them). FP8 GEMMs take
 /// the bias only.
+/// Whether `add` is the residual add after a cuBLASLt GEMM (its product or
+/// product plus bias, maybe through one reshape: tc::residualAdd), which the
+/// GEMM adds as its C input (without a GELU epilogue between).
+bool isResidualAdd(tc::AddOp add) {
+  for (Value x : {add.getLhs(), add.getRhs()}) {
+    Value y = x;
+    if (auto r = x.getDefiningOp<tc::ReshapeOp>(); r && x.hasOneUse())
+      y = r.getInput();
+    Value prod = y;
+    if (auto b = y.getDefiningOp<tc::AddOp>(); b && y.hasOneUse() && isBiasAdd(b, false))
+      prod = cublasMatmul(b.getLhs()) ? b.getLhs() : b.getRhs();
+    auto mm = prod.getDefiningOp<tc::MatmulOp>();
+    if (mm && cublasMatmul(prod) && tc::residualAdd(mm, y) == add)
+      return true;
+  }
+  return false;
+}
+
 bool isMatmulEpilogue(Operation *op) {
   if (auto add = llvm::dyn_cast<tc::AddOp>(op))
-    return isBiasAdd(add, /*fp8=*/true);
+    return isBiasAdd(add, /*fp8=*/true) || isResidualAdd(add);
   if (auto gelu = llvm::dyn_cast<tc::GeluOp>(op)) {
     if (gelu.getApproximate() != "tanh")
       return false;

@@ -1,9 +1,10 @@
 //===- FuseMatmulEpilogue.cpp - tc-fuse-matmul-epilogue -------------------===//
 //
 // Marks what the cuBLASLt GEMM of a tc.matmul computes besides the product:
-// a weight gradient's sum over the batch (tc.fold_batch_sum) and a bias add
-// and / or tanh gelu after it (tc.epilogue); of a tc.scaled_matmul (FP8),
-// a bias add. tc-lower-to-tcx follows the marks; the decision, and the
+// a weight gradient's sum over the batch (tc.fold_batch_sum), a bias add
+// and / or tanh gelu after it (tc.epilogue), and without gelu the residual
+// add after those (tc.epilogue_addend: cuBLASLt's C); of a
+// tc.scaled_matmul (FP8), a bias add. tc-lower-to-tcx follows the marks; the decision, and the
 // shapes it depends on, are made here.
 //
 //===----------------------------------------------------------------------===//
@@ -73,6 +74,10 @@ void mark(MatmulOp op) {
     op->setAttr(kEpilogueAttr, StringAttr::get(op.getContext(), bias && gelu ? "bias_gelu"
                                                                 : bias      ? "bias"
                                                                             : "gelu"));
+  // The residual add after it (cuBLASLt adds C before the epilogue's GELU,
+  // so not with one; tc-fuse left the add out of fusions: isMatmulEpilogue).
+  if (!gelu && residualAdd(op, result))
+    op->setAttr(kEpilogueAddendAttr, UnitAttr::get(op.getContext()));
 }
 
 /// An FP8 GEMM (cuBLASLt's FP8 kernels take a bias epilogue, not GELU in

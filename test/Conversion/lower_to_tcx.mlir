@@ -553,3 +553,24 @@ func.func @key_mask(%q: tensor<2x4x16x8xf32>, %m: tensor<2x16xi1>) -> tensor<2x4
         -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
   return %o : tensor<2x4x16x8xf32>
 }
+
+// -----
+
+// Tests a projection's residual add as the GEMM's C input: the bias, the
+// reshape and the add go with the matmul, whose last input is the residual
+// (addend = true); no kernel.
+// CHECK-LABEL: func.func @residual_addend
+// CHECK-NOT: tcx.launch
+// CHECK: tcx.matmul ins(%arg0, %arg1, %arg2, %arg3 : !tcx.buffer<8x16xbf16>, !tcx.buffer<16x4xbf16>, !tcx.buffer<4xbf16>, !tcx.buffer<2x4x4xbf16>)
+// CHECK-SAME: addend = true
+// CHECK-SAME: epilogue = "bias"
+// CHECK-NOT: tcx.launch
+// CHECK: return
+func.func @residual_addend(%x: tensor<8x16xbf16>, %w: tensor<16x4xbf16>, %b: tensor<4xbf16>,
+                           %r: tensor<2x4x4xbf16>) -> tensor<2x4x4xbf16> {
+  %0 = tc.matmul %x, %w {tc.epilogue = "bias", tc.epilogue_addend} : tensor<8x16xbf16>, tensor<16x4xbf16> -> tensor<8x4xbf16>
+  %1 = tc.add %0, %b : tensor<8x4xbf16>, tensor<4xbf16> -> tensor<8x4xbf16>
+  %2 = tc.reshape %1 : tensor<8x4xbf16> to tensor<2x4x4xbf16>
+  %3 = tc.add %r, %2 : tensor<2x4x4xbf16>, tensor<2x4x4xbf16> -> tensor<2x4x4xbf16>
+  return %3 : tensor<2x4x4xbf16>
+}

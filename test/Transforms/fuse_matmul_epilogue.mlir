@@ -23,8 +23,8 @@ func.func @bias_only(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf3
 // -----
 
 // Tests that nothing is marked when the product has a second reader, when
-// the add is not of a [N] vector, or for an integer matmul (no cuBLASLt
-// kernel).
+// the add is not of a [N] vector nor of a residual computed before the
+// matmul, or for an integer matmul (no cuBLASLt kernel).
 // CHECK-LABEL: func.func @unfused
 // CHECK-NOT: tc.epilogue
 // CHECK: return
@@ -34,7 +34,8 @@ func.func @unfused(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %b: tensor<4xf32>
   %0 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
   %1 = tc.add %0, %b : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
   %2 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
-  %3 = tc.add %2, %m : tensor<8x4xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+  %e = tc.exp %m : tensor<8x4xf32>
+  %3 = tc.add %2, %e : tensor<8x4xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
   %4 = tc.matmul %i, %j : tensor<8x16xi32>, tensor<16x4xi32> -> tensor<8x4xi32>
   %5 = tc.add %4, %bi : tensor<8x4xi32>, tensor<4xi32> -> tensor<8x4xi32>
   return %0, %1, %3, %5 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xi32>
@@ -83,4 +84,29 @@ func.func @fp8_f32(%qx: tensor<32x64xf8E4M3FN>, %sx: tensor<1x1xf32>, %qw: tenso
       : (tensor<32x64xf8E4M3FN>, tensor<1x1xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<32x128xf32>
   %1 = tc.add %y, %b : tensor<32x128xf32>, tensor<128xf32> -> tensor<32x128xf32>
   return %1 : tensor<32x128xf32>
+}
+
+// -----
+
+// Tests the residual add after a projection: through the bias epilogue and a
+// reshape, the add of a value computed before the matmul is the GEMM's C
+// input (tc.epilogue_addend); after a GELU epilogue it is not (cuBLASLt adds
+// C before the GELU).
+// CHECK-LABEL: func.func @residual
+// CHECK: tc.matmul %arg0, %arg1 {tc.epilogue = "bias", tc.epilogue_addend}
+// CHECK: tc.matmul %arg0, %arg1 {tc.epilogue = "bias_gelu"}
+// CHECK-NOT: tc.epilogue_addend
+// CHECK: return
+func.func @residual(%x: tensor<8x16xbf16>, %w: tensor<16x4xbf16>, %b: tensor<4xbf16>,
+                    %r: tensor<2x4x4xbf16>, %s: tensor<8x4xbf16>)
+    -> (tensor<2x4x4xbf16>, tensor<8x4xbf16>) {
+  %0 = tc.matmul %x, %w : tensor<8x16xbf16>, tensor<16x4xbf16> -> tensor<8x4xbf16>
+  %1 = tc.add %0, %b : tensor<8x4xbf16>, tensor<4xbf16> -> tensor<8x4xbf16>
+  %2 = tc.reshape %1 : tensor<8x4xbf16> to tensor<2x4x4xbf16>
+  %3 = tc.add %r, %2 : tensor<2x4x4xbf16>, tensor<2x4x4xbf16> -> tensor<2x4x4xbf16>
+  %4 = tc.matmul %x, %w : tensor<8x16xbf16>, tensor<16x4xbf16> -> tensor<8x4xbf16>
+  %5 = tc.add %4, %b : tensor<8x4xbf16>, tensor<4xbf16> -> tensor<8x4xbf16>
+  %6 = tc.gelu %5 {approximate = "tanh"} : tensor<8x4xbf16>
+  %7 = tc.add %6, %s : tensor<8x4xbf16>, tensor<8x4xbf16> -> tensor<8x4xbf16>
+  return %3, %7 : tensor<2x4x4xbf16>, tensor<8x4xbf16>
 }

@@ -103,6 +103,8 @@ protected:
     double tol = 0;
     /// alpha read on the device (tc.matmul's alpha operand; tc-fp4-exact).
     bool deviceAlpha = false;
+    /// C0 added as the addend (cuBLASLt's C, beta 1) into a separate out.
+    bool addend = false;
   };
 
   /// Runs `c` through Matmul (runBroadcast, or run() for the aux/beta
@@ -148,8 +150,8 @@ protected:
                         {{"value", aTensor(makeHostTensor(ty(c.dt, {}), {c.alpha}))}});
       y = fb.op("tc.mul", {y, s}, ty(c.dt, outShape));
     }
-    if (c.beta != 0) {
-      ASSERT_EQ(c.beta, 1.0f);
+    if (c.beta != 0 || c.addend) {
+      ASSERT_EQ(c.addend ? 1.0f : c.beta, 1.0f);
       int32_t c0 = fb.input("c0", C0.type);
       ins.push_back(C0);
       y = fb.op("tc.add", {y, c0}, ty(c.dt, outShape));
@@ -190,7 +192,17 @@ protected:
     d.alpha = c.deviceAlpha ? 1.0f : c.alpha; // unused with a device alpha
     d.beta = c.beta;
     d.deviceAlpha = c.deviceAlpha;
-    if (aux || c.beta != 0) {
+    d.addend = c.addend;
+    DevBuf dOut; // the addend's separate result
+    ASSERT_OK(devZeros(C0.data.size(), &dOut, stream()));
+    if (c.addend) {
+      ASSERT_TRUE(aBatch == bBatch) << "addend cases need equal batches";
+      int64_t batch = 1;
+      for (int64_t x : aBatch)
+        batch *= x;
+      d.batch = batch;
+      ASSERT_OK(mm->run(d, dA.p, dB.p, dOut.p, stream(), dBias.p, nullptr, nullptr, dC.p));
+    } else if (aux || c.beta != 0) {
       ASSERT_TRUE(aBatch == bBatch) << "run() cases need equal batches";
       int64_t batch = 1;
       for (int64_t x : aBatch)
@@ -202,7 +214,7 @@ protected:
           mm->runBroadcast(d, aBatch, bBatch, dA.p, dB.p, dC.p, stream(), dBias.p, alphaP));
     }
     HostTensor got;
-    ASSERT_OK(download(dC.p, ty(c.dt, outShape), &got, stream()));
+    ASSERT_OK(download(c.addend ? dOut.p : dC.p, ty(c.dt, outShape), &got, stream()));
     check("matmul " + c.name, c.dt, hostTensorToDoubles(got), hostTensorToDoubles(want[0]),
           c.tol ? c.tol : tolFor(c.dt));
     if (aux) {
@@ -323,6 +335,32 @@ TEST_F(CudaMatmul, Bf16AndF16MatchReference) {
             E::None, 2.5f, 1.0f, 0, true},
        })
     runCase(c);
+}
+
+TEST_F(CudaMatmul, AddendIsAddedBeforeTheBias) {
+  // A projection's residual add as cuBLASLt's C (tc.epilogue_addend): out =
+  // lhs rhs + C0 (+ bias), C0 untouched.
+  using E = MatmulEpilogue;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Case c{"addend", dt, {64, 128}, {128, 96}};
+    c.addend = true;
+    runCase(c);
+    Case b{"addend +bias rhs^T batch 2", dt, {2, 64, 128}, {2, 96, 128}, false, true};
+    b.epi = E::Bias;
+    b.addend = true;
+    runCase(b);
+  }
+  // Refused: an addend with beta 1, and a pointer without the flag.
+  DevBuf buf;
+  ASSERT_OK(devZeros(64 * 64 * 4, &buf, stream()));
+  MatmulDesc d;
+  d.m = d.n = d.k = 64;
+  d.addend = true;
+  d.beta = 1.0f;
+  EXPECT_FALSE(mm->run(d, buf.p, buf.p, buf.p, stream(), nullptr, nullptr, nullptr, buf.p).isOk());
+  d.addend = false;
+  d.beta = 0.0f;
+  EXPECT_FALSE(mm->run(d, buf.p, buf.p, buf.p, stream(), nullptr, nullptr, nullptr, buf.p).isOk());
 }
 
 TEST_F(CudaMatmul, DeviceAlphaNeedsItsPointer) {

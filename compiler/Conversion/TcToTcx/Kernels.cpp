@@ -58,7 +58,7 @@ LogicalResult lowerToKernel(Operation *op, StringRef kind, BufferAssignment &buf
     Operation *clone = rewriter.clone(*op);
     clone->setOperands(entry->getArguments());
     // A marked op that no library call took computes only itself.
-    for (StringRef mark : {kEpilogueAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
+    for (StringRef mark : {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
                            kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
                            kGradsIntoConcatAttr, kColSumAttr})
       clone->removeAttr(mark);

@@ -1,6 +1,7 @@
 //===- LibraryForms.cpp - what the runtime's library calls accept ---------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
 #include "runtime/src/schema/library_abi.h"
 
@@ -61,6 +62,32 @@ std::optional<GemmForm> gemmForm(MatmulOp op) {
   }
   return g;
 }
+
+AddOp residualAdd(MatmulOp mm, Value v) {
+  std::optional<GemmForm> g = gemmForm(mm);
+  if (!g || g->broadcast || mm.getAlpha() || mm->hasAttr(kFoldBatchSumAttr) ||
+      mm->hasAttr(kFp4GemmAttr))
+    return nullptr;
+  Type e = llvm::cast<RankedTensorType>(v.getType()).getElementType();
+  if (!e.isF32() && !e.isBF16() && !e.isF16())
+    return nullptr;
+  Value x = v;
+  if (auto r = soleUser<ReshapeOp>(x))
+    x = r.getResult();
+  auto add = soleUser<AddOp>(x);
+  if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != x.getType())
+    return nullptr;
+  Value r = add.getLhs() == x ? add.getRhs() : add.getLhs();
+  if (r.getType() != x.getType())
+    return nullptr;
+  Operation *def = r.getDefiningOp();
+  if (def && (def->getBlock() != mm->getBlock() || !def->isBeforeInBlock(mm)))
+    return nullptr;
+  if (!def && llvm::cast<BlockArgument>(r).getOwner() != mm->getBlock())
+    return nullptr;
+  return add;
+}
+
 
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   auto in = tensorType(op.getInput());

@@ -23,6 +23,10 @@ namespace tc {
 /// single-use chain after it, "bias" (an add of a [N] vector), "gelu"
 /// (tanh-approximate gelu) or "bias_gelu".
 constexpr llvm::StringLiteral kEpilogueAttr = "tc.epilogue";
+/// On a tc.matmul: its GEMM also adds the residual of residualAdd (cuBLASLt's
+/// C input, beta 1), after the bias epilogue's add (set by
+/// tc-fuse-matmul-epilogue; no gelu epilogue with it).
+constexpr llvm::StringLiteral kEpilogueAddendAttr = "tc.epilogue_addend";
 /// On a tc.matmul (tc-fuse-matmul-epilogue): its only user, a reduce_sum
 /// over the batch axes, is computed by the GEMM (K = batch * rows).
 constexpr llvm::StringLiteral kFoldBatchSumAttr = "tc.fold_batch_sum";
@@ -75,6 +79,15 @@ struct GemmForm {
 /// The GEMM of `op`, or nullopt when its element type has no cuBLASLt
 /// kernel (it becomes a generated kernel).
 std::optional<GemmForm> gemmForm(MatmulOp op);
+
+/// The residual add a cuBLASLt GEMM can compute as its C input (beta 1):
+/// `v` is what the GEMM of `mm` gives (its product, or the product plus a
+/// bias), read only by a tc.add, directly or through one tc.reshape read
+/// only by it, whose other operand has the add's type and is available
+/// before `mm` (a block argument or defined earlier). Null otherwise: `mm`
+/// with alpha, a batch-summed product (tc.fold_batch_sum) or a broadcast
+/// batch, or a non-float result.
+AddOp residualAdd(MatmulOp mm, mlir::Value v);
 
 /// How a tc.quantize maps onto the runtime's "quantize_fp8" call: the input
 /// seen as [rows, cols] (cols its last dim), one f32 scale for the tensor

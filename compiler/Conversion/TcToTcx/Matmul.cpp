@@ -3,8 +3,8 @@
 // One tcx.matmul per tc.matmul of f32/bf16/f16: transposes of the last two
 // dims become transpose flags, a 2-D rhs folds a batched lhs into M, other
 // batch broadcasts use lhs_batch/rhs_batch. What tc-fuse-matmul-epilogue
-// marked (tc.fold_batch_sum, tc.epilogue) the same GEMM computes, and the
-// ops it computes go with the matmul. tc.matmul's alpha (tc-fp4-exact) is
+// marked (tc.fold_batch_sum, tc.epilogue, tc.epilogue_addend) the same GEMM
+// computes, and the ops it computes go with the matmul. tc.matmul's alpha (tc-fp4-exact) is
 // read on the device: the last input, device_alpha.
 //
 //===----------------------------------------------------------------------===//
@@ -61,9 +61,25 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
       chain.push_back(gelu);
       result = gelu.getResult();
     }
+    // The residual add (tc.epilogue_addend), through one reshape: cuBLASLt's C.
+    Value addend;
+    if (op->hasAttr(kEpilogueAddendAttr) && fuseEpilogues) {
+      AddOp add = residualAdd(op, result);
+      if (!add)
+        return rewriter.notifyMatchFailure(op, "tc.epilogue_addend without its residual add");
+      if (auto r = soleUser<ReshapeOp>(result)) {
+        chain.push_back(r);
+        result = r.getResult();
+      }
+      addend = add.getLhs() == result ? add.getRhs() : add.getLhs();
+      chain.push_back(add);
+      result = add.getResult();
+    }
     SmallVector<Value> ins{buffers.bufferOf(rewriter, g->lhs), buffers.bufferOf(rewriter, g->rhs)};
     if (bias)
       ins.push_back(buffers.bufferOf(rewriter, bias));
+    if (addend)
+      ins.push_back(buffers.bufferOf(rewriter, addend));
     if (op.getAlpha()) // read on the device, the last input
       ins.push_back(buffers.bufferOf(rewriter, op.getAlpha()));
     Value out = buffers.outBuffer(rewriter, result);
@@ -82,6 +98,7 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     p.lhsBatch = g->lhsBatch;
     p.rhsBatch = g->rhsBatch;
     p.deviceAlpha = static_cast<bool>(op.getAlpha());
+    p.addend = static_cast<bool>(addend);
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
     rewriter.replaceOp(chain.back(), out);
     for (Operation *o : llvm::reverse(ArrayRef(chain).drop_back()))

@@ -377,7 +377,7 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
         b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType), b.getStringAttr(p.epilogue),
         b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta), batchShape(p.lhsBatch),
         batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks),
-        b.getBoolAttr(p.deviceAlpha));
+        b.getBoolAttr(p.deviceAlpha), b.getBoolAttr(p.addend));
 }
 
 /// verifyFp8BlockScales of MXFP8 (lhs_blocks = rhs_blocks = 3): E8M0 bytes
@@ -506,6 +506,15 @@ LogicalResult MatmulOp::verify() {
     float beta = getBeta().convertToFloat();
     if (beta != 0.0f && beta != 1.0f)
       return emitOpError() << "device_alpha takes beta 0 or 1, got " << beta;
+    --nIn; // the checks below are of the rest
+  }
+  if (getAddend()) {
+    if (isFp8() || getDeviceAlpha() || getLhsBatch() || getBeta().convertToFloat() != 0.0f)
+      return emitOpError() << "an addend takes a non-fp8 product without device_alpha, beta or "
+                              "broadcast batch";
+    if (nIn < 3 || bufferType(getInputs()[nIn - 1]) != bufferType(getOut()))
+      return emitOpError() << "the addend (the last input) must have out's type "
+                           << bufferType(getOut());
     --nIn; // the checks below are of the rest
   }
   if (!isFp8() && nIn != 2 && nIn != 3)

@@ -42,6 +42,8 @@ struct MatmulParams {
   int64_t lhsBlocks = 0, rhsBlocks = 0;
   /// Not fp8: alpha read on the device from the last input (f32 [1]).
   bool deviceAlpha = false;
+  /// Not fp8: the last input is added to the product (cuBLASLt's C).
+  bool addend = false;
 };
 } // namespace tcx
 

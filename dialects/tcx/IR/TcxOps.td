@@ -346,6 +346,11 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     NVFP4 tensor scales), cuBLASLt's CUBLASLT_POINTER_MODE_DEVICE; beta 0 or
     1.
 
+    `addend` (not fp8, no device_alpha, beta 0, no broadcast batch): the
+    input after the bias, of out's type and size, is added to the product
+    before the bias (cuBLASLt's C with beta 1): the residual add after a
+    projection.
+
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)
         outs(%y : !tcx.buffer<32x256xf32>)
@@ -371,7 +376,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
                    DefaultValuedAttr<BoolAttr, "false">:$fast_accum,
                    DefaultValuedAttr<I64Attr, "0">:$lhs_blocks,
                    DefaultValuedAttr<I64Attr, "0">:$rhs_blocks,
-                   DefaultValuedAttr<BoolAttr, "false">:$device_alpha);
+                   DefaultValuedAttr<BoolAttr, "false">:$device_alpha,
+                   DefaultValuedAttr<BoolAttr, "false">:$addend);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) `)` attr-dict";
   let hasVerifier = 1;
@@ -388,8 +394,12 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     ::mlir::Value getRhsScaleInv() { return isFp8() ? getInputs()[3] : nullptr; }
     ::mlir::Value getBias() {
       unsigned i = isFp8() ? 4 : 2;
-      return getInputs().size() > i + (getDeviceAlpha() ? 1 : 0) ? getInputs()[i] : nullptr;
+      return getInputs().size() > i + (getDeviceAlpha() ? 1 : 0) + (getAddend() ? 1 : 0)
+                 ? getInputs()[i]
+                 : nullptr;
     }
+    /// addend: the buffer added to the product, the last input.
+    ::mlir::Value getAddendInput() { return getAddend() ? getInputs().back() : nullptr; }
     /// device_alpha: the f32 [1] alpha read on the device, the last input.
     ::mlir::Value getAlphaInput() { return getDeviceAlpha() ? getInputs().back() : nullptr; }
   }];

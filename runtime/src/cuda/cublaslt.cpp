@@ -88,6 +88,8 @@ std::string MatmulDesc::toString() const {
   s += " M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
   if (deviceAlpha)
     s += " device alpha";
+  if (addend)
+    s += " +addend";
   if (batch != 1)
     s += " batch " + std::to_string(batch);
   if (transposeLhs)
@@ -475,7 +477,8 @@ Status checkProblem(const MatmulDesc &d, const void *lhs, const void *rhs, const
 } // namespace
 
 Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
-                   cudaStream_t stream, const void *bias, void *aux, const float *deviceAlpha) {
+                   cudaStream_t stream, const void *bias, void *aux, const float *deviceAlpha,
+                   const void *addend) {
   if (d.fp8 || d.rowScales)
     return invalidArgument("matmul: FP8 operands (and row scales) run through runFp8 (" +
                            d.toString() + ")");
@@ -486,6 +489,14 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
                            " (" + d.toString() + ")");
   if (d.deviceAlpha && d.beta != 0.0f && d.beta != 1.0f)
     return invalidArgument("matmul: a device alpha takes beta 0 or 1 (" + d.toString() + ")");
+  if (d.addend != (addend != nullptr))
+    return invalidArgument(std::string("matmul: ") +
+                           (d.addend ? "an addend problem without its addend pointer"
+                                     : "an addend pointer for a problem without one") +
+                           " (" + d.toString() + ")");
+  if (d.addend && (d.deviceAlpha || d.beta != 0.0f))
+    return invalidArgument("matmul: an addend takes beta 0 and a host alpha (" + d.toString() +
+                           ")");
   if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16)
     return invalidArgument(std::string("matmul: dtype must be f32, bf16 or f16, got ") +
                            dtypeName(d.dtype));
@@ -508,7 +519,9 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
     return invalidArgument("matmul: out stride 0 with batch > 1 (" + d.toString() + ")");
 
   Plan *plan = nullptr;
-  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, bias, aux, &plan));
+  // C (the addend) and D share a layout: the plan takes the lesser alignment.
+  void *cd = d.addend && alignmentOf(addend) < alignmentOf(out) ? const_cast<void *>(addend) : out;
+  TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, cd, bias, aux, &plan));
   // Pointer attributes change per call; the plan's alignment matches them.
   if (hasBias(d.epilogue))
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
@@ -516,8 +529,9 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   if (hasAux(d.epilogue))
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
-  float alpha = d.alpha, beta = d.beta;
+  float alpha = d.alpha, beta = d.addend ? 1.0f : d.beta;
   const float *alphaP = &alpha, *betaP = &beta;
+  const void *c = d.addend ? addend : out;
   if (d.deviceAlpha) {
     alphaP = deviceAlpha;
     betaP = consts_ + (d.beta != 0.0f ? 1 : 0);
@@ -526,7 +540,7 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   if (!plan->tuned)
     TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
   TC_RETURN_IF_ERROR(cublasStatus(cublasLtMatmul(handle_, plan->op, alphaP, rhs, plan->a, lhs,
-                                                 plan->b, betaP, out, plan->c, out, plan->c,
+                                                 plan->b, betaP, c, plan->c, out, plan->c,
                                                  &plan->algo, workspace_, workspaceBytes_, stream),
                                   "cublasLtMatmul " + d.toString()));
   return Status::ok();

@@ -113,6 +113,11 @@ struct MatmulDesc {
   /// (tc.matmul's alpha, tc-fp4-exact). Such plans are not tuned (tune
   /// times candidates with host scalars): the heuristic's first choice.
   bool deviceAlpha = false;
+  /// Not FP8, beta 0, no device alpha: run's `addend` [batch, m, n] (out's
+  /// type and layout) is added to the product before the epilogue's bias:
+  /// cuBLASLt's C with beta 1, out = alpha lhs rhs + addend (+ bias). The
+  /// plan is that of the problem without it (tuned with beta 0).
+  bool addend = false;
 
   /// "bf16 M=128 N=768 K=3072 batch 4 lhs^T +bias+gelu"
   std::string toString() const;
@@ -141,7 +146,7 @@ public:
   /// of 0 is a no-op; k == 0 is Unimplemented.
   Status run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, cudaStream_t stream,
              const void *bias = nullptr, void *aux = nullptr,
-             const float *deviceAlpha = nullptr);
+             const float *deviceAlpha = nullptr, const void *addend = nullptr);
 
   /// Runs the FP8 problem `d` (d.fp8): out = (lhs * *lhsScaleInv) op
   /// (rhs * *rhsScaleInv), the scales f32 scalars on the device (the

@@ -205,12 +205,23 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                    bufType(p, op.ins.back()).numElements() != 1))
     return invalidArgument(where + ": device_alpha takes a non-fp8 matmul whose last input is "
                                    "one f32 alpha");
-  size_t nIn = ins.size() - (devAlpha ? 1 : 0);
+  // addend (not fp8, no device alpha, beta 0): the input after the bias is
+  // added to the product (cuBLASLt's C, beta 1): a residual add.
+  bool addend = a.integerOr("addend", 0) != 0;
+  if (addend && (fp8 || devAlpha || a.realOr("beta", 0.0) != 0.0 || ins.size() < 3 ||
+                 a.find("lhs_batch") ||
+                 bufType(p, op.ins[ins.size() - 1]).numElements() !=
+                     bufType(p, op.outs[0]).numElements() ||
+                 bufType(p, op.ins[ins.size() - 1]).dtype != bufType(p, op.outs[0]).dtype))
+    return invalidArgument(where + ": an addend takes a non-fp8 matmul without device alpha, "
+                                   "beta 0 or broadcast batch, its last input of out's type "
+                                   "and size");
+  size_t nIn = ins.size() - (devAlpha ? 1 : 0) - (addend ? 1 : 0);
   if ((fp8 ? nIn < 4 || nIn > 5 : nIn < 2 || nIn > 3) || outs.size() != 1)
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
                                           "rhs_scale_inv[, bias] and one output"
-                                        : ": matmul takes lhs, rhs[, bias][, alpha] and one "
-                                          "output"));
+                                        : ": matmul takes lhs, rhs[, bias][, addend][, alpha] "
+                                          "and one output"));
   TC_RETURN_IF_ERROR(ensureMatmul());
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
@@ -234,6 +245,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   d.alpha = static_cast<float>(a.realOr("alpha", 1.0));
   d.beta = static_cast<float>(a.realOr("beta", 0.0));
   d.deviceAlpha = devAlpha;
+  d.addend = addend;
   std::string epi = a.stringOr("epilogue", "none");
   if (epi == "none")
     d.epilogue = MatmulEpilogue::None;
@@ -288,7 +300,8 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
         [=]() { return mm->runBroadcast(d, lb, rb, lhs, rhs, out, s, bias, alpha); });
     return Status::ok();
   }
-  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, nullptr, alpha); });
+  const void *add = addend ? ins.back() : nullptr;
+  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, nullptr, alpha, add); });
   return Status::ok();
 }
 

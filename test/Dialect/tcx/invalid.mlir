@@ -221,6 +221,24 @@ func.func @mm_bias(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !t
 
 // -----
 
+// Tests that an addend (the residual added as cuBLASLt's C) has out's type.
+func.func @mm_addend(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>, %r: !tcx.buffer<8x16xf32>) {
+  // expected-error @+1 {{the addend (the last input) must have out's type '!tcx.buffer<8x32xf32>'}}
+  tcx.matmul ins(%a, %b, %r : !tcx.buffer<8x64xf32>, !tcx.buffer<64x32xf32>, !tcx.buffer<8x16xf32>) outs(%c : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 64 : i64, addend = true}
+  return
+}
+
+// -----
+
+// Tests that an addend takes beta 0 (it is cuBLASLt's C with beta 1).
+func.func @mm_addend_beta(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>, %r: !tcx.buffer<8x32xf32>) {
+  // expected-error @+1 {{an addend takes a non-fp8 product without device_alpha, beta or broadcast batch}}
+  tcx.matmul ins(%a, %b, %r : !tcx.buffer<8x64xf32>, !tcx.buffer<64x32xf32>, !tcx.buffer<8x32xf32>) outs(%c : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 64 : i64, addend = true, beta = 1.0 : f32}
+  return
+}
+
+// -----
+
 // Tests that a bias operand needs a bias epilogue.
 func.func @mm_epilogue(%a: !tcx.buffer<8x64xf32>, %b: !tcx.buffer<64x32xf32>, %c: !tcx.buffer<8x32xf32>, %bias: !tcx.buffer<32xf32>) {
   // expected-error @+1 {{epilogue "none" takes no bias operand}}
