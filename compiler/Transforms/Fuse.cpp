@@ -130,8 +130,14 @@ bool isResidualAdd(tc::AddOp add) {
 }
 
 bool isMatmulEpilogue(Operation *op) {
-  if (auto add = llvm::dyn_cast<tc::AddOp>(op))
+  if (auto add = llvm::dyn_cast<tc::AddOp>(op)) {
+    // The residual gradient a norm backward adds as it writes dx is its
+    // library call's too (tc-lower-to-tcx: "dresidual").
+    for (Value x : {add.getLhs(), add.getRhs()})
+      if (Operation *g = x.getDefiningOp(); g && tc::normGradResidualAdd(g) == add)
+        return true;
     return isBiasAdd(add, /*fp8=*/true) || isResidualAdd(add);
+  }
   if (auto gelu = llvm::dyn_cast<tc::GeluOp>(op)) {
     if (gelu.getApproximate() != "tanh")
       return false;

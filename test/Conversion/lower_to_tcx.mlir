@@ -574,3 +574,21 @@ func.func @residual_addend(%x: tensor<8x16xbf16>, %w: tensor<16x4xbf16>, %b: ten
   %3 = tc.add %r, %2 : tensor<2x4x4xbf16>, tensor<2x4x4xbf16> -> tensor<2x4x4xbf16>
   return %3 : tensor<2x4x4xbf16>
 }
+
+// -----
+
+// Tests the residual stream's gradient added to a norm's dx by its call
+// (dresidual, the last input): the add goes with it, its result is dx's
+// buffer; no kernel.
+// CHECK-LABEL: func.func @norm_grad_residual
+// CHECK: tcx.library "rms_norm_bwd" ins(%arg1, %arg0, %{{.+}}, %{{.+}}, %arg2 : {{.+}}) outs(%[[DX:.+]], %{{.+}}, %{{.+}} : {{.+}}) {cols = 8 : i64, has_bias = false, has_dresidual = true, has_weight = true, rows = 16 : i64}
+// CHECK-NOT: tcx.launch
+// CHECK: return %[[DX]]
+func.func @norm_grad_residual(%x: tensor<16x8xbf16>, %dy: tensor<16x8xbf16>, %r: tensor<16x8xbf16>)
+    -> (tensor<16x8xbf16>, tensor<8xbf16>) {
+  %g = tc.parameter "g" : tensor<8xbf16>
+  %dx, %dg = tc.rms_norm_grad %x, %dy, scale %g {axis = 1 : i64, epsilon = 1.0e-06 : f64}
+      : (tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<8xbf16>) -> (tensor<16x8xbf16>, tensor<8xbf16>)
+  %s = tc.add %dx, %r : tensor<16x8xbf16>, tensor<16x8xbf16> -> tensor<16x8xbf16>
+  return %s, %dg : tensor<16x8xbf16>, tensor<8xbf16>
+}

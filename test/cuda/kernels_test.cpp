@@ -248,6 +248,28 @@ void normCase(CudaKernels &t, bool rms, DType dt, DType pt, int64_t rows, int64_
   };
   double tol = tolFor(dt);
   EXPECT_LE(compare(hostTensorToDoubles(dx3), twice(want.dx)).maxErr, tol) << "accumulated dx";
+  // dresidual: dx = the given rows (here dx1, the norm's own gradient) + the
+  // norm's gradient, written over dx; refused with accumulate.
+  DevBuf dRes;
+  ASSERT_OK(upload(dx1, &dRes, s));
+  Status st = rms ? rmsNormBackward(dt, pt, dDy.p, dX.p, wp, dRstd.as<float>(), dDx.p,
+                                    affine ? dDw.p : nullptr, scratch.p, rows, cols, false, s,
+                                    dRes.p)
+                  : layerNormBackward(dt, pt, dDy.p, dX.p, wp, dMean.as<float>(),
+                                      dRstd.as<float>(), dDx.p, affine ? dDw.p : nullptr,
+                                      affine ? dDb.p : nullptr, scratch.p, rows, cols, false, s,
+                                      dRes.p);
+  ASSERT_OK(st);
+  HostTensor dx4;
+  ASSERT_OK(download(dDx.p, x.type, &dx4, s));
+  EXPECT_LE(compare(hostTensorToDoubles(dx4), twice(want.dx)).maxErr, tol) << "dx + dresidual";
+  EXPECT_FALSE((rms ? rmsNormBackward(dt, pt, dDy.p, dX.p, wp, dRstd.as<float>(), dDx.p, nullptr,
+                                      scratch.p, rows, cols, true, s, dRes.p)
+                    : layerNormBackward(dt, pt, dDy.p, dX.p, wp, dMean.as<float>(),
+                                        dRstd.as<float>(), dDx.p, nullptr, nullptr, scratch.p,
+                                        rows, cols, true, s, dRes.p))
+                   .isOk())
+      << "dresidual with accumulate";
   if (affine) {
     EXPECT_LE(compare(hostTensorToDoubles(dw3), twice(want.dw)).maxErr, tol) << "accumulated dw";
     if (!rms) {

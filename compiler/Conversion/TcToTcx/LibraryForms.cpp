@@ -63,6 +63,25 @@ std::optional<GemmForm> gemmForm(MatmulOp op) {
   return g;
 }
 
+/// Whether `r` is available before `op` (a block argument of its block or
+/// defined earlier in it).
+static bool availableBefore(Value r, Operation *op) {
+  if (Operation *def = r.getDefiningOp())
+    return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+  return llvm::cast<BlockArgument>(r).getOwner() == op->getBlock();
+}
+
+AddOp normGradResidualAdd(Operation *grad) {
+  if (!llvm::isa<LayerNormGradOp, RmsNormGradOp>(grad))
+    return nullptr;
+  Value dx = grad->getResult(0);
+  auto add = soleUser<AddOp>(dx);
+  if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != dx.getType())
+    return nullptr;
+  Value r = add.getLhs() == dx ? add.getRhs() : add.getLhs();
+  return r.getType() == dx.getType() && availableBefore(r, grad) ? add : nullptr;
+}
+
 AddOp residualAdd(MatmulOp mm, Value v) {
   std::optional<GemmForm> g = gemmForm(mm);
   if (!g || g->broadcast || mm.getAlpha() || mm->hasAttr(kFoldBatchSumAttr) ||
@@ -80,12 +99,7 @@ AddOp residualAdd(MatmulOp mm, Value v) {
   Value r = add.getLhs() == x ? add.getRhs() : add.getLhs();
   if (r.getType() != x.getType())
     return nullptr;
-  Operation *def = r.getDefiningOp();
-  if (def && (def->getBlock() != mm->getBlock() || !def->isBeforeInBlock(mm)))
-    return nullptr;
-  if (!def && llvm::cast<BlockArgument>(r).getOwner() != mm->getBlock())
-    return nullptr;
-  return add;
+  return availableBefore(r, mm) ? add : nullptr;
 }
 
 

@@ -88,6 +88,12 @@ std::optional<GemmForm> gemmForm(MatmulOp op);
 /// with alpha, a batch-summed product (tc.fold_batch_sum) or a broadcast
 /// batch, or a non-float result.
 AddOp residualAdd(MatmulOp mm, mlir::Value v);
+/// The add of the residual stream's gradient to a tc.layer_norm_grad's or
+/// tc.rms_norm_grad's dx (`grad`) that the library call computes (its
+/// "dresidual" input): dx read only by a tc.add whose other operand has
+/// dx's type and exists before `grad` (rows the kernel adds as it writes
+/// dx). Null otherwise.
+AddOp normGradResidualAdd(mlir::Operation *grad);
 
 /// How a tc.quantize maps onto the runtime's "quantize_fp8" call: the input
 /// seen as [rows, cols] (cols its last dim), one f32 scale for the tensor

@@ -177,11 +177,17 @@ struct NormGradLowering : ConversionPattern {
     if (!rms)
       ins.push_back(mean);
     ins.push_back(rstd);
+    // The residual stream's gradient added as dx is written (the add goes
+    // with the call: dx's buffer is the add's).
+    AddOp add = normGradResidualAdd(op);
+    if (add)
+      ins.push_back(buffers.bufferOf(b, add.getLhs() == op->getResult(0) ? add.getRhs()
+                                                                         : add.getLhs()));
     // dx, then dscale with a scale, then dbias of a layer_norm; a result
     // without a buffer (dscale of a norm without a scale, which the pass
     // checks nothing reads) is dropped.
     SmallVector<SmallVector<Value>> results(op->getNumResults());
-    SmallVector<Value> outs{buffers.outBuffer(b, op->getResult(0))};
+    SmallVector<Value> outs{buffers.outBuffer(b, add ? Value(add.getResult()) : op->getResult(0))};
     results[0] = {outs.back()};
     if (scale) {
       outs.push_back(buffers.outBuffer(b, op->getResult(1)));
@@ -191,10 +197,15 @@ struct NormGradLowering : ConversionPattern {
       outs.push_back(buffers.outBuffer(b, op->getResult(2)));
       results[2] = {outs.back()};
     }
-    buffers.library(b, op->getLoc(), rms ? "rms_norm_bwd" : "layer_norm_bwd", ins, outs,
-                    {b.getNamedAttr("rows", i64(rows)), b.getNamedAttr("cols", i64(cols)),
-                     b.getNamedAttr("has_weight", b.getBoolAttr(bool(scale))),
-                     b.getNamedAttr("has_bias", b.getBoolAttr(!rms))});
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr("rows", i64(rows)),
+                                      b.getNamedAttr("cols", i64(cols)),
+                                      b.getNamedAttr("has_weight", b.getBoolAttr(bool(scale))),
+                                      b.getNamedAttr("has_bias", b.getBoolAttr(!rms))};
+    if (add)
+      attrs.push_back(b.getNamedAttr("has_dresidual", b.getBoolAttr(true)));
+    buffers.library(b, op->getLoc(), rms ? "rms_norm_bwd" : "layer_norm_bwd", ins, outs, attrs);
+    if (add)
+      b.replaceOp(add, outs.front());
     b.replaceOpWithMultiple(op, std::move(results));
     return success();
   }

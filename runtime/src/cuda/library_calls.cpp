@@ -124,15 +124,19 @@ Status normBackward(Call &c, cudaStream_t s, Launch *out) {
   const float *rstd = static_cast<const float *>(c.in("rstd"));
   void *dx = c.out("dx"), *dw = c.out("dweight"), *db = c.out("dbias");
   void *scratch = c.out("scratch");
+  // dresidual (has_dresidual): added to dx, of dx's type.
+  const void *dres = c.has(false, "dresidual") ? c.in("dresidual") : nullptr;
+  if (dres && c.inType("dresidual") != dt)
+    return invalidArgument(c.a.where + ": \"" + c.name() + "\" needs dresidual of dx's type");
   if (ln)
     *out = [=]() {
       return layerNormBackward(dt, pt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
-                               /*accumulate=*/false, s);
+                               /*accumulate=*/false, s, dres);
     };
   else
     *out = [=]() {
       return rmsNormBackward(dt, pt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
-                             /*accumulate=*/false, s);
+                             /*accumulate=*/false, s, dres);
     };
   return Status::ok();
 }

@@ -150,6 +150,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
   static const LibraryAttrSpec kHasWeight{"has_weight", K::Bool, false};
   static const LibraryAttrSpec kHasBias{"has_bias", K::Bool, false};
   static const LibraryAttrSpec kHasAmax{"has_amax", K::Bool, false};
+  static const LibraryAttrSpec kHasDResidual{"has_dresidual", K::Bool, false};
   static const LibraryAttrSpec kIgnoreIndex{"ignore_index", K::Int, false};
   static const LibraryAttrSpec kGradScale{"grad_scale", K::Float, false};
   static const LibraryAttrSpec kElements{"elements", K::Int, true};
@@ -186,19 +187,21 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"x"}, {"weight", "has_weight"}, {"bias", "has_bias"}},
        {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}, {"amax", "has_amax"}},
        {kRows, kCols, kEps, kHasWeight, kHasBias, kHasAmax}},
+      // dresidual (has_dresidual): rows of dx's type added to dx (the
+      // residual stream's gradient; tc.grad_addend).
       {"layer_norm_bwd",
-       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}},
+       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}, {"dresidual", "has_dresidual"}},
        {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"scratch"}},
-       {kRows, kCols, kHasWeight, kHasBias},
+       {kRows, kCols, kHasWeight, kHasBias, kHasDResidual},
        normBackwardScratch},
       {"rms_norm_fwd",
        {{"x"}, {"weight", "has_weight"}},
        {{"y"}, {"rstd", nullptr, 1}, {"amax", "has_amax"}},
        {kRows, kCols, kEps, kHasWeight, kHasBias, kHasAmax}},
       {"rms_norm_bwd",
-       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}},
+       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}, {"dresidual", "has_dresidual"}},
        {{"dx"}, {"dweight", "has_weight"}, {"scratch"}},
-       {kRows, kCols, kHasWeight, kHasBias},
+       {kRows, kCols, kHasWeight, kHasBias, kHasDResidual},
        normBackwardScratch},
       // loss: the f32 mean over the rows not ignored.
       {"cross_entropy_fwd",

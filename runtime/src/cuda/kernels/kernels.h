@@ -74,11 +74,13 @@ inline Status layerNormForward(DType dt, const void *x, const void *weight, cons
 ///   use); otherwise they are overwritten. dx may be null (parameter grads
 ///   only). dweight/dbias are summed over rows in fixed chunks of
 ///   kNormBackwardChunkRows rows (deterministic), through `scratch`
-///   (normBackwardScratchBytes(rows, cols) bytes).
+///   (normBackwardScratchBytes(rows, cols) bytes). `dresidual` (rows of dx's
+///   type, with a dx and without accumulate): dx = its rows + the norm's
+///   gradient (the residual stream's gradient summed in, tc.grad_addend).
 Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                          const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                          void *scratch, int64_t rows, int64_t cols, bool accumulate,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const void *dresidual = nullptr);
 inline Status layerNormBackward(DType dt, const void *dy, const void *x, const void *weight,
                                 const float *mean, const float *rstd, void *dx, void *dweight,
                                 void *dbias, void *scratch, int64_t rows, int64_t cols,
@@ -102,7 +104,8 @@ inline Status rmsNormForward(DType dt, const void *x, const void *weight, void *
 /// non-null); `accumulate` and `scratch` as for layerNormBackward.
 Status rmsNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                        const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
-                       int64_t cols, bool accumulate, cudaStream_t stream);
+                       int64_t cols, bool accumulate, cudaStream_t stream,
+                       const void *dresidual = nullptr);
 inline Status rmsNormBackward(DType dt, const void *dy, const void *x, const void *weight,
                               const float *rstd, void *dx, void *dweight, void *scratch,
                               int64_t rows, int64_t cols, bool accumulate, cudaStream_t stream) {

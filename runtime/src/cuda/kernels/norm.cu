@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     normBackwardDxKernel(const T *__restrict__ dy, const T *__restrict__ x,
                          const W *__restrict__ weight, const float *__restrict__ meanIn,
                          const float *__restrict__ rstdIn, T *dx, int64_t rows, int64_t cols,
-                         bool accumulate) {
+                         const T *addTo) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows)
@@ -143,14 +143,14 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     loadRow8<T, Vec>(dyr, i, cols, g, 0.0f);
     if (weight)
       loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
-    if (accumulate)
-      loadRow8<T, Vec>(dxr, i, cols, o, 0.0f);
+    if (addTo)
+      loadRow8<T, Vec>(addTo + row * cols, i, cols, o, 0.0f);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       float gj = weight ? g[j] * w[j] : g[j];
       float xhat = (v[j] - mean) * rstd;
       float d = rstd * (gj - meanG - xhat * meanGX);
-      o[j] = accumulate ? o[j] + d : d;
+      o[j] = addTo ? o[j] + d : d;
     }
     storeRow8<T, Vec>(dxr, i, cols, o);
   }
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
                             const W *__restrict__ weight, const float *__restrict__ meanIn,
                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
-                            int64_t rows, int64_t cols, int64_t chunks, bool accumulate, bool wantW,
+                            int64_t rows, int64_t cols, int64_t chunks, const T *addTo, bool wantW,
                             bool wantB) {
   __shared__ __align__(16) float sums[kFusedWarps][S * kStretch]; // one quantity per warp
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -302,13 +302,13 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     if (!dx)
       continue;
     T *dxr = dx + r * cols;
-    Packed8<T> dxp[S]; // the dx to add to, loaded before the reductions wait
-    if (accumulate)
+    Packed8<T> dxp[S]; // the row to add to, loaded before the reductions wait
+    if (addTo)
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         int64_t i = s * kStretch + lane * 8;
         if (i < cols)
-          loadPacked8(dxr + i, dxp[s]);
+          loadPacked8(addTo + r * cols + i, dxp[s]);
       }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -324,12 +324,12 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
         continue;
       float xhat[8], g[8], d[8], o[8];
       rowAt(xp[s], dyp[s], s, mean, rstd, xhat, g, d);
-      if (accumulate)
+      if (addTo)
         unpack8(dxp[s], o);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         float v = rstd * (g[j] - meanG - xhat[j] * meanGX);
-        o[j] = accumulate ? o[j] + v : v;
+        o[j] = addTo ? o[j] + v : v;
       }
       storeRow8<T, true>(dxr, i, cols, o);
     }
@@ -477,8 +477,10 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
                     const void *weight,
                     const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                     void *scratch, int64_t rows, int64_t cols, bool accumulate,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const void *dresidual) {
   TC_RETURN_IF_ERROR(checkRows(what, rows, cols));
+  if (dresidual && (accumulate || !dx))
+    return invalidArgument(std::string(what) + ": dresidual takes a dx and no accumulate");
   if (rows == 0 || cols == 0)
     return Status::ok();
   if (!dy || !x || !rstd || (!Rms && !mean))
@@ -491,7 +493,7 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
   int64_t chunks = ceilDiv(rows, kNormBackwardChunkRows);
   if (chunks > 65535)
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
-  bool vec = rowsVectorisable(cols, {dy, x, weight, dx});
+  bool vec = rowsVectorisable(cols, {dy, x, weight, dx, dresidual});
   int64_t stretches = ceilDiv(cols, kStretch);
   bool fused = vec && stretches <= kMaxStretches;
   return dispatchNorm(dt, pt, what, [&](auto tag, auto ptag) -> Status {
@@ -501,22 +503,24 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
     auto *xs = static_cast<const T *>(x);
     auto *ws = static_cast<const W *>(weight);
     auto *dxs = static_cast<T *>(dx);
+    // The rows dx adds to: its own (accumulate) or the residual's gradient.
+    const T *addTo = accumulate ? dxs : static_cast<const T *>(dresidual);
     float *part = static_cast<float *>(scratch);
     if (fused) {
       auto kernel = weight ? fusedBackwardKernel<T, W, Rms, true>(stretches)
                            : fusedBackwardKernel<T, W, Rms, false>(stretches);
       kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, 0, stream>>>(
-          dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, accumulate, wantW, wantB);
+          dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, addTo, wantW, wantB);
       TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward" : "layer_norm_backward"));
     } else {
       if (dx) {
         dim3 grid(static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)));
         if (vec)
           normBackwardDxKernel<T, W, true, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-              dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
+              dys, xs, ws, mean, rstd, dxs, rows, cols, addTo);
         else
           normBackwardDxKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-              dys, xs, ws, mean, rstd, dxs, rows, cols, accumulate);
+              dys, xs, ws, mean, rstd, dxs, rows, cols, addTo);
         TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward_dx" : "layer_norm_backward_dx"));
       }
       if (wantW || wantB) {
@@ -555,16 +559,17 @@ Status rmsNormForward(DType dt, DType pt, const void *x, const void *weight, voi
 Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                          const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                          void *scratch, int64_t rows, int64_t cols, bool accumulate,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const void *dresidual) {
   return normBackward<false>("layerNormBackward", dt, pt, dy, x, weight, mean, rstd, dx, dweight,
-                             dbias, scratch, rows, cols, accumulate, stream);
+                             dbias, scratch, rows, cols, accumulate, stream, dresidual);
 }
 
 Status rmsNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                        const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
-                       int64_t cols, bool accumulate, cudaStream_t stream) {
+                       int64_t cols, bool accumulate, cudaStream_t stream,
+                       const void *dresidual) {
   return normBackward<true>("rmsNormBackward", dt, pt, dy, x, weight, nullptr, rstd, dx, dweight,
-                            nullptr, scratch, rows, cols, accumulate, stream);
+                            nullptr, scratch, rows, cols, accumulate, stream, dresidual);
 }
 
 } // namespace tc::rt::cuda
