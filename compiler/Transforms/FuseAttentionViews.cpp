@@ -7,8 +7,9 @@
 // (tc.grads_into_concat) or else each into the head transpose that is its
 // only reader (tc.grads_transposed). The ops written through then go with
 // the library call in tc-lower-to-tcx. (Reading q / k / v out of head
-// transposes and qkv splits consumes nothing: the conversion does it from
-// the operands alone.)
+// transposes and qkv splits, or the dynamo export's unit-stride slices of
+// the qkv projection, consumes nothing: the conversion does it from the
+// operands alone.)
 //
 //===----------------------------------------------------------------------===//
 
