@@ -113,32 +113,33 @@ __device__ __forceinline__ void launder(int4 &p) {
   asm volatile("" : "+r"(p.x), "+r"(p.y), "+r"(p.z), "+r"(p.w));
 }
 
-/// Threads per row of the register path: 1024, at most 64 registers each, so
-/// that an SM runs 32 warps of one row (512 threads of 13 vectors each held
-/// GPT-2's 50304 classes in 89 registers: one 16-warp block per SM, the
-/// kernel at 2.4 TB/s on the H200).
-constexpr int kHeldThreads = 1024;
 /// The most 16-byte vectors of a row a thread holds in the register path
 /// (R): rows of up to 64K classes.
-constexpr int kMaxHeldVectors = 8;
-constexpr int64_t kHeldMaxCols = int64_t(kHeldThreads) * kVec * kMaxHeldVectors;
+constexpr int kMaxHeldVectors = 16;
+constexpr int64_t kHeldMaxCols = int64_t(kRowThreads) * kVec * kMaxHeldVectors;
+
+/// Blocks per SM a held row of R vectors per thread is built for: 2 (64
+/// registers, 32 warps: one block's loads overlap another's math) while the
+/// row (4 R registers) leaves room for the rest, else 1 (128 registers).
+constexpr int heldBlocksPerSm(int r) { return r <= 8 ? 2 : 1; }
 
 /// crossEntropyRowKernel for a row of a 16-bit T held in registers: cols % 8
-/// == 0, 16-byte aligned logits and dlogits, cols <= kHeldThreads * kVec * R.
-/// Thread t of kHeldThreads loads vectors at i = 8 t + 8192 r (r < R,
-/// i < cols) once, packed (an int4 per 8 values); the block takes the row's max, then the sum of exp(v - max),
+/// == 0, 16-byte aligned logits and dlogits, cols <= kRowThreads * kVec * R.
+/// Thread t loads vectors at i = 8 t + 4096 r (r < R, i < cols; the same
+/// vectors as the Vec loop of the two-pass kernel) once, packed (an int4 per
+/// 8 values); the block takes the row's max, then the sum of exp(v - max),
 /// both reductions in the fixed order of the threads (deterministic); then
 /// each thread writes its vectors' gradient from its registers. Every load of
 /// the block precedes the first barrier and every store follows the last, and
 /// blocks own disjoint rows, so dlogits may be logits.
 template <class T, class L, int R>
-__global__ void __launch_bounds__(kHeldThreads, 1)
+__global__ void __launch_bounds__(kRowThreads, heldBlocksPerSm(R))
     crossEntropyHeldRowKernel(const T *logits, const L *__restrict__ labels,
                               float *__restrict__ losses, T *dlogits,
                               const float *__restrict__ count, int64_t cols, int64_t ignoreIndex,
                               float gradScale) {
   static_assert(sizeof(T) == 2, "the held row packs 8 values per int4");
-  constexpr int kStride = kHeldThreads * kVec; // elements between a thread's vectors
+  constexpr int kStride = kRowThreads * kVec; // elements between a thread's vectors
   int64_t row = blockIdx.x;
   const T *xr = logits + row * cols;
   int64_t label = static_cast<int64_t>(labels[row]);
@@ -224,9 +225,10 @@ __global__ void __launch_bounds__(kHeldThreads, 1)
 
 /// Launches crossEntropyHeldRowKernel with the first R of (R, Rest...) that
 /// is >= perThread, the vectors a thread holds of a row (the last R covers
-/// kHeldMaxCols). Steps: R = 7 holds GPT-2's padded 50304 classes (6.1
-/// vectors a thread), 4 LLaMA's 32000; the unused vectors of a larger R cost
-/// a predicated-off test each.
+/// kHeldMaxCols). Steps: R = 13 holds GPT-2's padded 50304 classes (12.3
+/// vectors a thread), 8 LLaMA's 32000 with 2 blocks per SM; the unused
+/// vectors of a larger R cost a predicated-off test each, its registers the
+/// occupancy (heldBlocksPerSm).
 template <class T, class L, int R, int... Rest>
 void launchHeldRows(dim3 grid, cudaStream_t stream, int64_t perThread, const T *logits,
                     const L *labels, float *losses, T *dlogits, const float *count, int64_t cols,
@@ -236,7 +238,7 @@ void launchHeldRows(dim3 grid, cudaStream_t stream, int64_t perThread, const T *
       return launchHeldRows<T, L, Rest...>(grid, stream, perThread, logits, labels, losses, dlogits,
                                            count, cols, ignoreIndex, gradScale);
   }
-  crossEntropyHeldRowKernel<T, L, R><<<grid, kHeldThreads, 0, stream>>>(
+  crossEntropyHeldRowKernel<T, L, R><<<grid, kRowThreads, 0, stream>>>(
       logits, labels, losses, dlogits, count, cols, ignoreIndex, gradScale);
 }
 
@@ -286,8 +288,8 @@ Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType
       if constexpr (sizeof(T) == 2) {
         held = vec && cols <= kHeldMaxCols;
         if (held)
-          launchHeldRows<T, L, 1, 2, 4, 6, 7, kMaxHeldVectors>(
-              grid, stream, ceilDiv(cols / kVec, kHeldThreads), xs, ls, rowLoss, ds, count, cols,
+          launchHeldRows<T, L, 2, 4, 8, 10, 13, kMaxHeldVectors>(
+              grid, stream, ceilDiv(cols / kVec, kRowThreads), xs, ls, rowLoss, ds, count, cols,
               ignoreIndex, gradScale);
       }
       if (!held && vec)
