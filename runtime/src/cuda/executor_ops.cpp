@@ -386,11 +386,12 @@ Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t ind
 }
 
 /// The window of launches [first, *end) that grouped launches can replace:
-/// launches of generated kernels with a NAME_group entry point, none reading
-/// or writing what another one of the window writes (so any order of them
-/// computes the same), split into `classes` of the same kernel, meta and
-/// block size (op indices, in program order; classes in order of their first
-/// op): the AdamW/SGD update of every parameter, one launch per kernel
+/// launches of generated kernels (the first with a NAME_group entry point),
+/// none reading or writing what another one of the window writes (so any
+/// order of them computes the same), split into `classes`: of the same
+/// kernel with a NAME_group entry, meta and block size, or one launch of a
+/// kernel without (op indices, in program order; classes in order of their
+/// first op): the AdamW/SGD update of every parameter, one launch per kernel
 /// instead of one per parameter, also where the updates of bf16 and f32
 /// gradients (two kernels) alternate.
 Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end,
@@ -434,10 +435,16 @@ Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end,
   };
   TC_RETURN_IF_ERROR(ranges(ops[first].ins, &reads));
   TC_RETURN_IF_ERROR(ranges(ops[first].outs, &writes));
+  // Other launches of generated kernels may sit in the window too, each a
+  // class of its own, when they are as independent (Pythia's bias updates of
+  // another kernel split its AdamW launches into runs of three).
+  auto plainLaunch = [&](const DeviceOp &op) {
+    return op.kind == "launch" && !op.attrs.count("missing_kernel") && !op.attrs.count("stream");
+  };
   size_t j = first + 1;
   for (; j < ops.size(); ++j) {
     const DeviceOp &op = ops[j];
-    if (!groupable(op))
+    if (!plainLaunch(op))
       break;
     std::vector<Range> r, w;
     TC_RETURN_IF_ERROR(ranges(op.ins, &r));
@@ -446,9 +453,13 @@ Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end,
       break;
     reads.insert(reads.end(), r.begin(), r.end());
     writes.insert(writes.end(), w.begin(), w.end());
+    if (!groupable(op)) {
+      classes->push_back({j});
+      continue;
+    }
     auto c = std::find_if(classes->begin(), classes->end(), [&](const std::vector<size_t> &k) {
       const DeviceOp &h = ops[k.front()];
-      return h.name == op.name && same(h, op, "meta") && same(h, op, "block");
+      return groupable(h) && h.name == op.name && same(h, op, "meta") && same(h, op, "block");
     });
     if (c == classes->end())
       classes->push_back({j});
