@@ -106,11 +106,6 @@ bool isBiasAdd(tc::AddOp add, bool fp8) {
   return false;
 }
 
-/// Bias add (+ bias[N] on a matmul's only use) and GELU-tanh after it (or
-/// directly after the matmul) when that is the only use: cuBLASLt epilogues,
-/// so left out of fusions (tc-lower-to-tcx's lowerMatmul folds them, under
-/// the same conditions; tc-fuse-matmul-epilogue marks them). FP8 GEMMs take
-/// the bias only.
 /// Whether `add` is the residual add after a cuBLASLt GEMM (its product or
 /// product plus bias, maybe through one reshape: tc::residualAdd), which the
 /// GEMM adds as its C input (without a GELU epilogue between).
@@ -123,18 +118,23 @@ bool isResidualAdd(tc::AddOp add) {
     if (auto b = y.getDefiningOp<tc::AddOp>(); b && y.hasOneUse() && isBiasAdd(b, false))
       prod = cublasMatmul(b.getLhs()) ? b.getLhs() : b.getRhs();
     auto mm = prod.getDefiningOp<tc::MatmulOp>();
-    if (mm && cublasMatmul(prod) && tc::residualAdd(mm, y) == add)
+    if (mm && cublasMatmul(prod) && tc::residualAdd(mm, y).add == add)
       return true;
   }
   return false;
 }
 
+/// Bias add (+ bias[N] on a matmul's only use), GELU-tanh after it (or
+/// directly after the matmul) when that is the only use, and the residual
+/// add after either but GELU: cuBLASLt epilogues, so left out of fusions
+/// (tc-lower-to-tcx's lowerMatmul folds them, under the same conditions;
+/// tc-fuse-matmul-epilogue marks them). FP8 GEMMs take the bias only. Also
+/// the residual gradient a norm backward adds as it writes dx (its library
+/// call's "dresidual").
 bool isMatmulEpilogue(Operation *op) {
   if (auto add = llvm::dyn_cast<tc::AddOp>(op)) {
-    // The residual gradient a norm backward adds as it writes dx is its
-    // library call's too (tc-lower-to-tcx: "dresidual").
     for (Value x : {add.getLhs(), add.getRhs()})
-      if (Operation *g = x.getDefiningOp(); g && tc::normGradResidualAdd(g) == add)
+      if (Operation *g = x.getDefiningOp(); g && tc::normGradResidualAdd(g).add == add)
         return true;
     return isBiasAdd(add, /*fp8=*/true) || isResidualAdd(add);
   }

@@ -63,45 +63,47 @@ std::optional<GemmForm> gemmForm(MatmulOp op) {
   return g;
 }
 
-/// Whether `r` is available before `op` (a block argument of its block or
-/// defined earlier in it).
-static bool availableBefore(Value r, Operation *op) {
-  if (Operation *def = r.getDefiningOp())
-    return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
-  return llvm::cast<BlockArgument>(r).getOwner() == op->getBlock();
+/// The residual add reading `x` (the only reader of `v`, or of its one
+/// reshape) whose other operand has the add's type and is available before
+/// `op`, the call that computes `v`.
+static ResidualAdd residualAddOf(Value v, Operation *op) {
+  ResidualAdd r;
+  Value x = v;
+  if ((r.reshape = soleUser<ReshapeOp>(x)))
+    x = r.reshape.getResult();
+  auto add = soleUser<AddOp>(x);
+  if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != x.getType())
+    return {};
+  Value other = add.getLhs() == x ? add.getRhs() : add.getLhs();
+  if (other.getType() != x.getType())
+    return {};
+  Operation *def = other.getDefiningOp();
+  bool available = def ? def->getBlock() == op->getBlock() && def->isBeforeInBlock(op)
+                       : llvm::cast<BlockArgument>(other).getOwner() == op->getBlock();
+  if (!available)
+    return {};
+  r.add = add;
+  r.residual = other;
+  return r;
 }
 
-AddOp normGradResidualAdd(Operation *grad) {
+ResidualAdd normGradResidualAdd(Operation *grad) {
   if (!llvm::isa<LayerNormGradOp, RmsNormGradOp>(grad))
-    return nullptr;
-  Value dx = grad->getResult(0);
-  auto add = soleUser<AddOp>(dx);
-  if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != dx.getType())
-    return nullptr;
-  Value r = add.getLhs() == dx ? add.getRhs() : add.getLhs();
-  return r.getType() == dx.getType() && availableBefore(r, grad) ? add : nullptr;
+    return {};
+  ResidualAdd r = residualAddOf(grad->getResult(0), grad);
+  return r.reshape ? ResidualAdd{} : r; // the kernel writes dx's rows as they are
 }
 
-AddOp residualAdd(MatmulOp mm, Value v) {
+ResidualAdd residualAdd(MatmulOp mm, Value v) {
   std::optional<GemmForm> g = gemmForm(mm);
   if (!g || g->broadcast || mm.getAlpha() || mm->hasAttr(kFoldBatchSumAttr) ||
       mm->hasAttr(kFp4GemmAttr))
-    return nullptr;
+    return {};
   Type e = llvm::cast<RankedTensorType>(v.getType()).getElementType();
   if (!e.isF32() && !e.isBF16() && !e.isF16())
-    return nullptr;
-  Value x = v;
-  if (auto r = soleUser<ReshapeOp>(x))
-    x = r.getResult();
-  auto add = soleUser<AddOp>(x);
-  if (!add || add.getLhs() == add.getRhs() || add.getResult().getType() != x.getType())
-    return nullptr;
-  Value r = add.getLhs() == x ? add.getRhs() : add.getLhs();
-  if (r.getType() != x.getType())
-    return nullptr;
-  return availableBefore(r, mm) ? add : nullptr;
+    return {};
+  return residualAddOf(v, mm);
 }
-
 
 std::string fp8QuantizeForm(QuantizeOp op, Fp8QuantizeForm *out) {
   auto in = tensorType(op.getInput());

@@ -80,20 +80,27 @@ struct GemmForm {
 /// kernel (it becomes a generated kernel).
 std::optional<GemmForm> gemmForm(MatmulOp op);
 
+/// A residual add a library call computes as it writes its result: `add`
+/// reads the call's value (through `reshape` when given) and `residual`, of
+/// the add's type and available before the call (a block argument or
+/// defined earlier), so the call can read it.
+struct ResidualAdd {
+  AddOp add;
+  ReshapeOp reshape; ///< between the value and the add, or null
+  mlir::Value residual;
+  explicit operator bool() const { return static_cast<bool>(add); }
+};
 /// The residual add a cuBLASLt GEMM can compute as its C input (beta 1):
 /// `v` is what the GEMM of `mm` gives (its product, or the product plus a
 /// bias), read only by a tc.add, directly or through one tc.reshape read
-/// only by it, whose other operand has the add's type and is available
-/// before `mm` (a block argument or defined earlier). Null otherwise: `mm`
-/// with alpha, a batch-summed product (tc.fold_batch_sum) or a broadcast
-/// batch, or a non-float result.
-AddOp residualAdd(MatmulOp mm, mlir::Value v);
+/// only by it. None for `mm` with alpha, a batch-summed product
+/// (tc.fold_batch_sum), a broadcast batch, an FP4 GEMM or a non-float
+/// result.
+ResidualAdd residualAdd(MatmulOp mm, mlir::Value v);
 /// The add of the residual stream's gradient to a tc.layer_norm_grad's or
 /// tc.rms_norm_grad's dx (`grad`) that the library call computes (its
-/// "dresidual" input): dx read only by a tc.add whose other operand has
-/// dx's type and exists before `grad` (rows the kernel adds as it writes
-/// dx). Null otherwise.
-AddOp normGradResidualAdd(mlir::Operation *grad);
+/// "dresidual" input); none otherwise.
+ResidualAdd normGradResidualAdd(mlir::Operation *grad);
 
 /// How a tc.quantize maps onto the runtime's "quantize_fp8" call: the input
 /// seen as [rows, cols] (cols its last dim), one f32 scale for the tensor

@@ -64,16 +64,14 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     // The residual add (tc.epilogue_addend), through one reshape: cuBLASLt's C.
     Value addend;
     if (op->hasAttr(kEpilogueAddendAttr) && fuseEpilogues) {
-      AddOp add = residualAdd(op, result);
-      if (!add)
+      ResidualAdd r = residualAdd(op, result);
+      if (!r)
         return rewriter.notifyMatchFailure(op, "tc.epilogue_addend without its residual add");
-      if (auto r = soleUser<ReshapeOp>(result)) {
-        chain.push_back(r);
-        result = r.getResult();
-      }
-      addend = add.getLhs() == result ? add.getRhs() : add.getLhs();
-      chain.push_back(add);
-      result = add.getResult();
+      if (r.reshape)
+        chain.push_back(r.reshape);
+      chain.push_back(r.add);
+      addend = r.residual;
+      result = r.add.getResult();
     }
     SmallVector<Value> ins{buffers.bufferOf(rewriter, g->lhs), buffers.bufferOf(rewriter, g->rhs)};
     if (bias)

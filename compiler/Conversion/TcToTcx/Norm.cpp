@@ -179,10 +179,10 @@ struct NormGradLowering : ConversionPattern {
     ins.push_back(rstd);
     // The residual stream's gradient added as dx is written (the add goes
     // with the call: dx's buffer is the add's).
-    AddOp add = normGradResidualAdd(op);
+    ResidualAdd res = normGradResidualAdd(op);
+    AddOp add = res.add;
     if (add)
-      ins.push_back(buffers.bufferOf(b, add.getLhs() == op->getResult(0) ? add.getRhs()
-                                                                         : add.getLhs()));
+      ins.push_back(buffers.bufferOf(b, res.residual));
     // dx, then dscale with a scale, then dbias of a layer_norm; a result
     // without a buffer (dscale of a norm without a scale, which the pass
     // checks nothing reads) is dropped.
