@@ -249,6 +249,119 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
     }
     for (Group &g : groups)
       buildFusion(g, block);
+    mergeSiblings(block);
+  }
+
+  /// Sibling fusion: a fusion B that reads a value a fusion A shortly
+  /// before it reads too, at the same iteration shape, all of B's inputs
+  /// available before A and neither a reduction, becomes part of A's kernel
+  /// (A's results, then B's). The shared inputs are read once: SwiGLU's
+  /// backward, whose up- and gate-gradients both read dp and the gate, on
+  /// either side of a matmul. B's results are then stored earlier, before
+  /// the (at most kSiblingWindow) ops between them run: bytes live a little
+  /// longer, never more of them.
+  static constexpr int kSiblingWindow = 4;
+  static bool elementwiseFusion(tc::FusionOp f, ArrayRef<int64_t> &shape) {
+    for (Operation &op : f.getBody().front().without_terminator())
+      if (tc::isTrailingReduction(&op) || tc::isLastAxisSoftmax(&op))
+        return false;
+    for (Value r : f.getResults()) {
+      if (shape.empty())
+        shape = shapeOf(r);
+      else if (shapeOf(r) != shape)
+        return false;
+    }
+    return !shape.empty();
+  }
+
+  void mergeSiblings(Block &block) {
+    SmallVector<tc::FusionOp> fusions;
+    for (Operation &op : block)
+      if (auto f = llvm::dyn_cast<tc::FusionOp>(op))
+        fusions.push_back(f);
+    llvm::DenseSet<Operation *> erased;
+    for (tc::FusionOp b : fusions) {
+      if (erased.contains(b))
+        continue;
+      ArrayRef<int64_t> bShape;
+      if (!elementwiseFusion(b, bShape))
+        continue;
+      // Walk back over at most kSiblingWindow ops that are not views.
+      int seen = 0;
+      for (Operation *op = b->getPrevNode(); op && seen <= kSiblingWindow;
+           op = op->getPrevNode()) {
+        auto a = llvm::dyn_cast<tc::FusionOp>(op);
+        if (!a) {
+          if (!llvm::isa<tc::ReshapeOp>(op))
+            ++seen;
+          continue;
+        }
+        ++seen;
+        ArrayRef<int64_t> aShape;
+        if (!elementwiseFusion(a, aShape) || aShape != bShape)
+          continue;
+        bool shares = llvm::any_of(b.getInputs(), [&](Value v) {
+          return llvm::is_contained(a.getInputs(), v);
+        });
+        bool available = llvm::all_of(b.getInputs(), [&](Value v) {
+          Operation *d = v.getDefiningOp();
+          return !d || d->getBlock() != &block || d->isBeforeInBlock(a);
+        });
+        if (!shares || !available)
+          continue;
+        erased.insert(a);
+        erased.insert(b);
+        merge(a, b);
+        break;
+      }
+    }
+  }
+
+  static void merge(tc::FusionOp a, tc::FusionOp b) {
+    llvm::SetVector<Value> inputs(a.getInputs().begin(), a.getInputs().end());
+    inputs.insert(b.getInputs().begin(), b.getInputs().end());
+    SmallVector<Type> types(a.getResultTypes());
+    llvm::append_range(types, b.getResultTypes());
+    OpBuilder builder(a);
+    auto f = tc::FusionOp::create(builder, a.getLoc(), types, inputs.getArrayRef());
+    Block *entry = new Block();
+    f.getBody().push_back(entry);
+    for (Value v : inputs)
+      entry->addArgument(v.getType(), v.getLoc());
+    OpBuilder bb = OpBuilder::atBlockBegin(entry);
+    SmallVector<Value> yielded;
+    for (tc::FusionOp part : {a, b}) {
+      IRMapping map;
+      Block &body = part.getBody().front();
+      for (auto [arg, in] : llvm::zip(body.getArguments(), part.getInputs()))
+        map.map(arg, entry->getArgument(llvm::find(inputs, in) - inputs.begin()));
+      for (Operation &op : body.without_terminator()) {
+        Operation *c = bb.clone(op, map);
+        // An op the other part computes already (the sigmoid both SwiGLU
+        // gradients take of the gate) is computed once.
+        for (Operation &prev : *entry) {
+          if (&prev == c)
+            break;
+          if (OperationEquivalence::isEquivalentTo(&prev, c, OperationEquivalence::exactValueMatch,
+                                                   nullptr,
+                                                   OperationEquivalence::IgnoreLocations)) {
+            map.map(op.getResults(), prev.getResults());
+            c->erase();
+            break;
+          }
+        }
+      }
+      for (Value v : body.getTerminator()->getOperands())
+        yielded.push_back(map.lookup(v));
+    }
+    tc::YieldOp::create(bb, a.getLoc(), yielded);
+    unsigned na = a.getNumResults();
+    for (auto [i, r] : llvm::enumerate(a.getResults()))
+      r.replaceAllUsesWith(f.getResult(i));
+    for (auto [i, r] : llvm::enumerate(b.getResults()))
+      r.replaceAllUsesWith(f.getResult(na + i));
+    b->erase();
+    a->erase();
   }
 
   /// The values the body of `g` reads from outside it.
@@ -283,6 +396,13 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
   /// clones compute what the originals do, op for op, in the kernel's f32
   /// arithmetic (without the rounding to the value's type that its store
   /// and load added). At most kMaxChain ops per input.
+  ///
+  /// A chain may also read one value the body does not read yet, in place
+  /// of `v` (so no more bytes than before), when that value is stored anyway
+  /// and read after the root (liveAfterRoot): SwiGLU's backward recomputes
+  /// silu(gate) from gate, which the gate's gradient reads next, so the
+  /// forward stores silu(gate) * up alone ([tokens, ffn] bf16 per layer less
+  /// at the memory peak).
   static constexpr size_t kMaxChain = 16;
   void rematerialize(Group &g, Block &block, ArrayRef<int64_t> iter,
                      const llvm::DenseMap<Operation *, unsigned> &position) {
@@ -291,7 +411,10 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
       llvm::SetVector<Value> inputs = inputsOf(g, position);
       for (Value v : inputs) {
         llvm::SetVector<Operation *> chain;
-        if (!recomputable(v, g, block, iter, inputs, chain) && !widened(v, g, block, iter, chain))
+        Value extra;
+        Extra allow{&extra, byteSize(v), position, position.lookup(g.root)};
+        if (!recomputable(v, g, block, iter, inputs, chain, &allow) &&
+            !widened(v, g, block, iter, chain))
           continue;
         for (Operation *op : chain)
           g.cloned.insert(op);
@@ -301,10 +424,38 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
     }
   }
 
+  static int64_t byteSize(Value v) {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+  }
+
+  /// The one value a chain may read that the body does not read yet.
+  struct Extra {
+    Value *taken;        // the value chosen, null until one is
+    int64_t maxBytes;    // at most the bytes of the input it replaces
+    const llvm::DenseMap<Operation *, unsigned> &position;
+    unsigned rootPos;
+  };
+
+  /// Whether `w` is stored whatever this group does and read after the
+  /// root: a function argument or the result of an op no fusion recomputes
+  /// (a matmul, a library call), with a user after `rootPos`.
+  static bool liveAfterRoot(Value w, const Extra &x) {
+    Operation *wd = w.getDefiningOp();
+    if (wd && (tc::isElementwise(wd) || isCloned(wd)))
+      return false;
+    return llvm::any_of(w.getUsers(), [&](Operation *u) {
+      auto it = x.position.find(u);
+      return it != x.position.end() && it->second > x.rootPos;
+    });
+  }
+
   /// Whether `v` (an input of g, or a value a chain op reads) can be
-  /// computed in g's body from `inputs`: the ops to clone go into `chain`.
+  /// computed in g's body from `inputs` (and, with `extra`, one more value
+  /// live after the root anyway): the ops to clone go into `chain`.
   bool recomputable(Value v, const Group &g, Block &block, ArrayRef<int64_t> iter,
-                    const llvm::SetVector<Value> &inputs, llvm::SetVector<Operation *> &chain) {
+                    const llvm::SetVector<Value> &inputs, llvm::SetVector<Operation *> &chain,
+                    Extra *extra = nullptr) {
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != &block || g.members.contains(def) || g.cloned.contains(def) ||
         chain.contains(def) || shapeOf(v) != iter || def->getNumResults() != 1)
@@ -324,7 +475,13 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
         chain.insert(wd);
         continue;
       }
-      if (!recomputable(w, g, block, iter, inputs, chain))
+      if (extra && (*extra->taken == w ||
+                    (!*extra->taken && shapeOf(w) == iter && byteSize(w) <= extra->maxBytes &&
+                     liveAfterRoot(w, *extra)))) {
+        *extra->taken = w;
+        continue;
+      }
+      if (!recomputable(w, g, block, iter, inputs, chain, extra))
         return false;
     }
     return true;

@@ -197,3 +197,51 @@ func.func @widening_cast_read_narrow(%g: tensor<64x32xbf16>, %p: tensor<64x32xf3
   %q = tc.sub %p, %u : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
   return %q : tensor<64x32xf32>
 }
+
+// -----
+
+// Tests rematerialization from a value read after the root, and sibling
+// fusion: SwiGLU's backward. The up-projection's gradient dp * silu(g)
+// recomputes silu(g) from g (a matmul result the gate's gradient reads after
+// it) instead of reading the stored silu(g), so the forward stores
+// silu(g) * u alone; then the gate's gradient, whose inputs are all there
+// before the up-gradient's fusion, joins that fusion across the matmul
+// between them (g and dp read once, the sigmoid computed once). The forward
+// fusion reads g too, but is too far before them to be merged.
+// CHECK-LABEL: func.func @rematerialize_from_live_value
+// CHECK: %[[G:.+]] = tc.matmul %arg0, %arg1
+// CHECK: %[[U:.+]] = tc.matmul %arg0, %arg2
+// CHECK: %[[P:.+]] = tc.fusion(%[[G]], %[[U]]) : (tensor<64x48xf32>, tensor<64x48xf32>) -> tensor<64x48xf32>
+// CHECK: tc.matmul %[[P]], %arg3
+// CHECK: %[[D:.+]]:2 = tc.fusion(%[[G]], %arg4, %[[U]]) : (tensor<64x48xf32>, tensor<64x48xf32>, tensor<64x48xf32>) -> (tensor<64x48xf32>, tensor<64x48xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: tc.sigmoid
+// CHECK-NOT: tc.sigmoid
+// CHECK: tc.yield
+// CHECK: tc.matmul %[[D]]#0, %arg3
+// CHECK: return %{{.+}}, %{{.+}}, %[[D]]#1
+func.func @rematerialize_from_live_value(%x: tensor<64x32xf32>, %wg: tensor<32x48xf32>,
+    %wu: tensor<32x48xf32>, %wd: tensor<48x32xf32>, %dp: tensor<64x48xf32>)
+    -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x48xf32>) {
+  %one = tc.constant dense<1.000000e+00> : tensor<f32>
+  %g = tc.matmul %x, %wg : tensor<64x32xf32>, tensor<32x48xf32> -> tensor<64x48xf32>
+  %u = tc.matmul %x, %wu : tensor<64x32xf32>, tensor<32x48xf32> -> tensor<64x48xf32>
+  %s = tc.sigmoid %g : tensor<64x48xf32>
+  %sg = tc.mul %g, %s : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %p = tc.mul %sg, %u : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %y0 = tc.matmul %p, %wd : tensor<64x48xf32>, tensor<48x32xf32> -> tensor<64x32xf32>
+  %y1 = tc.matmul %y0, %wg : tensor<64x32xf32>, tensor<32x48xf32> -> tensor<64x48xf32>
+  %y2 = tc.matmul %y1, %wd : tensor<64x48xf32>, tensor<48x32xf32> -> tensor<64x32xf32>
+  %y3 = tc.matmul %y2, %wg : tensor<64x32xf32>, tensor<32x48xf32> -> tensor<64x48xf32>
+  %y = tc.matmul %y3, %wd : tensor<64x48xf32>, tensor<48x32xf32> -> tensor<64x32xf32>
+  %du = tc.mul %dp, %sg : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %dxu = tc.matmul %du, %wd : tensor<64x48xf32>, tensor<48x32xf32> -> tensor<64x32xf32>
+  %t = tc.mul %dp, %u : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %oms = tc.sub %one, %s : tensor<f32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %ds = tc.mul %s, %oms : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %t2 = tc.mul %t, %g : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %t3 = tc.mul %t2, %ds : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %t4 = tc.mul %t, %s : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  %dg = tc.add %t4, %t3 : tensor<64x48xf32>, tensor<64x48xf32> -> tensor<64x48xf32>
+  return %y, %dxu, %dg : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x48xf32>
+}
