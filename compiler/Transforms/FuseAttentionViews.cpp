@@ -1,19 +1,23 @@
 //===- FuseAttentionViews.cpp - tc-fuse-attention-views -------------------===//
 //
-// Marks where fused attention writes its results in place, so that no copy
-// is left around it: the forward's output straight into the [B, T, H, D]
-// head transpose that reads it (tc.out_transposed), and dq / dk / dv into
-// the concat that forms the gradient of a fused [B, T, N] qkv projection
-// (tc.grads_into_concat) or else each into the head transpose that is its
-// only reader (tc.grads_transposed). The ops written through then go with
-// the library call in tc-lower-to-tcx. (Reading q / k / v out of head
-// transposes and qkv splits, or the dynamo export's unit-stride slices of
-// the qkv projection, consumes nothing: the conversion does it from the
-// operands alone.)
+// Marks where fused attention (and the rotary around it) writes its results
+// in place, so that no copy is left around it: the forward's output straight
+// into the [B, T, H, D] head transpose that reads it (tc.out_transposed),
+// and dq / dk / dv into the concat that forms the gradient of a fused
+// [B, T, N] qkv projection (tc.grads_into_concat) or else each into the head
+// transpose that is its only reader, or its piece of a last-axis concat that
+// a head transpose reads (tc.grads_transposed); a rotary's result likewise
+// (tc.out_transposed). NeoX's v, a slice of the head transpose of its
+// per-head qkv, becomes the head transpose of a slice (sliceBeforeTranspose).
+// The ops written through then go with the library call or kernel in
+// tc-lower-to-tcx. (Reading q / k / v out of head transposes and qkv splits,
+// or the dynamo export's unit-stride slices of the qkv projection, consumes
+// nothing: the conversion does it from the operands alone.)
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Conversion/TcToTcx/Patterns.h"
 #include "compiler/Transforms/Passes.h"
 
 namespace tc {
@@ -32,6 +36,36 @@ void mark(AttentionOp at) {
     at->setAttr(kOutTransposedAttr, UnitAttr::get(at.getContext()));
 }
 
+/// A rotary the GPU kernel computes (bf16/f16/f32 [B, H, T, D]).
+bool rotaryForm(Operation *op) {
+  auto r = llvm::dyn_cast_or_null<RotaryOp>(op);
+  return r && tensorType(r.getInput()).getRank() == 4;
+}
+
+/// Whether every piece of `cat` (a last-axis concat that a head transpose
+/// alone reads) can be written into it in place: each read by the concat
+/// alone, made by a rotary or an attention backward of the library's form
+/// (dq / dk / dv) whose gradients do not go into a [B, T, N] concat.
+bool piecesWrittenInPlace(ConcatOp cat) {
+  for (Value p : cat.getInputs()) {
+    std::optional<TransposedDestination> d = transposedDestination(p);
+    if (!d || d->concat != cat)
+      return false;
+    Operation *def = p.getDefiningOp();
+    auto ag = llvm::dyn_cast_or_null<AttentionGradOp>(def);
+    if (!rotaryForm(def) &&
+        !(ag && attentionForm(ag.getQuery(), ag.getLse()) && !gradConcat(ag)))
+      return false;
+  }
+  return true;
+}
+
+/// Whether result `r` can be written into its transposed destination.
+bool writtenThrough(Value r) {
+  std::optional<TransposedDestination> d = transposedDestination(r);
+  return d && (!d->concat || piecesWrittenInPlace(d->concat));
+}
+
 void mark(AttentionGradOp ag) {
   if (gradConcat(ag)) {
     ag->setAttr(kGradsIntoConcatAttr, UnitAttr::get(ag.getContext()));
@@ -39,21 +73,65 @@ void mark(AttentionGradOp ag) {
   }
   SmallVector<bool> through;
   for (Value g : {ag.getDquery(), ag.getDkey(), ag.getDvalue()})
-    through.push_back(headTransposeReader(g, [](Operation *) { return false; }) != nullptr);
+    through.push_back(writtenThrough(g));
   if (llvm::is_contained(through, true))
     ag->setAttr(kGradsTransposedAttr, DenseBoolArrayAttr::get(ag.getContext(), through));
 }
 
+void mark(RotaryOp r) {
+  if (writtenThrough(r.getResult()))
+    r->setAttr(kOutTransposedAttr, UnitAttr::get(r.getContext()));
+}
+
+/// v = slice(head transpose(x)) along the last axis, read by attention ops
+/// alone (GPT-NeoX's value out of its per-head qkv): becomes
+/// transpose(slice(x)), so that attention reads v out of the slice's
+/// [B, T, H, D] buffer in place and the head transpose of the whole qkv
+/// (whose rotary pieces are read in place too) is not made. The slice alone
+/// is copied, as much as before, and holds v for the backward.
+void sliceBeforeTranspose(SliceOp sl) {
+  Operation *tr = sl.getInput().getDefiningOp();
+  std::optional<HeadSplitSource> src = headSplitSource(sl.getResult());
+  if (!isHeadTranspose(tr) || !src || src->whole != tr->getOperand(0) ||
+      !llvm::all_of(sl->getUsers(), [](Operation *u) {
+        return llvm::isa<AttentionOp, AttentionGradOp>(u);
+      }))
+    return;
+  OpBuilder b(sl);
+  auto t = tensorType(sl.getResult());
+  auto rows = RankedTensorType::get(
+      {t.getDimSize(0), t.getDimSize(2), t.getDimSize(1), t.getDimSize(3)}, t.getElementType());
+  SmallVector<int64_t> starts{0, 0, 0, src->start};
+  auto piece = SliceOp::create(b, sl.getLoc(), rows, tr->getOperand(0),
+                               b.getDenseI64ArrayAttr(starts),
+                               b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+  auto back = TransposeOp::create(b, sl.getLoc(), t, piece.getResult(),
+                                  b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+  for (NamedAttribute a : sl->getDiscardableAttrs())
+    back->setAttr(a.getName(), a.getValue());
+  sl.getResult().replaceAllUsesWith(back.getResult());
+  sl->erase();
+}
+
 struct TcFuseAttentionViews : impl::TcFuseAttentionViewsBase<TcFuseAttentionViews> {
   void runOnOperation() override {
-    for (Block &block : getOperation().getBody())
+    for (Block &block : getOperation().getBody()) {
+      SmallVector<SliceOp> slices;
+      for (Operation &op : block)
+        if (auto sl = llvm::dyn_cast<SliceOp>(op))
+          slices.push_back(sl);
+      for (SliceOp sl : slices)
+        sliceBeforeTranspose(sl);
       for (Operation &op : block) {
+        if (auto r = llvm::dyn_cast<RotaryOp>(op); r && rotaryForm(r))
+          mark(r);
         if (auto at = llvm::dyn_cast<AttentionOp>(op); at && attentionForm(at.getQuery(), at.getLse()))
           mark(at);
         if (auto ag = llvm::dyn_cast<AttentionGradOp>(op);
             ag && attentionForm(ag.getQuery(), ag.getLse()))
           mark(ag);
       }
+    }
   }
 };
 

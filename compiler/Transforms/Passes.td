@@ -873,7 +873,7 @@ def TcFoldTransposes : Pass<"tc-fold-transposes", "mlir::func::FuncOp"> {
 }
 
 def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp"> {
-  let summary = "Mark where fused attention writes its results in place";
+  let summary = "Mark where fused attention and rotary write their results in place";
   let description = [{
     For each top-level tc.attention / tc.attention_grad of the library's
     form (f32/bf16 q, k, v; f32 lse):
@@ -890,11 +890,23 @@ def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp">
       concat go.
     - `tc.grads_transposed = array<i1: dq, dk, dv>` on the backward
       otherwise: which gradients are written through the head transpose
-      that is their only reader.
+      that is their only reader, or into their piece of a last-axis concat
+      that one head transpose alone reads (GPT-NeoX's qkv gradient: every
+      piece of it must be written in place, by the attention backward or a
+      rotary).
+    - `tc.out_transposed` on a tc.rotary [B, H, T, D] the same way (Llama's
+      rotated dq / dk back to [B, T, H, D], NeoX's into the qkv gradient):
+      its generated kernel writes with strides.
+    - A last-axis slice of a head transpose that attention ops alone read
+      (NeoX's v out of its per-head qkv [B, T, H, 3D]) becomes the head
+      transpose of the slice: attention reads v in place out of the slice's
+      [B, T, H, D] buffer, and the head transpose of the whole qkv, whose q
+      and k pieces the rotary kernels read in place, is not made.
 
     Reading q, k, v (and the backward's output and incoming gradient) out of
     head transposes and qkv splits needs no mark: it consumes no op, and
-    tc-lower-to-tcx derives the strides from the operands.
+    tc-lower-to-tcx derives the strides from the operands (headSplitSource;
+    a rotary's input likewise).
 
     Before:
     ```mlir

@@ -592,3 +592,57 @@ func.func @norm_grad_residual(%x: tensor<16x8xbf16>, %dy: tensor<16x8xbf16>, %r:
   %s = tc.add %dx, %r : tensor<16x8xbf16>, tensor<16x8xbf16> -> tensor<16x8xbf16>
   return %s, %dg : tensor<16x8xbf16>, tensor<8xbf16>
 }
+
+// -----
+
+// Tests GPT-NeoX's attention block as tc-fuse-attention-views leaves it
+// (q, k sliced out of the head transpose of the per-head qkv, v the head
+// transpose of its slice, the rotated gradients and dv marked): each rotary
+// kernel reads its piece of the qkv in place (a view at its offset,
+// tc.in_strides [T*H*3D, 3D, H*3D]), attention reads v out of the slice's
+// [B, T, H, D] buffer, and the backward's dv and both rotated gradients go
+// into their pieces of the transposed concat's one buffer (tc.out_strides,
+// dv_strides), which the function returns.
+// CHECK: tc.rotary %arg0, %arg1, %arg2 {tc.in_strides = array<i64: 1536, 24, 96>}
+// CHECK: tc.rotary %arg0, %arg1, %arg2 {tc.out_strides = array<i64: 1536, 24, 96>}
+// CHECK-LABEL: func.func @rotary_in_place
+// CHECK: %[[VS:.+]] = tcx.alloc : <2x16x4x8xbf16>
+// CHECK: %[[Q:.+]] = tcx.view %arg0[0] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.launch @rotary_in_place_rotary_{{[0-9]+}} ins(%[[Q]], %arg1, %arg2
+// CHECK: %[[K:.+]] = tcx.view %arg0[16] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.launch @rotary_in_place_rotary_{{[0-9]+}} ins(%[[K]], %arg1, %arg2
+// CHECK: tcx.library "attention_fwd" ins(%{{.+}}, %{{.+}}, %[[VS]] :
+// CHECK-SAME: v_strides = array<i64: 512, 8, 32>
+// CHECK: %[[G:.+]] = tcx.alloc {kind = "output"} : <2x16x4x24xbf16>
+// CHECK: %[[DV:.+]] = tcx.view %[[G]][32] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.library "attention_bwd" {{.+}} outs(%{{[0-9]+}}, %{{[0-9]+}}, %[[DV]], %{{[0-9]+}} :
+// CHECK-SAME: dv_strides = array<i64: 1536, 24, 96>
+// CHECK: %[[DQ:.+]] = tcx.view %[[G]][0] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.launch @rotary_in_place_rotary_{{[0-9]+}} ins({{.+}}) outs(%[[DQ]] :
+// CHECK: %[[DK:.+]] = tcx.view %[[G]][16] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.launch @rotary_in_place_rotary_{{[0-9]+}} ins({{.+}}) outs(%[[DK]] :
+// CHECK-NOT: tc.concat
+// CHECK: return %{{.+}}, %[[G]] :
+func.func @rotary_in_place(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>, %s: tensor<2x16x2xbf16>,
+                %ns: tensor<2x16x2xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>) {
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %vs = tc.slice %qkv {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x16x4x24xbf16> to tensor<2x16x4x8xbf16>
+  %v = tc.transpose %vs {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+  %qr = tc.rotary %q, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %kr = tc.rotary %k, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qr, %kr, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %qr, %kr, %v, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.grads_transposed = array<i1: false, false, true>}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqr = tc.rotary %dq, %c, %ns {tc.out_transposed} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %dkr = tc.rotary %dk, %c, %ns {tc.out_transposed} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %cat = tc.concat %dqr, %dkr, %dv {axis = 3 : i64} : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16> -> tensor<2x4x16x24xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
+  return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
+}

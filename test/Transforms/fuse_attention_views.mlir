@@ -50,3 +50,72 @@ func.func @qkv(%qt: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x16x8xbf16>, %vt: tens
   %dqkv = tc.concat %dq3, %dk3, %dv3 {axis = 2 : i64} : tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16> -> tensor<2x16x96xbf16>
   return %o, %dqkv : tensor<2x4x16x8xbf16>, tensor<2x16x96xbf16>
 }
+
+// -----
+
+// Tests GPT-NeoX's per-head qkv [B, T, H, 3D] around attention: v, a slice
+// of the head transpose read by attention alone, becomes the head transpose
+// of a slice of the qkv (read in place by attention; q and k stay slices,
+// which the rotary reads in place). In the backward the rotated dq and dk
+// and the attention's dv are concatenated and transposed back: both rotary
+// gradients and dv (tc.grads_transposed's third flag) are marked to be
+// written into their pieces of the concat.
+// CHECK-LABEL: func.func @neox
+// CHECK: %[[T:.+]] = tc.transpose %arg0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+// CHECK: %[[Q:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 0>
+// CHECK: %[[K:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 8>
+// CHECK: %[[VS:.+]] = tc.slice %arg0 {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x16x4x24xbf16> to tensor<2x16x4x8xbf16>
+// CHECK: %[[V:.+]] = tc.transpose %[[VS]] {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+// CHECK: %[[QR:.+]] = tc.rotary %[[Q]], %arg1, %arg2 :
+// CHECK: tc.attention %[[QR]], %{{.+}}, %[[V]]
+// CHECK: tc.attention_grad {{.+}} {causal = true, scale = 3.500000e-01 : f64, tc.grads_transposed = array<i1: false, false, true>}
+// CHECK: tc.rotary {{.+}} {tc.out_transposed}
+// CHECK: tc.rotary {{.+}} {tc.out_transposed}
+// CHECK: tc.concat
+func.func @neox(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>, %s: tensor<2x16x2xbf16>,
+                %ns: tensor<2x16x2xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>) {
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %qr = tc.rotary %q, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %kr = tc.rotary %k, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qr, %kr, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %qr, %kr, %v, %o, %lse, %gt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqr = tc.rotary %dq, %c, %ns : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %dkr = tc.rotary %dk, %c, %ns : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %cat = tc.concat %dqr, %dkr, %dv {axis = 3 : i64} : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16> -> tensor<2x4x16x24xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
+  return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
+}
+
+// -----
+
+// Tests that a rotary whose only reader is a head transpose (Llama's dq
+// going back to [B, T, H, D]) is marked, one whose result is also returned
+// is not, and that a concat with a piece no kernel writes in place (a
+// slice) marks none of its pieces.
+// CHECK-LABEL: func.func @rotary_marks
+// CHECK: tc.rotary %arg0, %arg1, %arg2 {tc.out_transposed}
+// CHECK: tc.rotary %arg0, %arg1, %arg2 :
+// CHECK: tc.rotary %arg0, %arg1, %arg2 :
+// CHECK-NOT: tc.out_transposed
+// CHECK: return
+func.func @rotary_marks(%x: tensor<2x4x16x8xbf16>, %c: tensor<2x16x2xbf16>, %s: tensor<2x16x2xbf16>)
+    -> (tensor<2x16x4x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x16xbf16>) {
+  %a = tc.rotary %x, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %at = tc.transpose %a {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %b = tc.rotary %x, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %bt = tc.transpose %b {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %d = tc.rotary %x, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %e = tc.slice %x {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x8xbf16> to tensor<2x4x16x8xbf16>
+  %cat = tc.concat %d, %e {axis = 3 : i64} : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16> -> tensor<2x4x16x16xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x16xbf16> -> tensor<2x16x4x16xbf16>
+  return %at, %b, %bt, %ct : tensor<2x16x4x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x16xbf16>
+}

@@ -6,10 +6,11 @@
 // operand that is the [0, 2, 1, 3] transpose of a [B, T, H, D] tensor (the
 // head split of a projection) is read in place, and out of a fused [B, T, N]
 // qkv projection's split when it is a piece of one (the transpose, unread,
-// is left to tcx-eliminate-dead-work). What tc-fuse-attention-views marked
-// is written in place: the output through the transpose back
-// (tc.out_transposed), dq / dk / dv through theirs (tc.grads_transposed) or
-// into the concat that forms the qkv gradient (tc.grads_into_concat); the
+// is left to tcx-eliminate-dead-work; headSplitSource). What
+// tc-fuse-attention-views marked is written in place: the output through
+// the transpose back (tc.out_transposed), dq / dk / dv through theirs or
+// into their piece of a concat a head transpose reads (tc.grads_transposed)
+// or into the concat that forms the qkv gradient (tc.grads_into_concat); the
 // ops written through go with the call. No copies around attention.
 //
 //===----------------------------------------------------------------------===//
@@ -54,51 +55,26 @@ struct AttentionCall {
   std::pair<Value, Strides> piece(Value whole, RankedTensorType wholeType, int64_t start,
                                   RankedTensorType pieceType, int64_t d) {
     int64_t n = wholeType.getDimSize(2);
-    int64_t bytes = (wholeType.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-    Value v = tcx::ViewOp::create(b, op->getLoc(), tcx::BufferType::fromTensorType(pieceType),
-                                  whole, b.getI64IntegerAttr(start * bytes));
-    return {v, Strides{wholeType.getDimSize(1) * n, d, n}};
+    return {elementView(b, op->getLoc(), whole, pieceType, start),
+            Strides{wholeType.getDimSize(1) * n, d, n}};
   }
-  void strides(StringRef name, const Strides &st) {
+  void strides(StringRef name, ArrayRef<int64_t> st) {
     attrs.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(st)));
   }
-  /// The buffer operand `v` is read from, recording its strides as `name`.
+  /// The buffer operand `v` is read from, recording its strides as `name`:
+  /// in place when it is a head-split view of another tensor
+  /// (headSplitSource; a view typed [B, T, H, D] at its first element).
   Value operand(Value v, StringRef name) {
     auto t = tensorType(v);
-    if (Operation *def = v.getDefiningOp(); isHeadTranspose(def)) {
-      Value x = def->getOperand(0);
-      // x = reshape(split(qkv)[i]) along the last axis of a [B, T, N] projection.
-      if (auto r = x.getDefiningOp<ReshapeOp>())
-        if (auto sp = r.getInput().getDefiningOp<SplitOp>()) {
-          auto it = tensorType(sp.getInput());
-          if (it.getRank() == 3 && sp.getAxis() == 2 && it.getDimSize(0) == t.getDimSize(0) &&
-              it.getDimSize(1) == t.getDimSize(2)) {
-            auto [view, st] = piece(buffers.bufferOf(b, sp.getInput()), it,
-                                    offsetInLastAxis(sp.getResults(), r.getInput()),
-                                    tensorType(x), t.getDimSize(3));
-            strides(name, st);
-            return view;
-          }
-        }
-      // x = reshape(slice(qkv)): the dynamo exporter's split of a fused
-      // [B, T, N] projection (GPT-2's c_attn, GPT-NeoX's query_key_value) as
-      // unit-stride slices of the last axis.
-      if (auto r = x.getDefiningOp<ReshapeOp>())
-        if (auto sl = r.getInput().getDefiningOp<SliceOp>()) {
-          auto it = tensorType(sl.getInput()), st3 = tensorType(sl.getResult());
-          ArrayRef<int64_t> starts = sl.getStarts(), steps = sl.getStrides();
-          if (it.getRank() == 3 && starts[0] == 0 && starts[1] == 0 &&
-              llvm::all_of(steps, [](int64_t s) { return s == 1; }) &&
-              st3.getDimSize(0) == it.getDimSize(0) && st3.getDimSize(1) == it.getDimSize(1) &&
-              it.getDimSize(0) == t.getDimSize(0) && it.getDimSize(1) == t.getDimSize(2)) {
-            auto [view, st] = piece(buffers.bufferOf(b, sl.getInput()), it, starts[2],
-                                    tensorType(x), t.getDimSize(3));
-            strides(name, st);
-            return view;
-          }
-        }
-      strides(name, headMajor(t));
-      return buffers.bufferOf(b, x);
+    if (std::optional<HeadSplitSource> src = headSplitSource(v)) {
+      strides(name, src->strides);
+      auto rows = RankedTensorType::get(
+          {t.getDimSize(0), t.getDimSize(2), t.getDimSize(1), t.getDimSize(3)},
+          t.getElementType());
+      Value whole = buffers.bufferOf(b, src->whole);
+      if (src->start == 0 && tensorType(src->whole) == rows)
+        return whole;
+      return elementView(b, op->getLoc(), whole, rows, src->start);
     }
     if (auto it = buffers.stridedAttention.find(v); it != buffers.stridedAttention.end()) {
       strides(name, it->second.second);
@@ -194,13 +170,12 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
     std::optional<GradConcat> cat;
     if (ag->hasAttr(kGradsIntoConcatAttr) && !(cat = gradConcat(ag)))
       return rewriter.notifyMatchFailure(ag, "tc.grads_into_concat without the concat");
-    Operation *trs[3] = {nullptr, nullptr, nullptr};
+    std::optional<TransposedDestination> dsts[3];
     if (auto marks = ag->getAttrOfType<DenseBoolArrayAttr>(kGradsTransposedAttr)) {
       if (marks.size() != 3)
         return rewriter.notifyMatchFailure(ag, "tc.grads_transposed needs one flag per gradient");
-      auto noOtherReader = [](Operation *) { return false; };
       for (int j = 0; j < 3; ++j)
-        if (marks[j] && !(trs[j] = headTransposeReader(grads[j], noOtherReader)))
+        if (marks[j] && !(dsts[j] = transposedDestination(grads[j])))
           return rewriter.notifyMatchFailure(ag, "tc.grads_transposed without a transpose");
     }
     AttentionCall call(ag, buffers, rewriter);
@@ -222,8 +197,14 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
         call.strides(names[j], st);
       }
     } else {
-      for (int j = 0; j < 3; ++j)
-        outs[j] = call.result(grads[j], names[j], trs[j]).buffer;
+      for (int j = 0; j < 3; ++j) {
+        if (dsts[j] && dsts[j]->concat) { // a piece of a concat that a head transpose reads
+          outs[j] = writeThrough(buffers, rewriter, ag.getLoc(), *dsts[j], tensorType(grads[j]));
+          call.strides(names[j], dsts[j]->strides);
+          continue;
+        }
+        outs[j] = call.result(grads[j], names[j], dsts[j] ? dsts[j]->transpose : nullptr).buffer;
+      }
     }
     if (Value amax = ag.getAmax()) { // tc-fuse-fp8-amax's, of the gradients amax_of names
       outs.push_back(buffers.outBuffer(rewriter, amax));

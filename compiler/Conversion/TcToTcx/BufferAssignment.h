@@ -100,6 +100,9 @@ public:
   /// reads it with.
   llvm::DenseMap<mlir::Value, std::pair<mlir::Value, llvm::SmallVector<int64_t>>>
       stridedAttention;
+  /// A last-axis concat whose pieces are written in place into the head
+  /// transpose that reads it -> that transpose's buffer (writeThrough).
+  llvm::DenseMap<mlir::Operation *, mlir::Value> transposedConcats;
   /// A tc.quantize result -> the buffer of its transposed copy [cols, rows],
   /// which the tc.scaled_matmuls that read it transposed use.
   llvm::DenseMap<mlir::Value, mlir::Value> transposedFp8;

@@ -528,6 +528,81 @@ bool readsOnlyAsResult(Operation *u, Value o) {
          g.getGrad() != o;
 }
 
+std::optional<HeadSplitSource> headSplitSource(Value v) {
+  auto t = tensorType(v);
+  if (t.getRank() != 4)
+    return std::nullopt;
+  int64_t B = t.getDimSize(0), H = t.getDimSize(1), T = t.getDimSize(2), D = t.getDimSize(3);
+  auto unitSlice = [](SliceOp sl) {
+    return llvm::all_of(sl.getStrides(), [](int64_t s) { return s == 1; }) &&
+           llvm::all_of(sl.getStarts().drop_back(), [](int64_t s) { return s == 0; });
+  };
+  Operation *def = v.getDefiningOp();
+  if (isHeadTranspose(def)) {
+    Value x = def->getOperand(0);
+    // A piece of a fused [B, T, N] projection, split or sliced along N.
+    if (auto r = x.getDefiningOp<ReshapeOp>()) {
+      Value piece = r.getInput(), whole;
+      int64_t start = 0;
+      if (auto sp = piece.getDefiningOp<SplitOp>(); sp && sp.getAxis() == 2) {
+        whole = sp.getInput();
+        for (Value p : sp.getResults()) {
+          if (p == piece)
+            break;
+          start += tensorType(p).getDimSize(2);
+        }
+      } else if (auto sl = piece.getDefiningOp<SliceOp>(); sl && unitSlice(sl)) {
+        whole = sl.getInput();
+        start = sl.getStarts().back();
+      }
+      if (whole) {
+        auto wt = tensorType(whole), pt = tensorType(piece);
+        if (wt.getRank() == 3 && pt.getRank() == 3 && wt.getDimSize(0) == B &&
+            wt.getDimSize(1) == T && pt.getDimSize(0) == B && pt.getDimSize(1) == T) {
+          int64_t n = wt.getDimSize(2);
+          return HeadSplitSource{whole, start, {T * n, D, n}};
+        }
+      }
+    }
+    return HeadSplitSource{x, 0, {T * H * D, D, H * D}};
+  }
+  // A slice of the last axis of the head transpose of [B, T, H, M].
+  if (auto sl = llvm::dyn_cast_or_null<SliceOp>(def); sl && unitSlice(sl)) {
+    Operation *tr = sl.getInput().getDefiningOp();
+    if (isHeadTranspose(tr)) {
+      int64_t m = tensorType(tr->getOperand(0)).getDimSize(3);
+      return HeadSplitSource{tr->getOperand(0), sl.getStarts().back(), {T * H * m, m, H * m}};
+    }
+  }
+  (void)B;
+  return std::nullopt;
+}
+
+std::optional<TransposedDestination> transposedDestination(Value r) {
+  auto t = tensorType(r);
+  if (t.getRank() != 4 || !r.hasOneUse())
+    return std::nullopt;
+  int64_t H = t.getDimSize(1), T = t.getDimSize(2);
+  Operation *u = *r.getUsers().begin();
+  if (isHeadTranspose(u)) {
+    int64_t D = t.getDimSize(3);
+    return TransposedDestination{u, ConcatOp(), 0, {T * H * D, D, H * D}};
+  }
+  auto cat = llvm::dyn_cast<ConcatOp>(u);
+  if (!cat || cat.getAxis() != 3 || !cat.getResult().hasOneUse() ||
+      !isHeadTranspose(*cat.getResult().getUsers().begin()))
+    return std::nullopt;
+  int64_t start = 0;
+  for (Value p : cat.getInputs()) {
+    if (p == r)
+      break;
+    start += tensorType(p).getDimSize(3);
+  }
+  int64_t n = tensorType(cat.getResult()).getDimSize(3);
+  return TransposedDestination{*cat.getResult().getUsers().begin(), cat, start,
+                               {T * H * n, n, H * n}};
+}
+
 std::optional<GradConcat> gradConcat(AttentionGradOp grad) {
   GradConcat gc;
   for (Value g : {grad.getDquery(), grad.getDkey(), grad.getDvalue()}) {

@@ -48,10 +48,12 @@ constexpr llvm::StringLiteral kColSumAttr = "tc.col_sum";
 
 /// On a tc.attention (tc-fuse-attention-views): the output is written
 /// straight into the [B, T, H, D] head transpose that reads it, which goes
-/// with the call.
+/// with the call. On a tc.rotary: its result is written into its
+/// transposedDestination (Rotary.cpp).
 constexpr llvm::StringLiteral kOutTransposedAttr = "tc.out_transposed";
 /// On a tc.attention_grad (tc-fuse-attention-views): which of dq, dk, dv are
-/// written straight into the head transpose that is their only reader.
+/// written straight into their transposedDestination (the head transpose
+/// that is their only reader, or their piece of a concat that one reads).
 constexpr llvm::StringLiteral kGradsTransposedAttr = "tc.grads_transposed";
 /// On a tc.attention_grad (tc-fuse-attention-views): dq, dk, dv are written
 /// into their pieces of the concat that forms the gradient of a fused
@@ -207,6 +209,36 @@ mlir::Operation *headTransposeReader(mlir::Value r,
 /// Whether `u` reads the attention output `o` only as the backward's
 /// `result` operand (the forward may then still write `o` transposed).
 bool readsOnlyAsResult(mlir::Operation *u, mlir::Value o);
+/// Where the elements of a [B, H, T, D] value `v` already lie when it is a
+/// head-split view of another tensor, so that a kernel reads them in place:
+/// the head transpose of a [B, T, H, D] x (an attention projection's head
+/// split; x a reshape of a piece of a fused [B, T, N] qkv projection, split
+/// or unit-stride last-axis slice, is read out of the projection), or a
+/// unit-stride last-axis slice of the head transpose of a [B, T, H, M] x
+/// (GPT-NeoX's per-head qkv). The elements start at element `start` of
+/// `whole`'s buffer, [batch, head, row] element strides `strides`.
+struct HeadSplitSource {
+  mlir::Value whole;
+  int64_t start = 0;
+  llvm::SmallVector<int64_t, 3> strides;
+};
+std::optional<HeadSplitSource> headSplitSource(mlir::Value v);
+
+/// Where a [B, H, T, Dp] result `r` can be written in place (its kernel
+/// taking output strides): into the head transpose that is its only reader
+/// (`transpose`, `concat` null), or into its piece of a last-axis concat of
+/// [B, H, T, *] values that is `r`'s only reader and whose only reader is a
+/// head transpose (`concat` set: GPT-NeoX's qkv gradient). The elements
+/// then go to element `start` of the transpose's [B, T, H, N] result,
+/// [batch, head, row] strides `strides`.
+struct TransposedDestination {
+  mlir::Operation *transpose = nullptr;
+  ConcatOp concat;
+  int64_t start = 0;
+  llvm::SmallVector<int64_t, 3> strides;
+};
+std::optional<TransposedDestination> transposedDestination(mlir::Value r);
+
 /// dq, dk, dv of `grad` each -> its only reader, a head transpose -> that
 /// one's only reader, a reshape -> one concat of the three along the last
 /// axis of a [B, T, N] tensor: the ops [tr, reshape] per gradient and the

@@ -2,7 +2,8 @@
 //
 // The conversion patterns of tc-lower-to-tcx, one populate function per op
 // family (Buffers.cpp, Kernels.cpp, Matmul.cpp, Norm.cpp, Loss.cpp,
-// Attention.cpp, Embedding.cpp, Fp8.cpp, Fp4.cpp), and the small helpers they share.
+// Attention.cpp, Rotary.cpp, Embedding.cpp, Fp8.cpp, Fp4.cpp), and the small helpers they
+// share.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_COMPILER_CONVERSION_TCTOTCX_PATTERNS_H
@@ -42,6 +43,8 @@ void populateTcToTcxNormPatterns(mlir::RewritePatternSet &patterns, BufferAssign
 void populateTcToTcxLossPatterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers);
 void populateTcToTcxAttentionPatterns(mlir::RewritePatternSet &patterns,
                                       BufferAssignment &buffers);
+void populateTcToTcxRotaryPatterns(mlir::RewritePatternSet &patterns,
+                                   BufferAssignment &buffers);
 void populateTcToTcxEmbeddingPatterns(mlir::RewritePatternSet &patterns,
                                       BufferAssignment &buffers);
 /// tc.quantize and tc.scaled_matmul (FP8 on sm_90); `fuseEpilogues` as for
@@ -63,6 +66,26 @@ void populateTcToTcxPatterns(mlir::RewritePatternSet &patterns, BufferAssignment
 mlir::LogicalResult lowerToKernel(mlir::Operation *op, llvm::StringRef kind,
                                   BufferAssignment &buffers,
                                   mlir::ConversionPatternRewriter &rewriter);
+
+/// A view typed `type` of buffer `whole` from its element `start` (of
+/// `type`'s element type): a piece a kernel reads or writes with strides.
+inline mlir::Value elementView(mlir::OpBuilder &b, mlir::Location loc, mlir::Value whole,
+                               mlir::RankedTensorType type, int64_t start) {
+  int64_t bytes = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  return tcx::ViewOp::create(b, loc, tcx::BufferType::fromTensorType(type), whole,
+                             b.getI64IntegerAttr(start * bytes));
+}
+
+struct TransposedDestination;
+/// The buffer a result whose transposed destination is `d`
+/// (transposedDestination) is written to: a view typed `type` at `d.start`
+/// of the head transpose's buffer. A lone transpose is replaced by its
+/// buffer here; a concat's buffer is made by its first piece's writer and
+/// kept in `buffers.transposedConcats` for the others and the concat's
+/// lowering (Rotary.cpp).
+mlir::Value writeThrough(BufferAssignment &buffers, mlir::ConversionPatternRewriter &rewriter,
+                         mlir::Location loc, const TransposedDestination &d,
+                         mlir::RankedTensorType type);
 
 inline mlir::RankedTensorType tensorType(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType());

@@ -40,6 +40,7 @@ void populateTcToTcxPatterns(RewritePatternSet &patterns, BufferAssignment &buff
   populateTcToTcxNormPatterns(patterns, buffers);
   populateTcToTcxLossPatterns(patterns, buffers);
   populateTcToTcxAttentionPatterns(patterns, buffers);
+  populateTcToTcxRotaryPatterns(patterns, buffers);
   populateTcToTcxEmbeddingPatterns(patterns, buffers);
   populateTcToTcxFp8Patterns(patterns, buffers, fuseEpilogues);
   populateTcToTcxFp4Patterns(patterns, buffers);

@@ -241,7 +241,12 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
 /// tc.rotary: y[b, h, s, d] for input [B, H, S, D], tables [B, S, R/2]
 /// (runtime/src/cpu/rotary.cpp's pairs, in f32 (f64 for f64 data) with one
 /// rounding to the result); features from R on are copied. One thread per
-/// output element: it reads its pair and the pair's cos / sin.
+/// output element: it reads its pair and the pair's cos / sin. The input is
+/// read and the result written with [batch, head, row] element strides
+/// (tcx::kRotaryInStridesAttr / kRotaryOutStridesAttr, dense without them:
+/// tc-lower-to-tcx reads q / k out of their projection and writes the
+/// gradients into the transposed qkv gradient), meta [B, H, S, D, R/2,
+/// in strides, out strides].
 FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   Value in = op.getInput(), cs = op.getCos(), sn = op.getSin(), out = op.getResult();
   ArrayRef<int64_t> is = shapeOf(in), ts = shapeOf(cs);
@@ -249,6 +254,17 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
       ts[1] != is[2] || 2 * ts[2] > is[3] || shapeOf(out) != is)
     return op.emitOpError() << "CUDA codegen: tc.rotary wants input [B, H, S, D] and cos/sin "
                                "[B, S, R/2] with R <= D";
+  std::vector<int64_t> strides[2];
+  const llvm::StringLiteral names[2] = {tcx::kRotaryInStridesAttr, tcx::kRotaryOutStridesAttr};
+  for (auto [k, name] : llvm::enumerate(names)) {
+    strides[k] = {is[1] * is[2] * is[3], is[2] * is[3], is[3]};
+    if (auto a = op->getAttrOfType<DenseI64ArrayAttr>(name)) {
+      if (a.size() != 3 || llvm::any_of(a.asArrayRef(), [](int64_t x) { return x < 0; }))
+        return op.emitOpError() << "CUDA codegen: '" << name
+                                << "' needs 3 non-negative [batch, head, row] strides";
+      strides[k].assign(a.asArrayRef().begin(), a.asArrayRef().end());
+    }
+  }
   Signature sig;
   sig.output(0, out);
   sig.input(0, in);
@@ -256,19 +272,27 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   sig.input(2, sn);
   std::vector<int64_t> meta(is.begin(), is.end());
   meta.push_back(ts[2]);
+  for (const std::vector<int64_t> &st : strides)
+    meta.insert(meta.end(), st.begin(), st.end());
   int64_t n = product(is);
   sig.tail(n, meta);
   Type e = eltOf(in), te = eltOf(cs);
   std::string ct = computeType(e);
   auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
   std::string s = header(sig);
+  // The rows' first elements in the input and the result.
+  const std::string rows =
+      "const long long irow = bb * meta.v[5] + hh * meta.v[6] + sq * meta.v[7], "
+      "orow = bb * meta.v[8] + hh * meta.v[9] + sq * meta.v[10];\n";
   // The vector path: V consecutive features of one half per thread (16-byte
   // loads of x's two halves, the tables and the store), rotate_half layout,
-  // when the halves and the row split into whole vectors.
+  // when the halves, the row and every stride split into whole vectors.
   int64_t bytes = std::max(storageBytes(e), storageBytes(te));
   int64_t V = 16 / bytes, half = ts[2], D = is[3];
   bool vec = !op.getInterleaved() && V > 1 && half % V == 0 && D % V == 0 &&
              storageBytes(e) * V == 16;
+  for (const std::vector<int64_t> &st : strides)
+    vec = vec && llvm::all_of(st, [&](int64_t x) { return x % V == 0; });
   if (vec) {
     std::string VS = std::to_string(V), X = "TcVec<" + storageType(e) + ", " + VS + ">",
                 T = "TcVec<" + storageType(te) + ", " + VS + ">";
@@ -277,13 +301,14 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
     s += "    const long long half = meta.v[4], D = meta.v[3], S = meta.v[2], H = meta.v[1];\n";
     s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
          "; b < n; b += (long long)gridDim.x * blockDim.x * " + VS + ") {\n";
-    s += "      const long long d = b % D, q = b / D, sq = q % S, bb = q / S / H, row = b - d;\n";
-    s += "      if (d >= 2 * half) { *reinterpret_cast<" + X + "*>(out0 + b) = *reinterpret_cast<const " +
-         X + "*>(in0 + b); continue; }\n";
+    s += "      const long long d = b % D, q = b / D, sq = q % S, hh = q / S % H, bb = q / S / H;\n";
+    s += "      " + rows;
+    s += "      if (d >= 2 * half) { *reinterpret_cast<" + X + "*>(out0 + orow + d) = "
+         "*reinterpret_cast<const " + X + "*>(in0 + irow + d); continue; }\n";
     s += "      const bool first = d < half;\n";
     s += "      const long long k = first ? d : d - half, t = (bb * S + sq) * half + k;\n";
-    s += "      const " + X + " a1 = *reinterpret_cast<const " + X + "*>(in0 + row + k);\n";
-    s += "      const " + X + " a2 = *reinterpret_cast<const " + X + "*>(in0 + row + k + half);\n";
+    s += "      const " + X + " a1 = *reinterpret_cast<const " + X + "*>(in0 + irow + k);\n";
+    s += "      const " + X + " a2 = *reinterpret_cast<const " + X + "*>(in0 + irow + k + half);\n";
     s += "      const " + T + " cv = *reinterpret_cast<const " + T + "*>(in1 + t);\n";
     s += "      const " + T + " sv = *reinterpret_cast<const " + T + "*>(in2 + t);\n";
     s += "      " + X + " o;\n#pragma unroll\n      for (int j = 0; j < " + VS + "; ++j) {\n";
@@ -292,24 +317,25 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
     s += "        const " + ct + " x1 = " + load(e, "a1.v[j]") + ", x2 = " + load(e, "a2.v[j]") + ";\n";
     s += "        o.v[j] = " + storeExpr(eltOf(out), "(first ? c * x1 - sn * x2 : sn * x1 + c * x2)") +
          ";\n      }\n";
-    s += "      *reinterpret_cast<" + X + "*>(out0 + b) = o;\n    }\n    return;\n  }\n";
+    s += "      *reinterpret_cast<" + X + "*>(out0 + orow + d) = o;\n    }\n    return;\n  }\n";
   }
   s += kLoopBegin + outIdx(4, 0, n);
-  s += "    const long long half = meta.v[4], d = o3, row = i - d;\n";
-  s += "    if (d >= 2 * half) { out0[i] = in0[i]; continue; }\n";
+  s += "    const long long half = meta.v[4], d = o3, bb = o0, hh = o1, sq = o2;\n";
+  s += "    " + rows;
+  s += "    if (d >= 2 * half) { out0[orow + d] = in0[irow + d]; continue; }\n";
   if (op.getInterleaved()) {
-    s += "    const long long k = d / 2, i1 = row + 2 * k, i2 = i1 + 1;\n";
+    s += "    const long long k = d / 2, i1 = irow + 2 * k, i2 = i1 + 1;\n";
     s += "    const bool first = d % 2 == 0;\n";
   } else {
-    s += "    const long long k = d < half ? d : d - half, i1 = row + k, i2 = i1 + half;\n";
+    s += "    const long long k = d < half ? d : d - half, i1 = irow + k, i2 = i1 + half;\n";
     s += "    const bool first = d < half;\n";
   }
   s += "    const long long t = (o0 * meta.v[2] + o2) * half + k;\n";
   s += "    const " + ct + " c = (" + ct + ")" + load(te, "in1[t]") + ", sn = (" + ct + ")" +
        load(te, "in2[t]") + ";\n";
   s += "    const " + ct + " x1 = " + load(e, "in0[i1]") + ", x2 = " + load(e, "in0[i2]") + ";\n";
-  s += "    out0[i] = " + storeExpr(eltOf(out), "(first ? c * x1 - sn * x2 : sn * x1 + c * x2)") +
-       ";\n  }\n}\n";
+  s += "    out0[orow + d] = " +
+       storeExpr(eltOf(out), "(first ? c * x1 - sn * x2 : sn * x1 + c * x2)") + ";\n  }\n}\n";
   // (The scalar loop, for unaligned buffers, strides over the same grid.)
   return makeKernel(op, std::move(s), sig, gridFor(vec ? n / V : n, 256), "rotary");
 }

@@ -18,6 +18,13 @@
 #include "dialects/tcx/IR/TcxTypes.h.inc"
 
 namespace tcx {
+/// On the tc.rotary in a generated "rotary" tcx.kernel (tc-lower-to-tcx
+/// sets them, CUDA codegen reads them): the [batch, head, row] element
+/// strides its input is read with / its result written with (the innermost
+/// axis contiguous), when they are not the dense ones.
+inline constexpr llvm::StringLiteral kRotaryInStridesAttr = "tc.in_strides";
+inline constexpr llvm::StringLiteral kRotaryOutStridesAttr = "tc.out_strides";
+
 /// What a `tcx.matmul` computes besides its buffers, by name (the op's
 /// attributes, with their defaults): the builder's argument, so that a new
 /// attribute (FP8 scales, say) is one field here and not one more positional

@@ -204,3 +204,32 @@ func.func @rotary(%x: tensor<2x4x32x64xbf16>, %c: tensor<2x32x32xbf16>, %s: tens
   %q = tc.rotary %y, %d, %e {interleaved = true} : (tensor<1x3x5x24xf32>, tensor<1x5x8xf32>, tensor<1x5x8xf32>) -> tensor<1x3x5x24xf32>
   return %r, %q : tensor<2x4x32x64xbf16>, tensor<1x3x5x24xf32>
 }
+
+// Rotary read and written in place (tc-lower-to-tcx's strides): Llama's q
+// out of its [B, T, H*D] projection through the head transpose, the result
+// written straight into the head transpose back (bf16: the vector path);
+// GPT-NeoX's q / k / v sliced out of a per-head qkv [B, T, H, 3D] (f32, a
+// partial rotary over 4 of 8 features: the scalar path), each written into
+// its piece of the concat that the head transpose back reads.
+func.func @rotary_in_place(%x: tensor<2x32x256xbf16>, %c: tensor<2x32x32xbf16>,
+                           %s: tensor<2x32x32xbf16>, %y: tensor<1x5x72xf32>,
+                           %d: tensor<1x5x2xf32>, %e: tensor<1x5x2xf32>)
+    -> (tensor<2x32x256xbf16>, tensor<1x5x72xf32>) {
+  %xr = tc.reshape %x : tensor<2x32x256xbf16> to tensor<2x32x4x64xbf16>
+  %xt = tc.transpose %xr {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x32x4x64xbf16> -> tensor<2x4x32x64xbf16>
+  %r = tc.rotary %xt, %c, %s : (tensor<2x4x32x64xbf16>, tensor<2x32x32xbf16>, tensor<2x32x32xbf16>) -> tensor<2x4x32x64xbf16>
+  %rt = tc.transpose %r {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x32x64xbf16> -> tensor<2x32x4x64xbf16>
+  %rr = tc.reshape %rt : tensor<2x32x4x64xbf16> to tensor<2x32x256xbf16>
+  %yr = tc.reshape %y : tensor<1x5x72xf32> to tensor<1x5x3x24xf32>
+  %yt = tc.transpose %yr {permutation = array<i64: 0, 2, 1, 3>} : tensor<1x5x3x24xf32> -> tensor<1x3x5x24xf32>
+  %q = tc.slice %yt {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<1x3x5x24xf32> to tensor<1x3x5x8xf32>
+  %k = tc.slice %yt {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<1x3x5x24xf32> to tensor<1x3x5x8xf32>
+  %v = tc.slice %yt {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<1x3x5x24xf32> to tensor<1x3x5x8xf32>
+  %qr = tc.rotary %q, %d, %e : (tensor<1x3x5x8xf32>, tensor<1x5x2xf32>, tensor<1x5x2xf32>) -> tensor<1x3x5x8xf32>
+  %kr = tc.rotary %k, %d, %e : (tensor<1x3x5x8xf32>, tensor<1x5x2xf32>, tensor<1x5x2xf32>) -> tensor<1x3x5x8xf32>
+  %vr = tc.rotary %v, %d, %e : (tensor<1x3x5x8xf32>, tensor<1x5x2xf32>, tensor<1x5x2xf32>) -> tensor<1x3x5x8xf32>
+  %cat = tc.concat %qr, %kr, %vr {axis = 3 : i64} : tensor<1x3x5x8xf32>, tensor<1x3x5x8xf32>, tensor<1x3x5x8xf32> -> tensor<1x3x5x24xf32>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<1x3x5x24xf32> -> tensor<1x5x3x24xf32>
+  %cr = tc.reshape %ct : tensor<1x5x3x24xf32> to tensor<1x5x72xf32>
+  return %rr, %cr : tensor<2x32x256xbf16>, tensor<1x5x72xf32>
+}

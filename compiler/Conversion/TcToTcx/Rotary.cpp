@@ -1,0 +1,116 @@
+//===- Rotary.cpp - tc.rotary -> a generated kernel with strides -----------===//
+//
+// tc.rotary -> a "rotary" kernel that reads its input in place when it is a
+// head-split view of a projection (headSplitSource: Llama's q / k straight
+// out of the [B, T, H, D] projection, GPT-NeoX's out of its per-head qkv)
+// and, marked tc.out_transposed by tc-fuse-attention-views, writes its
+// result through the head transpose that reads it, or into its piece of a
+// last-axis concat that one head transpose reads (the gradients of q and k
+// into the qkv projection's gradient). The kernel's tc.rotary carries the
+// [batch, head, row] element strides of both sides (tcx::kRotaryInStridesAttr,
+// tcx::kRotaryOutStridesAttr) when they are not the dense ones; the transposes,
+// slices and the concat are then not made.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Conversion/TcToTcx/Patterns.h"
+
+using namespace mlir;
+
+namespace tc {
+
+Value writeThrough(BufferAssignment &buffers, ConversionPatternRewriter &rewriter, Location loc,
+                   const TransposedDestination &d, RankedTensorType type) {
+  Value whole;
+  if (d.concat) {
+    Value &shared = buffers.transposedConcats[d.concat];
+    if (!shared)
+      shared = buffers.outBuffer(rewriter, d.transpose->getResult(0));
+    whole = shared;
+  } else {
+    whole = buffers.outBuffer(rewriter, d.transpose->getResult(0));
+    rewriter.replaceOp(d.transpose, whole);
+  }
+  return elementView(rewriter, loc, whole, type, d.start);
+}
+
+namespace {
+
+SmallVector<int64_t> denseStrides(RankedTensorType t) {
+  return {t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
+          t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
+}
+
+struct RotaryLowering : TcxPattern<RotaryOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(RotaryOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto it = tensorType(op.getInput()), rt = tensorType(op.getResult());
+    if (it.getRank() != 4)
+      return rewriter.notifyMatchFailure(op, "not [B, H, T, D]");
+    std::optional<TransposedDestination> dst;
+    if (op->hasAttr(kOutTransposedAttr) && !(dst = transposedDestination(op.getResult())))
+      return rewriter.notifyMatchFailure(op, "tc.out_transposed without a transpose to write");
+    Location loc = op.getLoc();
+    SmallVector<int64_t> inStrides = denseStrides(it), outStrides = denseStrides(rt);
+    Value in;
+    if (std::optional<HeadSplitSource> src = headSplitSource(op.getInput())) {
+      in = elementView(rewriter, loc, buffers.bufferOf(rewriter, src->whole), it, src->start);
+      inStrides.assign(src->strides.begin(), src->strides.end());
+    } else {
+      in = buffers.bufferOf(rewriter, op.getInput());
+    }
+    Value cs = buffers.bufferOf(rewriter, op.getCos()), sn = buffers.bufferOf(rewriter, op.getSin());
+    if (!in || !cs || !sn)
+      return rewriter.notifyMatchFailure(op, "an operand has no buffer (internal error)");
+    Value out;
+    if (dst) {
+      out = writeThrough(buffers, rewriter, loc, *dst, rt);
+      outStrides.assign(dst->strides.begin(), dst->strides.end());
+    } else {
+      out = buffers.outBuffer(rewriter, op.getResult());
+    }
+    tcx::KernelOp kernel = buffers.newKernel(rewriter, loc, "rotary", "rotary");
+    {
+      OpBuilder::InsertionGuard g(rewriter);
+      Block *entry = rewriter.createBlock(&kernel.getBody(), {}, op->getOperandTypes(),
+                                          {loc, loc, loc});
+      auto clone = llvm::cast<RotaryOp>(rewriter.clone(*op));
+      clone->setOperands(entry->getArguments());
+      clone->removeAttr(kOutTransposedAttr);
+      if (inStrides != denseStrides(it))
+        clone->setAttr(tcx::kRotaryInStridesAttr, rewriter.getDenseI64ArrayAttr(inStrides));
+      if (outStrides != denseStrides(rt))
+        clone->setAttr(tcx::kRotaryOutStridesAttr, rewriter.getDenseI64ArrayAttr(outStrides));
+      tcx::YieldOp::create(rewriter, loc, clone->getResults());
+    }
+    buffers.launch(rewriter, op, kernel, {in, cs, sn}, {out});
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+/// The concat whose pieces were written into its head transpose's buffer:
+/// it and the transpose become that buffer.
+struct ConcatIntoTransposeLowering : TcxPattern<ConcatOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(ConcatOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto found = buffers.transposedConcats.find(op);
+    if (found == buffers.transposedConcats.end())
+      return rewriter.notifyMatchFailure(op, "not written in place");
+    Operation *tr = *op.getResult().getUsers().begin();
+    rewriter.replaceOp(tr, found->second);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateTcToTcxRotaryPatterns(RewritePatternSet &patterns, BufferAssignment &buffers) {
+  patterns.add<RotaryLowering, ConcatIntoTransposeLowering>(patterns.getContext(), buffers);
+}
+
+} // namespace tc
