@@ -307,18 +307,28 @@ struct FusionGen {
       sig.tail(numel, meta);
       if (failed(elementwise(bodyText, k)))
         return failure();
+    } else if (smallRow()) {
+      // One short row (a gradient's sum of squares for the grad-norm clip):
+      // its length is the launch's n, not meta, so that rows of any length
+      // share the kernel and one grouped launch (below) takes them all.
+      meta[0] = 0;
+      sig.tail(rowLen, meta);
+      if (failed(rowKernel(bodyText, k)))
+        return failure();
     } else {
       sig.tail(rows, meta);
       if (failed(fullReduction() ? fullReductionKernel(bodyText, k) : rowKernel(bodyText, k)))
         return failure();
     }
     src += globals;
-    if (!red && !needIdx) {
+    if ((!red || smallRow()) && !needIdx) {
       // Elementwise kernels without index arithmetic also get a grouped entry
       // point, NAME_group: one launch over many same-kernel problems (the
       // per-parameter optimizer updates: one AdamW launch for every
-      // parameter). Each item holds its pointers, n and its range of blocks;
-      // a block finds its item by binary search and runs the same body.
+      // parameter; the grad-norm's sums of squares of the short gradients,
+      // a block each). Each item holds its pointers, n and its range of
+      // blocks; a block finds its item by binary search and runs the same
+      // body.
       std::string body = bodyText;
       for (auto [from, to] : {std::pair<const char *, const char *>{"blockIdx.x", "bid_"},
                               {"gridDim.x", "nb_"}})
@@ -451,6 +461,13 @@ struct FusionGen {
   /// does not depend on the order. Results other than the reduction must
   /// span the whole space (stored densely) for the vector path.
   static constexpr int64_t kFullReductionBlocks = 1056; // 132 SMs x 8 blocks of 256
+  /// A sum / max / min of one row shorter than the long rows rowKernel
+  /// splits (2^15) without index arithmetic: one block, the row's length its
+  /// n (groupable).
+  bool smallRow() const {
+    return red && rows == 1 && !tc::isLastAxisSoftmax(red) && !fullReduction() && !needIdx &&
+           rowLen < (int64_t(1) << 15);
+  }
   bool fullReduction() const {
     return red && rows == 1 && llvm::isa<tc::ReduceMaxOp, tc::ReduceMinOp>(red) &&
            !isBool(eltOf(red->getOperand(0)));
@@ -530,7 +547,7 @@ struct FusionGen {
     // A warp per row up to 4096 elements: 8 independent rows per block and no
     // __syncthreads (attention softmax rows of 1024: block-per-row kernels
     // were latency-bound, 1.3 ms for [16,12,1024,1024] on the H200).
-    int64_t tpr = rowLen > 4096 ? 256 : 32;
+    int64_t tpr = rowLen > 4096 || smallRow() ? 256 : 32;
     k.launch.block = 256;
     k.launch.grid = gridFor(rows, 256 / tpr);
     // A few long rows (the sum of squares of a whole gradient for the
@@ -569,6 +586,10 @@ struct FusionGen {
       s += "  if (row < n) {\n";
       s += rowIdxCode("    ");
       end = "end_";
+    } else if (smallRow()) {
+      s += "  const int lane = threadIdx.x;\n";
+      s += "  const long long rowLen = n;\n";
+      s += "  for (long long row = blockIdx.x; row < 1; row += gridDim.x) {\n";
     } else {
       s += "  const int lane = threadIdx.x % " + T + ";\n";
       s += "  const long long rowsPerBlock = blockDim.x / " + T + ";\n";

@@ -233,3 +233,20 @@ func.func @rotary_in_place(%x: tensor<2x32x256xbf16>, %c: tensor<2x32x32xbf16>,
   %cr = tc.reshape %ct : tensor<1x5x3x24xf32> to tensor<1x5x72xf32>
   return %rr, %cr : tensor<2x32x256xbf16>, tensor<1x5x72xf32>
 }
+
+// Short sums of squares (the grad-norm clip's per-gradient sums): one block
+// each, the row's length the launch's n, so that rows of any length share
+// one kernel and the runtime runs consecutive ones as one grouped launch
+// (the two bf16 vectors here; the f32 one is another kernel).
+func.func @short_sums(%a: tensor<2304xbf16>, %b: tensor<3072xbf16>, %c: tensor<768xf32>)
+    -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  %af = tc.cast %a : tensor<2304xbf16> to tensor<2304xf32>
+  %a2 = tc.mul %af, %af : tensor<2304xf32>, tensor<2304xf32> -> tensor<2304xf32>
+  %sa = tc.reduce_sum %a2 {axes = array<i64: 0>} : tensor<2304xf32> -> tensor<f32>
+  %bf = tc.cast %b : tensor<3072xbf16> to tensor<3072xf32>
+  %b2 = tc.mul %bf, %bf : tensor<3072xf32>, tensor<3072xf32> -> tensor<3072xf32>
+  %sb = tc.reduce_sum %b2 {axes = array<i64: 0>} : tensor<3072xf32> -> tensor<f32>
+  %c2 = tc.mul %c, %c : tensor<768xf32>, tensor<768xf32> -> tensor<768xf32>
+  %sc = tc.reduce_sum %c2 {axes = array<i64: 0>} : tensor<768xf32> -> tensor<f32>
+  return %sa, %sb, %sc : tensor<f32>, tensor<f32>, tensor<f32>
+}
