@@ -282,8 +282,10 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   std::string s = header(sig);
   // The rows' first elements in the input and the result.
   const std::string rows =
-      "const long long irow = bb * meta.v[5] + hh * meta.v[6] + sq * meta.v[7], "
-      "orow = bb * meta.v[8] + hh * meta.v[9] + sq * meta.v[10];\n";
+      "const long long irow = (long long)bb * meta.v[5] + (long long)hh * meta.v[6] + "
+      "(long long)sq * meta.v[7], orow = (long long)bb * meta.v[8] + (long long)hh * meta.v[9] + "
+      "(long long)sq * meta.v[10];\n";
+  const std::string ix = n < (int64_t(1) << 31) ? "unsigned" : "long long";
   // The vector path: V consecutive features of one half per thread (16-byte
   // loads of x's two halves, the tables and the store), rotate_half layout,
   // when the halves, the row and every stride split into whole vectors.
@@ -298,15 +300,19 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
                 T = "TcVec<" + storageType(te) + ", " + VS + ">";
     s += "  if (((0ull | (unsigned long long)in0 | (unsigned long long)in1 | (unsigned long long)in2 |"
          " (unsigned long long)out0) & 15) == 0) {\n";
-    s += "    const long long half = meta.v[4], D = meta.v[3], S = meta.v[2], H = meta.v[1];\n";
+    // The index arithmetic in 32 bits when the elements allow (five
+    // divisions per vector: in 64 bits they, not the bytes, bound the
+    // kernel); the offsets in 64.
+    s += "    const " + ix + " half = meta.v[4], D = meta.v[3], S = meta.v[2], H = meta.v[1];\n";
     s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
          "; b < n; b += (long long)gridDim.x * blockDim.x * " + VS + ") {\n";
-    s += "      const long long d = b % D, q = b / D, sq = q % S, hh = q / S % H, bb = q / S / H;\n";
+    s += "      const " + ix + " e_ = (" + ix + ")b, d = e_ % D, q = e_ / D, sq = q % S, "
+         "hq = q / S, hh = hq % H, bb = hq / H;\n";
     s += "      " + rows;
     s += "      if (d >= 2 * half) { *reinterpret_cast<" + X + "*>(out0 + orow + d) = "
          "*reinterpret_cast<const " + X + "*>(in0 + irow + d); continue; }\n";
     s += "      const bool first = d < half;\n";
-    s += "      const long long k = first ? d : d - half, t = (bb * S + sq) * half + k;\n";
+    s += "      const long long k = first ? d : d - half, t = ((long long)bb * S + sq) * half + k;\n";
     s += "      const " + X + " a1 = *reinterpret_cast<const " + X + "*>(in0 + irow + k);\n";
     s += "      const " + X + " a2 = *reinterpret_cast<const " + X + "*>(in0 + irow + k + half);\n";
     s += "      const " + T + " cv = *reinterpret_cast<const " + T + "*>(in1 + t);\n";
