@@ -402,7 +402,13 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
   /// and read after the root (liveAfterRoot): SwiGLU's backward recomputes
   /// silu(gate) from gate, which the gate's gradient reads next, so the
   /// forward stores silu(gate) * up alone ([tokens, ffn] bf16 per layer less
-  /// at the memory peak).
+  /// at the memory peak). Or, when nothing after the root reads `v`, a value
+  /// stored anyway that is no larger (it then lives to the root instead of
+  /// `v`): GPT-NeoX's two output biases have one gradient (both add into the
+  /// same residual sum), whose clipped f32 copy the first bias's update
+  /// stored for the second's; the second recomputes it from the bf16
+  /// gradient, so the two updates no longer depend on each other and run in
+  /// one grouped launch with the others.
   static constexpr size_t kMaxChain = 16;
   void rematerialize(Group &g, Block &block, ArrayRef<int64_t> iter,
                      const llvm::DenseMap<Operation *, unsigned> &position) {
@@ -412,7 +418,8 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
       for (Value v : inputs) {
         llvm::SetVector<Operation *> chain;
         Value extra;
-        Extra allow{&extra, byteSize(v), position, position.lookup(g.root)};
+        Extra allow{&extra, v, byteSize(v), position, position.lookup(g.root),
+                    diesAtRoot(v, g, position)};
         if (!recomputable(v, g, block, iter, inputs, chain, &allow) &&
             !widened(v, g, block, iter, chain))
           continue;
@@ -432,22 +439,37 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
   /// The one value a chain may read that the body does not read yet.
   struct Extra {
     Value *taken;        // the value chosen, null until one is
+    Value replaced;      // the input it replaces
     int64_t maxBytes;    // at most the bytes of the input it replaces
     const llvm::DenseMap<Operation *, unsigned> &position;
     unsigned rootPos;
+    bool replacedDies;   // nothing after the root reads `replaced`
   };
 
-  /// Whether `w` is stored whatever this group does and read after the
-  /// root: a function argument or the result of an op no fusion recomputes
-  /// (a matmul, a library call), with a user after `rootPos`.
+  /// Whether every reader of `v` outside g comes before g's root.
+  static bool diesAtRoot(Value v, const Group &g,
+                         const llvm::DenseMap<Operation *, unsigned> &position) {
+    unsigned rootPos = position.lookup(g.root);
+    return llvm::all_of(v.getUsers(), [&](Operation *u) {
+      if (g.members.contains(u) || g.cloned.contains(u))
+        return true;
+      auto it = position.find(u);
+      return it != position.end() && it->second < rootPos;
+    });
+  }
+
+  /// Whether `w` is stored whatever this group does (a function argument or
+  /// the result of an op no fusion recomputes: a matmul, a library call, a
+  /// view) and either read after the root anyway or no larger than the
+  /// input it replaces, which then dies sooner.
   static bool liveAfterRoot(Value w, const Extra &x) {
     Operation *wd = w.getDefiningOp();
     if (wd && (tc::isElementwise(wd) || isCloned(wd)))
       return false;
-    return llvm::any_of(w.getUsers(), [&](Operation *u) {
-      auto it = x.position.find(u);
-      return it != x.position.end() && it->second > x.rootPos;
-    });
+    return x.replacedDies || llvm::any_of(w.getUsers(), [&](Operation *u) {
+             auto it = x.position.find(u);
+             return it != x.position.end() && it->second > x.rootPos;
+           });
   }
 
   /// Whether `v` (an input of g, or a value a chain op reads) can be
