@@ -100,8 +100,20 @@ std::string opExpr(Operation *op, ArrayRef<std::string> a) {
   else if (llvm::isa<tc::AddOp>(op)) e = "(" + x + " + " + y + ")";
   else if (llvm::isa<tc::SubOp>(op)) e = "(" + x + " - " + y + ")";
   else if (llvm::isa<tc::MulOp>(op)) e = "(" + x + " * " + y + ")";
-  else if (llvm::isa<tc::DivOp>(op))
-    e = fl || isU64(in) ? "(" + x + " / " + y + ")" : "tc_idiv(" + x + ", " + y + ")";
+  else if (llvm::isa<tc::DivOp>(op)) {
+    // By a constant, in f32: times its reciprocal (within an ulp of the
+    // quotient; exact for powers of two). GPT-NeoX's erf GELU and its
+    // backward divide by sqrt(2) twice per element: IEEE divisions made
+    // those kernels compute-bound.
+    std::optional<double> c;
+    if (auto k = op->getOperand(1).getDefiningOp<tc::ConstantOp>())
+      if (auto d = llvm::dyn_cast<DenseElementsAttr>(k.getValue()); d && d.isSplat() && fl && !dbl)
+        c = d.getSplatValue<APFloat>().convertToDouble();
+    if (c && std::isfinite(*c) && *c != 0.0 && std::isfinite(1.0 / *c))
+      e = "(" + x + " * " + lit(1.0 / static_cast<double>(static_cast<float>(*c))) + ")";
+    else
+      e = fl || isU64(in) ? "(" + x + " / " + y + ")" : "tc_idiv(" + x + ", " + y + ")";
+  }
   else if (llvm::isa<tc::PowOp>(op)) {
     // x^2 and x^3 by a constant exponent (HF GPT-2's gelu_new: pow(x, 3.0),
     // its backward pow(x, 2.0)) as products: powf's log/exp path made those

@@ -250,3 +250,28 @@ func.func @short_sums(%a: tensor<2304xbf16>, %b: tensor<3072xbf16>, %c: tensor<7
   %sc = tc.reduce_sum %c2 {axes = array<i64: 0>} : tensor<768xf32> -> tensor<f32>
   return %sa, %sb, %sc : tensor<f32>, tensor<f32>, tensor<f32>
 }
+
+// GPT-NeoX's written-out erf GELU backward (bf16): the divisions by the
+// constant sqrt(2) become products by its reciprocal (within an ulp of the
+// quotient), the erf and exp stay.
+func.func @erf_gelu_grad(%x: tensor<256x1024xbf16>, %dy: tensor<256x1024xbf16>) -> tensor<256x1024xbf16> {
+  %r2 = tc.constant dense<1.4140625> : tensor<bf16>
+  %half = tc.constant dense<5.000000e-01> : tensor<bf16>
+  %one = tc.constant dense<1.000000e+00> : tensor<bf16>
+  %k = tc.constant dense<1.125000e+00> : tensor<bf16>
+  %a = tc.div %x, %r2 : tensor<256x1024xbf16>, tensor<bf16> -> tensor<256x1024xbf16>
+  %e = tc.erf %a : tensor<256x1024xbf16>
+  %e1 = tc.add %e, %one : tensor<256x1024xbf16>, tensor<bf16> -> tensor<256x1024xbf16>
+  %cdf = tc.mul %e1, %half : tensor<256x1024xbf16>, tensor<bf16> -> tensor<256x1024xbf16>
+  %t1 = tc.mul %dy, %cdf : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<256x1024xbf16>
+  %dx = tc.mul %dy, %x : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<256x1024xbf16>
+  %dxh = tc.mul %dx, %half : tensor<256x1024xbf16>, tensor<bf16> -> tensor<256x1024xbf16>
+  %a2 = tc.mul %a, %a : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<256x1024xbf16>
+  %na2 = tc.neg %a2 : tensor<256x1024xbf16>
+  %ex = tc.exp %na2 : tensor<256x1024xbf16>
+  %pdf = tc.mul %ex, %k : tensor<256x1024xbf16>, tensor<bf16> -> tensor<256x1024xbf16>
+  %t2 = tc.mul %dxh, %pdf : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<256x1024xbf16>
+  %t3 = tc.div %t2, %r2 : tensor<256x1024xbf16>, tensor<bf16> -> tensor<256x1024xbf16>
+  %g = tc.add %t1, %t3 : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<256x1024xbf16>
+  return %g : tensor<256x1024xbf16>
+}
