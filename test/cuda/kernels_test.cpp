@@ -360,10 +360,11 @@ TEST_F(CudaKernels, CrossEntropyMatchesReference) {
   for (DType dt : kFloatTypes)
     for (DType lt : {DType::I64, DType::I32}) {
       std::vector<double> gotL, wantL, gotD, wantD;
-      // bf16 rows of up to 64K classes, a multiple of 8, are held in
+      // bf16 rows of up to 32K classes, a multiple of 8, are held in
       // registers (8 values a vector, R vectors a thread of 512): 8 (one
       // thread holds a vector), 1000, 4096 (one vector each; R = 2), 32000
-      // (R = 8), 50304 (R = 13, some threads 12), 65536 (R = 16, all full).
+      // (R = 8); longer ones, up to 64K, in shared memory: 50304 (13
+      // vectors, some threads 12), 65536 (16, all full).
       // The others, and f32, read the row twice: 1003, 100 (not a multiple
       // of 8), 65544 (past 64K).
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 1000},

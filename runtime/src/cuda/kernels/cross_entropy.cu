@@ -8,7 +8,8 @@
 //   3. mean: one block sums the per-row losses in a fixed order.
 // bf16 rows of up to 64K classes (cols % 8 == 0, 16-byte aligned) are read
 // once: each thread holds its 16-byte vectors of the row in registers, still
-// packed, across the row's max and sum of exp (two block reductions), then
+// packed (rows of up to 32K classes; longer ones in shared memory, two blocks
+// an SM), across the row's max and sum of exp (two block reductions), then
 // writes the gradient from them (one read + one write of [rows, vocab]:
 // GPT-2's 1.65 GB bf16 logits move 3.3 GB, not 4.9). Other rows (f32, longer,
 // unaligned or odd) are read twice: the online (max, sum of exp), then the
@@ -223,10 +224,114 @@ __global__ void __launch_bounds__(kRowThreads, heldBlocksPerSm(R))
     }
 }
 
+/// crossEntropyHeldRowKernel with the row in shared memory instead of
+/// registers, for rows a block would hold in more than 8 vectors a thread
+/// (GPT-2's padded 50304 classes: 13, 89 registers, one block per SM, each
+/// SM's rows loaded, reduced and written in turn: 2.4 TB/s). With the row's
+/// 100 KB in shared memory and few registers two blocks share an SM, one's
+/// loads overlapping the other's math. The row is copied with cp.async (16
+/// bytes a copy, no registers) before the first barrier; a thread then reads
+/// the vectors the held kernel's thread holds, in the same order, so the
+/// reductions and the bits are the same; every store follows the last
+/// barrier (dlogits may be logits).
+template <class T, class L>
+__global__ void __launch_bounds__(kRowThreads, 2)
+    crossEntropySmemRowKernel(const T *logits, const L *__restrict__ labels,
+                              float *__restrict__ losses, T *dlogits,
+                              const float *__restrict__ count, int64_t cols, int64_t ignoreIndex,
+                              float gradScale) {
+  static_assert(sizeof(T) == 2, "8 values per int4");
+  extern __shared__ int4 srow[]; // cols / 8 vectors
+  int64_t row = blockIdx.x;
+  const T *xr = logits + row * cols;
+  const int nvec = static_cast<int>(cols / kVec);
+  int64_t label = static_cast<int64_t>(labels[row]);
+  bool ignored = label == ignoreIndex;
+  bool bad = !ignored && (label < 0 || label >= cols);
+  if (ignored) {
+    if (threadIdx.x == 0)
+      losses[row] = 0.0f;
+    if (dlogits)
+      for (int i = threadIdx.x; i < nvec; i += kRowThreads)
+        reinterpret_cast<int4 *>(dlogits + row * cols)[i] = make_int4(0, 0, 0, 0);
+    return;
+  }
+  for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
+    uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(srow + i));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(xr + i * kVec)
+                 : "memory");
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  float target = 0.0f;
+  if (threadIdx.x == 0)
+    target = bad ? NAN : toF(xr[label]);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
+    float v[8];
+    load8(reinterpret_cast<const T *>(srow + i), v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      m = fmaxf(m, v[j]);
+  }
+  m = blockMaxF(m);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
+    float v[8];
+    load8(reinterpret_cast<const T *>(srow + i), v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      s += expf(v[j] - m);
+  }
+  s = blockSum(s);
+  if (threadIdx.x == 0)
+    losses[row] = m + logf(s) - target;
+  if (!dlogits)
+    return;
+  T *dr = dlogits + row * cols;
+  float scale = bad ? NAN : gradScale / *count;
+  float inv = 1.0f / s;
+  int lab = bad ? -1 : static_cast<int>(label);
+  for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
+    float v[8];
+    load8(reinterpret_cast<const T *>(srow + i), v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      v[j] = (expf(v[j] - m) * inv - (i * kVec + j == lab ? 1.0f : 0.0f)) * scale;
+    store8(dr + i * kVec, v);
+  }
+}
+
+/// Rows the register path holds in at most this many vectors a thread run
+/// there (two blocks per SM); longer ones in shared memory.
+constexpr int kHeldRegisterVectors = 8;
+
+/// Launches crossEntropySmemRowKernel (its shared memory opted into once).
+template <class T, class L>
+Status launchSmemRows(dim3 grid, cudaStream_t stream, const T *logits, const L *labels,
+                      float *losses, T *dlogits, const float *count, int64_t cols,
+                      int64_t ignoreIndex, float gradScale) {
+  static const cudaError_t attr = [] {
+    cudaError_t e = cudaFuncSetAttribute(crossEntropySmemRowKernel<T, L>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kHeldMaxCols * sizeof(T)));
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(crossEntropySmemRowKernel<T, L>,
+                               cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
+    return e;
+  }();
+  TC_CUDA_RETURN_IF_ERROR(attr);
+  crossEntropySmemRowKernel<T, L><<<grid, kRowThreads, cols * sizeof(T), stream>>>(
+      logits, labels, losses, dlogits, count, cols, ignoreIndex, gradScale);
+  return Status::ok();
+}
+
 /// Launches crossEntropyHeldRowKernel with the first R of (R, Rest...) that
 /// is >= perThread, the vectors a thread holds of a row (the last R covers
-/// kHeldMaxCols). Steps: R = 13 holds GPT-2's padded 50304 classes (12.3
-/// vectors a thread), 8 LLaMA's 32000 with 2 blocks per SM; the unused
+/// kHeldRegisterVectors; longer rows go to crossEntropySmemRowKernel).
+/// Steps: R = 8 holds LLaMA's 32000 classes with 2 blocks per SM; the unused
 /// vectors of a larger R cost a predicated-off test each, its registers the
 /// occupancy (heldBlocksPerSm).
 template <class T, class L, int R, int... Rest>
@@ -287,10 +392,16 @@ Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType
       bool held = false;
       if constexpr (sizeof(T) == 2) {
         held = vec && cols <= kHeldMaxCols;
-        if (held)
-          launchHeldRows<T, L, 2, 4, 8, 10, 13, kMaxHeldVectors>(
-              grid, stream, ceilDiv(cols / kVec, kRowThreads), xs, ls, rowLoss, ds, count, cols,
-              ignoreIndex, gradScale);
+        int64_t perThread = ceilDiv(cols / kVec, kRowThreads);
+        if (held && perThread <= kHeldRegisterVectors)
+          launchHeldRows<T, L, 2, 4, kHeldRegisterVectors>(grid, stream, perThread, xs, ls,
+                                                             rowLoss, ds, count, cols, ignoreIndex,
+                                                             gradScale);
+        else if (held) {
+          Status st = launchSmemRows<T, L>(grid, stream, xs, ls, rowLoss, ds, count, cols,
+                                           ignoreIndex, gradScale);
+          TC_RETURN_IF_ERROR(st);
+        }
       }
       if (!held && vec)
         crossEntropyRowKernel<T, L, true><<<grid, kRowThreads, 0, stream>>>(
