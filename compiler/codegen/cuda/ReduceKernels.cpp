@@ -136,7 +136,7 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
     if (V > 1)
       s += "  const bool vec_ = ((unsigned long long)in0 % 16) == 0;\n";
     s += "  if (i < n) {\n" + outIdx(kr, 0, N) + baseCode();
-    s += "#pragma unroll 8\n    for (long long r = r0_ + grp; r < r1_; r += 8) {\n" + offsetCode("      ");
+    s += "#pragma unroll 4\n    for (long long r = r0_ + grp; r < r1_; r += 8) {\n" + offsetCode("      ");
     std::string st = storageType(e);
     if (V > 1) {
       s += "      if (vec_) {\n        const TcVec<" + st + ", " + Vs + "> v_ = *reinterpret_cast<const TcVec<" +
@@ -164,10 +164,8 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
     s += "    const long long col_ = tile_ * 32 * " + Vs + " + c_;\n    if (col_ >= n) break;\n";
     s += "    " + acc + " a_ = " + init + ";\n";
     // __ldcg: from L2, where the other blocks' partials are (not a stale
-    // L1 line), and free to be issued ahead, unlike volatile loads: 64 at a
-    // time (16 left this tail, one block per tile, half of a [16384, 768]
-    // column sum's 17 us); the sum still in partial order.
-    s += "#pragma unroll 64\n    for (int p_ = 0; p_ < " + Rs + "; ++p_)\n      a_ = TC_COMB(a_, __ldcg(&tc_cpart_[p_ * " +
+    // L1 line), and free to be issued ahead, unlike volatile loads.
+    s += "#pragma unroll 16\n    for (int p_ = 0; p_ < " + Rs + "; ++p_)\n      a_ = TC_COMB(a_, __ldcg(&tc_cpart_[p_ * " +
          Ns + " + col_]));\n";
     if (llvm::isa<tc::ReduceMeanOp>(op))
       s += "    a_ = a_ / (" + acc + ")" + m + ";\n";
