@@ -21,6 +21,8 @@
 #include "runtime/src/cuda/kernels/common.cuh"
 #include "runtime/src/cuda/kernels/kernels.h"
 
+#include <algorithm>
+
 namespace tc::rt::cuda {
 namespace {
 
@@ -307,33 +309,50 @@ __global__ void __launch_bounds__(kRowThreads, 2)
 /// there (two blocks per SM); longer ones in shared memory.
 constexpr int kHeldRegisterVectors = 8;
 
-/// Launches crossEntropySmemRowKernel (its shared memory opted into once).
+/// The dynamic shared memory a block of this device may opt into (227 KB on
+/// an H100/H200, 99 KB on an RTX 5090): rows longer than that stay in
+/// registers.
+inline int64_t sharedMemoryOptIn() {
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return 48 * 1024;
+  return bytes;
+}
+
+/// Launches crossEntropySmemRowKernel with `bytes` of dynamic shared memory.
+/// The opt-in, the most any row takes on this device (the same whatever the
+/// row, so that a graph captured after one launch stays valid after
+/// another), is set on every eager launch (a function attribute of the
+/// current device, no stream work); a captured launch relies on the eager
+/// one before it (the executor runs a step eagerly before capturing).
 template <class T, class L>
-Status launchSmemRows(dim3 grid, cudaStream_t stream, const T *logits, const L *labels,
-                      float *losses, T *dlogits, const float *count, int64_t cols,
+Status launchSmemRows(dim3 grid, cudaStream_t stream, int64_t bytes, const T *logits,
+                      const L *labels, float *losses, T *dlogits, const float *count, int64_t cols,
                       int64_t ignoreIndex, float gradScale) {
-  static const cudaError_t attr = [] {
-    cudaError_t e = cudaFuncSetAttribute(crossEntropySmemRowKernel<T, L>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kHeldMaxCols * sizeof(T)));
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(crossEntropySmemRowKernel<T, L>,
-                               cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared);
-    return e;
-  }();
-  TC_CUDA_RETURN_IF_ERROR(attr);
-  crossEntropySmemRowKernel<T, L><<<grid, kRowThreads, cols * sizeof(T), stream>>>(
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  if (capture == cudaStreamCaptureStatusNone) {
+    int64_t most = std::min<int64_t>(sharedMemoryOptIn(), kHeldMaxCols * sizeof(T));
+    TC_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(crossEntropySmemRowKernel<T, L>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(most)));
+    TC_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(crossEntropySmemRowKernel<T, L>,
+                                                 cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                 cudaSharedmemCarveoutMaxShared));
+  }
+  crossEntropySmemRowKernel<T, L><<<grid, kRowThreads, bytes, stream>>>(
       logits, labels, losses, dlogits, count, cols, ignoreIndex, gradScale);
   return Status::ok();
 }
 
 /// Launches crossEntropyHeldRowKernel with the first R of (R, Rest...) that
 /// is >= perThread, the vectors a thread holds of a row (the last R covers
-/// kHeldRegisterVectors; longer rows go to crossEntropySmemRowKernel).
-/// Steps: R = 8 holds LLaMA's 32000 classes with 2 blocks per SM; the unused
-/// vectors of a larger R cost a predicated-off test each, its registers the
-/// occupancy (heldBlocksPerSm).
+/// kHeldMaxCols). Steps: R = 8 holds LLaMA's 32000 classes with 2 blocks per
+/// SM; longer rows go to crossEntropySmemRowKernel where the device's shared
+/// memory holds them, else to R = 13 (GPT-2's padded 50304) or 16, one block
+/// per SM; the unused vectors of a larger R cost a predicated-off test each,
+/// its registers the occupancy (heldBlocksPerSm).
 template <class T, class L, int R, int... Rest>
 void launchHeldRows(dim3 grid, cudaStream_t stream, int64_t perThread, const T *logits,
                     const L *labels, float *losses, T *dlogits, const float *count, int64_t cols,
@@ -393,14 +412,14 @@ Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType
       if constexpr (sizeof(T) == 2) {
         held = vec && cols <= kHeldMaxCols;
         int64_t perThread = ceilDiv(cols / kVec, kRowThreads);
-        if (held && perThread <= kHeldRegisterVectors)
-          launchHeldRows<T, L, 2, 4, kHeldRegisterVectors>(grid, stream, perThread, xs, ls,
-                                                             rowLoss, ds, count, cols, ignoreIndex,
-                                                             gradScale);
-        else if (held) {
-          Status st = launchSmemRows<T, L>(grid, stream, xs, ls, rowLoss, ds, count, cols,
+        int64_t bytes = cols * static_cast<int64_t>(sizeof(T));
+        if (held && perThread > kHeldRegisterVectors && bytes <= sharedMemoryOptIn()) {
+          Status st = launchSmemRows<T, L>(grid, stream, bytes, xs, ls, rowLoss, ds, count, cols,
                                            ignoreIndex, gradScale);
           TC_RETURN_IF_ERROR(st);
+        } else if (held) {
+          launchHeldRows<T, L, 2, 4, kHeldRegisterVectors, 10, 13, kMaxHeldVectors>(
+              grid, stream, perThread, xs, ls, rowLoss, ds, count, cols, ignoreIndex, gradScale);
         }
       }
       if (!held && vec)
