@@ -257,9 +257,9 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
   /// available before A and neither a reduction, becomes part of A's kernel
   /// (A's results, then B's). The shared inputs are read once: SwiGLU's
   /// backward, whose up- and gate-gradients both read dp and the gate, on
-  /// either side of a matmul. B's results are then stored earlier, before
-  /// the (at most kSiblingWindow) ops between them run: bytes live a little
-  /// longer, never more of them.
+  /// either side of a matmul. B's results are then stored before the (at
+  /// most kSiblingWindow, views not counted) ops between them run, and live
+  /// that much longer.
   static constexpr int kSiblingWindow = 4;
   static bool elementwiseFusion(tc::FusionOp f, ArrayRef<int64_t> &shape) {
     for (Operation &op : f.getBody().front().without_terminator())
