@@ -31,6 +31,11 @@ shopt -s nullglob # an empty regression folder adds no arguments
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${TC_FUZZ_DIR:-$ROOT/build-fuzz}"
 ASAN="${TC_ASAN_DIR:-$ROOT/build-asan}"
+# Absolute: the fuzzers run from inside $OUT (a relative TC_BUILD_DIR, e.g.
+# TC_BUILD_DIR=build-cuda scripts/test.sh, lost every log there).
+mkdir -p "$OUT" "$ASAN"
+OUT="$(cd "$OUT" && pwd)"
+ASAN="$(cd "$ASAN" && pwd)"
 RUNS="${TC_FUZZ_RUNS:-2000000}"
 ONNX_RUNS="${TC_FUZZ_ONNX_RUNS:-60000}"
 CXX="${TC_FUZZ_CXX:-clang++-22}"
