@@ -25,15 +25,6 @@ namespace {
 
 using Strides = SmallVector<int64_t>;
 
-Strides dense(RankedTensorType t) {
-  return Strides{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
-                 t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
-}
-/// [B, H, T, D] read from [B, T, H, D].
-Strides headMajor(RankedTensorType t) {
-  return Strides{t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3),
-                 t.getDimSize(1) * t.getDimSize(3)};
-}
 /// Where `p` starts along the last axis of the concatenation of `pieces`.
 int64_t offsetInLastAxis(ValueRange pieces, Value p) {
   int64_t start = 0;
@@ -80,7 +71,7 @@ struct AttentionCall {
       strides(name, it->second.second);
       return it->second.first;
     }
-    strides(name, dense(t));
+    strides(name, denseHeadStrides(t));
     return buffers.bufferOf(b, v);
   }
   /// The buffer result `r` goes to and its strides (recorded as `name`):
@@ -92,9 +83,9 @@ struct AttentionCall {
   };
   Out result(Value r, StringRef name, Operation *tr) {
     auto t = tensorType(r);
-    Out out{Value(), dense(t)};
+    Out out{Value(), denseHeadStrides(t)};
     if (tr) {
-      out = {buffers.outBuffer(b, tr->getResult(0)), headMajor(t)};
+      out = {buffers.outBuffer(b, tr->getResult(0)), transposedHeadStrides(t)};
       b.replaceOp(tr, out.buffer);
     } else {
       out.buffer = buffers.outBuffer(b, r);

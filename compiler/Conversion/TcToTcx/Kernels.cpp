@@ -42,28 +42,35 @@ static void launchReplacing(Operation *op, tcx::KernelOp kernel, ValueRange ins,
   rewriter.replaceOp(op, outs);
 }
 
+tcx::KernelOp kernelOf(Operation *op, StringRef kind, BufferAssignment &buffers,
+                       ConversionPatternRewriter &rewriter,
+                       function_ref<void(Operation *)> edit) {
+  tcx::KernelOp kernel =
+      buffers.newKernel(rewriter, op->getLoc(), op->getName().stripDialect(), kind);
+  OpBuilder::InsertionGuard g(rewriter);
+  SmallVector<Location> locs;
+  for (Value operand : op->getOperands())
+    locs.push_back(operand.getLoc());
+  Block *entry = rewriter.createBlock(&kernel.getBody(), {}, op->getOperandTypes(), locs);
+  Operation *clone = rewriter.clone(*op);
+  clone->setOperands(entry->getArguments());
+  // A marked op that no library call took computes only itself.
+  for (StringRef mark : {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
+                         kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
+                         kGradsIntoConcatAttr, kColSumAttr})
+    clone->removeAttr(mark);
+  if (edit)
+    edit(clone);
+  tcx::YieldOp::create(rewriter, op->getLoc(), clone->getResults());
+  return kernel;
+}
+
 LogicalResult lowerToKernel(Operation *op, StringRef kind, BufferAssignment &buffers,
                             ConversionPatternRewriter &rewriter) {
   FailureOr<SmallVector<Value>> ins = operandBuffers(op, buffers, rewriter);
   if (failed(ins))
     return rewriter.notifyMatchFailure(op, "an operand has no buffer (internal error)");
-  tcx::KernelOp kernel =
-      buffers.newKernel(rewriter, op->getLoc(), op->getName().stripDialect(), kind);
-  {
-    OpBuilder::InsertionGuard g(rewriter);
-    SmallVector<Location> locs;
-    for (Value operand : op->getOperands())
-      locs.push_back(operand.getLoc());
-    Block *entry = rewriter.createBlock(&kernel.getBody(), {}, op->getOperandTypes(), locs);
-    Operation *clone = rewriter.clone(*op);
-    clone->setOperands(entry->getArguments());
-    // A marked op that no library call took computes only itself.
-    for (StringRef mark : {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
-                           kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
-                           kGradsIntoConcatAttr, kColSumAttr})
-      clone->removeAttr(mark);
-    tcx::YieldOp::create(rewriter, op->getLoc(), clone->getResults());
-  }
+  tcx::KernelOp kernel = kernelOf(op, kind, buffers, rewriter);
   launchReplacing(op, kernel, *ins, buffers, rewriter);
   return success();
 }

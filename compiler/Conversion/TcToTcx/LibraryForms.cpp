@@ -564,7 +564,7 @@ std::optional<HeadSplitSource> headSplitSource(Value v) {
         }
       }
     }
-    return HeadSplitSource{x, 0, {T * H * D, D, H * D}};
+    return HeadSplitSource{x, 0, transposedHeadStrides(t)};
   }
   // A slice of the last axis of the head transpose of [B, T, H, M].
   if (auto sl = llvm::dyn_cast_or_null<SliceOp>(def); sl && unitSlice(sl)) {
@@ -574,7 +574,6 @@ std::optional<HeadSplitSource> headSplitSource(Value v) {
       return HeadSplitSource{tr->getOperand(0), sl.getStarts().back(), {T * H * m, m, H * m}};
     }
   }
-  (void)B;
   return std::nullopt;
 }
 
@@ -584,10 +583,8 @@ std::optional<TransposedDestination> transposedDestination(Value r) {
     return std::nullopt;
   int64_t H = t.getDimSize(1), T = t.getDimSize(2);
   Operation *u = *r.getUsers().begin();
-  if (isHeadTranspose(u)) {
-    int64_t D = t.getDimSize(3);
-    return TransposedDestination{u, ConcatOp(), 0, {T * H * D, D, H * D}};
-  }
+  if (isHeadTranspose(u))
+    return TransposedDestination{u, ConcatOp(), 0, transposedHeadStrides(t)};
   auto cat = llvm::dyn_cast<ConcatOp>(u);
   if (!cat || cat.getAxis() != 3 || !cat.getResult().hasOneUse() ||
       !isHeadTranspose(*cat.getResult().getUsers().begin()))

@@ -209,6 +209,17 @@ mlir::Operation *headTransposeReader(mlir::Value r,
 /// Whether `u` reads the attention output `o` only as the backward's
 /// `result` operand (the forward may then still write `o` transposed).
 bool readsOnlyAsResult(mlir::Operation *u, mlir::Value o);
+/// [batch, head, row] element strides of a [B, H, T, D] tensor stored
+/// densely, and of one stored as its [B, T, H, D] head transpose.
+inline llvm::SmallVector<int64_t> denseHeadStrides(mlir::RankedTensorType t) {
+  return {t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3), t.getDimSize(2) * t.getDimSize(3),
+          t.getDimSize(3)};
+}
+inline llvm::SmallVector<int64_t> transposedHeadStrides(mlir::RankedTensorType t) {
+  return {t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3),
+          t.getDimSize(1) * t.getDimSize(3)};
+}
+
 /// Where the elements of a [B, H, T, D] value `v` already lie when it is a
 /// head-split view of another tensor, so that a kernel reads them in place:
 /// the head transpose of a [B, T, H, D] x (an attention projection's head

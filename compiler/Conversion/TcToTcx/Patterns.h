@@ -61,6 +61,12 @@ mlir::LogicalResult checkFp8Op(mlir::Operation &op);
 void populateTcToTcxPatterns(mlir::RewritePatternSet &patterns, BufferAssignment &buffers,
                              bool tf32, bool fuseEpilogues);
 
+/// A generated `tcx.kernel` of `kind` holding a clone of `op` on block
+/// arguments (without the tc.* marks that only library calls honour; then
+/// `edit` applies to the clone, e.g. the rotary's strides).
+tcx::KernelOp kernelOf(mlir::Operation *op, llvm::StringRef kind, BufferAssignment &buffers,
+                       mlir::ConversionPatternRewriter &rewriter,
+                       llvm::function_ref<void(mlir::Operation *)> edit = nullptr);
 /// Lowers `op` to a generated kernel holding a clone of it (kind `kind`)
 /// and its launch: the fallback of every op family.
 mlir::LogicalResult lowerToKernel(mlir::Operation *op, llvm::StringRef kind,

@@ -37,11 +37,6 @@ Value writeThrough(BufferAssignment &buffers, ConversionPatternRewriter &rewrite
 
 namespace {
 
-SmallVector<int64_t> denseStrides(RankedTensorType t) {
-  return {t.getDimSize(1) * t.getDimSize(2) * t.getDimSize(3),
-          t.getDimSize(2) * t.getDimSize(3), t.getDimSize(3)};
-}
-
 struct RotaryLowering : TcxPattern<RotaryOp> {
   using TcxPattern::TcxPattern;
   LogicalResult matchAndRewrite(RotaryOp op, OpAdaptor,
@@ -53,7 +48,7 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
     if (op->hasAttr(kOutTransposedAttr) && !(dst = transposedDestination(op.getResult())))
       return rewriter.notifyMatchFailure(op, "tc.out_transposed without a transpose to write");
     Location loc = op.getLoc();
-    SmallVector<int64_t> inStrides = denseStrides(it), outStrides = denseStrides(rt);
+    SmallVector<int64_t> inStrides = denseHeadStrides(it), outStrides = denseHeadStrides(rt);
     Value in;
     if (std::optional<HeadSplitSource> src = headSplitSource(op.getInput())) {
       in = elementView(rewriter, loc, buffers.bufferOf(rewriter, src->whole), it, src->start);
@@ -71,20 +66,12 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
     } else {
       out = buffers.outBuffer(rewriter, op.getResult());
     }
-    tcx::KernelOp kernel = buffers.newKernel(rewriter, loc, "rotary", "rotary");
-    {
-      OpBuilder::InsertionGuard g(rewriter);
-      Block *entry = rewriter.createBlock(&kernel.getBody(), {}, op->getOperandTypes(),
-                                          {loc, loc, loc});
-      auto clone = llvm::cast<RotaryOp>(rewriter.clone(*op));
-      clone->setOperands(entry->getArguments());
-      clone->removeAttr(kOutTransposedAttr);
-      if (inStrides != denseStrides(it))
+    tcx::KernelOp kernel = kernelOf(op, "rotary", buffers, rewriter, [&](Operation *clone) {
+      if (inStrides != denseHeadStrides(it))
         clone->setAttr(tcx::kRotaryInStridesAttr, rewriter.getDenseI64ArrayAttr(inStrides));
-      if (outStrides != denseStrides(rt))
+      if (outStrides != denseHeadStrides(rt))
         clone->setAttr(tcx::kRotaryOutStridesAttr, rewriter.getDenseI64ArrayAttr(outStrides));
-      tcx::YieldOp::create(rewriter, loc, clone->getResults());
-    }
+    });
     buffers.launch(rewriter, op, kernel, {in, cs, sn}, {out});
     rewriter.replaceOp(op, out);
     return success();
