@@ -418,7 +418,7 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
       for (Value v : inputs) {
         llvm::SetVector<Operation *> chain;
         Value extra;
-        Extra allow{&extra, v, byteSize(v), position, position.lookup(g.root),
+        Extra allow{&extra, byteSize(v), position, position.lookup(g.root),
                     diesAtRoot(v, g, position)};
         if (!recomputable(v, g, block, iter, inputs, chain, &allow) &&
             !widened(v, g, block, iter, chain))
@@ -439,11 +439,10 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
   /// The one value a chain may read that the body does not read yet.
   struct Extra {
     Value *taken;        // the value chosen, null until one is
-    Value replaced;      // the input it replaces
     int64_t maxBytes;    // at most the bytes of the input it replaces
     const llvm::DenseMap<Operation *, unsigned> &position;
     unsigned rootPos;
-    bool replacedDies;   // nothing after the root reads `replaced`
+    bool replacedDies;   // nothing after the root reads the input it replaces
   };
 
   /// Whether every reader of `v` outside g comes before g's root.
