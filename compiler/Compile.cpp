@@ -568,6 +568,12 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
 
 bool isGpuTarget(const std::string &target) { return isGpuArch(target); }
 
+const ExperimentalLever kExperimentalLevers[] = {
+    {"bias-grad", "a Linear layer's bias gradient from its weight-gradient GEMM "
+                  "(cuBLASLt's BGRAD epilogue) instead of a column-sum kernel"},
+};
+const size_t kNumExperimentalLevers = std::size(kExperimentalLevers);
+
 namespace {
 /// The tc-gpu pipeline on a copy of `module` (after training), then NVRTC on
 /// the sources it generated; fills result->gpuModule, result->kernels, the
@@ -586,6 +592,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   {
     GpuPipelineOptions o;
     o.tf32 = opts.tf32;
+    o.biasGradEpilogue = llvm::is_contained(opts.experimental, "bias-grad");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -74,6 +74,9 @@ struct CompileOptions {
   std::string target = "cpu";
   /// GPU targets: allow TF32 tensor cores for fp32 matmuls.
   bool tf32 = false;
+  /// GPU targets: levers written but not yet checked on a GPU, by name
+  /// (kExperimentalLevers); off unless named (tc-compile --experimental).
+  std::vector<std::string> experimental;
   /// tc-precision mode: "fp32" (default), "tf32" (annotation), "bf16"
   /// (bf16 matmuls and elementwise math; norms, softmax, losses in f32; fp32
   /// master weights and optimizer state), "fp16" (the same in f16; with
@@ -180,6 +183,14 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
 /// Whether `target` names a GPU ("sm_90", "sm_120", "sm_120a"): the target
 /// table (Target.h) has it.
 bool isGpuTarget(const std::string &target);
+
+/// The names --experimental takes, each with what it turns on.
+struct ExperimentalLever {
+  const char *name;
+  const char *what;
+};
+extern const ExperimentalLever kExperimentalLevers[];
+extern const size_t kNumExperimentalLevers;
 
 /// The tc-import-cleanup pipeline on `module` with the options `opts` gives
 /// it. Remarks of the passes (what a recogniser left alone, and why) are

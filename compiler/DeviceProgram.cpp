@@ -208,7 +208,10 @@ struct Lowering {
                       {"callee"});
         })
         .Case([&](tcx::MatmulOp m) {
-          return work(op, "matmul", "", m.getInputs(), ValueRange(m.getOut()), {});
+          SmallVector<Value, 2> outs{m.getOut()};
+          if (Value g = m.getBiasGradOut())
+            outs.push_back(g);
+          return work(op, "matmul", "", m.getInputs(), outs, {});
         })
         .Case([&](tcx::CopyOp c) {
           return work(op, "copy", "", ValueRange(c.getSource()), ValueRange(c.getTarget()),

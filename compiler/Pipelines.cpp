@@ -98,7 +98,9 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcFuseMatmulEpilogue());
   pm.addNestedPass<func::FuncOp>(createTcFuseCrossEntropy());
   pm.addNestedPass<func::FuncOp>(createTcShareNormStats());
-  pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad());
+  TcFuseBiasGradOptions biasGrad;
+  biasGrad.gemmEpilogue = o.biasGradEpilogue;
+  pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad(biasGrad));
   pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
   pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews());
   TcLowerToTcxOptions lower;

@@ -134,6 +134,11 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
   Option<bool> tf32{*this, "tf32",
                     llvm::cl::desc("TF32 tensor cores for fp32 matmuls (tc-lower-to-tcx)"),
                     llvm::cl::init(false)};
+  Option<bool> biasGradEpilogue{
+      *this, "bias-grad-epilogue",
+      llvm::cl::desc("Bias gradients from the weight-gradient GEMMs' BGRAD epilogue "
+                     "(tc-fuse-bias-grad gemm-epilogue; tc-compile --experimental=bias-grad)"),
+      llvm::cl::init(false)};
 };
 
 void buildImportCleanupPipeline(mlir::OpPassManager &pm,

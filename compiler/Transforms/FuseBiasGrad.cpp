@@ -8,9 +8,17 @@
 // kernel already reads every element of dY, and tc-lower-to-tcx gives its
 // "quantize_fp8" call the column sums as an extra output instead.
 //
+// With gemm-epilogue, a column sum no quantize took is paired with the
+// weight-gradient tc.matmul (bf16, f16, f32) that contracts the same bytes
+// over all of their rows (tc.bias_grad): the GEMM writes it with cuBLASLt's
+// BGRAD epilogue (or, where cuBLASLt has none, the runtime sums it beside
+// the product). The matmul moves up to the sum when the sum comes first, so
+// that the GEMM's second output precedes every reader of the sum.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
+#include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -44,7 +52,58 @@ bool isColumnSum(ReduceSumOp r, Value v, int64_t cols) {
   return true;
 }
 
+/// Whether `op`'s operands are all available before `at` (block arguments
+/// or results of ops before it).
+bool operandsBefore(Operation *op, Operation *at) {
+  return llvm::all_of(op->getOperands(), [&](Value v) {
+    Operation *d = v.getDefiningOp();
+    return !d || (d->getBlock() == at->getBlock() && d->isBeforeInBlock(at));
+  });
+}
+
+/// Pairs `mm`, a weight-gradient GEMM, with an unpaired column sum of one of
+/// the operands it contracts over all of their rows; moves `mm` before the
+/// sum when needed. Whether it did.
+bool pairWithGemm(MatmulOp mm, int64_t id, DenseSet<Operation *> &paired) {
+  if (mm->hasAttr(kFp4GemmAttr) || mm->hasAttr(kEpilogueAttr) || mm->hasAttr(kEpilogueAddendAttr) ||
+      mm->hasAttr(kBiasGradAttr) || mm.getAlpha())
+    return false;
+  std::optional<GemmForm> g = gemmForm(mm);
+  if (!g || g->broadcast || (g->batch != 1 && !mm->hasAttr(kFoldBatchSumAttr)))
+    return false;
+  Block *block = mm->getBlock();
+  ReduceSumOp best; // the first unpaired column sum in program order
+  struct Side {
+    Value operand;
+    int64_t cols;
+    bool columns; // stored [K, cols]: a column sum sums over K
+  } sides[] = {{g->lhs, g->m, g->lhsT}, {g->rhs, g->n, !g->rhsT}};
+  for (const Side &side : sides) {
+    if (!side.columns)
+      continue;
+    for (Value v : sameBytes(side.operand))
+      for (Operation *u : v.getUsers()) {
+        auto r = llvm::dyn_cast<ReduceSumOp>(u);
+        if (!r || r->getBlock() != block || paired.contains(r) || r->hasAttr(kColSumAttr) ||
+            !isColumnSum(r, v, side.cols) || (r->isBeforeInBlock(mm) && !operandsBefore(mm, r)))
+          continue;
+        if (!best || r->isBeforeInBlock(best))
+          best = r;
+      }
+  }
+  if (!best)
+    return false;
+  if (best->isBeforeInBlock(mm))
+    mm->moveBefore(best);
+  auto attr = IntegerAttr::get(IntegerType::get(mm.getContext(), 64), id);
+  mm->setAttr(kBiasGradAttr, attr);
+  best->setAttr(kBiasGradAttr, attr);
+  paired.insert(best);
+  return true;
+}
+
 struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
+  using TcFuseBiasGradBase::TcFuseBiasGradBase;
   void runOnOperation() override {
     DenseSet<Operation *> paired;
     int64_t next = 0;
@@ -69,6 +128,14 @@ struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
         sum->setAttr(kColSumAttr, id);
         paired.insert(sum);
       }
+    if (!gemmEpilogue)
+      return;
+    for (Block &block : getOperation().getBody()) {
+      SmallVector<MatmulOp> mms(block.getOps<MatmulOp>());
+      for (MatmulOp mm : mms)
+        if (pairWithGemm(mm, next, paired))
+          ++next;
+    }
   }
 };
 

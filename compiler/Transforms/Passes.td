@@ -785,7 +785,23 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     %q, %s = tc.quantize %m {block = array<i64: 32, 16>, tc.col_sum = 0 : i64} : ...
     %db = tc.reduce_sum %dy {axes = array<i64: 0, 1>, tc.col_sum = 0 : i64} : ...
     ```
+
+    With `gemm-epilogue` (tc-compile --experimental=bias-grad until the
+    H200 has checked it), each column sum left unpaired that sums an operand
+    of a top-level tc.matmul of cuBLASLt's kinds over all of K -- lhs stored
+    [K, M] (transpose_lhs), rhs stored [K, N] (no transpose_rhs), its own
+    bytes or the tensor it reshapes, batch 1 or folded over the batch
+    (tc.fold_batch_sum), no other epilogue -- gets the same `tc.bias_grad`
+    integer as that matmul: a Linear layer's weight gradient dW = x^T dY
+    (or dY^T x) and its bias gradient, the column sums of dY. tc-lower-to-tcx
+    gives the tcx.matmul the sums as its `bias_grad_out` (cuBLASLt's BGRADA /
+    BGRADB) and the reduce_sum goes. A matmul after the sum moves up to it
+    when its operands allow (they are defined before the sum).
   }];
+  let options = [
+    Option<"gemmEpilogue", "gemm-epilogue", "bool", /*default=*/"false",
+           "Pair column sums with the weight-gradient GEMMs that contract the same bytes">,
+  ];
   let dependentDialects = ["::tc::TCDialect"];
 }
 

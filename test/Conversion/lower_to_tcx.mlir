@@ -646,3 +646,22 @@ func.func @rotary_in_place(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>
   %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
   return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
 }
+
+// -----
+
+// Tests that a column sum tc-fuse-bias-grad paired with a weight-gradient
+// GEMM (the same tc.bias_grad) is the tcx.matmul's second output
+// (bias_grad "rhs": the sum over k of dY [K, N]) and no kernel computes it;
+// the keepdims result is that buffer.
+// CHECK-LABEL: func.func @bias_grad_gemm
+// CHECK: %[[W:.+]] = tcx.alloc {kind = "output"} : <16x32xbf16>
+// CHECK: %[[C:.+]] = tcx.alloc {kind = "output"} : <1x32xbf16>
+// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}} : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%[[W]] : <16x32xbf16>, %[[C]] : !tcx.buffer<1x32xbf16>) {bias_grad = "rhs", k = 64 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
+// CHECK-NOT: tcx.launch
+// CHECK: return %[[W]], %[[C]]
+func.func @bias_grad_gemm(%x: tensor<64x16xbf16>, %dy: tensor<64x32xbf16>) -> (tensor<16x32xbf16>, tensor<1x32xbf16>) {
+  %dw = tc.matmul %x, %dy {tc.bias_grad = 0 : i64, transpose_lhs = true} : tensor<64x16xbf16>, tensor<64x32xbf16> -> tensor<16x32xbf16>
+  %db = tc.reduce_sum %dy {axes = array<i64: 0>, keepdims = true, tc.bias_grad = 0 : i64} : tensor<64x32xbf16> -> tensor<1x32xbf16>
+  return %dw, %db : tensor<16x32xbf16>, tensor<1x32xbf16>
+}
+

@@ -407,6 +407,109 @@ TEST_F(CudaMatmul, PlansAreCachedPerShape) {
   EXPECT_NE(st.message().find("needs a bias"), std::string::npos) << st.message();
 }
 
+/// The weight-gradient GEMM with its bias gradient (BiasGradLhs / Rhs):
+/// the product and the sum over K of one operand against tc.matmul and
+/// tc.reduce_sum, through cuBLASLt's BGRAD epilogue where it has one and the
+/// separate sum (forced) either way.
+TEST_F(CudaMatmul, BiasGradientSumsTheOperandOverK) {
+  using E = MatmulEpilogue;
+  struct BgCase {
+    DType dt;
+    bool ta, tb;
+    E epi;
+    int64_t m, n, k;
+  };
+  for (bool force : {false, true}) {
+    std::unique_ptr<Matmul> own;
+    ASSERT_OK(Matmul::create(&own));
+    own->forceSeparateBiasGrad(force);
+    for (const BgCase &c : std::vector<BgCase>{
+             // GPT-2's Conv1D: dW [in, out] = x^T dY, db = the column sums of dY (rhs).
+             {DType::BF16, true, false, E::BiasGradRhs, 64, 96, 512},
+             // A Linear layer: dW [out, in] = dY^T x, db = the column sums of dY (lhs).
+             {DType::BF16, true, false, E::BiasGradLhs, 96, 64, 512},
+             {DType::F32, true, false, E::BiasGradRhs, 48, 80, 256},
+             {DType::F32, true, false, E::BiasGradLhs, 80, 48, 256},
+             {DType::F16, true, false, E::BiasGradLhs, 64, 32, 384},
+             // The other layouts (sums of rows as stored), odd sizes.
+             {DType::BF16, false, true, E::BiasGradRhs, 40, 24, 136},
+             {DType::BF16, false, false, E::BiasGradLhs, 24, 40, 136},
+         }) {
+      bool lhsSide = c.epi == E::BiasGradLhs;
+      std::string name = std::string(dtypeName(c.dt)) + (c.ta ? " lhs^T" : "") +
+                         (c.tb ? " rhs^T" : "") + (lhsSide ? " sum(lhs)" : " sum(rhs)") +
+                         (force ? " separate" : "");
+      SCOPED_TRACE(name);
+      std::vector<int64_t> lhsShape = c.ta ? std::vector<int64_t>{c.k, c.m}
+                                           : std::vector<int64_t>{c.m, c.k};
+      std::vector<int64_t> rhsShape = c.tb ? std::vector<int64_t>{c.n, c.k}
+                                           : std::vector<int64_t>{c.k, c.n};
+      HostTensor A = randomTensor(ty(c.dt, lhsShape), rng), B = randomTensor(ty(c.dt, rhsShape), rng);
+      // Reference: the product, and the operand summed over its K axis.
+      FnBuilder fb;
+      int32_t a = fb.input("a", A.type), b = fb.input("b", B.type);
+      int32_t y = fb.op("tc.matmul", {a, b}, ty(c.dt, {c.m, c.n}),
+                        {{"transpose_lhs", aInt(c.ta)}, {"transpose_rhs", aInt(c.tb)}});
+      int64_t len = lhsSide ? c.m : c.n;
+      int64_t kAxis = lhsSide ? (c.ta ? 0 : 1) : (c.tb ? 1 : 0);
+      int32_t sum = fb.op("tc.reduce_sum", {lhsSide ? a : b}, ty(c.dt, {len}),
+                          {{"axes", aInts({kAxis})}});
+      fb.output("y", y);
+      fb.output("db", sum);
+      std::vector<HostTensor> want;
+      Artifact empty;
+      ASSERT_OK(runFunction(empty, fb.fn, {A, B}, &want, f64Mode()));
+
+      DevBuf dA, dB, dC, dBias;
+      ASSERT_OK(upload(A, &dA, stream()));
+      ASSERT_OK(upload(B, &dB, stream()));
+      ASSERT_OK(devZeros(c.m * c.n * 4, &dC, stream()));
+      ASSERT_OK(devZeros(len * 4, &dBias, stream()));
+      MatmulDesc d;
+      d.dtype = c.dt;
+      d.transposeLhs = c.ta;
+      d.transposeRhs = c.tb;
+      d.m = c.m;
+      d.n = c.n;
+      d.k = c.k;
+      d.epilogue = c.epi;
+      for (int call = 0; call < 2; ++call) // the first decides the path, the second takes it
+        ASSERT_OK(own->run(d, dA.p, dB.p, dC.p, stream(), dBias.p));
+      Matmul::BiasGradPath path = own->biasGradPath(d);
+      ASSERT_NE(path, Matmul::BiasGradPath::Unknown);
+      if (force)
+        EXPECT_EQ(path, Matmul::BiasGradPath::Separate);
+      std::printf("bias gradient %s (%s): %s\n", name.c_str(), d.toString().c_str(),
+                  path == Matmul::BiasGradPath::Epilogue ? "cuBLASLt BGRAD epilogue"
+                                                         : "product and separate sum");
+      HostTensor got, gotDb;
+      ASSERT_OK(download(dC.p, ty(c.dt, {c.m, c.n}), &got, stream()));
+      ASSERT_OK(download(dBias.p, ty(c.dt, {len}), &gotDb, stream()));
+      check("matmul " + name, c.dt, hostTensorToDoubles(got), hostTensorToDoubles(want[0]),
+            tolFor(c.dt));
+      // A sum of k values of magnitude ~1: the tolerance of the product.
+      check("bias gradient " + name, c.dt, hostTensorToDoubles(gotDb),
+            hostTensorToDoubles(want[1]), tolFor(c.dt));
+    }
+  }
+  // What a bias gradient does not take.
+  MatmulDesc d;
+  d.dtype = DType::BF16;
+  d.m = d.n = d.k = 64;
+  d.transposeLhs = true;
+  d.epilogue = E::BiasGradRhs;
+  d.beta = 1.0f;
+  DevBuf x, db;
+  ASSERT_OK(devZeros(64 * 64 * 2, &x, stream()));
+  ASSERT_OK(devZeros(64 * 2, &db, stream()));
+  Status st = mm->run(d, x.p, x.p, x.p, stream(), db.p);
+  EXPECT_EQ(st.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(st.message().find("a bias gradient takes"), std::string::npos) << st.message();
+  d.beta = 0.0f;
+  st = mm->run(d, x.p, x.p, x.p, stream(), nullptr);
+  EXPECT_NE(st.message().find("needs a bias"), std::string::npos) << st.message();
+}
+
 TEST_F(CudaMatmul, GptShapesTiming) {
   // GPT-2 124M MLP up-projection at batch 16 x 1024 tokens: [16384, 768] x
   // [768, 3072] + bias + GELU, bf16; and the fp32 (no TF32) projection.
@@ -429,6 +532,33 @@ TEST_F(CudaMatmul, GptShapesTiming) {
     std::printf("matmul %s %ldx%ldx%ld +bias+gelu: %.1f us, %.1f TFLOP/s\n", dtypeName(dt), (long)M,
                 (long)N, (long)K, us, 2.0 * M * N * K / (us * 1e-6) / 1e12);
     report("matmul +bias+gelu (timing)", dt, 0, tolFor(dt), us, shapeStr({M, K, N}));
+  }
+  // GPT-2 124M's weight gradients with their bias gradients (x^T dY, dY
+  // summed over the 16384 tokens), each way: the path the first call chose,
+  // then the product alone, for the bench's record.
+  for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{768, 3072}, {3072, 768}, {768, 2304}, {768, 768}}) {
+    const int64_t k = 16384;
+    DevBuf x, dy, dw, db;
+    ASSERT_OK(devZeros(k * m * 2, &x, stream()));
+    ASSERT_OK(devZeros(k * n * 2, &dy, stream()));
+    ASSERT_OK(devZeros(m * n * 2, &dw, stream()));
+    ASSERT_OK(devZeros(n * 2, &db, stream()));
+    MatmulDesc d;
+    d.dtype = DType::BF16;
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.transposeLhs = true;
+    double plain = timeUs(stream(), 20, [&] { return mm->run(d, x.p, dy.p, dw.p, stream()); });
+    d.epilogue = MatmulEpilogue::BiasGradRhs;
+    double withSum = timeUs(stream(), 20, [&] { return mm->run(d, x.p, dy.p, dw.p, stream(), db.p); });
+    std::printf("matmul %s: %.1f us with the bias gradient (%s), %.1f us without\n",
+                d.toString().c_str(), withSum,
+                mm->biasGradPath(d) == Matmul::BiasGradPath::Epilogue ? "BGRAD epilogue"
+                                                                      : "separate sum",
+                plain);
+    report("matmul +bias-grad (timing)", DType::BF16, 0, tolFor(DType::BF16), withSum,
+           shapeStr({m, n, k}));
   }
 }
 

@@ -137,6 +137,11 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          device (the device program: one line per op, kind,
                          name, buffers as space@offset:bytes)
   --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
+  --experimental=LIST    GPU targets: turn on levers written but not yet checked
+                         on a GPU (comma-separated; bench/RESULTS.md says when
+                         one became the default): bias-grad (a Linear layer's
+                         bias gradient from its weight-gradient GEMM, cuBLASLt's
+                         BGRAD epilogue, instead of a column-sum kernel)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights
@@ -436,6 +441,23 @@ int main(int argc, char **argv) {
       opts.freeze.push_back(value("--freeze"));
     } else if (is("--target")) {
       opts.target = value("--target");
+    } else if (is("--experimental")) {
+      std::string list = value("--experimental");
+      for (size_t at = 0; at <= list.size();) {
+        size_t end = std::min(list.find(',', at), list.size());
+        std::string name = list.substr(at, end - at);
+        bool known = false;
+        for (size_t l = 0; l < tc::kNumExperimentalLevers; ++l)
+          known |= name == tc::kExperimentalLevers[l].name;
+        if (!known) {
+          std::string names;
+          for (size_t l = 0; l < tc::kNumExperimentalLevers; ++l)
+            names += std::string(l ? ", " : "") + tc::kExperimentalLevers[l].name;
+          fail(2, "--experimental: unknown lever '" + name + "' (known: " + names + ")");
+        }
+        opts.experimental.push_back(name);
+        at = end + 1;
+      }
     } else if (a == "--fp32" || a == "--bf16" || a == "--fp16") {
       precisionFlags.push_back(a);
       opts.precision = a.substr(2);
@@ -617,6 +639,9 @@ int main(int argc, char **argv) {
                emit == "kernels" || emit == "device"))
     fail(2, "--report memory, --dump-kernels and --emit=tcx/cuda/kernels/device need a GPU target "
             "(--target sm_90 or sm_120)");
+  if (!gpu && !opts.experimental.empty())
+    fail(2, "--experimental needs a GPU target (--target sm_90 or sm_120): its levers change the "
+            "GPU step, not the reference");
   // Printing sources or the tcx plan needs no cubins; artifacts and dumps do.
   opts.compileKernels = !dumpDir.empty() || emit == "kernels" || !outPath.empty();
 

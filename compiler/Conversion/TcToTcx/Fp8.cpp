@@ -201,15 +201,16 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
   }
 };
 
-/// A tc.reduce_sum whose sums a quantize_fp8 call wrote (tc-fuse-bias-grad):
-/// that call's output buffer; unpaired, it stays a generated kernel.
+/// A tc.reduce_sum whose sums a quantize_fp8 call or a tcx.matmul's bias
+/// gradient wrote (tc-fuse-bias-grad): that output's buffer; unpaired, it
+/// stays a generated kernel.
 struct PairedColumnSumLowering : TcxPattern<ReduceSumOp> {
   using TcxPattern::TcxPattern;
   LogicalResult matchAndRewrite(ReduceSumOp op, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Value c = buffers.colSums.lookup(op);
     if (!c)
-      return rewriter.notifyMatchFailure(op, "no quantize_fp8 call wrote its sums");
+      return rewriter.notifyMatchFailure(op, "no quantize_fp8 call or matmul wrote its sums");
     rewriter.replaceOp(op, c);
     return success();
   }

@@ -293,11 +293,30 @@ bool fp8ColumnSumForm(QuantizeOp op, Fp8QuantizeForm *out) {
   return fp8PerTensorForm(op, out) && tensorType(op.getInput()).getRank() == 2;
 }
 
-SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) {
-  SmallVector<Value, 2> sources{op.getInput()};
-  if (auto rs = op.getInput().getDefiningOp<ReshapeOp>())
+SmallVector<Value, 2> sameBytes(Value v) {
+  SmallVector<Value, 2> sources{v};
+  if (auto rs = v.getDefiningOp<ReshapeOp>())
     sources.push_back(rs.getInput());
   return sources;
+}
+
+SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) { return sameBytes(op.getInput()); }
+
+BiasGradSum pairedBiasGradSum(MatmulOp mm) {
+  Attribute id = mm->getAttr(kBiasGradAttr);
+  std::optional<GemmForm> g = gemmForm(mm);
+  if (!id || !g)
+    return {};
+  for (auto [operand, side, columns] :
+       {std::make_tuple(g->lhs, StringRef("lhs"), g->lhsT), std::make_tuple(g->rhs, StringRef("rhs"), !g->rhsT)}) {
+    if (!columns)
+      continue;
+    for (Value v : sameBytes(operand))
+      for (Operation *u : v.getUsers())
+        if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kBiasGradAttr) == id)
+          return {r, side};
+  }
+  return {};
 }
 
 namespace {

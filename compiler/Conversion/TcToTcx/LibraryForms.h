@@ -45,6 +45,22 @@ constexpr llvm::StringLiteral kNormStatsAttr = "tc.norm_stats";
 /// over every axis but the last (tc-fuse-bias-grad): the same integer on
 /// both; the quantize_fp8 call writes the column sums too.
 constexpr llvm::StringLiteral kColSumAttr = "tc.col_sum";
+/// On a tc.matmul (a weight-gradient GEMM) and a tc.reduce_sum of the
+/// columns of one of its operands over all of K (tc-fuse-bias-grad with
+/// gemm-epilogue): the same integer on both; the tcx.matmul writes the sums
+/// as its bias_grad_out (cuBLASLt's BGRAD epilogue).
+constexpr llvm::StringLiteral kBiasGradAttr = "tc.bias_grad";
+/// The tc.reduce_sum paired with `mm` by kBiasGradAttr, and which operand it
+/// sums ("lhs" or "rhs"); null when there is none.
+struct BiasGradSum {
+  ReduceSumOp sum;
+  llvm::StringRef side;
+  explicit operator bool() const { return static_cast<bool>(sum); }
+};
+BiasGradSum pairedBiasGradSum(MatmulOp mm);
+/// The values holding the same bytes as `v` a column sum may read: v and,
+/// when v is a tc.reshape, its input.
+llvm::SmallVector<mlir::Value, 2> sameBytes(mlir::Value v);
 
 /// On a tc.attention (tc-fuse-attention-views): the output is written
 /// straight into the [B, T, H, D] head transpose that reads it, which goes

@@ -4,7 +4,8 @@
 // dims become transpose flags, a 2-D rhs folds a batched lhs into M, other
 // batch broadcasts use lhs_batch/rhs_batch. What tc-fuse-matmul-epilogue
 // marked (tc.fold_batch_sum, tc.epilogue, tc.epilogue_addend) the same GEMM
-// computes, and the ops it computes go with the matmul. tc.matmul's alpha (tc-fp4-exact) is
+// computes, and the ops it computes go with the matmul; a column sum
+// tc-fuse-bias-grad paired with it (tc.bias_grad) is its second output. tc.matmul's alpha (tc-fp4-exact) is
 // read on the device: the last input, device_alpha.
 //
 //===----------------------------------------------------------------------===//
@@ -82,6 +83,14 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
       ins.push_back(buffers.bufferOf(rewriter, op.getAlpha()));
     Value out = buffers.outBuffer(rewriter, result);
     tcx::MatmulParams p;
+    // tc-fuse-bias-grad's column sum of an operand: the GEMM's second output,
+    // which the paired reduce_sum becomes (PairedColumnSumLowering).
+    if (BiasGradSum bg = pairedBiasGradSum(op); bg && fuseEpilogues && kind == "none" && !addend &&
+                                                !op.getAlpha()) {
+      p.biasGrad = bg.side;
+      p.biasGradOut = buffers.outBuffer(rewriter, bg.sum.getResult());
+      buffers.colSums[bg.sum] = p.biasGradOut;
+    }
     p.m = g->m;
     p.n = g->n;
     p.k = k;

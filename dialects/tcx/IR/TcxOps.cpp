@@ -372,12 +372,12 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
   auto batchShape = [&](ArrayRef<int64_t> s) {
     return p.broadcast ? b.getDenseI64ArrayAttr(s) : DenseI64ArrayAttr();
   };
-  build(b, state, inputs, out, i64(p.m), i64(p.n), i64(p.k), i64(p.batch), i64(p.strideLhs),
-        i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
+  build(b, state, inputs, out, p.biasGradOut, i64(p.m), i64(p.n), i64(p.k), i64(p.batch),
+        i64(p.strideLhs), i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
         b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType), b.getStringAttr(p.epilogue),
         b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta), batchShape(p.lhsBatch),
         batchShape(p.rhsBatch), b.getBoolAttr(p.fastAccum), i64(p.lhsBlocks), i64(p.rhsBlocks),
-        b.getBoolAttr(p.deviceAlpha), b.getBoolAttr(p.addend));
+        b.getBoolAttr(p.deviceAlpha), b.getBoolAttr(p.addend), b.getStringAttr(p.biasGrad));
 }
 
 /// verifyFp8BlockScales of MXFP8 (lhs_blocks = rhs_blocks = 3): E8M0 bytes
@@ -547,6 +547,24 @@ LogicalResult MatmulOp::verify() {
     if (bufferType(bias).getNumElements() != n)
       return emitOpError() << "bias " << bufferType(bias) << " must have n = " << n
                            << " elements";
+  StringRef biasGrad = getBiasGrad();
+  if (biasGrad != "none" && biasGrad != "lhs" && biasGrad != "rhs")
+    return emitOpError() << "bias_grad \"" << biasGrad << "\" is not one of none, lhs, rhs";
+  if ((biasGrad == "none") != !getBiasGradOut())
+    return emitOpError() << (getBiasGradOut() ? "a bias_grad_out needs bias_grad lhs or rhs"
+                                              : "bias_grad \"" + biasGrad.str() +
+                                                    "\" needs its bias_grad_out");
+  if (Value g = getBiasGradOut()) {
+    if (isFp8() || getEpilogue() != "none" || getAddend() || getDeviceAlpha() || getLhsBatch() ||
+        batch != 1 || getAlpha().convertToFloat() != 1.0f || getBeta().convertToFloat() != 0.0f)
+      return emitOpError() << "bias_grad takes a non-fp8 product of batch 1 without epilogue, "
+                              "addend, device_alpha, broadcast, alpha or beta";
+    int64_t len = biasGrad == "lhs" ? m : n;
+    if (bufferType(g).getNumElements() != len || bufferType(g).getElementType() != elt)
+      return emitOpError() << "bias_grad_out " << bufferType(g) << " must hold " << len
+                           << " elements of " << elt << " (the sum over k of " << biasGrad
+                           << ")";
+  }
   auto product = [](ArrayRef<int64_t> dims) {
     int64_t p = 1;
     for (int64_t d : dims)

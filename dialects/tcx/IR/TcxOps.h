@@ -51,6 +51,10 @@ struct MatmulParams {
   bool deviceAlpha = false;
   /// Not fp8: the last input is added to the product (cuBLASLt's C).
   bool addend = false;
+  /// "lhs" / "rhs": `biasGradOut` gets the sum over k of that operand
+  /// (tcx.matmul's bias_grad); "none" otherwise.
+  llvm::StringRef biasGrad = "none";
+  mlir::Value biasGradOut;
 };
 } // namespace tcx
 

@@ -309,7 +309,7 @@ def Tcx_LibraryOp : Tcx_Op<"library", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def Tcx_MatmulOp : Tcx_Op<"matmul"> {
+def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
   let summary = "One cuBLASLt call (runtime/src/cuda/cublaslt.h MatmulDesc)";
   let description = [{
     Row-major: out[b] = alpha * op(lhs[b]) @ op(rhs[b]) + beta * out[b]
@@ -351,6 +351,14 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
     before the bias (cuBLASLt's C with beta 1): the residual add after a
     projection.
 
+    `bias_grad` "lhs" or "rhs" (not fp8; batch 1, alpha 1, beta 0, no
+    epilogue, addend, device_alpha or broadcast): the second output,
+    `bias_grad_out` of out's element type, gets the sum over k of that
+    operand: m elements for "lhs" (its columns with `transpose_lhs`), n for
+    "rhs" (its columns without `transpose_rhs`): the bias gradient of a
+    Linear layer from its weight-gradient GEMM (cuBLASLt's BGRADB / BGRADA,
+    or the product and a separate sum where cuBLASLt has none).
+
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)
         outs(%y : !tcx.buffer<32x256xf32>)
@@ -360,6 +368,7 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
   }];
   let arguments = (ins Arg<Variadic<Tcx_Buffer>, "", [MemRead]>:$inputs,
                    Arg<Tcx_Buffer, "", [MemRead, MemWrite]>:$out,
+                   Arg<Optional<Tcx_Buffer>, "", [MemWrite]>:$bias_grad_out,
                    I64Attr:$m, I64Attr:$n, I64Attr:$k,
                    DefaultValuedAttr<I64Attr, "1">:$batch,
                    DefaultValuedAttr<I64Attr, "-1">:$stride_lhs,
@@ -377,9 +386,11 @@ def Tcx_MatmulOp : Tcx_Op<"matmul"> {
                    DefaultValuedAttr<I64Attr, "0">:$lhs_blocks,
                    DefaultValuedAttr<I64Attr, "0">:$rhs_blocks,
                    DefaultValuedAttr<BoolAttr, "false">:$device_alpha,
-                   DefaultValuedAttr<BoolAttr, "false">:$addend);
+                   DefaultValuedAttr<BoolAttr, "false">:$addend,
+                   DefaultValuedStrAttr<StrAttr, "none">:$bias_grad);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
-                       "`outs` `(` $out `:` type($out) `)` attr-dict";
+                       "`outs` `(` $out `:` type($out) "
+                       "(`,` $bias_grad_out^ `:` type($bias_grad_out))? `)` attr-dict";
   let hasVerifier = 1;
   let builders = [
     OpBuilder<(ins "::mlir::ValueRange":$inputs, "::mlir::Value":$out,

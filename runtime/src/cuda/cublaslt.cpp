@@ -56,6 +56,10 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
     return "gelu+aux";
   case MatmulEpilogue::BiasGeluAux:
     return "bias+gelu+aux";
+  case MatmulEpilogue::BiasGradLhs:
+    return "bias-grad(lhs)";
+  case MatmulEpilogue::BiasGradRhs:
+    return "bias-grad(rhs)";
   }
   return "?";
 }
@@ -103,9 +107,16 @@ std::string MatmulDesc::toString() const {
 
 namespace {
 
+std::atomic<bool> gMatmulTuning{true};
+
+bool isBiasGrad(MatmulEpilogue e) {
+  return e == MatmulEpilogue::BiasGradLhs || e == MatmulEpilogue::BiasGradRhs;
+}
+/// Whether the epilogue reads or (a bias gradient) writes cuBLASLt's bias
+/// pointer.
 bool hasBias(MatmulEpilogue e) {
   return e == MatmulEpilogue::Bias || e == MatmulEpilogue::BiasGelu ||
-         e == MatmulEpilogue::BiasGeluAux;
+         e == MatmulEpilogue::BiasGeluAux || isBiasGrad(e);
 }
 bool hasAux(MatmulEpilogue e) {
   return e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::BiasGeluAux;
@@ -125,6 +136,11 @@ cublasLtEpilogue_t toCublas(MatmulEpilogue e) {
     return CUBLASLT_EPILOGUE_GELU_AUX;
   case MatmulEpilogue::BiasGeluAux:
     return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  // cuBLASLt's A is our rhs, its B our lhs (the file comment of cublaslt.h).
+  case MatmulEpilogue::BiasGradLhs:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case MatmulEpilogue::BiasGradRhs:
+    return CUBLASLT_EPILOGUE_BGRADA;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -290,6 +306,11 @@ Matmul::~Matmul() {
     (void)cudaFree(workspace_);
   if (consts_)
     (void)cudaFree(consts_);
+  for (auto &[dtype, o] : ones_)
+    if (o.ptr)
+      (void)cudaFree(o.ptr);
+  for (void *p : retiredOnes_)
+    (void)cudaFree(p);
 }
 
 Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
@@ -508,6 +529,8 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
     return Status::ok();
   if (hasBias(d.epilogue) && !bias)
     return invalidArgument("matmul: the epilogue needs a bias (" + d.toString() + ")");
+  if (isBiasGrad(d.epilogue))
+    return runBiasGrad(d, lhs, rhs, out, const_cast<void *>(bias), stream);
   if (hasAux(d.epilogue)) {
     if (!aux)
       return invalidArgument("matmul: the epilogue needs an aux buffer (" + d.toString() + ")");
@@ -544,6 +567,129 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
                                                  &plan->algo, workspace_, workspaceBytes_, stream),
                                   "cublasLtMatmul " + d.toString()));
   return Status::ok();
+}
+
+Matmul::BiasGradPath Matmul::biasGradPath(const MatmulDesc &d) const {
+  auto it = biasGradPaths_.find(d.toString());
+  return it == biasGradPaths_.end() ? BiasGradPath::Unknown : it->second;
+}
+
+Status Matmul::ones(DType dtype, int64_t k, const void **out, cudaStream_t stream) {
+  Ones &o = ones_[static_cast<int>(dtype)];
+  if (o.count < k) {
+    // A new, larger vector; the old one stays allocated (a CUDA graph
+    // captured earlier may read it) until the Matmul goes.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      return failedPrecondition("matmul: a bias gradient's ones vector of " + std::to_string(k) +
+                                " elements is first needed while a CUDA graph is captured "
+                                "(run the function eagerly once first)");
+    if (o.ptr)
+      retiredOnes_.push_back(o.ptr);
+    o = Ones();
+    int bytes = static_cast<int>(elementBytes(dtype));
+    TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&o.ptr, static_cast<size_t>(k) * bytes),
+                                  "cudaMalloc of a bias gradient's ones vector (" +
+                                      std::to_string(k) + " elements)"));
+    o.count = k;
+    uint64_t one = dtype == DType::F32    ? 0x3F800000u
+                   : dtype == DType::BF16 ? 0x3F80u
+                                          : 0x3C00u; // f16
+    TC_RETURN_IF_ERROR(fillBuffer(o.ptr, bytes, one, k, stream));
+  }
+  *out = o.ptr;
+  return Status::ok();
+}
+
+Status Matmul::runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                           void *biasGrad, cudaStream_t stream) {
+  if (d.batch != 1 || d.alpha != 1.0f || d.beta != 0.0f || d.addend || d.deviceAlpha)
+    return invalidArgument("matmul: a bias gradient takes batch 1, alpha 1, beta 0, no addend "
+                           "and no device alpha (" + d.toString() + ")");
+  bool lhsSide = d.epilogue == MatmulEpilogue::BiasGradLhs;
+  MatmulDesc plain = d;
+  plain.epilogue = MatmulEpilogue::None;
+  // The separate sum: ones[1, k] @ op(operand)[k, cols] (op(lhs)^T for lhs).
+  MatmulDesc sum;
+  sum.dtype = d.dtype;
+  sum.m = 1;
+  sum.n = lhsSide ? d.m : d.n;
+  sum.k = d.k;
+  sum.transposeRhs = lhsSide ? !d.transposeLhs : d.transposeRhs;
+  const void *operand = lhsSide ? lhs : rhs;
+  auto separate = [&]() -> Status {
+    TC_RETURN_IF_ERROR(run(plain, lhs, rhs, out, stream));
+    const void *one = nullptr;
+    TC_RETURN_IF_ERROR(ones(d.dtype, d.k, &one, stream));
+    return run(sum, one, operand, biasGrad, stream);
+  };
+  // The BGRAD plan, its bias pointer set for this call; null where cuBLASLt
+  // has none for the problem (any heuristic error: the plain product's own
+  // plan reports a problem that is wrong in itself).
+  auto epiloguePlan = [&]() -> Plan * {
+    Plan *plan = nullptr;
+    if (!getPlan(d, lhs, rhs, out, biasGrad, nullptr, &plan).isOk() ||
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasGrad,
+                                       sizeof biasGrad) != CUBLAS_STATUS_SUCCESS)
+      return nullptr;
+    return plan;
+  };
+  auto epilogue = [&](Plan *plan) -> Status {
+    float alpha = 1.0f, beta = 0.0f;
+    return cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs, plan->b,
+                                       &beta, out, plan->c, out, plan->c, &plan->algo, workspace_,
+                                       workspaceBytes_, stream),
+                        "cublasLtMatmul " + d.toString());
+  };
+  BiasGradPath &path = biasGradPaths_[d.toString()];
+  if (path == BiasGradPath::Unknown) {
+    Plan *plan = forceSeparateBiasGrad_ ? nullptr : epiloguePlan();
+    if (!plan) {
+      path = BiasGradPath::Separate;
+      return separate();
+    }
+    if (!plan->tuned)
+      TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
+    // The first eager call times both ways (each twice after a warm-up:
+    // cuBLASLt's BGRAD kernels can be slower than the product and a sum,
+    // as its DGELU_BGRAD is on the H200) and keeps the faster.
+    path = BiasGradPath::Epilogue;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+    if (gMatmulTuning.load(std::memory_order_relaxed) && capture == cudaStreamCaptureStatusNone) {
+      float ms[2] = {0, 0};
+      for (int way = 0; way < 2; ++way) {
+        cudaEvent_t start = nullptr, stop = nullptr;
+        TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+        TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+        Status st = Status::ok();
+        for (int rep = 0; rep < 3 && st.isOk(); ++rep) {
+          if (rep == 1)
+            cudaEventRecord(start, stream);
+          st = way == 0 ? epilogue(plan) : separate();
+        }
+        cudaEventRecord(stop, stream);
+        if (st.isOk())
+          st = cudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        if (st.isOk())
+          st = cudaStatus(cudaEventElapsedTime(&ms[way], start, stop), "cudaEventElapsedTime");
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        TC_RETURN_IF_ERROR(st);
+      }
+      if (ms[1] < ms[0])
+        path = BiasGradPath::Separate;
+    }
+  }
+  if (path == BiasGradPath::Separate)
+    return separate();
+  Plan *plan = epiloguePlan();
+  if (!plan) // the same problem at another alignment, without a BGRAD algorithm
+    return separate();
+  if (!plan->tuned)
+    TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
+  return epilogue(plan);
 }
 
 Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv,
@@ -645,10 +791,6 @@ Status Matmul::runNvfp4(const Nvfp4Gemm &g, cudaStream_t stream) {
                                      workspace_, workspaceBytes_, stream),
                       "cublasLtMatmul " + d.toString());
 }
-
-namespace {
-std::atomic<bool> gMatmulTuning{true};
-} // namespace
 
 void setMatmulTuning(bool on) { gMatmulTuning.store(on, std::memory_order_relaxed); }
 

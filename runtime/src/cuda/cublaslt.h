@@ -60,6 +60,12 @@ enum class MatmulEpilogue : uint8_t {
   BiasGelu,    // gelu_tanh(x + bias[N])
   GeluAux,     // gelu_tanh(x), and x (the GELU input) stored to `aux`
   BiasGeluAux, // gelu_tanh(x + bias[N]), and x + bias stored to `aux`
+  // The product, and the sum over K of one operand written to `bias` (of
+  // d.dtype, accumulated in fp32): a Linear layer's bias gradient from the
+  // weight-gradient GEMM that reads the output gradient anyway (cuBLASLt's
+  // BGRADB / BGRADA). Batch 1, beta 0, no addend or device alpha.
+  BiasGradLhs, // bias[M] = sum_k op(lhs)[:, k]  (lhs [K, M] with transposeLhs: its column sums)
+  BiasGradRhs, // bias[N] = sum_k op(rhs)[k, :]  (rhs [K, N]: its column sums)
 };
 const char *matmulEpilogueName(MatmulEpilogue e);
 
@@ -142,8 +148,9 @@ public:
   Matmul &operator=(const Matmul &) = delete;
 
   /// Runs `d` on `stream`. lhs/rhs/out (and bias [n], aux [batch, m, n] when
-  /// the epilogue uses them) are device pointers of d.dtype. m, n or batch
-  /// of 0 is a no-op; k == 0 is Unimplemented.
+  /// the epilogue uses them) are device pointers of d.dtype; the
+  /// bias-gradient epilogues write `bias` ([m] or [n]). m, n or batch of 0
+  /// is a no-op; k == 0 is Unimplemented.
   Status run(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, cudaStream_t stream,
              const void *bias = nullptr, void *aux = nullptr,
              const float *deviceAlpha = nullptr, const void *addend = nullptr);
@@ -204,6 +211,16 @@ public:
                       void *out, cudaStream_t stream, const void *bias = nullptr,
                       const float *deviceAlpha = nullptr);
 
+  /// How a bias-gradient problem (BiasGradLhs / BiasGradRhs) ran: cuBLASLt's
+  /// BGRAD epilogue, or the plain product and a sum of the operand (a GEMM
+  /// of a ones vector by it) where cuBLASLt has no BGRAD algorithm for the
+  /// problem or its first eager call timed the pair faster. Unknown before
+  /// that first call.
+  enum class BiasGradPath : uint8_t { Unknown, Epilogue, Separate };
+  BiasGradPath biasGradPath(const MatmulDesc &d) const;
+  /// Tests: take the separate path for every bias-gradient problem.
+  void forceSeparateBiasGrad(bool on) { forceSeparateBiasGrad_ = on; }
+
   /// Number of cached (problem, alignment) -> algorithm entries.
   size_t cachedPlans() const { return plans_.size(); }
   size_t workspaceBytes() const { return workspaceBytes_; }
@@ -220,6 +237,10 @@ private:
                  const float *scaleB = nullptr);
   Status tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void *rhs, void *out,
               cudaStream_t stream);
+  Status runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                     void *biasGrad, cudaStream_t stream);
+  /// A device vector of at least k ones of `dtype` (grown on an eager call).
+  Status ones(DType dtype, int64_t k, const void **out, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   void *workspace_ = nullptr;
@@ -228,6 +249,15 @@ private:
   /// Device f32 {0, 1}: beta of device-alpha calls.
   float *consts_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans_;
+  /// Bias-gradient problems (MatmulDesc::toString) -> the path they take.
+  std::unordered_map<std::string, BiasGradPath> biasGradPaths_;
+  bool forceSeparateBiasGrad_ = false;
+  struct Ones {
+    void *ptr = nullptr;
+    int64_t count = 0;
+  };
+  std::unordered_map<int, Ones> ones_; // by DType
+  std::vector<void *> retiredOnes_;    // outgrown, kept for graphs captured with them
 };
 
 /// How a broadcast batch splits into strided-batched calls (host only; public

@@ -217,11 +217,17 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                                    "beta 0 or broadcast batch, its last input of out's type "
                                    "and size");
   size_t nIn = ins.size() - (devAlpha ? 1 : 0) - (addend ? 1 : 0);
-  if ((fp8 ? nIn < 4 || nIn > 5 : nIn < 2 || nIn > 3) || outs.size() != 1)
+  // bias_grad "lhs" / "rhs" (not fp8): the second output is the sum over k
+  // of that operand (a Linear layer's bias gradient, cuBLASLt's BGRAD).
+  std::string biasGrad = a.stringOr("bias_grad", "none");
+  if (biasGrad != "none" && biasGrad != "lhs" && biasGrad != "rhs")
+    return invalidArgument(where + ": bias_grad must be none, lhs or rhs, got '" + biasGrad + "'");
+  size_t nOut = biasGrad == "none" ? 1 : 2;
+  if ((fp8 ? nIn < 4 || nIn > 5 : nIn < 2 || nIn > 3) || outs.size() != nOut)
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
                                           "rhs_scale_inv[, bias] and one output"
                                         : ": matmul takes lhs, rhs[, bias][, addend][, alpha] "
-                                          "and one output"));
+                                          "and one output (two with bias_grad)"));
   TC_RETURN_IF_ERROR(ensureMatmul());
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
@@ -257,6 +263,17 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     d.epilogue = MatmulEpilogue::BiasGelu;
   else
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
+  if (biasGrad != "none") {
+    if (fp8 || d.epilogue != MatmulEpilogue::None || devAlpha || addend || d.batch != 1 ||
+        d.beta != 0.0f || d.alpha != 1.0f || a.find("lhs_batch"))
+      return invalidArgument(where + ": bias_grad takes a non-fp8 matmul of batch 1 without "
+                                     "epilogue, addend, device alpha, alpha or beta");
+    int64_t len = biasGrad == "lhs" ? d.m : d.n;
+    if (bufType(p, op.outs[1]).numElements() != len || bufType(p, op.outs[1]).dtype != d.dtype)
+      return invalidArgument(where + ": the bias gradient (second output) must hold " +
+                             std::to_string(len) + " elements of the product's type");
+    d.epilogue = biasGrad == "lhs" ? MatmulEpilogue::BiasGradLhs : MatmulEpilogue::BiasGradRhs;
+  }
   bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
   size_t biasIndex = fp8 ? 4 : 2;
   if (biasEpi != (nIn == biasIndex + 1))
@@ -301,6 +318,8 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     return Status::ok();
   }
   const void *add = addend ? ins.back() : nullptr;
+  if (nOut == 2)
+    bias = outs[1]; // written: the bias gradient
   p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, nullptr, alpha, add); });
   return Status::ok();
 }

@@ -454,3 +454,32 @@ func.func @mm_mx_scale_size(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<144
   tcx.matmul ins(%a, %b, %s, %s : !tcx.buffer<32x64xf8E4M3FN>, !tcx.buffer<144x64xf8E4M3FN>, !tcx.buffer<512xf8E8M0FNU>, !tcx.buffer<512xf8E8M0FNU>) outs(%c : !tcx.buffer<32x144xbf16>) {m = 32 : i64, n = 144 : i64, k = 64 : i64, transpose_rhs = true, compute_type = "fp8", lhs_blocks = 3, rhs_blocks = 3}
   return
 }
+
+// -----
+
+// Tests that a bias gradient needs its output, of the summed operand's
+// length (n for rhs) and out's element type.
+func.func @mm_bias_grad_len(%x: !tcx.buffer<64x16xbf16>, %dy: !tcx.buffer<64x32xbf16>, %dw: !tcx.buffer<16x32xbf16>, %db: !tcx.buffer<16xbf16>) {
+  // expected-error @+1 {{bias_grad_out '!tcx.buffer<16xbf16>' must hold 32 elements of 'bf16' (the sum over k of rhs)}}
+  tcx.matmul ins(%x, %dy : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16>, %db : !tcx.buffer<16xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, bias_grad = "rhs"}
+  return
+}
+
+// -----
+
+func.func @mm_bias_grad_missing(%x: !tcx.buffer<64x16xbf16>, %dy: !tcx.buffer<64x32xbf16>, %dw: !tcx.buffer<16x32xbf16>) {
+  // expected-error @+1 {{bias_grad "lhs" needs its bias_grad_out}}
+  tcx.matmul ins(%x, %dy : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, bias_grad = "lhs"}
+  return
+}
+
+// -----
+
+// Tests that a bias gradient takes no other epilogue (cuBLASLt's BGRAD
+// epilogues are alone).
+func.func @mm_bias_grad_epilogue(%x: !tcx.buffer<64x16xbf16>, %dy: !tcx.buffer<64x32xbf16>, %b: !tcx.buffer<32xbf16>, %dw: !tcx.buffer<16x32xbf16>, %db: !tcx.buffer<32xbf16>) {
+  // expected-error @+1 {{bias_grad takes a non-fp8 product of batch 1 without epilogue, addend, device_alpha, broadcast, alpha or beta}}
+  tcx.matmul ins(%x, %dy, %b : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>, !tcx.buffer<32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16>, %db : !tcx.buffer<32xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, epilogue = "bias", bias_grad = "rhs"}
+  return
+}
+
