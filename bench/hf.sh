@@ -17,6 +17,11 @@
 #       fits in one 10-minute device call.
 #   bench/hf.sh table OUT   the table from whatever OUT/run holds (run ends with it).
 #
+# TC_EXPERIMENTAL=LIST (prepare): also compile each model's dynamo export with
+# tc-compile --experimental=LIST into OUT/NAME.exp.tca, which run and the table
+# take as one more row (tc exp): the levers not yet checked on a GPU, measured
+# beside the default step in the same call.
+#
 # The table: tokens/s (median of the timed steps), the ratio to the faster
 # torch.compile mode (target >= 1.25x), MFU (6N + 12LTd), peak device memory
 # of the process (cudaMemGetInfo total - free, CUDA context included, both
@@ -71,6 +76,15 @@ prepare() {
       printf '%s\t%s\t%.2f\t%.2f\n' "$name" "$e" "$(echo "$t1 - $t0" | bc)" \
         "$(echo "$t3 - $t2" | bc)" >>"$OUT/compile.tsv"
       echo "  $name.$e.tca: cold $(echo "$t1 - $t0" | bc) s, cached $(echo "$t3 - $t2" | bc) s"
+      if [ "$e" = dynamo ] && [ -n "${TC_EXPERIMENTAL:-}" ]; then
+        args[${#args[@]}-1]="$OUT/$name.exp.tca"
+        "$BIN/tc-compile" "${args[@]}" --experimental="$TC_EXPERIMENTAL" --no-cache \
+          >"$OUT/$name.exp.compile.log" 2>&1 || { echo "  compile failed: $OUT/$name.exp.compile.log"; continue; }
+        "$BIN/tc-compile" "${args[@]}" --experimental="$TC_EXPERIMENTAL" --report memory \
+          --no-batch-search --no-cache -o "$OUT/.memory.tca" >"$OUT/$name.exp.memory.txt" 2>/dev/null
+        rm -f "$OUT/.memory.tca"
+        echo "  $name.exp.tca: --experimental=$TC_EXPERIMENTAL"
+      fi
     done
   done
   rm -rf "$OUT/cache"
@@ -86,7 +100,7 @@ run() {
     vocab=$(python3 -c "import json; print(json.load(open('$ROOT/bench/hf/$name.json'))['vocab_size'])")
     if [[ "$what" == *tc* ]]; then
       python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, $vocab, size=$batch*1025*64).astype(np.uint16).tofile('/tmp/hf-$name.bin')"
-      for e in ${exps//,/ }; do
+      for e in ${exps//,/ } exp; do
         [ -f "$OUT/$name.$e.tca" ] || continue
         echo "tc $name ($e)"
         rm -f "$OUT/run/$name.$e.tc.jsonl"
@@ -130,7 +144,7 @@ for m in models:
         torch_rows = [json.loads(l) for l in open(p) if l.strip()]
     comp_rows = [r for r in torch_rows if r["framework"].startswith("torch compile")]
     best = max(comp_rows, key=lambda r: r["tokens_per_s"]) if comp_rows else None
-    for e in exps.split(","):
+    for e in exps.split(",") + ["exp"]:
         p = f"{out}/run/{name}.{e}.tc.jsonl"
         if not os.path.exists(p):
             continue

@@ -568,11 +568,35 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
 
 bool isGpuTarget(const std::string &target) { return isGpuArch(target); }
 
+namespace {
+/// The levers --experimental takes, each with what it turns on: written, and
+/// tested here, but not yet run on a GPU; one becomes the default (and
+/// leaves this table) once gpu-check and the bench have run it
+/// (bench/RESULTS.md).
+struct ExperimentalLever {
+  const char *name;
+  const char *what;
+};
 const ExperimentalLever kExperimentalLevers[] = {
     {"bias-grad", "a Linear layer's bias gradient from its weight-gradient GEMM "
                   "(cuBLASLt's BGRAD epilogue) instead of a column-sum kernel"},
+    {"group-sums", "the grad-norm clip's sums of squares of whole weight gradients in grouped "
+                   "launches (one kernel for every length)"},
 };
-const size_t kNumExperimentalLevers = std::size(kExperimentalLevers);
+} // namespace
+
+std::string checkExperimentalLevers(const std::vector<std::string> &names) {
+  for (const std::string &name : names) {
+    if (llvm::any_of(kExperimentalLevers,
+                     [&](const ExperimentalLever &l) { return name == l.name; }))
+      continue;
+    std::string known;
+    for (const ExperimentalLever &l : kExperimentalLevers)
+      known += (known.empty() ? "" : ", ") + std::string(l.name);
+    return "--experimental: unknown lever '" + name + "' (known: " + known + ")";
+  }
+  return "";
+}
 
 namespace {
 /// The tc-gpu pipeline on a copy of `module` (after training), then NVRTC on
@@ -593,6 +617,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     GpuPipelineOptions o;
     o.tf32 = opts.tf32;
     o.biasGradEpilogue = llvm::is_contained(opts.experimental, "bias-grad");
+    o.groupSplitRows = llvm::is_contained(opts.experimental, "group-sums");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -184,13 +184,10 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
 /// table (Target.h) has it.
 bool isGpuTarget(const std::string &target);
 
-/// The names --experimental takes, each with what it turns on.
-struct ExperimentalLever {
-  const char *name;
-  const char *what;
-};
-extern const ExperimentalLever kExperimentalLevers[];
-extern const size_t kNumExperimentalLevers;
+/// "" when every name is a lever --experimental takes (Compile.cpp's table:
+/// bias-grad, group-sums), else the error naming the first unknown one and
+/// the known ones.
+std::string checkExperimentalLevers(const std::vector<std::string> &names);
 
 /// The tc-import-cleanup pipeline on `module` with the options `opts` gives
 /// it. Remarks of the passes (what a recogniser left alone, and why) are

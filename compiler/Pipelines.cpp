@@ -108,7 +108,9 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addPass(createTcLowerToTcx(lower));
   pm.addPass(tcx::createTcxEliminateDeadWork());
   pm.addNestedPass<func::FuncOp>(tcx::createTcxPlanMemory());
-  pm.addPass(cuda::createTcxGenerateCuda());
+  cuda::TcxGenerateCudaOptions codegen;
+  codegen.groupSplitRows = o.groupSplitRows;
+  pm.addPass(cuda::createTcxGenerateCuda(codegen));
 }
 
 void registerTcPipelines() {

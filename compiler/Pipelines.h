@@ -139,6 +139,11 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Bias gradients from the weight-gradient GEMMs' BGRAD epilogue "
                      "(tc-fuse-bias-grad gemm-epilogue; tc-compile --experimental=bias-grad)"),
       llvm::cl::init(false)};
+  Option<bool> groupSplitRows{
+      *this, "group-split-rows",
+      llvm::cl::desc("Split single-row reductions in grouped launches (tcx-generate-cuda; "
+                     "tc-compile --experimental=group-sums)"),
+      llvm::cl::init(false)};
 };
 
 void buildImportCleanupPipeline(mlir::OpPassManager &pm,

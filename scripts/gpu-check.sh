@@ -99,6 +99,17 @@ if [ -x "$GEN" ] && [ -f "$CASES" ]; then
   gen_rc=$?
   grep -E '^(PASS|FAIL|SKIP)' "$OUT/run_generated.log"
   gen_line="generated kernels: $(grep -oE '[0-9]+ passed, [0-9]+ failed' "$OUT/run_generated.log" | tail -1) (exit $gen_rc)"
+  # The same cases with the levers not yet checked on a GPU (gpu-prepare's
+  # TC_EXPERIMENTAL), when prepared.
+  EXP_CASES="${CASES%.tca}-exp.tca"
+  if [ -f "$EXP_CASES" ]; then
+    echo "== generated kernels with tc-compile --experimental (log: $OUT/run_generated-exp.log)"
+    "$GEN" "$EXP_CASES" >"$OUT/run_generated-exp.log" 2>&1
+    exp_rc=$?
+    grep -E '^(PASS|FAIL|SKIP)' "$OUT/run_generated-exp.log"
+    gen_line="$gen_line; with --experimental: $(grep -oE '[0-9]+ passed, [0-9]+ failed' "$OUT/run_generated-exp.log" | tail -1) (exit $exp_rc)"
+    [ "$exp_rc" = 0 ] || gen_rc=$exp_rc
+  fi
 fi
 
 python3 - "$REPORT" "$OUT/tc_cuda_tests.json" "$TORCH_TSV" "$test_rc" <<'PY'

@@ -23,6 +23,11 @@
 #                            plan and the CPU reference's 8 steps, as for the fixtures above;
 #                            exported into ${TC_HF_DIR:-build/hf-models} (an existing export
 #                            there is reused)
+#   OUT/fixtures/M.E.exp.P.tca  with TC_EXPERIMENTAL (default: every lever tc-compile
+#                            --experimental takes): gpt2/llama x ts/dynamo in fp32 and
+#                            bf16 with those levers on, beside their CPU reference
+#                            (and F-sdpa.E.exp.bf16 for the HF models with TC_HF=1);
+#                            OUT/codegen/cases-exp.tca the generated-kernel cases with them
 #   OUT/tiny-gpt/            the main job's tiny GPT (scripts/run.sh) for sm_90 + its data
 #   OUT/bench/gpt2-124m.tca  GPT-2 124M (bench/make_gpt2_onnx.py), compiled without
 #                            weights (--no-weights --init-params normal), when
@@ -140,6 +145,24 @@ cpu_reference llama.dynamo.bf16-pad96 "$FX/llama"
 compile_fixture "$FX/gpt2.ts.onnx" gpt2.accum2.fp32 fp32 --grad-accum 2
 cpu_reference gpt2.accum2.fp32 "$FX/gpt2"
 
+# Levers written without a GPU (tc-compile --experimental): the fixtures with
+# all of them on, so that one gpu-check run says whether they keep the GPU
+# step equal to the CPU reference (M.E.exp.P; the precision stays the last
+# part of the name for gpu-check's tolerance).
+EXP="${TC_EXPERIMENTAL-bias-grad,group-sums}"
+if [ -n "$EXP" ]; then
+  for m in gpt2 llama; do
+    for e in ts dynamo; do
+      for p in fp32 bf16; do
+        compile_fixture "$FX/$m.$e.onnx" "$m.$e.exp.$p" "$p" --experimental="$EXP"
+        cpu_reference "$m.$e.exp.$p" "$FX/$m"
+      done
+    done
+  done
+  "$CB/bin/tc-cuda-codegen" "$ROOT/test/codegen/Inputs/cases.mlir" --emit=none --target sm_90 \
+    --experimental="$EXP" --artifact "$OUT/codegen/cases-exp.tca"
+fi
+
 # Tiny HuggingFace models (optional): one export per family, sdpa attention. The
 # names keep gpu-check.sh's rule: the inputs are found from the name up to its first '.'.
 if [ "${TC_HF:-0}" = 1 ] && python3 -c 'import torch, onnx, transformers' 2>/dev/null; then
@@ -180,6 +203,10 @@ if [ "${TC_HF:-0}" = 1 ] && python3 -c 'import torch, onnx, transformers' 2>/dev
       rm -f "$OUT/fixtures/$m.$picked.$p.compile.log"
       cpu_reference "$m.$picked.$p" "$OUT/fixtures/$m"
     done
+    if [ -n "$EXP" ]; then
+      compile_fixture "$HF/$m.$picked.onnx" "$m.$picked.exp.bf16" bf16 --experimental="$EXP"
+      cpu_reference "$m.$picked.exp.bf16" "$OUT/fixtures/$m"
+    fi
   done
 elif [ "${TC_HF:-0}" = 1 ]; then
   echo "TC_HF=1 but torch/onnx/transformers are not importable: no HF fixtures"

@@ -141,7 +141,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          on a GPU (comma-separated; bench/RESULTS.md says when
                          one became the default): bias-grad (a Linear layer's
                          bias gradient from its weight-gradient GEMM, cuBLASLt's
-                         BGRAD epilogue, instead of a column-sum kernel)
+                         BGRAD epilogue, instead of a column-sum kernel),
+                         group-sums (the grad-norm clip's sums of squares of
+                         weight gradients in grouped launches)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights
@@ -445,19 +447,11 @@ int main(int argc, char **argv) {
       std::string list = value("--experimental");
       for (size_t at = 0; at <= list.size();) {
         size_t end = std::min(list.find(',', at), list.size());
-        std::string name = list.substr(at, end - at);
-        bool known = false;
-        for (size_t l = 0; l < tc::kNumExperimentalLevers; ++l)
-          known |= name == tc::kExperimentalLevers[l].name;
-        if (!known) {
-          std::string names;
-          for (size_t l = 0; l < tc::kNumExperimentalLevers; ++l)
-            names += std::string(l ? ", " : "") + tc::kExperimentalLevers[l].name;
-          fail(2, "--experimental: unknown lever '" + name + "' (known: " + names + ")");
-        }
-        opts.experimental.push_back(name);
+        opts.experimental.push_back(list.substr(at, end - at));
         at = end + 1;
       }
+      if (std::string e = tc::checkExperimentalLevers(opts.experimental); !e.empty())
+        fail(2, e);
     } else if (a == "--fp32" || a == "--bf16" || a == "--fp16") {
       precisionFlags.push_back(a);
       opts.precision = a.substr(2);

@@ -12,6 +12,8 @@
 //                  for --target (compile(), no training) and writes the
 //                  artifact F: the reference program, the kernels and the
 //                  device program (the input of test/codegen/run_generated)
+//   --experimental=L  tc-compile's levers not yet checked on a GPU, for both
+//                  (group-sums: the codegen's CodegenOptions::groupSplitRows)
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +45,9 @@ static cl::opt<std::string> emit("emit", cl::desc("mlir | cuda | arch | none"), 
 static cl::opt<std::string> target("target", cl::desc("sm_90 | sm_120"), cl::init("sm_90"));
 static cl::opt<bool> noFuse("no-fuse", cl::desc("Skip tc-fuse"), cl::init(false));
 static cl::opt<std::string> cubinDir("cubin-dir", cl::desc("Write <name>.cubin/.ptx here"), cl::init(""));
+static cl::list<std::string> experimental(
+    "experimental", cl::CommaSeparated,
+    cl::desc("Levers not yet checked on a GPU (tc-compile --experimental)"));
 static cl::opt<std::string> artifactPath("artifact",
                                          cl::desc("Compile for --target and write the artifact here"),
                                          cl::init(""));
@@ -65,6 +70,7 @@ int writeCompiledArtifact(MLIRContext &ctx, ModuleOp module, const std::string &
   tc::CompileInput input;
   input.module = OwningOpRef<ModuleOp>(module.clone());
   tc::CompileOptions opts;
+  opts.experimental.assign(experimental.begin(), experimental.end());
   opts.target = target;
   tc::CompileResult result;
   tc::CompileError error;
@@ -82,6 +88,9 @@ int main(int argc, char **argv) {
   cl::AddExtraVersionPrinter(
       [](llvm::raw_ostream &os) { os << "tc-cuda-codegen (tc) " << tc::cli::kVersion << "\n"; });
   cl::ParseCommandLineOptions(argc, argv, "tc-fuse + CUDA codegen\n");
+  if (std::string e = tc::checkExperimentalLevers({experimental.begin(), experimental.end()});
+      !e.empty())
+    return fail(e);
   MLIRContext ctx;
   tc::loadCompilerDialects(ctx);
   llvm::SourceMgr sm;
@@ -108,7 +117,9 @@ int main(int argc, char **argv) {
     module->print(llvm::outs());
     llvm::outs() << "\n";
   }
-  auto kernels = tc::cuda::generateKernels(*module);
+  tc::cuda::CodegenOptions codegen;
+  codegen.groupSplitRows = llvm::is_contained(experimental, "group-sums");
+  auto kernels = tc::cuda::generateKernels(*module, codegen);
   if (failed(kernels))
     return 1;
   if (emit == "cuda") {

@@ -35,14 +35,14 @@ bool isKernelOp(Operation *op) {
          (tc::isDataMovement(op) && !llvm::isa<tc::GatherOp>(op));
 }
 
-FailureOr<KernelSource> generateKernel(Operation *op) {
+FailureOr<KernelSource> generateKernel(Operation *op, const CodegenOptions &options) {
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
     auto rt = llvm::dyn_cast<RankedTensorType>(t);
     if (!rt || !rt.hasStaticShape() || storageType(rt.getElementType()).empty())
       return op->emitOpError() << "CUDA codegen: unsupported type " << t;
   }
   if (auto f = llvm::dyn_cast<tc::FusionOp>(op))
-    return fusionKernel(f);
+    return fusionKernel(f, options);
   Value in = op->getNumOperands() ? op->getOperand(0) : Value();
   if (auto t = llvm::dyn_cast<tc::TransposeOp>(op)) {
     auto st = denseStrides(shapeOf(in));
@@ -100,7 +100,7 @@ bool hasGeneratedKernel(tcx::KernelOp kernel) {
   return op && isKernelOp(op) && !llvm::isa<tc::FusionOp>(op);
 }
 
-FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel) {
+FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel, const CodegenOptions &options) {
   if (kernel.getKind() == "fusion") {
     for (Type t : llvm::concat<Type>(kernel.getEntry().getArgumentTypes(),
                                      kernel.getEntry().getTerminator()->getOperandTypes())) {
@@ -108,21 +108,22 @@ FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel) {
       if (!rt || !rt.hasStaticShape() || storageType(rt.getElementType()).empty())
         return kernel.emitOpError() << "CUDA codegen: unsupported type " << t;
     }
-    return fusionKernel(kernel);
+    return fusionKernel(kernel, options);
   }
   if (!hasGeneratedKernel(kernel))
     return kernel.emitOpError() << "CUDA codegen: no kernel for kind '" << kernel.getKind()
                                 << "'";
-  return generateKernel(soleOp(kernel));
+  return generateKernel(soleOp(kernel), options);
 }
 
-FailureOr<std::vector<KernelSource>> generateKernels(ModuleOp module) {
+FailureOr<std::vector<KernelSource>> generateKernels(ModuleOp module,
+                                                     const CodegenOptions &options) {
   std::vector<KernelSource> out;
   bool ok = true;
   module.walk([&](Operation *op) {
     if (!isKernelOp(op) || llvm::isa<tc::FusionOp>(op->getParentOp()))
       return;
-    auto k = generateKernel(op);
+    auto k = generateKernel(op, options);
     if (failed(k)) {
       ok = false;
       return;

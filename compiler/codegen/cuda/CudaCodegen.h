@@ -93,9 +93,22 @@ struct KernelBinary {
 /// (sum/mean/max/min/prod over any axes).
 bool isKernelOp(mlir::Operation *op);
 
+/// Codegen choices not yet checked on a GPU, off by default (tc-compile and
+/// tc-cuda-codegen --experimental).
+struct CodegenOptions {
+  /// group-sums: a single-row reduction split over blocks (a weight
+  /// gradient's sum of squares for the grad-norm clip) takes its length as
+  /// n and keeps its blocks' partials and counter in slots from the launch's
+  /// first block, so rows of every length share the kernel and a grouped
+  /// launch takes a window of them (its source states the most blocks such
+  /// a launch may span: `// tc:group_max_blocks N`).
+  bool groupSplitRows = false;
+};
+
 /// The kernel for one op (isKernelOp). Failure (with a diagnostic on the op)
 /// for element types or patterns codegen does not handle.
-mlir::FailureOr<KernelSource> generateKernel(mlir::Operation *op);
+mlir::FailureOr<KernelSource> generateKernel(mlir::Operation *op,
+                                             const CodegenOptions &options = {});
 
 /// Whether the body of `kernel` gets a generated kernel: kind "fusion" (a
 /// tc.fusion body), or one op that isKernelOp.
@@ -105,13 +118,15 @@ bool hasGeneratedKernel(tcx::KernelOp kernel);
 /// tcx-generate-cuda makes it: the same source, parameters and launch as
 /// generateKernel of the tc op the body came from. `KernelSource::op` is
 /// the tcx.kernel.
-mlir::FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel);
+mlir::FailureOr<KernelSource> generateKernel(tcx::KernelOp kernel,
+                                             const CodegenOptions &options = {});
 
 /// One KernelSource per kernel op (tc level, before tc-lower-to-tcx) of every
 /// function, in walk order (names repeat where ops share a kernel;
 /// compileKernels compiles each once). For tc-cuda-codegen, which tests
 /// codegen on tc ops without the rest of the GPU pipeline.
-mlir::FailureOr<std::vector<KernelSource>> generateKernels(mlir::ModuleOp module);
+mlir::FailureOr<std::vector<KernelSource>> generateKernels(mlir::ModuleOp module,
+                                                           const CodegenOptions &options = {});
 
 /// The NVRTC architecture of a tc target, as the target table (Target.h)
 /// gives it: "sm_90" -> "sm_90", "sm_120" / "sm_120a" -> "sm_120a". Empty

@@ -44,11 +44,14 @@ struct FusionGen {
   int64_t dimsAt = -1;              // offset of the iteration dims in meta
   bool needIdx = false;
 
-  FusionGen(tc::FusionOp f)
+  CodegenOptions options;
+
+  FusionGen(tc::FusionOp f, const CodegenOptions &options)
       : anchor(f), body(f.getBody().front()),
-        yielded(f.getBody().front().getTerminator()->getOperands()) {}
-  FusionGen(tcx::KernelOp k)
-      : anchor(k), body(k.getEntry()), yielded(k.getEntry().getTerminator()->getOperands()) {}
+        yielded(f.getBody().front().getTerminator()->getOperands()), options(options) {}
+  FusionGen(tcx::KernelOp k, const CodegenOptions &options)
+      : anchor(k), body(k.getEntry()), yielded(k.getEntry().getTerminator()->getOperands()),
+        options(options) {}
 
   LogicalResult analyse() {
     for (Operation &op : body.without_terminator())
@@ -307,7 +310,7 @@ struct FusionGen {
       sig.tail(numel, meta);
       if (failed(elementwise(bodyText, k)))
         return failure();
-    } else if (smallRow()) {
+    } else if (smallRow() || splitRow()) {
       // One short row (a gradient's sum of squares for the grad-norm clip):
       // its length is the launch's n, not meta, so that rows of any length
       // share the kernel and one grouped launch (below) takes them all.
@@ -321,7 +324,7 @@ struct FusionGen {
         return failure();
     }
     src += globals;
-    if ((!red || smallRow()) && !needIdx) {
+    if ((!red || smallRow() || splitRow()) && !needIdx) {
       // Elementwise kernels without index arithmetic also get a grouped entry
       // point, NAME_group: one launch over many same-kernel problems (the
       // per-parameter optimizer updates: one AdamW launch for every
@@ -468,6 +471,17 @@ struct FusionGen {
     return red && rows == 1 && !tc::isLastAxisSoftmax(red) && !fullReduction() && !needIdx &&
            rowLen < (int64_t(1) << 15);
   }
+  /// One long row without index arithmetic (a weight gradient's sum of
+  /// squares), split over blocks: its length is the launch's n and its
+  /// blocks' partials go to the slots from the launch's first block, so rows
+  /// of any length share the kernel and a grouped launch of at most
+  /// kGroupSlots blocks (the source says so, the runtime keeps to it) takes a
+  /// window of them.
+  static constexpr int64_t kGroupSlots = 65536;
+  bool splitRow() const {
+    return options.groupSplitRows && red && rows == 1 && !tc::isLastAxisSoftmax(red) && !fullReduction() && !needIdx &&
+           rowLen >= (int64_t(1) << 15);
+  }
   bool fullReduction() const {
     return red && rows == 1 && llvm::isa<tc::ReduceMaxOp, tc::ReduceMinOp>(red) &&
            !isBool(eltOf(red->getOperand(0)));
@@ -576,14 +590,27 @@ struct FusionGen {
       T = "256";
       k.launch.grid = rows * S;
       std::string Ss = std::to_string(S);
-      globals += "__device__ " + acc + " tc_part_[" + std::to_string(kSplitRows * kSplitParts) +
-                 "];\n__device__ unsigned int tc_done_[" + std::to_string(kSplitRows) + "];\n";
-      s += "  const long long rowLen = meta.v[0];\n";
-      s += "  const long long row = blockIdx.x / " + Ss + ", part_ = blockIdx.x % " + Ss + ";\n";
+      if (splitRow()) {
+        // The grouped entry's body sees its item's blocks as blockIdx.x / gridDim.x
+        // (bid_ / nb_); tc_block_index() is the launch's, so first_ is the item's
+        // first block: its slots.
+        globals += "__device__ " + acc + " tc_part_[" + std::to_string(kGroupSlots) +
+                   "];\n__device__ unsigned int tc_done_[" + std::to_string(kGroupSlots) +
+                   "];\n// tc:group_max_blocks " + std::to_string(kGroupSlots) +
+                   "\n__device__ __forceinline__ long long tc_block_index() { return blockIdx.x; }\n";
+        s += "  const long long rowLen = n, S_ = gridDim.x;\n";
+        s += "  const long long row = 0, part_ = blockIdx.x, first_ = tc_block_index() - part_;\n";
+        Ss = "S_";
+      } else {
+        globals += "__device__ " + acc + " tc_part_[" + std::to_string(kSplitRows * kSplitParts) +
+                   "];\n__device__ unsigned int tc_done_[" + std::to_string(kSplitRows) + "];\n";
+        s += "  const long long rowLen = meta.v[0];\n";
+        s += "  const long long row = blockIdx.x / " + Ss + ", part_ = blockIdx.x % " + Ss + ";\n";
+      }
       s += "  const long long chunk_ = (rowLen + " + Ss + " - 1) / " + Ss + ";\n";
       s += "  const long long lane = part_ * chunk_ + threadIdx.x;\n";
       s += "  const long long end_ = rowLen < (part_ + 1) * chunk_ ? rowLen : (part_ + 1) * chunk_;\n";
-      s += "  if (row < n) {\n";
+      s += splitRow() ? "  if (row < 1) {\n" : "  if (row < n) {\n";
       s += rowIdxCode("    ");
       end = "end_";
     } else if (smallRow()) {
@@ -663,16 +690,18 @@ struct FusionGen {
       return failure();
     s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
     if (split) {
-      std::string Ss = std::to_string(S);
+      // Slots of this row's partials and its counter.
+      std::string Ss = splitRow() ? "S_" : std::to_string(S);
+      std::string slot0 = splitRow() ? "first_" : "row * " + Ss, done = splitRow() ? "first_" : "row";
       s += "    __shared__ bool last_;\n";
-      s += "    if (threadIdx.x == 0) {\n      tc_part_[row * " + Ss + " + part_] = acc_;\n"
-           "      __threadfence();\n      last_ = atomicAdd(&tc_done_[row], 1u) == " + Ss + " - 1;\n    }\n";
+      s += "    if (threadIdx.x == 0) {\n      tc_part_[" + slot0 + " + part_] = acc_;\n"
+           "      __threadfence();\n      last_ = atomicAdd(&tc_done_[" + done + "], 1u) == " + Ss + " - 1;\n    }\n";
       s += "    __syncthreads();\n    if (!last_) return;\n    __threadfence();\n";
       s += "    acc_ = " + init + ";\n";
       s += "    for (long long p_ = threadIdx.x; p_ < " + Ss + "; p_ += 256)\n";
-      s += "      acc_ = " + op + "()(acc_, ((volatile " + acc + " *)tc_part_)[row * " + Ss + " + p_]);\n";
+      s += "      acc_ = " + op + "()(acc_, ((volatile " + acc + " *)tc_part_)[" + slot0 + " + p_]);\n";
       s += "    acc_ = " + reduce("acc_", op.c_str(), init) + ";\n";
-      s += "    if (threadIdx.x == 0) tc_done_[row] = 0;\n";
+      s += "    if (threadIdx.x == 0) tc_done_[" + done + "] = 0;\n";
     }
     if (llvm::isa<tc::ReduceMeanOp>(red))
       s += "    acc_ = acc_ / (" + acc + ")rowLen;\n";
@@ -690,7 +719,11 @@ struct FusionGen {
 
 } // namespace
 
-FailureOr<KernelSource> fusionKernel(tc::FusionOp fusion) { return FusionGen(fusion).generate(); }
-FailureOr<KernelSource> fusionKernel(tcx::KernelOp kernel) { return FusionGen(kernel).generate(); }
+FailureOr<KernelSource> fusionKernel(tc::FusionOp fusion, const CodegenOptions &options) {
+  return FusionGen(fusion, options).generate();
+}
+FailureOr<KernelSource> fusionKernel(tcx::KernelOp kernel, const CodegenOptions &options) {
+  return FusionGen(kernel, options).generate();
+}
 
 } // namespace tc::cuda::detail

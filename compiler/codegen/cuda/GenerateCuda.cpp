@@ -24,7 +24,10 @@ using namespace mlir;
 namespace {
 
 struct TcxGenerateCuda : tc::cuda::impl::TcxGenerateCudaBase<TcxGenerateCuda> {
+  using TcxGenerateCudaBase::TcxGenerateCudaBase;
   void runOnOperation() override {
+    tc::cuda::CodegenOptions options;
+    options.groupSplitRows = groupSplitRows;
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
     SymbolTable symbols(module);
@@ -36,7 +39,7 @@ struct TcxGenerateCuda : tc::cuda::impl::TcxGenerateCudaBase<TcxGenerateCuda> {
     for (auto kernel : llvm::make_early_inc_range(module.getOps<tcx::KernelOp>())) {
       if (!tc::cuda::hasGeneratedKernel(kernel))
         continue;
-      FailureOr<tc::cuda::KernelSource> k = tc::cuda::generateKernel(kernel);
+      FailureOr<tc::cuda::KernelSource> k = tc::cuda::generateKernel(kernel, options);
       if (failed(k)) {
         ok = false;
         continue;

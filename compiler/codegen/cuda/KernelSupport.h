@@ -297,8 +297,8 @@ inline std::string outIdx(int64_t rank, int64_t dimsAt, int64_t total = INT64_MA
 std::string opExpr(Operation *op, ArrayRef<std::string> a);
 
 /// The kernel of a tc.fusion, or of a tcx.kernel of kind "fusion" (its body).
-FailureOr<KernelSource> fusionKernel(tc::FusionOp fusion);
-FailureOr<KernelSource> fusionKernel(tcx::KernelOp kernel);
+FailureOr<KernelSource> fusionKernel(tc::FusionOp fusion, const CodegenOptions &options);
+FailureOr<KernelSource> fusionKernel(tcx::KernelOp kernel, const CodegenOptions &options);
 
 /// out = in[base + sum o_d * st_d] (dense out): transpose, slice, broadcast, reshape.
 FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> stridesOut, int64_t base,

@@ -43,6 +43,11 @@ def TcxGenerateCuda : Pass<"tcx-generate-cuda", "mlir::ModuleOp"> {
            meta = array<i64: ...>, n = 32 : i64}
     ```
   }];
+  let options = [
+    Option<"groupSplitRows", "group-split-rows", "bool", /*default=*/"false",
+           "Split single-row reductions share one kernel with grouped launches "
+           "(CodegenOptions::groupSplitRows; tc-compile --experimental=group-sums)">,
+  ];
   let dependentDialects = ["::tcx::TcxDialect"];
 }
 

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/src/base/host_tensor.h"
 #include "runtime/src/cuda/executor_impl.h"
@@ -218,6 +220,12 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
       TC_RETURN_IF_ERROR(cudaStatus(cudaLibraryGetKernel(&group, lib, (k.name + "_group").c_str()),
                                     "cudaLibraryGetKernel(" + k.name + "_group)"));
       im.groupKernels[k.name] = group;
+      // A grouped entry whose items keep state in module memory (the split
+      // reductions' partial slots) says how many blocks a launch may span.
+      std::string::size_type at = k.source.find("// tc:group_max_blocks ");
+      if (at != std::string::npos)
+        im.groupMaxBlocks[k.name] =
+            std::strtoll(k.source.c_str() + at + std::strlen("// tc:group_max_blocks "), nullptr, 10);
     }
   }
   // The parameter/state table.

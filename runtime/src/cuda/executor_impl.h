@@ -75,6 +75,7 @@ struct DeviceExecutor::Impl {
   std::vector<cudaLibrary_t> libraries;
   std::map<std::string, cudaKernel_t> kernels;
   std::map<std::string, cudaKernel_t> groupKernels; // NAME -> NAME_group
+  std::map<std::string, int64_t> groupMaxBlocks;    // NAME -> most blocks a grouped launch spans
   void *table = nullptr;
   uint64_t tableBytes = 0;
   std::map<std::string, Entry> entries;

@@ -428,6 +428,15 @@ Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end,
     auto it = op.attrs.find(n);
     return it == op.attrs.end() ? nullptr : &it->second;
   };
+  // A launch's blocks (its grid's product; 1 without one).
+  auto gridOf = [&](const DeviceOp &op) {
+    const Attr *g = attr(op, "grid");
+    int64_t blocks = 1;
+    if (g)
+      for (int64_t d : g->ints)
+        blocks *= d;
+    return blocks;
+  };
   auto same = [&](const DeviceOp &a, const DeviceOp &b, const char *n) {
     const Attr *x = attr(a, n), *y = attr(b, n);
     return (!x && !y) || (x && y && x->kind == y->kind && x->i == y->i && x->ints == y->ints);
@@ -476,9 +485,21 @@ Status DeviceExecutor::Impl::findGroup(Prepared &p, size_t first, size_t *end,
       classes->push_back({j});
       continue;
     }
+    // Kernels whose grouped items keep state in module memory span at most
+    // groupMaxBlocks blocks a launch (their slots).
+    auto fits = [&](const std::vector<size_t> &k) {
+      auto m = groupMaxBlocks.find(op.name);
+      if (m == groupMaxBlocks.end())
+        return true;
+      int64_t blocks = gridOf(op);
+      for (size_t i : k)
+        blocks += gridOf(ops[i]);
+      return blocks <= m->second;
+    };
     auto c = std::find_if(classes->begin(), classes->end(), [&](const std::vector<size_t> &k) {
       const DeviceOp &h = ops[k.front()];
-      return groupable(h) && h.name == op.name && same(h, op, "meta") && same(h, op, "block");
+      return groupable(h) && h.name == op.name && same(h, op, "meta") && same(h, op, "block") &&
+             fits(k);
     });
     if (c == classes->end())
       classes->push_back({j});

@@ -275,3 +275,18 @@ func.func @erf_gelu_grad(%x: tensor<256x1024xbf16>, %dy: tensor<256x1024xbf16>) 
   %g = tc.add %t1, %t3 : tensor<256x1024xbf16>, tensor<256x1024xbf16> -> tensor<256x1024xbf16>
   return %g : tensor<256x1024xbf16>
 }
+
+// Long sums of squares (a weight gradient's, for the grad-norm clip): split
+// over blocks whose partials go to slots from the launch's first block, the
+// row's length the launch's n, so the runtime runs consecutive ones as one
+// grouped launch (the two bf16 matrices here, of different lengths and
+// block counts).
+func.func @long_sums(%a: tensor<768x3072xbf16>, %b: tensor<256x768xbf16>) -> (tensor<f32>, tensor<f32>) {
+  %af = tc.cast %a : tensor<768x3072xbf16> to tensor<768x3072xf32>
+  %a2 = tc.mul %af, %af : tensor<768x3072xf32>, tensor<768x3072xf32> -> tensor<768x3072xf32>
+  %sa = tc.reduce_sum %a2 {axes = array<i64: 0, 1>} : tensor<768x3072xf32> -> tensor<f32>
+  %bf = tc.cast %b : tensor<256x768xbf16> to tensor<256x768xf32>
+  %b2 = tc.mul %bf, %bf : tensor<256x768xf32>, tensor<256x768xf32> -> tensor<256x768xf32>
+  %sb = tc.reduce_sum %b2 {axes = array<i64: 0, 1>} : tensor<256x768xf32> -> tensor<f32>
+  return %sa, %sb : tensor<f32>, tensor<f32>
+}
