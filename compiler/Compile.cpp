@@ -87,6 +87,7 @@ LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std:
   // Padding masks fuse on the CPU reference only: the GPU kernels have no
   // key mask yet, so GPU targets keep such attention unfused (with a note).
   o.fuseKeyMasks = !isGpuTarget(opts.target);
+  o.recognizeGelu = llvm::is_contained(opts.experimental, "gelu");
   PassManager pm(module.getContext());
   buildImportCleanupPipeline(pm, o);
   return runCollecting(pm, module, "the import-cleanup pipeline", error, notes);
@@ -582,6 +583,8 @@ const ExperimentalLever kExperimentalLevers[] = {
                   "(cuBLASLt's BGRAD epilogue) instead of a column-sum kernel"},
     {"group-sums", "the grad-norm clip's sums of squares of whole weight gradients in grouped "
                    "launches (one kernel for every length)"},
+    {"gelu", "written-out tanh GELU chains become tc.gelu (the reference too), and a training "
+             "step's GELU after a GEMM is that GEMM's GELU_AUX(_BIAS) epilogue"},
 };
 } // namespace
 
@@ -618,6 +621,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.tf32 = opts.tf32;
     o.biasGradEpilogue = llvm::is_contained(opts.experimental, "bias-grad");
     o.groupSplitRows = llvm::is_contained(opts.experimental, "group-sums");
+    o.geluAux = llvm::is_contained(opts.experimental, "gelu");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -211,6 +211,8 @@ struct Lowering {
           SmallVector<Value, 2> outs{m.getOut()};
           if (Value g = m.getBiasGradOut())
             outs.push_back(g);
+          if (Value a = m.getAuxOut())
+            outs.push_back(a);
           return work(op, "matmul", "", m.getInputs(), outs, {});
         })
         .Case([&](tcx::CopyOp c) {

@@ -19,6 +19,8 @@ void buildImportCleanupPipeline(OpPassManager &pm, const ImportCleanupPipelineOp
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
   pm.addPass(createCSEPass());
+  if (o.recognizeGelu)
+    pm.addNestedPass<func::FuncOp>(createTcRecognizeGelu());
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRmsNorm());
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRotary());
   if (o.fuseAttention)
@@ -92,7 +94,9 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcTagReferenceValues());
   pm.addNestedPass<func::FuncOp>(createTcFoldTransposes());
   pm.addNestedPass<func::FuncOp>(createTcHoistParameterCasts());
-  pm.addNestedPass<func::FuncOp>(createTcFuse());
+  TcFuseOptions fuse;
+  fuse.geluAux = o.geluAux;
+  pm.addNestedPass<func::FuncOp>(createTcFuse(fuse));
   // What the library calls compute besides their own op, decided on tc
   // (after tc-fuse: the bf16 casts the classifier absorbs are fusions).
   pm.addNestedPass<func::FuncOp>(createTcFuseMatmulEpilogue());

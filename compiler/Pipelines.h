@@ -41,6 +41,10 @@ struct ImportCleanupPipelineOptions
   Option<bool> fuseKeyMasks{*this, "fuse-key-masks",
                             llvm::cl::desc("also fuse attention with a padding (key) mask"),
                             llvm::cl::init(true)};
+  Option<bool> recognizeGelu{*this, "recognize-gelu",
+                             llvm::cl::desc("tc-recognize-gelu: written-out tanh GELU chains "
+                                            "become tc.gelu (tc-compile --experimental=gelu)"),
+                             llvm::cl::init(false)};
 };
 
 /// What tc-training runs, as the option structs of its passes.
@@ -138,6 +142,11 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       *this, "bias-grad-epilogue",
       llvm::cl::desc("Bias gradients from the weight-gradient GEMMs' BGRAD epilogue "
                      "(tc-fuse-bias-grad gemm-epilogue; tc-compile --experimental=bias-grad)"),
+      llvm::cl::init(false)};
+  Option<bool> geluAux{
+      *this, "gelu-aux",
+      llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "
+                     "reads the input of (tc-fuse gelu-aux; tc-compile --experimental=gelu)"),
       llvm::cl::init(false)};
   Option<bool> groupSplitRows{
       *this, "group-split-rows",

@@ -338,13 +338,19 @@ def metric_losses(path):
     return out
 
 
+# --compile-flag: appended to every tc-compile command of --check (e.g.
+# --target=sm_90 --experimental=gelu: the artifact's reference program, run on the CPU).
+COMPILE_FLAGS = []
+
+
 def train_check(cc, rr, onnx_path, shapes, feeds, ref, flags, base):
     """tc-compile --train (AdamW as in the reference) + ADAMW_STEPS float64 steps: (text, ok)."""
     a = ref["adamw"]
     rc, so, se, dt = run([cc, onnx_path, *shapes, "--train", "--optimizer", "adamw",
                           "--lr", str(a["lr"]), "--beta1", str(a["betas"][0]),
                           "--beta2", str(a["betas"][1]), "--eps", str(a["eps"]),
-                          "--weight-decay", str(a["weight_decay"]), *flags, "-o", base + ".tca"])
+                          "--weight-decay", str(a["weight_decay"]), *flags, *COMPILE_FLAGS,
+                          "-o", base + ".tca"])
     if rc != 0:
         return f"compile rc={rc}: {first_error(se)}", False
     mfile = base + ".jsonl"
@@ -388,7 +394,7 @@ def check_all(out, bindir, names, attns, log):
                     continue
                 onnx_path = os.path.join(out, e["file"])
                 base = os.path.join(work, f"{key}.{mode}")
-                rc, so, se, dt = run([cc, onnx_path, *shapes, "-o", base + ".tca"])
+                rc, so, se, dt = run([cc, onnx_path, *shapes, *COMPILE_FLAGS, "-o", base + ".tca"])
                 if rc != 0:
                     row["import"] = f"rc={rc}: {first_error(se)}"
                     continue
@@ -433,6 +439,10 @@ def main():
     ap.add_argument("--static", action="store_true",
                     help="also <m>-<attn>.dynamo-static.onnx: dynamo, no dynamic_shapes, optimize=True")
     ap.add_argument("--check", metavar="BIN", help="folder with tc-compile and tc-run: run tc on every export")
+    ap.add_argument("--compile-flag", action="append", default=[], metavar="FLAG",
+                    help="with --check: pass FLAG to every tc-compile (repeatable), e.g. "
+                         "--compile-flag=--target=sm_90 --compile-flag=--experimental=gelu "
+                         "(the reference program of a GPU artifact runs on the CPU)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     logging_quiet()
@@ -452,6 +462,7 @@ def main():
         export_all(a.out, names, attns, log, static=a.static)
         log(f"exports done in {time.time() - t0:.0f}s -> {a.out}")
     if a.check:
+        COMPILE_FLAGS.extend(a.compile_flag)
         rows = check_all(a.out, a.check, names, attns, log)
         bad = [r for r in rows if r.get("import") != "ok" or not r.get("eval_ok") or not r.get("train_ok")]
         log(f"{len(rows) - len(bad)} of {len(rows)} exports import, evaluate and train like PyTorch")

@@ -63,9 +63,9 @@ bool allCodegenTypes(Operation *op) {
 /// The product of a matmul tc-lower-to-tcx turns into one cuBLASLt call
 /// (f32/bf16/f16, batch dims it can stride or fold): its epilogues are taken
 /// from there, not fused here.
-bool cublasMatmul(Value v) {
+bool cublasGemm(Value v) {
   auto mm = v.getDefiningOp<tc::MatmulOp>();
-  if (!mm || !v.hasOneUse())
+  if (!mm)
     return false;
   auto out = llvm::cast<RankedTensorType>(mm.getResult().getType());
   Type e = out.getElementType();
@@ -81,6 +81,7 @@ bool cublasMatmul(Value v) {
   int64_t lb = batch(mm.getLhs()), rb = batch(mm.getRhs()), ob = batch(mm.getResult());
   return rb == 1 || lb == 1 || (lb == ob && rb == ob);
 }
+bool cublasMatmul(Value v) { return v.hasOneUse() && cublasGemm(v); }
 
 /// The bf16 product of an FP8 GEMM (tc.scaled_matmul with a cuBLASLt form)
 /// whose only use is an add: cuBLASLt adds a bias, nothing more, in FP8.
@@ -132,6 +133,8 @@ bool isResidualAdd(tc::AddOp add) {
 /// the residual gradient a norm backward adds as it writes dx (its library
 /// call's "dresidual").
 bool isMatmulEpilogue(Operation *op) {
+  if (op->hasAttr(tc::kGeluAuxAttr))
+    return true;
   if (auto add = llvm::dyn_cast<tc::AddOp>(op)) {
     for (Value x : {add.getLhs(), add.getRhs()})
       if (Operation *g = x.getDefiningOp(); g && tc::normGradResidualAdd(g).add == add)
@@ -148,6 +151,24 @@ bool isMatmulEpilogue(Operation *op) {
     return add && in.hasOneUse() && isBiasAdd(add, /*fp8=*/false);
   }
   return false;
+}
+
+/// Whether tanh `gelu` reads (maybe through one reshape) the product of a
+/// cuBLASLt GEMM or its bias add while other ops read that too: the
+/// GELU_AUX(_BIAS) epilogue's case (tc-fuse's gelu-aux marks it
+/// tc.gelu_aux).
+bool geluAuxForm(tc::GeluOp gelu) {
+  if (gelu.getApproximate() != "tanh")
+    return false;
+  Value in = gelu.getInput(), y = in;
+  if (auto r = y.getDefiningOp<tc::ReshapeOp>(); r && r.getInput().hasOneUse())
+    y = r.getInput();
+  // Read by more than the GELU (else the plain GELU epilogue has it).
+  if (in.hasOneUse() && (y == in || y.hasOneUse()))
+    return false;
+  if (auto add = y.getDefiningOp<tc::AddOp>(); add && isBiasAdd(add, /*fp8=*/false))
+    return true;
+  return cublasGemm(y);
 }
 
 bool isRoot(Operation *op) {
@@ -176,11 +197,16 @@ struct Group {
 };
 
 struct FusePass : tc::impl::TcFuseBase<FusePass> {
+  using TcFuseBase::TcFuseBase;
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (!fn.getBody().hasOneBlock())
       return;
     Block &block = fn.getBody().front();
+    if (geluAux)
+      for (auto gelu : block.getOps<tc::GeluOp>())
+        if (geluAuxForm(gelu))
+          gelu->setAttr(tc::kGeluAuxAttr, UnitAttr::get(&getContext()));
     llvm::DenseMap<Operation *, unsigned> position;
     unsigned pos = 0;
     for (Operation &op : block)

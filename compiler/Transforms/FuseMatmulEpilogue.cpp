@@ -70,6 +70,14 @@ void mark(MatmulOp op) {
     result = biasAdd(result, g->n).getResult();
   if (auto g = soleUser<GeluOp>(result); g && g.getApproximate() == "tanh")
     gelu = true;
+  // tc-fuse's gelu-aux: the GELU of a pre-activation the backward reads too;
+  // the GEMM writes both (cuBLASLt's GELU_AUX(_BIAS)).
+  bool aux = !gelu && geluAuxUser(result);
+  if (aux) {
+    op->setAttr(kEpilogueAttr,
+                StringAttr::get(op.getContext(), bias ? "bias_gelu_aux" : "gelu_aux"));
+    return;
+  }
   if (bias || gelu)
     op->setAttr(kEpilogueAttr, StringAttr::get(op.getContext(), bias && gelu ? "bias_gelu"
                                                                 : bias      ? "bias"

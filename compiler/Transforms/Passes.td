@@ -117,6 +117,37 @@ def TcRecognizeRmsNorm : Pass<"tc-recognize-rms-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcRecognizeGelu : Pass<"tc-recognize-gelu", "mlir::func::FuncOp"> {
+  let summary = "Replace written-out tanh GELU chains by tc.gelu";
+  let description = [{
+    HuggingFace's gelu_new (GPT-2, Phi) and torch's GELU(approximate="tanh")
+    reach ONNX written out before opset 20:
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`. This pass
+    matches the chain from its tanh (x^3 as pow(x, 3) or x * x * x; the
+    constants within 1e-6; the three factors of the last product in any
+    order and association; the tanh and 1 + tanh read only by the next step)
+    and replaces its result by `tc.gelu {approximate = "tanh"}` of x. Run by
+    tc-compile with --experimental=gelu (GPU targets: its GEMM epilogue).
+
+    Before:
+    ```mlir
+    %h = tc.mul %x, %half : tensor<8xf32>, tensor<f32> -> tensor<8xf32>
+    %p = tc.pow %x, %three : tensor<8xf32>, tensor<f32> -> tensor<8xf32>
+    %c = tc.mul %p, %kappa : tensor<8xf32>, tensor<f32> -> tensor<8xf32>
+    %s = tc.add %x, %c : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    %u = tc.mul %s, %beta : tensor<8xf32>, tensor<f32> -> tensor<8xf32>
+    %t = tc.tanh %u : tensor<8xf32>
+    %a = tc.add %t, %one : tensor<8xf32>, tensor<f32> -> tensor<8xf32>
+    %y = tc.mul %h, %a : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    ```
+    After:
+    ```mlir
+    %y = tc.gelu %x {approximate = "tanh"} : tensor<8xf32>
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcRecognizeRotary : Pass<"tc-recognize-rotary", "mlir::func::FuncOp"> {
   let summary = "Replace written-out rotary embeddings by tc.rotary";
   let description = [{
@@ -425,6 +456,11 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
         cloned in and recomputed rather than read (the forward GELU's
         intermediates that its backward read back), so that its producer
         need not store it.
+    With `gelu-aux` (tc-compile --experimental=gelu), a tanh tc.gelu of a
+    GEMM's product or bias add that other ops read too (the pre-activation
+    a training step's backward reads), maybe through one reshape, is marked
+    `tc.gelu_aux` and left out: the GEMM's GELU_AUX(_BIAS) epilogue
+    computes it and writes the pre-activation beside it.
     Reductions and softmax only end a group; matmul, gather, norms, losses,
     shape ops and ops on fp8/fp4 values are never fused. Each group becomes
     one `tc.fusion` at the root's position; single elementwise ops become
@@ -445,6 +481,11 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"geluAux", "gelu-aux", "bool", /*default=*/"false",
+           "Leave a tanh GELU of a GEMM's (biased) product read elsewhere too to the "
+           "GEMM's GELU_AUX epilogue (tc.gelu_aux)">,
+  ];
   let dependentDialects = ["::tc::TCDialect"];
 }
 

@@ -39,17 +39,6 @@ std::optional<double> scalarConstant(Value v) {
 /// The single user of `v`, if it has exactly one.
 Operation *onlyUser(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
 
-/// The operand of binary `op` that is not `v` (null when both are).
-Value other(Operation *op, Value v) {
-  if (op->getNumOperands() != 2)
-    return {};
-  if (op->getOperand(0) == v && op->getOperand(1) != v)
-    return op->getOperand(1);
-  if (op->getOperand(1) == v && op->getOperand(0) != v)
-    return op->getOperand(0);
-  return {};
-}
-
 /// x when `sq` is x^2 (pow(x, 2) or x * x).
 Value squared(Value sq) {
   Operation *def = sq.getDefiningOp();
@@ -83,7 +72,7 @@ bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b, std::string *why) {
   auto add = llvm::dyn_cast_or_null<AddOp>(onlyUser(mean.getResult()));
   if (!add)
     return false;
-  std::optional<double> eps = scalarConstant(other(add, mean.getResult()));
+  std::optional<double> eps = scalarConstant(otherOperand(add, mean.getResult()));
   if (!eps || *eps < 0 || add.getType() != mean.getType())
     return false;
   chain.push_back(add);
@@ -123,7 +112,7 @@ bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b, std::string *why) {
     chain.push_back(onlyUser(r));
   } else {
     auto m = llvm::dyn_cast_or_null<MulOp>(onlyUser(r));
-    if (!m || other(m, r) != x || m.getType() != xt) {
+    if (!m || otherOperand(m, r) != x || m.getType() != xt) {
       *why = "the reciprocal RMS does not multiply the same x (or is read elsewhere)";
       return false;
     }
@@ -133,7 +122,7 @@ bool matchAndRewrite(ReduceMeanOp mean, OpBuilder &b, std::string *why) {
   // Optional scale: w * normed with w [C] of x's element type.
   Value scale, result = normed;
   if (auto m = llvm::dyn_cast_or_null<MulOp>(onlyUser(normed))) {
-    Value w = other(m, normed);
+    Value w = otherOperand(m, normed);
     if (w && m.getType() == xt && typeOf(w).getRank() == 1 &&
         typeOf(w).getDimSize(0) == xt.getDimSize(rank - 1) &&
         typeOf(w).getElementType() == xt.getElementType()) {

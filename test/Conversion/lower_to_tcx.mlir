@@ -656,12 +656,32 @@ func.func @rotary_in_place(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>
 // CHECK-LABEL: func.func @bias_grad_gemm
 // CHECK: %[[W:.+]] = tcx.alloc {kind = "output"} : <16x32xbf16>
 // CHECK: %[[C:.+]] = tcx.alloc {kind = "output"} : <1x32xbf16>
-// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}} : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%[[W]] : <16x32xbf16>, %[[C]] : !tcx.buffer<1x32xbf16>) {bias_grad = "rhs", k = 64 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
+// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}} : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%[[W]] : <16x32xbf16> bias_grad %[[C]] : !tcx.buffer<1x32xbf16>) {bias_grad = "rhs", k = 64 : i64, m = 16 : i64, n = 32 : i64, transpose_lhs = true}
 // CHECK-NOT: tcx.launch
 // CHECK: return %[[W]], %[[C]]
 func.func @bias_grad_gemm(%x: tensor<64x16xbf16>, %dy: tensor<64x32xbf16>) -> (tensor<16x32xbf16>, tensor<1x32xbf16>) {
   %dw = tc.matmul %x, %dy {tc.bias_grad = 0 : i64, transpose_lhs = true} : tensor<64x16xbf16>, tensor<64x32xbf16> -> tensor<16x32xbf16>
   %db = tc.reduce_sum %dy {axes = array<i64: 0>, keepdims = true, tc.bias_grad = 0 : i64} : tensor<64x32xbf16> -> tensor<1x32xbf16>
   return %dw, %db : tensor<16x32xbf16>, tensor<1x32xbf16>
+}
+
+// -----
+
+// Tests GELU_AUX_BIAS: the GELU is the tcx.matmul's output, the bias add
+// (the pre-activation the backward reads through its reshape) its aux
+// output, no kernel for either.
+// CHECK-LABEL: func.func @gelu_aux
+// CHECK: %[[A:.+]] = tcx.alloc {kind = "output"} : <8x32xf32>
+// CHECK: %[[G:.+]] = tcx.alloc {kind = "output"} : <2x4x32xf32>
+// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}}, %{{.+}} : {{.+}}) outs(%[[G]] : <2x4x32xf32> aux %[[A]] : !tcx.buffer<8x32xf32>) {epilogue = "bias_gelu_aux", k = 16 : i64, m = 8 : i64, n = 32 : i64}
+// CHECK-NOT: tcx.launch
+// CHECK: %[[R:.+]] = tcx.view %[[A]]
+// CHECK: return %[[G]], %[[R]]
+func.func @gelu_aux(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x32xf32>) {
+  %p = tc.matmul %x, %w {tc.epilogue = "bias_gelu_aux"} : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %r = tc.reshape %h : tensor<8x32xf32> to tensor<2x4x32xf32>
+  %g = tc.gelu %r {approximate = "tanh", tc.gelu_aux} : tensor<2x4x32xf32>
+  return %g, %r : tensor<2x4x32xf32>, tensor<2x4x32xf32>
 }
 

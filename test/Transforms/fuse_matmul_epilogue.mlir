@@ -110,3 +110,23 @@ func.func @residual(%x: tensor<8x16xbf16>, %w: tensor<16x4xbf16>, %b: tensor<4xb
   %7 = tc.add %6, %s : tensor<8x4xbf16>, tensor<8x4xbf16> -> tensor<8x4xbf16>
   return %3, %7 : tensor<2x4x4xbf16>, tensor<8x4xbf16>
 }
+
+// -----
+
+// Tests that a GEMM whose (reshaped) bias add is read by a GELU tc-fuse left
+// to it (tc.gelu_aux) and by the backward gets the GELU_AUX_BIAS epilogue,
+// and without a bias GELU_AUX.
+// CHECK-LABEL: func.func @gelu_aux
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "bias_gelu_aux"}
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "gelu_aux"}
+func.func @gelu_aux(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>)
+    -> (tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %p = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %r = tc.reshape %h : tensor<8x32xf32> to tensor<2x4x32xf32>
+  %g = tc.gelu %r {approximate = "tanh", tc.gelu_aux} : tensor<2x4x32xf32>
+  %q = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %g2 = tc.gelu %q {approximate = "tanh", tc.gelu_aux} : tensor<8x32xf32>
+  return %g, %r, %g2, %q : tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}
+

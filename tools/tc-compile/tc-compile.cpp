@@ -143,7 +143,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          bias gradient from its weight-gradient GEMM, cuBLASLt's
                          BGRAD epilogue, instead of a column-sum kernel),
                          group-sums (the grad-norm clip's sums of squares of
-                         weight gradients in grouped launches)
+                         weight gradients in grouped launches), gelu (written-out
+                         tanh GELUs become one op, the reference's too, and a
+                         training step's GELU after a GEMM its GELU_AUX epilogue)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights
@@ -634,8 +636,8 @@ int main(int argc, char **argv) {
     fail(2, "--report memory, --dump-kernels and --emit=tcx/cuda/kernels/device need a GPU target "
             "(--target sm_90 or sm_120)");
   if (!gpu && !opts.experimental.empty())
-    fail(2, "--experimental needs a GPU target (--target sm_90 or sm_120): its levers change the "
-            "GPU step, not the reference");
+    fail(2, "--experimental needs a GPU target (--target sm_90 or sm_120): its levers are the "
+            "GPU step's");
   // Printing sources or the tcx plan needs no cubins; artifacts and dumps do.
   opts.compileKernels = !dumpDir.empty() || emit == "kernels" || !outPath.empty();
 

@@ -302,6 +302,18 @@ SmallVector<Value, 2> sameBytes(Value v) {
 
 SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) { return sameBytes(op.getInput()); }
 
+GeluOp geluAuxUser(Value v) {
+  for (Operation *u : v.getUsers()) {
+    if (auto g = llvm::dyn_cast<GeluOp>(u); g && g->hasAttr(kGeluAuxAttr))
+      return g;
+    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
+      for (Operation *ru : r.getResult().getUsers())
+        if (auto g = llvm::dyn_cast<GeluOp>(ru); g && g->hasAttr(kGeluAuxAttr))
+          return g;
+  }
+  return {};
+}
+
 BiasGradSum pairedBiasGradSum(MatmulOp mm) {
   Attribute id = mm->getAttr(kBiasGradAttr);
   std::optional<GemmForm> g = gemmForm(mm);

@@ -50,6 +50,15 @@ constexpr llvm::StringLiteral kColSumAttr = "tc.col_sum";
 /// gemm-epilogue): the same integer on both; the tcx.matmul writes the sums
 /// as its bias_grad_out (cuBLASLt's BGRAD epilogue).
 constexpr llvm::StringLiteral kBiasGradAttr = "tc.bias_grad";
+/// On a tanh tc.gelu (tc-fuse with gelu-aux): it reads, maybe through one
+/// reshape, the product of a cuBLASLt GEMM or its bias add, which other ops
+/// read too (a training step's backward); the GEMM's GELU_AUX(_BIAS)
+/// epilogue computes it and writes the pre-activation as its aux output
+/// (tc-fuse-matmul-epilogue: "gelu_aux" / "bias_gelu_aux").
+constexpr llvm::StringLiteral kGeluAuxAttr = "tc.gelu_aux";
+/// The tc.gelu marked kGeluAuxAttr that reads `v` directly or through one
+/// tc.reshape of it, or null.
+GeluOp geluAuxUser(mlir::Value v);
 /// The tc.reduce_sum paired with `mm` by kBiasGradAttr, and which operand it
 /// sums ("lhs" or "rhs"); null when there is none.
 struct BiasGradSum {

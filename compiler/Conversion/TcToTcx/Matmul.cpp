@@ -47,7 +47,7 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     auto epilogue = op->getAttrOfType<StringAttr>(kEpilogueAttr);
     StringRef kind = epilogue && fuseEpilogues ? epilogue.getValue() : "none";
     Value bias;
-    if (kind == "bias" || kind == "bias_gelu") {
+    if (kind == "bias" || kind == "bias_gelu" || kind == "bias_gelu_aux") {
       auto add = soleUser<AddOp>(result);
       if (!add)
         return rewriter.notifyMatchFailure(op, "a bias epilogue without an add user");
@@ -61,6 +61,15 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
         return rewriter.notifyMatchFailure(op, "a gelu epilogue without a gelu user");
       chain.push_back(gelu);
       result = gelu.getResult();
+    }
+    // GELU_AUX(_BIAS): the GELU tc-fuse left to the GEMM (tc.gelu_aux, maybe
+    // through a reshape of `result`) is the output; `result`, the
+    // pre-activation the backward reads too, the aux output.
+    GeluOp auxGelu;
+    if (kind == "gelu_aux" || kind == "bias_gelu_aux") {
+      auxGelu = geluAuxUser(result);
+      if (!auxGelu)
+        return rewriter.notifyMatchFailure(op, "a gelu aux epilogue without its tc.gelu_aux");
     }
     // The residual add (tc.epilogue_addend), through one reshape: cuBLASLt's C.
     Value addend;
@@ -81,8 +90,14 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
       ins.push_back(buffers.bufferOf(rewriter, addend));
     if (op.getAlpha()) // read on the device, the last input
       ins.push_back(buffers.bufferOf(rewriter, op.getAlpha()));
+    Value aux;
+    if (auxGelu) {
+      aux = buffers.outBuffer(rewriter, result);
+      result = auxGelu.getResult();
+    }
     Value out = buffers.outBuffer(rewriter, result);
     tcx::MatmulParams p;
+    p.auxOut = aux;
     // tc-fuse-bias-grad's column sum of an operand: the GEMM's second output,
     // which the paired reduce_sum becomes (PairedColumnSumLowering).
     if (BiasGradSum bg = pairedBiasGradSum(op); bg && fuseEpilogues && kind == "none" && !addend &&
@@ -107,7 +122,12 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     p.deviceAlpha = static_cast<bool>(op.getAlpha());
     p.addend = static_cast<bool>(addend);
     tcx::MatmulOp::create(rewriter, op.getLoc(), ins, out, p);
-    rewriter.replaceOp(chain.back(), out);
+    if (auxGelu) {
+      rewriter.replaceOp(auxGelu, out);
+      rewriter.replaceOp(chain.back(), aux); // the pre-activation (the reshape stays a view)
+    } else {
+      rewriter.replaceOp(chain.back(), out);
+    }
     for (Operation *o : llvm::reverse(ArrayRef(chain).drop_back()))
       rewriter.eraseOp(o);
     return success();

@@ -1074,6 +1074,16 @@ bool tc::isTrailingReduction(Operation *op) {
   return true;
 }
 
+Value tc::otherOperand(Operation *op, Value v) {
+  if (op->getNumOperands() != 2)
+    return {};
+  if (op->getOperand(0) == v && op->getOperand(1) != v)
+    return op->getOperand(1);
+  if (op->getOperand(1) == v && op->getOperand(0) != v)
+    return op->getOperand(0);
+  return {};
+}
+
 std::optional<double> tc::splatFloatValue(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   if (!c)

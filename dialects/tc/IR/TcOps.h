@@ -40,6 +40,9 @@ bool isLastAxisSoftmax(mlir::Operation *op);
 /// The value of a tc.constant of float type whose elements are all equal
 /// (splat or not; e.g. a scale, an epsilon, a mask fill), else nothing.
 std::optional<double> splatFloatValue(mlir::Value v);
+/// The operand of binary `op` that is not `v`; null when both are `v` or
+/// neither is (the recognizers' walk along a written-out chain).
+mlir::Value otherOperand(mlir::Operation *op, mlir::Value v);
 /// Registers the tc dialect with a registry.
 void registerTcDialect(mlir::DialectRegistry &registry);
 } // namespace tc

@@ -372,7 +372,7 @@ void MatmulOp::build(OpBuilder &b, OperationState &state, ValueRange inputs, Val
   auto batchShape = [&](ArrayRef<int64_t> s) {
     return p.broadcast ? b.getDenseI64ArrayAttr(s) : DenseI64ArrayAttr();
   };
-  build(b, state, inputs, out, p.biasGradOut, i64(p.m), i64(p.n), i64(p.k), i64(p.batch),
+  build(b, state, inputs, out, p.biasGradOut, p.auxOut, i64(p.m), i64(p.n), i64(p.k), i64(p.batch),
         i64(p.strideLhs), i64(p.strideRhs), i64(p.strideOut), b.getBoolAttr(p.transposeLhs),
         b.getBoolAttr(p.transposeRhs), b.getStringAttr(p.computeType), b.getStringAttr(p.epilogue),
         b.getF32FloatAttr(p.alpha), b.getF32FloatAttr(p.beta), batchShape(p.lhsBatch),
@@ -526,7 +526,8 @@ LogicalResult MatmulOp::verify() {
         return emitOpError() << (i == 0 ? "lhs" : i == 1 ? "rhs" : "bias") << " element type "
                              << bufferType(v).getElementType() << " differs from out's " << elt;
   static constexpr StringRef computeTypes[] = {"f32", "tf32", "fp8"};
-  static constexpr StringRef epilogues[] = {"none", "bias", "gelu", "bias_gelu"};
+  static constexpr StringRef epilogues[] = {"none",     "bias",         "gelu",
+                                            "bias_gelu", "gelu_aux", "bias_gelu_aux"};
   if (!isOneOf(getComputeType(), computeTypes))
     return emitOpError() << "compute_type \"" << getComputeType() << "\" is not one of "
                          << joined(computeTypes);
@@ -547,6 +548,18 @@ LogicalResult MatmulOp::verify() {
     if (bufferType(bias).getNumElements() != n)
       return emitOpError() << "bias " << bufferType(bias) << " must have n = " << n
                            << " elements";
+  bool aux = getEpilogue().ends_with("_aux");
+  if (aux != static_cast<bool>(getAuxOut()))
+    return emitOpError() << (aux ? "epilogue \"" + getEpilogue().str() + "\" needs its aux_out"
+                                 : std::string("an aux_out needs epilogue gelu_aux or bias_gelu_aux"));
+  if (Value a = getAuxOut()) {
+    if (isFp8() || getLhsBatch())
+      return emitOpError() << "a GELU aux output takes a non-fp8 product without broadcast";
+    if (bufferType(a).getNumElements() != bufferType(getOut()).getNumElements() ||
+        bufferType(a).getElementType() != bufferType(getOut()).getElementType())
+      return emitOpError() << "aux_out " << bufferType(a) << " must hold out's elements ("
+                           << bufferType(getOut()) << ")";
+  }
   StringRef biasGrad = getBiasGrad();
   if (biasGrad != "none" && biasGrad != "lhs" && biasGrad != "rhs")
     return emitOpError() << "bias_grad \"" << biasGrad << "\" is not one of none, lhs, rhs";

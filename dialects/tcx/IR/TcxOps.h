@@ -55,6 +55,8 @@ struct MatmulParams {
   /// (tcx.matmul's bias_grad); "none" otherwise.
   llvm::StringRef biasGrad = "none";
   mlir::Value biasGradOut;
+  /// Epilogue "gelu_aux" / "bias_gelu_aux": where the GELU's input goes.
+  mlir::Value auxOut;
 };
 } // namespace tcx
 

@@ -322,6 +322,11 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
     `compute_type` is "f32", "tf32" or "bf16"/"f16" inputs with "f32"
     accumulation (always), `epilogue` is "none", "bias", "gelu" or
     "bias_gelu"; the bias ([n], the operand dtype) is the third input.
+    "gelu_aux" and "bias_gelu_aux" (not fp8) also write the GELU's input
+    (the product, plus the bias) to `aux_out` (out's element type and
+    count): the
+    pre-activation a training step's backward reads (cuBLASLt's
+    GELU_AUX(_BIAS)).
 
     `compute_type` "fp8" (Matmul::runFp8): lhs and rhs are f8E4M3FN or
     f8E5M2 (not both E5M2), the third and fourth inputs their f32
@@ -369,6 +374,7 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
   let arguments = (ins Arg<Variadic<Tcx_Buffer>, "", [MemRead]>:$inputs,
                    Arg<Tcx_Buffer, "", [MemRead, MemWrite]>:$out,
                    Arg<Optional<Tcx_Buffer>, "", [MemWrite]>:$bias_grad_out,
+                   Arg<Optional<Tcx_Buffer>, "", [MemWrite]>:$aux_out,
                    I64Attr:$m, I64Attr:$n, I64Attr:$k,
                    DefaultValuedAttr<I64Attr, "1">:$batch,
                    DefaultValuedAttr<I64Attr, "-1">:$stride_lhs,
@@ -390,7 +396,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
                    DefaultValuedStrAttr<StrAttr, "none">:$bias_grad);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) "
-                       "(`,` $bias_grad_out^ `:` type($bias_grad_out))? `)` attr-dict";
+                       "(`bias_grad` $bias_grad_out^ `:` type($bias_grad_out))? "
+                       "(`aux` $aux_out^ `:` type($aux_out))? `)` attr-dict";
   let hasVerifier = 1;
   let builders = [
     OpBuilder<(ins "::mlir::ValueRange":$inputs, "::mlir::Value":$out,

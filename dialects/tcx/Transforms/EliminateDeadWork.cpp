@@ -31,7 +31,7 @@ bool isWriteOnlyUse(OpOperand &use) {
   if (auto l = llvm::dyn_cast<tcx::LibraryOp>(u))
     return use.getOperandNumber() >= l.getInputs().size();
   if (auto m = llvm::dyn_cast<tcx::MatmulOp>(u))
-    return use.getOperandNumber() >= m.getInputs().size();
+    return use.getOperandNumber() >= m.getInputs().size(); // out, bias_grad_out, aux_out
   if (auto c = llvm::dyn_cast<tcx::CopyOp>(u))
     return use.get() == c.getTarget();
   return isa<tcx::FillOp>(u);

@@ -222,12 +222,16 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   std::string biasGrad = a.stringOr("bias_grad", "none");
   if (biasGrad != "none" && biasGrad != "lhs" && biasGrad != "rhs")
     return invalidArgument(where + ": bias_grad must be none, lhs or rhs, got '" + biasGrad + "'");
-  size_t nOut = biasGrad == "none" ? 1 : 2;
+  // epilogue "gelu_aux" / "bias_gelu_aux" (not fp8): the second output is
+  // the GELU's input (cuBLASLt's GELU_AUX(_BIAS)).
+  std::string epiName = a.stringOr("epilogue", "none");
+  bool geluAux = epiName == "gelu_aux" || epiName == "bias_gelu_aux";
+  size_t nOut = biasGrad == "none" && !geluAux ? 1 : 2;
   if ((fp8 ? nIn < 4 || nIn > 5 : nIn < 2 || nIn > 3) || outs.size() != nOut)
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
                                           "rhs_scale_inv[, bias] and one output"
                                         : ": matmul takes lhs, rhs[, bias][, addend][, alpha] "
-                                          "and one output (two with bias_grad)"));
+                                          "and one output (two with bias_grad or a GELU aux)"));
   TC_RETURN_IF_ERROR(ensureMatmul());
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
@@ -261,6 +265,10 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     d.epilogue = MatmulEpilogue::Gelu;
   else if (epi == "bias_gelu")
     d.epilogue = MatmulEpilogue::BiasGelu;
+  else if (epi == "gelu_aux" && !fp8)
+    d.epilogue = MatmulEpilogue::GeluAux;
+  else if (epi == "bias_gelu_aux" && !fp8)
+    d.epilogue = MatmulEpilogue::BiasGeluAux;
   else
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
   if (biasGrad != "none") {
@@ -274,7 +282,12 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                              std::to_string(len) + " elements of the product's type");
     d.epilogue = biasGrad == "lhs" ? MatmulEpilogue::BiasGradLhs : MatmulEpilogue::BiasGradRhs;
   }
-  bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu;
+  if (geluAux && (bufType(p, op.outs[1]).numElements() != bufType(p, op.outs[0]).numElements() ||
+                  bufType(p, op.outs[1]).dtype != d.dtype || a.find("lhs_batch") || addend))
+    return invalidArgument(where + ": a GELU aux output (the second) must match the first, "
+                                   "without broadcast batch or addend");
+  bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu ||
+                 d.epilogue == MatmulEpilogue::BiasGeluAux;
   size_t biasIndex = fp8 ? 4 : 2;
   if (biasEpi != (nIn == biasIndex + 1))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(nIn) +
@@ -318,9 +331,10 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     return Status::ok();
   }
   const void *add = addend ? ins.back() : nullptr;
-  if (nOut == 2)
+  if (biasGrad != "none")
     bias = outs[1]; // written: the bias gradient
-  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, nullptr, alpha, add); });
+  void *aux = geluAux ? outs[1] : nullptr;
+  p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, aux, alpha, add); });
   return Status::ok();
 }
 

@@ -461,7 +461,7 @@ func.func @mm_mx_scale_size(%a: !tcx.buffer<32x64xf8E4M3FN>, %b: !tcx.buffer<144
 // length (n for rhs) and out's element type.
 func.func @mm_bias_grad_len(%x: !tcx.buffer<64x16xbf16>, %dy: !tcx.buffer<64x32xbf16>, %dw: !tcx.buffer<16x32xbf16>, %db: !tcx.buffer<16xbf16>) {
   // expected-error @+1 {{bias_grad_out '!tcx.buffer<16xbf16>' must hold 32 elements of 'bf16' (the sum over k of rhs)}}
-  tcx.matmul ins(%x, %dy : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16>, %db : !tcx.buffer<16xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, bias_grad = "rhs"}
+  tcx.matmul ins(%x, %dy : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16> bias_grad %db : !tcx.buffer<16xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, bias_grad = "rhs"}
   return
 }
 
@@ -479,7 +479,25 @@ func.func @mm_bias_grad_missing(%x: !tcx.buffer<64x16xbf16>, %dy: !tcx.buffer<64
 // epilogues are alone).
 func.func @mm_bias_grad_epilogue(%x: !tcx.buffer<64x16xbf16>, %dy: !tcx.buffer<64x32xbf16>, %b: !tcx.buffer<32xbf16>, %dw: !tcx.buffer<16x32xbf16>, %db: !tcx.buffer<32xbf16>) {
   // expected-error @+1 {{bias_grad takes a non-fp8 product of batch 1 without epilogue, addend, device_alpha, broadcast, alpha or beta}}
-  tcx.matmul ins(%x, %dy, %b : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>, !tcx.buffer<32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16>, %db : !tcx.buffer<32xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, epilogue = "bias", bias_grad = "rhs"}
+  tcx.matmul ins(%x, %dy, %b : !tcx.buffer<64x16xbf16>, !tcx.buffer<64x32xbf16>, !tcx.buffer<32xbf16>) outs(%dw : !tcx.buffer<16x32xbf16> bias_grad %db : !tcx.buffer<32xbf16>) {m = 16 : i64, n = 32 : i64, k = 64 : i64, transpose_lhs = true, epilogue = "bias", bias_grad = "rhs"}
+  return
+}
+
+// -----
+
+// Tests that a GELU aux epilogue needs its aux output, of out's element
+// count and type.
+func.func @mm_gelu_aux_missing(%x: !tcx.buffer<8x16xf32>, %w: !tcx.buffer<16x32xf32>, %y: !tcx.buffer<8x32xf32>) {
+  // expected-error @+1 {{epilogue "gelu_aux" needs its aux_out}}
+  tcx.matmul ins(%x, %w : !tcx.buffer<8x16xf32>, !tcx.buffer<16x32xf32>) outs(%y : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 16 : i64, epilogue = "gelu_aux"}
+  return
+}
+
+// -----
+
+func.func @mm_gelu_aux_size(%x: !tcx.buffer<8x16xf32>, %w: !tcx.buffer<16x32xf32>, %y: !tcx.buffer<8x32xf32>, %a: !tcx.buffer<8x16xf32>) {
+  // expected-error @+1 {{aux_out '!tcx.buffer<8x16xf32>' must hold out's elements ('!tcx.buffer<8x32xf32>')}}
+  tcx.matmul ins(%x, %w : !tcx.buffer<8x16xf32>, !tcx.buffer<16x32xf32>) outs(%y : !tcx.buffer<8x32xf32> aux %a : !tcx.buffer<8x16xf32>) {m = 8 : i64, n = 32 : i64, k = 16 : i64, epilogue = "gelu_aux"}
   return
 }
 

@@ -48,7 +48,7 @@ func.func @launch(%a: !tcx.buffer<4xf32>, %b: !tcx.buffer<4xf32>, %c: !tcx.buffe
 // CHECK: tcx.library "cross_entropy_fwd_bwd" ins({{.+}}) outs({{.+}}) {cols = 256 : i64, grad_scale = 1.000000e+00 : f32, ignore_index = -100 : i64, rows = 32 : i64}
 // CHECK: tcx.matmul ins({{.+}}) outs({{.+}}) {batch = 4 : i64, epilogue = "bias_gelu", k = 64 : i64, m = 8 : i64, n = 256 : i64, stride_rhs = 0 : i64, transpose_rhs = true}
 // CHECK: tcx.matmul ins({{.+}}) outs({{.+}}) {k = 8 : i64, lhs_batch = array<i64: 4, 1>, m = 8 : i64, n = 8 : i64, rhs_batch = array<i64: 1, 2>}
-// CHECK: tcx.matmul ins({{.+}}) outs(%{{.+}} : <64x256xf32>, %{{.+}} : !tcx.buffer<256xf32>) {bias_grad = "rhs", k = 32 : i64, m = 64 : i64, n = 256 : i64, transpose_lhs = true}
+// CHECK: tcx.matmul ins({{.+}}) outs(%{{.+}} : <64x256xf32> bias_grad %{{.+}} : !tcx.buffer<256xf32>) {bias_grad = "rhs", k = 32 : i64, m = 64 : i64, n = 256 : i64, transpose_lhs = true}
 // CHECK: tcx.copy
 // CHECK: tcx.fill %{{.+}} {value = 1.500000e+00 : f64}
 // CHECK: %[[E:.+]] = tcx.record : !tcx.event
@@ -71,7 +71,7 @@ func.func @work(%x: !tcx.buffer<4x8x64xf32>, %g: !tcx.buffer<64xf32>, %b: !tcx.b
       {m = 8 : i64, n = 256 : i64, k = 64 : i64, batch = 4 : i64, stride_rhs = 0 : i64, transpose_rhs = true, epilogue = "bias_gelu"}
   tcx.matmul ins(%p, %q : !tcx.buffer<4x1x8x8xf32>, !tcx.buffer<1x2x8x8xf32>) outs(%pq : !tcx.buffer<4x2x8x8xf32>)
       {m = 8 : i64, n = 8 : i64, k = 8 : i64, lhs_batch = array<i64: 4, 1>, rhs_batch = array<i64: 1, 2>}
-  tcx.matmul ins(%x, %dlogits : !tcx.buffer<4x8x64xf32>, !tcx.buffer<32x256xf32>) outs(%dw : !tcx.buffer<64x256xf32>, %bias : !tcx.buffer<256xf32>)
+  tcx.matmul ins(%x, %dlogits : !tcx.buffer<4x8x64xf32>, !tcx.buffer<32x256xf32>) outs(%dw : !tcx.buffer<64x256xf32> bias_grad %bias : !tcx.buffer<256xf32>)
       {m = 64 : i64, n = 256 : i64, k = 32 : i64, transpose_lhs = true, bias_grad = "rhs"}
   tcx.copy %y, %x : !tcx.buffer<4x8x64xf32>, !tcx.buffer<4x8x64xf32>
   tcx.fill %loss {value = 1.5 : f64} : !tcx.buffer<f32>

@@ -1,0 +1,48 @@
+// RUN: tc-opt %s --split-input-file --tc-fuse=gelu-aux=true | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-fuse | FileCheck %s --check-prefix=OFF
+
+// Tests tc-fuse's gelu-aux: a training step's MLP (the bias add reshaped,
+// the GELU's input read by the backward too) keeps its tanh GELU out of the
+// fusions, marked tc.gelu_aux, for the GEMM's GELU_AUX_BIAS epilogue; the
+// backward's elementwise chain is still one fusion. Without gelu-aux the
+// GELU is fused.
+// CHECK-LABEL: func.func @mlp
+// CHECK: %[[P:.+]] = tc.matmul
+// CHECK-NEXT: %[[H:.+]] = tc.add %[[P]], %arg2
+// CHECK-NEXT: %[[R:.+]] = tc.reshape %[[H]]
+// CHECK-NEXT: tc.gelu %[[R]] {approximate = "tanh", tc.gelu_aux}
+// CHECK: tc.fusion
+// OFF-LABEL: func.func @mlp
+// OFF-NOT: tc.gelu_aux
+// OFF: tc.fusion
+func.func @mlp(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>, %dy: tensor<2x4x32xf32>)
+    -> (tensor<2x4x32xf32>, tensor<2x4x32xf32>) {
+  %p = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %r = tc.reshape %h : tensor<8x32xf32> to tensor<2x4x32xf32>
+  %g = tc.gelu %r {approximate = "tanh"} : tensor<2x4x32xf32>
+  %t = tc.tanh %r : tensor<2x4x32xf32>
+  %d = tc.mul %dy, %t : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  return %g, %d : tensor<2x4x32xf32>, tensor<2x4x32xf32>
+}
+
+// -----
+
+// Tests what gelu-aux leaves alone: a GELU that is its bias add's only
+// reader (the plain GELU_BIAS epilogue takes it, unmarked), an erf GELU,
+// and a GELU of an elementwise result.
+// CHECK-LABEL: func.func @not_aux
+// CHECK-NOT: tc.gelu_aux
+// CHECK: return
+func.func @not_aux(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %p = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %g = tc.gelu %h {approximate = "tanh"} : tensor<8x32xf32>
+  %p2 = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h2 = tc.add %p2, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %e = tc.gelu %h2 : tensor<8x32xf32>
+  %n = tc.neg %h2 : tensor<8x32xf32>
+  %t = tc.gelu %n {approximate = "tanh"} : tensor<8x32xf32>
+  return %g, %e, %t, %n : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}
