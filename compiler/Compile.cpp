@@ -88,6 +88,7 @@ LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std:
   // key mask yet, so GPU targets keep such attention unfused (with a note).
   o.fuseKeyMasks = !isGpuTarget(opts.target);
   o.recognizeGelu = llvm::is_contained(opts.experimental, "gelu");
+  o.mergeProjections = llvm::is_contained(opts.experimental, "merge-qkv");
   PassManager pm(module.getContext());
   buildImportCleanupPipeline(pm, o);
   return runCollecting(pm, module, "the import-cleanup pipeline", error, notes);
@@ -585,6 +586,8 @@ const ExperimentalLever kExperimentalLevers[] = {
                    "launches (one kernel for every length)"},
     {"gelu", "written-out tanh GELU chains become tc.gelu (the reference too), and a training "
              "step's GELU after a GEMM is that GEMM's GELU_AUX(_BIAS) epilogue"},
+    {"merge-qkv", "an attention's query, key and value projections of one input become one "
+                  "GEMM (the reference too)"},
 };
 } // namespace
 

@@ -185,7 +185,7 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
 bool isGpuTarget(const std::string &target);
 
 /// "" when every name is a lever --experimental takes (Compile.cpp's table:
-/// bias-grad, group-sums, gelu), else the error naming the first unknown one and
+/// bias-grad, group-sums, gelu, merge-qkv), else the error naming the first unknown one and
 /// the known ones.
 std::string checkExperimentalLevers(const std::vector<std::string> &names);
 

@@ -25,6 +25,8 @@ void buildImportCleanupPipeline(OpPassManager &pm, const ImportCleanupPipelineOp
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRotary());
   if (o.fuseAttention)
     pm.addNestedPass<func::FuncOp>(createTcRecognizeAttention({o.fuseKeyMasks}));
+  if (o.mergeProjections)
+    pm.addNestedPass<func::FuncOp>(createTcMergeProjections());
   pm.addPass(createCanonicalizerPass());
 }
 

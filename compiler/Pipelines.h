@@ -41,6 +41,10 @@ struct ImportCleanupPipelineOptions
   Option<bool> fuseKeyMasks{*this, "fuse-key-masks",
                             llvm::cl::desc("also fuse attention with a padding (key) mask"),
                             llvm::cl::init(true)};
+  Option<bool> mergeProjections{*this, "merge-projections",
+                                llvm::cl::desc("tc-merge-projections: one GEMM for an attention's "
+                                               "q/k/v projections (tc-compile --experimental=merge-qkv)"),
+                                llvm::cl::init(false)};
   Option<bool> recognizeGelu{*this, "recognize-gelu",
                              llvm::cl::desc("tc-recognize-gelu: written-out tanh GELU chains "
                                             "become tc.gelu (tc-compile --experimental=gelu)"),

@@ -117,6 +117,38 @@ def TcRecognizeRmsNorm : Pass<"tc-recognize-rms-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcMergeProjections : Pass<"tc-merge-projections", "mlir::func::FuncOp"> {
+  let summary = "One GEMM for the query, key and value projections of one input";
+  let description = [{
+    Groups the projections `x @ transpose(W_i)` (+ b_i, the product's only
+    use) of one input x whose results reach a tc.attention or tc.rotary
+    through reshapes and transposes (HuggingFace Llama's, Mistral's and
+    Qwen2's q_proj, k_proj, v_proj; with grouped-query attention the key and
+    value GEMMs are narrow) and replaces them by one: the weights
+    concatenated along N (and the biases, when every projection has one),
+    one product, and its column slices in place of each result. The
+    backward made after it has one weight-gradient and one input-gradient
+    GEMM for the three. Run by tc-compile with --experimental=merge-qkv.
+
+    Before:
+    ```mlir
+    %wq = tc.transpose %q_w {permutation = array<i64: 1, 0>} : tensor<64x32xf32> -> tensor<32x64xf32>
+    %q = tc.matmul %x, %wq : tensor<2x8x32xf32>, tensor<32x64xf32> -> tensor<2x8x64xf32>
+    %wk = tc.transpose %k_w {permutation = array<i64: 1, 0>} : tensor<16x32xf32> -> tensor<32x16xf32>
+    %k = tc.matmul %x, %wk : tensor<2x8x32xf32>, tensor<32x16xf32> -> tensor<2x8x16xf32>
+    ```
+    After:
+    ```mlir
+    %w = tc.concat %q_w, %k_w {axis = 0 : i64} : tensor<64x32xf32>, tensor<16x32xf32> -> tensor<80x32xf32>
+    %wt = tc.transpose %w {permutation = array<i64: 1, 0>} : tensor<80x32xf32> -> tensor<32x80xf32>
+    %y = tc.matmul %x, %wt : tensor<2x8x32xf32>, tensor<32x80xf32> -> tensor<2x8x80xf32>
+    %q = tc.slice %y {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x8x80xf32> to tensor<2x8x64xf32>
+    %k = tc.slice %y {starts = array<i64: 0, 0, 64>, strides = array<i64: 1, 1, 1>} : tensor<2x8x80xf32> to tensor<2x8x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcRecognizeGelu : Pass<"tc-recognize-gelu", "mlir::func::FuncOp"> {
   let summary = "Replace written-out tanh GELU chains by tc.gelu";
   let description = [{

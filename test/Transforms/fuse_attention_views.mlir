@@ -119,3 +119,54 @@ func.func @rotary_marks(%x: tensor<2x4x16x8xbf16>, %c: tensor<2x16x2xbf16>, %s: 
   %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x16xbf16> -> tensor<2x16x4x16xbf16>
   return %at, %b, %bt, %ct : tensor<2x16x4x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x16xbf16>
 }
+
+// -----
+
+// Tests tc-merge-projections' Llama layout: one [B, T, N] GEMM for q (2
+// heads), k and v (1 head each, GQA). v, read by attention alone while q and
+// k go through rotaries, is marked to be copied (tc.copy_slice: read in
+// place it would keep the whole projection until the backward). In the
+// backward the rotated dq, dk and the attention's dv go through their head
+// transposes and reshapes into one [B, T, N] concat: both rotaries and dv
+// are marked to be written into their pieces of it.
+// CHECK-LABEL: func.func @merged_qkv
+// CHECK: tc.slice %arg0 {starts = array<i64: 0, 0, 0>
+// CHECK: tc.slice %arg0 {starts = array<i64: 0, 0, 8>
+// CHECK: tc.slice %arg0 {starts = array<i64: 0, 0, 12>, strides = array<i64: 1, 1, 1>, tc.copy_slice}
+// CHECK: tc.attention_grad {{.+}} {causal = true, scale = 5.000000e-01 : f64, tc.grads_transposed = array<i1: false, false, true>}
+// CHECK: tc.rotary {{.+}} {tc.out_transposed}
+// CHECK: tc.rotary {{.+}} {tc.out_transposed}
+// CHECK: tc.concat
+func.func @merged_qkv(%y: tensor<2x8x16xbf16>, %c: tensor<2x8x2xbf16>, %s: tensor<2x8x2xbf16>,
+                      %ns: tensor<2x8x2xbf16>, %gt: tensor<2x2x8x4xbf16>)
+    -> (tensor<2x2x8x4xbf16>, tensor<2x8x16xbf16>) {
+  %q = tc.slice %y {starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x8x16xbf16> to tensor<2x8x8xbf16>
+  %k = tc.slice %y {starts = array<i64: 0, 0, 8>, strides = array<i64: 1, 1, 1>} : tensor<2x8x16xbf16> to tensor<2x8x4xbf16>
+  %v = tc.slice %y {starts = array<i64: 0, 0, 12>, strides = array<i64: 1, 1, 1>} : tensor<2x8x16xbf16> to tensor<2x8x4xbf16>
+  %q4 = tc.reshape %q : tensor<2x8x8xbf16> to tensor<2x8x2x4xbf16>
+  %k4 = tc.reshape %k : tensor<2x8x4xbf16> to tensor<2x8x1x4xbf16>
+  %v4 = tc.reshape %v : tensor<2x8x4xbf16> to tensor<2x8x1x4xbf16>
+  %qt = tc.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
+  %kt = tc.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x1x4xbf16> -> tensor<2x1x8x4xbf16>
+  %vt = tc.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x1x4xbf16> -> tensor<2x1x8x4xbf16>
+  %qr = tc.rotary %qt, %c, %s : (tensor<2x2x8x4xbf16>, tensor<2x8x2xbf16>, tensor<2x8x2xbf16>) -> tensor<2x2x8x4xbf16>
+  %kr = tc.rotary %kt, %c, %s : (tensor<2x1x8x4xbf16>, tensor<2x8x2xbf16>, tensor<2x8x2xbf16>) -> tensor<2x1x8x4xbf16>
+  %o, %lse = tc.attention %qr, %kr, %vt {scale = 0.5 : f64, causal = true}
+      : (tensor<2x2x8x4xbf16>, tensor<2x1x8x4xbf16>, tensor<2x1x8x4xbf16>)
+        -> (tensor<2x2x8x4xbf16>, tensor<2x2x8xf32>)
+  %dq, %dk, %dv = tc.attention_grad %qr, %kr, %vt, %o, %lse, %gt {scale = 0.5 : f64, causal = true}
+      : (tensor<2x2x8x4xbf16>, tensor<2x1x8x4xbf16>, tensor<2x1x8x4xbf16>,
+         tensor<2x2x8x4xbf16>, tensor<2x2x8xf32>, tensor<2x2x8x4xbf16>)
+        -> (tensor<2x2x8x4xbf16>, tensor<2x1x8x4xbf16>, tensor<2x1x8x4xbf16>)
+  %dqr = tc.rotary %dq, %c, %ns : (tensor<2x2x8x4xbf16>, tensor<2x8x2xbf16>, tensor<2x8x2xbf16>) -> tensor<2x2x8x4xbf16>
+  %dkr = tc.rotary %dk, %c, %ns : (tensor<2x1x8x4xbf16>, tensor<2x8x2xbf16>, tensor<2x8x2xbf16>) -> tensor<2x1x8x4xbf16>
+  %dqt = tc.transpose %dqr {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x8x4xbf16> -> tensor<2x8x2x4xbf16>
+  %dkt = tc.transpose %dkr {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x1x8x4xbf16> -> tensor<2x8x1x4xbf16>
+  %dvt = tc.transpose %dv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x1x8x4xbf16> -> tensor<2x8x1x4xbf16>
+  %dq3 = tc.reshape %dqt : tensor<2x8x2x4xbf16> to tensor<2x8x8xbf16>
+  %dk3 = tc.reshape %dkt : tensor<2x8x1x4xbf16> to tensor<2x8x4xbf16>
+  %dv3 = tc.reshape %dvt : tensor<2x8x1x4xbf16> to tensor<2x8x4xbf16>
+  %cat = tc.concat %dq3, %dk3, %dv3 {axis = 2 : i64} : tensor<2x8x8xbf16>, tensor<2x8x4xbf16>, tensor<2x8x4xbf16> -> tensor<2x8x16xbf16>
+  return %o, %cat : tensor<2x2x8x4xbf16>, tensor<2x8x16xbf16>
+}
+

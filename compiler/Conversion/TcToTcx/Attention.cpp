@@ -25,17 +25,6 @@ namespace {
 
 using Strides = SmallVector<int64_t>;
 
-/// Where `p` starts along the last axis of the concatenation of `pieces`.
-int64_t offsetInLastAxis(ValueRange pieces, Value p) {
-  int64_t start = 0;
-  for (Value in : pieces) {
-    if (in == p)
-      break;
-    start += tensorType(in).getDimSize(2);
-  }
-  return start;
-}
-
 /// Builds one attention call: its operands' buffers and strides.
 struct AttentionCall {
   AttentionCall(Operation *op, BufferAssignment &buffers, ConversionPatternRewriter &rewriter)

@@ -57,7 +57,8 @@ tcx::KernelOp kernelOf(Operation *op, StringRef kind, BufferAssignment &buffers,
   // A marked op that no library call took computes only itself.
   for (StringRef mark : {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
                          kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
-                         kGradsIntoConcatAttr, kColSumAttr, kBiasGradAttr, kGeluAuxAttr})
+                         kGradsIntoConcatAttr, kColSumAttr, kBiasGradAttr, kGeluAuxAttr,
+                         kCopySliceAttr})
     clone->removeAttr(mark);
   if (edit)
     edit(clone);

@@ -565,7 +565,8 @@ std::optional<HeadSplitSource> headSplitSource(Value v) {
     return std::nullopt;
   int64_t B = t.getDimSize(0), H = t.getDimSize(1), T = t.getDimSize(2), D = t.getDimSize(3);
   auto unitSlice = [](SliceOp sl) {
-    return llvm::all_of(sl.getStrides(), [](int64_t s) { return s == 1; }) &&
+    return !sl->hasAttr(kCopySliceAttr) &&
+           llvm::all_of(sl.getStrides(), [](int64_t s) { return s == 1; }) &&
            llvm::all_of(sl.getStarts().drop_back(), [](int64_t s) { return s == 0; });
   };
   Operation *def = v.getDefiningOp();
@@ -608,27 +609,54 @@ std::optional<HeadSplitSource> headSplitSource(Value v) {
   return std::nullopt;
 }
 
+int64_t offsetInLastAxis(ValueRange pieces, Value p) {
+  int64_t start = 0;
+  for (Value in : pieces) {
+    if (in == p)
+      break;
+    start += tensorType(in).getShape().back();
+  }
+  return start;
+}
+
+Value headPieceSource(Value p) {
+  auto rs = p.getDefiningOp<ReshapeOp>();
+  Operation *tr = rs && rs.getResult().hasOneUse() ? rs.getInput().getDefiningOp() : nullptr;
+  if (!isHeadTranspose(tr) || !rs.getInput().hasOneUse())
+    return {};
+  Value r = tr->getOperand(0);
+  if (!r.hasOneUse() || !llvm::isa_and_nonnull<RotaryOp, AttentionGradOp>(r.getDefiningOp()))
+    return {};
+  return r;
+}
+
 std::optional<TransposedDestination> transposedDestination(Value r) {
   auto t = tensorType(r);
   if (t.getRank() != 4 || !r.hasOneUse())
     return std::nullopt;
   int64_t H = t.getDimSize(1), T = t.getDimSize(2);
   Operation *u = *r.getUsers().begin();
-  if (isHeadTranspose(u))
+  if (isHeadTranspose(u)) {
+    // Through the reshape into a [B, T, N] concat whose every piece is such
+    // a chain (tc-merge-projections' qkv gradient).
+    auto rs = soleUser<ReshapeOp>(u->getResult(0));
+    auto cat = rs ? soleUser<ConcatOp>(rs.getResult()) : ConcatOp();
+    if (cat && tensorType(cat.getResult()).getRank() == 3 && cat.getAxis() == 2 &&
+        tensorType(rs.getResult()).getRank() == 3 &&
+        llvm::all_of(cat.getInputs(), [](Value p) { return static_cast<bool>(headPieceSource(p)); })) {
+      int64_t n = tensorType(cat.getResult()).getDimSize(2), D = t.getDimSize(3);
+      return TransposedDestination{u, cat, offsetInLastAxis(cat.getInputs(), rs.getResult()),
+                                   {T * n, D, n}, rs};
+    }
     return TransposedDestination{u, ConcatOp(), 0, transposedHeadStrides(t)};
+  }
   auto cat = llvm::dyn_cast<ConcatOp>(u);
   if (!cat || cat.getAxis() != 3 || !cat.getResult().hasOneUse() ||
       !isHeadTranspose(*cat.getResult().getUsers().begin()))
     return std::nullopt;
-  int64_t start = 0;
-  for (Value p : cat.getInputs()) {
-    if (p == r)
-      break;
-    start += tensorType(p).getDimSize(3);
-  }
   int64_t n = tensorType(cat.getResult()).getDimSize(3);
-  return TransposedDestination{*cat.getResult().getUsers().begin(), cat, start,
-                               {T * H * n, n, H * n}};
+  return TransposedDestination{*cat.getResult().getUsers().begin(), cat,
+                               offsetInLastAxis(cat.getInputs(), r), {T * H * n, n, H * n}};
 }
 
 std::optional<GradConcat> gradConcat(AttentionGradOp grad) {

@@ -56,6 +56,11 @@ constexpr llvm::StringLiteral kBiasGradAttr = "tc.bias_grad";
 /// epilogue computes it and writes the pre-activation as its aux output
 /// (tc-fuse-matmul-epilogue: "gelu_aux" / "bias_gelu_aux").
 constexpr llvm::StringLiteral kGeluAuxAttr = "tc.gelu_aux";
+/// On a tc.slice of a fused [B, T, N] projection (tc-fuse-attention-views):
+/// copied into a buffer of its own rather than read in place, so that the
+/// attention backward that keeps it does not keep the whole projection
+/// (headSplitSource does not look through it).
+constexpr llvm::StringLiteral kCopySliceAttr = "tc.copy_slice";
 /// The tc.gelu marked kGeluAuxAttr that reads `v` directly or through one
 /// tc.reshape of it, or null.
 GeluOp geluAuxUser(mlir::Value v);
@@ -262,18 +267,31 @@ std::optional<HeadSplitSource> headSplitSource(mlir::Value v);
 
 /// Where a [B, H, T, Dp] result `r` can be written in place (its kernel
 /// taking output strides): into the head transpose that is its only reader
-/// (`transpose`, `concat` null), or into its piece of a last-axis concat of
+/// (`transpose`, `concat` null); or into its piece of a last-axis concat of
 /// [B, H, T, *] values that is `r`'s only reader and whose only reader is a
-/// head transpose (`concat` set: GPT-NeoX's qkv gradient). The elements
-/// then go to element `start` of the transpose's [B, T, H, N] result,
-/// [batch, head, row] strides `strides`.
+/// head transpose (`concat` set: GPT-NeoX's qkv gradient), the elements then
+/// at element `start` of the transpose's [B, T, H, N] result; or through its
+/// head transpose and the reshape of that to [B, T, H * Dp] into its piece
+/// of a last-axis concat of [B, T, *] values (`concat` and `reshape` set: the
+/// gradient of tc-merge-projections' q/k/v GEMM), when every piece of that
+/// concat is such a chain from a rotary or an attention backward's result
+/// read by it alone, the elements then at column `start` of the concat's
+/// [B, T, N] result. [batch, head, row] strides `strides`.
+/// Where `p` starts along the last axis of the concatenation of `pieces`.
+int64_t offsetInLastAxis(mlir::ValueRange pieces, mlir::Value p);
+
 struct TransposedDestination {
   mlir::Operation *transpose = nullptr;
   ConcatOp concat;
   int64_t start = 0;
   llvm::SmallVector<int64_t, 3> strides;
+  mlir::Operation *reshape = nullptr;
 };
 std::optional<TransposedDestination> transposedDestination(mlir::Value r);
+/// For `p`, a piece of a [B, T, N] last-axis concat: the [B, H, T, D] result
+/// of a rotary or an attention backward whose only reader is a head
+/// transpose whose only reader is `p`, its reshape to [B, T, H * D]; or null.
+mlir::Value headPieceSource(mlir::Value p);
 
 /// dq, dk, dv of `grad` each -> its only reader, a head transpose -> that
 /// one's only reader, a reshape -> one concat of the three along the last

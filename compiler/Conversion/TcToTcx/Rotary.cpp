@@ -25,9 +25,16 @@ Value writeThrough(BufferAssignment &buffers, ConversionPatternRewriter &rewrite
   Value whole;
   if (d.concat) {
     Value &shared = buffers.transposedConcats[d.concat];
-    if (!shared)
-      shared = buffers.outBuffer(rewriter, d.transpose->getResult(0));
+    if (!shared) // the head transpose's [B, T, H, N], or the [B, T, N] concat's
+      shared = buffers.outBuffer(rewriter, d.reshape ? Value(ConcatOp(d.concat).getResult())
+                                                     : d.transpose->getResult(0));
     whole = shared;
+    if (d.reshape) {
+      // The piece's transpose and reshape, read by the concat alone, are not
+      // made: views the concat's lowering leaves unread.
+      for (Operation *o : {d.reshape, d.transpose})
+        rewriter.replaceOp(o, elementView(rewriter, loc, whole, tensorType(o->getResult(0)), d.start));
+    }
   } else {
     whole = buffers.outBuffer(rewriter, d.transpose->getResult(0));
     rewriter.replaceOp(d.transpose, whole);
@@ -79,7 +86,8 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
 };
 
 /// The concat whose pieces were written into its head transpose's buffer:
-/// it and the transpose become that buffer.
+/// it and the transpose become that buffer. A [B, T, N] concat whose pieces
+/// were written through their transposes and reshapes becomes its buffer.
 struct ConcatIntoTransposeLowering : TcxPattern<ConcatOp> {
   using TcxPattern::TcxPattern;
   LogicalResult matchAndRewrite(ConcatOp op, OpAdaptor,
@@ -87,6 +95,10 @@ struct ConcatIntoTransposeLowering : TcxPattern<ConcatOp> {
     auto found = buffers.transposedConcats.find(op);
     if (found == buffers.transposedConcats.end())
       return rewriter.notifyMatchFailure(op, "not written in place");
+    if (tensorType(op.getResult()).getRank() == 3) {
+      rewriter.replaceOp(op, found->second);
+      return success();
+    }
     Operation *tr = *op.getResult().getUsers().begin();
     rewriter.replaceOp(tr, found->second);
     rewriter.eraseOp(op);
