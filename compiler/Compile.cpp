@@ -584,8 +584,9 @@ const ExperimentalLever kExperimentalLevers[] = {
                   "(cuBLASLt's BGRAD epilogue) instead of a column-sum kernel"},
     {"group-sums", "the grad-norm clip's sums of squares of whole weight gradients in grouped "
                    "launches (one kernel for every length)"},
-    {"gelu", "written-out tanh GELU chains become tc.gelu (the reference too), and a training "
-             "step's GELU after a GEMM is that GEMM's GELU_AUX(_BIAS) epilogue"},
+    {"gelu", "written-out tanh GELU chains become tc.gelu (the reference too); a training "
+             "step's GELU after a GEMM is that GEMM's GELU_AUX(_BIAS) epilogue, its backward "
+             "the DGELU epilogue of the GEMM that makes the GELU output's gradient"},
     {"merge-qkv", "an attention's query, key and value projections of one input become one "
                   "GEMM (the reference too)"},
 };

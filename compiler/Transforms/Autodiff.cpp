@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Transforms/Fp4Qat.h"
 #include "compiler/Transforms/Fp8Plan.h"
 #include "compiler/Transforms/LossScale.h"
@@ -368,6 +369,12 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
             Value left = e.mul(e.add(t, 1.0), 0.5);
             Value right = e.mul(e.mul(e.mul(x, e.rsub(1.0, e.mul(t, t))), du), 0.5);
             d = e.add(left, right);
+            // Named for the GPU pipeline: g * gelu_tanh'(x), which a GEMM
+            // producing g computes with cuBLASLt's DGELU epilogue (tc-fuse
+            // gelu-aux); the reference ignores the name.
+            Value r = e.mul(g, d);
+            r.getDefiningOp()->setAttr(kGeluGradAttr, StringAttr::get(r.getContext(), "tanh"));
+            return r;
           } else {
             Value cdf = e.mul(e.add(e.unary<ErfOp>(e.mul(x, M_SQRT1_2)), 1.0), 0.5);
             Value pdf = e.mul(e.unary<ExpOp>(e.mul(x2, -0.5)), 1.0 / std::sqrt(2.0 * M_PI));

@@ -133,7 +133,7 @@ bool isResidualAdd(tc::AddOp add) {
 /// the residual gradient a norm backward adds as it writes dx (its library
 /// call's "dresidual").
 bool isMatmulEpilogue(Operation *op) {
-  if (op->hasAttr(tc::kGeluAuxAttr))
+  if (op->hasAttr(tc::kGeluAuxAttr) || op->hasAttr(tc::kDGeluAttr))
     return true;
   if (auto add = llvm::dyn_cast<tc::AddOp>(op)) {
     for (Value x : {add.getLhs(), add.getRhs()})
@@ -203,10 +203,29 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
     if (!fn.getBody().hasOneBlock())
       return;
     Block &block = fn.getBody().front();
-    if (geluAux)
+    if (geluAux) {
       for (auto gelu : block.getOps<tc::GeluOp>())
         if (geluAuxForm(gelu))
           gelu->setAttr(tc::kGeluAuxAttr, UnitAttr::get(&getContext()));
+      // The backward's g * gelu'(x) after the GEMM that makes g: its DGELU
+      // epilogue (the mul and gelu'(x)'s ops stay out of fusions).
+      for (auto mul : block.getOps<tc::MulOp>()) {
+        if (!mul->hasAttr(tc::kGeluGradAttr))
+          continue;
+        for (Value g : {mul.getLhs(), mul.getRhs()}) {
+          SmallVector<Operation *> ops;
+          Value x, product = g;
+          if (auto rs = g.getDefiningOp<tc::ReshapeOp>(); rs && g.hasOneUse())
+            product = rs.getInput();
+          if (!cublasMatmul(product) || !tc::geluGradOperand(mul, g, &ops, &x))
+            continue;
+          mul->setAttr(tc::kDGeluAttr, UnitAttr::get(&getContext()));
+          for (Operation *o : ops)
+            o->setAttr(tc::kDGeluAttr, UnitAttr::get(&getContext()));
+          break;
+        }
+      }
+    }
     llvm::DenseMap<Operation *, unsigned> position;
     unsigned pos = 0;
     for (Operation &op : block)

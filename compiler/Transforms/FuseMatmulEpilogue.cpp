@@ -65,6 +65,20 @@ void mark(MatmulOp op) {
   // Epilogues: + bias[N] (the product's only use), then gelu-tanh.
   if (g->broadcast)
     return;
+  // tc-fuse's DGELU: g * gelu'(x) on the product alone; gelu'(x)'s ops move
+  // down to the mul (after the GEMM, which computes them).
+  ReshapeOp rs;
+  if (auto mul = dgeluUser(result, &rs); mul && !op->hasAttr(kFoldBatchSumAttr)) {
+    SmallVector<Operation *> ops;
+    Value x;
+    if (geluGradOperand(mul, rs ? rs.getResult() : result, &ops, &x)) {
+      llvm::sort(ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      for (Operation *o : ops)
+        o->moveBefore(mul);
+      op->setAttr(kEpilogueAttr, StringAttr::get(op.getContext(), "dgelu"));
+      return;
+    }
+  }
   bool bias = biasAdd(result, g->n) != nullptr, gelu = false;
   if (bias)
     result = biasAdd(result, g->n).getResult();

@@ -685,3 +685,22 @@ func.func @gelu_aux(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf
   return %g, %r : tensor<2x4x32xf32>, tensor<2x4x32xf32>
 }
 
+// -----
+
+// Tests DGELU: the marked g * gelu'(x) is the tcx.matmul's output, x (the
+// GELU's input) its third input; neither the mul nor gelu'(x) makes a kernel.
+// CHECK-LABEL: func.func @dgelu
+// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}}, %arg2 : !tcx.buffer<8x16xf32>, !tcx.buffer<32x16xf32>, !tcx.buffer<2x4x32xf32>) outs(%{{.+}} : <2x4x32xf32>) {epilogue = "dgelu", k = 16 : i64, m = 8 : i64, n = 32 : i64, transpose_rhs = true}
+// CHECK-NOT: tcx.launch
+// CHECK: return
+func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32xf32>) -> tensor<2x4x32xf32> {
+  %c1 = tc.constant dense<1.0> : tensor<f32>
+  %p = tc.matmul %dy, %w {tc.epilogue = "dgelu", transpose_rhs = true} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %g = tc.reshape %p : tensor<8x32xf32> to tensor<2x4x32xf32>
+  %x2 = tc.mul %x, %x {tc.dgelu} : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  %t = tc.tanh %x2 {tc.dgelu} : tensor<2x4x32xf32>
+  %d = tc.add %t, %c1 {tc.dgelu} : tensor<2x4x32xf32>, tensor<f32> -> tensor<2x4x32xf32>
+  %r = tc.mul %g, %d {tc.dgelu, tc.gelu_grad = "tanh"} : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+

@@ -159,6 +159,23 @@ func.func @infer(%x0: tensor<4x32xf32> {tc.name = "x"}) -> (tensor<f32> {tc.name
   return %l : tensor<f32>
 }
 
+// -----
+
+// Tests that the gradient of a tanh GELU ends in g * gelu'(x) named
+// tc.gelu_grad = "tanh" (the GPU pipeline's DGELU epilogue finds it by the
+// name); an erf GELU's is not named.
+// CHECK-LABEL: func.func @grad_step
+// CHECK: tc.mul %{{.+}}, %{{.+}} {tc.gelu_grad = "tanh"}
+// CHECK-NOT: tc.gelu_grad
+// CHECK: return
+func.func @infer() -> (tensor<f32> {tc.name = "loss"}) {
+  %x = tc.parameter "x" {trainable} : tensor<4x3xf32>
+  %g = tc.gelu %x {approximate = "tanh"} : tensor<4x3xf32>
+  %e = tc.gelu %g : tensor<4x3xf32>
+  %l = tc.reduce_sum %e {axes = array<i64: 0, 1>} : tensor<4x3xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 //--- option.mlir
 
 // Tests that loss=<name> picks the loss among several scalar results and

@@ -46,3 +46,32 @@ func.func @not_aux(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %t = tc.gelu %n {approximate = "tanh"} : tensor<8x32xf32>
   return %g, %e, %t, %n : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// Tests the backward's g * gelu'(x) (tc-autodiff's expression, named
+// tc.gelu_grad) on a GEMM's product through its reshape: the mul and the
+// expression's ops are marked tc.dgelu and left out of fusions, for the
+// GEMM's DGELU epilogue. Without gelu-aux they are one fusion.
+// CHECK-LABEL: func.func @dgelu
+// CHECK-COUNT-6: tc.dgelu
+// CHECK: tc.mul %{{.+}}, %{{.+}} {tc.dgelu, tc.gelu_grad = "tanh"}
+// CHECK-NOT: tc.fusion
+// OFF-LABEL: func.func @dgelu
+// OFF-NOT: tc.dgelu
+// OFF: tc.fusion
+func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32xf32>) -> tensor<2x4x32xf32> {
+  %p = tc.matmul %dy, %w {transpose_rhs = true} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %g = tc.reshape %p : tensor<8x32xf32> to tensor<2x4x32xf32>
+  %c1 = tc.constant dense<1.0> : tensor<f32>
+  %k = tc.constant dense<0.797884583> : tensor<f32>
+  %x2 = tc.mul %x, %x : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  %u = tc.mul %x2, %k : tensor<2x4x32xf32>, tensor<f32> -> tensor<2x4x32xf32>
+  %t = tc.tanh %u : tensor<2x4x32xf32>
+  %a = tc.add %t, %c1 : tensor<2x4x32xf32>, tensor<f32> -> tensor<2x4x32xf32>
+  %b = tc.mul %a, %x : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  %d = tc.add %b, %x2 : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  %r = tc.mul %g, %d {tc.gelu_grad = "tanh"} : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+

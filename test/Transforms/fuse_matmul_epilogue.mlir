@@ -130,3 +130,24 @@ func.func @gelu_aux(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf
   return %g, %r, %g2, %q : tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
 }
 
+// -----
+
+// Tests that a GEMM whose product (through its reshape) only the marked
+// g * gelu'(x) reads gets the DGELU epilogue, and that gelu'(x)'s ops move
+// down after the GEMM, before the mul.
+// CHECK-LABEL: func.func @dgelu
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "dgelu", transpose_rhs = true}
+// CHECK-NEXT: tc.reshape
+// CHECK-NEXT: tc.mul %arg2, %arg2 {tc.dgelu}
+// CHECK: tc.mul %{{.+}}, %{{.+}} {tc.dgelu, tc.gelu_grad = "tanh"}
+func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32xf32>) -> tensor<2x4x32xf32> {
+  %c1 = tc.constant dense<1.0> : tensor<f32>
+  %x2 = tc.mul %x, %x {tc.dgelu} : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  %t = tc.tanh %x2 {tc.dgelu} : tensor<2x4x32xf32>
+  %d = tc.add %t, %c1 {tc.dgelu} : tensor<2x4x32xf32>, tensor<f32> -> tensor<2x4x32xf32>
+  %p = tc.matmul %dy, %w {transpose_rhs = true} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %g = tc.reshape %p : tensor<8x32xf32> to tensor<2x4x32xf32>
+  %r = tc.mul %g, %d {tc.dgelu, tc.gelu_grad = "tanh"} : tensor<2x4x32xf32>, tensor<2x4x32xf32> -> tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+

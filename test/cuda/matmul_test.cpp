@@ -1,6 +1,8 @@
 //===- matmul_test.cpp - the cuBLASLt wrapper against tc.matmul -----------===//
 #include "test/cuda/cuda_test_util.h"
 
+#include <cmath>
+
 #include "runtime/src/cuda/cublaslt.h"
 
 namespace tc::rt::cuda {
@@ -422,7 +424,7 @@ TEST_F(CudaMatmul, BiasGradientSumsTheOperandOverK) {
   for (bool force : {false, true}) {
     std::unique_ptr<Matmul> own;
     ASSERT_OK(Matmul::create(&own));
-    own->forceSeparateBiasGrad(force);
+    own->forceSeparateEpilogues(force);
     for (const BgCase &c : std::vector<BgCase>{
              // GPT-2's Conv1D: dW [in, out] = x^T dY, db = the column sums of dY (rhs).
              {DType::BF16, true, false, E::BiasGradRhs, 64, 96, 512},
@@ -475,12 +477,12 @@ TEST_F(CudaMatmul, BiasGradientSumsTheOperandOverK) {
       d.epilogue = c.epi;
       for (int call = 0; call < 2; ++call) // the first decides the path, the second takes it
         ASSERT_OK(own->run(d, dA.p, dB.p, dC.p, stream(), dBias.p));
-      Matmul::BiasGradPath path = own->biasGradPath(d);
-      ASSERT_NE(path, Matmul::BiasGradPath::Unknown);
+      Matmul::EpiloguePath path = own->epiloguePath(d);
+      ASSERT_NE(path, Matmul::EpiloguePath::Unknown);
       if (force)
-        EXPECT_EQ(path, Matmul::BiasGradPath::Separate);
+        EXPECT_EQ(path, Matmul::EpiloguePath::Separate);
       std::printf("bias gradient %s (%s): %s\n", name.c_str(), d.toString().c_str(),
-                  path == Matmul::BiasGradPath::Epilogue ? "cuBLASLt BGRAD epilogue"
+                  path == Matmul::EpiloguePath::Epilogue ? "cuBLASLt BGRAD epilogue"
                                                          : "product and separate sum");
       HostTensor got, gotDb;
       ASSERT_OK(download(dC.p, ty(c.dt, {c.m, c.n}), &got, stream()));
@@ -508,6 +510,70 @@ TEST_F(CudaMatmul, BiasGradientSumsTheOperandOverK) {
   d.beta = 0.0f;
   st = mm->run(d, x.p, x.p, x.p, stream(), nullptr);
   EXPECT_NE(st.message().find("needs a bias"), std::string::npos) << st.message();
+}
+
+/// DGELU: the product times gelu_tanh'(x) of the forward's pre-activation x,
+/// against the same in double on the host, through cuBLASLt's epilogue where
+/// it has one and the separate GELU backward kernel (forced) either way.
+TEST_F(CudaMatmul, DGeluMultipliesByTheGeluDerivative) {
+  const int64_t m = 64, n = 96, k = 128;
+  for (bool force : {false, true}) {
+    std::unique_ptr<Matmul> own;
+    ASSERT_OK(Matmul::create(&own));
+    own->forceSeparateEpilogues(force);
+    for (DType dt : {DType::BF16, DType::F32}) {
+      std::string name = std::string(dtypeName(dt)) + (force ? " separate" : "");
+      SCOPED_TRACE(name);
+      HostTensor A = randomTensor(ty(dt, {m, k}), rng), B = randomTensor(ty(dt, {n, k}), rng);
+      HostTensor X = randomTensor(ty(dt, {m, n}), rng);
+      std::vector<double> a = hostTensorToDoubles(A), b = hostTensorToDoubles(B),
+                          x = hostTensorToDoubles(X), want(m * n);
+      const double kk = std::sqrt(2.0 / M_PI), c = 0.044715;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double p = 0;
+          for (int64_t l = 0; l < k; ++l)
+            p += a[i * k + l] * b[j * k + l];
+          double v = x[i * n + j], u = kk * (v + c * v * v * v), t = std::tanh(u);
+          double d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * kk * (1 + 3 * c * v * v);
+          want[i * n + j] = p * d;
+        }
+      DevBuf dA, dB, dX, dC;
+      ASSERT_OK(upload(A, &dA, stream()));
+      ASSERT_OK(upload(B, &dB, stream()));
+      ASSERT_OK(upload(X, &dX, stream()));
+      ASSERT_OK(devZeros(m * n * 4, &dC, stream()));
+      MatmulDesc d;
+      d.dtype = dt;
+      d.transposeRhs = true;
+      d.m = m;
+      d.n = n;
+      d.k = k;
+      d.epilogue = MatmulEpilogue::DGelu;
+      for (int call = 0; call < 2; ++call)
+        ASSERT_OK(own->run(d, dA.p, dB.p, dC.p, stream(), nullptr, dX.p));
+      Matmul::EpiloguePath path = own->epiloguePath(d);
+      ASSERT_NE(path, Matmul::EpiloguePath::Unknown);
+      if (force)
+        EXPECT_EQ(path, Matmul::EpiloguePath::Separate);
+      std::printf("dgelu %s (%s): %s\n", name.c_str(), d.toString().c_str(),
+                  path == Matmul::EpiloguePath::Epilogue ? "cuBLASLt DGELU epilogue"
+                                                         : "product and GELU backward kernel");
+      HostTensor got;
+      ASSERT_OK(download(dC.p, ty(dt, {m, n}), &got, stream()));
+      check("matmul +dgelu " + name, dt, hostTensorToDoubles(got), want,
+            dt == DType::F32 ? 1e-4 : tolFor(dt));
+    }
+  }
+  // DGELU reads its aux: none is an error naming it.
+  MatmulDesc d;
+  d.dtype = DType::BF16;
+  d.m = d.n = d.k = 64;
+  d.epilogue = MatmulEpilogue::DGelu;
+  DevBuf z;
+  ASSERT_OK(devZeros(64 * 64 * 2, &z, stream()));
+  Status st = mm->run(d, z.p, z.p, z.p, stream());
+  EXPECT_NE(st.message().find("needs an aux buffer"), std::string::npos) << st.message();
 }
 
 TEST_F(CudaMatmul, GptShapesTiming) {
@@ -554,7 +620,7 @@ TEST_F(CudaMatmul, GptShapesTiming) {
     double withSum = timeUs(stream(), 20, [&] { return mm->run(d, x.p, dy.p, dw.p, stream(), db.p); });
     std::printf("matmul %s: %.1f us with the bias gradient (%s), %.1f us without\n",
                 d.toString().c_str(), withSum,
-                mm->biasGradPath(d) == Matmul::BiasGradPath::Epilogue ? "BGRAD epilogue"
+                mm->epiloguePath(d) == Matmul::EpiloguePath::Epilogue ? "BGRAD epilogue"
                                                                       : "separate sum",
                 plain);
     report("matmul +bias-grad (timing)", DType::BF16, 0, tolFor(DType::BF16), withSum,

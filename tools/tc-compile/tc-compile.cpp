@@ -145,7 +145,8 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          group-sums (the grad-norm clip's sums of squares of
                          weight gradients in grouped launches), gelu (written-out
                          tanh GELUs become one op, the reference's too, and a
-                         training step's GELU after a GEMM its GELU_AUX epilogue),
+                         training step's GELU after a GEMM its GELU_AUX epilogue,
+                         the GELU's backward a GEMM's DGELU epilogue),
                          merge-qkv (an attention's q/k/v projections one GEMM)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and

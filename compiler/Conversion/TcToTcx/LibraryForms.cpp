@@ -302,6 +302,67 @@ SmallVector<Value, 2> sameBytes(Value v) {
 
 SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) { return sameBytes(op.getInput()); }
 
+bool geluGradOperand(MulOp mul, Value g, SmallVectorImpl<Operation *> *ops, Value *x) {
+  Value d = otherOperand(mul, g);
+  if (!d || !mul->hasAttr(kGeluGradAttr) || !d.getDefiningOp())
+    return false;
+  // x: the value the expression squares (tc-autodiff's x * x).
+  Value leaf;
+  {
+    SmallVector<Operation *> work{d.getDefiningOp()};
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    while (!work.empty() && !leaf) {
+      Operation *op = work.pop_back_val();
+      if (!seen.insert(op).second || seen.size() > 32)
+        continue;
+      if (auto m = llvm::dyn_cast<MulOp>(op); m && m.getLhs() == m.getRhs()) {
+        leaf = m.getLhs();
+        break;
+      }
+      for (Value in : op->getOperands())
+        if (Operation *def = in.getDefiningOp(); def && isElementwise(def))
+          work.push_back(def);
+    }
+  }
+  if (!leaf || leaf.getType() != d.getType())
+    return false;
+  // The ops from d back to x, constants aside; each read only within them.
+  llvm::SmallPtrSet<Operation *, 16> inside;
+  SmallVector<Operation *> work{d.getDefiningOp()};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!inside.insert(op).second)
+      continue;
+    if (!isElementwise(op) || op->getBlock() != mul->getBlock() || inside.size() > 32)
+      return false;
+    for (Value in : op->getOperands()) {
+      if (in == leaf || llvm::isa_and_nonnull<ConstantOp>(in.getDefiningOp()))
+        continue;
+      if (!in.getDefiningOp())
+        return false; // another block argument: not gelu'(x)
+      work.push_back(in.getDefiningOp());
+    }
+  }
+  for (Operation *op : inside)
+    for (Operation *u : op->getResult(0).getUsers())
+      if (u != mul.getOperation() && !inside.contains(u))
+        return false;
+  ops->assign(inside.begin(), inside.end());
+  *x = leaf;
+  return true;
+}
+
+MulOp dgeluUser(Value product, ReshapeOp *reshape) {
+  *reshape = ReshapeOp();
+  Value g = product;
+  if (auto rs = soleUser<ReshapeOp>(product)) {
+    *reshape = rs;
+    g = rs.getResult();
+  }
+  auto mul = soleUser<MulOp>(g);
+  return mul && mul->hasAttr(kDGeluAttr) ? mul : MulOp();
+}
+
 GeluOp geluAuxUser(Value v) {
   for (Operation *u : v.getUsers()) {
     if (auto g = llvm::dyn_cast<GeluOp>(u); g && g->hasAttr(kGeluAuxAttr))

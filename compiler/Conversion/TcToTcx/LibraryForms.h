@@ -64,6 +64,24 @@ constexpr llvm::StringLiteral kCopySliceAttr = "tc.copy_slice";
 /// The tc.gelu marked kGeluAuxAttr that reads `v` directly or through one
 /// tc.reshape of it, or null.
 GeluOp geluAuxUser(mlir::Value v);
+/// On the tc.mul g * gelu'(x) that tc-autodiff makes for a tanh tc.gelu
+/// ("tanh"): the GPU pipeline may compute it, and the expression of x that
+/// is its other operand, in the epilogue of the GEMM that produces g
+/// (cuBLASLt's DGELU).
+constexpr llvm::StringLiteral kGeluGradAttr = "tc.gelu_grad";
+/// On that tc.mul and the ops of gelu'(x) (tc-fuse with gelu-aux, when g is
+/// a cuBLASLt GEMM's product read by the mul alone): left out of fusions;
+/// tc-fuse-matmul-epilogue gives the GEMM the "dgelu" epilogue.
+constexpr llvm::StringLiteral kDGeluAttr = "tc.dgelu";
+/// The ops of the gelu'(x) operand of a tc.mul marked kGeluGradAttr, each read
+/// only within it, and x, its one non-constant leaf; false when it is not
+/// such an expression of one value.
+bool geluGradOperand(MulOp mul, mlir::Value g, llvm::SmallVectorImpl<mlir::Operation *> *ops,
+                     mlir::Value *x);
+/// The tc.mul marked kDGeluAttr that is the only reader of `product`,
+/// directly or through one tc.reshape read by it alone (set in *reshape), or
+/// null.
+MulOp dgeluUser(mlir::Value product, ReshapeOp *reshape);
 /// The tc.reduce_sum paired with `mm` by kBiasGradAttr, and which operand it
 /// sums ("lhs" or "rhs"); null when there is none.
 struct BiasGradSum {

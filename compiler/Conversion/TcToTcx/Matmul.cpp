@@ -62,6 +62,21 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
       chain.push_back(gelu);
       result = gelu.getResult();
     }
+    // DGELU: the backward's g * gelu'(x) on the product; x, the GELU's input,
+    // is read by the epilogue (the third input); gelu'(x)'s ops go.
+    MulOp dgelu;
+    Value dgeluX;
+    SmallVector<Operation *> dgeluOps;
+    if (kind == "dgelu") {
+      ReshapeOp rs;
+      dgelu = dgeluUser(result, &rs);
+      if (!dgelu || !geluGradOperand(dgelu, rs ? rs.getResult() : result, &dgeluOps, &dgeluX))
+        return rewriter.notifyMatchFailure(op, "a dgelu epilogue without its g * gelu'(x)");
+      if (rs)
+        chain.push_back(rs);
+      chain.push_back(dgelu);
+      result = dgelu.getResult();
+    }
     // GELU_AUX(_BIAS): the GELU tc-fuse left to the GEMM (tc.gelu_aux, maybe
     // through a reshape of `result`) is the output; `result`, the
     // pre-activation the backward reads too, the aux output.
@@ -86,6 +101,8 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     SmallVector<Value> ins{buffers.bufferOf(rewriter, g->lhs), buffers.bufferOf(rewriter, g->rhs)};
     if (bias)
       ins.push_back(buffers.bufferOf(rewriter, bias));
+    if (dgelu)
+      ins.push_back(buffers.bufferOf(rewriter, dgeluX));
     if (addend)
       ins.push_back(buffers.bufferOf(rewriter, addend));
     if (op.getAlpha()) // read on the device, the last input
@@ -129,6 +146,10 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
       rewriter.replaceOp(chain.back(), out);
     }
     for (Operation *o : llvm::reverse(ArrayRef(chain).drop_back()))
+      rewriter.eraseOp(o);
+    // gelu'(x)'s ops, readers before what they read.
+    llvm::sort(dgeluOps, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+    for (Operation *o : dgeluOps)
       rewriter.eraseOp(o);
     return success();
   }

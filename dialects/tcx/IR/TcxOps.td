@@ -324,9 +324,10 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
     "bias_gelu"; the bias ([n], the operand dtype) is the third input.
     "gelu_aux" and "bias_gelu_aux" (not fp8) also write the GELU's input
     (the product, plus the bias) to `aux_out` (out's element type and
-    count): the
-    pre-activation a training step's backward reads (cuBLASLt's
-    GELU_AUX(_BIAS)).
+    count): the pre-activation a training step's backward reads (cuBLASLt's
+    GELU_AUX(_BIAS)). "dgelu" (not fp8, beta 0, no addend or device_alpha)
+    multiplies the product by gelu_tanh'(x) of its third input x, that
+    pre-activation (cuBLASLt's DGELU): the backward of such a GELU.
 
     `compute_type` "fp8" (Matmul::runFp8): lhs and rhs are f8E4M3FN or
     f8E5M2 (not both E5M2), the third and fourth inputs their f32
@@ -411,6 +412,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
     ::mlir::Value getLhsScaleInv() { return isFp8() ? getInputs()[2] : nullptr; }
     ::mlir::Value getRhsScaleInv() { return isFp8() ? getInputs()[3] : nullptr; }
     ::mlir::Value getBias() {
+      if (getEpilogue() == "dgelu")
+        return nullptr;
       unsigned i = isFp8() ? 4 : 2;
       return getInputs().size() > i + (getDeviceAlpha() ? 1 : 0) + (getAddend() ? 1 : 0)
                  ? getInputs()[i]

@@ -60,6 +60,8 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
     return "bias-grad(lhs)";
   case MatmulEpilogue::BiasGradRhs:
     return "bias-grad(rhs)";
+  case MatmulEpilogue::DGelu:
+    return "dgelu";
   }
   return "?";
 }
@@ -119,7 +121,8 @@ bool hasBias(MatmulEpilogue e) {
          e == MatmulEpilogue::BiasGeluAux || isBiasGrad(e);
 }
 bool hasAux(MatmulEpilogue e) {
-  return e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::BiasGeluAux;
+  return e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::BiasGeluAux ||
+         e == MatmulEpilogue::DGelu;
 }
 
 cublasLtEpilogue_t toCublas(MatmulEpilogue e) {
@@ -141,6 +144,8 @@ cublasLtEpilogue_t toCublas(MatmulEpilogue e) {
     return CUBLASLT_EPILOGUE_BGRADB;
   case MatmulEpilogue::BiasGradRhs:
     return CUBLASLT_EPILOGUE_BGRADA;
+  case MatmulEpilogue::DGelu:
+    return CUBLASLT_EPILOGUE_DGELU;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -537,6 +542,8 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
     if (d.n % 8 != 0)
       return invalidArgument("matmul: a GELU aux output needs N % 8 == 0 (" + d.toString() + ")");
   }
+  if (d.epilogue == MatmulEpilogue::DGelu)
+    return runDGelu(d, lhs, rhs, out, aux, stream);
   Strides st = resolveStrides(d);
   if (st.out == 0 && d.batch > 1)
     return invalidArgument("matmul: out stride 0 with batch > 1 (" + d.toString() + ")");
@@ -569,9 +576,69 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   return Status::ok();
 }
 
-Matmul::BiasGradPath Matmul::biasGradPath(const MatmulDesc &d) const {
-  auto it = biasGradPaths_.find(d.toString());
-  return it == biasGradPaths_.end() ? BiasGradPath::Unknown : it->second;
+Matmul::EpiloguePath Matmul::epiloguePath(const MatmulDesc &d) const {
+  auto it = epiloguePaths_.find(d.toString());
+  return it == epiloguePaths_.end() ? EpiloguePath::Unknown : it->second;
+}
+
+Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan *()> &planOf,
+                                  const std::function<Status()> &separate, cudaStream_t stream,
+                                  const void *lhs, const void *rhs, void *out) {
+  auto epilogue = [&](Plan *plan) -> Status {
+    float alpha = d.alpha, beta = 0.0f;
+    return cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs, plan->b,
+                                       &beta, out, plan->c, out, plan->c, &plan->algo, workspace_,
+                                       workspaceBytes_, stream),
+                        "cublasLtMatmul " + d.toString());
+  };
+  EpiloguePath &path = epiloguePaths_[d.toString()];
+  if (path == EpiloguePath::Unknown) {
+    Plan *plan = forceSeparate_ ? nullptr : planOf();
+    if (!plan) {
+      path = EpiloguePath::Separate;
+      return separate();
+    }
+    if (!plan->tuned)
+      TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
+    // The first eager call times both ways (each twice after a warm-up:
+    // cuBLASLt's epilogue kernels can be slower than the product and the
+    // separate pass, as its DGELU_BGRAD is on the H200) and keeps the faster.
+    path = EpiloguePath::Epilogue;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+    if (gMatmulTuning.load(std::memory_order_relaxed) && capture == cudaStreamCaptureStatusNone) {
+      float ms[2] = {0, 0};
+      for (int way = 0; way < 2; ++way) {
+        cudaEvent_t start = nullptr, stop = nullptr;
+        TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+        TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+        Status st = Status::ok();
+        for (int rep = 0; rep < 3 && st.isOk(); ++rep) {
+          if (rep == 1)
+            cudaEventRecord(start, stream);
+          st = way == 0 ? epilogue(plan) : separate();
+        }
+        cudaEventRecord(stop, stream);
+        if (st.isOk())
+          st = cudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        if (st.isOk())
+          st = cudaStatus(cudaEventElapsedTime(&ms[way], start, stop), "cudaEventElapsedTime");
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        TC_RETURN_IF_ERROR(st);
+      }
+      if (ms[1] < ms[0])
+        path = EpiloguePath::Separate;
+    }
+  }
+  if (path == EpiloguePath::Separate)
+    return separate();
+  Plan *plan = planOf();
+  if (!plan) // the same problem at another alignment, without an algorithm
+    return separate();
+  if (!plan->tuned)
+    TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
+  return epilogue(plan);
 }
 
 Status Matmul::ones(DType dtype, int64_t k, const void **out, cudaStream_t stream) {
@@ -635,61 +702,30 @@ Status Matmul::runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs
       return nullptr;
     return plan;
   };
-  auto epilogue = [&](Plan *plan) -> Status {
-    float alpha = 1.0f, beta = 0.0f;
-    return cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs, plan->b,
-                                       &beta, out, plan->c, out, plan->c, &plan->algo, workspace_,
-                                       workspaceBytes_, stream),
-                        "cublasLtMatmul " + d.toString());
+  return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out);
+}
+
+Status Matmul::runDGelu(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                        const void *aux, cudaStream_t stream) {
+  if (d.beta != 0.0f || d.addend || d.deviceAlpha)
+    return invalidArgument("matmul: DGELU takes beta 0, no addend and no device alpha (" +
+                           d.toString() + ")");
+  MatmulDesc plain = d;
+  plain.epilogue = MatmulEpilogue::None;
+  int64_t n = d.batch * d.m * d.n;
+  auto separate = [&]() -> Status {
+    TC_RETURN_IF_ERROR(run(plain, lhs, rhs, out, stream));
+    return geluBackward(d.dtype, GeluApprox::Tanh, aux, out, out, n, stream);
   };
-  BiasGradPath &path = biasGradPaths_[d.toString()];
-  if (path == BiasGradPath::Unknown) {
-    Plan *plan = forceSeparateBiasGrad_ ? nullptr : epiloguePlan();
-    if (!plan) {
-      path = BiasGradPath::Separate;
-      return separate();
-    }
-    if (!plan->tuned)
-      TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
-    // The first eager call times both ways (each twice after a warm-up:
-    // cuBLASLt's BGRAD kernels can be slower than the product and a sum,
-    // as its DGELU_BGRAD is on the H200) and keeps the faster.
-    path = BiasGradPath::Epilogue;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-    if (gMatmulTuning.load(std::memory_order_relaxed) && capture == cudaStreamCaptureStatusNone) {
-      float ms[2] = {0, 0};
-      for (int way = 0; way < 2; ++way) {
-        cudaEvent_t start = nullptr, stop = nullptr;
-        TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-        TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-        Status st = Status::ok();
-        for (int rep = 0; rep < 3 && st.isOk(); ++rep) {
-          if (rep == 1)
-            cudaEventRecord(start, stream);
-          st = way == 0 ? epilogue(plan) : separate();
-        }
-        cudaEventRecord(stop, stream);
-        if (st.isOk())
-          st = cudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        if (st.isOk())
-          st = cudaStatus(cudaEventElapsedTime(&ms[way], start, stop), "cudaEventElapsedTime");
-        cudaEventDestroy(start);
-        cudaEventDestroy(stop);
-        TC_RETURN_IF_ERROR(st);
-      }
-      if (ms[1] < ms[0])
-        path = BiasGradPath::Separate;
-    }
-  }
-  if (path == BiasGradPath::Separate)
-    return separate();
-  Plan *plan = epiloguePlan();
-  if (!plan) // the same problem at another alignment, without a BGRAD algorithm
-    return separate();
-  if (!plan->tuned)
-    TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
-  return epilogue(plan);
+  auto epiloguePlan = [&]() -> Plan * {
+    Plan *plan = nullptr;
+    if (!getPlan(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), &plan).isOk() ||
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                       sizeof aux) != CUBLAS_STATUS_SUCCESS)
+      return nullptr;
+    return plan;
+  };
+  return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out);
 }
 
 Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv,

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -66,6 +67,10 @@ enum class MatmulEpilogue : uint8_t {
   // BGRADB / BGRADA). Batch 1, beta 0, no addend or device alpha.
   BiasGradLhs, // bias[M] = sum_k op(lhs)[:, k]  (lhs [K, M] with transposeLhs: its column sums)
   BiasGradRhs, // bias[N] = sum_k op(rhs)[k, :]  (rhs [K, N]: its column sums)
+  // x * gelu_tanh'(aux): the backward of a GELU whose input `aux` [batch, m,
+  // n] (read, out's type) the forward's GELU_AUX wrote (cuBLASLt's DGELU).
+  // Beta 0, no addend or device alpha.
+  DGelu,
 };
 const char *matmulEpilogueName(MatmulEpilogue e);
 
@@ -211,15 +216,16 @@ public:
                       void *out, cudaStream_t stream, const void *bias = nullptr,
                       const float *deviceAlpha = nullptr);
 
-  /// How a bias-gradient problem (BiasGradLhs / BiasGradRhs) ran: cuBLASLt's
-  /// BGRAD epilogue, or the plain product and a sum of the operand (a GEMM
-  /// of a ones vector by it) where cuBLASLt has no BGRAD algorithm for the
-  /// problem or its first eager call timed the pair faster. Unknown before
-  /// that first call.
-  enum class BiasGradPath : uint8_t { Unknown, Epilogue, Separate };
-  BiasGradPath biasGradPath(const MatmulDesc &d) const;
-  /// Tests: take the separate path for every bias-gradient problem.
-  void forceSeparateBiasGrad(bool on) { forceSeparateBiasGrad_ = on; }
+  /// How a problem with an epilogue that has a separate form ran (bias
+  /// gradients: the plain product and a sum of the operand, a GEMM of a ones
+  /// vector by it; DGELU: the plain product and the GELU backward kernel):
+  /// cuBLASLt's epilogue, or the separate form where cuBLASLt has no
+  /// algorithm for the epilogue or the first eager call timed the separate
+  /// form faster. Unknown before that first call.
+  enum class EpiloguePath : uint8_t { Unknown, Epilogue, Separate };
+  EpiloguePath epiloguePath(const MatmulDesc &d) const;
+  /// Tests: take the separate form of every such problem.
+  void forceSeparateEpilogues(bool on) { forceSeparate_ = on; }
 
   /// Number of cached (problem, alignment) -> algorithm entries.
   size_t cachedPlans() const { return plans_.size(); }
@@ -239,6 +245,14 @@ private:
               cudaStream_t stream);
   Status runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
                      void *biasGrad, cudaStream_t stream);
+  Status runDGelu(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                  const void *aux, cudaStream_t stream);
+  /// Runs `d` (beta 0) through cuBLASLt's epilogue (the plan `plan` gives,
+  /// its pointers set for this call; null where cuBLASLt has none) or
+  /// `separate`, by d's EpiloguePath (timing both on the first eager call).
+  Status epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan *()> &plan,
+                            const std::function<Status()> &separate, cudaStream_t stream,
+                            const void *lhs, const void *rhs, void *out);
   /// A device vector of at least k ones of `dtype` (grown on an eager call).
   Status ones(DType dtype, int64_t k, const void **out, cudaStream_t stream);
 
@@ -249,9 +263,9 @@ private:
   /// Device f32 {0, 1}: beta of device-alpha calls.
   float *consts_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans_;
-  /// Bias-gradient problems (MatmulDesc::toString) -> the path they take.
-  std::unordered_map<std::string, BiasGradPath> biasGradPaths_;
-  bool forceSeparateBiasGrad_ = false;
+  /// Problems with a separate form (MatmulDesc::toString) -> their path.
+  std::unordered_map<std::string, EpiloguePath> epiloguePaths_;
+  bool forceSeparate_ = false;
   struct Ones {
     void *ptr = nullptr;
     int64_t count = 0;

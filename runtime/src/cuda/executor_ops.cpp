@@ -269,6 +269,8 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     d.epilogue = MatmulEpilogue::GeluAux;
   else if (epi == "bias_gelu_aux" && !fp8)
     d.epilogue = MatmulEpilogue::BiasGeluAux;
+  else if (epi == "dgelu" && !fp8)
+    d.epilogue = MatmulEpilogue::DGelu;
   else
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
   if (biasGrad != "none") {
@@ -288,8 +290,14 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                                    "without broadcast batch or addend");
   bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu ||
                  d.epilogue == MatmulEpilogue::BiasGeluAux;
+  // dgelu: the third input is the GELU's input (the forward's aux), read.
+  bool dgelu = d.epilogue == MatmulEpilogue::DGelu;
+  if (dgelu && (bufType(p, op.ins[2]).numElements() != bufType(p, op.outs[0]).numElements() ||
+                bufType(p, op.ins[2]).dtype != d.dtype || addend || devAlpha || a.find("lhs_batch")))
+    return invalidArgument(where + ": dgelu's third input (the GELU's input) must match the "
+                                   "output, without addend, device alpha or broadcast batch");
   size_t biasIndex = fp8 ? 4 : 2;
-  if (biasEpi != (nIn == biasIndex + 1))
+  if ((biasEpi || dgelu) != (nIn == biasIndex + 1))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(nIn) +
                            " inputs");
   auto *alpha = devAlpha ? static_cast<const float *>(ins.back()) : nullptr;
@@ -333,7 +341,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   const void *add = addend ? ins.back() : nullptr;
   if (biasGrad != "none")
     bias = outs[1]; // written: the bias gradient
-  void *aux = geluAux ? outs[1] : nullptr;
+  void *aux = geluAux ? outs[1] : dgelu ? const_cast<void *>(ins[2]) : nullptr;
   p.ops.push_back([=]() { return mm->run(d, lhs, rhs, out, s, bias, aux, alpha, add); });
   return Status::ok();
 }

@@ -501,3 +501,21 @@ func.func @mm_gelu_aux_size(%x: !tcx.buffer<8x16xf32>, %w: !tcx.buffer<16x32xf32
   return
 }
 
+// -----
+
+// Tests that DGELU takes the GELU's input as its third input, of out's
+// element count.
+func.func @mm_dgelu_x(%a: !tcx.buffer<8x16xf32>, %w: !tcx.buffer<16x32xf32>, %x: !tcx.buffer<8x16xf32>, %y: !tcx.buffer<8x32xf32>) {
+  // expected-error @+1 {{dgelu's GELU input '!tcx.buffer<8x16xf32>' must hold out's elements ('!tcx.buffer<8x32xf32>')}}
+  tcx.matmul ins(%a, %w, %x : !tcx.buffer<8x16xf32>, !tcx.buffer<16x32xf32>, !tcx.buffer<8x16xf32>) outs(%y : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 16 : i64, epilogue = "dgelu"}
+  return
+}
+
+// -----
+
+func.func @mm_dgelu_missing(%a: !tcx.buffer<8x16xf32>, %w: !tcx.buffer<16x32xf32>, %y: !tcx.buffer<8x32xf32>) {
+  // expected-error @+1 {{epilogue "dgelu" takes lhs, rhs and the GELU's input, beta 0, no addend or device_alpha}}
+  tcx.matmul ins(%a, %w : !tcx.buffer<8x16xf32>, !tcx.buffer<16x32xf32>) outs(%y : !tcx.buffer<8x32xf32>) {m = 8 : i64, n = 32 : i64, k = 16 : i64, epilogue = "dgelu"}
+  return
+}
+
