@@ -292,14 +292,14 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                  d.epilogue == MatmulEpilogue::BiasGeluAux;
   // dgelu: the third input is the GELU's input (the forward's aux), read.
   bool dgelu = d.epilogue == MatmulEpilogue::DGelu;
-  if (dgelu && (bufType(p, op.ins[2]).numElements() != bufType(p, op.outs[0]).numElements() ||
-                bufType(p, op.ins[2]).dtype != d.dtype || addend || devAlpha || a.find("lhs_batch")))
-    return invalidArgument(where + ": dgelu's third input (the GELU's input) must match the "
-                                   "output, without addend, device alpha or broadcast batch");
   size_t biasIndex = fp8 ? 4 : 2;
   if ((biasEpi || dgelu) != (nIn == biasIndex + 1))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(nIn) +
                            " inputs");
+  if (dgelu && (bufType(p, op.ins[2]).numElements() != bufType(p, op.outs[0]).numElements() ||
+                bufType(p, op.ins[2]).dtype != d.dtype || addend || devAlpha || a.find("lhs_batch")))
+    return invalidArgument(where + ": dgelu's third input (the GELU's input) must match the "
+                                   "output, without addend, device alpha or broadcast batch");
   auto *alpha = devAlpha ? static_cast<const float *>(ins.back()) : nullptr;
   p.profileNames.back() = "matmul " + d.toString();
   const void *lhs = ins[0], *rhs = ins[1];
