@@ -115,22 +115,14 @@ void merge(MutableArrayRef<Projection> group) {
   Value w = ConcatOp::create(b, loc, weights, b.getI64IntegerAttr(transposed ? 0 : 1));
   Value wt = transposed ? TransposeOp::create(b, loc, w, b.getDenseI64ArrayAttr({1, 0})).getResult()
                         : w;
-  Value x = group.front().mm.getLhs();
-  auto xt = typeOf(x);
-  int64_t total = typeOf(wt).getDimSize(1);
-  SmallVector<int64_t> shape(xt.getShape());
-  shape.back() = total;
-  auto yt = RankedTensorType::get(shape, typeOf(group.front().mm.getResult()).getElementType());
   // The bias concat before the product: the GEMM's bias epilogue reads it.
   Value bias = biased ? ConcatOp::create(b, loc, biases, b.getI64IntegerAttr(0)).getResult() : Value();
-  Value y = MatmulOp::create(b, loc, x, wt).getResult();
+  Value y = MatmulOp::create(b, loc, group.front().mm.getLhs(), wt).getResult();
   if (biased)
     y = AddOp::create(b, loc, y, bias);
-  if (y.getType() != yt)
-    return; // (cannot happen: x [..., K] @ [K, total])
-  int64_t offset = 0;
+  int64_t rank = typeOf(y).getRank(), offset = 0;
   for (Projection &p : group) {
-    SmallVector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
+    SmallVector<int64_t> starts(rank, 0), strides(rank, 1);
     starts.back() = offset;
     Value old = biased ? p.biasAdd.getResult() : p.mm.getResult();
     Value s = SliceOp::create(b, loc, old.getType(), y, b.getDenseI64ArrayAttr(starts),

@@ -318,6 +318,23 @@ Matmul::~Matmul() {
     (void)cudaFree(p);
 }
 
+Status Matmul::setCallPointers(const MatmulDesc &d, Plan *plan, const void *bias, void *aux,
+                               const float *scaleA, const float *scaleB) {
+  if (hasBias(d.epilogue))
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (hasAux(d.epilogue))
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+  if (scaleA)
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof scaleA));
+  if (scaleB)
+    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof scaleB));
+  return Status::ok();
+}
+
 Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
                        const void *bias, void *aux, Plan **result, const float *scaleA,
                        const float *scaleB) {
@@ -357,7 +374,7 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
   auto it = plans_.find(keyBytes);
   if (it != plans_.end()) {
     *result = it->second.get();
-    return Status::ok();
+    return setCallPointers(d, *result, bias, aux, scaleA, scaleB);
   }
 
   auto plan = std::make_unique<Plan>();
@@ -411,22 +428,14 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pointerMode, sizeof pointerMode));
   }
-  if (scaleA)
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof scaleA));
-  if (scaleB)
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof scaleB));
   cublasLtEpilogue_t epi = toCublas(d.epilogue);
   TC_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  if (hasBias(d.epilogue))
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  // Before the heuristic query: with outer-vector or block scale modes
+  // cuBLASLt refuses a plan without its scale pointers.
+  TC_RETURN_IF_ERROR(setCallPointers(d, plan.get(), bias, aux, scaleA, scaleB));
   if (hasAux(d.epilogue)) {
     int64_t ld = d.n, stride = d.m * d.n;
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     if (d.batch > 1)
@@ -552,13 +561,6 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   // C (the addend) and D share a layout: the plan takes the lesser alignment.
   void *cd = d.addend && alignmentOf(addend) < alignmentOf(out) ? const_cast<void *>(addend) : out;
   TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, cd, bias, aux, &plan));
-  // Pointer attributes change per call; the plan's alignment matches them.
-  if (hasBias(d.epilogue))
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  if (hasAux(d.epilogue))
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   float alpha = d.alpha, beta = d.addend ? 1.0f : d.beta;
   const float *alphaP = &alpha, *betaP = &beta;
   const void *c = d.addend ? addend : out;
@@ -696,11 +698,7 @@ Status Matmul::runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs
   // plan reports a problem that is wrong in itself).
   auto epiloguePlan = [&]() -> Plan * {
     Plan *plan = nullptr;
-    if (!getPlan(d, lhs, rhs, out, biasGrad, nullptr, &plan).isOk() ||
-        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasGrad,
-                                       sizeof biasGrad) != CUBLAS_STATUS_SUCCESS)
-      return nullptr;
-    return plan;
+    return getPlan(d, lhs, rhs, out, biasGrad, nullptr, &plan).isOk() ? plan : nullptr;
   };
   return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out);
 }
@@ -719,11 +717,8 @@ Status Matmul::runDGelu(const MatmulDesc &d, const void *lhs, const void *rhs, v
   };
   auto epiloguePlan = [&]() -> Plan * {
     Plan *plan = nullptr;
-    if (!getPlan(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), &plan).isOk() ||
-        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                       sizeof aux) != CUBLAS_STATUS_SUCCESS)
-      return nullptr;
-    return plan;
+    return getPlan(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), &plan).isOk() ? plan
+                                                                                     : nullptr;
   };
   return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out);
 }
@@ -747,16 +742,8 @@ Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScal
   if (hasBias(d.epilogue) && !bias)
     return invalidArgument("matmul: the epilogue needs a bias (" + d.toString() + ")");
   Plan *plan = nullptr;
+  // cuBLASLt's A is our rhs.
   TC_RETURN_IF_ERROR(getPlan(d, lhs, rhs, out, bias, nullptr, &plan, rhsScaleInv, lhsScaleInv));
-  // cuBLASLt's A is our rhs. Pointer attributes change per call (a CUDA
-  // graph captures the values of this call).
-  if (hasBias(d.epilogue))
-    TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &rhsScaleInv, sizeof rhsScaleInv));
-  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &lhsScaleInv, sizeof lhsScaleInv));
   float alpha = d.alpha, beta = d.beta;
   if (!plan->tuned)
     TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
@@ -816,10 +803,6 @@ Status Matmul::runNvfp4(const Nvfp4Gemm &g, cudaStream_t stream) {
   if (Status st = getPlan(d, g.lhs, g.rhs, g.out, nullptr, nullptr, &plan, scaleA, scaleB);
       !st.isOk()) // every error names the problem (an FP4 layout, say, where FP4 is unknown)
     return Status(st.code(), "matmul " + d.toString() + ": " + st.message());
-  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scaleA, sizeof scaleA));
-  TC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof scaleB));
   // tune() times candidates with host scalars: not in device pointer mode.
   plan->tuned = true;
   return cublasStatus(cublasLtMatmul(handle_, plan->op, g.scalars, g.rhs, plan->a, g.lhs, plan->b,

@@ -238,9 +238,15 @@ private:
   /// (cuBLASLt's A and B: our rhs and lhs) are set before the heuristic
   /// query: with outer-vector or block scale modes cuBLASLt refuses a plan
   /// without them (CUBLAS_STATUS_INVALID_VALUE on the H200).
+  ///
+  /// The plan's pointer attributes (bias, aux, scales) are this call's on a
+  /// cache hit too (setCallPointers): they change per call, and a CUDA graph
+  /// captures the values of the call it records.
   Status getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, void *out, const void *bias,
                  void *aux, Plan **result, const float *scaleA = nullptr,
                  const float *scaleB = nullptr);
+  Status setCallPointers(const MatmulDesc &d, Plan *plan, const void *bias, void *aux,
+                         const float *scaleA, const float *scaleB);
   Status tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void *rhs, void *out,
               cudaStream_t stream);
   Status runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,

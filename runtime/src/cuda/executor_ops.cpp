@@ -256,7 +256,7 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   d.beta = static_cast<float>(a.realOr("beta", 0.0));
   d.deviceAlpha = devAlpha;
   d.addend = addend;
-  std::string epi = a.stringOr("epilogue", "none");
+  const std::string &epi = epiName;
   if (epi == "none")
     d.epilogue = MatmulEpilogue::None;
   else if (epi == "bias")
