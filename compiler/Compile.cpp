@@ -589,6 +589,8 @@ const ExperimentalLever kExperimentalLevers[] = {
              "the DGELU epilogue of the GEMM that makes the GELU output's gradient"},
     {"merge-qkv", "an attention's query, key and value projections of one input become one "
                   "GEMM (the reference too)"},
+    {"wgmma-attention", "bf16/f16 attention with head dim 64 or 128 on sm_90a's warpgroup "
+                        "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
 };
 } // namespace
 
@@ -626,6 +628,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.biasGradEpilogue = llvm::is_contained(opts.experimental, "bias-grad");
     o.groupSplitRows = llvm::is_contained(opts.experimental, "group-sums");
     o.geluAux = llvm::is_contained(opts.experimental, "gelu");
+    o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

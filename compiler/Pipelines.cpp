@@ -111,6 +111,7 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews());
   TcLowerToTcxOptions lower;
   lower.tf32 = o.tf32;
+  lower.wgmmaAttention = o.wgmmaAttention;
   pm.addPass(createTcLowerToTcx(lower));
   pm.addPass(tcx::createTcxEliminateDeadWork());
   pm.addNestedPass<func::FuncOp>(tcx::createTcxPlanMemory());

@@ -152,6 +152,11 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "
                      "reads the input of (tc-fuse gelu-aux; tc-compile --experimental=gelu)"),
       llvm::cl::init(false)};
+  Option<bool> wgmmaAttention{
+      *this, "wgmma-attention",
+      llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "
+                     "(tc-lower-to-tcx; tc-compile --experimental=wgmma-attention)"),
+      llvm::cl::init(false)};
   Option<bool> groupSplitRows{
       *this, "group-split-rows",
       llvm::cl::desc("Split single-row reductions in grouped launches (tcx-generate-cuda; "

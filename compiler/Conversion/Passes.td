@@ -86,7 +86,10 @@ def TcLowerToTcx : Pass<"tc-lower-to-tcx", "mlir::ModuleOp"> {
     Option<"tf32", "tf32", "bool", /*default=*/"false",
            "Let f32 matmuls use TF32 tensor cores">,
     Option<"fuseEpilogues", "fuse-epilogues", "bool", /*default=*/"true",
-           "Honour tc.epilogue (bias / gelu) marks of tc-fuse-matmul-epilogue">
+           "Honour tc.epilogue (bias / gelu) marks of tc-fuse-matmul-epilogue">,
+    Option<"wgmmaAttention", "wgmma-attention", "bool", /*default=*/"false",
+           "Attention calls take the sm_90a (wgmma) kernels where the GPU has them "
+           "(tc-compile --experimental=wgmma-attention)">
   ];
   let dependentDialects = ["::tc::TCDialect", "::tcx::TcxDialect",
                            "::mlir::func::FuncDialect"];

@@ -1,4 +1,5 @@
 // RUN: tc-opt %s --split-input-file --tc-lower-to-tcx --verify-diagnostics | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-lower-to-tcx="wgmma-attention=true" --verify-diagnostics | FileCheck %s --check-prefix=WGMMA
 
 // Tests that an elementwise op becomes a kernel and a launch with one input
 // per operand (the kernel ABI): the splat constant is a tcx.const buffer and
@@ -187,12 +188,17 @@ func.func @norm_grads(%x: tensor<16x8xf32>, %dy: tensor<16x8xf32>)
 // Tests fused attention and its gradient as library calls: the sizes
 // (grouped-query: 4 query heads, 2 key/value heads), scale and causal flag
 // as attributes, lse in f32, and the backward's scratch (D = rowsum(dout *
-// out): 2 x 4 x 16 floats in 256-byte granules).
+// out): 2 x 4 x 16 floats in 256-byte granules). With wgmma-attention both
+// calls ask for the sm_90a kernels.
 // CHECK-LABEL: func.func @attention
 // CHECK: tcx.library "attention_fwd" ins(%{{.+}}, %{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>) outs(%{{.+}}, %{{.+}} : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x4x16xf32>) {batch = 2 : i64, causal = true, d = 8 : i64, dv = 8 : i64, heads = 4 : i64,
 // CHECK-SAME: k_strides = array<i64: 256, 128, 8>, kv_heads = 2 : i64, o_strides = array<i64: 512, 128, 8>, q_strides = array<i64: 512, 128, 8>, scale = 3.500000e-01 : f64, tk = 16 : i64, tq = 16 : i64, v_strides = array<i64: 256, 128, 8>}
 // CHECK: %[[SCR:.+]] = tcx.alloc {kind = "scratch"} : <512xi8>
 // CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %[[SCR]] : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<2x2x16x8xbf16>, !tcx.buffer<512xi8>) {batch = 2 : i64, causal = true
+// CHECK-NOT: wgmma
+// WGMMA-LABEL: func.func @attention
+// WGMMA: tcx.library "attention_fwd" {{.+}} v_strides = array<i64: 256, 128, 8>, wgmma = true}
+// WGMMA: tcx.library "attention_bwd" {{.+}} wgmma = true}
 func.func @attention(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x2x16x8xbf16>, %v: tensor<2x2x16x8xbf16>,
                      %g: tensor<2x4x16x8xbf16>)
     -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>) {

@@ -266,12 +266,12 @@ protected:
     };
     ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                at(dQkv, L.v), L.v.st, dO.p, L.o.st, dLse.as<float>(), scale,
-                               c.causal, stream(), dAmax.as<float>()));
+                               c.causal, stream(), dAmax.as<float>(), kernels));
     ASSERT_OK(attentionBackward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                 at(dQkv, L.v), L.v.st, dO.p, L.o.st, dDout.p, L.o.st,
                                 dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
                                 at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
-                                dAmax.as<float>() + 1, amaxOf));
+                                dAmax.as<float>() + 1, amaxOf, kernels));
     HostTensor amaxes;
     ASSERT_OK(download(dAmax.p, ty(DType::F32, {2}), &amaxes, stream()));
     r->outAmax = hostTensorToDoubles(amaxes)[0];
@@ -304,6 +304,8 @@ protected:
   }
 
   int amaxCases = 0;
+  /// The tensor-core kernels the calls ask for.
+  AttentionKernels kernels = AttentionKernels::Mma;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -369,6 +371,30 @@ TEST_F(AttentionTest, TensorCorePathMatchesReference) {
   }
 }
 
+// The same cases on sm_90a's warpgroup MMA (head dims 64 and 128), with q,
+// k, v also read out of a fused projection: the same results as the
+// reference to the same tolerance.
+TEST_F(AttentionTest, WgmmaPathMatchesReference) {
+  if (!wgmmaAttentionAvailable())
+    GTEST_SKIP() << "the wgmma kernels need an H100/H200 (sm_90)";
+  kernels = AttentionKernels::Wgmma;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (bool causal : {false, true}) {
+      checkCase({dt, 2, 4, 2, 77, 77, 64, 64, causal, false});     // GQA, partial tiles
+      checkCase({dt, 1, 4, 1, 130, 130, 128, 128, causal, false}); // MQA
+      checkCase({dt, 2, 2, 2, 16, 40, 64, 64, causal, false});     // tq < tk, top-left causal
+      checkCase({dt, 1, 2, 2, 130, 77, 128, 128, causal, false});  // tq > tk
+      checkCase({dt, 1, 2, 1, 40, 130, 128, 128, causal, false});  // keys past every query
+      checkCase({dt, 2, 3, 3, 128, 128, 64, 64, causal, false});   // whole tiles
+      checkCase({dt, 1, 4, 2, 300, 300, 64, 64, causal, false});   // several row blocks, GQA
+      checkCase({dt, 1, 2, 1, 200, 333, 64, 64, causal, false});   // tq < tk over several blocks
+      checkCase({dt, 1, 2, 1, 333, 200, 128, 128, causal, false}); // tq > tk over several blocks
+      checkCase({dt, 2, 4, 2, 130, 130, 64, 64, causal, true});    // fused projection
+      checkCase({dt, 2, 4, 4, 77, 77, 128, 128, causal, true});
+    }
+  }
+}
+
 // f32 (always the generic fp32-FMA kernels) and bf16/f16 head dims without a
 // tensor-core kernel.
 TEST_F(AttentionTest, GenericPathMatchesReference) {
@@ -425,22 +451,29 @@ TEST_F(AttentionTest, NoKeys) {
 
 // The same inputs give the same bits (no atomics), on both paths.
 TEST_F(AttentionTest, Deterministic) {
-  for (AttnCase c : {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false},
-                     AttnCase{DType::BF16, 1, 4, 1, 77, 77, 128, 128, false, true},
-                     AttnCase{DType::F16, 2, 4, 2, 130, 130, 64, 64, true, false},
-                     AttnCase{DType::F32, 1, 4, 2, 77, 77, 48, 48, true, false}}) {
-    SCOPED_TRACE(c.str());
-    Layout L = layoutOf(c);
-    HostTensor qkv, dout;
-    inputs(c, L, &qkv, &dout);
-    Run a, b;
-    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.1f, &a));
-    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.1f, &b));
-    EXPECT_EQ(a.out.data, b.out.data);
-    EXPECT_EQ(a.lse.data, b.lse.data);
-    EXPECT_EQ(a.dqkv.data, b.dqkv.data);
-    EXPECT_EQ(a.outAmax, b.outAmax);
-    EXPECT_EQ(a.gradAmax, b.gradAmax);
+  std::vector<AttentionKernels> paths = {AttentionKernels::Mma};
+  if (wgmmaAttentionAvailable())
+    paths.push_back(AttentionKernels::Wgmma);
+  const AttnCase cases[] = {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false},
+                            AttnCase{DType::BF16, 1, 4, 1, 77, 77, 128, 128, false, true},
+                            AttnCase{DType::F16, 2, 4, 2, 130, 130, 64, 64, true, false},
+                            AttnCase{DType::F32, 1, 4, 2, 77, 77, 48, 48, true, false}};
+  for (AttentionKernels path : paths) {
+    kernels = path;
+    for (const AttnCase &c : cases) {
+      SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : ""));
+      Layout L = layoutOf(c);
+      HostTensor qkv, dout;
+      inputs(c, L, &qkv, &dout);
+      Run a, b;
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.1f, &a));
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.1f, &b));
+      EXPECT_EQ(a.out.data, b.out.data);
+      EXPECT_EQ(a.lse.data, b.lse.data);
+      EXPECT_EQ(a.dqkv.data, b.dqkv.data);
+      EXPECT_EQ(a.outAmax, b.outAmax);
+      EXPECT_EQ(a.gradAmax, b.gradAmax);
+    }
   }
 }
 
@@ -499,8 +532,10 @@ std::vector<uint16_t> randomBf16(size_t n, uint64_t seed) {
   return x;
 }
 
-void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d,
-               bool causal) {
+/// Times the forward and backward of one shape with `kernels` (the same
+/// random inputs every call) and returns out, dq, dk and dv.
+void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, bool causal,
+               AttentionKernels kernels, std::vector<double> (&results)[4]) {
   AttentionShape s;
   s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;
   const int64_t n = B * H * T * d;
@@ -519,12 +554,12 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d,
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   auto fwd = [&] {
     return attentionForward(DType::BF16, s, q.p, st, k.p, st, v.p, st, o.p, st, lse.as<float>(),
-                            scale, causal, stream);
+                            scale, causal, stream, nullptr, kernels);
   };
   auto bwd = [&] {
     return attentionBackward(DType::BF16, s, q.p, st, k.p, st, v.p, st, o.p, st, dout.p, st,
                              lse.as<float>(), dq.p, st, dk.p, st, dv.p, st, scratch.p, scale,
-                             causal, stream);
+                             causal, stream, nullptr, 0, kernels);
   };
   ASSERT_OK(fwd());
   double fwdUs = timeUs(stream, 20, fwd);
@@ -532,19 +567,46 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d,
   ASSERT_GT(fwdUs, 0);
   ASSERT_GT(bwdUs, 0);
   double flops = 4.0 * B * H * T * T * d * (causal ? 0.5 : 1.0);
+  const bool wgmma = kernels == AttentionKernels::Wgmma;
   std::string shape = "bf16 " + shapeStr({B, H, T, T}) + " d" + std::to_string(d) +
-                      (causal ? " causal" : "");
+                      (causal ? " causal" : "") + (wgmma ? " wgmma" : "");
   std::printf("attention fwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), fwdUs / 1000,
               flops / (fwdUs * 1e6));
   std::printf("attention bwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), bwdUs / 1000,
               2.5 * flops / (bwdUs * 1e6));
-  report("attention_forward", DType::BF16, 0, 1, fwdUs, shapeStr({B, H, T, T, d}));
-  report("attention_backward", DType::BF16, 0, 1, bwdUs, shapeStr({B, H, T, T, d}));
+  const char *suffix = wgmma ? "_wgmma" : "";
+  report(std::string("attention_forward") + suffix, DType::BF16, 0, 1, fwdUs,
+         shapeStr({B, H, T, T, d}));
+  report(std::string("attention_backward") + suffix, DType::BF16, 0, 1, bwdUs,
+         shapeStr({B, H, T, T, d}));
+  DevBuf *outs[] = {&o, &dq, &dk, &dv};
+  for (int i = 0; i < 4; ++i) {
+    HostTensor h;
+    ASSERT_OK(download(outs[i]->p, ty(DType::BF16, {n}), &h, stream));
+    results[i] = hostTensorToDoubles(h);
+  }
+}
+
+/// Times a shape on the mma.sync kernels and, on an H100/H200, the wgmma
+/// ones too, whose results must match the mma.sync kernels' at this size.
+void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
+  std::vector<double> mma[4], wg[4];
+  ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, mma));
+  if (!wgmmaAttentionAvailable())
+    return;
+  ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Wgmma, wg));
+  const char *names[] = {"out", "dq", "dk", "dv"};
+  for (int i = 0; i < 4; ++i) {
+    double err = maxAbsErr(wg[i], mma[i]);
+    EXPECT_LE(err, 2e-2) << names[i] << " wgmma against mma.sync, d" << d;
+    report(std::string("attention wgmma vs mma ") + names[i], DType::BF16, err, 2e-2, -1,
+           shapeStr({B, H, T, T, d}));
+  }
 }
 
 TEST_F(AttentionTest, TimingGpt2) {
-  ASSERT_NO_FATAL_FAILURE(timeShape(stream(), 16, 12, 1024, 64, true));
-  ASSERT_NO_FATAL_FAILURE(timeShape(stream(), 8, 16, 1024, 128, true));
+  ASSERT_NO_FATAL_FAILURE(timeBoth(stream(), 16, 12, 1024, 64));
+  ASSERT_NO_FATAL_FAILURE(timeBoth(stream(), 8, 16, 1024, 128));
 }
 
 } // namespace

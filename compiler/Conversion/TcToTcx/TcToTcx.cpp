@@ -167,6 +167,11 @@ struct TcLowerToTcx : impl::TcLowerToTcxBase<TcLowerToTcx> {
         continue;
       if (failed(lowerFunction(fn, symbols, tf32, fuseEpilogues)))
         return signalPassFailure();
+      if (wgmmaAttention)
+        fn.walk([](tcx::LibraryOp call) {
+          if (call.getCallee() == "attention_fwd" || call.getCallee() == "attention_bwd")
+            call->setAttr("wgmma", BoolAttr::get(call.getContext(), true));
+        });
     }
   }
 };

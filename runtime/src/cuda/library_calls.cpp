@@ -192,6 +192,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   sh.dv = c.integer("dv");
   float scale = static_cast<float>(c.a.realOr("scale", 0.0));
   bool causal = c.flag("causal");
+  AttentionKernels kernels = c.flag("wgmma") ? AttentionKernels::Wgmma : AttentionKernels::Mma;
   // Per operand [batch, head, row] element strides ("q_strides", ...;
   // contiguous when absent): the compiler reads q/k/v out of [B, T, H, D]
   // projections and writes results into their transposes in place.
@@ -226,7 +227,8 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
     void *o = c.out("out");
     float *lse = static_cast<float *>(c.out("lse"));
     *out = [=]() {
-      return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s, amax);
+      return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s, amax,
+                              kernels);
     };
     return Status::ok();
   }
@@ -243,7 +245,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   void *dq = c.out("dq"), *dk = c.out("dk"), *dv = c.out("dv"), *scratch = c.out("scratch");
   *out = [=]() {
     return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk, dks,
-                             dv, dvs, scratch, scale, causal, s, amax, amaxOf);
+                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels);
   };
   return Status::ok();
 }

@@ -163,7 +163,9 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"tq", K::Int, true},           {"tk", K::Int, true},          {"d", K::Int, true},
       {"dv", K::Int, true},           {"scale", K::Float, false},    {"causal", K::Bool, false},
       {"q_strides", K::Ints, false},  {"k_strides", K::Ints, false}, {"v_strides", K::Ints, false},
-      {"o_strides", K::Ints, false}};
+      {"o_strides", K::Ints, false},
+      // The sm_90a kernels (wgmma) where the GPU has them (AttentionKernels::Wgmma).
+      {"wgmma", K::Bool, false}};
   static const std::vector<LibraryAttrSpec> kAttentionGradStrides = {
       {"do_strides", K::Ints, false},
       {"dq_strides", K::Ints, false},

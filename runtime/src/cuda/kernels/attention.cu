@@ -67,6 +67,13 @@ bool fastHeadDim(const AttentionShape &s) {
   return s.d == s.dv && (s.d == 32 || s.d == 64 || s.d == 128);
 }
 
+/// True when `kernels` asks for the sm_90a kernels and they run here (an
+/// H100/H200, d in {64, 128}); the flash path's other checks hold already.
+bool useWgmma(AttentionKernels kernels, const AttentionShape &s) {
+  return kernels == AttentionKernels::Wgmma && (s.d == 64 || s.d == 128) &&
+         wgmmaAttentionAvailable();
+}
+
 template <class T>
 GenericParams<T> genericParams(const AttentionShape &s, float scale, bool causal) {
   GenericParams<T> g{};
@@ -113,7 +120,7 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                         void *out, AttentionStrides os, float *lse, float scale, bool causal,
-                        cudaStream_t stream, float *amax) {
+                        cudaStream_t stream, float *amax, AttentionKernels kernels) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionForward", s, &empty));
   TC_RETURN_IF_ERROR(zeroAmax(amax, stream)); // the kernels' atomicMax combines into it
@@ -132,7 +139,7 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
         p.amax = amaxBits;
-        return flashForward(p, s.d, stream);
+        return useWgmma(kernels, s) ? wgmmaForward(p, s.d, stream) : flashForward(p, s.d, stream);
       }
     }
     GenericParams<T> p = genericParams<T>(s, scale, causal);
@@ -150,7 +157,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
                          void *scratch, float scale, bool causal, cudaStream_t stream,
-                         float *amax, int amaxOf) {
+                         float *amax, int amaxOf, AttentionKernels kernels) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
   if (amax && !rt::validAmaxOf(amaxOf))
@@ -186,7 +193,8 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        return flashBackward(p, s.d, stream);
+        return useWgmma(kernels, s) ? wgmmaBackward(p, s.d, stream)
+                                    : flashBackward(p, s.d, stream);
       }
     }
     return genericBackward(g, stream);

@@ -55,6 +55,11 @@ template <class T> Status flashForward(const FastParams<T> &p, int64_t d, cudaSt
 /// tq > 0 and tk > 0.
 template <class T> Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 
+/// The flash path's algorithm on sm_90a warpgroup MMA (attention_wgmma.cu):
+/// head dim d in {64, 128}; the caller checks wgmmaAttentionAvailable().
+template <class T> Status wgmmaForward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
+template <class T> Status wgmmaBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
+
 /// The generic path's operands (T = float, bf16 or f16) and sizes.
 template <class T> struct GenericParams {
   const T *q, *k, *v, *o, *dout;

@@ -35,54 +35,16 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "runtime/src/cuda/kernels/attention.cuh"
+#include "runtime/src/cuda/kernels/attention_tiles.cuh"
 
 namespace tc::rt::cuda::attn {
 namespace {
 
 using namespace kern;
 
-constexpr float kLn2 = 0.6931471805599453f;
-
 //===----------------------------------------------------------------------===//
 // PTX wrappers (sm_80+)
 //===----------------------------------------------------------------------===//
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define TC_ATTN_NO_MMA 1
-#endif
-
-__device__ __forceinline__ uint32_t smemAddr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/// 16 bytes global -> shared, asynchronous; zero-fills when !valid (src is
-/// then not read).
-__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, bool valid) {
-#ifndef TC_ATTN_NO_MMA
-  int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
-#endif
-}
-/// 4 bytes global -> shared, asynchronous; zero-fills when !valid.
-__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, bool valid) {
-#ifndef TC_ATTN_NO_MMA
-  int bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void cpAsyncCommit() {
-#ifndef TC_ATTN_NO_MMA
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cpAsyncWaitAll() {
-#ifndef TC_ATTN_NO_MMA
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
 
 /// Four 8x8 b16 matrices; lane l addresses row l % 8 of matrix l / 8 and
 /// receives element pair (l / 4, 2 (l % 4)) of each (of the transpose with
@@ -125,32 +87,10 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 #endif
 }
 
-/// Two floats rounded (to nearest even) to T, lo in the low half.
-template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, f16>) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-  }
-}
-
-/// The A fragment (16 rows x 16 along k) made of the C fragments of two
-/// adjacent n8 tiles: the probabilities of 16 keys feed the next mma.
-template <class T>
-__device__ __forceinline__ void cToA(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
-  a[0] = pack2<T>(c0[0], c0[1]);
-  a[1] = pack2<T>(c0[2], c0[3]);
-  a[2] = pack2<T>(c1[0], c1[1]);
-  a[3] = pack2<T>(c1[2], c1[3]);
-}
-
 //===----------------------------------------------------------------------===//
 // Fast path: shared-memory tiles
 //===----------------------------------------------------------------------===//
 
-constexpr int kThreads = 128; // 4 warps
 constexpr int kPad = 8;       // row padding (16 bytes): ldmatrix rows hit distinct banks
 
 /// Copies rows [r0, r0 + Rows) of a [rows, D] 16-bit operand (row stride rs
@@ -166,17 +106,6 @@ __device__ __forceinline__ void loadTile(T *sm, const T *g, int64_t rs, int r0, 
     bool valid = r0 + r < rows;
     const T *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + col : g;
     cpAsync16(smemAddr(sm + r * (D + kPad) + col), src, valid);
-  }
-}
-
-/// Copies n fp32 values v[r0, r0 + n) (zero past `rows`) into sm[n].
-template <int N>
-__device__ __forceinline__ void loadVec(float *sm, const float *g, int r0, int rows) {
-  static_assert(N <= kThreads, "vector longer than the block");
-  int r = threadIdx.x;
-  if (r < N) {
-    bool valid = r0 + r < rows;
-    cpAsync4(smemAddr(sm + r), valid ? g + r0 + r : g, valid);
   }
 }
 
@@ -232,38 +161,6 @@ __device__ __forceinline__ void mmaPV(float (&acc)[D / 8][4], const float (&p)[K
   }
 }
 
-template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
-}
-
-/// Stores rows r and r + 8 (C fragment layout, 16 x D) scaled per row into
-/// a bf16 [rows, D] operand with row stride rs, rows < rows only.
-/// With `amax`, the max |x| (f32, before rounding) of what it stored is
-/// folded into *amax (the kernel's blockAmax takes it at its end).
-template <int D, class T>
-__device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
-                                          const float (&c)[D / 8][4], float s0, float s1,
-                                          float *amax = nullptr) {
-  int t = threadIdx.x % 4;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    int row = r + half * 8;
-    if (row >= rows)
-      continue;
-    float sc = half ? s1 : s0;
-    T *p = g + static_cast<int64_t>(row) * rs + 2 * t;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      float a = c[j][2 * half] * sc, b = c[j][2 * half + 1] * sc;
-      *reinterpret_cast<uint32_t *>(p + j * 8) = pack2<T>(a, b);
-      if (amax)
-        *amax = fmaxf(*amax, fmaxf(fabsf(a), fabsf(b)));
-    }
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Fast path: forward
 //===----------------------------------------------------------------------===//
@@ -282,18 +179,13 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   T *sK = reinterpret_cast<T *>(smRaw); // [2][BK][S]
   T *sV = sK + 2 * BK * S;              // [2][BK][S]
 
-  const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
-  const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
-  const int b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
-  const T *q = p.q + b * p.qs.batch + h * p.qs.head;
-  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
-  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const QueryBlock blk(p, BQ);
+  const int bh = blk.bh, b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
+  const T *q = blk.q(p), *k = blk.k(p), *v = blk.v(p);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int q0 = qb * BQ, qw = q0 + warp * 16, row0 = qw + g;
+  const int qw = q0 + warp * 16, row0 = qw + g;
 
-  int nKT = (p.tk + BK - 1) / BK;
-  if (p.causal)
-    nKT = min(nKT, (min(q0 + BQ, p.tq) - 1) / BK + 1);
+  const int nKT = blk.keyTiles(p, BQ, BK);
 
   loadTile<BQ, D>(sK + BK * S, q, p.qs.row, q0, p.tq);
   loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
@@ -327,67 +219,12 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
     zero(s);
     mmaRegBt<D, BK, S>(s, qf, sK + buf * BK * S);
 
-    const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[j][e] * p.scaleLog2;
-        if (mask) {
-          int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-          if (key >= p.tk || (p.causal && key > row))
-            x = -INFINITY;
-        }
-        s[j][e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    float mu[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
-      mu[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; // a row with no key yet: no NaN
-      float corr = exp2f(m[r] - mu[r]);
-      m[r] = mx[r];
-      l[r] *= corr;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * r] *= corr;
-        o[j][2 * r + 1] *= corr;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = exp2f(s[j][e] - mu[e >> 1]);
-        s[j][e] = x;
-        l[e >> 1] += x;
-      }
+    softmaxTile<BK, D>(s, o, m, l, p, k0, qw, row0, t);
     mmaPV<BK, D, S>(o, s, sV + buf * BK * S);
   }
   cpAsyncWaitAll();
 
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
-    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-  }
-  float amax = 0.0f;
-  storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1],
-               Amax ? &amax : nullptr);
-  if constexpr (Amax)
-    blockAmax<T>(p.amax, amax);
-  if (p.lse && t == 0) {
-    float *lse = p.lse + static_cast<int64_t>(bh) * p.tq;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      if (row0 + r * 8 < p.tq)
-        lse[row0 + r * 8] = l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
-  }
+  finishForward<D, Amax>(p, o, m, l, b, h, bh, row0, t);
 }
 
 //===----------------------------------------------------------------------===//
@@ -473,72 +310,6 @@ __device__ __forceinline__ void loadAFrags(uint32_t (&af)[MW][D / 16][4], const 
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       ldsm4(af[m][kk], aAddr<S>(sm, r0 + m * 16, kk * 16));
-}
-
-/// 2^x, one MUFU.EX2 (flush-to-zero: exp2f's denormal fix-up would only
-/// rescue probabilities below 2^-126).
-__device__ __forceinline__ float exp2Ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-/// The per-query statistic (lse * log2(e) or D) of accumulator element
-/// [m][j][e]: the dQ kernel's tile is S (rows are queries, so x is [MW][2],
-/// one per row half), the dK/dV kernel's is S^T (Transposed: columns are
-/// queries, x is [SUB / 8][2], one per column pair).
-template <bool Transposed, class X>
-__device__ __forceinline__ float queryStat(const X &x, int m, int j, int e) {
-  if constexpr (Transposed)
-    return x[j][e & 1];
-  else
-    return x[m][e >> 1];
-}
-
-/// P = exp2(S * scale * log2(e) - lse * log2(e)) in place over a warp's
-/// MW x SUB sub-tile, then, on edge sub-tiles (`mask`), P = 0 past the
-/// tensor (keys past tk, or queries past tq when Transposed) and where the
-/// key is right of the query (causal). Rows start at row0 + 16 m + g (+ 8),
-/// columns at col0 + 8 j + 2 t (+ 1); rows are queries and columns keys, or
-/// the other way round when Transposed. Both backward kernels run it, so
-/// their P and dS are computed the same way.
-template <int MW, int SUB, bool Transposed, class L, class T>
-__device__ __forceinline__ void maskAndExp(float (&s)[MW][SUB / 8][4], const L &l2,
-                                           const FastParams<T> &p, bool mask, int row0, int col0,
-                                           int g, int t) {
-#pragma unroll
-  for (int m = 0; m < MW; ++m)
-#pragma unroll
-    for (int j = 0; j < SUB / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[m][j][e] = exp2Ftz(s[m][j][e] * p.scaleLog2 - queryStat<Transposed>(l2, m, j, e));
-  if (mask) {
-#pragma unroll
-    for (int m = 0; m < MW; ++m)
-#pragma unroll
-      for (int j = 0; j < SUB / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int col = col0 + j * 8 + 2 * t + (e & 1), row = row0 + m * 16 + g + (e >> 1) * 8;
-          if ((Transposed ? col >= p.tq : col >= p.tk) ||
-              (p.causal && (Transposed ? row > col : col > row)))
-            s[m][j][e] = 0.0f;
-        }
-  }
-}
-
-/// dS = P (dP - D) in place of dP (D per query, as queryStat reads it).
-template <int MW, int SUB, bool Transposed, class X>
-__device__ __forceinline__ void dsFromP(float (&dp)[MW][SUB / 8][4],
-                                        const float (&s)[MW][SUB / 8][4], const X &dd) {
-#pragma unroll
-  for (int m = 0; m < MW; ++m)
-#pragma unroll
-    for (int j = 0; j < SUB / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        dp[m][j][e] = s[m][j][e] * (dp[m][j][e] - queryStat<Transposed>(dd, m, j, e));
 }
 
 /// Shared bytes of the dK/dV kernel: sK, sV [64 MW][D + 8], sQ, sO
@@ -700,13 +471,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   T *sV = sK + 2 * BK * S;              // [2][BK][S]
   float *sDD = reinterpret_cast<float *>(sQ + dqSmemRows<D, MW, BK, QOReg>() * S); // [BQ]
 
-  const int bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
-  const int bh = blockIdx.x % bhCount, qb = nQB - 1 - blockIdx.x / bhCount;
-  const int b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
-  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
-  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  const QueryBlock blk(p, BQ);
+  const int bh = blk.bh, b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
+  const T *k = blk.k(p), *v = blk.v(p);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int q0 = qb * BQ, qw = q0 + warp * WQ;
+  const int qw = q0 + warp * WQ;
 
   loadTile<BQ, D>(sQ, p.q + b * p.qs.batch + h * p.qs.head, p.qs.row, q0, p.tq);
   loadTile<BQ, D>(sO, p.dout + b * p.dos.batch + h * p.dos.head, p.dos.row, q0, p.tq);
@@ -719,42 +488,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
       int row = qw + m * 16 + g + r * 8;
       lse2[m][r] = row < p.tq ? p.lseIn[static_cast<int64_t>(bh) * p.tq + row] * kLog2e : 0.0f;
     }
-  // D = rowsum(dout * out): this thread's part of row dRow, out read now.
-  constexpr int kTpr = kThreads / BQ, kCols = D / kTpr;
-  static_assert(kThreads % BQ == 0 && kCols % 8 == 0, "D split");
-  const int dRow = threadIdx.x / kTpr, dCol = threadIdx.x % kTpr * kCols;
-  const bool dValid = q0 + dRow < p.tq;
-  int4 oRaw[kCols / 8];
-  {
-    const T *o = p.o + b * p.os.batch + h * p.os.head +
-                    static_cast<int64_t>(dValid ? q0 + dRow : 0) * p.os.row + dCol;
-#pragma unroll
-    for (int c = 0; c < kCols / 8; ++c)
-      oRaw[c] = dValid ? *reinterpret_cast<const int4 *>(o + c * 8) : make_int4(0, 0, 0, 0);
-  }
+  RowsumDoutOut<D, BQ, T> rowsum; // D = rowsum(dout * out); out read now
+  rowsum.load(p, b, h, q0);
   cpAsyncWaitAll();
   __syncthreads();
-  {
-    float part[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int c = 0; c < kCols / 8; ++c) {
-      float x[8], y[8];
-      load8(reinterpret_cast<const T *>(&oRaw[c]), x);
-      load8(sO + dRow * S + dCol + c * 8, y);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        part[c % 2] = fmaf(x[i], y[i], part[c % 2]);
-    }
-    float acc = part[0] + part[1];
-#pragma unroll
-    for (int off = 1; off < kTpr; off *= 2)
-      acc += __shfl_xor_sync(kFullMask, acc, off);
-    if (threadIdx.x % kTpr == 0) {
-      sDD[dRow] = acc;
-      if (dValid)
-        p.dd[static_cast<int64_t>(bh) * p.tq + q0 + dRow] = acc;
-    }
-  }
+  rowsum.store(p, bh, q0, sDD, [&](int r, int c) { return sO + r * S + c; });
   constexpr int kRegM = QOReg ? MW : 1, kRegK = QOReg ? D / 16 : 1;
   uint32_t qf[kRegM][kRegK][4], of[kRegM][kRegK][4]; // with QOReg: q, dout rows as A fragments
   if constexpr (QOReg) {
@@ -769,9 +507,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     for (int r = 0; r < 2; ++r)
       dd[m][r] = sDD[warp * WQ + m * 16 + g + r * 8];
 
-  int nKT = (p.tk + BK - 1) / BK;
-  if (p.causal)
-    nKT = min(nKT, (min(q0 + BQ, p.tq) - 1) / BK + 1);
+  const int nKT = blk.keyTiles(p, BQ, BK);
   loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
   loadTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
   cpAsyncCommit();
@@ -828,16 +564,6 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
                  p.scale, p.scale, Amax ? &amax : nullptr);
   if constexpr (Amax)
     blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
-}
-
-template <class Kernel, class T>
-Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
-                  const FastParams<T> &p, cudaStream_t stream) {
-  if (smem > 48 * 1024)
-    TC_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(p);
-  return checkLaunch(name);
 }
 
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {

@@ -410,6 +410,14 @@ struct AttentionStrides {
 };
 /// Row-major (contiguous) strides of a [batch, heads, t, d] tensor.
 AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d);
+/// The tensor-core kernels attentionForward / attentionBackward run for bf16
+/// and f16: Mma, FlashAttention-2 on mma.sync (sm_80+), or Wgmma, the same
+/// algorithm, tiles and results to rounding on sm_90a's warpgroup MMA, taken
+/// where the GPU is an H100/H200 and d == dv is 64 or 128 (Mma otherwise).
+enum class AttentionKernels { Mma, Wgmma };
+/// True when the current GPU runs the Wgmma kernels (compute capability 9.0:
+/// H100, H200).
+bool wgmmaAttentionAvailable();
 
 /// out = softmax(scale * q k^T + mask) v, with mask = -inf where key j > query i
 /// when `causal` (top-left aligned, torch's is_causal / tril), else 0.
@@ -425,7 +433,8 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                         void *out, AttentionStrides os, float *lse, float scale, bool causal,
-                        cudaStream_t stream, float *amax = nullptr);
+                        cudaStream_t stream, float *amax = nullptr,
+                        AttentionKernels kernels = AttentionKernels::Mma);
 
 /// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
 /// D = rowsum(dout * out)); never 0.
@@ -450,7 +459,8 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
                          void *scratch, float scale, bool causal, cudaStream_t stream,
-                         float *amax = nullptr, int amaxOf = 0);
+                         float *amax = nullptr, int amaxOf = 0,
+                         AttentionKernels kernels = AttentionKernels::Mma);
 
 } // namespace tc::rt::cuda
 

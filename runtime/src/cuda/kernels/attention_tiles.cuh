@@ -1,0 +1,367 @@
+//===- attention_tiles.cuh - device helpers of the tensor-core attention -===//
+//
+// Internal to runtime/src/cuda/kernels: the pieces both tensor-core paths
+// share (attention_flash.cu, FlashAttention-2 on mma.sync, and
+// attention_wgmma.cu, the sm_90a warpgroup kernels): cp.async copies, the
+// fp32 -> 16-bit packing of C fragments into A fragments, the stores of
+// C-fragment rows, and the backward's P / dS arithmetic. Both paths hold
+// their S, dP and output accumulators in the m16n8 C-fragment layout
+// (wgmma's m64nN accumulators are four warps' m16 slices of it), so one
+// definition serves both.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TC_RUNTIME_CUDA_KERNELS_ATTENTION_TILES_CUH
+#define TC_RUNTIME_CUDA_KERNELS_ATTENTION_TILES_CUH
+
+#include <type_traits>
+
+#include "runtime/src/cuda/kernels/attention.cuh"
+
+namespace tc::rt::cuda::attn {
+
+using namespace kern;
+
+constexpr float kLn2 = 0.6931471805599453f;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TC_ATTN_NO_MMA 1
+#endif
+
+__device__ __forceinline__ uint32_t smemAddr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// 16 bytes global -> shared, asynchronous; zero-fills when !valid (src is
+/// then not read).
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, bool valid) {
+#ifndef TC_ATTN_NO_MMA
+  int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+/// 4 bytes global -> shared, asynchronous; zero-fills when !valid.
+__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, bool valid) {
+#ifndef TC_ATTN_NO_MMA
+  int bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cpAsyncCommit() {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cpAsyncWaitAll() {
+#ifndef TC_ATTN_NO_MMA
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+/// Two floats rounded (to nearest even) to T, lo in the low half.
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, f16>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
+}
+
+/// The A fragment (16 rows x 16 along k) made of the C fragments of two
+/// adjacent n8 tiles: the probabilities of 16 keys feed the next mma.
+template <class T>
+__device__ __forceinline__ void cToA(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack2<T>(c0[0], c0[1]);
+  a[1] = pack2<T>(c0[2], c0[3]);
+  a[2] = pack2<T>(c1[0], c1[1]);
+  a[3] = pack2<T>(c1[2], c1[3]);
+}
+
+constexpr int kThreads = 128; // 4 warps
+
+/// Copies n fp32 values v[r0, r0 + n) (zero past `rows`) into sm[n].
+template <int N>
+__device__ __forceinline__ void loadVec(float *sm, const float *g, int r0, int rows) {
+  static_assert(N <= kThreads, "vector longer than the block");
+  int r = threadIdx.x;
+  if (r < N) {
+    bool valid = r0 + r < rows;
+    cpAsync4(smemAddr(sm + r), valid ? g + r0 + r : g, valid);
+  }
+}
+
+template <int N> __device__ __forceinline__ void zero(float (&c)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
+}
+
+/// Stores rows r and r + 8 (C fragment layout, 16 x D) scaled per row into
+/// a bf16 [rows, D] operand with row stride rs, rows < rows only.
+/// With `amax`, the max |x| (f32, before rounding) of what it stored is
+/// folded into *amax (the kernel's blockAmax takes it at its end).
+template <int D, class T>
+__device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
+                                          const float (&c)[D / 8][4], float s0, float s1,
+                                          float *amax = nullptr) {
+  int t = threadIdx.x % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int row = r + half * 8;
+    if (row >= rows)
+      continue;
+    float sc = half ? s1 : s0;
+    T *p = g + static_cast<int64_t>(row) * rs + 2 * t;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      float a = c[j][2 * half] * sc, b = c[j][2 * half + 1] * sc;
+      *reinterpret_cast<uint32_t *>(p + j * 8) = pack2<T>(a, b);
+      if (amax)
+        *amax = fmaxf(*amax, fmaxf(fabsf(a), fabsf(b)));
+    }
+  }
+}
+
+/// 2^x, one MUFU.EX2 (flush-to-zero: exp2f's denormal fix-up would only
+/// rescue probabilities below 2^-126).
+__device__ __forceinline__ float exp2Ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// The per-query statistic (lse * log2(e) or D) of accumulator element
+/// [m][j][e]: the dQ kernel's tile is S (rows are queries, so x is [MW][2],
+/// one per row half), the dK/dV kernel's is S^T (Transposed: columns are
+/// queries, x is [SUB / 8][2], one per column pair).
+template <bool Transposed, class X>
+__device__ __forceinline__ float queryStat(const X &x, int m, int j, int e) {
+  if constexpr (Transposed)
+    return x[j][e & 1];
+  else
+    return x[m][e >> 1];
+}
+
+/// P = exp2(S * scale * log2(e) - lse * log2(e)) in place over a warp's
+/// MW x SUB sub-tile, then, on edge sub-tiles (`mask`), P = 0 past the
+/// tensor (keys past tk, or queries past tq when Transposed) and where the
+/// key is right of the query (causal). Rows start at row0 + 16 m + g (+ 8),
+/// columns at col0 + 8 j + 2 t (+ 1); rows are queries and columns keys, or
+/// the other way round when Transposed. Both backward kernels run it, so
+/// their P and dS are computed the same way.
+template <int MW, int SUB, bool Transposed, class L, class T>
+__device__ __forceinline__ void maskAndExp(float (&s)[MW][SUB / 8][4], const L &l2,
+                                           const FastParams<T> &p, bool mask, int row0, int col0,
+                                           int g, int t) {
+#pragma unroll
+  for (int m = 0; m < MW; ++m)
+#pragma unroll
+    for (int j = 0; j < SUB / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[m][j][e] = exp2Ftz(s[m][j][e] * p.scaleLog2 - queryStat<Transposed>(l2, m, j, e));
+  if (mask) {
+#pragma unroll
+    for (int m = 0; m < MW; ++m)
+#pragma unroll
+      for (int j = 0; j < SUB / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int col = col0 + j * 8 + 2 * t + (e & 1), row = row0 + m * 16 + g + (e >> 1) * 8;
+          if ((Transposed ? col >= p.tq : col >= p.tk) ||
+              (p.causal && (Transposed ? row > col : col > row)))
+            s[m][j][e] = 0.0f;
+        }
+  }
+}
+
+/// dS = P (dP - D) in place of dP (D per query, as queryStat reads it).
+template <int MW, int SUB, bool Transposed, class X>
+__device__ __forceinline__ void dsFromP(float (&dp)[MW][SUB / 8][4],
+                                        const float (&s)[MW][SUB / 8][4], const X &dd) {
+#pragma unroll
+  for (int m = 0; m < MW; ++m)
+#pragma unroll
+    for (int j = 0; j < SUB / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dp[m][j][e] = s[m][j][e] * (dp[m][j][e] - queryStat<Transposed>(dd, m, j, e));
+}
+
+
+/// A forward or dQ block: its (batch, head), kv head and first query row.
+/// blockIdx.x enumerates the batch * heads pairs of each query block, the
+/// last query blocks (with the most keys when causal) first.
+struct QueryBlock {
+  int bh, b, h, kvh, q0;
+  template <class T> __device__ __forceinline__ QueryBlock(const FastParams<T> &p, int rows) {
+    const int bhCount = p.batch * p.heads, nQB = (p.tq + rows - 1) / rows;
+    bh = blockIdx.x % bhCount;
+    q0 = (nQB - 1 - blockIdx.x / bhCount) * rows;
+    b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
+  }
+  /// The block's head of q and kv head of k and v.
+  template <class T> __device__ __forceinline__ const T *q(const FastParams<T> &p) const {
+    return p.q + b * p.qs.batch + h * p.qs.head;
+  }
+  template <class T> __device__ __forceinline__ const T *k(const FastParams<T> &p) const {
+    return p.k + b * p.ks.batch + kvh * p.ks.head;
+  }
+  template <class T> __device__ __forceinline__ const T *v(const FastParams<T> &p) const {
+    return p.v + b * p.vs.batch + kvh * p.vs.head;
+  }
+  /// The key tiles of `bk` keys the block's `rows` queries see (all of
+  /// them, or up to the last row's diagonal when causal).
+  template <class T>
+  __device__ __forceinline__ int keyTiles(const FastParams<T> &p, int rows, int bk) const {
+    int n = (p.tk + bk - 1) / bk;
+    return p.causal ? min(n, (min(q0 + rows, p.tq) - 1) / bk + 1) : n;
+  }
+};
+
+/// D = rowsum(dout * out) of the BQ query rows from q0, kThreads / BQ
+/// threads a row, each summing a fixed part of its columns in a fixed order
+/// (the same bits run to run): load() reads this thread's part of out from
+/// global memory (issued before the wait for the dout tile); store() reads
+/// dout through at(row, col) (8 contiguous elements of the shared tile) and
+/// writes D to sDD[row] and p.dd.
+template <int D, int BQ, class T> struct RowsumDoutOut {
+  static constexpr int kTpr = kThreads / BQ, kCols = D / kTpr;
+  static_assert(kThreads % BQ == 0 && kCols % 8 == 0, "D split");
+  int dRow = threadIdx.x / kTpr, dCol = threadIdx.x % kTpr * kCols;
+  bool dValid = false;
+  int4 oRaw[kCols / 8];
+
+  __device__ __forceinline__ void load(const FastParams<T> &p, int b, int h, int q0) {
+    dValid = q0 + dRow < p.tq;
+    const T *o = p.o + b * p.os.batch + h * p.os.head +
+                 static_cast<int64_t>(dValid ? q0 + dRow : 0) * p.os.row + dCol;
+#pragma unroll
+    for (int c = 0; c < kCols / 8; ++c)
+      oRaw[c] = dValid ? *reinterpret_cast<const int4 *>(o + c * 8) : make_int4(0, 0, 0, 0);
+  }
+
+  template <class At>
+  __device__ __forceinline__ void store(const FastParams<T> &p, int bh, int q0, float *sDD,
+                                        At at) {
+    float part[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int c = 0; c < kCols / 8; ++c) {
+      float x[8], y[8];
+      load8(reinterpret_cast<const T *>(&oRaw[c]), x);
+      load8(at(dRow, dCol + c * 8), y);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        part[c % 2] = fmaf(x[i], y[i], part[c % 2]);
+    }
+    float acc = part[0] + part[1];
+#pragma unroll
+    for (int off = 1; off < kTpr; off *= 2)
+      acc += __shfl_xor_sync(kFullMask, acc, off);
+    if (threadIdx.x % kTpr == 0) {
+      sDD[dRow] = acc;
+      if (dValid)
+        p.dd[static_cast<int64_t>(bh) * p.tq + q0 + dRow] = acc;
+    }
+  }
+};
+
+/// Launches `kernel` (kThreads threads a block) over `blocks` blocks with
+/// `smem` bytes of dynamic shared memory, raising the limit past 48 KiB.
+template <class Kernel, class T>
+Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
+                  const FastParams<T> &p, cudaStream_t stream) {
+  if (smem > 48 * 1024)
+    TC_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(p);
+  return checkLaunch(name);
+}
+
+//===----------------------------------------------------------------------===//
+// The forward's online softmax (both paths' forward kernels)
+//===----------------------------------------------------------------------===//
+
+/// One key tile of the forward's online softmax over a warp's 16 query rows
+/// (row0 = qw + g and row0 + 8; C fragments): S (BK keys from k0) becomes P in
+/// place (scale * log2(e) folded in, masked past tk and right of the row when
+/// causal, on edge tiles only), the running max m and sum l of the two rows
+/// are updated and o, the output accumulator, is rescaled to the new max.
+template <int BK, int D, class T>
+__device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D / 8][4],
+                                            float (&m)[2], float (&l)[2], const FastParams<T> &p,
+                                            int k0, int qw, int row0, int t) {
+  const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[j][e] * p.scaleLog2;
+      if (mask) {
+        int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+        if (key >= p.tk || (p.causal && key > row))
+          x = -INFINITY;
+      }
+      s[j][e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+  float mu[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+    mu[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; // a row with no key yet: no NaN
+    float corr = exp2f(m[r] - mu[r]);
+    m[r] = mx[r];
+    l[r] *= corr;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[j][2 * r] *= corr;
+      o[j][2 * r + 1] *= corr;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = exp2f(s[j][e] - mu[e >> 1]);
+      s[j][e] = x;
+      l[e >> 1] += x;
+    }
+}
+
+/// The forward's end: out = o / l (rows row0 and row0 + 8 of batch b, head
+/// h), its amax (Amax), and lse = max * ln 2 + log(l) (-inf for a row with
+/// no key).
+template <int D, bool Amax, class T>
+__device__ __forceinline__ void finishForward(const FastParams<T> &p, const float (&o)[D / 8][4],
+                                              float (&m)[2], float (&l)[2], int b, int h, int bh,
+                                              int row0, int t) {
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+  }
+  float amax = 0.0f;
+  storeRows<D>(p.out + b * p.os.batch + h * p.os.head, p.os.row, row0, p.tq, o, inv[0], inv[1],
+               Amax ? &amax : nullptr);
+  if constexpr (Amax)
+    blockAmax<T>(p.amax, amax);
+  if (p.lse && t == 0) {
+    float *lse = p.lse + static_cast<int64_t>(bh) * p.tq;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      if (row0 + r * 8 < p.tq)
+        lse[row0 + r * 8] = l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
+  }
+}
+
+} // namespace tc::rt::cuda::attn
+
+#endif // TC_RUNTIME_CUDA_KERNELS_ATTENTION_TILES_CUH
