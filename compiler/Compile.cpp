@@ -591,6 +591,8 @@ const ExperimentalLever kExperimentalLevers[] = {
                   "GEMM (the reference too)"},
     {"wgmma-attention", "bf16/f16 attention with head dim 64 or 128 on sm_90a's warpgroup "
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
+    {"rotary-in-place", "rotaries rotate q / k where their projection holds them (a partial "
+                        "rotary touches only its features), attention reads them from there"},
 };
 } // namespace
 
@@ -629,6 +631,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.groupSplitRows = llvm::is_contained(opts.experimental, "group-sums");
     o.geluAux = llvm::is_contained(opts.experimental, "gelu");
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
+    o.rotaryInPlace = llvm::is_contained(opts.experimental, "rotary-in-place");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -108,7 +108,9 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   biasGrad.gemmEpilogue = o.biasGradEpilogue;
   pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad(biasGrad));
   pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
-  pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews());
+  TcFuseAttentionViewsOptions views;
+  views.rotaryInPlace = o.rotaryInPlace;
+  pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews(views));
   TcLowerToTcxOptions lower;
   lower.tf32 = o.tf32;
   lower.wgmmaAttention = o.wgmmaAttention;

@@ -152,6 +152,11 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "
                      "reads the input of (tc-fuse gelu-aux; tc-compile --experimental=gelu)"),
       llvm::cl::init(false)};
+  Option<bool> rotaryInPlace{
+      *this, "rotary-in-place",
+      llvm::cl::desc("Rotaries rotate q / k in place in their projection (tc-fuse-attention-views; "
+                     "tc-compile --experimental=rotary-in-place)"),
+      llvm::cl::init(false)};
   Option<bool> wgmmaAttention{
       *this, "wgmma-attention",
       llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "

@@ -20,6 +20,9 @@
 #include "compiler/Conversion/TcToTcx/Patterns.h"
 #include "compiler/Transforms/Passes.h"
 
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseSet.h"
+
 namespace tc {
 #define GEN_PASS_DEF_TCFUSEATTENTIONVIEWS
 #include "compiler/Transforms/Passes.h.inc"
@@ -115,6 +118,84 @@ void sliceBeforeTranspose(SliceOp sl) {
   sl->erase();
 }
 
+/// The value whose bytes `v` views through tc.reshape ops.
+Value storageRoot(Value v) {
+  while (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getInput();
+  return v;
+}
+
+/// The values read out of `root` through view ops (reshape, transpose,
+/// slice, split): each operand of a non-view op that is `root` or a view of
+/// it.
+void viewLeaves(Value root, SmallVectorImpl<OpOperand *> &leaves, int depth = 0) {
+  for (OpOperand &use : root.getUses()) {
+    Operation *u = use.getOwner();
+    if (depth < 6 && llvm::isa<ReshapeOp, TransposeOp, SliceOp, SplitOp>(u)) {
+      for (Value r : u->getResults())
+        viewLeaves(r, leaves, depth + 1);
+      continue;
+    }
+    leaves.push_back(&use);
+  }
+}
+
+/// The elements of one token of `root` ([B, T, ...] rows of n) that the
+/// head-split view `v` ([B, H, T, D]) reads, as a mask of n bits; empty when
+/// `v` is not a head-split view of `root` with token rows of n.
+llvm::BitVector tokenElements(Value v, Value root) {
+  std::optional<HeadSplitSource> src = headSplitSource(v);
+  auto t = tensorType(v), rt = tensorType(root);
+  if (!src || storageRoot(src->whole) != root || !rt.hasStaticShape())
+    return {};
+  int64_t B = t.getDimSize(0), H = t.getDimSize(1), T = t.getDimSize(2), D = t.getDimSize(3);
+  if (B * T == 0 || rt.getNumElements() % (B * T) != 0)
+    return {};
+  int64_t n = rt.getNumElements() / (B * T);
+  if (src->strides[0] != T * n || src->strides[2] != n)
+    return {};
+  llvm::BitVector bits(n);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < D; ++d) {
+      int64_t e = src->start + h * src->strides[1] + d;
+      if (e < 0 || e >= n)
+        return {};
+      bits.set(e);
+    }
+  return bits;
+}
+
+/// The root a rotary can rotate its input in place in (kRotaryInPlaceAttr),
+/// or null: the input is a head-split view of a tensor made in the function
+/// and returned by none of its views, the rotary is the view's only reader,
+/// every other value read out of the tensor is a head-split view of
+/// elements disjoint from it, and attention ops alone read the result
+/// (through BufferAssignment::stridedAttention, with the input's strides).
+Value inPlaceRoot(RotaryOp r) {
+  Value in = r.getInput();
+  std::optional<HeadSplitSource> src = headSplitSource(in);
+  Value root = src ? storageRoot(src->whole) : Value();
+  if (!root || !rotaryForm(r) || !in.hasOneUse() || !root.getDefiningOp() ||
+      root.getDefiningOp<ConstantOp>() ||
+      r.getResult().use_empty() || !llvm::all_of(r.getResult().getUsers(), [](Operation *u) {
+        return llvm::isa<AttentionOp, AttentionGradOp>(u);
+      }))
+    return {};
+  llvm::BitVector mine = tokenElements(in, root);
+  if (mine.empty())
+    return {};
+  SmallVector<OpOperand *> leaves;
+  viewLeaves(root, leaves);
+  for (OpOperand *leaf : leaves) {
+    if (leaf->get() == in)
+      continue;
+    llvm::BitVector other = tokenElements(leaf->get(), root);
+    if (other.empty() || other.anyCommon(mine))
+      return {};
+  }
+  return root;
+}
+
 /// Whether `v` reaches a tc.rotary through reshapes and transposes.
 bool feedsRotary(Value v, int depth = 0) {
   return depth <= 3 && llvm::any_of(v.getUsers(), [&](Operation *u) {
@@ -149,19 +230,36 @@ void copyValueSlice(SliceOp sl) {
 }
 
 struct TcFuseAttentionViews : impl::TcFuseAttentionViewsBase<TcFuseAttentionViews> {
+  using Base::Base;
   void runOnOperation() override {
     for (Block &block : getOperation().getBody()) {
+      // Rotaries in place first: their projections stay alive until the
+      // attention backward, so v is read out of them in place too.
+      llvm::DenseSet<Value> inPlaceRoots;
+      if (rotaryInPlace)
+        for (Operation &op : block)
+          if (auto r = llvm::dyn_cast<RotaryOp>(op))
+            if (Value root = inPlaceRoot(r)) {
+              r->setAttr(kRotaryInPlaceAttr, UnitAttr::get(r.getContext()));
+              inPlaceRoots.insert(root);
+            }
+      auto rotatedInPlace = [&](Value v) {
+        std::optional<HeadSplitSource> src = headSplitSource(v);
+        return src && inPlaceRoots.contains(storageRoot(src->whole));
+      };
       SmallVector<SliceOp> slices;
       for (Operation &op : block)
-        if (auto sl = llvm::dyn_cast<SliceOp>(op))
+        if (auto sl = llvm::dyn_cast<SliceOp>(op); sl && !rotatedInPlace(sl.getResult()))
           slices.push_back(sl);
       for (SliceOp sl : slices)
         sliceBeforeTranspose(sl);
       for (Operation &op : block)
-        if (auto sl = llvm::dyn_cast<SliceOp>(op))
+        if (auto sl = llvm::dyn_cast<SliceOp>(op);
+            sl && !inPlaceRoots.contains(storageRoot(sl.getInput())))
           copyValueSlice(sl);
       for (Operation &op : block) {
-        if (auto r = llvm::dyn_cast<RotaryOp>(op); r && rotaryForm(r))
+        if (auto r = llvm::dyn_cast<RotaryOp>(op);
+            r && rotaryForm(r) && !r->hasAttr(kRotaryInPlaceAttr))
           mark(r);
         if (auto at = llvm::dyn_cast<AttentionOp>(op); at && attentionForm(at.getQuery(), at.getLse()))
           mark(at);

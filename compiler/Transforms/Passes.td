@@ -991,6 +991,16 @@ def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp">
       transpose of the slice: attention reads v in place out of the slice's
       [B, T, H, D] buffer, and the head transpose of the whole qkv, whose q
       and k pieces the rotary kernels read in place, is not made.
+    - With `rotary-in-place`, `tc.rotary_in_place` on a tc.rotary whose
+      input is a head-split view of a tensor made in the function (a
+      projection), no other op reading the view's elements (every other
+      reader of the tensor reads a head-split piece disjoint from it) and
+      attention ops alone reading the result: the kernel rotates q / k where
+      the projection holds them and attention reads them from there (GPT-NeoX's
+      partial rotary touches 16 of 64 features and copies none). The
+      projection then stays alive until the attention backward, so its v is
+      read in place too: the slice above and the value copy below are not
+      made for it.
 
     Reading q, k, v (and the backward's output and incoming gradient) out of
     head transposes and qkv splits needs no mark: it consumes no op, and
@@ -1008,6 +1018,11 @@ def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp">
     %ot = tc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : ...
     ```
   }];
+  let options = [
+    Option<"rotaryInPlace", "rotary-in-place", "bool", /*default=*/"false",
+           "Rotaries rotate q / k in place in their projection (tc-compile "
+           "--experimental=rotary-in-place)">
+  ];
   let dependentDialects = ["::tc::TCDialect"];
 }
 

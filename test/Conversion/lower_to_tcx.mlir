@@ -710,3 +710,34 @@ func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32
   return %r : tensor<2x4x32xf32>
 }
 
+
+// -----
+
+// Tests a rotary marked tc.rotary_in_place (tc-fuse-attention-views with
+// rotary-in-place): the kernel's output is its input, q's view of the
+// projection (no buffer of its own), its tc.rotary marked tc.in_place with
+// the view's strides both ways, and attention reads q there with those
+// strides.
+// CHECK: tcx.kernel @rotary_rotated_in_place_rotary_{{[0-9]+}} kind("rotary")
+// CHECK: tc.rotary %{{.+}} {tc.in_place, tc.in_strides = array<i64: 1536, 24, 96>, tc.out_strides = array<i64: 1536, 24, 96>}
+// CHECK-LABEL: func.func @rotary_rotated_in_place
+// (The copies of the head transpose and the slices, which nothing reads
+// now, are left to tcx-eliminate-dead-work.)
+// CHECK: %[[P:.+]] = tcx.view %{{.+}}[0] : <2x16x96xbf16> -> <2x16x4x24xbf16>
+// CHECK: %[[Q:.+]] = tcx.view %[[P]][0] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.launch @rotary_rotated_in_place_rotary_{{[0-9]+}} ins(%[[Q]], %arg2, %arg3 : {{.+}}) outs(%[[Q]] : !tcx.buffer<2x4x16x8xbf16>)
+// CHECK: tcx.library "attention_fwd" ins(%[[Q]], {{.+}} q_strides = array<i64: 1536, 24, 96>
+func.func @rotary_rotated_in_place(%x: tensor<2x16x8xbf16>, %w: tensor<8x96xbf16>,
+                                   %c: tensor<2x16x2xbf16>, %s: tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16> {
+  %p = tc.matmul %x, %w : tensor<2x16x8xbf16>, tensor<8x96xbf16> -> tensor<2x16x96xbf16>
+  %qkv = tc.reshape %p : tensor<2x16x96xbf16> to tensor<2x16x4x24xbf16>
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %qr = tc.rotary %q, %c, %s {tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qr, %k, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  return %o : tensor<2x4x16x8xbf16>
+}

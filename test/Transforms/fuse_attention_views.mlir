@@ -1,4 +1,5 @@
 // RUN: tc-opt %s --split-input-file --tc-fuse-attention-views | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-fuse-attention-views="rotary-in-place=true" | FileCheck %s --check-prefix=INPLACE
 
 // Tests that the forward's output, read by its transpose back to
 // [B, T, H, D] and by the backward as its result, is marked to be written
@@ -60,7 +61,12 @@ func.func @qkv(%qt: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x16x8xbf16>, %vt: tens
 // and the attention's dv are concatenated and transposed back: both rotary
 // gradients and dv (tc.grads_transposed's third flag) are marked to be
 // written into their pieces of the concat.
-// CHECK-LABEL: func.func @neox
+// With rotary-in-place too: its qkv, a function argument, is not made in
+// the function.
+// CHECK-LABEL: func.func @neox(
+// INPLACE-LABEL: func.func @neox(
+// INPLACE-NOT: tc.rotary_in_place
+// INPLACE: return
 // CHECK: %[[T:.+]] = tc.transpose %arg0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
 // CHECK: %[[Q:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 0>
 // CHECK: %[[K:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 8>
@@ -170,3 +176,71 @@ func.func @merged_qkv(%y: tensor<2x8x16xbf16>, %c: tensor<2x8x2xbf16>, %s: tenso
   return %o, %cat : tensor<2x2x8x4xbf16>, tensor<2x8x16xbf16>
 }
 
+
+// -----
+
+// Tests rotary-in-place on GPT-NeoX's layout with the projection made in
+// the function: q and k, slices of the per-head qkv that their rotaries
+// alone read, are rotated where they are (tc.rotary_in_place: the rotaries'
+// results are read by attention ops alone), and v, the projection then
+// living until the backward, stays a slice read in place (not the head
+// transpose of a slice). Without the option nothing is rotated in place.
+// CHECK-LABEL: func.func @neox_projected
+// CHECK-NOT: tc.rotary_in_place
+// CHECK: return
+// INPLACE-LABEL: func.func @neox_projected
+// INPLACE: %[[T:.+]] = tc.transpose %{{.+}} {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+// INPLACE: %[[Q:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 0>
+// INPLACE: %[[K:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 8>
+// INPLACE: %[[V:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+// INPLACE: %[[QR:.+]] = tc.rotary %[[Q]], %arg2, %arg3 {tc.rotary_in_place}
+// INPLACE: %[[KR:.+]] = tc.rotary %[[K]], %arg2, %arg3 {tc.rotary_in_place}
+// INPLACE: tc.attention %[[QR]], %[[KR]], %[[V]]
+func.func @neox_projected(%x: tensor<2x16x8xbf16>, %w: tensor<8x96xbf16>, %c: tensor<2x16x2xbf16>,
+                          %s: tensor<2x16x2xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) {
+  %p = tc.matmul %x, %w : tensor<2x16x8xbf16>, tensor<8x96xbf16> -> tensor<2x16x96xbf16>
+  %qkv = tc.reshape %p : tensor<2x16x96xbf16> to tensor<2x16x4x24xbf16>
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %qr = tc.rotary %q, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %kr = tc.rotary %k, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qr, %kr, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %qr, %kr, %v, %o, %lse, %gt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  return %o, %dq, %dk, %dv : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
+}
+
+// -----
+
+// Tests what keeps a rotary out of place with rotary-in-place: another
+// value read out of the same projection overlapping q's features (a
+// returned slice of them) and a rotary whose result something other than
+// attention reads (returned). (@neox's projection, a function argument, is
+// not rotated in place either: it is not made in the function.)
+// INPLACE-LABEL: func.func @in_place_refused
+// INPLACE-NOT: tc.rotary_in_place
+// INPLACE: return
+func.func @in_place_refused(%x: tensor<2x16x8xbf16>, %w: tensor<8x96xbf16>, %c: tensor<2x16x2xbf16>,
+                            %s: tensor<2x16x2xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x4xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) {
+  %p = tc.matmul %x, %w : tensor<2x16x8xbf16>, tensor<8x96xbf16> -> tensor<2x16x96xbf16>
+  %qkv = tc.reshape %p : tensor<2x16x96xbf16> to tensor<2x16x4x24xbf16>
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %q2 = tc.slice %t {starts = array<i64: 0, 0, 0, 4>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x4xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %qr = tc.rotary %q, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %kr = tc.rotary %k, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qr, %kr, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  return %o, %q2, %kr, %v : tensor<2x4x16x8xbf16>, tensor<2x4x16x4xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
+}

@@ -96,8 +96,8 @@ public:
                                                           mlir::func::ReturnOp ret);
 
   /// An attention result the forward wrote straight into its [B, T, H, D]
-  /// transpose: that buffer and the [batch, head, row] strides the backward
-  /// reads it with.
+  /// transpose, or a rotary's result rotated in place in its projection:
+  /// that buffer and the [batch, head, row] strides attention reads it with.
   llvm::DenseMap<mlir::Value, std::pair<mlir::Value, llvm::SmallVector<int64_t>>>
       stridedAttention;
   /// A last-axis concat whose pieces are written in place into the head

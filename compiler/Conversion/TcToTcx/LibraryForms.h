@@ -99,6 +99,13 @@ llvm::SmallVector<mlir::Value, 2> sameBytes(mlir::Value v);
 /// with the call. On a tc.rotary: its result is written into its
 /// transposedDestination (Rotary.cpp).
 constexpr llvm::StringLiteral kOutTransposedAttr = "tc.out_transposed";
+/// On a tc.rotary (tc-fuse-attention-views with rotary-in-place): its input
+/// is a head-split view (headSplitSource) of a tensor whose elements in that
+/// view it alone reads, and attention ops alone read its result: the kernel
+/// rotates the elements where they are (features past the rotary are left
+/// as they are, not copied) and attention reads the result from there
+/// (Rotary.cpp).
+constexpr llvm::StringLiteral kRotaryInPlaceAttr = "tc.rotary_in_place";
 /// On a tc.attention_grad (tc-fuse-attention-views): which of dq, dk, dv are
 /// written straight into their transposedDestination (the head transpose
 /// that is their only reader, or their piece of a concat that one reads).

@@ -9,7 +9,9 @@
 // into the qkv projection's gradient). The kernel's tc.rotary carries the
 // [batch, head, row] element strides of both sides (tcx::kRotaryInStridesAttr,
 // tcx::kRotaryOutStridesAttr) when they are not the dense ones; the transposes,
-// slices and the concat are then not made.
+// slices and the concat are then not made. Marked tc.rotary_in_place, it
+// rotates its input where the projection holds it (tcx::kRotaryInPlaceKernelAttr)
+// and the attention ops reading its result read that place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +57,8 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
     if (op->hasAttr(kOutTransposedAttr) && !(dst = transposedDestination(op.getResult())))
       return rewriter.notifyMatchFailure(op, "tc.out_transposed without a transpose to write");
     Location loc = op.getLoc();
+    if (op->hasAttr(kRotaryInPlaceAttr))
+      return inPlace(op, rewriter);
     SmallVector<int64_t> inStrides = denseHeadStrides(it), outStrides = denseHeadStrides(rt);
     Value in;
     if (std::optional<HeadSplitSource> src = headSplitSource(op.getInput())) {
@@ -81,6 +85,34 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
     });
     buffers.launch(rewriter, op, kernel, {in, cs, sn}, {out});
     rewriter.replaceOp(op, out);
+    return success();
+  }
+
+  /// tc-fuse-attention-views' kRotaryInPlaceAttr: the kernel rotates the
+  /// input's elements where they are (its output the input's view); the
+  /// attention ops that read the result read that view with its strides.
+  LogicalResult inPlace(RotaryOp op, ConversionPatternRewriter &rewriter) const {
+    auto it = tensorType(op.getInput());
+    std::optional<HeadSplitSource> src = headSplitSource(op.getInput());
+    if (!src)
+      return rewriter.notifyMatchFailure(op, "tc.rotary_in_place on a rotary whose input is "
+                                             "not a head-split view");
+    Value whole = buffers.bufferOf(rewriter, src->whole);
+    Value cs = buffers.bufferOf(rewriter, op.getCos()), sn = buffers.bufferOf(rewriter, op.getSin());
+    if (!whole || !cs || !sn)
+      return rewriter.notifyMatchFailure(op, "an operand has no buffer (internal error)");
+    Value view = elementView(rewriter, op.getLoc(), whole, it, src->start);
+    SmallVector<int64_t> strides(src->strides.begin(), src->strides.end());
+    tcx::KernelOp kernel = kernelOf(op, "rotary", buffers, rewriter, [&](Operation *clone) {
+      clone->setAttr(tcx::kRotaryInPlaceKernelAttr, rewriter.getUnitAttr());
+      if (strides != denseHeadStrides(it)) {
+        clone->setAttr(tcx::kRotaryInStridesAttr, rewriter.getDenseI64ArrayAttr(strides));
+        clone->setAttr(tcx::kRotaryOutStridesAttr, rewriter.getDenseI64ArrayAttr(strides));
+      }
+    });
+    buffers.launch(rewriter, op, kernel, {view, cs, sn}, {view});
+    buffers.stridedAttention[op.getResult()] = {view, strides};
+    rewriter.replaceOp(op, view);
     return success();
   }
 };

@@ -238,6 +238,70 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
   return makeKernel(op, std::move(s), sig, gridFor(product(os), 256), "insert_slice");
 }
 
+/// The in-place form of rotaryKernel: n = B H S R/2 pairs, each read and
+/// written through out0 (with the strides of meta[5..7]) by one thread, V
+/// pairs a thread on the vector path (rotate_half: x[k .. k+V) and
+/// x[k+R/2 .. k+R/2+V)); features past R are not touched.
+FailureOr<KernelSource> rotaryInPlaceKernel(tc::RotaryOp op, Signature sig, int64_t n, bool vec,
+                                            int64_t V) {
+  Type e = eltOf(op.getInput()), te = eltOf(op.getCos());
+  std::string ct = computeType(e);
+  auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
+  std::string s = header(sig);
+  // Pair index i -> (bb, hh, sq, k); the row of (bb, hh, sq) in out0.
+  auto pairIndex = [&](const std::string &ix, const std::string &i) {
+    return "      const " + ix + " e_ = (" + ix + ")" + i + ", k = e_ % half, q = e_ / half, "
+           "sq = q % S, hq = q / S, hh = hq % H, bb = hq / H;\n";
+  };
+  const std::string ix = n < (int64_t(1) << 31) ? "unsigned" : "long long";
+  const std::string rows = "const long long orow = (long long)bb * meta.v[8] + (long long)hh * "
+                           "meta.v[9] + (long long)sq * meta.v[10];\n";
+  const std::string dims = "    const " + ix +
+                           " half = meta.v[4], S = meta.v[2], H = meta.v[1];\n";
+  const std::string table = "      const long long t = ((long long)bb * S + sq) * half + k;\n";
+  const std::string rot1 = "c * x1 - sn * x2", rot2 = "sn * x1 + c * x2";
+  if (vec) {
+    std::string VS = std::to_string(V), X = "TcVec<" + storageType(e) + ", " + VS + ">",
+                T = "TcVec<" + storageType(te) + ", " + VS + ">";
+    s += "  if (((0ull | (unsigned long long)in1 | (unsigned long long)in2 | (unsigned long long)"
+         "out0) & 15) == 0) {\n";
+    s += dims;
+    s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+         "; b < n; b += (long long)gridDim.x * blockDim.x * " + VS + ") {\n";
+    s += pairIndex(ix, "b");
+    s += "      " + rows + table;
+    s += "      " + X + "* p1 = reinterpret_cast<" + X + "*>(out0 + orow + k);\n";
+    s += "      " + X + "* p2 = reinterpret_cast<" + X + "*>(out0 + orow + k + half);\n";
+    s += "      const " + X + " a1 = *p1, a2 = *p2;\n";
+    s += "      const " + T + " cv = *reinterpret_cast<const " + T + "*>(in1 + t);\n";
+    s += "      const " + T + " sv = *reinterpret_cast<const " + T + "*>(in2 + t);\n";
+    s += "      " + X + " o1, o2;\n#pragma unroll\n      for (int j = 0; j < " + VS + "; ++j) {\n";
+    s += "        const " + ct + " c = (" + ct + ")" + load(te, "cv.v[j]") + ", sn = (" + ct + ")" +
+         load(te, "sv.v[j]") + ";\n";
+    s += "        const " + ct + " x1 = " + load(e, "a1.v[j]") + ", x2 = " + load(e, "a2.v[j]") +
+         ";\n";
+    s += "        o1.v[j] = " + storeExpr(e, rot1) + ";\n";
+    s += "        o2.v[j] = " + storeExpr(e, rot2) + ";\n      }\n";
+    s += "      *p1 = o1;\n      *p2 = o2;\n    }\n    return;\n  }\n";
+  }
+  s += "  {\n" + dims;
+  s += "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+       "i += (long long)gridDim.x * blockDim.x) {\n";
+  s += pairIndex(ix, "i");
+  s += "      " + rows + table;
+  if (op.getInterleaved())
+    s += "      const long long i1 = orow + 2 * k, i2 = i1 + 1;\n";
+  else
+    s += "      const long long i1 = orow + k, i2 = i1 + half;\n";
+  s += "      const " + ct + " c = (" + ct + ")" + load(te, "in1[t]") + ", sn = (" + ct + ")" +
+       load(te, "in2[t]") + ";\n";
+  s += "      const " + ct + " x1 = " + load(e, "out0[i1]") + ", x2 = " + load(e, "out0[i2]") +
+       ";\n";
+  s += "      out0[i1] = " + storeExpr(e, rot1) + ";\n";
+  s += "      out0[i2] = " + storeExpr(e, rot2) + ";\n    }\n  }\n}\n";
+  return makeKernel(op, std::move(s), sig, gridFor(vec ? n / V : n, 256), "rotary");
+}
+
 /// tc.rotary: y[b, h, s, d] for input [B, H, S, D], tables [B, S, R/2]
 /// (runtime/src/cpu/rotary.cpp's pairs, in f32 (f64 for f64 data) with one
 /// rounding to the result); features from R on are copied. One thread per
@@ -274,7 +338,14 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   meta.push_back(ts[2]);
   for (const std::vector<int64_t> &st : strides)
     meta.insert(meta.end(), st.begin(), st.end());
-  int64_t n = product(is);
+  // In place (tcx::kRotaryInPlaceKernelAttr): one thread per rotated pair
+  // (or vector of pairs), reading and writing through out0 (the input's
+  // view), the features past the rotary left as they are.
+  const bool inPlace = op->hasAttr(tcx::kRotaryInPlaceKernelAttr);
+  if (inPlace && strides[0] != strides[1])
+    return op.emitOpError() << "CUDA codegen: an in-place tc.rotary reads and writes with the "
+                               "same strides";
+  int64_t n = inPlace ? is[0] * is[1] * is[2] * ts[2] : product(is);
   sig.tail(n, meta);
   Type e = eltOf(in), te = eltOf(cs);
   std::string ct = computeType(e);
@@ -295,6 +366,8 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
              storageBytes(e) * V == 16;
   for (const std::vector<int64_t> &st : strides)
     vec = vec && llvm::all_of(st, [&](int64_t x) { return x % V == 0; });
+  if (inPlace)
+    return rotaryInPlaceKernel(op, std::move(sig), n, vec, V);
   if (vec) {
     std::string VS = std::to_string(V), X = "TcVec<" + storageType(e) + ", " + VS + ">",
                 T = "TcVec<" + storageType(te) + ", " + VS + ">";

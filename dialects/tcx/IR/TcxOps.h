@@ -24,6 +24,10 @@ namespace tcx {
 /// axis contiguous), when they are not the dense ones.
 inline constexpr llvm::StringLiteral kRotaryInStridesAttr = "tc.in_strides";
 inline constexpr llvm::StringLiteral kRotaryOutStridesAttr = "tc.out_strides";
+/// On the tc.rotary of a "rotary" kernel: the kernel's output is its input
+/// (the same buffer, the in strides): it rotates the first R features in
+/// place, one thread per pair, and leaves the rest untouched.
+inline constexpr llvm::StringLiteral kRotaryInPlaceKernelAttr = "tc.in_place";
 
 /// What a `tcx.matmul` computes besides its buffers, by name (the op's
 /// attributes, with their defaults): the builder's argument, so that a new

@@ -290,3 +290,31 @@ func.func @long_sums(%a: tensor<768x3072xbf16>, %b: tensor<256x768xbf16>) -> (te
   %sb = tc.reduce_sum %b2 {axes = array<i64: 0, 1>} : tensor<256x768xf32> -> tensor<f32>
   return %sa, %sb : tensor<f32>, tensor<f32>
 }
+
+// Rotary and attention around a projection made here (GPT-NeoX's per-head
+// qkv [B, T, H, 3D]: q, k, v slices; a partial rotary over 16 of 64
+// features), forward and backward: in cases-exp.tca (tc-compile
+// --experimental=rotary-in-place, wgmma-attention) the rotaries rotate q and
+// k where the projection holds them and attention reads them there.
+func.func @rotary_attention(%x: tensor<2x64x32xbf16>, %w: tensor<32x768xbf16>,
+                            %c: tensor<2x64x8xbf16>, %s: tensor<2x64x8xbf16>,
+                            %g: tensor<2x4x64x64xbf16>)
+    -> (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>,
+        tensor<2x4x64x64xbf16>) {
+  %p = tc.matmul %x, %w : tensor<2x64x32xbf16>, tensor<32x768xbf16> -> tensor<2x64x768xbf16>
+  %qkv = tc.reshape %p : tensor<2x64x768xbf16> to tensor<2x64x4x192xbf16>
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x64x4x192xbf16> -> tensor<2x4x64x192xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x64x192xbf16> to tensor<2x4x64x64xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 64>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x64x192xbf16> to tensor<2x4x64x64xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 128>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x64x192xbf16> to tensor<2x4x64x64xbf16>
+  %qr = tc.rotary %q, %c, %s : (tensor<2x4x64x64xbf16>, tensor<2x64x8xbf16>, tensor<2x64x8xbf16>) -> tensor<2x4x64x64xbf16>
+  %kr = tc.rotary %k, %c, %s : (tensor<2x4x64x64xbf16>, tensor<2x64x8xbf16>, tensor<2x64x8xbf16>) -> tensor<2x4x64x64xbf16>
+  %o, %lse = tc.attention %qr, %kr, %v {scale = 0.125 : f64, causal = true}
+      : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>)
+        -> (tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>)
+  %dq, %dk, %dv = tc.attention_grad %qr, %kr, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
+      : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>,
+         tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>, tensor<2x4x64x64xbf16>)
+        -> (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>)
+  return %o, %dq, %dk, %dv : tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>
+}
