@@ -88,34 +88,38 @@ void mark(RotaryOp r) {
     r->setAttr(kOutTransposedAttr, UnitAttr::get(r.getContext()));
 }
 
-/// v = slice(head transpose(x)) along the last axis, read by attention ops
-/// alone (GPT-NeoX's value out of its per-head qkv): becomes
-/// transpose(slice(x)), so that attention reads v out of the slice's
-/// [B, T, H, D] buffer in place and the head transpose of the whole qkv
-/// (whose rotary pieces are read in place too) is not made. The slice alone
-/// is copied, as much as before, and holds v for the backward.
-void sliceBeforeTranspose(SliceOp sl) {
-  Operation *tr = sl.getInput().getDefiningOp();
-  std::optional<HeadSplitSource> src = headSplitSource(sl.getResult());
-  if (!isHeadTranspose(tr) || !src || src->whole != tr->getOperand(0) ||
-      !llvm::all_of(sl->getUsers(), [](Operation *u) {
+/// v = slice(head transpose(x)) along the last axis, or a piece of such a
+/// split, read by attention ops alone (GPT-NeoX's value out of its per-head
+/// qkv): becomes transpose(slice(x)), so that attention reads v out of the
+/// slice's [B, T, H, D] buffer in place and the head transpose of the whole
+/// qkv (whose rotary pieces are read in place too) is not made. The slice
+/// alone is copied, as much as before, and holds v for the backward.
+void sliceBeforeTranspose(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!llvm::isa_and_nonnull<SliceOp, SplitOp>(def))
+    return;
+  Operation *tr = def->getOperand(0).getDefiningOp();
+  std::optional<HeadSplitSource> src = headSplitSource(v);
+  if (!isHeadTranspose(tr) || !src || src->whole != tr->getOperand(0) || v.use_empty() ||
+      !llvm::all_of(v.getUsers(), [](Operation *u) {
         return llvm::isa<AttentionOp, AttentionGradOp>(u);
       }))
     return;
-  OpBuilder b(sl);
-  auto t = tensorType(sl.getResult());
+  OpBuilder b(def);
+  auto t = tensorType(v);
   auto rows = RankedTensorType::get(
       {t.getDimSize(0), t.getDimSize(2), t.getDimSize(1), t.getDimSize(3)}, t.getElementType());
   SmallVector<int64_t> starts{0, 0, 0, src->start};
-  auto piece = SliceOp::create(b, sl.getLoc(), rows, tr->getOperand(0),
+  auto piece = SliceOp::create(b, def->getLoc(), rows, tr->getOperand(0),
                                b.getDenseI64ArrayAttr(starts),
                                b.getDenseI64ArrayAttr({1, 1, 1, 1}));
-  auto back = TransposeOp::create(b, sl.getLoc(), t, piece.getResult(),
+  auto back = TransposeOp::create(b, def->getLoc(), t, piece.getResult(),
                                   b.getDenseI64ArrayAttr({0, 2, 1, 3}));
-  for (NamedAttribute a : sl->getDiscardableAttrs())
+  for (NamedAttribute a : def->getDiscardableAttrs())
     back->setAttr(a.getName(), a.getValue());
-  sl.getResult().replaceAllUsesWith(back.getResult());
-  sl->erase();
+  v.replaceAllUsesWith(back.getResult());
+  if (def->use_empty()) // a slice; a split keeps its other pieces
+    def->erase();
 }
 
 /// The value whose bytes `v` views through tc.reshape ops.
@@ -247,12 +251,14 @@ struct TcFuseAttentionViews : impl::TcFuseAttentionViewsBase<TcFuseAttentionView
         std::optional<HeadSplitSource> src = headSplitSource(v);
         return src && inPlaceRoots.contains(storageRoot(src->whole));
       };
-      SmallVector<SliceOp> slices;
+      SmallVector<Value> pieces; // last-axis slices and split pieces
       for (Operation &op : block)
-        if (auto sl = llvm::dyn_cast<SliceOp>(op); sl && !rotatedInPlace(sl.getResult()))
-          slices.push_back(sl);
-      for (SliceOp sl : slices)
-        sliceBeforeTranspose(sl);
+        if (llvm::isa<SliceOp, SplitOp>(op))
+          for (Value v : op.getResults())
+            if (!rotatedInPlace(v))
+              pieces.push_back(v);
+      for (Value v : pieces)
+        sliceBeforeTranspose(v);
       for (Operation &op : block)
         if (auto sl = llvm::dyn_cast<SliceOp>(op);
             sl && !inPlaceRoots.contains(storageRoot(sl.getInput())))

@@ -741,3 +741,23 @@ func.func @rotary_rotated_in_place(%x: tensor<2x16x8xbf16>, %w: tensor<8x96xbf16
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
   return %o : tensor<2x4x16x8xbf16>
 }
+
+// -----
+
+// Tests attention reading q, k, v as split pieces of the head transpose of
+// a per-head qkv [B, T, H, 3D] (GPT-NeoX as some exports write it): each a
+// view at its byte offset with the per-head strides, the transpose and the split
+// left unread (tcx-eliminate-dead-work drops them).
+// CHECK-LABEL: func.func @split_heads
+// CHECK-DAG: %[[Q:.+]] = tcx.view %arg0[0] : <2x16x4x24xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[K:.+]] = tcx.view %arg0[16] : <2x16x4x24xbf16> -> <2x16x4x8xbf16>
+// CHECK-DAG: %[[V:.+]] = tcx.view %arg0[32] : <2x16x4x24xbf16> -> <2x16x4x8xbf16>
+// CHECK: tcx.library "attention_fwd" ins(%[[Q]], %[[K]], %[[V]] : {{.+}} k_strides = array<i64: 1536, 24, 96>, {{.+}} q_strides = array<i64: 1536, 24, 96>, {{.+}} v_strides = array<i64: 1536, 24, 96>}
+func.func @split_heads(%qkv: tensor<2x16x4x24xbf16>) -> tensor<2x4x16x8xbf16> {
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q, %k, %v = tc.split %t {axis = 3 : i64} : tensor<2x4x16x24xbf16> -> tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %q, %k, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  return %o : tensor<2x4x16x8xbf16>
+}

@@ -244,3 +244,37 @@ func.func @in_place_refused(%x: tensor<2x16x8xbf16>, %w: tensor<8x96xbf16>, %c: 
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
   return %o, %q2, %kr, %v : tensor<2x4x16x8xbf16>, tensor<2x4x16x4xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
 }
+
+// -----
+
+// Tests GPT-NeoX's per-head qkv split (rather than sliced) into q, k, v, as
+// some exports write it: v, a split piece read by attention alone, becomes
+// the head transpose of a slice of the qkv, as a sliced v does; q and k stay
+// split pieces (read in place by their rotaries, headSplitSource); with
+// rotary-in-place (the projection made here) they are rotated in place and v
+// stays a piece read in place.
+// CHECK-LABEL: func.func @neox_split
+// CHECK: %[[T:.+]] = tc.transpose %{{.+}} {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+// CHECK: %[[VS:.+]] = tc.slice %{{.+}} {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x16x4x24xbf16> to tensor<2x16x4x8xbf16>
+// CHECK: %[[V:.+]] = tc.transpose %[[VS]] {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xbf16> -> tensor<2x4x16x8xbf16>
+// CHECK: %[[S:.+]]:3 = tc.split %[[T]] {axis = 3 : i64}
+// CHECK: %[[QR:.+]] = tc.rotary %[[S]]#0, %arg2, %arg3 :
+// CHECK: tc.attention %[[QR]], %{{.+}}, %[[V]]
+// INPLACE-LABEL: func.func @neox_split
+// INPLACE: %[[S:.+]]:3 = tc.split
+// INPLACE: %[[QR:.+]] = tc.rotary %[[S]]#0, %arg2, %arg3 {tc.rotary_in_place}
+// INPLACE: %[[KR:.+]] = tc.rotary %[[S]]#1, %arg2, %arg3 {tc.rotary_in_place}
+// INPLACE: tc.attention %[[QR]], %[[KR]], %[[S]]#2
+func.func @neox_split(%x: tensor<2x16x8xbf16>, %w: tensor<8x96xbf16>, %c: tensor<2x16x2xbf16>,
+                      %s: tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16> {
+  %p = tc.matmul %x, %w : tensor<2x16x8xbf16>, tensor<8x96xbf16> -> tensor<2x16x96xbf16>
+  %qkv = tc.reshape %p : tensor<2x16x96xbf16> to tensor<2x16x4x24xbf16>
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q, %k, %v = tc.split %t {axis = 3 : i64} : tensor<2x4x16x24xbf16> -> tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
+  %qr = tc.rotary %q, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %kr = tc.rotary %k, %c, %s : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %qr, %kr, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  return %o : tensor<2x4x16x8xbf16>
+}

@@ -659,13 +659,20 @@ std::optional<HeadSplitSource> headSplitSource(Value v) {
     }
     return HeadSplitSource{x, 0, transposedHeadStrides(t)};
   }
-  // A slice of the last axis of the head transpose of [B, T, H, M].
+  // A slice or a split piece of the last axis of the head transpose of
+  // [B, T, H, M] (exporters write GPT-NeoX's q, k, v either way).
+  Value sliced;
+  int64_t start = 0;
   if (auto sl = llvm::dyn_cast_or_null<SliceOp>(def); sl && unitSlice(sl)) {
-    Operation *tr = sl.getInput().getDefiningOp();
-    if (isHeadTranspose(tr)) {
-      int64_t m = tensorType(tr->getOperand(0)).getDimSize(3);
-      return HeadSplitSource{tr->getOperand(0), sl.getStarts().back(), {T * H * m, m, H * m}};
-    }
+    sliced = sl.getInput();
+    start = sl.getStarts().back();
+  } else if (auto sp = llvm::dyn_cast_or_null<SplitOp>(def); sp && sp.getAxis() == 3) {
+    sliced = sp.getInput();
+    start = offsetInLastAxis(sp.getResults(), v);
+  }
+  if (Operation *tr = sliced ? sliced.getDefiningOp() : nullptr; isHeadTranspose(tr)) {
+    int64_t m = tensorType(tr->getOperand(0)).getDimSize(3);
+    return HeadSplitSource{tr->getOperand(0), start, {T * H * m, m, H * m}};
   }
   return std::nullopt;
 }

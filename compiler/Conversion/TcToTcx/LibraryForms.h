@@ -280,8 +280,8 @@ inline llvm::SmallVector<int64_t> transposedHeadStrides(mlir::RankedTensorType t
 /// the head transpose of a [B, T, H, D] x (an attention projection's head
 /// split; x a reshape of a piece of a fused [B, T, N] qkv projection, split
 /// or unit-stride last-axis slice, is read out of the projection), or a
-/// unit-stride last-axis slice of the head transpose of a [B, T, H, M] x
-/// (GPT-NeoX's per-head qkv). The elements start at element `start` of
+/// unit-stride last-axis slice or a last-axis split piece of the head
+/// transpose of a [B, T, H, M] x (GPT-NeoX's per-head qkv). The elements start at element `start` of
 /// `whole`'s buffer, [batch, head, row] element strides `strides`.
 struct HeadSplitSource {
   mlir::Value whole;
