@@ -200,6 +200,29 @@ Value inPlaceRoot(RotaryOp r) {
   return root;
 }
 
+/// With rotary-in-place, the backward's rotaries of dq and dk (their only
+/// reader, each written into its transposedDestination) rotate in place
+/// there, where the attention backward writes the gradient
+/// (kGradsThroughRotaryAttr): GPT-NeoX's partial rotary then touches its
+/// features only and copies none.
+void markGradsThroughRotary(AttentionGradOp ag) {
+  if (ag->hasAttr(kGradsIntoConcatAttr))
+    return;
+  SmallVector<bool> through(3, false);
+  Value grads[2] = {ag.getDquery(), ag.getDkey()};
+  for (int j = 0; j < 2; ++j) {
+    Value g = grads[j];
+    auto r = g.hasOneUse() ? llvm::dyn_cast<RotaryOp>(*g.getUsers().begin()) : RotaryOp();
+    if (!r || r.getInput() != g || !r->hasAttr(kOutTransposedAttr) ||
+        r->hasAttr(kRotaryInPlaceAttr))
+      continue;
+    r->setAttr(kRotaryInPlaceAttr, UnitAttr::get(r.getContext()));
+    through[j] = true;
+  }
+  if (llvm::is_contained(through, true))
+    ag->setAttr(kGradsThroughRotaryAttr, DenseBoolArrayAttr::get(ag.getContext(), through));
+}
+
 /// Whether `v` reaches a tc.rotary through reshapes and transposes.
 bool feedsRotary(Value v, int depth = 0) {
   return depth <= 3 && llvm::any_of(v.getUsers(), [&](Operation *u) {
@@ -273,6 +296,11 @@ struct TcFuseAttentionViews : impl::TcFuseAttentionViewsBase<TcFuseAttentionView
             ag && attentionForm(ag.getQuery(), ag.getLse()))
           mark(ag);
       }
+      if (rotaryInPlace)
+        for (Operation &op : block)
+          if (auto ag = llvm::dyn_cast<AttentionGradOp>(op);
+              ag && attentionForm(ag.getQuery(), ag.getLse()))
+            markGradsThroughRotary(ag);
     }
   }
 };

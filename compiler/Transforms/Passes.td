@@ -1000,7 +1000,11 @@ def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp">
       partial rotary touches 16 of 64 features and copies none). The
       projection then stays alive until the attention backward, so its v is
       read in place too: the slice above and the value copy below are not
-      made for it.
+      made for it. The backward's rotaries of dq and dk (their only reader,
+      marked `tc.out_transposed`) get `tc.rotary_in_place` too and the
+      attention backward `tc.grads_through_rotary = array<i1: dq, dk, dv>`:
+      the call writes the gradient where the rotary writes, and the rotary
+      rotates it there.
 
     Reading q, k, v (and the backward's output and incoming gradient) out of
     head transposes and qkv splits needs no mark: it consumes no op, and

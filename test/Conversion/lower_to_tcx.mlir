@@ -761,3 +761,40 @@ func.func @split_heads(%qkv: tensor<2x16x4x24xbf16>) -> tensor<2x4x16x8xbf16> {
         -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
   return %o : tensor<2x4x16x8xbf16>
 }
+
+// -----
+
+// Tests the backward's rotaries rotating in place (tc.grads_through_rotary on
+// the attention backward, tc.rotary_in_place with tc.out_transposed on the
+// rotaries): the call writes dq and dk straight into their pieces of the
+// transposed qkv gradient, as it writes dv, and each rotary's kernel reads
+// and writes its piece there (no dq / dk buffers of their own).
+// CHECK-LABEL: func.func @grads_through_rotary
+// CHECK: %[[G:.+]] = tcx.alloc {kind = "output"} : <2x16x4x24xbf16>
+// CHECK: %[[DQ:.+]] = tcx.view %[[G]][0] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: %[[DK:.+]] = tcx.view %[[G]][16] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: %[[DV:.+]] = tcx.view %[[G]][32] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.library "attention_bwd" {{.+}} outs(%[[DQ]], %[[DK]], %[[DV]], %{{.+}} : {{.+}} dk_strides = array<i64: 1536, 24, 96>, do_strides = {{.+}}, dq_strides = array<i64: 1536, 24, 96>, dv = 8 : i64, dv_strides = array<i64: 1536, 24, 96>
+// CHECK: tcx.launch @grads_through_rotary_rotary_{{[0-9]+}} ins(%[[DQ]], %arg1, %arg2 : {{.+}}) outs(%[[DQ]] :
+// CHECK: tcx.launch @grads_through_rotary_rotary_{{[0-9]+}} ins(%[[DK]], %arg1, %arg2 : {{.+}}) outs(%[[DK]] :
+// CHECK: return %{{.+}}, %[[G]]
+func.func @grads_through_rotary(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>,
+                                %ns: tensor<2x16x2xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>) {
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %q, %k, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.grads_through_rotary = array<i1: true, true, false>, tc.grads_transposed = array<i1: false, false, true>}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqr = tc.rotary %dq, %c, %ns {tc.out_transposed, tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %dkr = tc.rotary %dk, %c, %ns {tc.out_transposed, tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %cat = tc.concat %dqr, %dkr, %dv {axis = 3 : i64} : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16> -> tensor<2x4x16x24xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
+  return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
+}

@@ -61,11 +61,17 @@ func.func @qkv(%qt: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x16x8xbf16>, %vt: tens
 // and the attention's dv are concatenated and transposed back: both rotary
 // gradients and dv (tc.grads_transposed's third flag) are marked to be
 // written into their pieces of the concat.
-// With rotary-in-place too: its qkv, a function argument, is not made in
-// the function.
+// With rotary-in-place, the forward's rotaries stay as they are (the qkv,
+// a function argument, is not made in the function) while the backward's
+// rotate dq and dk in place in their pieces of the concat, where the
+// attention backward writes them (tc.grads_through_rotary).
 // CHECK-LABEL: func.func @neox(
+// CHECK-NOT: tc.grads_through_rotary
 // INPLACE-LABEL: func.func @neox(
 // INPLACE-NOT: tc.rotary_in_place
+// INPLACE: tc.attention_grad {{.+}} tc.grads_through_rotary = array<i1: true, true, false>, tc.grads_transposed = array<i1: false, false, true>}
+// INPLACE: tc.rotary %{{.+}} {tc.out_transposed, tc.rotary_in_place}
+// INPLACE: tc.rotary %{{.+}} {tc.out_transposed, tc.rotary_in_place}
 // INPLACE: return
 // CHECK: %[[T:.+]] = tc.transpose %arg0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
 // CHECK: %[[Q:.+]] = tc.slice %[[T]] {starts = array<i64: 0, 0, 0, 0>

@@ -158,6 +158,22 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
         if (marks[j] && !(dsts[j] = transposedDestination(grads[j])))
           return rewriter.notifyMatchFailure(ag, "tc.grads_transposed without a transpose");
     }
+    // Gradients the backward's rotaries rotate in place at their destination.
+    std::optional<TransposedDestination> viaRotary[3];
+    if (auto marks = ag->getAttrOfType<DenseBoolArrayAttr>(kGradsThroughRotaryAttr)) {
+      if (marks.size() != 3 || cat)
+        return rewriter.notifyMatchFailure(ag, "tc.grads_through_rotary needs one flag per "
+                                               "gradient and no concat of the gradients");
+      for (int j = 0; j < 3; ++j) {
+        if (!marks[j])
+          continue;
+        auto r = grads[j].hasOneUse() ? llvm::dyn_cast<RotaryOp>(*grads[j].getUsers().begin())
+                                      : RotaryOp();
+        if (dsts[j] || !r || !(viaRotary[j] = transposedDestination(r.getResult())))
+          return rewriter.notifyMatchFailure(ag, "tc.grads_through_rotary without a rotary "
+                                                 "written through");
+      }
+    }
     AttentionCall call(ag, buffers, rewriter);
     SmallVector<Value> qkv = startCall(call, ag);
     Value o = call.operand(ag.getResult(), "o_strides");
@@ -178,6 +194,15 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
       }
     } else {
       for (int j = 0; j < 3; ++j) {
+        if (viaRotary[j]) { // where the rotary writes, which rotates it in place
+          outs[j] = writeThrough(buffers, rewriter, ag.getLoc(), *viaRotary[j],
+                                 tensorType(grads[j]));
+          call.strides(names[j], viaRotary[j]->strides);
+          buffers.stridedAttention[grads[j]] = {
+              outs[j], SmallVector<int64_t>(viaRotary[j]->strides.begin(),
+                                            viaRotary[j]->strides.end())};
+          continue;
+        }
         if (dsts[j] && dsts[j]->concat) { // a piece of a concat that a head transpose reads
           outs[j] = writeThrough(buffers, rewriter, ag.getLoc(), *dsts[j], tensorType(grads[j]));
           call.strides(names[j], dsts[j]->strides);

@@ -58,7 +58,8 @@ tcx::KernelOp kernelOf(Operation *op, StringRef kind, BufferAssignment &buffers,
   for (StringRef mark : {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
                          kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
                          kGradsIntoConcatAttr, kColSumAttr, kBiasGradAttr, kGeluAuxAttr,
-                         kCopySliceAttr, kDGeluAttr, kGeluGradAttr, kRotaryInPlaceAttr})
+                         kCopySliceAttr, kDGeluAttr, kGeluGradAttr, kRotaryInPlaceAttr,
+                         kGradsThroughRotaryAttr})
     clone->removeAttr(mark);
   if (edit)
     edit(clone);

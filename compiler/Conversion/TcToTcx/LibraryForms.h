@@ -106,6 +106,13 @@ constexpr llvm::StringLiteral kOutTransposedAttr = "tc.out_transposed";
 /// as they are, not copied) and attention reads the result from there
 /// (Rotary.cpp).
 constexpr llvm::StringLiteral kRotaryInPlaceAttr = "tc.rotary_in_place";
+/// On a tc.attention_grad (tc-fuse-attention-views with rotary-in-place):
+/// which of dq, dk (array<i1: dq, dk, dv>) go to a rotary (the backward's,
+/// their only reader, marked kOutTransposedAttr and kRotaryInPlaceAttr)
+/// that writes into its transposedDestination: the call writes the gradient
+/// there and the rotary rotates it in place (BufferAssignment::stridedAttention
+/// holds the view).
+constexpr llvm::StringLiteral kGradsThroughRotaryAttr = "tc.grads_through_rotary";
 /// On a tc.attention_grad (tc-fuse-attention-views): which of dq, dk, dv are
 /// written straight into their transposedDestination (the head transpose
 /// that is their only reader, or their piece of a concat that one reads).

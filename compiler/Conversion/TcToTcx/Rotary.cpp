@@ -93,16 +93,28 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
   /// attention ops that read the result read that view with its strides.
   LogicalResult inPlace(RotaryOp op, ConversionPatternRewriter &rewriter) const {
     auto it = tensorType(op.getInput());
-    std::optional<HeadSplitSource> src = headSplitSource(op.getInput());
-    if (!src)
+    Value view;
+    SmallVector<int64_t> strides;
+    if (auto found = buffers.stridedAttention.find(op.getInput());
+        found != buffers.stridedAttention.end()) {
+      // The backward's: the attention backward wrote the gradient where
+      // this rotary writes (tc.grads_through_rotary).
+      view = found->second.first;
+      strides = found->second.second;
+    } else if (std::optional<HeadSplitSource> src = headSplitSource(op.getInput())) {
+      Value whole = buffers.bufferOf(rewriter, src->whole);
+      if (!whole)
+        return rewriter.notifyMatchFailure(op, "an operand has no buffer (internal error)");
+      view = elementView(rewriter, op.getLoc(), whole, it, src->start);
+      strides.assign(src->strides.begin(), src->strides.end());
+    } else {
       return rewriter.notifyMatchFailure(op, "tc.rotary_in_place on a rotary whose input is "
-                                             "not a head-split view");
-    Value whole = buffers.bufferOf(rewriter, src->whole);
+                                             "neither a head-split view nor a gradient written "
+                                             "in its place");
+    }
     Value cs = buffers.bufferOf(rewriter, op.getCos()), sn = buffers.bufferOf(rewriter, op.getSin());
-    if (!whole || !cs || !sn)
+    if (!cs || !sn)
       return rewriter.notifyMatchFailure(op, "an operand has no buffer (internal error)");
-    Value view = elementView(rewriter, op.getLoc(), whole, it, src->start);
-    SmallVector<int64_t> strides(src->strides.begin(), src->strides.end());
     tcx::KernelOp kernel = kernelOf(op, "rotary", buffers, rewriter, [&](Operation *clone) {
       clone->setAttr(tcx::kRotaryInPlaceKernelAttr, rewriter.getUnitAttr());
       if (strides != denseHeadStrides(it)) {
