@@ -20,9 +20,10 @@
 #   - GPT-2 124M: tc beside PyTorch eager and torch.compile (TC_BENCH=0 skips;
 #     TC_BENCH_PROFILE=1 adds a per-op GPU time profile of tc, bench/profile.txt).
 #
-#   scripts/gpu-check.sh [BUILD_DIR | BUILD_DIR.tgz] [--no-torch]
+#   scripts/gpu-check.sh [BUILD_DIR | BUILD_DIR.tgz | BUILD_DIR.txz] [--no-torch]
 #
-# A .tgz (gpu-prepare's archive of BUILD_DIR) is unpacked beside itself first.
+# A .tgz (gpu-prepare's archive of BUILD_DIR) or .txz (gpu-bundles.sh's) is
+# unpacked beside itself first.
 #
 # BUILD_DIR (default: build) holds bin/tc-run, test/cuda/tc_cuda_tests and
 # test/codegen/run_generated (built with the CUDA toolkit; they need only a
@@ -47,6 +48,11 @@ case "$BUILD" in
   *.tgz)
     tar -C "$(dirname "$BUILD")" -xzf "$BUILD" || { echo "gpu-check: cannot unpack $BUILD" >&2; exit 2; }
     BUILD="${BUILD%.tgz}" ;;
+  *.txz) # scripts/gpu-bundles.sh's (xz: half gzip's size); Python's tarfile where xz is missing
+    { tar -C "$(dirname "$BUILD")" -xJf "$BUILD" 2>/dev/null ||
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$BUILD" "$(dirname "$BUILD")"; } || { echo "gpu-check: cannot unpack $BUILD" >&2; exit 2; }
+    BUILD="${BUILD%.txz}" ;;
 esac
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 OUT="${TC_GPU_CHECK_OUT:-$BUILD/gpu-check}"

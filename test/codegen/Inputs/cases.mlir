@@ -293,14 +293,16 @@ func.func @long_sums(%a: tensor<768x3072xbf16>, %b: tensor<256x768xbf16>) -> (te
 
 // Rotary and attention around a projection made here (GPT-NeoX's per-head
 // qkv [B, T, H, 3D]: q, k, v slices; a partial rotary over 16 of 64
-// features), forward and backward: in cases-exp.tca (tc-compile
+// features), forward and backward, the backward's rotaries (tables cos and
+// -sin) and dv going into the qkv gradient: in cases-exp.tca (tc-compile
 // --experimental=rotary-in-place, wgmma-attention) the rotaries rotate q and
-// k where the projection holds them and attention reads them there.
+// k where the projection holds them and attention reads them there, and the
+// attention backward writes dq, dk into the gradient, where their rotaries
+// rotate them.
 func.func @rotary_attention(%x: tensor<2x64x32xbf16>, %w: tensor<32x768xbf16>,
                             %c: tensor<2x64x8xbf16>, %s: tensor<2x64x8xbf16>,
-                            %g: tensor<2x4x64x64xbf16>)
-    -> (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>,
-        tensor<2x4x64x64xbf16>) {
+                            %ns: tensor<2x64x8xbf16>, %g: tensor<2x4x64x64xbf16>)
+    -> (tensor<2x4x64x64xbf16>, tensor<2x64x4x192xbf16>) {
   %p = tc.matmul %x, %w : tensor<2x64x32xbf16>, tensor<32x768xbf16> -> tensor<2x64x768xbf16>
   %qkv = tc.reshape %p : tensor<2x64x768xbf16> to tensor<2x64x4x192xbf16>
   %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x64x4x192xbf16> -> tensor<2x4x64x192xbf16>
@@ -316,5 +318,9 @@ func.func @rotary_attention(%x: tensor<2x64x32xbf16>, %w: tensor<32x768xbf16>,
       : (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>,
          tensor<2x4x64x64xbf16>, tensor<2x4x64xf32>, tensor<2x4x64x64xbf16>)
         -> (tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>)
-  return %o, %dq, %dk, %dv : tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>
+  %dqr = tc.rotary %dq, %c, %ns : (tensor<2x4x64x64xbf16>, tensor<2x64x8xbf16>, tensor<2x64x8xbf16>) -> tensor<2x4x64x64xbf16>
+  %dkr = tc.rotary %dk, %c, %ns : (tensor<2x4x64x64xbf16>, tensor<2x64x8xbf16>, tensor<2x64x8xbf16>) -> tensor<2x4x64x64xbf16>
+  %cat = tc.concat %dqr, %dkr, %dv {axis = 3 : i64} : tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16>, tensor<2x4x64x64xbf16> -> tensor<2x4x64x192xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x64x192xbf16> -> tensor<2x64x4x192xbf16>
+  return %o, %ct : tensor<2x4x64x64xbf16>, tensor<2x64x4x192xbf16>
 }
