@@ -22,6 +22,7 @@
 
 #include <cstring>
 
+#include "runtime/src/cuda/kernels/attention_wgmma_layout.h"
 #include "runtime/src/cuda/kernels/kernels.h"
 
 namespace tc::rt::cuda {
@@ -354,6 +355,65 @@ protected:
     }
   }
 };
+
+// The wgmma kernels' tiles and descriptors (attention_wgmma_layout.h)
+// against the canonical no-swizzle ("interleave") layouts of the PTX ISA's
+// matrix descriptors for 16-bit elements (as CUTLASS's make_gmma_desc
+// spells them, in bytes): K-major, operand element (m, k) of a k16 step at
+// start + (m % 8) 16 + (m / 8) SBO + (k / 8) LBO + (k % 8) 2; MN-major,
+// element (k, n) at start + (n % 8) 2 + (n / 8) SBO + (k % 8) 16 + (k / 8)
+// LBO. Each tile holds its logical (row, column) per element; every operand
+// the kernels hand to a wgmma must read the rows and columns it means. Runs
+// without a GPU.
+template <int D> void checkWgmmaLayout() {
+  SCOPED_TRACE("d " + std::to_string(D));
+  constexpr int R = 128; // the largest tile: 128 keys
+  std::vector<int> tile(R * D, -1);
+  auto code = [](int r, int c) { return r * 1000 + c; };
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < D; ++c) {
+      int at = attn::coreOffset<D>(r, c);
+      ASSERT_TRUE(at >= 0 && at < R * D && tile[at] == -1) << "(" << r << ", " << c << ")";
+      tile[at] = code(r, c);
+    }
+  // cp.async's chunks in storage order: chunk ch is 8 elements of one row.
+  for (int ch = 0; ch < R * D / 8; ++ch) {
+    int r = -1, c = -1;
+    attn::coreChunk<D>(ch, r, c);
+    ASSERT_EQ(attn::coreOffset<D>(r, c), 8 * ch) << "chunk " << ch;
+  }
+  auto at = [&](uint32_t byte) { return byte % 2 == 0 && byte / 2 < tile.size() ? tile[byte / 2] : -2; };
+  // K-major: S = Q K^T (rows of q, rows of k), dP = dO V^T, S^T = K Q^T, ...
+  for (int r0 : {0, 64})
+    for (int kk = 0; kk < D / 16; ++kk) {
+      attn::WgDescFields f = attn::kMajorFields<D>(r0, kk);
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          ASSERT_EQ(at(f.start + (m % 8) * 16 + (m / 8) * f.sbo + (k / 8) * f.lbo + (k % 8) * 2),
+                    code(r0 + m, 16 * kk + k))
+              << "K-major rows from " << r0 << ", k-step " << kk << ", element (" << m << ", "
+              << k << ")";
+    }
+  // MN-major B: O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q (K = the
+  // tile's rows, N = its D columns).
+  for (int kk = 0; kk < R / 16; ++kk) {
+    attn::WgDescFields f = attn::mnMajorFields<D>(kk);
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < D; ++n)
+        ASSERT_EQ(at(f.start + (n % 8) * 2 + (n / 8) * f.sbo + (k % 8) * 16 + (k / 8) * f.lbo),
+                  code(16 * kk + k, n))
+            << "MN-major k-step " << kk << ", element (" << k << ", " << n << ")";
+  }
+  // The descriptor fields hold 14 bits of 16-byte units.
+  for (attn::WgDescFields f : {attn::kMajorFields<D>(64, D / 16 - 1), attn::mnMajorFields<D>(7)})
+    for (uint32_t v : {f.start, f.lbo, f.sbo})
+      EXPECT_TRUE(v % 16 == 0 && v / 16 < (1u << 14)) << v;
+}
+
+TEST(AttentionWgmmaLayout, DescriptorsReadTheMeantElements) {
+  checkWgmmaLayout<64>();
+  checkWgmmaLayout<128>();
+}
 
 // bf16 and f16, d == dv in {32, 64, 128}: the mma.sync path.
 TEST_F(AttentionTest, TensorCorePathMatchesReference) {

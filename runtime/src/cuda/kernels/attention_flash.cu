@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   T *sV = sK + 2 * BK * S;              // [2][BK][S]
 
   const QueryBlock blk(p, BQ);
-  const int bh = blk.bh, b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
+  const int bh = blk.bh, b = blk.b, h = blk.h, q0 = blk.q0;
   const T *q = blk.q(p), *k = blk.k(p), *v = blk.v(p);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int qw = q0 + warp * 16, row0 = qw + g;
@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   float *sDD = reinterpret_cast<float *>(sQ + dqSmemRows<D, MW, BK, QOReg>() * S); // [BQ]
 
   const QueryBlock blk(p, BQ);
-  const int bh = blk.bh, b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
+  const int bh = blk.bh, b = blk.b, h = blk.h, q0 = blk.q0;
   const T *k = blk.k(p), *v = blk.v(p);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int qw = q0 + warp * WQ;

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "runtime/src/cuda/kernels/attention_tiles.cuh"
+#include "runtime/src/cuda/kernels/attention_wgmma_layout.h"
 
 namespace tc::rt::cuda::attn {
 namespace {
@@ -173,11 +174,6 @@ __device__ __forceinline__ void wgmmaRS(float (&c)[N8][4], const uint32_t (&a)[4
 // Core-matrix tiles
 //===----------------------------------------------------------------------===//
 
-/// Element offset of (r, c) in a core-matrix [*][D] tile.
-template <int D> __device__ __forceinline__ int coreOffset(int r, int c) {
-  return ((r >> 3) * (D / 8) + (c >> 3)) * 64 + (r & 7) * 8 + (c & 7);
-}
-
 /// Copies rows [r0, r0 + Rows) of a [rows, D] operand (row stride rs
 /// elements) into a core-matrix tile; rows past `rows` are zero. Thread i
 /// copies the 16-byte rows i, i + 128, ... of the tile in storage order, so
@@ -189,8 +185,8 @@ __device__ __forceinline__ void loadCoreTile(T *sm, const T *g, int64_t rs, int 
   static_assert(kChunks % kThreads == 0, "tile not a multiple of the block");
 #pragma unroll
   for (int it = 0; it < kChunks / kThreads; ++it) {
-    int ch = threadIdx.x + it * kThreads, blk = ch >> 3;
-    int r = (blk / (D / 8)) * 8 + (ch & 7), c = (blk % (D / 8)) * 8;
+    int ch = threadIdx.x + it * kThreads, r = 0, c = 0;
+    coreChunk<D>(ch, r, c);
     bool valid = r0 + r < rows;
     const T *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + c : g;
     cpAsync16(smemAddr(sm + ch * 8), src, valid);
@@ -204,17 +200,15 @@ __device__ __forceinline__ uint64_t smemDesc(const void *p, uint32_t lbo, uint32
   return static_cast<uint64_t>((smemAddr(p) & 0x3FFFF) >> 4) |
          (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32);
 }
-/// Rows [r0, r0 + 64 or N) of a core tile [*][D] as a K-major operand, its
-/// columns [16 kk, 16 kk + 16) the k-step: K neighbours 128 B apart, M/N
-/// neighbours a row of blocks (16 D bytes) apart.
-template <int D, class T> __device__ __forceinline__ uint64_t kMajor(const T *tile, int r0, int kk) {
-  return smemDesc(tile + coreOffset<D>(r0, 16 * kk), 128, 16 * D);
+/// The descriptor of `f` (attention_wgmma_layout.h) in the tile at `tile`.
+template <class T> __device__ __forceinline__ uint64_t descOf(const T *tile, WgDescFields f) {
+  return smemDesc(reinterpret_cast<const unsigned char *>(tile) + f.start, f.lbo, f.sbo);
 }
-/// Rows [16 kk, 16 kk + 16) of a core tile [*][D] as the K rows of an
-/// MN-major B operand whose N is the tile's D columns: K neighbours a row of
-/// blocks apart, N neighbours 128 B apart.
+template <int D, class T> __device__ __forceinline__ uint64_t kMajor(const T *tile, int r0, int kk) {
+  return descOf(tile, kMajorFields<D>(r0, kk));
+}
 template <int D, class T> __device__ __forceinline__ uint64_t mnMajor(const T *tile, int kk) {
-  return smemDesc(tile + coreOffset<D>(16 * kk, 0), 16 * D, 128);
+  return descOf(tile, mnMajorFields<D>(kk));
 }
 
 /// c += a b over all of a's K columns: a rows [0, 64) and b rows [0, N)
@@ -269,7 +263,7 @@ __global__ void __launch_bounds__(kThreads) wgFwdKernel(FastParams<T> p) {
   T *sV = sK + 2 * BK * D;              // [2][BK][D]
 
   const QueryBlock blk(p, BQ);
-  const int bh = blk.bh, b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
+  const int bh = blk.bh, b = blk.b, h = blk.h, q0 = blk.q0;
   const T *q = blk.q(p), *k = blk.k(p), *v = blk.v(p);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int qw = q0 + warp * 16, row0 = qw + g;
@@ -344,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) wgDqKernel(FastParams<T> p) {
   float *sDD = reinterpret_cast<float *>(sV + 2 * BK * D); // [BQ]
 
   const QueryBlock blk(p, BQ);
-  const int bh = blk.bh, b = blk.b, h = blk.h, kvh = blk.kvh, q0 = blk.q0;
+  const int bh = blk.bh, b = blk.b, h = blk.h, q0 = blk.q0;
   const T *k = blk.k(p), *v = blk.v(p);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int qw = q0 + warp * 16;
