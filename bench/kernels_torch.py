@@ -136,6 +136,24 @@ def main():
                 lambda: F.gelu(F.linear(a, wt, bias), approximate="tanh"))
         del a, wt, bias
 
+    # causal attention through SDPA's flash kernel, the shapes of AttentionTest.TimingGpt2
+    # ([B, H, T, T, d]: GPT-2 124M's and a d-128 one); backward is autograd.grad of q, k, v
+    for B, H, T, hd in ((16, 12, 1024, 64), (8, 16, 1024, 128)):
+        B = max(1, B // s)
+        q, k, v = (torch.randn(B, H, T, hd, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        dout = torch.randn(B, H, T, hd, device=dev, dtype=torch.bfloat16)
+        ctx = (torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+               if dev == "cuda" else torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH))
+        with ctx:
+            with torch.no_grad():
+                run("attention_forward", torch.bfloat16,
+                    lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            run("attention_backward", torch.bfloat16,
+                lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True))
+        del q, k, v, dout, o
+
     # casts over every parameter
     x32 = torch.randn(params, device=dev)
     x16 = x32.to(torch.bfloat16)

@@ -87,8 +87,12 @@ LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std:
   // Padding masks fuse on the CPU reference only: the GPU kernels have no
   // key mask yet, so GPU targets keep such attention unfused (with a note).
   o.fuseKeyMasks = !isGpuTarget(opts.target);
-  o.recognizeGelu = llvm::is_contained(opts.experimental, "gelu");
-  o.mergeProjections = llvm::is_contained(opts.experimental, "merge-qkv");
+  // GPU targets: written-out tanh GELUs become tc.gelu (a GEMM's GELU_AUX /
+  // DGELU epilogues on the GPU) and an attention's q/k/v projections one GEMM,
+  // the artifact's reference program too; the CPU target keeps the graph as
+  // imported.
+  o.recognizeGelu = isGpuTarget(opts.target);
+  o.mergeProjections = isGpuTarget(opts.target);
   PassManager pm(module.getContext());
   buildImportCleanupPipeline(pm, o);
   return runCollecting(pm, module, "the import-cleanup pipeline", error, notes);
@@ -580,19 +584,8 @@ struct ExperimentalLever {
   const char *what;
 };
 const ExperimentalLever kExperimentalLevers[] = {
-    {"bias-grad", "a Linear layer's bias gradient from its weight-gradient GEMM "
-                  "(cuBLASLt's BGRAD epilogue) instead of a column-sum kernel"},
-    {"group-sums", "the grad-norm clip's sums of squares of whole weight gradients in grouped "
-                   "launches (one kernel for every length)"},
-    {"gelu", "written-out tanh GELU chains become tc.gelu (the reference too); a training "
-             "step's GELU after a GEMM is that GEMM's GELU_AUX(_BIAS) epilogue, its backward "
-             "the DGELU epilogue of the GEMM that makes the GELU output's gradient"},
-    {"merge-qkv", "an attention's query, key and value projections of one input become one "
-                  "GEMM (the reference too)"},
     {"wgmma-attention", "bf16/f16 attention with head dim 64 or 128 on sm_90a's warpgroup "
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
-    {"rotary-in-place", "rotaries rotate q / k where their projection holds them (a partial "
-                        "rotary touches only its features), attention reads them from there"},
 };
 } // namespace
 
@@ -627,11 +620,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
   {
     GpuPipelineOptions o;
     o.tf32 = opts.tf32;
-    o.biasGradEpilogue = llvm::is_contained(opts.experimental, "bias-grad");
-    o.groupSplitRows = llvm::is_contained(opts.experimental, "group-sums");
-    o.geluAux = llvm::is_contained(opts.experimental, "gelu");
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
-    o.rotaryInPlace = llvm::is_contained(opts.experimental, "rotary-in-place");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

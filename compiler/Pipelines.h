@@ -43,11 +43,11 @@ struct ImportCleanupPipelineOptions
                             llvm::cl::init(true)};
   Option<bool> mergeProjections{*this, "merge-projections",
                                 llvm::cl::desc("tc-merge-projections: one GEMM for an attention's "
-                                               "q/k/v projections (tc-compile --experimental=merge-qkv)"),
+                                               "q/k/v projections (tc-compile: on for GPU targets)"),
                                 llvm::cl::init(false)};
   Option<bool> recognizeGelu{*this, "recognize-gelu",
                              llvm::cl::desc("tc-recognize-gelu: written-out tanh GELU chains "
-                                            "become tc.gelu (tc-compile --experimental=gelu)"),
+                                            "become tc.gelu (tc-compile: on for GPU targets)"),
                              llvm::cl::init(false)};
 };
 
@@ -145,18 +145,17 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
   Option<bool> biasGradEpilogue{
       *this, "bias-grad-epilogue",
       llvm::cl::desc("Bias gradients from the weight-gradient GEMMs' BGRAD epilogue "
-                     "(tc-fuse-bias-grad gemm-epilogue; tc-compile --experimental=bias-grad)"),
-      llvm::cl::init(false)};
+                     "(tc-fuse-bias-grad gemm-epilogue)"),
+      llvm::cl::init(true)};
   Option<bool> geluAux{
       *this, "gelu-aux",
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "
-                     "reads the input of (tc-fuse gelu-aux; tc-compile --experimental=gelu)"),
-      llvm::cl::init(false)};
+                     "reads the input of (tc-fuse gelu-aux)"),
+      llvm::cl::init(true)};
   Option<bool> rotaryInPlace{
       *this, "rotary-in-place",
-      llvm::cl::desc("Rotaries rotate q / k in place in their projection (tc-fuse-attention-views; "
-                     "tc-compile --experimental=rotary-in-place)"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("Rotaries rotate q / k in place in their projection (tc-fuse-attention-views)"),
+      llvm::cl::init(true)};
   Option<bool> wgmmaAttention{
       *this, "wgmma-attention",
       llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "
@@ -164,9 +163,8 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(false)};
   Option<bool> groupSplitRows{
       *this, "group-split-rows",
-      llvm::cl::desc("Split single-row reductions in grouped launches (tcx-generate-cuda; "
-                     "tc-compile --experimental=group-sums)"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("Split single-row reductions in grouped launches (tcx-generate-cuda)"),
+      llvm::cl::init(true)};
 };
 
 void buildImportCleanupPipeline(mlir::OpPassManager &pm,

@@ -339,7 +339,7 @@ def metric_losses(path):
 
 
 # --compile-flag: appended to every tc-compile command of --check (e.g.
-# --target=sm_90 --experimental=gelu: the artifact's reference program, run on the CPU).
+# --target=sm_90 --experimental=wgmma-attention: the artifact's reference program, run on the CPU).
 COMPILE_FLAGS = []
 
 
@@ -441,7 +441,7 @@ def main():
     ap.add_argument("--check", metavar="BIN", help="folder with tc-compile and tc-run: run tc on every export")
     ap.add_argument("--compile-flag", action="append", default=[], metavar="FLAG",
                     help="with --check: pass FLAG to every tc-compile (repeatable), e.g. "
-                         "--compile-flag=--target=sm_90 --compile-flag=--experimental=gelu "
+                         "--compile-flag=--target=sm_90 --compile-flag=--experimental=wgmma-attention "
                          "(the reference program of a GPU artifact runs on the CPU)")
     a = ap.parse_args()
     torch.set_num_threads(1)

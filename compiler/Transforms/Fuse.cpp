@@ -82,6 +82,12 @@ bool cublasGemm(Value v) {
   return rb == 1 || lb == 1 || (lb == ob && rb == ob);
 }
 bool cublasMatmul(Value v) { return v.hasOneUse() && cublasGemm(v); }
+/// A cuBLASLt GEMM without a device alpha (FP4 QAT's scales): the GELU_AUX
+/// and DGELU epilogues' GEMMs.
+bool geluEpilogueGemm(Value v) {
+  auto mm = v.getDefiningOp<tc::MatmulOp>();
+  return mm && !mm.getAlpha() && cublasGemm(v);
+}
 
 /// The bf16 product of an FP8 GEMM (tc.scaled_matmul with a cuBLASLt form)
 /// whose only use is an add: cuBLASLt adds a bias, nothing more, in FP8.
@@ -167,8 +173,8 @@ bool geluAuxForm(tc::GeluOp gelu) {
   if (in.hasOneUse() && (y == in || y.hasOneUse()))
     return false;
   if (auto add = y.getDefiningOp<tc::AddOp>(); add && isBiasAdd(add, /*fp8=*/false))
-    return true;
-  return cublasGemm(y);
+    return geluEpilogueGemm(add.getLhs()) || geluEpilogueGemm(add.getRhs());
+  return geluEpilogueGemm(y);
 }
 
 bool isRoot(Operation *op) {
@@ -217,7 +223,8 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
           Value x, product = g;
           if (auto rs = g.getDefiningOp<tc::ReshapeOp>(); rs && g.hasOneUse())
             product = rs.getInput();
-          if (!cublasMatmul(product) || !tc::geluGradOperand(mul, g, &ops, &x))
+          if (!cublasMatmul(product) || !geluEpilogueGemm(product) ||
+              !tc::geluGradOperand(mul, g, &ops, &x))
             continue;
           mul->setAttr(tc::kDGeluAttr, UnitAttr::get(&getContext()));
           for (Operation *o : ops)

@@ -137,17 +137,10 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          device (the device program: one line per op, kind,
                          name, buffers as space@offset:bytes)
   --dump-kernels DIR     GPU targets: write NAME.cu, NAME.ptx, NAME.cubin
-  --experimental=LIST    GPU targets: turn on levers written but not yet checked
-                         on a GPU (comma-separated; bench/RESULTS.md says when
-                         one became the default): bias-grad (a Linear layer's
-                         bias gradient from its weight-gradient GEMM, cuBLASLt's
-                         BGRAD epilogue, instead of a column-sum kernel),
-                         group-sums (the grad-norm clip's sums of squares of
-                         weight gradients in grouped launches), gelu (written-out
-                         tanh GELUs become one op, the reference's too, and a
-                         training step's GELU after a GEMM its GELU_AUX epilogue,
-                         the GELU's backward a GEMM's DGELU epilogue),
-                         merge-qkv (an attention's q/k/v projections one GEMM)
+  --experimental=LIST    GPU targets: turn on levers written but not (yet)
+                         faster on a GPU (comma-separated; bench/RESULTS.md
+                         has their numbers): wgmma-attention (attention on
+                         sm_90a's warpgroup MMA on an H100/H200)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights

@@ -13,7 +13,9 @@
 //                  artifact F: the reference program, the kernels and the
 //                  device program (the input of test/codegen/run_generated)
 //   --experimental=L  tc-compile's levers not yet checked on a GPU, for both
-//                  (group-sums: the codegen's CodegenOptions::groupSplitRows)
+//   --no-group-sums  single-row reductions split over blocks each get a kernel
+//                  of their length (CodegenOptions::groupSplitRows off; the
+//                  form before grouped sums became the default)
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +50,9 @@ static cl::opt<std::string> cubinDir("cubin-dir", cl::desc("Write <name>.cubin/.
 static cl::list<std::string> experimental(
     "experimental", cl::CommaSeparated,
     cl::desc("Levers not yet checked on a GPU (tc-compile --experimental)"));
+static cl::opt<bool> noGroupSums("no-group-sums",
+                                 cl::desc("One kernel per length for split single-row reductions"),
+                                 cl::init(false));
 static cl::opt<std::string> artifactPath("artifact",
                                          cl::desc("Compile for --target and write the artifact here"),
                                          cl::init(""));
@@ -118,7 +123,7 @@ int main(int argc, char **argv) {
     llvm::outs() << "\n";
   }
   tc::cuda::CodegenOptions codegen;
-  codegen.groupSplitRows = llvm::is_contained(experimental, "group-sums");
+  codegen.groupSplitRows = !noGroupSums;
   auto kernels = tc::cuda::generateKernels(*module, codegen);
   if (failed(kernels))
     return 1;

@@ -93,16 +93,15 @@ struct KernelBinary {
 /// (sum/mean/max/min/prod over any axes).
 bool isKernelOp(mlir::Operation *op);
 
-/// Codegen choices not yet checked on a GPU, off by default (tc-compile and
-/// tc-cuda-codegen --experimental).
+/// Codegen choices (tc-cuda-codegen's flags; tc-compile: the defaults).
 struct CodegenOptions {
-  /// group-sums: a single-row reduction split over blocks (a weight
+  /// A single-row reduction split over blocks (a weight
   /// gradient's sum of squares for the grad-norm clip) takes its length as
   /// n and keeps its blocks' partials and counter in slots from the launch's
   /// first block, so rows of every length share the kernel and a grouped
   /// launch takes a window of them (its source states the most blocks such
   /// a launch may span: `// tc:group_max_blocks N`).
-  bool groupSplitRows = false;
+  bool groupSplitRows = true;
 };
 
 /// The kernel for one op (isKernelOp). Failure (with a diagnostic on the op)
