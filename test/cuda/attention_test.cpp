@@ -307,6 +307,8 @@ protected:
   int amaxCases = 0;
   /// The tensor-core kernels the calls ask for.
   AttentionKernels kernels = AttentionKernels::Mma;
+  /// The softmax scale; 0: 1 / sqrt(d).
+  float scaleOverride = 0.0f;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -315,7 +317,8 @@ protected:
     HostTensor qkv, dout;
     inputs(c, L, &qkv, &dout);
     std::vector<double> qkvD = hostTensorToDoubles(qkv), doutD = hostTensorToDoubles(dout);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    const float scale =
+        scaleOverride != 0.0f ? scaleOverride : 1.0f / std::sqrt(static_cast<float>(c.d));
     RefResult want = attentionRef(c.shape(), gather(qkvD, L.q, c.batch), gather(qkvD, L.k, c.batch),
                                   gather(qkvD, L.v, c.batch), gather(doutD, L.o, c.batch), scale,
                                   c.causal);
@@ -451,6 +454,20 @@ TEST_F(AttentionTest, WgmmaPathMatchesReference) {
       checkCase({dt, 1, 2, 1, 333, 200, 128, 128, causal, false}); // tq > tk over several blocks
       checkCase({dt, 2, 4, 2, 130, 130, 64, 64, causal, true});    // fused projection
       checkCase({dt, 2, 4, 4, 77, 77, 128, 128, causal, true});
+    }
+  }
+}
+
+// A scale <= 0 (an ONNX Attention's scale attribute may be anything): the
+// tensor-core forward takes the max of the raw scores, so such a scale takes
+// the generic forward (and the tensor-core backward); a larger positive
+// scale stays on the tensor cores. Both match the reference.
+TEST_F(AttentionTest, AnyScaleMatchesReference) {
+  for (float sc : {-0.125f, 0.5f}) {
+    scaleOverride = sc;
+    for (bool causal : {false, true}) {
+      checkCase({DType::BF16, 2, 4, 2, 77, 77, 64, 64, causal, false});
+      checkCase({DType::F16, 1, 2, 1, 130, 130, 128, 128, causal, false});
     }
   }
 }

@@ -5,7 +5,7 @@
 //
 // Fast path (attention_flash.cu): bf16 or f16 with d == dv in {32, 64,
 // 128}, 16-byte aligned base pointers, every stride a multiple of 8
-// elements, on sm_80+: FlashAttention-2 on mma.sync (bf16 or f16 in, fp32
+// elements, a positive scale (forward), on sm_80+: FlashAttention-2 on mma.sync (bf16 or f16 in, fp32
 // accumulate). Generic path (attention_generic.cu): everything else, f32
 // storage (fp32 FMA math, never TF32) and bf16/f16 with other head dims or
 // layouts; one warp per row, correct, not fast. This file checks the
@@ -132,8 +132,10 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
   return dispatchAttention(dt, "attentionForward", [&](auto tag) -> Status {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
-      if (s.tk > 0 && fastHeadDim(s) && aligned16Strides(q, qs) && aligned16Strides(k, ks) &&
-          aligned16Strides(v, vs) && aligned16Strides(out, os) && hasMma16()) {
+      // The fast forward's softmax takes the max of the raw scores: scale > 0.
+      if (s.tk > 0 && fastHeadDim(s) && scale > 0.0f && aligned16Strides(q, qs) &&
+          aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
+          hasMma16()) {
         FastParams<T> p = fastParams<T>(s, scale, causal);
         p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;

@@ -289,18 +289,23 @@ Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
 /// (row0 = qw + g and row0 + 8; C fragments): S (BK keys from k0) becomes P in
 /// place (scale * log2(e) folded in, masked past tk and right of the row when
 /// causal, on edge tiles only), the running max m and sum l of the two rows
-/// are updated and o, the output accumulator, is rescaled to the new max.
+/// (m in the scaled, log2 domain) are updated and o, the output accumulator,
+/// is rescaled to the new max. The scale is positive (attention.cu sends
+/// others to the generic path), so the max is taken over the raw scores and
+/// each score costs a max, one FFMA (s * scale * log2(e) - max) and one
+/// MUFU.EX2 (exp2Ftz).
 template <int BK, int D, class T>
 __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D / 8][4],
                                             float (&m)[2], float (&l)[2], const FastParams<T> &p,
                                             int k0, int qw, int row0, int t) {
   const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
-  float mx[2] = {m[0], m[1]};
+  const float sl = p.scaleLog2;
+  float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = s[j][e] * p.scaleLog2;
+      float x = s[j][e];
       if (mask) {
         int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
         if (key >= p.tk || (p.causal && key > row))
@@ -309,14 +314,17 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
       s[j][e] = x;
       mx[e >> 1] = fmaxf(mx[e >> 1], x);
     }
-  float mu[2];
+  float mu[2], nmu[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
-    mu[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; // a row with no key yet: no NaN
-    float corr = exp2f(m[r] - mu[r]);
-    m[r] = mx[r];
+    // (max s) * sl == max(s * sl) for sl > 0: rounding is monotonic.
+    float nm = fmaxf(m[r], mx[r] * sl);
+    mu[r] = nm == -INFINITY ? 0.0f : nm; // a row with no key yet: no NaN
+    nmu[r] = -mu[r];
+    float corr = exp2Ftz(m[r] - mu[r]);
+    m[r] = nm;
     l[r] *= corr;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -328,7 +336,7 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
   for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = exp2f(s[j][e] - mu[e >> 1]);
+      float x = exp2Ftz(fmaf(s[j][e], sl, nmu[e >> 1]));
       s[j][e] = x;
       l[e >> 1] += x;
     }

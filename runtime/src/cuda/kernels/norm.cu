@@ -1,8 +1,9 @@
 //===- norm.cu - layer_norm and rms_norm, forward and backward ------------===//
 //
-// Forward: one warp per row (8 rows per 256-thread block); the row is read
-// once per statistic (mean, then the centred variance, then the output: the
-// re-reads hit L1/L2), all in fp32. Rows (x, y, dy, dx) and parameters
+// Forward: one warp per row (8 rows per 256-thread block), all in fp32;
+// vectorisable rows of at most 1024 columns are read once and held in
+// registers (packed) for the mean, the centred variance and the output,
+// other rows are read once per statistic (the re-reads hit L1/L2). Rows (x, y, dy, dx) and parameters
 // (weight, bias and their gradients) each have a storage type: both f32, both
 // bf16, or bf16 rows with f32 parameters (mixed precision: bf16 activations,
 // f32 master weights, no f32 copy of the rows).
@@ -218,6 +219,99 @@ template <class T> __device__ __forceinline__ void launder(Packed8<T> &r) {
 #pragma unroll
   for (int k = 0; k < static_cast<int>(sizeof(T) / 2); ++k)
     asm volatile("" : "+r"(r.v[k].x), "+r"(r.v[k].y), "+r"(r.v[k].z), "+r"(r.v[k].w));
+}
+
+/// Forward of rows held in registers: vectorisable rows (cols % 8 == 0,
+/// 16-byte aligned) of at most S * kStretch columns. Lane l loads elements
+/// [8 l, 8 l + 8) of each stretch of its warp's row once (packed), then
+/// takes the mean, the centred variance and the output from registers: the
+/// arithmetic, and its order, of normForwardKernel, without its two re-reads
+/// of the row.
+template <class T, class W, int S, bool Rms, bool HasAmax>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    normForwardHeldKernel(const T *__restrict__ x, const W *__restrict__ weight,
+                          const W *__restrict__ bias, T *__restrict__ y,
+                          float *__restrict__ meanOut, float *__restrict__ rstdOut,
+                          unsigned *__restrict__ amax, int64_t rows, int64_t cols, float eps) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  float m = 0.0f; // max |y| before rounding (fmaxf drops NaN)
+  if (row < rows) { // no early return: the amax reduction needs the whole block
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
+    Packed8<T> xp[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (s * kStretch + lane * 8 < cols)
+        loadPacked8(xr + s * kStretch + lane * 8, xp[s]);
+    float mean = 0.0f;
+    if constexpr (!Rms) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        if (s * kStretch + lane * 8 >= cols)
+          continue;
+        float v[8];
+        unpack8(xp[s], v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          sum += v[j];
+      }
+      mean = warpSum(sum) / static_cast<float>(cols);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (s * kStretch + lane * 8 >= cols)
+        continue;
+      float v[8];
+      unpack8(xp[s], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        ss += (v[j] - mean) * (v[j] - mean);
+    }
+    float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      int64_t i = s * kStretch + lane * 8;
+      if (i >= cols)
+        continue;
+      float v[8], w[8], b[8];
+      unpack8(xp[s], v);
+      if (weight)
+        loadRow8<W, true>(weight, i, cols, w, 0.0f);
+      if (bias)
+        loadRow8<W, true>(bias, i, cols, b, 0.0f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float o = (v[j] - mean) * rstd;
+        if (weight)
+          o *= w[j];
+        if (bias)
+          o += b[j];
+        v[j] = o;
+        if constexpr (HasAmax)
+          m = fmaxf(m, fabsf(o));
+      }
+      storeRow8<T, true>(yr, i, cols, v);
+    }
+    if (lane == 0) {
+      if (meanOut)
+        meanOut[row] = mean;
+      if (rstdOut)
+        rstdOut[row] = rstd;
+    }
+  }
+  if constexpr (HasAmax)
+    blockAmax<T>(amax, m);
+}
+
+/// normForwardHeldKernel for `stretches` (1 to kMaxStretches) per lane.
+template <class T, class W, bool Rms, bool HasAmax> auto heldForwardKernel(int64_t stretches) {
+  return stretches == 1   ? normForwardHeldKernel<T, W, 1, Rms, HasAmax>
+         : stretches == 2 ? normForwardHeldKernel<T, W, 2, Rms, HasAmax>
+         : stretches == 3 ? normForwardHeldKernel<T, W, 3, Rms, HasAmax>
+                          : normForwardHeldKernel<T, W, 4, Rms, HasAmax>;
 }
 
 /// Blocks per SM the fused backward is built for: 2 (16 warps: enough loads
@@ -462,10 +556,14 @@ Status normForward(const char *what, DType dt, DType pt, const void *x, const vo
     auto *bs = static_cast<const W *>(bias);
     auto *ys = static_cast<T *>(y);
     auto *bits = reinterpret_cast<unsigned *>(amax);
-    auto kernel = vec ? (bits ? normForwardKernel<T, W, true, Rms, true>
-                              : normForwardKernel<T, W, true, Rms, false>)
-                      : (bits ? normForwardKernel<T, W, false, Rms, true>
-                              : normForwardKernel<T, W, false, Rms, false>);
+    const int64_t stretches = ceilDiv(cols, kStretch);
+    auto kernel = vec && stretches <= kMaxStretches
+                      ? (bits ? heldForwardKernel<T, W, Rms, true>(stretches)
+                              : heldForwardKernel<T, W, Rms, false>(stretches))
+                  : vec ? (bits ? normForwardKernel<T, W, true, Rms, true>
+                                : normForwardKernel<T, W, true, Rms, false>)
+                        : (bits ? normForwardKernel<T, W, false, Rms, true>
+                                : normForwardKernel<T, W, false, Rms, false>);
     kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, bits, rows, cols,
                                                     eps);
     return checkLaunch(Rms ? "rms_norm_forward" : "layer_norm_forward");
