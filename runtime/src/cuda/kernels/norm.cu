@@ -38,6 +38,43 @@ constexpr int kMaxStretches = 4;    // the fused backward: cols <= 4 * kStretch
 constexpr int kFusedWarps = 8;      // warps per chunk of the fused backward
 constexpr int kSumWarps = 8;        // warps per 32 columns of sumChunksKernel
 
+/// The forward's output for elements [i, i + 8) of a row (v: x there):
+/// (x - mean) rstd (* weight) (+ bias), stored into yr; with HasAmax the max
+/// |y| of the elements before cols (only the non-Vec tail pads) into m.
+template <class T, class W, bool Vec, bool HasAmax>
+__device__ __forceinline__ void normOutput8(float (&v)[8], const W *weight, const W *bias, T *yr,
+                                            int64_t i, int64_t cols, float mean, float rstd,
+                                            float &m) {
+  float w[8], b[8];
+  if (weight)
+    loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
+  if (bias)
+    loadRow8<W, Vec>(bias, i, cols, b, 0.0f);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float o = (v[j] - mean) * rstd;
+    if (weight)
+      o *= w[j];
+    if (bias)
+      o += b[j];
+    v[j] = o;
+    if (HasAmax && (Vec || i + j < cols))
+      m = fmaxf(m, fabsf(o));
+  }
+  storeRow8<T, Vec>(yr, i, cols, v);
+}
+
+/// A forward row's statistics, by its warp's lane 0.
+__device__ __forceinline__ void storeStats(float *meanOut, float *rstdOut, int64_t row,
+                                           float mean, float rstd) {
+  if (threadIdx.x % 32 == 0) {
+    if (meanOut)
+      meanOut[row] = mean;
+    if (rstdOut)
+      rstdOut[row] = rstd;
+  }
+}
+
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
 /// elements [8 l, 8 l + 8) of every 256-element stretch of the row. With
 /// HasAmax, `amax` (non-null, zeroed before the launch) gets the block's max
@@ -76,31 +113,11 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
     float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
     for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
-      float v[8], w[8], b[8];
+      float v[8];
       loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
-      if (weight)
-        loadRow8<W, Vec>(weight, i, cols, w, 0.0f);
-      if (bias)
-        loadRow8<W, Vec>(bias, i, cols, b, 0.0f);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float o = (v[j] - mean) * rstd;
-        if (weight)
-          o *= w[j];
-        if (bias)
-          o += b[j];
-        v[j] = o;
-        if (HasAmax && (Vec || i + j < cols)) // only the non-Vec tail pads
-          m = fmaxf(m, fabsf(o));
-      }
-      storeRow8<T, Vec>(yr, i, cols, v);
+      normOutput8<T, W, Vec, HasAmax>(v, weight, bias, yr, i, cols, mean, rstd, m);
     }
-    if (lane == 0) {
-      if (meanOut)
-        meanOut[row] = mean;
-      if (rstdOut)
-        rstdOut[row] = rstd;
-    }
+    storeStats(meanOut, rstdOut, row, mean, rstd);
   }
   if constexpr (HasAmax)
     blockAmax<T>(amax, m);
@@ -244,9 +261,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     for (int s = 0; s < S; ++s)
       if (s * kStretch + lane * 8 < cols)
         loadPacked8(xr + s * kStretch + lane * 8, xp[s]);
-    float mean = 0.0f;
-    if constexpr (!Rms) {
-      float sum = 0.0f;
+    // The warp's sum over the row of f(x), in normForwardKernel's order.
+    auto rowSum = [&](auto f) {
+      float acc = 0.0f;
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         if (s * kStretch + lane * 8 >= cols)
@@ -255,52 +272,26 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
         unpack8(xp[s], v);
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          sum += v[j];
+          acc += f(v[j]);
       }
-      mean = warpSum(sum) / static_cast<float>(cols);
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      if (s * kStretch + lane * 8 >= cols)
-        continue;
-      float v[8];
-      unpack8(xp[s], v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        ss += (v[j] - mean) * (v[j] - mean);
-    }
-    float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
+      return warpSum(acc);
+    };
+    float mean = 0.0f;
+    if constexpr (!Rms)
+      mean = rowSum([](float v) { return v; }) / static_cast<float>(cols);
+    float var = rowSum([mean](float v) { return (v - mean) * (v - mean); }) /
+                static_cast<float>(cols);
+    float rstd = 1.0f / sqrtf(var + eps);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       int64_t i = s * kStretch + lane * 8;
       if (i >= cols)
         continue;
-      float v[8], w[8], b[8];
+      float v[8];
       unpack8(xp[s], v);
-      if (weight)
-        loadRow8<W, true>(weight, i, cols, w, 0.0f);
-      if (bias)
-        loadRow8<W, true>(bias, i, cols, b, 0.0f);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float o = (v[j] - mean) * rstd;
-        if (weight)
-          o *= w[j];
-        if (bias)
-          o += b[j];
-        v[j] = o;
-        if constexpr (HasAmax)
-          m = fmaxf(m, fabsf(o));
-      }
-      storeRow8<T, true>(yr, i, cols, v);
+      normOutput8<T, W, true, HasAmax>(v, weight, bias, yr, i, cols, mean, rstd, m);
     }
-    if (lane == 0) {
-      if (meanOut)
-        meanOut[row] = mean;
-      if (rstdOut)
-        rstdOut[row] = rstd;
-    }
+    storeStats(meanOut, rstdOut, row, mean, rstd);
   }
   if constexpr (HasAmax)
     blockAmax<T>(amax, m);
