@@ -83,7 +83,8 @@ bool cublasGemm(Value v) {
 }
 bool cublasMatmul(Value v) { return v.hasOneUse() && cublasGemm(v); }
 /// A cuBLASLt GEMM without a device alpha (FP4 QAT's scales): the GELU_AUX
-/// and DGELU epilogues' GEMMs.
+/// and DGELU epilogues' GEMMs (tc-fuse marks nothing else for them, so
+/// tc-fuse-matmul-epilogue and the lowering see only these).
 bool geluEpilogueGemm(Value v) {
   auto mm = v.getDefiningOp<tc::MatmulOp>();
   return mm && !mm.getAlpha() && cublasGemm(v);
@@ -223,7 +224,7 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
           Value x, product = g;
           if (auto rs = g.getDefiningOp<tc::ReshapeOp>(); rs && g.hasOneUse())
             product = rs.getInput();
-          if (!cublasMatmul(product) || !geluEpilogueGemm(product) ||
+          if (!product.hasOneUse() || !geluEpilogueGemm(product) ||
               !tc::geluGradOperand(mul, g, &ops, &x))
             continue;
           mul->setAttr(tc::kDGeluAttr, UnitAttr::get(&getContext()));

@@ -67,11 +67,8 @@ void mark(MatmulOp op) {
     return;
   // tc-fuse's DGELU: g * gelu'(x) on the product alone; gelu'(x)'s ops move
   // down to the mul (after the GEMM, which computes them).
-  // Neither DGELU nor GELU_AUX with a device alpha (FP4 QAT's scales): the
-  // GELU and its backward stay kernels there.
-  const bool deviceAlpha = static_cast<bool>(op.getAlpha());
   ReshapeOp rs;
-  if (auto mul = dgeluUser(result, &rs); mul && !op->hasAttr(kFoldBatchSumAttr) && !deviceAlpha) {
+  if (auto mul = dgeluUser(result, &rs); mul && !op->hasAttr(kFoldBatchSumAttr)) {
     SmallVector<Operation *> ops;
     Value x;
     if (geluGradOperand(mul, rs ? rs.getResult() : result, &ops, &x)) {
@@ -89,7 +86,7 @@ void mark(MatmulOp op) {
     gelu = true;
   // tc-fuse's gelu-aux: the GELU of a pre-activation the backward reads too;
   // the GEMM writes both (cuBLASLt's GELU_AUX(_BIAS)).
-  bool aux = !gelu && !deviceAlpha && geluAuxUser(result);
+  bool aux = !gelu && geluAuxUser(result);
   if (aux) {
     op->setAttr(kEpilogueAttr,
                 StringAttr::get(op.getContext(), bias ? "bias_gelu_aux" : "gelu_aux"));

@@ -75,54 +75,6 @@ __device__ __forceinline__ void storeStats(float *meanOut, float *rstdOut, int64
   }
 }
 
-/// Forward of layer_norm (Rms false) or rms_norm (Rms true). Lane l handles
-/// elements [8 l, 8 l + 8) of every 256-element stretch of the row. With
-/// HasAmax, `amax` (non-null, zeroed before the launch) gets the block's max
-/// |y| as stored (the f32 max rounded to T; NaN ignored; blockAmax).
-template <class T, class W, bool Vec, bool Rms, bool HasAmax>
-__global__ void __launch_bounds__(kRowsPerBlock * 32)
-    normForwardKernel(const T *__restrict__ x, const W *__restrict__ weight,
-                      const W *__restrict__ bias, T *__restrict__ y, float *__restrict__ meanOut,
-                      float *__restrict__ rstdOut, unsigned *__restrict__ amax, int64_t rows,
-                      int64_t cols, float eps) {
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
-  int lane = threadIdx.x % 32;
-  float m = 0.0f; // max |y| before rounding (fmaxf drops NaN)
-  if (row < rows) { // no early return: the amax reduction needs the whole block
-    const T *xr = x + row * cols;
-    T *yr = y + row * cols;
-    float mean = 0.0f;
-    if constexpr (!Rms) {
-      float s = 0.0f;
-      for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
-        float v[8];
-        loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          s += v[j];
-      }
-      mean = warpSum(s) / static_cast<float>(cols);
-    }
-    float ss = 0.0f;
-    for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
-      float v[8];
-      loadRow8<T, Vec>(xr, i, cols, v, mean); // padding contributes 0
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        ss += (v[j] - mean) * (v[j] - mean);
-    }
-    float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
-    for (int64_t i = lane * 8; i < cols; i += 32 * 8) {
-      float v[8];
-      loadRow8<T, Vec>(xr, i, cols, v, 0.0f);
-      normOutput8<T, W, Vec, HasAmax>(v, weight, bias, yr, i, cols, mean, rstd, m);
-    }
-    storeStats(meanOut, rstdOut, row, mean, rstd);
-  }
-  if constexpr (HasAmax)
-    blockAmax<T>(amax, m);
-}
-
 /// dx of layer_norm (Rms false: mean given) or rms_norm (mean null):
 ///   xhat = (x - mean) rstd, g = dy * w,
 ///   dx = rstd (g - mean(g) - xhat mean(g xhat))   (rms: without mean(g)).
@@ -238,71 +190,92 @@ template <class T> __device__ __forceinline__ void launder(Packed8<T> &r) {
     asm volatile("" : "+r"(r.v[k].x), "+r"(r.v[k].y), "+r"(r.v[k].z), "+r"(r.v[k].w));
 }
 
-/// Forward of rows held in registers: vectorisable rows (cols % 8 == 0,
-/// 16-byte aligned) of at most S * kStretch columns. Lane l loads elements
-/// [8 l, 8 l + 8) of each stretch of its warp's row once (packed), then
-/// takes the mean, the centred variance and the output from registers: the
-/// arithmetic, and its order, of normForwardKernel, without its two re-reads
-/// of the row.
-template <class T, class W, int S, bool Rms, bool HasAmax>
+/// Forward of layer_norm (Rms false) or rms_norm (Rms true), one warp per
+/// row. Lane l handles elements [8 l, 8 l + 8) of every 256-element stretch
+/// of the row. With S > 0 (vectorisable rows, Vec, of at most S stretches)
+/// the lane loads its pieces once and holds them packed in registers for the
+/// mean, the centred variance and the output; with S == 0 it reads the row
+/// once per statistic (the re-reads hit L1/L2). The arithmetic, and its
+/// order, is the same either way. With HasAmax, `amax` (non-null, zeroed
+/// before the launch) gets the block's max |y| as stored (the f32 max rounded
+/// to T; NaN ignored; blockAmax).
+template <class T, class W, int S, bool Vec, bool Rms, bool HasAmax>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    normForwardHeldKernel(const T *__restrict__ x, const W *__restrict__ weight,
-                          const W *__restrict__ bias, T *__restrict__ y,
-                          float *__restrict__ meanOut, float *__restrict__ rstdOut,
-                          unsigned *__restrict__ amax, int64_t rows, int64_t cols, float eps) {
+    normForwardKernel(const T *__restrict__ x, const W *__restrict__ weight,
+                      const W *__restrict__ bias, T *__restrict__ y, float *__restrict__ meanOut,
+                      float *__restrict__ rstdOut, unsigned *__restrict__ amax, int64_t rows,
+                      int64_t cols, float eps) {
+  static_assert(S == 0 || Vec, "held rows are vectorisable");
   int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   float m = 0.0f; // max |y| before rounding (fmaxf drops NaN)
   if (row < rows) { // no early return: the amax reduction needs the whole block
     const T *xr = x + row * cols;
     T *yr = y + row * cols;
-    Packed8<T> xp[S];
+    Packed8<T> xp[S > 0 ? S : 1];
+    if constexpr (S > 0) {
 #pragma unroll
-    for (int s = 0; s < S; ++s)
-      if (s * kStretch + lane * 8 < cols)
-        loadPacked8(xr + s * kStretch + lane * 8, xp[s]);
-    // The warp's sum over the row of f(x), in normForwardKernel's order.
-    auto rowSum = [&](auto f) {
-      float acc = 0.0f;
+      for (int s = 0; s < S; ++s)
+        if (s * kStretch + lane * 8 < cols)
+          loadPacked8(xr + s * kStretch + lane * 8, xp[s]);
+    }
+    // f(i, v) for the lane's 8 elements from i, in row order: held, or read
+    // again (past cols padded with `pad`).
+    auto forEach = [&](float pad, auto f) {
+      if constexpr (S > 0) {
 #pragma unroll
-      for (int s = 0; s < S; ++s) {
-        if (s * kStretch + lane * 8 >= cols)
-          continue;
-        float v[8];
-        unpack8(xp[s], v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          acc += f(v[j]);
+        for (int s = 0; s < S; ++s) {
+          int64_t i = s * kStretch + lane * 8;
+          if (i >= cols)
+            continue;
+          float v[8];
+          unpack8(xp[s], v);
+          f(i, v);
+        }
+      } else {
+        for (int64_t i = lane * 8; i < cols; i += kStretch) {
+          float v[8];
+          loadRow8<T, Vec>(xr, i, cols, v, pad);
+          f(i, v);
+        }
       }
-      return warpSum(acc);
     };
     float mean = 0.0f;
-    if constexpr (!Rms)
-      mean = rowSum([](float v) { return v; }) / static_cast<float>(cols);
-    float var = rowSum([mean](float v) { return (v - mean) * (v - mean); }) /
-                static_cast<float>(cols);
-    float rstd = 1.0f / sqrtf(var + eps);
+    if constexpr (!Rms) {
+      float sum = 0.0f;
+      forEach(0.0f, [&](int64_t, float(&v)[8]) {
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      int64_t i = s * kStretch + lane * 8;
-      if (i >= cols)
-        continue;
-      float v[8];
-      unpack8(xp[s], v);
-      normOutput8<T, W, true, HasAmax>(v, weight, bias, yr, i, cols, mean, rstd, m);
+        for (int j = 0; j < 8; ++j)
+          sum += v[j];
+      });
+      mean = warpSum(sum) / static_cast<float>(cols);
     }
+    float ss = 0.0f;
+    forEach(mean, [&](int64_t, float(&v)[8]) { // padding contributes 0
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        ss += (v[j] - mean) * (v[j] - mean);
+    });
+    float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
+    forEach(0.0f, [&](int64_t i, float(&v)[8]) {
+      normOutput8<T, W, Vec, HasAmax>(v, weight, bias, yr, i, cols, mean, rstd, m);
+    });
     storeStats(meanOut, rstdOut, row, mean, rstd);
   }
   if constexpr (HasAmax)
     blockAmax<T>(amax, m);
 }
 
-/// normForwardHeldKernel for `stretches` (1 to kMaxStretches) per lane.
-template <class T, class W, bool Rms, bool HasAmax> auto heldForwardKernel(int64_t stretches) {
-  return stretches == 1   ? normForwardHeldKernel<T, W, 1, Rms, HasAmax>
-         : stretches == 2 ? normForwardHeldKernel<T, W, 2, Rms, HasAmax>
-         : stretches == 3 ? normForwardHeldKernel<T, W, 3, Rms, HasAmax>
-                          : normForwardHeldKernel<T, W, 4, Rms, HasAmax>;
+/// normForwardKernel for the row's layout: held in registers when
+/// vectorisable with at most kMaxStretches stretches, else read per pass.
+template <class T, class W, bool Rms, bool HasAmax>
+auto forwardKernel(bool vec, int64_t stretches) {
+  return !vec             ? normForwardKernel<T, W, 0, false, Rms, HasAmax>
+         : stretches == 1 ? normForwardKernel<T, W, 1, true, Rms, HasAmax>
+         : stretches == 2 ? normForwardKernel<T, W, 2, true, Rms, HasAmax>
+         : stretches == 3 ? normForwardKernel<T, W, 3, true, Rms, HasAmax>
+         : stretches == 4 ? normForwardKernel<T, W, 4, true, Rms, HasAmax>
+                          : normForwardKernel<T, W, 0, true, Rms, HasAmax>;
 }
 
 /// Blocks per SM the fused backward is built for: 2 (16 warps: enough loads
@@ -548,13 +521,8 @@ Status normForward(const char *what, DType dt, DType pt, const void *x, const vo
     auto *ys = static_cast<T *>(y);
     auto *bits = reinterpret_cast<unsigned *>(amax);
     const int64_t stretches = ceilDiv(cols, kStretch);
-    auto kernel = vec && stretches <= kMaxStretches
-                      ? (bits ? heldForwardKernel<T, W, Rms, true>(stretches)
-                              : heldForwardKernel<T, W, Rms, false>(stretches))
-                  : vec ? (bits ? normForwardKernel<T, W, true, Rms, true>
-                                : normForwardKernel<T, W, true, Rms, false>)
-                        : (bits ? normForwardKernel<T, W, false, Rms, true>
-                                : normForwardKernel<T, W, false, Rms, false>);
+    auto kernel = bits ? forwardKernel<T, W, Rms, true>(vec, stretches)
+                       : forwardKernel<T, W, Rms, false>(vec, stretches);
     kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, bits, rows, cols,
                                                     eps);
     return checkLaunch(Rms ? "rms_norm_forward" : "layer_norm_forward");
