@@ -191,8 +191,10 @@ if [ -x "$TCRUN" ] && [ -d "$FIXT" ]; then
     name=$(basename "$tca" .tca)
     m=${name%%.*}
     rm -f "$OUT/fixtures/$name.gpu.jsonl"
+    mask=()
+    [ -f "$FIXT/$m.attention_mask.npy" ] && mask=(--feed "attention_mask=$FIXT/$m.attention_mask.npy")
     "$TCRUN" "$tca" --device cuda --steps 8 --feed "input_ids=$FIXT/$m.input_ids.npy" \
-      --feed "labels=$FIXT/$m.labels.npy" --metrics "$OUT/fixtures/$name.gpu.jsonl" \
+      --feed "labels=$FIXT/$m.labels.npy" "${mask[@]}" --metrics "$OUT/fixtures/$name.gpu.jsonl" \
       --log-every 0 >"$OUT/fixtures/$name.gpu.log" 2>&1
     echo "   $name: exit $?"
   done

@@ -78,11 +78,14 @@ compile_fixture() {
     --train --optimizer adamw --lr 1e-3 --weight-decay 0.1 --clip-grad-norm 1.0 \
     --target sm_90 "--$3" "${@:4}" --report memory -o "$OUT/fixtures/$2.tca" >"$OUT/fixtures/$2.memory.txt"
 }
-# cpu_reference NAME INPUTS_PREFIX: the CPU reference's $STEPS steps of NAME.tca.
+# cpu_reference NAME INPUTS_PREFIX: the CPU reference's $STEPS steps of NAME.tca
+# (fed INPUTS_PREFIX.attention_mask.npy too where there is one).
 cpu_reference() {
   rm -f "$OUT/fixtures/$1.cpu.jsonl"
+  local mask=()
+  [ -f "$2.attention_mask.npy" ] && mask=(--feed "attention_mask=$2.attention_mask.npy")
   "$CB/bin/tc-run" "$OUT/fixtures/$1.tca" --device cpu --steps "$STEPS" \
-    --feed "input_ids=$2.input_ids.npy" --feed "labels=$2.labels.npy" \
+    --feed "input_ids=$2.input_ids.npy" --feed "labels=$2.labels.npy" "${mask[@]}" \
     --metrics "$OUT/fixtures/$1.cpu.jsonl" --log-every 0 >/dev/null
   echo "prepared $1"
 }
@@ -162,6 +165,23 @@ if [ -n "$EXP" ]; then
   "$CB/bin/tc-cuda-codegen" "$ROOT/test/codegen/Inputs/cases.mlir" --emit=none --target sm_90 \
     --experimental="$EXP" --artifact "$OUT/codegen/cases-exp.tca"
 fi
+
+# Padded batches (a fresh Llama with eager attention fed an attention_mask: one
+# row left-padded, one right-padded, HF's finfo.min fill, labels -100 at the
+# padding): the padding mask fused into the attention kernels with
+# --experimental=attention-key-masks (M.E.keymask.P; the left-padded queries
+# see no key and attend to every one), and unfused as the default leaves it.
+PAD=fresh-padded-llama
+cp "$FX/$PAD.input_ids.npy" "$FX/$PAD.labels.npy" "$FX/$PAD.attention_mask.npy" "$OUT/fixtures/"
+for e in ts dynamo; do
+  for p in fp32 bf16; do
+    compile_fixture "$FX/$PAD.$e.onnx" "$PAD.$e.keymask.$p" "$p" --input attention_mask=2x16 \
+      --experimental=attention-key-masks
+    cpu_reference "$PAD.$e.keymask.$p" "$FX/$PAD"
+  done
+done
+compile_fixture "$FX/$PAD.dynamo.onnx" "$PAD.dynamo.bf16" bf16 --input attention_mask=2x16 2>/dev/null
+cpu_reference "$PAD.dynamo.bf16" "$FX/$PAD"
 
 # Tiny HuggingFace models (optional): one export per family, sdpa attention. The
 # names keep gpu-check.sh's rule: the inputs are found from the name up to its first '.'.

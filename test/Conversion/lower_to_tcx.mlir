@@ -550,11 +550,29 @@ func.func @loss_unpaired(%x: tensor<16x32xf32>, %y: tensor<16xi64>) -> (tensor<f
 
 // -----
 
-// Tests that attention with a key mask (padding) is an error naming the op:
-// the GPU kernels have none.
-func.func @key_mask(%q: tensor<2x4x16x8xf32>, %m: tensor<2x16xi1>) -> tensor<2x4x16x8xf32> {
-  // expected-error @+1 {{'tc.attention' op with a key_mask has no GPU kernel yet}}
-  %o, %lse = tc.attention %q, %q, %q key_mask %m {scale = 0.35 : f64}
+// Tests attention with a key (padding) mask: the mask [batch, keys] is both
+// calls' last input (has_key_mask), HF's finfo.min fill their mask_fill.
+// CHECK-LABEL: func.func @key_mask
+// CHECK: tcx.library "attention_fwd" ins(%arg0, %arg0, %arg0, %arg1 : !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x4x16x8xbf16>, !tcx.buffer<2x16xi1>) {{.+}} {batch = 2 : i64, causal = true, d = 8 : i64, dv = 8 : i64, has_key_mask = true, heads = 4 : i64, {{.+}}, kv_heads = 4 : i64, mask_fill = -3.4028234663852886E+38 : f64,
+// CHECK: tcx.library "attention_bwd" ins(%arg0, %arg0, %arg0, %{{.+}}, %{{.+}}, %arg2, %arg1 : {{.+}}, !tcx.buffer<2x16xi1>) {{.+}} has_key_mask = true, {{.+}} mask_fill = -3.4028234663852886E+38 : f64
+func.func @key_mask(%q: tensor<2x4x16x8xbf16>, %m: tensor<2x16xi1>, %g: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) {
+  %o, %lse = tc.attention %q, %q, %q key_mask %m {scale = 0.35 : f64, causal = true, mask_fill = -3.4028234663852886E+38 : f64}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x16xi1>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %q, %q, %o, %lse, %g key_mask %m {scale = 0.35 : f64, causal = true, mask_fill = -3.4028234663852886E+38 : f64}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>, tensor<2x16xi1>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  return %o, %dq : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
+}
+
+// -----
+
+// Tests that a finite mask fill above -1e4 is an error naming the op: beside
+// a visible key the GPU kernels weigh a hidden one exactly 0.
+func.func @key_mask_fill(%q: tensor<2x4x16x8xf32>, %m: tensor<2x16xi1>) -> tensor<2x4x16x8xf32> {
+  // expected-error @+1 {{'tc.attention' op mask_fill -1.000000e+02: the GPU kernels take -inf or a fill at most -1.000000e+04}}
+  %o, %lse = tc.attention %q, %q, %q key_mask %m {scale = 0.35 : f64, mask_fill = -100.0 : f64}
       : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x16xi1>)
         -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
   return %o : tensor<2x4x16x8xf32>

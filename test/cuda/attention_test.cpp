@@ -40,7 +40,8 @@ struct RefResult {
 
 RefResult attentionRef(const AttentionShape &s, const std::vector<double> &q,
                        const std::vector<double> &k, const std::vector<double> &v,
-                       const std::vector<double> &dout, double scale, bool causal) {
+                       const std::vector<double> &dout, double scale, bool causal,
+                       const std::vector<uint8_t> *keys = nullptr, double fill = -INFINITY) {
   const int64_t B = s.batch, H = s.heads, KVH = s.kvHeads, TQ = s.tq, TK = s.tk, D = s.d,
                 DV = s.dv, group = H / KVH;
   RefResult r;
@@ -50,6 +51,7 @@ RefResult attentionRef(const AttentionShape &s, const std::vector<double> &q,
   r.dk.assign(B * KVH * TK * D, 0);
   r.dv.assign(B * KVH * TK * DV, 0);
   std::vector<double> sc(TK), p(TK), dp(TK);
+  std::vector<int64_t> seen; // the keys a row attends to
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       int64_t kvh = h / group;
@@ -58,25 +60,34 @@ RefResult attentionRef(const AttentionShape &s, const std::vector<double> &q,
       for (int64_t i = 0; i < TQ; ++i) {
         int64_t row = (b * H + h) * TQ + i;
         const double *qi = &q[row * D], *doi = &dout[row * DV];
-        int64_t jEnd = causal ? std::min(TK, i + 1) : TK;
-        if (jEnd == 0) {
+        // The visible keys; none and a finite fill: every key, with the
+        // scores (scale s + fill) - fill (an exported additive mask).
+        seen.clear();
+        for (int64_t j = 0; j < TK; ++j)
+          if (!(causal && j > i) && !(keys && (*keys)[b * TK + j] == 0))
+            seen.push_back(j);
+        const bool averaged = seen.empty() && std::isfinite(fill);
+        if (averaged)
+          for (int64_t j = 0; j < TK; ++j)
+            seen.push_back(j);
+        if (seen.empty()) {
           r.lse[row] = -INFINITY;
           continue;
         }
         double m = -INFINITY;
-        for (int64_t j = 0; j < jEnd; ++j) {
+        for (int64_t j : seen) {
           double acc = 0;
           for (int64_t c = 0; c < D; ++c)
             acc += qi[c] * kb[j * D + c];
-          sc[j] = scale * acc;
+          sc[j] = averaged ? (scale * acc + fill) - fill : scale * acc;
           m = std::max(m, sc[j]);
         }
         double l = 0;
-        for (int64_t j = 0; j < jEnd; ++j)
+        for (int64_t j : seen)
           l += p[j] = std::exp(sc[j] - m);
         r.lse[row] = m + std::log(l);
         double dsum = 0;
-        for (int64_t j = 0; j < jEnd; ++j) {
+        for (int64_t j : seen) {
           p[j] /= l;
           double acc = 0;
           for (int64_t c = 0; c < DV; ++c) {
@@ -86,7 +97,7 @@ RefResult attentionRef(const AttentionShape &s, const std::vector<double> &q,
           dp[j] = acc;
           dsum += p[j] * acc;
         }
-        for (int64_t j = 0; j < jEnd; ++j) {
+        for (int64_t j : seen) {
           double ds = p[j] * (dp[j] - dsum);
           for (int64_t c = 0; c < D; ++c) {
             r.dq[row * D + c] += scale * ds * kb[j * D + c];
@@ -114,10 +125,18 @@ TEST(AttentionReference, BackwardMatchesFiniteDifferences) {
     return x;
   };
   std::vector<double> q = rnd(2 * 5 * 3), k = rnd(7 * 3), v = rnd(7 * 4), dout = rnd(2 * 5 * 4);
-  for (bool causal : {false, true}) {
-    RefResult r = attentionRef(s, q, k, v, dout, 0.7, causal);
+  // A key mask hiding keys 0, 1 and 4: with causal, queries 0 and 1 see no
+  // key (-inf: they are 0; a finite fill: they attend to every key).
+  const std::vector<uint8_t> keys = {0, 0, 1, 1, 0, 1, 1};
+  struct Mask {
+    const std::vector<uint8_t> *keys;
+    double fill;
+  };
+  for (bool causal : {false, true})
+   for (Mask mk : {Mask{nullptr, -INFINITY}, Mask{&keys, -INFINITY}, Mask{&keys, -1000.0}}) {
+    RefResult r = attentionRef(s, q, k, v, dout, 0.7, causal, mk.keys, mk.fill);
     auto loss = [&]() {
-      RefResult f = attentionRef(s, q, k, v, dout, 0.7, causal);
+      RefResult f = attentionRef(s, q, k, v, dout, 0.7, causal, mk.keys, mk.fill);
       double l = 0;
       for (size_t i = 0; i < f.out.size(); ++i)
         l += f.out[i] * dout[i];
@@ -261,18 +280,27 @@ protected:
     ASSERT_OK(devZeros(std::max<int64_t>(1, c.batch * c.heads * c.tq) * 4, &dLse, stream()));
     ASSERT_OK(devZeros(L.qkvElems * elemBytes(c.dt), &dGrad, stream()));
     ASSERT_OK(devZeros(attentionBackwardScratchBytes(s), &dScratch, stream()));
+    AttentionMask mask;
+    DevBuf dKeys;
+    if (keyMask) {
+      std::vector<double> bytes(keyMask->begin(), keyMask->end());
+      ASSERT_OK(upload(makeHostTensor(ty(DType::U8, {static_cast<int64_t>(bytes.size())}), bytes),
+                       &dKeys, stream()));
+      mask.keys = static_cast<const uint8_t *>(dKeys.p);
+      mask.fill = static_cast<float>(maskFill);
+    }
     const int64_t eb = elemBytes(c.dt);
     auto at = [&](const DevBuf &b, const Operand &o) {
       return static_cast<char *>(b.p) + o.offset * eb;
     };
     ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                at(dQkv, L.v), L.v.st, dO.p, L.o.st, dLse.as<float>(), scale,
-                               c.causal, stream(), dAmax.as<float>(), kernels));
+                               c.causal, stream(), dAmax.as<float>(), kernels, mask));
     ASSERT_OK(attentionBackward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                 at(dQkv, L.v), L.v.st, dO.p, L.o.st, dDout.p, L.o.st,
                                 dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
                                 at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
-                                dAmax.as<float>() + 1, amaxOf, kernels));
+                                dAmax.as<float>() + 1, amaxOf, kernels, mask));
     HostTensor amaxes;
     ASSERT_OK(download(dAmax.p, ty(DType::F32, {2}), &amaxes, stream()));
     r->outAmax = hostTensorToDoubles(amaxes)[0];
@@ -309,6 +337,9 @@ protected:
   AttentionKernels kernels = AttentionKernels::Mma;
   /// The softmax scale; 0: 1 / sqrt(d).
   float scaleOverride = 0.0f;
+  /// A key mask [batch, tk] (non-zero = visible) and its fill, or none.
+  const std::vector<uint8_t> *keyMask = nullptr;
+  double maskFill = -INFINITY;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -321,7 +352,7 @@ protected:
         scaleOverride != 0.0f ? scaleOverride : 1.0f / std::sqrt(static_cast<float>(c.d));
     RefResult want = attentionRef(c.shape(), gather(qkvD, L.q, c.batch), gather(qkvD, L.k, c.batch),
                                   gather(qkvD, L.v, c.batch), gather(doutD, L.o, c.batch), scale,
-                                  c.causal);
+                                  c.causal, keyMask, maskFill);
     Run r;
     // Each case's backward amax covers another set of gradients.
     const int amaxOf = 1 + amaxCases++ % 7;
@@ -469,6 +500,95 @@ TEST_F(AttentionTest, AnyScaleMatchesReference) {
       checkCase({DType::BF16, 2, 4, 2, 77, 77, 64, 64, causal, false});
       checkCase({DType::F16, 1, 2, 1, 130, 130, 128, 128, causal, false});
     }
+  }
+}
+
+/// A key mask [batch, tk] of padded batches: batch b % 4 == 0 left-padded
+/// by `left` keys, 1 right-padded by `right`, 2 with holes (every third key
+/// hidden), 3 with no visible key at all.
+std::vector<uint8_t> paddingMask(int64_t batch, int64_t tk, int64_t left, int64_t right) {
+  std::vector<uint8_t> m(batch * tk, 1);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < tk; ++j) {
+      uint8_t &x = m[b * tk + j];
+      switch (b % 4) {
+      case 0:
+        x = j >= left;
+        break;
+      case 1:
+        x = j < tk - right;
+        break;
+      case 2:
+        x = j % 3 != 1;
+        break;
+      default:
+        x = 0;
+      }
+    }
+  return m;
+}
+
+// Padding masks (tc.attention's key_mask) on every path: fill -inf (rows
+// with no visible key are 0), HF's finfo.min (they attend to every key,
+// uniformly: the fill absorbs the scores in f32) and -1e4 (they take the
+// softmax of the scores). The left padding spans more than one 64-row block
+// so that whole blocks (forward, dQ) and query tiles (dK/dV) of such rows
+// visit every key; lengths that are not tile multiples, GQA, tq != tk.
+TEST_F(AttentionTest, KeyMaskMatchesReference) {
+  const double finfoMin = -3.4028234663852886e38;
+  struct Shape {
+    DType dt;
+    int64_t batch, heads, kvHeads, tq, tk, d;
+    int64_t left, right;
+  };
+  const Shape shapes[] = {
+      {DType::BF16, 4, 4, 2, 200, 200, 64, 100, 37},  // tensor cores, GQA
+      {DType::F16, 4, 2, 1, 130, 130, 128, 70, 64},   // d 128, MQA
+      {DType::BF16, 4, 2, 2, 77, 150, 32, 90, 10},    // tq < tk
+      {DType::BF16, 4, 2, 2, 150, 77, 64, 20, 30},    // tq > tk
+      {DType::F32, 4, 4, 2, 77, 77, 64, 30, 17},      // generic f32
+      {DType::BF16, 4, 2, 1, 77, 77, 80, 30, 17},     // generic bf16 (d 80)
+  };
+  for (const Shape &sh : shapes)
+    for (double fill : {-double(INFINITY), finfoMin, -1e4}) {
+      if (sh.dt == DType::F32 && fill == -1e4)
+        continue; // f32 holds (s + 1e4) - 1e4 to 5e-4: above f32's tolerance
+      std::vector<uint8_t> m = paddingMask(sh.batch, sh.tk, sh.left, sh.right);
+      keyMask = &m;
+      maskFill = fill;
+      SCOPED_TRACE("fill " + std::to_string(fill));
+      for (bool causal : {false, true})
+        checkCase({sh.dt, sh.batch, sh.heads, sh.kvHeads, sh.tq, sh.tk, sh.d, sh.d, causal, false});
+    }
+  // Read out of a fused projection, and through the wgmma request (which
+  // a key mask sends to the mma.sync kernels).
+  std::vector<uint8_t> m = paddingMask(4, 130, 70, 20);
+  keyMask = &m;
+  maskFill = finfoMin;
+  for (bool causal : {false, true})
+    checkCase({DType::BF16, 4, 4, 2, 130, 130, 64, 64, causal, true});
+  kernels = AttentionKernels::Wgmma;
+  for (bool causal : {false, true})
+    checkCase({DType::BF16, 4, 4, 2, 130, 130, 128, 128, causal, false});
+  keyMask = nullptr;
+}
+
+// A mask fill the kernels do not take (above -1e4, or NaN) is refused.
+TEST_F(AttentionTest, KeyMaskFillRefused) {
+  AttentionShape s;
+  s.batch = 1, s.heads = 1, s.kvHeads = 1, s.tq = 4, s.tk = 4, s.d = 64, s.dv = 64;
+  AttentionStrides st = contiguousAttentionStrides(1, 4, 64);
+  DevBuf buf, lse, keys;
+  ASSERT_OK(devZeros(4 * 64 * 2, &buf, stream()));
+  ASSERT_OK(devZeros(16, &lse, stream()));
+  ASSERT_OK(devZeros(4, &keys, stream()));
+  for (float fill : {-100.0f, NAN, 0.0f}) {
+    AttentionMask mask{static_cast<const uint8_t *>(keys.p), fill};
+    Status st1 = attentionForward(DType::BF16, s, buf.p, st, buf.p, st, buf.p, st, buf.p, st,
+                                  lse.as<float>(), 0.125f, true, stream(), nullptr,
+                                  AttentionKernels::Mma, mask);
+    EXPECT_FALSE(st1.isOk());
+    EXPECT_NE(st1.message().find("fill"), std::string::npos) << st1.toString();
   }
 }
 

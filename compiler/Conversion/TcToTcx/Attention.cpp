@@ -106,8 +106,19 @@ SmallVector<Value> startCall(AttentionCall &call, Op op) {
                 b.getNamedAttr("dv", i64(vt.getDimSize(3))),
                 b.getNamedAttr("scale", call.op->getAttr("scale")),
                 b.getNamedAttr("causal", call.op->getAttr("causal"))};
+  if (auto fill = op.getMaskFill())
+    call.attrs.push_back(b.getNamedAttr("mask_fill", b.getF64FloatAttr(fill->convertToDouble())));
+  if (op.getKeyMask())
+    call.attrs.push_back(b.getNamedAttr("has_key_mask", b.getBoolAttr(true)));
   return SmallVector<Value>{call.operand(q, "q_strides"), call.operand(k, "k_strides"),
                             call.operand(v, "v_strides")};
+}
+
+/// The key mask's buffer (an input after the others), if the op has one.
+template <typename Op>
+void appendKeyMask(AttentionCall &call, Op op, SmallVector<Value> &ins) {
+  if (Value m = op.getKeyMask())
+    ins.push_back(call.buffers.bufferOf(call.b, m));
 }
 
 struct AttentionLowering : TcxPattern<AttentionOp> {
@@ -134,6 +145,7 @@ struct AttentionLowering : TcxPattern<AttentionOp> {
       outs.push_back(buffers.outBuffer(rewriter, amax));
       call.attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
     }
+    appendKeyMask(call, at, qkv);
     buffers.library(rewriter, at.getLoc(), "attention_fwd", qkv, outs, call.attrs);
     rewriter.replaceOp(at, outs);
     return success();
@@ -216,9 +228,10 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
       call.attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
       call.attrs.push_back(rewriter.getNamedAttr("amax_of", ag.getAmaxOfAttr()));
     }
-    buffers.library(rewriter, ag.getLoc(), "attention_bwd",
-                    {qkv[0], qkv[1], qkv[2], o, buffers.bufferOf(rewriter, ag.getLse()), dout},
-                    outs, call.attrs);
+    SmallVector<Value> ins{qkv[0], qkv[1], qkv[2], o, buffers.bufferOf(rewriter, ag.getLse()),
+                           dout};
+    appendKeyMask(call, ag, ins);
+    buffers.library(rewriter, ag.getLoc(), "attention_bwd", ins, outs, call.attrs);
     if (cat) {
       rewriter.replaceOp(cat->concat, catBuf);
       for (Operation *c : llvm::reverse(cat->chain))

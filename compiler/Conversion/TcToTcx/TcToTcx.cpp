@@ -22,6 +22,7 @@
 #include "compiler/Conversion/Passes.h"
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "runtime/src/schema/library_abi.h"
 
 namespace tc {
 #define GEN_PASS_DEF_TCLOWERTOTCX
@@ -65,16 +66,17 @@ LogicalResult checkOp(Operation &op) {
       return op.emitOpError() << "has no results to lower";
     return success();
   }
-  // The GPU kernels have no key mask yet (tc-recognize-attention does not
-  // fuse padding masks for GPU targets).
-  bool keyMask = false;
+  // The GPU kernels take a finite mask fill only this low (library_abi.h).
+  std::optional<APFloat> fill;
   if (auto a = llvm::dyn_cast<AttentionOp>(op))
-    keyMask = bool(a.getKeyMask());
+    fill = a.getMaskFill();
   if (auto a = llvm::dyn_cast<AttentionGradOp>(op))
-    keyMask = bool(a.getKeyMask());
-  if (keyMask)
-    return op.emitOpError() << "with a key_mask has no GPU kernel yet (compile for the CPU "
-                               "reference, or without fused attention)";
+    fill = a.getMaskFill();
+  if (fill && fill->isFinite() && fill->convertToDouble() > rt::kAttentionMaxFiniteFill)
+    return op.emitOpError() << "mask_fill " << fill->convertToDouble()
+                            << ": the GPU kernels take -inf or a fill at most "
+                            << rt::kAttentionMaxFiniteFill
+                            << " (a hidden key beside a visible one must weigh exactly 0)";
   if (failed(checkFp8Op(op)))
     return failure();
   // A norm gradient of the library's form without a scale has no scale

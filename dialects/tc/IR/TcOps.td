@@ -637,9 +637,12 @@ def TC_AttentionOp : TC_Op<"attention", [Pure]> {
     hidden from every query of batch b where key_mask[b, j] is false. A
     hidden score is skipped (-inf), or, with a finite `mask_fill` (HF's
     finfo.min), replaced by score + mask_fill, as the exported additive mask
-    computes: a row whose every key is hidden then averages all values
-    (-inf: such a row is 0, the guard torch's SDPA applies). `lse` [B, H, Tq] is the
-    f32 (f64 for f64 operands) log-sum-exp of each row's masked, scaled scores, which the backward
+    computes: a row whose every key is hidden then attends to all keys with
+    the scores (score + mask_fill) - mask_fill, which averages all values when
+    the fill absorbs the scores as finfo.min does (-inf: such a row is 0, the
+    guard torch's SDPA applies). `lse` [B, H, Tq] is the
+    f32 (f64 for f64 operands) log-sum-exp of each row's masked, scaled scores
+    (of the row's scores less mask_fill for such a row), which the backward
     (tc.attention_grad) uses to recompute the probabilities. query, key,
     value and result share one element type; the softmax and the
     accumulation run in at least f32. tc-recognize-attention builds it from

@@ -4,9 +4,12 @@
 // scores, the causal mask (key j > query i masked, top-left aligned) and the
 // padding mask (key_mask[b, j] false), a max-subtracted softmax and the
 // weighted sum of values, all in double. A hidden score is -inf, or score +
-// mask_fill with a finite mask_fill (an exported additive mask). The
-// backward recomputes the probabilities from the saved lse exactly as the
-// GPU kernels do: P = exp(scale * s - lse).
+// mask_fill with a finite mask_fill (an exported additive mask). A row
+// whose every key is hidden then attends to all of them with the scores
+// (scale * s + mask_fill) - mask_fill, and its lse is that softmax's (the
+// row's lse less the fill, which f32 could not hold: finfo.min absorbs it).
+// The backward recomputes the probabilities from the saved lse exactly as
+// the GPU kernels do: P = exp(scale * s - lse).
 //
 //===----------------------------------------------------------------------===//
 #include <cmath>
@@ -57,14 +60,16 @@ Dims attentionDims(KernelContext &c, size_t maskOperand) {
 }
 
 /// Scaled, masked scores of query row (b, h, i) into s[tk]; hidden entries
-/// are -inf, or score + fill with a finite fill.
+/// are -inf, or score + fill with a finite fill; a row whose every key is
+/// hidden (with a finite fill) holds (score + fill) - fill instead.
 void scores(const Dims &d, const Buffer &q, const Buffer &k, int64_t b, int64_t h, int64_t i,
             std::vector<double> &s) {
   int64_t hk = h / (d.h / d.hkv);
   const double *qr = q.f.data() + ((b * d.h + h) * d.tq + i) * d.d;
-  bool skip = std::isinf(d.fill);
+  bool skip = std::isinf(d.fill), anyVisible = false;
   for (int64_t j = 0; j < d.tk; ++j) {
     bool hidden = (d.causal && j > i) || (d.keys && d.keys->i[b * d.tk + j] == 0);
+    anyVisible |= !hidden;
     if (hidden && skip) {
       s[j] = -std::numeric_limits<double>::infinity();
       continue;
@@ -75,6 +80,9 @@ void scores(const Dims &d, const Buffer &q, const Buffer &k, int64_t b, int64_t 
       acc += qr[x] * kr[x];
     s[j] = d.scale * acc + (hidden ? d.fill : 0.0);
   }
+  if (!anyVisible && !skip)
+    for (double &x : s)
+      x -= d.fill;
 }
 
 void attentionKernel(KernelContext &c) {
@@ -140,22 +148,10 @@ void attentionGradKernel(KernelContext &c) {
       int64_t hk = h / (d.h / d.hkv);
       for (int64_t i = 0; i < d.tq; ++i) {
         int64_t row = (b * d.h + h) * d.tq + i;
-        double l = lse.f[row], rowMax = 0, rowSum = 1;
+        double l = lse.f[row];
         if (std::isinf(l))
           continue; // every key masked: the row contributed nothing
         scores(d, q, k, b, h, i, s);
-        bool fromRow = std::isfinite(d.fill);
-        if (fromRow) {
-          // Hidden scores hold score + fill: a row whose every key is hidden
-          // has lse ~ fill (finfo.min), which absorbs log(sum) in double; its
-          // probabilities are recomputed from the row's max and sum instead.
-          rowMax = -std::numeric_limits<double>::infinity();
-          rowSum = 0;
-          for (double x : s)
-            rowMax = std::max(rowMax, x);
-          for (double x : s)
-            rowSum += std::exp(x - rowMax);
-        }
         const double *orow = o.f.data() + row * d.dv;
         const double *grow = g.f.data() + row * d.dv;
         const double *qrow = q.f.data() + row * d.d;
@@ -166,7 +162,7 @@ void attentionGradKernel(KernelContext &c) {
         for (int64_t j = 0; j < d.tk; ++j) {
           if (std::isinf(s[j]))
             continue;
-          double p = fromRow ? std::exp(s[j] - rowMax) / rowSum : std::exp(s[j] - l);
+          double p = std::exp(s[j] - l);
           int64_t kvRow = (b * d.hkv + hk) * d.tk + j;
           const double *vr = v.f.data() + kvRow * d.dv;
           const double *kr = k.f.data() + kvRow * d.d;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/library_calls.h"
 
+#include <cmath>
 #include <map>
 
 #include "runtime/src/base/host_tensor.h"
@@ -223,12 +224,26 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   void *q = c.in("q"), *k = c.in("k"), *v = c.in("v");
   float *amax = nullptr;
   TC_RETURN_IF_ERROR(amaxOutput(c, &amax));
+  AttentionMask mask;
+  if (c.has(false, "key_mask")) {
+    DType mt = c.inType("key_mask");
+    if (mt != DType::I1 && mt != DType::U8 && mt != DType::I8)
+      return invalidArgument(c.a.where + ": \"" + c.name() +
+                             "\": key_mask must be i1 (one byte per key), got " + dtypeName(mt));
+    mask.keys = static_cast<const uint8_t *>(c.in("key_mask"));
+  }
+  double fill = c.a.realOr("mask_fill", -INFINITY);
+  if (!(fill == -INFINITY || (std::isfinite(fill) && fill <= kAttentionMaxFiniteFill)))
+    return invalidArgument(c.a.where + ": \"" + c.name() + "\": mask_fill must be -inf or at most " +
+                           std::to_string(kAttentionMaxFiniteFill) + ", got " +
+                           std::to_string(fill));
+  mask.fill = static_cast<float>(fill);
   if (c.name() == "attention_fwd") {
     void *o = c.out("out");
     float *lse = static_cast<float *>(c.out("lse"));
     *out = [=]() {
       return attentionForward(dt, sh, q, qs, k, ks, v, vs, o, os, lse, scale, causal, s, amax,
-                              kernels);
+                              kernels, mask);
     };
     return Status::ok();
   }
@@ -245,7 +260,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   void *dq = c.out("dq"), *dk = c.out("dk"), *dv = c.out("dv"), *scratch = c.out("scratch");
   *out = [=]() {
     return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk, dks,
-                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels);
+                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels, mask);
   };
   return Status::ok();
 }

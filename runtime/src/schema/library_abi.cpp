@@ -165,7 +165,12 @@ const std::vector<LibraryCallee> &libraryCallees() {
       {"q_strides", K::Ints, false},  {"k_strides", K::Ints, false}, {"v_strides", K::Ints, false},
       {"o_strides", K::Ints, false},
       // The sm_90a kernels (wgmma) where the GPU has them (AttentionKernels::Wgmma).
-      {"wgmma", K::Bool, false}};
+      {"wgmma", K::Bool, false},
+      // A key (padding) mask operand [batch, tk] i1 (AttentionMask) and the
+      // fill of hidden scores (-inf when absent; else finite, at most
+      // kAttentionMaxFiniteFill).
+      {"has_key_mask", K::Bool, false},
+      {"mask_fill", K::Float, false}};
   static const std::vector<LibraryAttrSpec> kAttentionGradStrides = {
       {"do_strides", K::Ints, false},
       {"dq_strides", K::Ints, false},
@@ -231,11 +236,11 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // lse [batch, heads, tq] f32; amax (has_amax) as the norms', of out,
       // or of the gradients amax_of names (bits 1 dq, 2 dk, 4 dv).
       {"attention_fwd",
-       {{"q"}, {"k"}, {"v"}},
+       {{"q"}, {"k"}, {"v"}, {"key_mask", "has_key_mask"}},
        {{"out"}, {"lse"}, {"amax", "has_amax"}},
        cat(kAttentionAttrs, {kHasAmax})},
       {"attention_bwd",
-       {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}},
+       {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}, {"key_mask", "has_key_mask"}},
        {{"dq"}, {"dk"}, {"dv"}, {"amax", "has_amax"}, {"scratch"}},
        cat(kAttentionAttrs, cat(kAttentionGradStrides, {kHasAmax, {"amax_of", K::Int, false}})),
        attentionScratch},

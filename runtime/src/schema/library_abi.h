@@ -93,6 +93,14 @@ inline constexpr int kAmaxOfAll = kAmaxOfDq | kAmaxOfDk | kAmaxOfDv;
 /// Whether amax_of names at least one gradient and nothing else.
 inline constexpr bool validAmaxOf(int64_t amaxOf) { return amaxOf >= 1 && amaxOf <= kAmaxOfAll; }
 
+/// attention_fwd / attention_bwd's mask_fill (with has_key_mask): -inf or a
+/// finite fill at most this. The kernels give a hidden key beside a visible
+/// one exactly 0 weight, which the definition (score + fill, then the
+/// softmax) also gives in f64 once exp(fill + score - max) underflows: for
+/// any fill this low and scores less than ~9000 apart. HF's finfo.min, the
+/// classic -10000 and -1e9 all qualify.
+inline constexpr double kAttentionMaxFiniteFill = -1e4;
+
 //===----------------------------------------------------------------------===//
 // The callee table
 //===----------------------------------------------------------------------===//

@@ -12,10 +12,14 @@
 // arguments and picks the path.
 //
 // Both keep lse = log(sum(exp(scale * s - max))) + max per query row (natural
-// log) and the backward recomputes P = exp(scale * s - lse) from it.
+// log) and the backward recomputes P = exp(scale * s - lse) from it. A key
+// (padding) mask (AttentionMask; its rows with no visible key in
+// attention.cuh) runs on both, never on the wgmma kernels.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "runtime/src/cuda/kernels/attention.cuh"
@@ -68,29 +72,45 @@ bool fastHeadDim(const AttentionShape &s) {
 }
 
 /// True when `kernels` asks for the sm_90a kernels and they run here (an
-/// H100/H200, d in {64, 128}); the flash path's other checks hold already.
-bool useWgmma(AttentionKernels kernels, const AttentionShape &s) {
-  return kernels == AttentionKernels::Wgmma && (s.d == 64 || s.d == 128) &&
+/// H100/H200, d in {64, 128}, no key mask); the flash path's other checks
+/// hold already.
+bool useWgmma(AttentionKernels kernels, const AttentionShape &s, const AttentionMask &mask) {
+  return kernels == AttentionKernels::Wgmma && (s.d == 64 || s.d == 128) && !mask.keys &&
          wgmmaAttentionAvailable();
 }
 
+/// The key mask's fill: -inf or finite and at most kAttentionMaxFiniteFill.
+Status checkMask(const char *what, const AttentionMask &mask) {
+  if (mask.fill == -INFINITY || (std::isfinite(mask.fill) && mask.fill <= kAttentionMaxFiniteFill))
+    return Status::ok();
+  return invalidArgument(std::string(what) + ": the key mask's fill must be -inf or at most " +
+                         std::to_string(kAttentionMaxFiniteFill) + ", got " +
+                         std::to_string(mask.fill));
+}
+
 template <class T>
-GenericParams<T> genericParams(const AttentionShape &s, float scale, bool causal) {
+GenericParams<T> genericParams(const AttentionShape &s, float scale, bool causal,
+                               const AttentionMask &mask) {
   GenericParams<T> g{};
   g.batch = s.batch, g.heads = s.heads, g.kvHeads = s.kvHeads, g.group = s.heads / s.kvHeads;
   g.tq = s.tq, g.tk = s.tk, g.d = s.d, g.dv_ = s.dv;
   g.scale = scale;
   g.causal = causal;
+  g.keys = mask.keys, g.fill = mask.fill;
   return g;
 }
 
-template <class T> FastParams<T> fastParams(const AttentionShape &s, float scale, bool causal) {
+template <class T>
+FastParams<T> fastParams(const AttentionShape &s, float scale, bool causal,
+                         const AttentionMask &mask) {
   FastParams<T> f{};
   f.batch = static_cast<int>(s.batch), f.heads = static_cast<int>(s.heads);
   f.kvHeads = static_cast<int>(s.kvHeads), f.group = static_cast<int>(s.heads / s.kvHeads);
   f.tq = static_cast<int>(s.tq), f.tk = static_cast<int>(s.tk);
   f.scale = scale, f.scaleLog2 = scale * kLog2e;
+  f.invScale = scale != 0.0f ? 1.0f / scale : 0.0f;
   f.causal = causal;
+  f.keys = mask.keys, f.fill = mask.fill;
   return f;
 }
 
@@ -120,15 +140,18 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 Status attentionForward(DType dt, const AttentionShape &s, const void *q, AttentionStrides qs,
                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                         void *out, AttentionStrides os, float *lse, float scale, bool causal,
-                        cudaStream_t stream, float *amax, AttentionKernels kernels) {
+                        cudaStream_t stream, float *amax, AttentionKernels kernels,
+                        const AttentionMask &mask) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionForward", s, &empty));
+  TC_RETURN_IF_ERROR(checkMask("attentionForward", mask));
   TC_RETURN_IF_ERROR(zeroAmax(amax, stream)); // the kernels' atomicMax combines into it
   auto *amaxBits = reinterpret_cast<unsigned *>(amax);
   if (empty || s.tq == 0)
     return Status::ok();
   if ((s.d > 0 && (!q || (s.tk > 0 && !k))) || (s.dv > 0 && (!out || (s.tk > 0 && !v))))
     return invalidArgument("attentionForward: null pointer");
+  const AttentionMask m = s.tk > 0 ? mask : AttentionMask{}; // no keys: nothing to hide
   return dispatchAttention(dt, "attentionForward", [&](auto tag) -> Status {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
@@ -136,15 +159,16 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
       if (s.tk > 0 && fastHeadDim(s) && scale > 0.0f && aligned16Strides(q, qs) &&
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
           hasMma16()) {
-        FastParams<T> p = fastParams<T>(s, scale, causal);
+        FastParams<T> p = fastParams<T>(s, scale, causal, m);
         p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
         p.amax = amaxBits;
-        return useWgmma(kernels, s) ? wgmmaForward(p, s.d, stream) : flashForward(p, s.d, stream);
+        return useWgmma(kernels, s, m) ? wgmmaForward(p, s.d, stream)
+                                       : flashForward(p, s.d, stream);
       }
     }
-    GenericParams<T> p = genericParams<T>(s, scale, causal);
+    GenericParams<T> p = genericParams<T>(s, scale, causal, m);
     p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
     p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
     p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
@@ -159,9 +183,11 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          AttentionStrides dos, const float *lse, void *dq, AttentionStrides dqs,
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
                          void *scratch, float scale, bool causal, cudaStream_t stream,
-                         float *amax, int amaxOf, AttentionKernels kernels) {
+                         float *amax, int amaxOf, AttentionKernels kernels,
+                         const AttentionMask &mask) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
+  TC_RETURN_IF_ERROR(checkMask("attentionBackward", mask));
   if (amax && !rt::validAmaxOf(amaxOf))
     return invalidArgument("attentionBackward: amaxOf must name gradients (bits 1 dq, 2 dk, 4 "
                            "dv), got " +
@@ -175,9 +201,10 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       (rowsQ && rowsK && (!lse || !scratch)))
     return invalidArgument("attentionBackward: null pointer");
   float *dd = static_cast<float *>(scratch);
+  const AttentionMask m = rowsK ? mask : AttentionMask{};
   return dispatchAttention(dt, "attentionBackward", [&](auto tag) -> Status {
     using T = decltype(tag);
-    GenericParams<T> g = genericParams<T>(s, scale, causal);
+    GenericParams<T> g = genericParams<T>(s, scale, causal, m);
     g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);
     g.v = static_cast<const T *>(v), g.o = static_cast<const T *>(out);
     g.dout = static_cast<const T *>(dout), g.lseIn = lse, g.dd = dd;
@@ -189,14 +216,14 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
           aligned16Strides(dout, dos) && aligned16Strides(dq, dqs) &&
           aligned16Strides(dk, dks) && aligned16Strides(dv, dvs) && hasMma16()) {
-        FastParams<T> p = fastParams<T>(s, scale, causal);
+        FastParams<T> p = fastParams<T>(s, scale, causal, m);
         p.q = g.q, p.k = g.k, p.v = g.v, p.o = g.o, p.dout = g.dout, p.lseIn = lse, p.dd = dd;
         p.dq = g.dq, p.dk = g.dk, p.dv = g.dv;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        return useWgmma(kernels, s) ? wgmmaBackward(p, s.d, stream)
-                                    : flashBackward(p, s.d, stream);
+        return useWgmma(kernels, s, m) ? wgmmaBackward(p, s.d, stream)
+                                       : flashBackward(p, s.d, stream);
       }
     }
     return genericBackward(g, stream);

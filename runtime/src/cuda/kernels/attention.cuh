@@ -34,12 +34,16 @@ template <class T> struct FastParams {
   AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
   int batch, heads, kvHeads, group, tq, tk;
   float scale, scaleLog2; // scale and scale * log2(e)
+  float invScale;         // 1 / scale (0 for scale 0): averagedRaw's
   bool causal;
   /// When non-null (zeroed before the launch): atomicMax of the bits of |x|
   /// (absBits) over the stored out (forward) or the gradients amaxOf names
   /// (kAmaxOfDq, kAmaxOfDk, kAmaxOfDv).
   unsigned *amax;
   int amaxOf;
+  /// The key mask (AttentionMask): [batch, tk] bytes or null, and the fill.
+  const uint8_t *keys;
+  float fill;
 };
 
 /// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.
@@ -72,7 +76,44 @@ template <class T> struct GenericParams {
   bool causal;
   unsigned *amax; ///< as FastParams'
   int amaxOf;
+  const uint8_t *keys; ///< as FastParams'
+  float fill;
 };
+
+//===----------------------------------------------------------------------===//
+// Key (padding) masks, both paths
+//===----------------------------------------------------------------------===//
+//
+// With a finite fill, a row that sees no visible key (all rows of a batch
+// with none; with causal, the rows before the batch's first visible key:
+// left padding) attends to every key with the scores (scale s + fill) - fill:
+// the rows [0, averagedRows) of the batch. Every other row skips its hidden
+// keys (a finite fill <= -1e4 weighs them exactly 0 beside a visible key),
+// and with fill -inf no row averages: a row with no visible key is 0.
+
+/// The rows [0, n) of a batch whose first visible key is `first` (tk: none)
+/// that attend to every key (see above); 0 with fill -inf.
+__host__ __device__ __forceinline__ int averagedRows(int first, int tq, int tk, bool causal,
+                                                     float fill) {
+  if (fill == -INFINITY)
+    return 0;
+  if (first >= tk)
+    return tq;
+  return causal ? (first < tq ? first : tq) : 0;
+}
+
+/// An averaged row's score (scale s + fill) - fill of the raw score s
+/// (q . k), f32 as written: the generic kernels' scaled score.
+__device__ __forceinline__ float averagedScaled(float s, float scale, float fill) {
+  return __fadd_rn(__fmaf_rn(scale, s, fill), -fill);
+}
+/// The same in units of the raw score (the tensor-core kernels scale it
+/// with the others): averagedScaled * invScale (FastParams::invScale: 1 /
+/// scale, 0 for scale 0, whose scores are all 0 anyway); the forward and
+/// the backward compute it alike.
+__device__ __forceinline__ float averagedRaw(float s, float scale, float invScale, float fill) {
+  return __fmul_rn(averagedScaled(s, scale, fill), invScale);
+}
 
 /// out and (if p.lse) lse, one warp per query row.
 template <class T> Status genericForward(const GenericParams<T> &p, cudaStream_t stream);

@@ -174,7 +174,9 @@ template <int D> constexpr int fwdSmemBytes() { return 4 * kFwdBK * (D + kPad) *
 /// Grid: batch * heads * ceil(tq / 64) blocks, the last query blocks first.
 /// Shared: sK[2][64][D + 8], sV[2][64][D + 8] (q staged in sK[1]). Amax
 /// (p.amax non-null) takes the amax of out; without it no amax code.
-template <class T, int D, bool Amax>
+/// KeyMask (p.keys non-null): every tile masked by the key mask, and a block
+/// with rows that attend to every key (a finite fill) visits every key tile.
+template <class T, int D, bool Amax, bool KeyMask>
 __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   constexpr int BQ = kFwdBQ, BK = kFwdBK, S = D + kPad;
   extern __shared__ __align__(16) unsigned char smRaw[];
@@ -187,7 +189,8 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int qw = q0 + warp * 16, row0 = qw + g;
 
-  const int nKT = blk.keyTiles(p, BQ, BK);
+  const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
+  const int nKT = blk.keyTiles(p, BQ, BK, km.avg > q0);
 
   loadTile<BQ, D>(sK + BK * S, q, p.qs.row, q0, p.tq);
   loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
@@ -215,13 +218,13 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
     }
     cpAsyncCommit();
     const int k0 = kt * BK;
-    if (p.causal && k0 > qw + 15)
+    if (p.causal && k0 > qw + 15 && qw >= km.avg)
       continue; // every key of the tile is right of this warp's rows
     float s[BK / 8][4];
     zero(s);
     mmaRegBt<D, BK, S>(s, qf, sK + buf * BK * S);
 
-    softmaxTile<BK, D>(s, o, m, l, p, k0, qw, row0, t);
+    softmaxTile<BK, D, KeyMask>(s, o, m, l, p, k0, qw, row0, t, km);
     mmaPV<BK, D, S>(o, s, sV + buf * BK * S);
   }
   cpAsyncWaitAll();
@@ -325,8 +328,10 @@ template <int D, int MW, int BQ> constexpr int dkdvSmemBytes() {
 /// loops over the group's query heads and BQ-query tiles (double-buffered
 /// with cp.async), SUB queries at a time; with KVReg its K/V A fragments stay
 /// in registers. Amax (p.amaxOf names dk or dv) takes their amax; without it
-/// no amax code.
-template <class T, int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, bool Amax>
+/// no amax code. KeyMask: as the forward's (the query tiles of rows that
+/// attend to every key are visited by every key block).
+template <class T, int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, bool Amax,
+          bool KeyMask>
 __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastParams<T> p) {
   constexpr int WK = 16 * MW, BK = 4 * WK, S = D + kPad;
   static_assert(BQ % SUB == 0 && SUB % 16 == 0, "query sub-tile");
@@ -343,7 +348,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   const int b = bkv / p.kvHeads, kvh = bkv % p.kvHeads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int k0 = kb * BK, kw = k0 + warp * WK;
-  const int nQT = (p.tq + BQ - 1) / BQ, qtStart = p.causal ? min(k0 / BQ, nQT) : 0;
+  const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
+  const uint32_t kvis = KeyMask ? keyRowBits<MW>(p, km.keys, kw, g) : 0;
+  const int nQT = (p.tq + BQ - 1) / BQ,
+            qtStart = p.causal && km.avg == 0 ? min(k0 / BQ, nQT) : 0;
   const int perHead = nQT - qtStart, nIt = p.group * perHead;
 
   const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
@@ -385,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
       }
     }
     const int q0 = (qtStart + it % perHead) * BQ;
-    if (p.causal && kw > q0 + BQ - 1)
+    if (p.causal && kw > q0 + BQ - 1 && q0 >= km.avg)
       continue; // every key of this warp is right of every query of the tile
     const T *qT = sQ + buf * BQ * S, *oT = sO + buf * BQ * S;
     const float *lseT = sL + buf * BQ, *ddT = sD + buf * BQ;
@@ -394,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
       const int qs = q0 + sq; // queries [qs, qs + SUB)
       if (qs >= p.tq)
         break;
-      if (p.causal && kw > qs + SUB - 1)
+      if (p.causal && kw > qs + SUB - 1 && qs >= km.avg)
         continue;
       const T *q = qT + sq * S, *dO = oT + sq * S;
       float l2[SUB / 8][2], dd[SUB / 8][2]; // lse * log2(e) and D of this thread's columns
@@ -424,8 +432,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
         mmaTileABt<D, SUB, MW, S>(dp, sV, warp * WK, dO);
       // P^T (0 past tq and where key > query), then dS^T; only edge
       // sub-tiles need the mask.
-      const bool mask = qs + SUB > p.tq || (p.causal && qs < kw + WK - 1);
-      maskAndExp<MW, SUB, true>(s, l2, p, mask, kw, qs, g, t);
+      if constexpr (KeyMask) {
+        maskAndExpKeys<MW, SUB, true>(s, l2, p, km.keys, kvis, km.avg, kw, qs, g, t);
+      } else {
+        const bool mask = qs + SUB > p.tq || (p.causal && qs < kw + WK - 1);
+        maskAndExp<MW, SUB, true>(s, l2, p, mask, kw, qs, g, t);
+      }
       dsFromP<MW, SUB, true>(dp, s, dd);
       mmaTilePV<SUB, D, MW, S>(dv, s, dO); // dV += P^T dO
       mmaTilePV<SUB, D, MW, S>(dk, dp, q); // dK += dS^T Q
@@ -462,7 +474,9 @@ template <int D, int MW, int BK, bool QOReg> constexpr int dqSmemBytes() {
 /// D = rowsum(dout * out) of its rows (kThreads / 64 MW threads per row, fixed
 /// order) for itself and, through p.dd, for the dK/dV kernel launched after it.
 /// Amax (p.amaxOf names dq) takes the amax of dq; without it no amax code.
-template <class T, int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, bool Amax>
+/// KeyMask: as the forward's.
+template <class T, int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, bool Amax,
+          bool KeyMask>
 __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastParams<T> p) {
   constexpr int WQ = 16 * MW, BQ = 4 * WQ, S = D + kPad;
   static_assert(BK % SUB == 0 && SUB % 16 == 0, "key sub-tile");
@@ -509,7 +523,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     for (int r = 0; r < 2; ++r)
       dd[m][r] = sDD[warp * WQ + m * 16 + g + r * 8];
 
-  const int nKT = blk.keyTiles(p, BQ, BK);
+  const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
+  const int nKT = blk.keyTiles(p, BQ, BK, km.avg > q0);
   loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
   loadTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
   cpAsyncCommit();
@@ -531,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
 #pragma unroll 1
     for (int sk = 0; sk < BK; sk += SUB) {
       const int ks = kt * BK + sk; // keys [ks, ks + SUB)
-      if (ks >= p.tk || (p.causal && ks > qw + WQ - 1))
+      if (ks >= p.tk || (p.causal && ks > qw + WQ - 1 && qw >= km.avg))
         break; // past the keys, or right of every query of this warp
       const T *kS = kT + sk * S, *vS = vT + sk * S;
       float s[MW][SUB / 8][4];
@@ -552,8 +567,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
         mmaTileABt<D, SUB, MW, S>(dp, sO, warp * WQ, vS);
       // P (0 past tk and where key > query), then dS; only edge sub-tiles
       // need the mask.
-      const bool mask = ks + SUB > p.tk || (p.causal && ks + SUB - 1 > qw);
-      maskAndExp<MW, SUB, false>(s, lse2, p, mask, qw, ks, g, t);
+      if constexpr (KeyMask) {
+        maskAndExpKeys<MW, SUB, false>(s, lse2, p, km.keys, 0, km.avg, qw, ks, g, t);
+      } else {
+        const bool mask = ks + SUB > p.tk || (p.causal && ks + SUB - 1 > qw);
+        maskAndExp<MW, SUB, false>(s, lse2, p, mask, qw, ks, g, t);
+      }
       dsFromP<MW, SUB, false>(dp, s, dd);
       mmaTilePV<SUB, D, MW, S>(dq, dp, kS); // dQ += dS K
     }
@@ -570,7 +589,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
 
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, kFwdBQ) * p.batch * p.heads;
-  auto kernel = p.amax ? flashFwdKernel<T, D, true> : flashFwdKernel<T, D, false>;
+  auto kernel = p.keys ? (p.amax ? flashFwdKernel<T, D, true, true>
+                                 : flashFwdKernel<T, D, false, true>)
+                       : (p.amax ? flashFwdKernel<T, D, true, false>
+                                 : flashFwdKernel<T, D, false, false>);
   return launchFast(kernel, "attention_forward", blocks, fwdSmemBytes<D>(), p, stream);
 }
 
@@ -580,18 +602,24 @@ template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_
 template <int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, class T>
 Status launchDq(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
-  auto kernel = gradAmax(p, kAmaxOfDq)
-                    ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true>
-                    : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false>;
+  const bool amax = gradAmax(p, kAmaxOfDq);
+  auto kernel = p.keys ? (amax ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true, true>
+                               : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false, true>)
+                       : (amax ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true, false>
+                               : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false,
+                                                  false>);
   return launchFast(kernel, "attention_backward_dq", blocks, dqSmemBytes<D, MW, BK, QOReg>(), p,
                     stream);
 }
 template <int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, class T>
 Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tk, 64 * MW) * p.batch * p.kvHeads;
-  auto kernel = gradAmax(p, kAmaxOfDk | kAmaxOfDv)
-                    ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true>
-                    : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false>;
+  const bool amax = gradAmax(p, kAmaxOfDk | kAmaxOfDv);
+  auto kernel =
+      p.keys ? (amax ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true, true>
+                     : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, true>)
+             : (amax ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true, false>
+                     : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, false>);
   return launchFast(kernel, "attention_backward_dkdv", blocks, dkdvSmemBytes<D, MW, BQ>(), p,
                     stream);
 }

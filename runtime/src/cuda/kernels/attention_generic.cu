@@ -4,7 +4,8 @@
 // and never TF32, and bf16 or f16 with other head dims or layouts): one warp per
 // query row (forward, dQ) or key row (dK/dV), the head dims spread over the
 // lanes (d, dv <= 256), keys visited one by one with an online softmax;
-// correct, not fast.
+// correct, not fast. A key mask skips hidden keys, and a row that attends to
+// every key (attention.cuh) takes its averagedScaled scores.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/attention.cuh"
@@ -70,6 +71,29 @@ __device__ __forceinline__ void axpyLanes(float (&acc)[kLaneElems], float w, con
   }
 }
 
+/// Whether query row i of batch b attends to every key (a finite fill and
+/// no visible key among the keys it may see: attention.cuh), the same on
+/// every lane.
+template <class T>
+__device__ __forceinline__ bool averagedRow(const GenericParams<T> &p, int64_t b, int64_t i) {
+  if (!p.keys || p.fill == -INFINITY)
+    return false;
+  const uint8_t *keys = p.keys + b * p.tk;
+  int64_t jEnd = p.causal ? min(p.tk, i + 1) : p.tk;
+  for (int64_t j0 = 0; j0 < jEnd; j0 += 32) {
+    int64_t j = j0 + threadIdx.x % 32;
+    if (__any_sync(kFullMask, j < jEnd && keys[j] != 0))
+      return false;
+  }
+  return true;
+}
+
+/// Whether key j of batch b is hidden from every query by the key mask.
+template <class T>
+__device__ __forceinline__ bool hiddenKey(const GenericParams<T> &p, int64_t b, int64_t j) {
+  return p.keys && p.keys[b * p.tk + j] == 0;
+}
+
 /// One warp per query row (b, h, i) of batch * heads * tq.
 template <class T>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) attnFwdGenericKernel(GenericParams<T> p) {
@@ -83,9 +107,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) attnFwdGenericKernel(Gener
   float q[kLaneElems], o[kLaneElems] = {};
   loadLanes(p.q + b * p.qs.batch + h * p.qs.head + i * p.qs.row, p.d, q);
   float m = -INFINITY, l = 0.0f;
-  int64_t jEnd = p.causal ? min(p.tk, i + 1) : p.tk;
+  const bool averaged = averagedRow(p, b, i);
+  int64_t jEnd = p.causal && !averaged ? min(p.tk, i + 1) : p.tk;
   for (int64_t j = 0; j < jEnd; ++j) {
-    float s = dotLanes(q, k + j * p.ks.row, p.d) * p.scale;
+    if (!averaged && hiddenKey(p, b, j))
+      continue;
+    float dot = dotLanes(q, k + j * p.ks.row, p.d);
+    float s = averaged ? averagedScaled(dot, p.scale, p.fill) : dot * p.scale;
     float w;
     if (s > m) {
       float corr = expf(m - s); // 0 for the first key
@@ -136,10 +164,15 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) attnBwdDqGenericKernel(Gen
   float q[kLaneElems], dO[kLaneElems], dq[kLaneElems] = {};
   loadLanes(p.q + b * p.qs.batch + h * p.qs.head + i * p.qs.row, p.d, q);
   loadLanes(p.dout + b * p.dos.batch + h * p.dos.head + i * p.dos.row, p.dv_, dO);
-  int64_t jEnd = p.causal ? min(p.tk, i + 1) : p.tk;
+  const bool averaged = averagedRow(p, b, i);
+  int64_t jEnd = p.causal && !averaged ? min(p.tk, i + 1) : p.tk;
   float lse = jEnd > 0 ? p.lseIn[row] : 0.0f, dd = jEnd > 0 ? p.dd[row] : 0.0f;
   for (int64_t j = 0; j < jEnd; ++j) {
-    float pr = expf(dotLanes(q, k + j * p.ks.row, p.d) * p.scale - lse);
+    if (!averaged && hiddenKey(p, b, j))
+      continue;
+    float dot = dotLanes(q, k + j * p.ks.row, p.d);
+    float pr =
+        expf((averaged ? averagedScaled(dot, p.scale, p.fill) : dot * p.scale) - lse);
     float dp = dotLanes(dO, v + j * p.vs.row, p.dv_);
     axpyLanes(dq, pr * (dp - dd), k + j * p.ks.row, p.d);
   }
@@ -159,12 +192,33 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   float k[kLaneElems], v[kLaneElems], dk[kLaneElems] = {}, dv[kLaneElems] = {};
   loadLanes(p.k + b * p.ks.batch + kvh * p.ks.head + j * p.ks.row, p.d, k);
   loadLanes(p.v + b * p.vs.batch + kvh * p.vs.head + j * p.vs.row, p.dv_, v);
+  // The queries [0, avg) attend to every key (attention.cuh); the others
+  // see this key unless it is hidden or right of them.
+  int64_t avg = 0;
+  if (p.keys && p.fill != -INFINITY) {
+    const uint8_t *keys = p.keys + b * p.tk;
+    int64_t first = p.tk;
+    for (int64_t j0 = 0; j0 < p.tk && first == p.tk; j0 += 32) {
+      unsigned any = __ballot_sync(kFullMask, j0 + threadIdx.x % 32 < p.tk &&
+                                                  keys[j0 + threadIdx.x % 32] != 0);
+      if (any)
+        first = j0 + __ffs(any) - 1;
+    }
+    avg = averagedRows(static_cast<int>(first), static_cast<int>(p.tq), static_cast<int>(p.tk),
+                       p.causal, p.fill);
+  }
+  const bool hidden = hiddenKey(p, b, j);
   for (int64_t hh = 0; hh < p.group; ++hh) {
     int64_t h = kvh * p.group + hh, bh = b * p.heads + h;
     const T *q = p.q + b * p.qs.batch + h * p.qs.head;
     const T *dO = p.dout + b * p.dos.batch + h * p.dos.head;
-    for (int64_t i = p.causal ? j : 0; i < p.tq; ++i) {
-      float pr = expf(dotLanes(k, q + i * p.qs.row, p.d) * p.scale - p.lseIn[bh * p.tq + i]);
+    for (int64_t i = p.causal && avg == 0 ? j : 0; i < p.tq; ++i) {
+      const bool averaged = i < avg;
+      if (!averaged && (hidden || (p.causal && j > i)))
+        continue;
+      float dot = dotLanes(k, q + i * p.qs.row, p.d);
+      float pr = expf((averaged ? averagedScaled(dot, p.scale, p.fill) : dot * p.scale) -
+                      p.lseIn[bh * p.tq + i]);
       float dp = dotLanes(v, dO + i * p.dos.row, p.dv_);
       axpyLanes(dv, pr, dO + i * p.dos.row, p.dv_);
       axpyLanes(dk, pr * (dp - p.dd[bh * p.tq + i]), q + i * p.qs.row, p.d);

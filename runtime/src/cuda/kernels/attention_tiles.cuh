@@ -178,6 +178,90 @@ __device__ __forceinline__ void maskAndExp(float (&s)[MW][SUB / 8][4], const L &
   }
 }
 
+/// maskAndExp's key-masked form (every sub-tile): P = 0 past the tensor,
+/// where the key is right of the query (causal) or hidden by `keys` (the
+/// batch's row of p.keys); the queries before `avg` (averagedRows) take
+/// every key with its averagedRaw score instead. Transposed (rows are the
+/// warp's keys, the same every sub-tile): `rowVis` holds whether key row
+/// 16 m + g + 8 h is visible (and < tk) at bit 2 m + h (keyRowBits), and
+/// `keys` is not read.
+template <int MW, int SUB, bool Transposed, class L, class T>
+__device__ __forceinline__ void maskAndExpKeys(float (&s)[MW][SUB / 8][4], const L &l2,
+                                               const FastParams<T> &p, const uint8_t *keys,
+                                               uint32_t rowVis, int avg, int row0, int col0, int g,
+                                               int t) {
+#pragma unroll
+  for (int m = 0; m < MW; ++m)
+#pragma unroll
+    for (int j = 0; j < SUB / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int col = col0 + j * 8 + 2 * t + (e & 1), row = row0 + m * 16 + g + (e >> 1) * 8;
+        int query = Transposed ? col : row, key = Transposed ? row : col;
+        float x = s[m][j][e];
+        bool live = query < p.tq && key < p.tk;
+        if (live) {
+          if (query < avg)
+            x = averagedRaw(x, p.scale, p.invScale, p.fill);
+          else
+            live = !(p.causal && key > query) &&
+                   (Transposed ? (rowVis >> (2 * m + (e >> 1))) & 1 : keys[key] != 0);
+        }
+        s[m][j][e] =
+            live ? exp2Ftz(x * p.scaleLog2 - queryStat<Transposed>(l2, m, j, e)) : 0.0f;
+      }
+}
+
+/// maskAndExpKeys' rowVis of the key rows row0 + 16 m + g (+ 8).
+template <int MW, class T>
+__device__ __forceinline__ uint32_t keyRowBits(const FastParams<T> &p, const uint8_t *keys,
+                                               int row0, int g) {
+  uint32_t bits = 0;
+#pragma unroll
+  for (int m = 0; m < MW; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int key = row0 + 16 * m + g + 8 * h;
+      if (key < p.tk && keys[key] != 0)
+        bits |= 1u << (2 * m + h);
+    }
+  return bits;
+}
+
+/// The first key of batch b that p.keys shows (p.tk when none), computed by
+/// the whole block: every thread calls it (it synchronises).
+template <class T> __device__ __forceinline__ int firstVisibleKey(const FastParams<T> &p, int b) {
+  __shared__ int first;
+  if (threadIdx.x == 0)
+    first = p.tk;
+  __syncthreads();
+  const uint8_t *m = p.keys + static_cast<int64_t>(b) * p.tk;
+  for (int j = threadIdx.x; j < p.tk; j += blockDim.x)
+    if (m[j] != 0) {
+      atomicMin(&first, j);
+      break;
+    }
+  __syncthreads();
+  return first;
+}
+
+/// A key-masked block's view of batch b: its row of p.keys and the rows
+/// that attend to every key (averagedRows; none without KeyMask).
+struct KeyMaskRows {
+  const uint8_t *keys = nullptr;
+  int avg = 0;
+  template <bool KeyMask, class T>
+  __device__ __forceinline__ static KeyMaskRows of(const FastParams<T> &p, int b) {
+    KeyMaskRows r;
+    if constexpr (KeyMask) {
+      r.keys = p.keys + static_cast<int64_t>(b) * p.tk;
+      if (p.fill != -INFINITY)
+        r.avg = averagedRows(firstVisibleKey(p, b), p.tq, p.tk, p.causal, p.fill);
+    }
+    return r;
+  }
+};
+
 /// dS = P (dP - D) in place of dP (D per query, as queryStat reads it).
 template <int MW, int SUB, bool Transposed, class X>
 __device__ __forceinline__ void dsFromP(float (&dp)[MW][SUB / 8][4],
@@ -214,11 +298,13 @@ struct QueryBlock {
     return p.v + b * p.vs.batch + kvh * p.vs.head;
   }
   /// The key tiles of `bk` keys the block's `rows` queries see (all of
-  /// them, or up to the last row's diagonal when causal).
+  /// them, or up to the last row's diagonal when causal and not `all`: a
+  /// block with rows that attend to every key).
   template <class T>
-  __device__ __forceinline__ int keyTiles(const FastParams<T> &p, int rows, int bk) const {
+  __device__ __forceinline__ int keyTiles(const FastParams<T> &p, int rows, int bk,
+                                          bool all = false) const {
     int n = (p.tk + bk - 1) / bk;
-    return p.causal ? min(n, (min(q0 + rows, p.tq) - 1) / bk + 1) : n;
+    return p.causal && !all ? min(n, (min(q0 + rows, p.tq) - 1) / bk + 1) : n;
   }
 };
 
@@ -293,11 +379,13 @@ Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
 /// is rescaled to the new max. The scale is positive (attention.cu sends
 /// others to the generic path), so the max is taken over the raw scores and
 /// each score costs a max, one FFMA (s * scale * log2(e) - max) and one
-/// MUFU.EX2 (exp2Ftz).
-template <int BK, int D, class T>
+/// MUFU.EX2 (exp2Ftz). With KeyMask every tile is masked as maskAndExpKeys
+/// masks (`km`: the batch's key row and its rows that attend to every key).
+template <int BK, int D, bool KeyMask = false, class T>
 __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D / 8][4],
                                             float (&m)[2], float (&l)[2], const FastParams<T> &p,
-                                            int k0, int qw, int row0, int t) {
+                                            int k0, int qw, int row0, int t,
+                                            const KeyMaskRows &km = {}) {
   const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
   const float sl = p.scaleLog2;
   float mx[2] = {-INFINITY, -INFINITY};
@@ -306,7 +394,15 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float x = s[j][e];
-      if (mask) {
+      if constexpr (KeyMask) {
+        int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+        if (key >= p.tk)
+          x = -INFINITY;
+        else if (row < km.avg)
+          x = averagedRaw(x, p.scale, p.invScale, p.fill);
+        else if ((p.causal && key > row) || km.keys[key] == 0)
+          x = -INFINITY;
+      } else if (mask) {
         int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
         if (key >= p.tk || (p.causal && key > row))
           x = -INFINITY;

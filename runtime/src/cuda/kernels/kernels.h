@@ -23,6 +23,7 @@
 #ifndef TC_RUNTIME_CUDA_KERNELS_KERNELS_H
 #define TC_RUNTIME_CUDA_KERNELS_KERNELS_H
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -419,8 +420,26 @@ enum class AttentionKernels { Mma, Wgmma };
 /// H100, H200).
 bool wgmmaAttentionAvailable();
 
+/// A padding (key) mask, as tc.attention's key_mask and mask_fill: keys
+/// [batch, tk] bytes (non-zero = visible; null: no mask) hide key j from
+/// every query of batch b where keys[b * tk + j] is 0, besides the causal
+/// mask. `fill` says what a hidden score counts for: -inf, nothing (a row
+/// with no visible key gives out = 0, lse = -inf); a finite fill (an
+/// exported additive mask: HF's finfo.min; at most kAttentionMaxFiniteFill,
+/// so that beside a visible key a hidden one weighs exactly 0), score + fill:
+/// a row with no visible key then attends to all tk keys with the softmax of
+/// (scale * s + fill) - fill (uniform when the fill absorbs the scores, as
+/// finfo.min does in f32), and its lse is that softmax's log-sum-exp (the
+/// row's lse less the fill). Keys with a mask take the mma.sync kernels
+/// (never wgmma) or the generic ones.
+struct AttentionMask {
+  const uint8_t *keys = nullptr;
+  float fill = -INFINITY;
+};
+
 /// out = softmax(scale * q k^T + mask) v, with mask = -inf where key j > query i
-/// when `causal` (top-left aligned, torch's is_causal / tril), else 0.
+/// when `causal` (top-left aligned, torch's is_causal / tril), else 0, and
+/// hidden where `mask` (AttentionMask) hides key j.
 /// lse [batch, heads, tq] fp32 contiguous (may be null): the row's
 /// log(sum(exp(scale * s - max))) + max, saved for the backward.
 /// dt F32, BF16 or F16 for q, k, v, out; fp32 math (bf16/f16: tensor cores, fp32
@@ -434,7 +453,8 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
                         const void *k, AttentionStrides ks, const void *v, AttentionStrides vs,
                         void *out, AttentionStrides os, float *lse, float scale, bool causal,
                         cudaStream_t stream, float *amax = nullptr,
-                        AttentionKernels kernels = AttentionKernels::Mma);
+                        AttentionKernels kernels = AttentionKernels::Mma,
+                        const AttentionMask &mask = {});
 
 /// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
 /// D = rowsum(dout * out)); never 0.
@@ -460,7 +480,8 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
                          void *scratch, float scale, bool causal, cudaStream_t stream,
                          float *amax = nullptr, int amaxOf = 0,
-                         AttentionKernels kernels = AttentionKernels::Mma);
+                         AttentionKernels kernels = AttentionKernels::Mma,
+                         const AttentionMask &mask = {});
 
 } // namespace tc::rt::cuda
 
