@@ -34,16 +34,16 @@ template <class T> struct FastParams {
   AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
   int batch, heads, kvHeads, group, tq, tk;
   float scale, scaleLog2; // scale and scale * log2(e)
-  float invScale;         // 1 / scale (0 for scale 0): averagedRaw's
   bool causal;
   /// When non-null (zeroed before the launch): atomicMax of the bits of |x|
   /// (absBits) over the stored out (forward) or the gradients amaxOf names
   /// (kAmaxOfDq, kAmaxOfDk, kAmaxOfDv).
   unsigned *amax;
   int amaxOf;
-  /// The key mask (AttentionMask): [batch, tk] bytes or null, and the fill.
+  /// The key mask (AttentionMask): [batch, tk] bytes or null, and the fill;
+  /// 1 / scale (0 for scale 0), averagedRaw's.
   const uint8_t *keys;
-  float fill;
+  float fill, invScale;
 };
 
 /// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.

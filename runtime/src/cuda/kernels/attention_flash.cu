@@ -190,11 +190,13 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   const int qw = q0 + warp * 16, row0 = qw + g;
 
   const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
-  const int nKT = blk.keyTiles(p, BQ, BK, km.avg > q0);
+  int kt0 = 0, nKT = blk.keyTiles(p, BQ, BK, KeyMask && km.avg > q0);
+  if constexpr (KeyMask)
+    km.keyTiles(q0, BK, nKT, &kt0, &nKT); // only the tiles with visible keys
 
   loadTile<BQ, D>(sK + BK * S, q, p.qs.row, q0, p.tq);
-  loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
-  loadTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
+  loadTile<BK, D>(sK, k, p.ks.row, kt0 * BK, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, kt0 * BK, p.tk);
   cpAsyncCommit();
   cpAsyncWaitAll();
   __syncthreads();
@@ -207,8 +209,8 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; // rows row0, row0 + 8
 
-  for (int kt = 0; kt < nKT; ++kt) {
-    const int buf = kt & 1;
+  for (int kt = kt0; kt < nKT; ++kt) {
+    const int buf = (kt - kt0) & 1;
     // Tile kt has landed; everyone is done with the other buffer (and q).
     cpAsyncWaitAll();
     __syncthreads();
@@ -218,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
     }
     cpAsyncCommit();
     const int k0 = kt * BK;
-    if (p.causal && k0 > qw + 15 && qw >= km.avg)
+    if (p.causal && k0 > qw + 15 && (!KeyMask || qw >= km.avg))
       continue; // every key of the tile is right of this warp's rows
     float s[BK / 8][4];
     zero(s);
@@ -350,8 +352,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   const int k0 = kb * BK, kw = k0 + warp * WK;
   const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
   const uint32_t kvis = KeyMask ? keyRowBits<MW>(p, km.keys, kw, g) : 0;
-  const int nQT = (p.tq + BQ - 1) / BQ,
-            qtStart = p.causal && km.avg == 0 ? min(k0 / BQ, nQT) : 0;
+  int nQT = (p.tq + BQ - 1) / BQ, qtStart = p.causal && km.avg == 0 ? min(k0 / BQ, nQT) : 0;
+  if constexpr (KeyMask)
+    if (km.hiddenKeys(k0, k0 + BK)) // only rows that attend to every key see them
+      qtStart = 0, nQT = min(nQT, (km.avg + BQ - 1) / BQ);
   const int perHead = nQT - qtStart, nIt = p.group * perHead;
 
   const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
@@ -393,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
       }
     }
     const int q0 = (qtStart + it % perHead) * BQ;
-    if (p.causal && kw > q0 + BQ - 1 && q0 >= km.avg)
+    if (p.causal && kw > q0 + BQ - 1 && (!KeyMask || q0 >= km.avg))
       continue; // every key of this warp is right of every query of the tile
     const T *qT = sQ + buf * BQ * S, *oT = sO + buf * BQ * S;
     const float *lseT = sL + buf * BQ, *ddT = sD + buf * BQ;
@@ -402,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
       const int qs = q0 + sq; // queries [qs, qs + SUB)
       if (qs >= p.tq)
         break;
-      if (p.causal && kw > qs + SUB - 1 && qs >= km.avg)
+      if (p.causal && kw > qs + SUB - 1 && (!KeyMask || qs >= km.avg))
         continue;
       const T *q = qT + sq * S, *dO = oT + sq * S;
       float l2[SUB / 8][2], dd[SUB / 8][2]; // lse * log2(e) and D of this thread's columns
@@ -524,17 +528,19 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
       dd[m][r] = sDD[warp * WQ + m * 16 + g + r * 8];
 
   const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
-  const int nKT = blk.keyTiles(p, BQ, BK, km.avg > q0);
-  loadTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
-  loadTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
+  int kt0 = 0, nKT = blk.keyTiles(p, BQ, BK, KeyMask && km.avg > q0);
+  if constexpr (KeyMask)
+    km.keyTiles(q0, BK, nKT, &kt0, &nKT); // only the tiles with visible keys
+  loadTile<BK, D>(sK, k, p.ks.row, kt0 * BK, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, kt0 * BK, p.tk);
   cpAsyncCommit();
 
   float dq[MW][D / 8][4];
 #pragma unroll
   for (int m = 0; m < MW; ++m)
     zero(dq[m]);
-  for (int kt = 0; kt < nKT; ++kt) {
-    const int buf = kt & 1;
+  for (int kt = kt0; kt < nKT; ++kt) {
+    const int buf = (kt - kt0) & 1;
     cpAsyncWaitAll();
     __syncthreads();
     if (kt + 1 < nKT) {
@@ -546,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
 #pragma unroll 1
     for (int sk = 0; sk < BK; sk += SUB) {
       const int ks = kt * BK + sk; // keys [ks, ks + SUB)
-      if (ks >= p.tk || (p.causal && ks > qw + WQ - 1 && qw >= km.avg))
+      if (ks >= p.tk || (p.causal && ks > qw + WQ - 1 && (!KeyMask || qw >= km.avg)))
         break; // past the keys, or right of every query of this warp
       const T *kS = kT + sk * S, *vS = vT + sk * S;
       float s[MW][SUB / 8][4];

@@ -13,6 +13,7 @@
 #ifndef TC_RUNTIME_CUDA_KERNELS_ATTENTION_TILES_CUH
 #define TC_RUNTIME_CUDA_KERNELS_ATTENTION_TILES_CUH
 
+#include <cstdint>
 #include <type_traits>
 
 #include "runtime/src/cuda/kernels/attention.cuh"
@@ -228,37 +229,61 @@ __device__ __forceinline__ uint32_t keyRowBits(const FastParams<T> &p, const uin
   return bits;
 }
 
-/// The first key of batch b that p.keys shows (p.tk when none), computed by
-/// the whole block: every thread calls it (it synchronises).
-template <class T> __device__ __forceinline__ int firstVisibleKey(const FastParams<T> &p, int b) {
-  __shared__ int first;
+/// The visible keys of batch b lie in [first, end) (first = tk, end = 0
+/// when none is): computed by the whole block, every thread calls it (it
+/// synchronises).
+template <class T>
+__device__ __forceinline__ void visibleKeyRange(const FastParams<T> &p, int b, int *first,
+                                                int *end) {
+  __shared__ int lo, hi;
   if (threadIdx.x == 0)
-    first = p.tk;
+    lo = p.tk, hi = 0;
   __syncthreads();
   const uint8_t *m = p.keys + static_cast<int64_t>(b) * p.tk;
+  int f = p.tk, e = 0;
   for (int j = threadIdx.x; j < p.tk; j += blockDim.x)
     if (m[j] != 0) {
-      atomicMin(&first, j);
-      break;
+      f = min(f, j);
+      e = j + 1;
     }
+  if (f < p.tk) {
+    atomicMin(&lo, f);
+    atomicMax(&hi, e);
+  }
   __syncthreads();
-  return first;
+  *first = lo, *end = hi;
 }
 
-/// A key-masked block's view of batch b: its row of p.keys and the rows
-/// that attend to every key (averagedRows; none without KeyMask).
+/// A key-masked block's view of batch b: its row of p.keys, the span
+/// [first, end) of its visible keys and the rows that attend to every key
+/// (averagedRows). Without KeyMask: every key, no such row.
 struct KeyMaskRows {
   const uint8_t *keys = nullptr;
-  int avg = 0;
+  int first = 0, end = INT32_MAX, avg = 0;
   template <bool KeyMask, class T>
   __device__ __forceinline__ static KeyMaskRows of(const FastParams<T> &p, int b) {
     KeyMaskRows r;
     if constexpr (KeyMask) {
       r.keys = p.keys + static_cast<int64_t>(b) * p.tk;
-      if (p.fill != -INFINITY)
-        r.avg = averagedRows(firstVisibleKey(p, b), p.tq, p.tk, p.causal, p.fill);
+      visibleKeyRange(p, b, &r.first, &r.end);
+      r.avg = averagedRows(r.first, p.tq, p.tk, p.causal, p.fill);
     }
     return r;
+  }
+  /// The key tiles [*begin, *end) of `bk` keys a block of queries from q0
+  /// visits, of the `n` it would without a mask: those holding visible
+  /// keys, or all n when some of its rows attend to every key.
+  __device__ __forceinline__ void keyTiles(int q0, int bk, int n, int *begin, int *endTile) const {
+    *begin = 0, *endTile = n;
+    if (avg > q0)
+      return;
+    *begin = min(first / bk, n);
+    *endTile = min(n, (end + bk - 1) / bk);
+  }
+  /// Whether the keys [k0, k1) are hidden from every query that does not
+  /// attend to every key (before the first or after the last visible key).
+  __device__ __forceinline__ bool hiddenKeys(int k0, int k1) const {
+    return k1 <= first || k0 >= end;
   }
 };
 
