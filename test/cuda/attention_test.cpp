@@ -533,7 +533,9 @@ std::vector<uint8_t> paddingMask(int64_t batch, int64_t tk, int64_t left, int64_
 // uniformly: the fill absorbs the scores in f32) and -1e4 (they take the
 // softmax of the scores). The left padding spans more than one 64-row block
 // so that whole blocks (forward, dQ) and query tiles (dK/dV) of such rows
-// visit every key; lengths that are not tile multiples, GQA, tq != tk.
+// visit every key, and both paddings span whole key tiles and dK/dV blocks
+// (which the kernels skip, or visit only for those rows); lengths that are
+// not tile multiples, GQA, tq != tk.
 TEST_F(AttentionTest, KeyMaskMatchesReference) {
   const double finfoMin = -3.4028234663852886e38;
   struct Shape {
@@ -542,7 +544,8 @@ TEST_F(AttentionTest, KeyMaskMatchesReference) {
     int64_t left, right;
   };
   const Shape shapes[] = {
-      {DType::BF16, 4, 4, 2, 200, 200, 64, 100, 37},  // tensor cores, GQA
+      {DType::BF16, 4, 4, 2, 300, 300, 64, 140, 150}, // tensor cores, GQA
+      {DType::BF16, 4, 4, 2, 200, 200, 64, 100, 37},
       {DType::F16, 4, 2, 1, 130, 130, 128, 70, 64},   // d 128, MQA
       {DType::BF16, 4, 2, 2, 77, 150, 32, 90, 10},    // tq < tk
       {DType::BF16, 4, 2, 2, 150, 77, 64, 20, 30},    // tq > tk
