@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "test/cuda/cuda_test_util.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/src/cuda/kernels/attention_wgmma_layout.h"
@@ -503,6 +504,12 @@ TEST_F(AttentionTest, AnyScaleMatchesReference) {
   }
 }
 
+/// TC_ATTN_FWD_TILE=tile for its lifetime (the forward's tiling knob).
+struct ForwardTile {
+  explicit ForwardTile(const char *tile) { setenv("TC_ATTN_FWD_TILE", tile, 1); }
+  ~ForwardTile() { unsetenv("TC_ATTN_FWD_TILE"); }
+};
+
 /// A key mask [batch, tk] of padded batches: batch b % 4 == 0 left-padded
 /// by `left` keys, 1 right-padded by `right`, 2 with holes (every third key
 /// hidden), 3 with no visible key at all.
@@ -574,6 +581,32 @@ TEST_F(AttentionTest, KeyMaskMatchesReference) {
   for (bool causal : {false, true})
     checkCase({DType::BF16, 4, 4, 2, 130, 130, 128, 128, causal, false});
   keyMask = nullptr;
+}
+
+// The forward's 128-row tilings (TC_ATTN_FWD_TILE=128x32 / 128x64, d <= 64;
+// measured before one is kept): the tensor-core cases, a fused projection and
+// a key mask, against the reference.
+TEST_F(AttentionTest, Forward128RowTilesMatchReference) {
+  const double finfoMin = -3.4028234663852886e38;
+  std::vector<uint8_t> m = paddingMask(4, 300, 140, 150);
+  for (const char *tile : {"128x32", "128x64"}) {
+    SCOPED_TRACE(std::string("TC_ATTN_FWD_TILE=") + tile);
+    ForwardTile knob(tile);
+    for (DType dt : {DType::BF16, DType::F16})
+      for (bool causal : {false, true}) {
+        checkCase({dt, 2, 4, 2, 77, 77, 64, 64, causal, false});    // GQA, partial tiles
+        checkCase({dt, 2, 2, 2, 16, 40, 64, 64, causal, false});    // tq < tk
+        checkCase({dt, 1, 2, 2, 130, 77, 32, 32, causal, false});   // tq > tk, d 32
+        checkCase({dt, 1, 4, 2, 300, 300, 64, 64, causal, false});  // several row blocks
+        checkCase({dt, 1, 2, 1, 200, 333, 64, 64, causal, false});  // tq < tk, several blocks
+        checkCase({dt, 2, 4, 2, 130, 130, 64, 64, causal, true});   // fused projection
+      }
+    keyMask = &m;
+    maskFill = finfoMin;
+    for (bool causal : {false, true})
+      checkCase({DType::BF16, 4, 4, 2, 300, 300, 64, 64, causal, false});
+    keyMask = nullptr;
+  }
 }
 
 // A mask fill the kernels do not take (above -1e4, or NaN) is refused.
@@ -735,7 +768,8 @@ std::vector<uint16_t> randomBf16(size_t n, uint64_t seed) {
 /// Times the forward and backward of one shape with `kernels` (the same
 /// random inputs every call) and returns out, dq, dk and dv.
 void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, bool causal,
-               AttentionKernels kernels, std::vector<double> (&results)[4]) {
+               AttentionKernels kernels, std::vector<double> (&results)[4],
+               const std::string &tag = "") {
   AttentionShape s;
   s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;
   const int64_t n = B * H * T * d;
@@ -769,12 +803,13 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
   double flops = 4.0 * B * H * T * T * d * (causal ? 0.5 : 1.0);
   const bool wgmma = kernels == AttentionKernels::Wgmma;
   std::string shape = "bf16 " + shapeStr({B, H, T, T}) + " d" + std::to_string(d) +
-                      (causal ? " causal" : "") + (wgmma ? " wgmma" : "");
+                      (causal ? " causal" : "") + (wgmma ? " wgmma" : "") +
+                      (tag.empty() ? "" : " " + tag);
   std::printf("attention fwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), fwdUs / 1000,
               flops / (fwdUs * 1e6));
   std::printf("attention bwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), bwdUs / 1000,
               2.5 * flops / (bwdUs * 1e6));
-  const char *suffix = wgmma ? "_wgmma" : "";
+  const std::string suffix = (wgmma ? "_wgmma" : "") + (tag.empty() ? "" : "_" + tag);
   report(std::string("attention_forward") + suffix, DType::BF16, 0, 1, fwdUs,
          shapeStr({B, H, T, T, d}));
   report(std::string("attention_backward") + suffix, DType::BF16, 0, 1, bwdUs,
@@ -787,11 +822,25 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
   }
 }
 
-/// Times a shape on the mma.sync kernels and, on an H100/H200, the wgmma
-/// ones too, whose results must match the mma.sync kernels' at this size.
+/// Times a shape on the mma.sync kernels (d <= 64: the forward's 128-row
+/// tilings of TC_ATTN_FWD_TILE too, whose results must match the default's)
+/// and, on an H100/H200, the wgmma ones, whose results must match the
+/// mma.sync kernels' at this size.
 void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
   std::vector<double> mma[4], wg[4];
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, mma));
+  for (const char *tile : {"128x32", "128x64"}) {
+    if (d > 64)
+      break;
+    std::vector<double> tiled[4];
+    {
+      ForwardTile knob(tile);
+      ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, tiled,
+                                        std::string("tile") + tile));
+    }
+    double err = maxAbsErr(tiled[0], mma[0]);
+    EXPECT_LE(err, 2e-2) << "out, forward tile " << tile << " against the default, d" << d;
+  }
   if (!wgmmaAttentionAvailable())
     return;
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Wgmma, wg));

@@ -6,7 +6,8 @@
 // accumulate; the kernels are templates over the 16-bit type T, which only
 // picks the mma variant and the fp32 -> T rounding), inline PTX so the same
 // code runs on sm_90 and sm_120a.
-//   - Forward: a block of 4 warps owns 64 query rows (16 per warp, q held as
+//   - Forward: a block of 4 warps owns 64 query rows (16 per warp; 128 and 32
+//     with TC_ATTN_FWD_TILE, a measurement knob: fastForward; q held as
 //     A fragments in registers); 64-key K/V tiles stream through shared
 //     memory with cp.async double buffering and are read with ldmatrix. The
 //     online softmax runs in fp32 registers in the log2 domain (the max of
@@ -35,6 +36,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "runtime/src/cuda/kernels/attention_tiles.cuh"
@@ -130,121 +133,9 @@ template <int S, class T> __device__ __forceinline__ uint32_t btAddr(const T *sm
   return smemAddr(sm + (r0 + lane % 8 + ((lane / 8) % 2) * 8) * S + c0 + (lane / 16) * 8);
 }
 
-/// Same with the A fragments already in registers.
-template <int D, int M, int S, class T>
-__device__ __forceinline__ void mmaRegBt(float (&c)[M / 8][4], const uint32_t (&af)[D / 16][4],
-                                         const T *b) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int nn = 0; nn < M / 16; ++nn) {
-      uint32_t bf[4];
-      ldsm4(bf, bAddr<S>(b, nn * 16, kk * 16));
-      mma16816<T>(c[2 * nn], af[kk], bf[0], bf[1]);
-      mma16816<T>(c[2 * nn + 1], af[kk], bf[2], bf[3]);
-    }
-}
-/// acc[D/8][4] (16 rows x D) += p (16 rows x K, C fragments) times b ([K][S]
-/// tile stored [k][n], the first D columns).
-template <int K, int D, int S, class T>
-__device__ __forceinline__ void mmaPV(float (&acc)[D / 8][4], const float (&p)[K / 8][4],
-                                      const T *b) {
-#pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    uint32_t af[4];
-    cToA<T>(af, p[2 * kk], p[2 * kk + 1]);
-#pragma unroll
-    for (int nd = 0; nd < D / 16; ++nd) {
-      uint32_t bf[4];
-      ldsm4t(bf, btAddr<S>(b, kk * 16, nd * 16));
-      mma16816<T>(acc[2 * nd], af, bf[0], bf[1]);
-      mma16816<T>(acc[2 * nd + 1], af, bf[2], bf[3]);
-    }
-  }
-}
-
-//===----------------------------------------------------------------------===//
-// Fast path: forward
-//===----------------------------------------------------------------------===//
-
-constexpr int kFwdBQ = 64, kFwdBK = 64;
-
-template <int D> constexpr int fwdSmemBytes() { return 4 * kFwdBK * (D + kPad) * 2; }
-
-/// Grid: batch * heads * ceil(tq / 64) blocks, the last query blocks first.
-/// Shared: sK[2][64][D + 8], sV[2][64][D + 8] (q staged in sK[1]). Amax
-/// (p.amax non-null) takes the amax of out; without it no amax code.
-/// KeyMask (p.keys non-null): every tile masked by the key mask, and a block
-/// with rows that attend to every key (a finite fill) visits every key tile.
-template <class T, int D, bool Amax, bool KeyMask>
-__global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
-  constexpr int BQ = kFwdBQ, BK = kFwdBK, S = D + kPad;
-  extern __shared__ __align__(16) unsigned char smRaw[];
-  T *sK = reinterpret_cast<T *>(smRaw); // [2][BK][S]
-  T *sV = sK + 2 * BK * S;              // [2][BK][S]
-
-  const QueryBlock blk(p, BQ);
-  const int bh = blk.bh, b = blk.b, h = blk.h, q0 = blk.q0;
-  const T *q = blk.q(p), *k = blk.k(p), *v = blk.v(p);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int qw = q0 + warp * 16, row0 = qw + g;
-
-  const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
-  int kt0 = 0, nKT = blk.keyTiles(p, BQ, BK, KeyMask && km.avg > q0);
-  if constexpr (KeyMask)
-    km.keyTiles(q0, BK, nKT, &kt0, &nKT); // only the tiles with visible keys
-
-  loadTile<BQ, D>(sK + BK * S, q, p.qs.row, q0, p.tq);
-  loadTile<BK, D>(sK, k, p.ks.row, kt0 * BK, p.tk);
-  loadTile<BK, D>(sV, v, p.vs.row, kt0 * BK, p.tk);
-  cpAsyncCommit();
-  cpAsyncWaitAll();
-  __syncthreads();
-  uint32_t qf[D / 16][4]; // q rows [qw, qw + 16) as A fragments
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    ldsm4(qf[kk], aAddr<S>(sK + BK * S, warp * 16, kk * 16));
-
-  float o[D / 8][4];
-  zero(o);
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; // rows row0, row0 + 8
-
-  for (int kt = kt0; kt < nKT; ++kt) {
-    const int buf = (kt - kt0) & 1;
-    // Tile kt has landed; everyone is done with the other buffer (and q).
-    cpAsyncWaitAll();
-    __syncthreads();
-    if (kt + 1 < nKT) {
-      loadTile<BK, D>(sK + (buf ^ 1) * BK * S, k, p.ks.row, (kt + 1) * BK, p.tk);
-      loadTile<BK, D>(sV + (buf ^ 1) * BK * S, v, p.vs.row, (kt + 1) * BK, p.tk);
-    }
-    cpAsyncCommit();
-    const int k0 = kt * BK;
-    if (p.causal && k0 > qw + 15 && (!KeyMask || qw >= km.avg))
-      continue; // every key of the tile is right of this warp's rows
-    float s[BK / 8][4];
-    zero(s);
-    mmaRegBt<D, BK, S>(s, qf, sK + buf * BK * S);
-
-    softmaxTile<BK, D, KeyMask>(s, o, m, l, p, k0, qw, row0, t, km);
-    mmaPV<BK, D, S>(o, s, sV + buf * BK * S);
-  }
-  cpAsyncWaitAll();
-
-  finishForward<D, Amax>(p, o, m, l, b, h, bh, row0, t);
-}
-
-//===----------------------------------------------------------------------===//
-// Fast path: backward
-//===----------------------------------------------------------------------===//
-//
-// A warp owns MW m16 tiles (16 MW rows: keys in dK/dV, queries in dQ), so
-// every B fragment read from shared memory feeds MW mmas (a 16-row warp reads
-// a whole tile per 2 mmas) and the warp has MW independent accumulator chains.
-// The streamed tile is consumed in sub-tiles of SUB rows to bound the
-// registers of the S/dP fragments. H200, GPT-2 shape (bf16 16x12x1024x1024,
-// d 64, causal): dQ + D 0.151 ms, dK/dV 0.194 ms (16-row warps: 0.186 and
-// 0.245 plus 0.019 for a separate D kernel).
+// A warp owns MW m16 tiles of rows (16 MW rows: queries in the forward and
+// dQ, keys in dK/dV), so every B fragment read from shared memory feeds MW
+// mmas and the warp has MW independent accumulator chains.
 
 /// c[MW][N/8][4] (16 MW rows x N cols) += A times the rows [0, N) of b ([N][S]
 /// tile stored [n][k]), K along k; A is rows [ra, ra + 16 MW) of the tile a.
@@ -309,6 +200,25 @@ __device__ __forceinline__ void mmaTilePV(float (&acc)[MW][D / 8][4],
     }
   }
 }
+/// The K/V tile stream of the forward and dQ kernels (the tiles [kt0, nKT)
+/// of BK keys through sK[2][BK][D + 8], sV[2][BK][D + 8], tile kt0 issued
+/// before the loop): waits for tile kt, whose buffer it returns, and, once
+/// the block is done with the other buffer, issues tile kt + 1 into it.
+template <int BK, int D, class T>
+__device__ __forceinline__ int nextKeyTile(T *sK, T *sV, const T *k, const T *v,
+                                           const FastParams<T> &p, int kt, int kt0, int nKT) {
+  constexpr int S = D + kPad;
+  const int buf = (kt - kt0) & 1;
+  cpAsyncWaitAll();
+  __syncthreads();
+  if (kt + 1 < nKT) {
+    loadTile<BK, D>(sK + (buf ^ 1) * BK * S, k, p.ks.row, (kt + 1) * BK, p.tk);
+    loadTile<BK, D>(sV + (buf ^ 1) * BK * S, v, p.vs.row, (kt + 1) * BK, p.tk);
+  }
+  cpAsyncCommit();
+  return buf;
+}
+
 /// The A fragments of rows [r0, r0 + 16 MW) x [0, D) of a [*][S] tile.
 template <int D, int MW, int S, class T>
 __device__ __forceinline__ void loadAFrags(uint32_t (&af)[MW][D / 16][4], const T *sm, int r0) {
@@ -318,6 +228,94 @@ __device__ __forceinline__ void loadAFrags(uint32_t (&af)[MW][D / 16][4], const 
     for (int kk = 0; kk < D / 16; ++kk)
       ldsm4(af[m][kk], aAddr<S>(sm, r0 + m * 16, kk * 16));
 }
+
+//===----------------------------------------------------------------------===//
+// Fast path: forward
+//===----------------------------------------------------------------------===//
+
+constexpr int kFwdBK = 64;
+
+/// Shared bytes of the forward: sK, sV [2][BK][D + 8], and sQ [64 MW][D + 8]
+/// unless q is staged in sK[1] (64 MW <= BK).
+template <int D, int MW, int BK> constexpr int fwdSmemBytes() {
+  return (4 * BK + (64 * MW <= BK ? 0 : 64 * MW)) * (D + kPad) * 2;
+}
+
+/// Grid: batch * heads * ceil(tq / 64 MW) blocks, the last query blocks
+/// first; warp w owns the queries [q0 + 16 MW w, +16 MW) (q held as A
+/// fragments), BK-key tiles stream through sK[2][BK], sV[2][BK]. Amax
+/// (p.amax non-null) takes the amax of out; without it no amax code.
+/// KeyMask (p.keys non-null): every tile masked by the key mask, and a block
+/// with rows that attend to every key (a finite fill) visits every key tile.
+template <class T, int D, int MW, int BK, bool Amax, bool KeyMask>
+__global__ void __launch_bounds__(kThreads) flashFwdKernel(FastParams<T> p) {
+  constexpr int WQ = 16 * MW, BQ = 4 * WQ, S = D + kPad;
+  extern __shared__ __align__(16) unsigned char smRaw[];
+  T *sK = reinterpret_cast<T *>(smRaw);               // [2][BK][S]
+  T *sV = sK + 2 * BK * S;                            // [2][BK][S]
+  T *sQ = BQ <= BK ? sK + BK * S : sV + 2 * BK * S;   // [BQ][S]
+
+  const QueryBlock blk(p, BQ);
+  const int bh = blk.bh, b = blk.b, h = blk.h, q0 = blk.q0;
+  const T *q = blk.q(p), *k = blk.k(p), *v = blk.v(p);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int qw = q0 + warp * WQ, row0 = qw + g;
+
+  const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
+  int kt0 = 0, nKT = blk.keyTiles(p, BQ, BK, KeyMask && km.avg > q0);
+  if constexpr (KeyMask)
+    km.keyTiles(q0, BK, nKT, &kt0, &nKT); // only the tiles with visible keys
+
+  loadTile<BQ, D>(sQ, q, p.qs.row, q0, p.tq);
+  loadTile<BK, D>(sK, k, p.ks.row, kt0 * BK, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, kt0 * BK, p.tk);
+  cpAsyncCommit();
+  cpAsyncWaitAll();
+  __syncthreads();
+  uint32_t qf[MW][D / 16][4]; // q rows [qw, qw + 16 MW) as A fragments
+  loadAFrags<D, MW, S>(qf, sQ, warp * WQ);
+
+  float o[MW][D / 8][4];
+  float m[MW][2], l[MW][2]; // rows row0 + 16 i (+ 8)
+#pragma unroll
+  for (int i = 0; i < MW; ++i) {
+    zero(o[i]);
+    m[i][0] = m[i][1] = -INFINITY;
+    l[i][0] = l[i][1] = 0.0f;
+  }
+
+  for (int kt = kt0; kt < nKT; ++kt) {
+    const int buf = nextKeyTile<BK, D>(sK, sV, k, v, p, kt, kt0, nKT); // (q read too)
+    const int k0 = kt * BK;
+    if (p.causal && k0 > qw + WQ - 1 && (!KeyMask || qw >= km.avg))
+      continue; // every key of the tile is right of this warp's rows
+    float s[MW][BK / 8][4];
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+      zero(s[i]);
+    mmaTileRegBt<D, BK, MW, S>(s, qf, sK + buf * BK * S);
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+      softmaxTile<BK, D, KeyMask>(s[i], o[i], m[i], l[i], p, k0, qw + 16 * i, row0 + 16 * i, t,
+                                  km);
+    mmaTilePV<BK, D, MW, S>(o, s, sV + buf * BK * S);
+  }
+  cpAsyncWaitAll();
+
+#pragma unroll
+  for (int i = 0; i < MW; ++i)
+    finishForward<D, Amax>(p, o[i], m[i], l[i], b, h, bh, row0 + 16 * i, t);
+}
+
+//===----------------------------------------------------------------------===//
+// Fast path: backward
+//===----------------------------------------------------------------------===//
+//
+// Warps own MW m16 tiles (above; a 16-row warp reads a whole tile per 2
+// mmas). The streamed tile is consumed in sub-tiles of SUB rows to bound the
+// registers of the S/dP fragments. H200, GPT-2 shape (bf16 16x12x1024x1024,
+// d 64, causal): dQ + D 0.151 ms, dK/dV 0.194 ms (16-row warps: 0.186 and
+// 0.245 plus 0.019 for a separate D kernel).
 
 /// Shared bytes of the dK/dV kernel: sK, sV [64 MW][D + 8], sQ, sO
 /// [2][BQ][D + 8], sL, sD [2][BQ] floats.
@@ -540,14 +538,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   for (int m = 0; m < MW; ++m)
     zero(dq[m]);
   for (int kt = kt0; kt < nKT; ++kt) {
-    const int buf = (kt - kt0) & 1;
-    cpAsyncWaitAll();
-    __syncthreads();
-    if (kt + 1 < nKT) {
-      loadTile<BK, D>(sK + (buf ^ 1) * BK * S, k, p.ks.row, (kt + 1) * BK, p.tk);
-      loadTile<BK, D>(sV + (buf ^ 1) * BK * S, v, p.vs.row, (kt + 1) * BK, p.tk);
-    }
-    cpAsyncCommit();
+    const int buf = nextKeyTile<BK, D>(sK, sV, k, v, p, kt, kt0, nKT);
     const T *kT = sK + buf * BK * S, *vT = sV + buf * BK * S;
 #pragma unroll 1
     for (int sk = 0; sk < BK; sk += SUB) {
@@ -593,13 +584,31 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
 }
 
+template <int D, int MW, int BK, class T>
+Status launchFwd(const FastParams<T> &p, cudaStream_t stream) {
+  int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
+  auto kernel = p.keys ? (p.amax ? flashFwdKernel<T, D, MW, BK, true, true>
+                                 : flashFwdKernel<T, D, MW, BK, false, true>)
+                       : (p.amax ? flashFwdKernel<T, D, MW, BK, true, false>
+                                 : flashFwdKernel<T, D, MW, BK, false, false>);
+  return launchFast(kernel, "attention_forward", blocks, fwdSmemBytes<D, MW, BK>(), p, stream);
+}
+
+/// 64 query rows and 64-key tiles a block (16 rows a warp).
+/// TC_ATTN_FWD_TILE=128x32 or 128x64 (a measurement knob until the H200 has
+/// timed them: bench/RESULTS.md) takes 128-row blocks (32 rows a warp, every
+/// K/V fragment feeding two mmas, as the backward's) with 32- or 64-key
+/// tiles for d <= 64 (ptxas, d 64: 214 registers, or 255 and a 16-28 byte
+/// spill).
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
-  int64_t blocks = ceilDiv(p.tq, kFwdBQ) * p.batch * p.heads;
-  auto kernel = p.keys ? (p.amax ? flashFwdKernel<T, D, true, true>
-                                 : flashFwdKernel<T, D, false, true>)
-                       : (p.amax ? flashFwdKernel<T, D, true, false>
-                                 : flashFwdKernel<T, D, false, false>);
-  return launchFast(kernel, "attention_forward", blocks, fwdSmemBytes<D>(), p, stream);
+  if constexpr (D <= 64) {
+    const char *tile = std::getenv("TC_ATTN_FWD_TILE");
+    if (tile && std::string(tile) == "128x32")
+      return launchFwd<D, 2, 32>(p, stream);
+    if (tile && std::string(tile) == "128x64")
+      return launchFwd<D, 2, 64>(p, stream);
+  }
+  return launchFwd<D, 1, kFwdBK>(p, stream);
 }
 
 /// Template arguments: head dim, m16 tiles per warp, streamed tile rows,
