@@ -406,35 +406,45 @@ Status launchFast(Kernel kernel, const char *name, int64_t blocks, int smem,
 /// each score costs a max, one FFMA (s * scale * log2(e) - max) and one
 /// MUFU.EX2 (exp2Ftz). With KeyMask every tile is masked as maskAndExpKeys
 /// masks (`km`: the batch's key row and its rows that attend to every key).
-template <int BK, int D, bool KeyMask = false, class T>
+/// With Defer, o is left alone and the two rows' rescale factors go to
+/// deferred[2] (rescaleRows applies them), for a kernel whose o is still
+/// being accumulated by an asynchronous product.
+template <int BK, int D, bool KeyMask = false, bool Defer = false, class T>
 __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D / 8][4],
                                             float (&m)[2], float (&l)[2], const FastParams<T> &p,
                                             int k0, int qw, int row0, int t,
-                                            const KeyMaskRows &km = {}) {
+                                            const KeyMaskRows &km = {},
+                                            float *deferred = nullptr) {
   const bool mask = k0 + BK > p.tk || (p.causal && k0 + BK - 1 > qw);
   const float sl = p.scaleLog2;
+  // The masks first, branch-free, and on edge tiles only (one branch a
+  // tile, not a branch a score), then the max.
+  if (KeyMask || mask) {
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+        float x = s[j][e];
+        if constexpr (KeyMask) {
+          if (key >= p.tk)
+            x = -INFINITY;
+          else if (row < km.avg)
+            x = averagedRaw(x, p.scale, p.invScale, p.fill);
+          else if ((p.causal && key > row) || km.keys[key] == 0)
+            x = -INFINITY;
+        } else {
+          x = key >= p.tk || (p.causal && key > row) ? -INFINITY : x;
+        }
+        s[j][e] = x;
+      }
+  }
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = s[j][e];
-      if constexpr (KeyMask) {
-        int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-        if (key >= p.tk)
-          x = -INFINITY;
-        else if (row < km.avg)
-          x = averagedRaw(x, p.scale, p.invScale, p.fill);
-        else if ((p.causal && key > row) || km.keys[key] == 0)
-          x = -INFINITY;
-      } else if (mask) {
-        int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
-        if (key >= p.tk || (p.causal && key > row))
-          x = -INFINITY;
-      }
-      s[j][e] = x;
-      mx[e >> 1] = fmaxf(mx[e >> 1], x);
-    }
+    for (int e = 0; e < 4; ++e)
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
   float mu[2], nmu[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -447,10 +457,14 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
     float corr = exp2Ftz(m[r] - mu[r]);
     m[r] = nm;
     l[r] *= corr;
+    if constexpr (Defer) {
+      deferred[r] = corr;
+    } else {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[j][2 * r] *= corr;
-      o[j][2 * r + 1] *= corr;
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * r] *= corr;
+        o[j][2 * r + 1] *= corr;
+      }
     }
   }
 #pragma unroll
@@ -461,6 +475,16 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
       s[j][e] = x;
       l[e >> 1] += x;
     }
+}
+
+/// o's rows row0 and row0 + 8 times softmaxTile's deferred factors.
+template <int D>
+__device__ __forceinline__ void rescaleRows(float (&o)[D / 8][4], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[j][e] *= corr[e >> 1];
 }
 
 /// The forward's end: out = o / l (rows row0 and row0 + 8 of batch b, head

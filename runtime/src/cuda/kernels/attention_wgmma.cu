@@ -57,6 +57,12 @@ __device__ __forceinline__ void wgWaitAll() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
+/// Waits until at most the last committed group is pending.
+__device__ __forceinline__ void wgWaitAllButOne() {
+#ifndef TC_NO_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#endif
+}
 /// Orders this thread's generic-proxy writes to shared memory (cp.async)
 /// before later async-proxy reads (wgmma operands).
 __device__ __forceinline__ void fenceProxyAsync() {
@@ -254,6 +260,12 @@ template <int D, int BK> constexpr int wgFwdSmemBytes() { return (kRows + 4 * BK
 
 /// Grid: batch * heads * ceil(tq / 64) blocks, the last query blocks first.
 /// Shared: sQ[64][D], sK[2][BK][D], sV[2][BK][D] (core tiles).
+/// The products overlap the softmax (FlashAttention-3's intra-warpgroup
+/// pipelining): tile j's S = Q K_j^T and the previous tile's O += P V_{j-1}
+/// are issued together; once S has landed its softmax runs while the tensor
+/// cores finish P V, and O is rescaled after that (softmaxTile's Defer). The
+/// copies of K_{j+1} and V_j are issued at the start of iteration j, into
+/// the buffers S_{j-1} and P V_{j-2} were done with in iteration j - 1.
 template <class T, int D, int BK, bool Amax>
 __global__ void __launch_bounds__(kThreads) wgFwdKernel(FastParams<T> p) {
   constexpr int BQ = kRows;
@@ -270,42 +282,67 @@ __global__ void __launch_bounds__(kThreads) wgFwdKernel(FastParams<T> p) {
 
   const int nKT = blk.keyTiles(p, BQ, BK);
 
-  loadCoreTile<BQ, D>(sQ, q, p.qs.row, q0, p.tq);
-  loadCoreTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
-  loadCoreTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
-  cpAsyncCommit();
-
   float o[D / 8][4];
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; // rows row0, row0 + 8
-
-  for (int kt = 0; kt < nKT; ++kt) {
-    const int buf = kt & 1;
-    tilesLanded(); // tile kt; everyone is done with the other buffer
-    if (kt + 1 < nKT) {
-      loadCoreTile<BK, D>(sK + (buf ^ 1) * BK * D, k, p.ks.row, (kt + 1) * BK, p.tk);
-      loadCoreTile<BK, D>(sV + (buf ^ 1) * BK * D, v, p.vs.row, (kt + 1) * BK, p.tk);
-    }
-    cpAsyncCommit();
-    const int k0 = kt * BK;
-    float s[BK / 8][4];
+  float s[BK / 8][4];
+  uint32_t pa[BK / 16][4]; // P of the previous tile as A fragments
+  // Issues S = Q K_kt^T (asynchronous, committed).
+  auto issueS = [&](int kt) {
     zero(s);
     fenceRegs(s);
     wgFence();
-    gemmSS<D, BK>(s, sQ, sK + buf * BK * D); // S = Q K^T
+    gemmSS<D, BK>(s, sQ, sK + (kt & 1) * BK * D);
     wgCommit();
-    wgWaitAll();
-    fenceRegs(s);
-    // Rows whose keys are all masked (warps left of a causal tile) get
-    // P = 0 and keep their max and sum.
-    softmaxTile<BK, D>(s, o, m, l, p, k0, qw, row0, t);
-    uint32_t pa[BK / 16][4];
-    toA<BK, T>(pa, s);
+  };
+  // Issues O += pa V_kt (asynchronous, committed).
+  auto issuePV = [&](int kt) {
     fenceRegs(pa);
     fenceRegs(o);
     wgFence();
-    gemmRS<BK, D>(o, pa, sV + buf * BK * D); // O += P V
+    gemmRS<BK, D>(o, pa, sV + (kt & 1) * BK * D);
     wgCommit();
+  };
+
+  if (nKT > 0) {
+    loadCoreTile<BQ, D>(sQ, q, p.qs.row, q0, p.tq);
+    loadCoreTile<BK, D>(sK, k, p.ks.row, 0, p.tk);
+    cpAsyncCommit();
+    tilesLanded(); // q, K_0
+    if (nKT > 1)
+      loadCoreTile<BK, D>(sK + BK * D, k, p.ks.row, BK, p.tk);
+    loadCoreTile<BK, D>(sV, v, p.vs.row, 0, p.tk);
+    cpAsyncCommit();
+    issueS(0);
+    wgWaitAll();
+    fenceRegs(s);
+    softmaxTile<BK, D>(s, o, m, l, p, 0, qw, row0, t);
+    toA<BK, T>(pa, s);
+  }
+  for (int kt = 1; kt < nKT; ++kt) {
+    tilesLanded(); // K_kt, V_{kt-1}; everyone is done with S_{kt-1} and P V_{kt-2}
+    if (kt + 1 < nKT)
+      loadCoreTile<BK, D>(sK + ((kt + 1) & 1) * BK * D, k, p.ks.row, (kt + 1) * BK, p.tk);
+    loadCoreTile<BK, D>(sV + (kt & 1) * BK * D, v, p.vs.row, kt * BK, p.tk);
+    cpAsyncCommit();
+    issueS(kt);
+    issuePV(kt - 1);
+    wgWaitAllButOne(); // S landed
+    fenceRegs(s);
+    // Rows whose keys are all masked (warps left of a causal tile) get
+    // P = 0 and keep their max and sum.
+    float corr[2];
+    softmaxTile<BK, D, false, true>(s, o, m, l, p, kt * BK, qw, row0, t, {}, corr);
+    fenceRegs(s); // P computed here, while P V runs (not sunk past the wait)
+    wgWaitAll();  // P V_{kt-1} landed: o and the registers of pa are free
+    fenceRegs(o);
+    fenceRegs(s); // the new pa is made after the wait
+    rescaleRows<D>(o, corr);
+    toA<BK, T>(pa, s);
+  }
+  if (nKT > 0) {
+    tilesLanded(); // V_{nKT-1}
+    issuePV(nKT - 1);
     wgWaitAll();
     fenceRegs(o);
   }
