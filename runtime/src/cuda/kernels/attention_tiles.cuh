@@ -445,7 +445,7 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-  float mu[2], nmu[2];
+  float mu[2], nmu[2], corr[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
@@ -454,18 +454,19 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
     float nm = fmaxf(m[r], mx[r] * sl);
     mu[r] = nm == -INFINITY ? 0.0f : nm; // a row with no key yet: no NaN
     nmu[r] = -mu[r];
-    float corr = exp2Ftz(m[r] - mu[r]);
+    corr[r] = exp2Ftz(m[r] - mu[r]);
     m[r] = nm;
-    l[r] *= corr;
-    if constexpr (Defer) {
-      deferred[r] = corr;
-    } else {
+    l[r] *= corr[r];
+  }
+  if constexpr (Defer) {
+    deferred[0] = corr[0], deferred[1] = corr[1];
+  } else if (__any_sync(kFullMask, corr[0] != 1.0f || corr[1] != 1.0f)) {
+    // Only when a row's max moved (o * 1 is o: skipping it changes no bit).
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * r] *= corr;
-        o[j][2 * r + 1] *= corr;
-      }
-    }
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[j][e] *= corr[e >> 1];
   }
 #pragma unroll
   for (int j = 0; j < BK / 8; ++j)
