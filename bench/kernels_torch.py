@@ -154,6 +154,28 @@ def main():
                 lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True))
         del q, k, v, dout, o
 
+    # a right-padded batch (HF's attention_mask and-ed with the causal mask, the
+    # fill finfo.min): row b holds T/2 + b T / (2 B) tokens, the rest padding;
+    # SDPA takes the boolean mask to its memory-efficient kernel (flash has no
+    # masks). tc's TimingGpt2 times the same lengths ("attention_*_padded").
+    B, H, T, hd = max(1, 16 // s), 12, 1024, 64
+    q, k, v = (torch.randn(B, H, T, hd, device=dev, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn(B, H, T, hd, device=dev, dtype=torch.bfloat16)
+    lengths = torch.tensor([T // 2 + b * T // (2 * B) for b in range(B)], device=dev)
+    keys = torch.arange(T, device=dev)[None, :] < lengths[:, None]  # [B, T]
+    causal = torch.ones(T, T, device=dev, dtype=torch.bool).tril()
+    allowed = causal[None, None] & keys[:, None, None, :]
+    bias = torch.zeros(B, 1, T, T, device=dev, dtype=torch.bfloat16).masked_fill(
+        ~allowed, torch.finfo(torch.bfloat16).min)
+    with torch.no_grad():
+        run("attention_forward_padded", torch.bfloat16,
+            lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    run("attention_backward_padded", torch.bfloat16,
+        lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True))
+    del q, k, v, dout, o, bias, allowed
+
     # casts over every parameter
     x32 = torch.randn(params, device=dev)
     x16 = x32.to(torch.bfloat16)

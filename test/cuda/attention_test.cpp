@@ -769,7 +769,7 @@ std::vector<uint16_t> randomBf16(size_t n, uint64_t seed) {
 /// random inputs every call) and returns out, dq, dk and dv.
 void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, bool causal,
                AttentionKernels kernels, std::vector<double> (&results)[4],
-               const std::string &tag = "") {
+               const std::string &tag = "", const std::vector<uint8_t> *keyMask = nullptr) {
   AttentionShape s;
   s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;
   const int64_t n = B * H * T * d;
@@ -786,14 +786,22 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
   ASSERT_OK(devZeros(B * H * T * 4, &lse, stream));
   ASSERT_OK(devZeros(attentionBackwardScratchBytes(s), &scratch, stream));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  AttentionMask mask;
+  DevBuf keys;
+  if (keyMask) {
+    ASSERT_OK(devAlloc(keyMask->size(), &keys));
+    ASSERT_OK(cudaStatus(
+        cudaMemcpy(keys.p, keyMask->data(), keyMask->size(), cudaMemcpyHostToDevice), "copy"));
+    mask = {static_cast<const uint8_t *>(keys.p), -3.4028234663852886e38f};
+  }
   auto fwd = [&] {
     return attentionForward(DType::BF16, s, q.p, st, k.p, st, v.p, st, o.p, st, lse.as<float>(),
-                            scale, causal, stream, nullptr, kernels);
+                            scale, causal, stream, nullptr, kernels, mask);
   };
   auto bwd = [&] {
     return attentionBackward(DType::BF16, s, q.p, st, k.p, st, v.p, st, o.p, st, dout.p, st,
                              lse.as<float>(), dq.p, st, dk.p, st, dv.p, st, scratch.p, scale,
-                             causal, stream, nullptr, 0, kernels);
+                             causal, stream, nullptr, 0, kernels, mask);
   };
   ASSERT_OK(fwd());
   double fwdUs = timeUs(stream, 20, fwd);
@@ -809,7 +817,8 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
               flops / (fwdUs * 1e6));
   std::printf("attention bwd %s: %.3f ms, %.1f TFLOP/s\n", shape.c_str(), bwdUs / 1000,
               2.5 * flops / (bwdUs * 1e6));
-  const std::string suffix = (wgmma ? "_wgmma" : "") + (tag.empty() ? "" : "_" + tag);
+  const std::string suffix =
+      std::string(wgmma ? "_wgmma" : "") + (tag.empty() ? "" : "_" + tag);
   report(std::string("attention_forward") + suffix, DType::BF16, 0, 1, fwdUs,
          shapeStr({B, H, T, T, d}));
   report(std::string("attention_backward") + suffix, DType::BF16, 0, 1, bwdUs,
@@ -856,6 +865,17 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
 TEST_F(AttentionTest, TimingGpt2) {
   ASSERT_NO_FATAL_FAILURE(timeBoth(stream(), 16, 12, 1024, 64));
   ASSERT_NO_FATAL_FAILURE(timeBoth(stream(), 8, 16, 1024, 128));
+  // A right-padded batch with HF's finfo.min fill, the lengths of
+  // bench/kernels_torch.py's "attention_*_padded": row b holds
+  // T/2 + b T / (2 B) tokens (the kernels skip the padding's key tiles).
+  const int64_t B = 16, T = 1024;
+  std::vector<uint8_t> keys(B * T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < T; ++j)
+      keys[b * T + j] = j < T / 2 + b * T / (2 * B);
+  std::vector<double> padded[4];
+  ASSERT_NO_FATAL_FAILURE(
+      timeShape(stream(), B, 12, T, 64, true, AttentionKernels::Mma, padded, "padded", &keys));
 }
 
 } // namespace
