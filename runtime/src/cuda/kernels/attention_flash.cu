@@ -100,17 +100,21 @@ constexpr int kPad = 8;       // row padding (16 bytes): ldmatrix rows hit disti
 
 /// Copies rows [r0, r0 + Rows) of a [rows, D] 16-bit operand (row stride rs
 /// elements) into the shared tile sm[Rows][D + kPad]; rows >= rows are zero.
+/// Thread i copies the 16-byte chunk i % (D / 8) of rows i / (D / 8) + k
+/// 128 / (D / 8): one 64-bit multiply a call, a 64-bit add a chunk.
 template <int Rows, int D, class T>
 __device__ __forceinline__ void loadTile(T *sm, const T *g, int64_t rs, int r0, int rows) {
-  constexpr int kChunks = D / 8, kTotal = Rows * kChunks;
-  static_assert(kTotal % kThreads == 0, "tile not a multiple of the block");
+  constexpr int kChunks = D / 8, kTotal = Rows * kChunks, kStep = kThreads / kChunks;
+  static_assert(kTotal % kThreads == 0 && kThreads % kChunks == 0,
+                "tile not a multiple of the block");
+  const int r = threadIdx.x / kChunks, col = (threadIdx.x % kChunks) * 8;
+  const T *src = g + static_cast<int64_t>(r0 + r) * rs + col;
+  const int64_t step = static_cast<int64_t>(kStep) * rs;
 #pragma unroll
   for (int it = 0; it < kTotal / kThreads; ++it) {
-    int c = threadIdx.x + it * kThreads;
-    int r = c / kChunks, col = (c % kChunks) * 8;
-    bool valid = r0 + r < rows;
-    const T *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + col : g;
-    cpAsync16(smemAddr(sm + r * (D + kPad) + col), src, valid);
+    const int row = r + it * kStep;
+    const bool valid = r0 + row < rows;
+    cpAsync16(smemAddr(sm + row * (D + kPad) + col), valid ? src + it * step : g, valid);
   }
 }
 
