@@ -114,7 +114,9 @@ __device__ __forceinline__ void loadTile(T *sm, const T *g, int64_t rs, int r0, 
   for (int it = 0; it < kTotal / kThreads; ++it) {
     const int row = r + it * kStep;
     const bool valid = r0 + row < rows;
-    cpAsync16(smemAddr(sm + row * (D + kPad) + col), valid ? src + it * step : g, valid);
+    cpAsync16(smemAddr(sm + row * (D + kPad) + col), valid ? src : g, valid);
+    src += step;
+    asm("" : "+l"(src)); // one add a chunk: not rematerialized as a product
   }
 }
 
