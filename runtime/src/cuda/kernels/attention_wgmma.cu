@@ -187,15 +187,18 @@ __device__ __forceinline__ void wgmmaRS(float (&c)[N8][4], const uint32_t (&a)[4
 /// bytes of each of 8 rows.
 template <int Rows, int D, class T>
 __device__ __forceinline__ void loadCoreTile(T *sm, const T *g, int64_t rs, int r0, int rows) {
-  constexpr int kChunks = Rows * D / 8;
+  constexpr int kChunks = Rows * D / 8, kStep = kThreads * 8 / D; // rows a round of the block
   static_assert(kChunks % kThreads == 0, "tile not a multiple of the block");
+  int r = 0, c = 0;
+  coreChunk<D>(threadIdx.x, r, c); // chunk threadIdx.x + k 128 is row r + k kStep, column c
+  const T *src = g + static_cast<int64_t>(r0 + r) * rs + c;
+  const int64_t step = static_cast<int64_t>(kStep) * rs;
 #pragma unroll
   for (int it = 0; it < kChunks / kThreads; ++it) {
-    int ch = threadIdx.x + it * kThreads, r = 0, c = 0;
-    coreChunk<D>(ch, r, c);
-    bool valid = r0 + r < rows;
-    const T *src = valid ? g + static_cast<int64_t>(r0 + r) * rs + c : g;
-    cpAsync16(smemAddr(sm + ch * 8), src, valid);
+    const bool valid = r0 + r + it * kStep < rows;
+    cpAsync16(smemAddr(sm + (threadIdx.x + it * kThreads) * 8), valid ? src : g, valid);
+    src += step;
+    asm("" : "+l"(src)); // one add a chunk (flash's loadTile)
   }
 }
 
