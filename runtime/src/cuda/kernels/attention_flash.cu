@@ -366,8 +366,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
   loadTile<BK, D>(sK, k, p.ks.row, k0, p.tk);
   loadTile<BK, D>(sV, v, p.vs.row, k0, p.tk);
-  auto issue = [&](int it, int buf) {
-    int h = kvh * p.group + it / perHead, q0 = (qtStart + it % perHead) * BQ;
+  // Iteration it visits head kvh group + it / perHead, query tile qtStart +
+  // it % perHead: counted one step at a time (no integer division).
+  int issueHead = 0, issueTile = 0; // of the next tile to issue
+  auto issue = [&](int buf) {
+    int h = kvh * p.group + issueHead, q0 = (qtStart + issueTile) * BQ;
+    if (++issueTile == perHead)
+      issueTile = 0, ++issueHead;
     loadTile<BQ, D>(sQ + buf * BQ * S, p.q + b * p.qs.batch + h * p.qs.head, p.qs.row, q0, p.tq);
     loadTile<BQ, D>(sO + buf * BQ * S, p.dout + b * p.dos.batch + h * p.dos.head, p.dos.row, q0,
                     p.tq);
@@ -376,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
     loadVec<BQ>(sD + buf * BQ, p.dd + bh * p.tq, q0, p.tq);
   };
   if (nIt > 0)
-    issue(0, 0);
+    issue(0);
   cpAsyncCommit();
 
   constexpr int kRegM = KVReg ? MW : 1, kRegK = KVReg ? D / 16 : 1;
@@ -387,12 +392,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
     zero(dk[m]);
     zero(dv[m]);
   }
+  int tile = 0; // the query tile of iteration it, less qtStart
   for (int it = 0; it < nIt; ++it) {
     const int buf = it & 1;
     cpAsyncWaitAll();
     __syncthreads();
     if (it + 1 < nIt)
-      issue(it + 1, buf ^ 1);
+      issue(buf ^ 1);
     cpAsyncCommit();
     if constexpr (KVReg) {
       if (it == 0) {
@@ -400,7 +406,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
         loadAFrags<D, MW, S>(vf, sV, warp * WK);
       }
     }
-    const int q0 = (qtStart + it % perHead) * BQ;
+    const int q0 = (qtStart + tile) * BQ;
+    if (++tile == perHead)
+      tile = 0;
     if (p.causal && kw > q0 + BQ - 1 && (!KeyMask || q0 >= km.avg))
       continue; // every key of this warp is right of every query of the tile
     const T *qT = sQ + buf * BQ * S, *oT = sO + buf * BQ * S;
