@@ -583,9 +583,9 @@ TEST_F(AttentionTest, KeyMaskMatchesReference) {
   keyMask = nullptr;
 }
 
-// The forward's 128-row tilings (TC_ATTN_FWD_TILE=128x32 / 128x64, d <= 64;
-// measured before one is kept): the tensor-core cases, a fused projection and
-// a key mask, against the reference.
+// The forward's 128-row tilings (TC_ATTN_FWD_TILE=128x32, any head dim, and
+// 128x64, d <= 64; measured before one is kept): the tensor-core cases, a
+// fused projection and a key mask, against the reference.
 TEST_F(AttentionTest, Forward128RowTilesMatchReference) {
   const double finfoMin = -3.4028234663852886e38;
   std::vector<uint8_t> m = paddingMask(4, 300, 140, 150);
@@ -600,6 +600,10 @@ TEST_F(AttentionTest, Forward128RowTilesMatchReference) {
         checkCase({dt, 1, 4, 2, 300, 300, 64, 64, causal, false});  // several row blocks
         checkCase({dt, 1, 2, 1, 200, 333, 64, 64, causal, false});  // tq < tk, several blocks
         checkCase({dt, 2, 4, 2, 130, 130, 64, 64, causal, true});   // fused projection
+        if (std::string(tile) == "128x32") {                       // d 128 takes 128x32
+          checkCase({dt, 1, 4, 1, 130, 130, 128, 128, causal, false});
+          checkCase({dt, 1, 2, 1, 40, 130, 128, 128, causal, false});
+        }
       }
     keyMask = &m;
     maskFill = finfoMin;
@@ -831,16 +835,16 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
   }
 }
 
-/// Times a shape on the mma.sync kernels (d <= 64: the forward's 128-row
-/// tilings of TC_ATTN_FWD_TILE too, whose results must match the default's)
+/// Times a shape on the mma.sync kernels (the forward's 128-row tilings of
+/// TC_ATTN_FWD_TILE too, whose results must match the default's)
 /// and, on an H100/H200, the wgmma ones, whose results must match the
 /// mma.sync kernels' at this size.
 void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
   std::vector<double> mma[4], wg[4];
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, mma));
   for (const char *tile : {"128x32", "128x64"}) {
-    if (d > 64)
-      break;
+    if (d > 64 && std::string(tile) == "128x64")
+      break; // 128x64 is for d <= 64
     std::vector<double> tiled[4];
     {
       ForwardTile knob(tile);

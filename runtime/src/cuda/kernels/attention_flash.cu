@@ -611,16 +611,16 @@ Status launchFwd(const FastParams<T> &p, cudaStream_t stream) {
 /// 64 query rows and 64-key tiles a block (16 rows a warp).
 /// TC_ATTN_FWD_TILE=128x32 or 128x64 (a measurement knob until the H200 has
 /// timed them: bench/RESULTS.md) takes 128-row blocks (32 rows a warp, every
-/// K/V fragment feeding two mmas, as the backward's) with 32- or 64-key
-/// tiles for d <= 64 (ptxas, d 64: 212 and 244 registers, no spill).
+/// K/V fragment feeding two mmas, as the backward's) with 32-key tiles, or
+/// 64-key tiles for d <= 64 (ptxas: d 64 212 and 244 registers, d 128 255;
+/// no spill).
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
-  if constexpr (D <= 64) {
-    const char *tile = std::getenv("TC_ATTN_FWD_TILE");
-    if (tile && std::string(tile) == "128x32")
-      return launchFwd<D, 2, 32>(p, stream);
+  const char *tile = std::getenv("TC_ATTN_FWD_TILE");
+  if (tile && std::string(tile) == "128x32")
+    return launchFwd<D, 2, 32>(p, stream);
+  if constexpr (D <= 64)
     if (tile && std::string(tile) == "128x64")
       return launchFwd<D, 2, 64>(p, stream);
-  }
   return launchFwd<D, 1, kFwdBK>(p, stream);
 }
 
