@@ -171,15 +171,18 @@ fi
 # padding): the padding mask fused into the attention kernels with
 # --experimental=attention-key-masks (M.E.keymask.P; the left-padded queries
 # see no key and attend to every one), and unfused as the default leaves it.
-PAD=fresh-padded-llama
-cp "$FX/$PAD.input_ids.npy" "$FX/$PAD.labels.npy" "$FX/$PAD.attention_mask.npy" "$OUT/fixtures/"
-for e in ts dynamo; do
+# The same batch through a GPT-2 with SDPA attention (TorchScript: a -inf fill, so those queries
+# attend to nothing, as PyTorch's SDPA computes).
+for pe in fresh-padded-llama.ts fresh-padded-llama.dynamo fresh-padded-gpt2-sdpa.ts; do
+  PAD="${pe%.*}" e="${pe##*.}"
+  cp "$FX/$PAD.input_ids.npy" "$FX/$PAD.labels.npy" "$FX/$PAD.attention_mask.npy" "$OUT/fixtures/"
   for p in fp32 bf16; do
     compile_fixture "$FX/$PAD.$e.onnx" "$PAD.$e.keymask.$p" "$p" --input attention_mask=2x16 \
       --experimental=attention-key-masks
     cpu_reference "$PAD.$e.keymask.$p" "$FX/$PAD"
   done
 done
+PAD=fresh-padded-llama
 compile_fixture "$FX/$PAD.dynamo.onnx" "$PAD.dynamo.bf16" bf16 --input attention_mask=2x16 2>/dev/null
 cpu_reference "$PAD.dynamo.bf16" "$FX/$PAD"
 

@@ -70,9 +70,14 @@ def describe(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "test", "fixtures"))
+    ap.add_argument("--padded-sdpa-only", action="store_true",
+                    help="write only fresh-padded-gpt2-sdpa (the other fixtures keep their bytes)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     warnings.simplefilter("ignore")
+    if args.padded_sdpa_only:
+        padded_sdpa_fixture(args.out)
+        return
     for name in MODELS:
         base = os.path.join(args.out, f"fresh-{name}")
         model = fresh_model(name)
@@ -106,6 +111,7 @@ def main():
               + ", ".join(f"{k}: {v['float_initializers']} initializers / {v['identity_aliases']} aliases"
                           for k, v in ref["exports"].items()))
     padded_fixture(args.out)
+    padded_sdpa_fixture(args.out)
 
 
 class Padded(torch.nn.Module):
@@ -121,21 +127,22 @@ class Padded(torch.nn.Module):
         return out.loss, out.logits
 
 
-def padded_fixture(out):
-    import copy
-    cfg_cls, model_cls, kw = H.configs()["llama"]
-    cfg = cfg_cls(**dict(kw, vocab_size=H.VOCAB, use_cache=False))
-    torch.manual_seed(SEED + 77)
-    model = Padded(model_cls._from_config(cfg, attn_implementation="eager", dtype=torch.float32)).eval()
-    ids, _ = H.make_batch("llama")
+def padded_batch(family, base):
+    """The padded batch of a fixture (row 0 left-padded by 3, row 1 right-padded by 4, labels
+    -100 at the padding), written to BASE.{input_ids,attention_mask,labels}.npy."""
+    ids, _ = H.make_batch(family)
     mask = torch.ones_like(ids)
     mask[0, :3] = 0
     mask[1, -4:] = 0
     labels = ids.masked_fill(mask == 0, -100)
-    base = os.path.join(out, "fresh-padded-llama")
     for n, t in (("input_ids", ids), ("attention_mask", mask), ("labels", labels)):
         np.save(f"{base}.{n}.npy", t.numpy())
-    # float32: in float64 HF's eager mask (finfo(float64).min) gives NaN losses here.
+    return ids, mask, labels
+
+
+def train_fp32(model, ids, mask, labels):
+    """PyTorch's float32 AdamW losses (H.ADAMW, H.ADAMW_STEPS) from a copy of `model`."""
+    import copy
     m32 = copy.deepcopy(model)
     m32.train()
     opt = torch.optim.AdamW(m32.parameters(), **H.ADAMW)
@@ -146,23 +153,62 @@ def padded_fixture(out):
         losses.append(loss.item())
         loss.backward()
         opt.step()
-    names = ["input_ids", "attention_mask", "labels"]
-    # torch's default constant folding; the logits keep their static shape.
-    onnx_export.export_torchscript(model, (ids, mask, labels), base + ".ts.onnx", constant_folding=True,
-                                   input_names=names, dynamic_outputs=())
-    prog, dynamic, note = onnx_export.export_dynamo(model, (ids, mask, labels), max_batch=64, max_seq=64,
-                                                    input_names=names, optimize=True)
-    assert dynamic, note
-    onnx_export.save_program(prog, base + ".dynamo.onnx")
-    onnx_export.strip_host_paths(base + ".dynamo.onnx", also=UNREAD_METADATA)
+    return losses
+
+
+def padded_model(family, seed, attn):
+    """A fresh HF model of `family` (float32, `attn` attention) wrapped as Padded."""
+    cfg_cls, model_cls, kw = H.configs()[family]
+    cfg = cfg_cls(**dict(kw, vocab_size=H.VOCAB, use_cache=False))
+    torch.manual_seed(seed)
+    return Padded(model_cls._from_config(cfg, attn_implementation=attn, dtype=torch.float32)).eval()
+
+
+def write_padded_ref(base, what, model, batch, losses):
+    """BASE.ref.json: the float32 loss of the padded batch and PyTorch's AdamW losses."""
     with torch.no_grad():
-        l32 = model(ids, mask, labels)[0].item()
-    ref = dict(model="llama (eager attention, padded batch)", torch=torch.__version__, loss_fp32=l32,
+        l32 = model(*batch)[0].item()
+    ref = dict(model=what, torch=torch.__version__, loss_fp32=l32,
                params=[n for n, _ in model.named_parameters()],
                train_fp32=dict(adamw=dict(config=H.ADAMW, losses=losses)))
     with open(base + ".ref.json", "w") as f:
         json.dump(ref, f, indent=1)
-    print(f"fresh-padded-llama: loss {l32:.6f}, adamw {losses}")
+    print(f"{os.path.basename(base)}: loss {l32:.6f}, adamw {losses}")
+
+
+PADDED_NAMES = ["input_ids", "attention_mask", "labels"]
+
+
+def padded_fixture(out):
+    model = padded_model("llama", SEED + 77, "eager")
+    base = os.path.join(out, "fresh-padded-llama")
+    batch = padded_batch("llama", base)
+    # float32: in float64 HF's eager mask (finfo(float64).min) gives NaN losses here.
+    losses = train_fp32(model, *batch)
+    # torch's default constant folding; the logits keep their static shape.
+    onnx_export.export_torchscript(model, batch, base + ".ts.onnx", constant_folding=True,
+                                   input_names=PADDED_NAMES, dynamic_outputs=())
+    prog, dynamic, note = onnx_export.export_dynamo(model, batch, max_batch=64, max_seq=64,
+                                                    input_names=PADDED_NAMES, optimize=True)
+    assert dynamic, note
+    onnx_export.save_program(prog, base + ".dynamo.onnx")
+    onnx_export.strip_host_paths(base + ".dynamo.onnx", also=UNREAD_METADATA)
+    write_padded_ref(base, "llama (eager attention, padded batch)", model, batch, losses)
+
+
+def padded_sdpa_fixture(out):
+    """GPT-2 with SDPA attention and the same padded batch, TorchScript export only: HF hands SDPA a
+    boolean mask, the exporter writes it as a -inf fill with torch's isnan guard, so a query that sees
+    no key (the left padding) attends to nothing (zeros), as PyTorch's SDPA computes, where the eager
+    fixture's finfo.min averages every value. (The dynamo exporter writes HF's SDPA mask as finfo.min,
+    the eager semantics, which differs from PyTorch's own SDPA on such rows.)"""
+    model = padded_model("gpt2", SEED + 78, "sdpa")
+    base = os.path.join(out, "fresh-padded-gpt2-sdpa")
+    batch = padded_batch("gpt2", base)
+    losses = train_fp32(model, *batch)
+    onnx_export.export_torchscript(model, batch, base + ".ts.onnx", constant_folding=True,
+                                   input_names=PADDED_NAMES, dynamic_outputs=())
+    write_padded_ref(base, "gpt2 (sdpa attention, padded batch)", model, batch, losses)
 
 
 if __name__ == "__main__":
