@@ -191,26 +191,41 @@ __device__ __forceinline__ void maskAndExpKeys(float (&s)[MW][SUB / 8][4], const
                                                const FastParams<T> &p, const uint8_t *keys,
                                                uint32_t rowVis, int avg, int row0, int col0, int g,
                                                int t) {
+  // Branch-free: a clamped key index for the loads; the averaged rows'
+  // scores only where the sub-tile holds such a query (its first one is
+  // col0 when Transposed, else row0).
+  const bool anyAveraged = (Transposed ? col0 : row0) < avg;
+  auto tile = [&](auto averaged) {
 #pragma unroll
-  for (int m = 0; m < MW; ++m)
+    for (int m = 0; m < MW; ++m)
 #pragma unroll
-    for (int j = 0; j < SUB / 8; ++j)
+      for (int j = 0; j < SUB / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int col = col0 + j * 8 + 2 * t + (e & 1), row = row0 + m * 16 + g + (e >> 1) * 8;
-        int query = Transposed ? col : row, key = Transposed ? row : col;
-        float x = s[m][j][e];
-        bool live = query < p.tq && key < p.tk;
-        if (live) {
-          if (query < avg)
-            x = averagedRaw(x, p.scale, p.invScale, p.fill);
+        for (int e = 0; e < 4; ++e) {
+          const int col = col0 + j * 8 + 2 * t + (e & 1), row = row0 + m * 16 + g + (e >> 1) * 8;
+          const int query = Transposed ? col : row, key = Transposed ? row : col;
+          const bool inRange = query < p.tq && key < p.tk;
+          bool visible;
+          if constexpr (Transposed)
+            visible = (rowVis >> (2 * m + (e >> 1))) & 1;
           else
-            live = !(p.causal && key > query) &&
-                   (Transposed ? (rowVis >> (2 * m + (e >> 1))) & 1 : keys[key] != 0);
+            visible = keys[key < p.tk ? key : p.tk - 1] != 0; // always loaded: no branch
+          visible = visible & !(p.causal & (key > query));
+          float x = s[m][j][e];
+          bool live = inRange && visible;
+          if constexpr (decltype(averaged)::value) {
+            const bool av = query < avg;
+            x = av ? averagedRaw(x, p.scale, p.invScale, p.fill) : x;
+            live = inRange && (av || visible);
+          }
+          s[m][j][e] =
+              live ? exp2Ftz(x * p.scaleLog2 - queryStat<Transposed>(l2, m, j, e)) : 0.0f;
         }
-        s[m][j][e] =
-            live ? exp2Ftz(x * p.scaleLog2 - queryStat<Transposed>(l2, m, j, e)) : 0.0f;
-      }
+  };
+  if (anyAveraged)
+    tile(std::true_type{});
+  else
+    tile(std::false_type{});
 }
 
 /// maskAndExpKeys' rowVis of the key rows row0 + 16 m + g (+ 8).
@@ -419,23 +434,39 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
   const float sl = p.scaleLog2;
   // The masks first, branch-free, and on edge tiles only (one branch a
   // tile, not a branch a score), then the max.
-  if (KeyMask || mask) {
+  if constexpr (KeyMask) {
+    // Branch-free: a clamped index for the loads; the averaged rows
+    // (attending to every key) only in a warp that holds one.
+    auto keyMasked = [&](auto averaged) {
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
+          const bool inRange = key < p.tk;
+          const bool shown = km.keys[inRange ? key : p.tk - 1] != 0; // always loaded: no branch
+          const bool visible = inRange & !(p.causal & (key > row)) & shown;
+          float y = visible ? s[j][e] : -INFINITY;
+          if constexpr (decltype(averaged)::value) {
+            const float a =
+                inRange ? averagedRaw(s[j][e], p.scale, p.invScale, p.fill) : -INFINITY;
+            y = row < km.avg ? a : y;
+          }
+          s[j][e] = y;
+        }
+    };
+    if (qw < km.avg) // warp-uniform
+      keyMasked(std::true_type{});
+    else
+      keyMasked(std::false_type{});
+  } else if (mask) {
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + j * 8 + 2 * t + (e & 1), row = row0 + (e >> 1) * 8;
         float x = s[j][e];
-        if constexpr (KeyMask) {
-          if (key >= p.tk)
-            x = -INFINITY;
-          else if (row < km.avg)
-            x = averagedRaw(x, p.scale, p.invScale, p.fill);
-          else if ((p.causal && key > row) || km.keys[key] == 0)
-            x = -INFINITY;
-        } else {
-          x = key >= p.tk || (p.causal && key > row) ? -INFINITY : x;
-        }
+        x = key >= p.tk || (p.causal && key > row) ? -INFINITY : x;
         s[j][e] = x;
       }
   }
