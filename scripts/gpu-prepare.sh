@@ -182,9 +182,12 @@ for pe in fresh-padded-llama.ts fresh-padded-llama.dynamo fresh-padded-gpt2-sdpa
     cpu_reference "$PAD.$e.keymask.$p" "$FX/$PAD"
   done
 done
+# Unfused (the default without the lever) in fp32: in bf16 the exported additive mask's
+# finfo(f32).min overflows to -inf once tc-precision lowers the add, and the left-padded
+# rows' softmax is NaN (tc-run stops at step 1; bench/RESULTS.md, stop 33).
 PAD=fresh-padded-llama
-compile_fixture "$FX/$PAD.dynamo.onnx" "$PAD.dynamo.bf16" bf16 --input attention_mask=2x16 2>/dev/null
-cpu_reference "$PAD.dynamo.bf16" "$FX/$PAD"
+compile_fixture "$FX/$PAD.dynamo.onnx" "$PAD.dynamo.fp32" fp32 --input attention_mask=2x16 2>/dev/null
+cpu_reference "$PAD.dynamo.fp32" "$FX/$PAD"
 
 # Tiny HuggingFace models (optional): one export per family, sdpa attention. The
 # names keep gpu-check.sh's rule: the inputs are found from the name up to its first '.'.
