@@ -72,7 +72,7 @@ LogicalResult checkOp(Operation &op) {
     fill = a.getMaskFill();
   if (auto a = llvm::dyn_cast<AttentionGradOp>(op))
     fill = a.getMaskFill();
-  if (fill && fill->isFinite() && fill->convertToDouble() > rt::kAttentionMaxFiniteFill)
+  if (fill && !rt::validAttentionMaskFill(fill->convertToDouble()))
     return op.emitOpError() << "mask_fill " << fill->convertToDouble()
                             << ": the GPU kernels take -inf or a fill at most "
                             << rt::kAttentionMaxFiniteFill

@@ -233,7 +233,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
     mask.keys = static_cast<const uint8_t *>(c.in("key_mask"));
   }
   double fill = c.a.realOr("mask_fill", -INFINITY);
-  if (!(fill == -INFINITY || (std::isfinite(fill) && fill <= kAttentionMaxFiniteFill)))
+  if (!validAttentionMaskFill(fill))
     return invalidArgument(c.a.where + ": \"" + c.name() + "\": mask_fill must be -inf or at most " +
                            std::to_string(kAttentionMaxFiniteFill) + ", got " +
                            std::to_string(fill));

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -100,6 +101,12 @@ inline constexpr bool validAmaxOf(int64_t amaxOf) { return amaxOf >= 1 && amaxOf
 /// any fill this low and scores less than ~9000 apart. HF's finfo.min, the
 /// classic -10000 and -1e9 all qualify.
 inline constexpr double kAttentionMaxFiniteFill = -1e4;
+/// Whether `fill` is a mask_fill the attention kernels take (-inf, or finite
+/// and at most kAttentionMaxFiniteFill; NaN is not).
+inline bool validAttentionMaskFill(double fill) {
+  return fill == -std::numeric_limits<double>::infinity() ||
+         (fill == fill && fill <= kAttentionMaxFiniteFill);
+}
 
 //===----------------------------------------------------------------------===//
 // The callee table

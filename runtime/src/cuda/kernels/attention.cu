@@ -81,7 +81,7 @@ bool useWgmma(AttentionKernels kernels, const AttentionShape &s, const Attention
 
 /// The key mask's fill: -inf or finite and at most kAttentionMaxFiniteFill.
 Status checkMask(const char *what, const AttentionMask &mask) {
-  if (mask.fill == -INFINITY || (std::isfinite(mask.fill) && mask.fill <= kAttentionMaxFiniteFill))
+  if (validAttentionMaskFill(mask.fill))
     return Status::ok();
   return invalidArgument(std::string(what) + ": the key mask's fill must be -inf or at most " +
                          std::to_string(kAttentionMaxFiniteFill) + ", got " +
