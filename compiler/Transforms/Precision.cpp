@@ -258,6 +258,12 @@ private:
     return idx;
   }
 
+  static bool readOnlyBySoftmax(Operation *op) {
+    return op->getNumResults() == 1 && !op->getResult(0).use_empty() &&
+           llvm::all_of(op->getResult(0).getUsers(),
+                        [](Operation *u) { return llvm::isa<SoftmaxOp, LogSoftmaxOp>(u); });
+  }
+
   void keepF32(Operation *op, StringRef reason) {
     restoreOperands(op, ("for " + op->getName().getStringRef()).str());
     annotate(op, typeName(computeType(op)), reason);
@@ -324,6 +330,13 @@ private:
                          : llvm::isa<ReduceMaxOp, ReduceMinOp, ArgMaxOp, ArgMinOp>(op)
                              ? "max/min (exact)"
                              : "elementwise";
+      // An elementwise op read only by softmaxes (an unfused attention's
+      // additive mask or masked fill) computes in f32, as autocast's
+      // type promotion does: the softmax reads f32 anyway, and HF's padding
+      // mask fill finfo(f32).min has no bf16 value (it rounds to -inf, and a
+      // query that sees no key would take a softmax of -inf only: NaN).
+      if (anyLowered && kind == Kind::Elementwise && readOnlyBySoftmax(op))
+        return keepF32(op, "elementwise: read only by a softmax, kept in f32");
       if (anyLowered && castable) {
         lowerOperandsAndResults(op, idx);
         return annotate(op, lowName, (Twine(what) + " on " + lowName + " inputs").str());

@@ -88,6 +88,34 @@ func.func @norm_bf16_rows(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
+// Tests that an unfused attention's additive mask, read only by the softmax,
+// is added in f32 (the scaled scores cast up; the f32 mask as it is: HF's
+// fill finfo(f32).min has no bf16 value), while the scale before it and the
+// masked fill of a second softmax's scores read by something else stay bf16.
+// CHECK-LABEL: func.func @mask_add
+// CHECK: %[[S:.+]] = tc.matmul {{.*}} -> tensor<2x4x4xbf16>
+// CHECK: %[[C:.+]] = tc.mul %[[S]], %{{.+}} {{.*}}tc.precision = "bf16"{{.*}} -> tensor<2x4x4xbf16>
+// CHECK: %[[CF:.+]] = tc.cast %[[C]] {{.*}} : tensor<2x4x4xbf16> to tensor<2x4x4xf32>
+// CHECK: %[[A:.+]] = tc.add %[[CF]], %[[M:.+]] {tc.precision = "f32", tc.precision_reason = "elementwise: read only by a softmax, kept in f32"} : tensor<2x4x4xf32>, tensor<2x1x4xf32> -> tensor<2x4x4xf32>
+// CHECK: tc.softmax %[[A]]
+// CHECK: tc.select %{{.+}}, %{{.+}}, %{{.+}} {tc.precision = "f32", tc.precision_reason = "elementwise: read only by a softmax, kept in f32"}
+// CHECK: tc.add %{{.+}}, %{{.+}} {tc.precision = "bf16"
+func.func @mask_add(%q: tensor<2x4x8xf32>, %k: tensor<2x8x4xf32>, %m: tensor<2x1x4xf32>,
+                    %keep: tensor<2x4x4xi1>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %scale = tc.constant dense<0.35> : tensor<f32>
+  %fill = tc.constant dense<-3.40282347e+38> : tensor<f32>
+  %s = tc.matmul %q, %k : tensor<2x4x8xf32>, tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+  %c = tc.mul %s, %scale : tensor<2x4x4xf32>, tensor<f32> -> tensor<2x4x4xf32>
+  %a = tc.add %c, %m : tensor<2x4x4xf32>, tensor<2x1x4xf32> -> tensor<2x4x4xf32>
+  %p = tc.softmax %a {axis = 2 : i64} : tensor<2x4x4xf32>
+  %w = tc.select %keep, %c, %fill : tensor<2x4x4xi1>, tensor<2x4x4xf32>, tensor<f32> -> tensor<2x4x4xf32>
+  %p2 = tc.softmax %w {axis = 2 : i64} : tensor<2x4x4xf32>
+  %o = tc.add %c, %m : tensor<2x4x4xf32>, tensor<2x1x4xf32> -> tensor<2x4x4xf32>
+  return %p, %p2, %o : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
 // Tests that the loss and a sum reduction run in f32 on one shared cast of
 // the bf16 logits, and that integer values are untouched.
 // CHECK-LABEL: func.func @loss

@@ -1,21 +1,22 @@
 // RUN: tc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(tc-precision{mode=fp16}))' | FileCheck %s
 
 // Tests that mode=fp16 is the bf16 plan in f16: matmul operands are cast to
-// f16 (a parameter once: an fp32 master weight), the bias add follows in f16,
-// softmax stays f32 and the result is cast up.
+// f16 (a parameter once: an fp32 master weight), the bias add follows in f16
+// (the softmax is not its only reader), softmax stays f32 and the results
+// are cast up.
 // CHECK-LABEL: func.func @matmul
 // CHECK: %[[W:.+]] = tc.parameter "w" {tc.precision = "f32", tc.precision_reason = "parameter: fp32 master weight"} : tensor<8x4xf32>
 // CHECK: %[[WH:.+]] = tc.cast %[[W]] {{.*}}tc.precision_reason = "cast: to f16 for f16 compute"{{.*}} : tensor<8x4xf32> to tensor<8x4xf16>
 // CHECK: %[[Y:.+]] = tc.matmul %{{.+}}, %[[WH]] {tc.precision = "f16", tc.precision_reason = "matmul: f16 operands, fp32 accumulation"} : tensor<2x8xf16>, tensor<8x4xf16> -> tensor<2x4xf16>
 // CHECK: tc.add %[[Y]], %{{.+}} {tc.precision = "f16", tc.precision_reason = "elementwise on f16 inputs"} : tensor<2x4xf16>, tensor<4xf16> -> tensor<2x4xf16>
 // CHECK: tc.softmax %{{.+}} {axis = 1 : i64, tc.precision = "f32", tc.precision_reason = "softmax: kept in f32"} : tensor<2x4xf32>
-func.func @matmul(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+func.func @matmul(%x: tensor<2x8xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
   %w = tc.parameter "w" : tensor<8x4xf32>
   %b = tc.parameter "b" : tensor<4xf32>
   %y = tc.matmul %x, %w : tensor<2x8xf32>, tensor<8x4xf32> -> tensor<2x4xf32>
   %z = tc.add %y, %b : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
   %s = tc.softmax %z {axis = 1 : i64} : tensor<2x4xf32>
-  return %s : tensor<2x4xf32>
+  return %s, %z : tensor<2x4xf32>, tensor<2x4xf32>
 }
 
 // -----
