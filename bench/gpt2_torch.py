@@ -1,16 +1,18 @@
 """PyTorch side of the GPT-2 124M training benchmark (issue 4's bench).
 
 GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304, T 1024), batch 16, bf16
-autocast, fused AdamW, scaled_dot_product_attention; eager and torch.compile.
+autocast, fused AdamW, scaled_dot_product_attention; eager, torch.compile and
+torch.compile(mode="reduce-overhead") (compile-ro).
 Prints one JSON line per mode: tokens/s (median of timed steps), peak memory,
 compile/warm-up time. The tc side runs beside it from bench/gpt2.sh (same
 model, batch and optimizer) once tc's CUDA executor exists.
 
-usage: python3 bench/gpt2_torch.py [--modes eager,compile] [--steps 20] [--batch 16]
+usage: python3 bench/gpt2_torch.py [--modes eager,compile,compile-ro] [--steps 20] [--batch 16]
            [--layers 12 --d 768 --heads 12 --vocab 50304]   (other sizes, e.g. the ~1B of
            bench/precision.sh: --layers 18 --d 2048 --heads 16)
 """
 import argparse
+import gc
 import json
 import math
 import time
@@ -18,6 +20,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 class Block(nn.Module):
@@ -63,6 +66,8 @@ class GPT(nn.Module):
 
 
 def run(mode, steps, batch, seq, config=None):
+    gc.collect()  # an earlier mode's tensors and cached blocks out of the peak
+    torch.cuda.empty_cache()
     torch.manual_seed(0)
     dev = "cuda"
     model = GPT(ctx=seq, **(config or {})).to(dev)
@@ -71,26 +76,35 @@ def run(mode, steps, batch, seq, config=None):
     step_fn = model
     if mode == "compile":
         step_fn = torch.compile(model)
+    elif mode == "compile-ro":  # mode="reduce-overhead": CUDA graphs, as tc replays
+        step_fn = torch.compile(model, mode="reduce-overhead")
     vocab = min(model.wte.num_embeddings, 50257)
     x = torch.randint(0, vocab, (batch, seq), device=dev)
     y = torch.randint(0, vocab, (batch, seq), device=dev)
     torch.cuda.reset_peak_memory_stats()
+    total = torch.cuda.mem_get_info()[1]
+    peak_used = 0
     t0 = time.time()
     times = []
-    for i in range(steps + 3):
-        torch.cuda.synchronize()
-        s = time.time()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_fn(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        if i == 2:
-            warm = time.time() - t0
-        if i >= 3:
-            times.append(time.time() - s)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # an error if flash cannot run
+        for i in range(steps + 3):
+            torch.cuda.synchronize()
+            s = time.time()
+            if mode == "compile-ro":
+                torch.compiler.cudagraph_mark_step_begin()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = step_fn(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            free, _ = torch.cuda.mem_get_info()  # the process's device memory, context included
+            peak_used = max(peak_used, total - free)
+            if i == 2:
+                warm = time.time() - t0
+            if i >= 3:
+                times.append(time.time() - s)
     times.sort()
     med = times[len(times) // 2]
     return {
@@ -99,13 +113,14 @@ def run(mode, steps, batch, seq, config=None):
         "params": sum(p.numel() for p in model.parameters()),
         "tokens_per_s": round(batch * seq / med), "step_ms": round(med * 1e3, 2),
         "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "peak_device_bytes": int(peak_used),
         "warmup_s": round(warm, 1), "loss": round(loss.item(), 4),
     }
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--modes", default="eager,compile,compile-ro")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
