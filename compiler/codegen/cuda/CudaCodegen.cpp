@@ -30,9 +30,10 @@ namespace tc::cuda {
 using namespace detail;
 
 bool isKernelOp(Operation *op) {
-  // Gathers are the embedding library call or a generic kernel of their own.
+  // A gather is the embedding library call where TcToTcx lowers it (rows of
+  // a 2-D f32/bf16 table), this kernel otherwise (indexGatherKernel).
   return llvm::isa<tc::FusionOp, tc::RotaryOp>(op) || tc::isReduction(op) ||
-         (tc::isDataMovement(op) && !llvm::isa<tc::GatherOp>(op));
+         tc::isDataMovement(op);
 }
 
 FailureOr<KernelSource> generateKernel(Operation *op, const CodegenOptions &options) {
@@ -69,6 +70,8 @@ FailureOr<KernelSource> generateKernel(Operation *op, const CodegenOptions &opti
     int64_t n = product(shapeOf(in));
     return gatherKernel(op, {1}, 0, {n});
   }
+  if (auto g = llvm::dyn_cast<tc::GatherOp>(op))
+    return indexGatherKernel(g);
   if (auto c = llvm::dyn_cast<tc::ConcatOp>(op))
     return concatKernel(c);
   if (auto sp = llvm::dyn_cast<tc::SplitOp>(op))

@@ -89,7 +89,7 @@ struct KernelBinary {
 };
 
 /// Ops that get a generated kernel: tc.fusion, and standalone transpose,
-/// slice, broadcast, reshape, concat, split, pad, insert_slice and reductions
+/// slice, broadcast, reshape, gather, concat, split, pad, insert_slice and reductions
 /// (sum/mean/max/min/prod over any axes).
 bool isKernelOp(mlir::Operation *op);
 

@@ -303,6 +303,7 @@ FailureOr<KernelSource> fusionKernel(tcx::KernelOp kernel, const CodegenOptions 
 /// out = in[base + sum o_d * st_d] (dense out): transpose, slice, broadcast, reshape.
 FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> stridesOut, int64_t base,
                                      SmallVector<int64_t> iter);
+FailureOr<KernelSource> indexGatherKernel(tc::GatherOp op);
 FailureOr<KernelSource> padKernel(tc::PadOp op);
 FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op);
 FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op);

@@ -175,6 +175,43 @@ FailureOr<KernelSource> gatherKernel(Operation *op, SmallVector<int64_t> strides
   return copyKernel(op, sig, {p}, eltOf(out), "gather");
 }
 
+/// tc.gather that is not the embedding library call (any axis, rank and
+/// element type): out[o, j, r] = data[o, idx[j], r] over the outer extent
+/// o (data's dims before `axis`), the flattened indices j and the inner
+/// extent r (after it); a negative index counts from the end. An index
+/// outside [-dim, dim) gives NaN for float data (as embedding_fwd, so the
+/// loss shows it) and 0 otherwise; the reference executor reports it.
+FailureOr<KernelSource> indexGatherKernel(tc::GatherOp op) {
+  Value data = op.getData(), idx = op.getIndices(), out = op.getResult();
+  ArrayRef<int64_t> ds = shapeOf(data);
+  int64_t axis = op.getAxis();
+  if (axis < 0 || axis >= static_cast<int64_t>(ds.size()))
+    return op.emitOpError() << "CUDA codegen: gather axis " << axis << " out of range";
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < ds.size(); ++d)
+    inner *= ds[d];
+  int64_t count = product(shapeOf(idx)), total = product(shapeOf(out));
+  Signature sig;
+  sig.output(0, out);
+  sig.input(0, data);
+  sig.input(1, idx);
+  sig.tail(total, {ds[axis], count, inner});
+  Type e = eltOf(out);
+  std::string bad = llvm::isa<FloatType>(e) ? rawLiteral(e, std::nan("")) : rawLiteral(e, 0.0);
+  if (e.isF32())
+    bad = "__int_as_float(0x7fc00000)";
+  else if (e.isF64())
+    bad = "__longlong_as_double(0x7ff8000000000000ll)";
+  std::string s = header(sig) + kLoopBegin;
+  s += "    const long long dim = meta.v[0], count = meta.v[1], inner = meta.v[2];\n";
+  s += "    const long long r = i % inner, j = (i / inner) % count, o = i / (inner * count);\n";
+  s += "    long long k = (long long)in1[j];\n";
+  s += "    if (k < 0) k += dim;\n";
+  s += "    out0[i] = (k >= 0 && k < dim) ? in0[(o * dim + k) * inner + r] : " + bad + ";\n";
+  s += "  }\n}\n";
+  return makeKernel(op, std::move(s), sig, gridFor(total, 256), "index_gather");
+}
+
 FailureOr<KernelSource> padKernel(tc::PadOp op) {
   Value in = op.getInput(), out = op.getResult();
   ArrayRef<int64_t> is = shapeOf(in), os = shapeOf(out);

@@ -324,3 +324,16 @@ func.func @rotary_attention(%x: tensor<2x64x32xbf16>, %w: tensor<32x768xbf16>,
   %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x64x192xbf16> -> tensor<2x64x4x192xbf16>
   return %o, %ct : tensor<2x4x64x64xbf16>, tensor<2x64x4x192xbf16>
 }
+
+// Gathers that are not the embedding library call (a generic kernel): bool
+// data along axis 0 (a padding mask indexed by positions, as the dynamo
+// exporter writes HF's mask), f32 along a middle axis and i64 rows, with
+// negative indices (the inputs' random ints are in [-6, 9]).
+func.func @index_gathers(%m: tensor<32xi1>, %p: tensor<2x1x1x16xi64>, %x: tensor<3x12x5xf32>,
+                         %i: tensor<4x2xi64>, %y: tensor<10x3xi64>)
+    -> (tensor<2x1x1x16xi1>, tensor<3x4x2x5xf32>, tensor<4x2x3xi64>) {
+  %a = tc.gather %m, %p {axis = 0 : i64} : tensor<32xi1>, tensor<2x1x1x16xi64> -> tensor<2x1x1x16xi1>
+  %b = tc.gather %x, %i {axis = 1 : i64} : tensor<3x12x5xf32>, tensor<4x2xi64> -> tensor<3x4x2x5xf32>
+  %c = tc.gather %y, %i {axis = 0 : i64} : tensor<10x3xi64>, tensor<4x2xi64> -> tensor<4x2x3xi64>
+  return %a, %b, %c : tensor<2x1x1x16xi1>, tensor<3x4x2x5xf32>, tensor<4x2x3xi64>
+}

@@ -111,6 +111,14 @@ __device__ __forceinline__ void store8(bf16 *p, const float (&v)[8]) {
     h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
   *reinterpret_cast<int4 *>(p) = raw;
 }
+__device__ __forceinline__ void store8(f16 *p, const float (&v)[8]) {
+  int4 raw;
+  __half2 *h = reinterpret_cast<__half2 *>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  *reinterpret_cast<int4 *>(p) = raw;
+}
 
 /// Loads elements [i, i + 8) of a row of `cols` as floats: one vector access
 /// when Vec (cols % 8 == 0, p 16-byte aligned), else element by element with
@@ -338,6 +346,21 @@ template <class F> Status dispatchFloat(DType dt, const char *what, F &&f) {
     return f(bf16{});
   default:
     return invalidArgument(std::string(what) + ": dtype must be f32 or bf16, got " + dtypeName(dt));
+  }
+}
+
+/// Calls f(float{}), f(bf16{}) or f(f16{}) for the storage dtype `dt`.
+template <class F> Status dispatchFloat16(DType dt, const char *what, F &&f) {
+  switch (dt) {
+  case DType::F32:
+    return f(float{});
+  case DType::BF16:
+    return f(bf16{});
+  case DType::F16:
+    return f(f16{});
+  default:
+    return invalidArgument(std::string(what) + ": dtype must be f32, bf16 or f16, got " +
+                           dtypeName(dt));
   }
 }
 

@@ -114,7 +114,7 @@ Status geluForward(DType dt, GeluApprox approx, const void *x, void *y, int64_t 
   if (!x || !y)
     return invalidArgument("geluForward: null pointer");
   bool vec = aligned16(x) && aligned16(y);
-  return dispatchFloat(dt, "geluForward", [&](auto tag) {
+  return dispatchFloat16(dt, "geluForward", [&](auto tag) {
     using T = decltype(tag);
     auto *xs = static_cast<const T *>(x);
     auto *ys = static_cast<T *>(y);
@@ -142,7 +142,7 @@ Status geluBackward(DType dt, GeluApprox approx, const void *x, const void *dy, 
   if (!x || !dy || !dx)
     return invalidArgument("geluBackward: null pointer");
   bool vec = aligned16(x) && aligned16(dy) && aligned16(dx);
-  return dispatchFloat(dt, "geluBackward", [&](auto tag) {
+  return dispatchFloat16(dt, "geluBackward", [&](auto tag) {
     using T = decltype(tag);
     auto *xs = static_cast<const T *>(x);
     auto *dys = static_cast<const T *>(dy);

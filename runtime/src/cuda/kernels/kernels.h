@@ -166,7 +166,7 @@ enum class GeluApprox : uint8_t {
   Tanh, // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   ("tanh")
 };
 
-/// y[n] = gelu(x[n]); y may alias x.
+/// y[n] = gelu(x[n]); y may alias x. F32, BF16 or F16.
 Status geluForward(DType dt, GeluApprox approx, const void *x, void *y, int64_t n,
                    cudaStream_t stream);
 /// dx[n] = dy[n] * gelu'(x[n]); dx may alias dy.
