@@ -114,23 +114,6 @@ FastParams<T> fastParams(const AttentionShape &s, float scale, bool causal,
   return f;
 }
 
-/// Calls f(float{}), f(bf16{}) or f(f16{}) for the storage dtype `dt`:
-/// dispatchFloat's types plus f16, which of the hand-written kernels only
-/// attention takes (the fp16 plan keeps norms, softmax and losses in f32).
-template <class F> Status dispatchAttention(DType dt, const char *what, F &&f) {
-  switch (dt) {
-  case DType::F32:
-    return f(float{});
-  case DType::BF16:
-    return f(bf16{});
-  case DType::F16:
-    return f(f16{});
-  default:
-    return invalidArgument(std::string(what) + ": dtype must be f32, bf16 or f16, got " +
-                           dtypeName(dt));
-  }
-}
-
 } // namespace
 
 AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d) {
@@ -152,7 +135,7 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
   if ((s.d > 0 && (!q || (s.tk > 0 && !k))) || (s.dv > 0 && (!out || (s.tk > 0 && !v))))
     return invalidArgument("attentionForward: null pointer");
   const AttentionMask m = s.tk > 0 ? mask : AttentionMask{}; // no keys: nothing to hide
-  return dispatchAttention(dt, "attentionForward", [&](auto tag) -> Status {
+  return dispatchFloat16(dt, "attentionForward", [&](auto tag) -> Status {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
       // The fast forward's softmax takes the max of the raw scores: scale > 0.
@@ -202,7 +185,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
     return invalidArgument("attentionBackward: null pointer");
   float *dd = static_cast<float *>(scratch);
   const AttentionMask m = rowsK ? mask : AttentionMask{};
-  return dispatchAttention(dt, "attentionBackward", [&](auto tag) -> Status {
+  return dispatchFloat16(dt, "attentionBackward", [&](auto tag) -> Status {
     using T = decltype(tag);
     GenericParams<T> g = genericParams<T>(s, scale, causal, m);
     g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);

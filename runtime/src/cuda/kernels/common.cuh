@@ -349,7 +349,9 @@ template <class F> Status dispatchFloat(DType dt, const char *what, F &&f) {
   }
 }
 
-/// Calls f(float{}), f(bf16{}) or f(f16{}) for the storage dtype `dt`.
+/// Calls f(float{}), f(bf16{}) or f(f16{}) for the storage dtype `dt`: the
+/// kernels the fp16 plan reaches (attention, GELU); it keeps norms, softmax
+/// and losses in f32.
 template <class F> Status dispatchFloat16(DType dt, const char *what, F &&f) {
   switch (dt) {
   case DType::F32:
