@@ -84,11 +84,8 @@ LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std:
                                std::vector<std::string> *notes) {
   ImportCleanupPipelineOptions o;
   o.fuseAttention = opts.fuseAttention;
-  // Padding masks fuse on the CPU reference, and on GPU targets with
-  // --experimental=attention-key-masks (the kernels' key masks, not yet run
-  // on a GPU); otherwise GPU targets keep such attention unfused (a note).
-  o.fuseKeyMasks = !isGpuTarget(opts.target) ||
-                   llvm::is_contained(opts.experimental, "attention-key-masks");
+  // Padding masks fuse on every target (the GPU kernels' key masks).
+  o.fuseKeyMasks = true;
   // GPU targets: written-out tanh GELUs become tc.gelu (a GEMM's GELU_AUX /
   // DGELU epilogues on the GPU) and an attention's q/k/v projections one GEMM,
   // the artifact's reference program too; the CPU target keeps the graph as
@@ -588,8 +585,6 @@ struct ExperimentalLever {
 const ExperimentalLever kExperimentalLevers[] = {
     {"wgmma-attention", "bf16/f16 attention with head dim 64 or 128 on sm_90a's warpgroup "
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
-    {"attention-key-masks", "attention with a padding mask (an attention_mask input) fused on "
-                            "the GPU too: the key mask in the attention kernels"},
 };
 } // namespace
 

@@ -82,8 +82,8 @@ def TcRecognizeAttention : Pass<"tc-recognize-attention", "mlir::func::FuncOp"> 
   }];
   let options = [
     Option<"keyMasks", "key-masks", "bool", /*default=*/"true",
-           "fuse padding masks into tc.attention's key_mask (the CPU reference runs "
-           "them; GPU targets turn this off until their kernel does)">,
+           "fuse padding masks into tc.attention's key_mask (every target's "
+           "kernels take it; off: such chains stay unfused, with a note)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }

@@ -271,8 +271,7 @@ private:
     if (info->keys) {
       std::string input = graphInputName(info->keys);
       if (!allowKeyMasks)
-        return no("a padding mask (from " + input + "): fused on the CPU reference only, the "
-                  "GPU's fused kernel for it is future work, so this target runs it unfused");
+        return no("a padding mask (from " + input + "): key masks are off (key-masks=false)");
       double fill = isBool ? selectFill : info->fill;
       if (std::isnan(fill))
         return no("a padding mask whose hidden entries do not hold one fill value");

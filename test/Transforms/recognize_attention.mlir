@@ -1,7 +1,7 @@
 // RUN: tc-opt %s --split-input-file --tc-recognize-attention --verify-diagnostics | FileCheck %s
 // With key masks off (GPU targets) the padding mask stays unfused, with a remark:
 // RUN: tc-opt %s --split-input-file --tc-recognize-attention=key-masks=false 2>&1 | FileCheck %s --check-prefix=NOKEY
-// NOKEY: remark: attention left unfused (matmul / softmax / matmul): a padding mask (from graph input 'attention_mask'): fused on the CPU reference only
+// NOKEY: remark: attention left unfused (matmul / softmax / matmul): a padding mask (from graph input 'attention_mask'): key masks are off (key-masks=false)
 // NOKEY-NOT: key_mask
 
 // Tests the GPT-2 (torchscript export) form: k^T as a transpose of the

@@ -504,12 +504,6 @@ TEST_F(AttentionTest, AnyScaleMatchesReference) {
   }
 }
 
-/// TC_ATTN_FWD_TILE=tile for its lifetime (the forward's tiling knob).
-struct ForwardTile {
-  explicit ForwardTile(const char *tile) { setenv("TC_ATTN_FWD_TILE", tile, 1); }
-  ~ForwardTile() { unsetenv("TC_ATTN_FWD_TILE"); }
-};
-
 /// A key mask [batch, tk] of padded batches: batch b % 4 == 0 left-padded
 /// by `left` keys, 1 right-padded by `right`, 2 with holes (every third key
 /// hidden), 3 with no visible key at all.
@@ -583,34 +577,31 @@ TEST_F(AttentionTest, KeyMaskMatchesReference) {
   keyMask = nullptr;
 }
 
-// The forward's 128-row tilings (TC_ATTN_FWD_TILE=128x32, any head dim, and
-// 128x64, d <= 64; measured before one is kept): the tensor-core cases, a
-// fused projection and a key mask, against the reference.
-TEST_F(AttentionTest, Forward128RowTilesMatchReference) {
+// The forward's 128-row blocks (64-key tiles for d <= 64, 32-key for d 128)
+// at their edges: partial and several row blocks, tq != tk, GQA, d 32 and
+// 128, a fused projection and a key mask (d 128 with a key mask: 64-row
+// blocks), against the reference.
+TEST_F(AttentionTest, ForwardRowBlocksMatchReference) {
   const double finfoMin = -3.4028234663852886e38;
   std::vector<uint8_t> m = paddingMask(4, 300, 140, 150);
-  for (const char *tile : {"128x32", "128x64"}) {
-    SCOPED_TRACE(std::string("TC_ATTN_FWD_TILE=") + tile);
-    ForwardTile knob(tile);
-    for (DType dt : {DType::BF16, DType::F16})
-      for (bool causal : {false, true}) {
-        checkCase({dt, 2, 4, 2, 77, 77, 64, 64, causal, false});    // GQA, partial tiles
-        checkCase({dt, 2, 2, 2, 16, 40, 64, 64, causal, false});    // tq < tk
-        checkCase({dt, 1, 2, 2, 130, 77, 32, 32, causal, false});   // tq > tk, d 32
-        checkCase({dt, 1, 4, 2, 300, 300, 64, 64, causal, false});  // several row blocks
-        checkCase({dt, 1, 2, 1, 200, 333, 64, 64, causal, false});  // tq < tk, several blocks
-        checkCase({dt, 2, 4, 2, 130, 130, 64, 64, causal, true});   // fused projection
-        if (std::string(tile) == "128x32") {                       // d 128 takes 128x32
-          checkCase({dt, 1, 4, 1, 130, 130, 128, 128, causal, false});
-          checkCase({dt, 1, 2, 1, 40, 130, 128, 128, causal, false});
-        }
-      }
-    keyMask = &m;
-    maskFill = finfoMin;
-    for (bool causal : {false, true})
-      checkCase({DType::BF16, 4, 4, 2, 300, 300, 64, 64, causal, false});
-    keyMask = nullptr;
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool causal : {false, true}) {
+      checkCase({dt, 2, 4, 2, 77, 77, 64, 64, causal, false});    // GQA, partial tiles
+      checkCase({dt, 2, 2, 2, 16, 40, 64, 64, causal, false});    // tq < tk
+      checkCase({dt, 1, 2, 2, 130, 77, 32, 32, causal, false});   // tq > tk, d 32
+      checkCase({dt, 1, 4, 2, 300, 300, 64, 64, causal, false});  // several row blocks
+      checkCase({dt, 1, 2, 1, 200, 333, 64, 64, causal, false});  // tq < tk, several blocks
+      checkCase({dt, 2, 4, 2, 130, 130, 64, 64, causal, true});   // fused projection
+      checkCase({dt, 1, 4, 1, 130, 130, 128, 128, causal, false}); // d 128
+      checkCase({dt, 1, 2, 1, 40, 130, 128, 128, causal, false});
+    }
+  keyMask = &m;
+  maskFill = finfoMin;
+  for (bool causal : {false, true}) {
+    checkCase({DType::BF16, 4, 4, 2, 300, 300, 64, 64, causal, false});
+    checkCase({DType::BF16, 4, 2, 1, 300, 300, 128, 128, causal, false}); // 64-row blocks
   }
+  keyMask = nullptr;
 }
 
 // A mask fill the kernels do not take (above -1e4, or NaN) is refused.
@@ -835,25 +826,11 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
   }
 }
 
-/// Times a shape on the mma.sync kernels (the forward's 128-row tilings of
-/// TC_ATTN_FWD_TILE too, whose results must match the default's)
-/// and, on an H100/H200, the wgmma ones, whose results must match the
-/// mma.sync kernels' at this size.
+/// Times a shape on the mma.sync kernels and, on an H100/H200, the wgmma
+/// ones, whose results must match the mma.sync kernels' at this size.
 void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
   std::vector<double> mma[4], wg[4];
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, mma));
-  for (const char *tile : {"128x32", "128x64"}) {
-    if (d > 64 && std::string(tile) == "128x64")
-      break; // 128x64 is for d <= 64
-    std::vector<double> tiled[4];
-    {
-      ForwardTile knob(tile);
-      ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, tiled,
-                                        std::string("tile") + tile));
-    }
-    double err = maxAbsErr(tiled[0], mma[0]);
-    EXPECT_LE(err, 2e-2) << "out, forward tile " << tile << " against the default, d" << d;
-  }
   if (!wgmmaAttentionAvailable())
     return;
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Wgmma, wg));

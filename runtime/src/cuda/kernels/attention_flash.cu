@@ -6,9 +6,9 @@
 // accumulate; the kernels are templates over the 16-bit type T, which only
 // picks the mma variant and the fp32 -> T rounding), inline PTX so the same
 // code runs on sm_90 and sm_120a.
-//   - Forward: a block of 4 warps owns 64 query rows (16 per warp; 128 and 32
-//     with TC_ATTN_FWD_TILE, a measurement knob: fastForward; q held as
-//     A fragments in registers); 64-key K/V tiles stream through shared
+//   - Forward: a block of 4 warps owns 128 query rows (32 per warp, q held
+//     as A fragments in registers); 64-key K/V tiles (32 for d = 128,
+//     fastForward) stream through shared
 //     memory with cp.async double buffering and are read with ldmatrix. The
 //     online softmax runs in fp32 registers in the log2 domain (the max of
 //     the raw scores, then one FFMA and one ex2.approx.ftz a score); the S
@@ -238,8 +238,6 @@ __device__ __forceinline__ void loadAFrags(uint32_t (&af)[MW][D / 16][4], const 
 //===----------------------------------------------------------------------===//
 // Fast path: forward
 //===----------------------------------------------------------------------===//
-
-constexpr int kFwdBK = 64;
 
 /// Shared bytes of the forward: sK, sV [2][BK][D + 8], and sQ [64 MW][D + 8]
 /// unless q is staged in sK[1] (64 MW <= BK).
@@ -598,30 +596,26 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
 }
 
-template <int D, int MW, int BK, class T>
+template <int D, int MW, int BK, bool KeyMask, class T>
 Status launchFwd(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
-  auto kernel = p.keys ? (p.amax ? flashFwdKernel<T, D, MW, BK, true, true>
-                                 : flashFwdKernel<T, D, MW, BK, false, true>)
-                       : (p.amax ? flashFwdKernel<T, D, MW, BK, true, false>
-                                 : flashFwdKernel<T, D, MW, BK, false, false>);
+  auto kernel = p.amax ? flashFwdKernel<T, D, MW, BK, true, KeyMask>
+                       : flashFwdKernel<T, D, MW, BK, false, KeyMask>;
   return launchFast(kernel, "attention_forward", blocks, fwdSmemBytes<D, MW, BK>(), p, stream);
 }
 
-/// 64 query rows and 64-key tiles a block (16 rows a warp).
-/// TC_ATTN_FWD_TILE=128x32 or 128x64 (a measurement knob until the H200 has
-/// timed them: bench/RESULTS.md) takes 128-row blocks (32 rows a warp, every
-/// K/V fragment feeding two mmas, as the backward's) with 32-key tiles, or
-/// 64-key tiles for d <= 64 (ptxas: d 64 212 and 244 registers, d 128 255;
-/// no spill).
+/// 128 query rows a block (32 a warp: every K/V fragment read with ldmatrix
+/// feeds two mmas, as in the backward) with 64-key tiles for d <= 64, 32-key
+/// tiles for d = 128 (ptxas: d 64 244 registers, d 128 255; no spill), but
+/// 64 rows (16 a warp) and 64-key tiles for d = 128 with a key mask (the
+/// 128-row kernel would spill). Measured on an H100 (causal, T = 1024;
+/// bench/RESULTS.md, 2026-12-05): 16x12 heads of d 64 134 -> 116 us against
+/// 64-row blocks, 8x16 of d 128 190 -> 164 us.
 template <int D, class T> Status fastForward(const FastParams<T> &p, cudaStream_t stream) {
-  const char *tile = std::getenv("TC_ATTN_FWD_TILE");
-  if (tile && std::string(tile) == "128x32")
-    return launchFwd<D, 2, 32>(p, stream);
   if constexpr (D <= 64)
-    if (tile && std::string(tile) == "128x64")
-      return launchFwd<D, 2, 64>(p, stream);
-  return launchFwd<D, 1, kFwdBK>(p, stream);
+    return p.keys ? launchFwd<D, 2, 64, true>(p, stream) : launchFwd<D, 2, 64, false>(p, stream);
+  else
+    return p.keys ? launchFwd<D, 1, 64, true>(p, stream) : launchFwd<D, 2, 32, false>(p, stream);
 }
 
 /// Template arguments: head dim, m16 tiles per warp, streamed tile rows,
