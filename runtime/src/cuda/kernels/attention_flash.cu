@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
         mmaTileABt<D, SUB, MW, S>(dp, sV, warp * WK, dO);
       // P^T (0 past tq and where key > query), then dS^T; only edge
       // sub-tiles need the mask.
-      if constexpr (KeyMask) {
+      if (KeyMask && km.needsKeys(kw, kw + WK, qs)) {
         maskAndExpKeys<MW, SUB, true>(s, l2, p, km.keys, kvis, km.avg, kw, qs, g, t);
       } else {
         const bool mask = qs + SUB > p.tq || (p.causal && qs < kw + WK - 1);
@@ -576,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
         mmaTileABt<D, SUB, MW, S>(dp, sO, warp * WQ, vS);
       // P (0 past tk and where key > query), then dS; only edge sub-tiles
       // need the mask.
-      if constexpr (KeyMask) {
+      if (KeyMask && km.needsKeys(ks, ks + SUB, qw)) {
         maskAndExpKeys<MW, SUB, false>(s, lse2, p, km.keys, 0, km.avg, qw, ks, g, t);
       } else {
         const bool mask = ks + SUB > p.tk || (p.causal && ks + SUB - 1 > qw);

@@ -245,28 +245,32 @@ __device__ __forceinline__ uint32_t keyRowBits(const FastParams<T> &p, const uin
 }
 
 /// The visible keys of batch b lie in [first, end) (first = tk, end = 0
-/// when none is): computed by the whole block, every thread calls it (it
-/// synchronises).
+/// when none is), every one of them visible when *dense (left or right
+/// padding; not a mask with holes): computed by the whole block, every
+/// thread calls it (it synchronises).
 template <class T>
 __device__ __forceinline__ void visibleKeyRange(const FastParams<T> &p, int b, int *first,
-                                                int *end) {
-  __shared__ int lo, hi;
+                                                int *end, bool *dense) {
+  __shared__ int lo, hi, count;
   if (threadIdx.x == 0)
-    lo = p.tk, hi = 0;
+    lo = p.tk, hi = 0, count = 0;
   __syncthreads();
   const uint8_t *m = p.keys + static_cast<int64_t>(b) * p.tk;
-  int f = p.tk, e = 0;
+  int f = p.tk, e = 0, n = 0;
   for (int j = threadIdx.x; j < p.tk; j += blockDim.x)
     if (m[j] != 0) {
       f = min(f, j);
       e = j + 1;
+      ++n;
     }
   if (f < p.tk) {
     atomicMin(&lo, f);
     atomicMax(&hi, e);
+    atomicAdd(&count, n);
   }
   __syncthreads();
   *first = lo, *end = hi;
+  *dense = count == max(hi - lo, 0);
 }
 
 /// A key-masked block's view of batch b: its row of p.keys, the span
@@ -275,12 +279,13 @@ __device__ __forceinline__ void visibleKeyRange(const FastParams<T> &p, int b, i
 struct KeyMaskRows {
   const uint8_t *keys = nullptr;
   int first = 0, end = INT32_MAX, avg = 0;
+  bool dense = true;
   template <bool KeyMask, class T>
   __device__ __forceinline__ static KeyMaskRows of(const FastParams<T> &p, int b) {
     KeyMaskRows r;
     if constexpr (KeyMask) {
       r.keys = p.keys + static_cast<int64_t>(b) * p.tk;
-      visibleKeyRange(p, b, &r.first, &r.end);
+      visibleKeyRange(p, b, &r.first, &r.end, &r.dense);
       r.avg = averagedRows(r.first, p.tq, p.tk, p.causal, p.fill);
     }
     return r;
@@ -294,6 +299,14 @@ struct KeyMaskRows {
       return;
     *begin = min(first / bk, n);
     *endTile = min(n, (end + bk - 1) / bk);
+  }
+  /// Whether a tile of the keys [k0, k1) and the queries from q0 on needs
+  /// the key mask: unless every one of its keys is visible (inside a dense
+  /// [first, end)) and none of its queries attends to every key, the tile
+  /// takes the causal / length masks alone, as without a key mask (a padded
+  /// batch's interior tiles).
+  __device__ __forceinline__ bool needsKeys(int k0, int k1, int q0) const {
+    return !dense || k0 < first || k1 > end || q0 < avg;
   }
   /// Whether the keys [k0, k1) are hidden from every query that does not
   /// attend to every key (before the first or after the last visible key).
@@ -434,9 +447,11 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
   const float sl = p.scaleLog2;
   // The masks first, branch-free, and on edge tiles only (one branch a
   // tile, not a branch a score), then the max.
+  bool keyed = false; // this tile takes the key mask (needsKeys)
   if constexpr (KeyMask) {
     // Branch-free: a clamped index for the loads; the averaged rows
     // (attending to every key) only in a warp that holds one.
+    keyed = km.needsKeys(k0, k0 + BK, qw);
     auto keyMasked = [&](auto averaged) {
 #pragma unroll
       for (int j = 0; j < BK / 8; ++j)
@@ -455,11 +470,14 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
           s[j][e] = y;
         }
     };
-    if (qw < km.avg) // warp-uniform
+    if (!keyed) {
+    } else if (qw < km.avg) { // warp-uniform
       keyMasked(std::true_type{});
-    else
+    } else {
       keyMasked(std::false_type{});
-  } else if (mask) {
+    }
+  }
+  if (!keyed && mask) {
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
