@@ -411,14 +411,12 @@ template <int D> void checkWgmmaLayout() {
       ASSERT_TRUE(at >= 0 && at < R * D && tile[at] == -1) << "(" << r << ", " << c << ")";
       tile[at] = code(r, c);
     }
-  // loadCoreTile's copies: the 8 elements of a row from a column c % 8 == 0
-  // are one 16-byte chunk, and 8 rows further down lie 8 D elements further.
-  for (int r = 0; r + 8 < R; ++r)
-    for (int c = 0; c < D; c += 8)
-      for (int j = 0; j < 8; ++j) {
-        ASSERT_EQ(attn::coreOffset<D>(r, c + j), attn::coreOffset<D>(r, c) + j);
-        ASSERT_EQ(attn::coreOffset<D>(r + 8, c + j), attn::coreOffset<D>(r, c + j) + 8 * D);
-      }
+  // cp.async's chunks in storage order: chunk ch is 8 elements of one row.
+  for (int ch = 0; ch < R * D / 8; ++ch) {
+    int r = -1, c = -1;
+    attn::coreChunk<D>(ch, r, c);
+    ASSERT_EQ(attn::coreOffset<D>(r, c), 8 * ch) << "chunk " << ch;
+  }
   auto at = [&](uint32_t byte) { return byte % 2 == 0 && byte / 2 < tile.size() ? tile[byte / 2] : -2; };
   // K-major: S = Q K^T (rows of q, rows of k), dP = dO V^T, S^T = K Q^T, ...
   for (int r0 : {0, 64})

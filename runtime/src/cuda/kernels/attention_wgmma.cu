@@ -182,23 +182,21 @@ __device__ __forceinline__ void wgmmaRS(float (&c)[N8][4], const uint32_t (&a)[4
 
 /// Copies rows [r0, r0 + Rows) of a [rows, D] operand (row stride rs
 /// elements) into a core-matrix tile; rows past `rows` are zero. Thread i
-/// copies the 16-byte chunks i, i + 128, ... of the rows in row-major
-/// order, so a warp reads whole rows (four 128-byte lines at d 64: the
-/// fewest L2 requests; 64-byte pieces of 8 rows kept the H100's L2 at 92%,
-/// stop 34) and writes them into their core matrices (two-way bank
-/// conflicts on the shared-memory side, which is not the bottleneck).
+/// copies the 16-byte rows i, i + 128, ... of the tile in storage order, so
+/// a warp's writes are 512 contiguous bytes and its reads 64 contiguous
+/// bytes of each of 8 rows.
 template <int Rows, int D, class T>
 __device__ __forceinline__ void loadCoreTile(T *sm, const T *g, int64_t rs, int r0, int rows) {
   constexpr int kChunks = Rows * D / 8, kStep = kThreads * 8 / D; // rows a round of the block
-  static_assert(kChunks % kThreads == 0 && kStep % 8 == 0, "tile not a multiple of the block");
-  const int r = threadIdx.x / (D / 8), c = (threadIdx.x % (D / 8)) * 8;
+  static_assert(kChunks % kThreads == 0, "tile not a multiple of the block");
+  int r = 0, c = 0;
+  coreChunk<D>(threadIdx.x, r, c); // chunk threadIdx.x + k 128 is row r + k kStep, column c
   const T *src = g + static_cast<int64_t>(r0 + r) * rs + c;
   const int64_t step = static_cast<int64_t>(kStep) * rs;
-  T *dst = sm + coreOffset<D>(r, c);
 #pragma unroll
   for (int it = 0; it < kChunks / kThreads; ++it) {
     const bool valid = r0 + r + it * kStep < rows;
-    cpAsync16(smemAddr(dst + it * kStep * D), valid ? src : g, valid);
+    cpAsync16(smemAddr(sm + (threadIdx.x + it * kThreads) * 8), valid ? src : g, valid);
     src += step;
     asm("" : "+l"(src)); // one add a chunk (flash's loadTile)
   }

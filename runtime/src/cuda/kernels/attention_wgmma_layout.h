@@ -28,6 +28,15 @@ template <int D> TC_WG_HD constexpr int coreOffset(int r, int c) {
   return ((r >> 3) * (D / 8) + (c >> 3)) * 64 + (r & 7) * 8 + (c & 7);
 }
 
+/// The (row, column) of the 16-byte chunk `ch` of a core tile in storage
+/// order (coreOffset<D>(row, column) == 8 ch): a block of 8 rows, then the
+/// next block along the columns, then along the rows.
+template <int D> TC_WG_HD constexpr void coreChunk(int ch, int &row, int &col) {
+  const int blk = ch >> 3;
+  row = (blk / (D / 8)) * 8 + (ch & 7);
+  col = (blk % (D / 8)) * 8;
+}
+
 /// A descriptor's fields for a tile of 16-bit elements: the operand's first
 /// element at byte `start` of the tile, `lbo` / `sbo` bytes between core
 /// matrices along K / along M or N.
