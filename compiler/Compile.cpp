@@ -680,6 +680,22 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
       return fail("lowering @" + fn.getName().str() + " to the device program", err);
     result->artifact.deviceFunctions.push_back(std::move(*device));
   }
+  // An op CUDA codegen has no kernel for: the GPU program cannot run (the
+  // runtime refuses it at the first step); said now, naming them.
+  std::vector<std::string> missing;
+  for (const rt::DeviceFunction &fn : result->artifact.deviceFunctions)
+    for (const rt::DeviceOp &op : fn.ops)
+      if (op.attrs.count("missing_kernel"))
+        missing.push_back("@" + fn.name + " " + op.name);
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 5; ++i)
+      list += (i ? ", " : "") + missing[i];
+    result->notes.push_back(std::to_string(missing.size()) + " op(s) have no CUDA kernel (" +
+                            list + (missing.size() > 5 ? ", ..." : "") +
+                            "): the artifact's GPU program cannot run; tc-run --device cpu runs "
+                            "its reference program");
+  }
   result->artifact.reports["check"] = checkReportJson(references);
   result->gpuModule = std::move(fused);
   return true;

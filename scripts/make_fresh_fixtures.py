@@ -179,21 +179,29 @@ def write_padded_ref(base, what, model, batch, losses):
 PADDED_NAMES = ["input_ids", "attention_mask", "labels"]
 
 
-def padded_fixture(out):
-    model = padded_model("llama", SEED + 77, "eager")
-    base = os.path.join(out, "fresh-padded-llama")
-    batch = padded_batch("llama", base)
+def padded_export(out, family, seed, attention, name, description, dynamo):
+    """A fresh `family` model with `attention` fed the padded batch: TorchScript export, and the
+    dynamo one when `dynamo`, then PyTorch's float32 AdamW trajectory as NAME.ref.json."""
+    model = padded_model(family, seed, attention)
+    base = os.path.join(out, name)
+    batch = padded_batch(family, base)
     # float32: in float64 HF's eager mask (finfo(float64).min) gives NaN losses here.
     losses = train_fp32(model, *batch)
     # torch's default constant folding; the logits keep their static shape.
     onnx_export.export_torchscript(model, batch, base + ".ts.onnx", constant_folding=True,
                                    input_names=PADDED_NAMES, dynamic_outputs=())
-    prog, dynamic, note = onnx_export.export_dynamo(model, batch, max_batch=64, max_seq=64,
-                                                    input_names=PADDED_NAMES, optimize=True)
-    assert dynamic, note
-    onnx_export.save_program(prog, base + ".dynamo.onnx")
-    onnx_export.strip_host_paths(base + ".dynamo.onnx", also=UNREAD_METADATA)
-    write_padded_ref(base, "llama (eager attention, padded batch)", model, batch, losses)
+    if dynamo:
+        prog, dynamic, note = onnx_export.export_dynamo(model, batch, max_batch=64, max_seq=64,
+                                                        input_names=PADDED_NAMES, optimize=True)
+        assert dynamic, note
+        onnx_export.save_program(prog, base + ".dynamo.onnx")
+        onnx_export.strip_host_paths(base + ".dynamo.onnx", also=UNREAD_METADATA)
+    write_padded_ref(base, description, model, batch, losses)
+
+
+def padded_fixture(out):
+    padded_export(out, "llama", SEED + 77, "eager", "fresh-padded-llama",
+                  "llama (eager attention, padded batch)", dynamo=True)
 
 
 def padded_sdpa_fixture(out):
@@ -202,13 +210,8 @@ def padded_sdpa_fixture(out):
     no key (the left padding) attends to nothing (zeros), as PyTorch's SDPA computes, where the eager
     fixture's finfo.min averages every value. (The dynamo exporter writes HF's SDPA mask as finfo.min,
     the eager semantics, which differs from PyTorch's own SDPA on such rows.)"""
-    model = padded_model("gpt2", SEED + 78, "sdpa")
-    base = os.path.join(out, "fresh-padded-gpt2-sdpa")
-    batch = padded_batch("gpt2", base)
-    losses = train_fp32(model, *batch)
-    onnx_export.export_torchscript(model, batch, base + ".ts.onnx", constant_folding=True,
-                                   input_names=PADDED_NAMES, dynamic_outputs=())
-    write_padded_ref(base, "gpt2 (sdpa attention, padded batch)", model, batch, losses)
+    padded_export(out, "gpt2", SEED + 78, "sdpa", "fresh-padded-gpt2-sdpa",
+                  "gpt2 (sdpa attention, padded batch)", dynamo=False)
 
 
 if __name__ == "__main__":

@@ -803,25 +803,6 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  if (gpu) {
-    // An op CUDA codegen has no kernel for: the GPU program cannot run (tc-run
-    // refuses it at the first step); say so now, naming them.
-    std::vector<std::string> missing;
-    for (const tc::rt::DeviceFunction &fn : result.artifact.deviceFunctions)
-      for (const tc::rt::DeviceOp &op : fn.ops)
-        if (op.attrs.count("missing_kernel"))
-          missing.push_back("@" + fn.name + " " + op.name);
-    if (!missing.empty()) {
-      std::string list;
-      for (size_t i = 0; i < missing.size() && i < 5; ++i)
-        list += (i ? ", " : "") + missing[i];
-      captured.after(llvm::formatv("tc-compile: warning: {0} op(s) have no CUDA kernel ({1}{2}): "
-                                   "the artifact's GPU program cannot run; tc-run --device cpu "
-                                   "runs its reference program\n",
-                                   missing.size(), list, missing.size() > 5 ? ", ..." : "")
-                         .str());
-    }
-  }
   if (gpu)
     captured.after(llvm::formatv(
         "tc-compile: note: the artifact holds {0} {1} kernels (CUDA source, PTX, cubin), the "

@@ -197,11 +197,10 @@ FailureOr<KernelSource> indexGatherKernel(tc::GatherOp op) {
   sig.input(1, idx);
   sig.tail(total, {ds[axis], count, inner});
   Type e = eltOf(out);
-  std::string bad = llvm::isa<FloatType>(e) ? rawLiteral(e, std::nan("")) : rawLiteral(e, 0.0);
-  if (e.isF32())
-    bad = "__int_as_float(0x7fc00000)";
-  else if (e.isF64())
-    bad = "__longlong_as_double(0x7ff8000000000000ll)";
+  std::string bad = e.isF32()                ? "__int_as_float(0x7fc00000)"
+                    : e.isF64()              ? "__longlong_as_double(0x7ff8000000000000ll)"
+                    : llvm::isa<FloatType>(e) ? rawLiteral(e, std::nan("")) // 16-bit storage bits
+                                             : rawLiteral(e, 0.0);
   std::string s = header(sig) + kLoopBegin;
   s += "    const long long dim = meta.v[0], count = meta.v[1], inner = meta.v[2];\n";
   s += "    const long long r = i % inner, j = (i / inner) % count, o = i / (inner * count);\n";

@@ -470,11 +470,11 @@ __device__ __forceinline__ void softmaxTile(float (&s)[BK / 8][4], float (&o)[D 
           s[j][e] = y;
         }
     };
-    if (!keyed) {
-    } else if (qw < km.avg) { // warp-uniform
-      keyMasked(std::true_type{});
-    } else {
-      keyMasked(std::false_type{});
+    if (keyed) {
+      if (qw < km.avg) // warp-uniform
+        keyMasked(std::true_type{});
+      else
+        keyMasked(std::false_type{});
     }
   }
   if (!keyed && mask) {
