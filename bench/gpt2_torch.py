@@ -65,7 +65,43 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
 
 
-def run(mode, steps, batch, seq, config=None):
+def kernel_category(name):
+    n = name.lower()
+    if "flash" in n or "fmha" in n or "attention" in n:
+        return "attention"
+    if any(k in n for k in ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "sm80_")):
+        return "gemm"
+    if "adam" in n or "foreach" in n or "multi_tensor" in n:
+        return "optimizer"
+    if "triton" in n:
+        return "triton (fused elementwise / norms / loss)"
+    return "other"
+
+
+def write_profile(path, step, steps=3):
+    """torch.profiler over `steps` steps: each CUDA kernel's total time, and the sums by category."""
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total, e.count) for e in prof.key_averages()
+            if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[1])
+    cats = {}
+    for key, us, _ in rows:
+        cats[kernel_category(key)] = cats.get(kernel_category(key), 0) + us
+    with open(path, "w") as f:
+        total = sum(cats.values())
+        f.write(f"# torch.profiler, {steps} steps: {total / 1e3 / steps:.2f} ms of kernels a step\n")
+        for c, us in sorted(cats.items(), key=lambda kv: -kv[1]):
+            f.write(f"{c:50s} {us / 1e3 / steps:8.3f} ms/step\n")
+        f.write("\n# kernel, ms a step, calls a step\n")
+        for key, us, n in rows[:60]:
+            f.write(f"{us / 1e3 / steps:8.3f} {n // steps:5d}  {key[:160]}\n")
+
+
+def run(mode, steps, batch, seq, config=None, profile_path=None):
     gc.collect()  # an earlier mode's tensors and cached blocks out of the peak
     torch.cuda.empty_cache()
     torch.manual_seed(0)
@@ -86,18 +122,22 @@ def run(mode, steps, batch, seq, config=None):
     peak_used = 0
     t0 = time.time()
     times = []
+    def step():
+        if mode == "compile-ro":
+            torch.compiler.cudagraph_mark_step_begin()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step_fn(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):  # an error if flash cannot run
         for i in range(steps + 3):
             torch.cuda.synchronize()
             s = time.time()
-            if mode == "compile-ro":
-                torch.compiler.cudagraph_mark_step_begin()
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = step_fn(x, y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loss = step()
             torch.cuda.synchronize()
             free, _ = torch.cuda.mem_get_info()  # the process's device memory, context included
             peak_used = max(peak_used, total - free)
@@ -105,6 +145,9 @@ def run(mode, steps, batch, seq, config=None):
                 warm = time.time() - t0
             if i >= 3:
                 times.append(time.time() - s)
+    if profile_path:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            write_profile(profile_path, step)
     times.sort()
     med = times[len(times) // 2]
     return {
@@ -128,11 +171,14 @@ def main():
     ap.add_argument("--d", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--profile", metavar="FILE",
+                    help="after the timed steps, CUDA kernel times of 3 steps (torch.profiler) into FILE.MODE")
     a = ap.parse_args()
     config = dict(vocab=a.vocab, d=a.d, layers=a.layers, heads=a.heads)
     torch.backends.cuda.matmul.allow_tf32 = True
     for mode in a.modes.split(","):
-        print(json.dumps(run(mode, a.steps, a.batch, a.seq, config)), flush=True)
+        profile_path = f"{a.profile}.{mode}" if a.profile else None
+        print(json.dumps(run(mode, a.steps, a.batch, a.seq, config, profile_path)), flush=True)
 
 
 if __name__ == "__main__":
