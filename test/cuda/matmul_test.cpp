@@ -433,6 +433,11 @@ TEST_F(CudaMatmul, BiasGradientSumsTheOperandOverK) {
              {DType::F32, true, false, E::BiasGradRhs, 48, 80, 256},
              {DType::F32, true, false, E::BiasGradLhs, 80, 48, 256},
              {DType::F16, true, false, E::BiasGradLhs, 64, 32, 384},
+             // The column-sum kernel's scalar path (columns not a multiple
+             // of 8) and several row parts (K = 3000 tokens).
+             {DType::BF16, true, false, E::BiasGradLhs, 36, 40, 3000},
+             {DType::F32, true, false, E::BiasGradRhs, 24, 52, 3000},
+             {DType::F16, true, false, E::BiasGradRhs, 32, 600, 2048},
              // The other layouts (sums of rows as stored), odd sizes.
              {DType::BF16, false, true, E::BiasGradRhs, 40, 24, 136},
              {DType::BF16, false, false, E::BiasGradLhs, 24, 40, 136},

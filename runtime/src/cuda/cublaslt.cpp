@@ -679,7 +679,10 @@ Status Matmul::runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs
   bool lhsSide = d.epilogue == MatmulEpilogue::BiasGradLhs;
   MatmulDesc plain = d;
   plain.epilogue = MatmulEpilogue::None;
-  // The separate sum: ones[1, k] @ op(operand)[k, cols] (op(lhs)^T for lhs).
+  // The separate sum: the column sums of the operand stored [k, cols] (the
+  // weight-gradient GEMMs' dY), its partial sums in the workspace the plain
+  // product is done with (the same stream); else ones[1, k] @ op(operand)
+  // [k, cols] (op(lhs)^T for lhs).
   MatmulDesc sum;
   sum.dtype = d.dtype;
   sum.m = 1;
@@ -687,8 +690,12 @@ Status Matmul::runBiasGrad(const MatmulDesc &d, const void *lhs, const void *rhs
   sum.k = d.k;
   sum.transposeRhs = lhsSide ? !d.transposeLhs : d.transposeRhs;
   const void *operand = lhsSide ? lhs : rhs;
+  bool columns = !sum.transposeRhs && workspaceBytes_ >= static_cast<size_t>(sum.n) * 4;
   auto separate = [&]() -> Status {
     TC_RETURN_IF_ERROR(run(plain, lhs, rhs, out, stream));
+    if (columns)
+      return columnSums(d.dtype, operand, d.k, sum.n, biasGrad, static_cast<float *>(workspace_),
+                        workspaceBytes_, stream);
     const void *one = nullptr;
     TC_RETURN_IF_ERROR(ones(d.dtype, d.k, &one, stream));
     return run(sum, one, operand, biasGrad, stream);

@@ -182,6 +182,25 @@ Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaS
 Status fillBuffer(void *y, int elementBytes, uint64_t pattern, int64_t n, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
+// column_sum.cu
+//===----------------------------------------------------------------------===//
+
+/// colSum[cols] (in dt: f32, bf16 or f16) = the sums of x[rows, cols]'s
+/// columns (row-major; a Linear layer's bias gradient): f32 sums of row parts
+/// into `partial` (partialBytes; columnSumScratchBytes(rows, cols) takes the
+/// most parts, fewer bytes take fewer), then the parts added in order --
+/// deterministic, in another order than the CPU's reduce_sum.
+Status columnSums(DType dt, const void *x, int64_t rows, int64_t cols, void *colSum,
+                  float *partial, size_t partialBytes, cudaStream_t stream);
+size_t columnSumScratchBytes(int64_t rows, int64_t cols);
+
+/// colSum[cols] (in dt) = the sum over p of partial[p][cols] (f32), the
+/// parts added in an order fixed by `parts`: the second pass of columnSums
+/// and of quantizeFp8's column sums.
+Status sumColumnPartials(DType dt, const float *partial, int64_t parts, int64_t cols, void *colSum,
+                         cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
 // quantize.cu: FP8 quantization by amax (tc.quantize, f32 scales)
 //===----------------------------------------------------------------------===//
 

@@ -280,34 +280,6 @@ __global__ void __launch_bounds__(kVecThreads)
   }
 }
 
-constexpr int kSumGroups = 8; // part groups per column in columnSumKernel
-
-/// colSum[col] = the sum of partial[p][col] over the parts p: part group g
-/// (of kSumGroups) adds parts g, g + 8, ... in order, then the groups are
-/// added in order, so the result does not depend on timing. 32 columns x 8
-/// groups per block: enough loads in flight for a few hundred parts.
-template <class T>
-__global__ void __launch_bounds__(kTile *kSumGroups)
-    columnSumKernel(const float *partial, int64_t parts, int64_t cols, T *colSum) {
-  __shared__ float sums[kSumGroups][kTile];
-  const int tx = threadIdx.x % kTile, g = threadIdx.x / kTile;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + tx;
-  float acc = 0.f;
-  if (col < cols)
-#pragma unroll 4
-    for (int64_t p = g; p < parts; p += kSumGroups)
-      acc += partial[p * cols + col];
-  sums[g][tx] = acc;
-  __syncthreads();
-  if (g != 0 || col >= cols)
-    return;
-  float t = sums[0][tx];
-#pragma unroll
-  for (int i = 1; i < kSumGroups; ++i)
-    t += sums[i][tx];
-  colSum[col] = fromF<T>(t);
-}
-
 bool isFp8(DType t) { return t == DType::F8E4M3FN || t == DType::F8E5M2; }
 
 bool aligned(const void *p, uintptr_t bytes) {
@@ -596,9 +568,7 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
     if (!st.isOk() || !colSum)
       return st;
     int64_t parts = vec ? ceilDiv(rows, kVecRows) : ceilDiv(rows, kTile);
-    columnSumKernel<T><<<static_cast<unsigned>(ceilDiv(cols, kTile)), kTile * kSumGroups, 0,
-                         stream>>>(partial, parts, cols, static_cast<T *>(colSum));
-    return checkLaunch("quantize_fp8 column sums");
+    return sumColumnPartials(dt, partial, parts, cols, colSum, stream);
   });
 }
 
