@@ -613,6 +613,67 @@ TEST_F(CudaKernels, GeluMatchesReference) {
     }
 }
 
+/// columnSums (a bias gradient beside a plain weight-gradient GEMM) against
+/// tc.reduce_sum over the rows: odd sizes (the scalar path), a scratch that
+/// holds fewer parts, bits equal run to run; timed at GPT-2's dY shapes.
+TEST_F(CudaKernels, ColumnSumsMatchReference) {
+  struct Case {
+    int64_t rows, cols;
+    size_t scratch; // 0: columnSumScratchBytes
+  };
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (const Case &c : std::vector<Case>{{1000, 768, 0},
+                                           {3000, 52, 0},
+                                           {517, 2304, 0},
+                                           {7, 5, 0},
+                                           {4096, 300, 3 * 300 * 4},
+                                           {0, 24, 0}}) {
+      std::string name = "column_sums " + shapeStr({c.rows, c.cols});
+      SCOPED_TRACE(name + " " + dtypeName(dt));
+      HostTensor x = randomTensor(ty(dt, {c.rows, c.cols}), rng);
+      std::vector<HostTensor> ref;
+      ASSERT_OK(reference("tc.reduce_sum", {x}, {ty(dt, {c.cols})}, {{"axes", aInts({0})}}, &ref));
+      size_t scratch = c.scratch ? c.scratch : std::max<size_t>(4 * c.cols, columnSumScratchBytes(c.rows, c.cols));
+      DevBuf dX, dSum, dPart;
+      ASSERT_OK(upload(x, &dX, stream()));
+      ASSERT_OK(devZeros(c.cols * 4, &dSum, stream()));
+      ASSERT_OK(devZeros(scratch, &dPart, stream()));
+      HostTensor got[2];
+      for (int run = 0; run < 2; ++run) {
+        ASSERT_OK(columnSums(dt, dX.p, c.rows, c.cols, dSum.p, static_cast<float *>(dPart.p),
+                             scratch, stream()));
+        ASSERT_OK(download(dSum.p, ty(dt, {c.cols}), &got[run], stream()));
+      }
+      EXPECT_EQ(got[0].data, got[1].data) << "bits differ run to run";
+      // Sums of ~sqrt(rows)-sized values: relative to their RMS, the storage rounding.
+      check(name, dt, hostTensorToDoubles(got[0]), hostTensorToDoubles(ref[0]),
+            dt == DType::F32 ? 1e-5 : 1e-2);
+    }
+  EXPECT_EQ(columnSums(DType::BF16, nullptr, 4, 4, nullptr, nullptr, 0, stream()).code(),
+            StatusCode::InvalidArgument);
+  DevBuf x, sum, part;
+  ASSERT_OK(devZeros(64 * 4, &x, stream()));
+  ASSERT_OK(devZeros(64 * 4, &sum, stream()));
+  ASSERT_OK(devZeros(64, &part, stream()));
+  Status st = columnSums(DType::F32, x.p, 4, 64, sum.p, static_cast<float *>(part.p), 64, stream());
+  EXPECT_NE(st.message().find("scratch bytes hold no row"), std::string::npos) << st.message();
+  // Timed at the dY shapes of GPT-2 124M's weight gradients (16 x 1024 tokens).
+  for (int64_t cols : {int64_t(768), int64_t(2304), int64_t(3072)}) {
+    const int64_t rows = 16384;
+    DevBuf dX, dSum, dPart;
+    size_t scratch = columnSumScratchBytes(rows, cols);
+    ASSERT_OK(devZeros(rows * cols * 2, &dX, stream()));
+    ASSERT_OK(devZeros(cols * 2, &dSum, stream()));
+    ASSERT_OK(devZeros(scratch, &dPart, stream()));
+    double us = timeUs(stream(), 20, [&] {
+      return columnSums(DType::BF16, dX.p, rows, cols, dSum.p, static_cast<float *>(dPart.p),
+                        scratch, stream());
+    });
+    std::printf("column_sums bf16 [%lld, %lld]: %.1f us (%.0f GB/s)\n", (long long)rows,
+                (long long)cols, us, rows * cols * 2 / us / 1e3);
+  }
+}
+
 TEST_F(CudaKernels, CastsMatchReferenceBitForBit) {
   for (auto [from, to] : {std::pair<DType, DType>{DType::F32, DType::BF16},
                           {DType::BF16, DType::F32},

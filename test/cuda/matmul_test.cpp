@@ -623,11 +623,17 @@ TEST_F(CudaMatmul, GptShapesTiming) {
     double plain = timeUs(stream(), 20, [&] { return mm->run(d, x.p, dy.p, dw.p, stream()); });
     d.epilogue = MatmulEpilogue::BiasGradRhs;
     double withSum = timeUs(stream(), 20, [&] { return mm->run(d, x.p, dy.p, dw.p, stream(), db.p); });
-    std::printf("matmul %s: %.1f us with the bias gradient (%s), %.1f us without\n",
+    std::unique_ptr<Matmul> sep;
+    ASSERT_OK(Matmul::create(&sep));
+    sep->forceSeparateEpilogues(true);
+    double separate =
+        timeUs(stream(), 20, [&] { return sep->run(d, x.p, dy.p, dw.p, stream(), db.p); });
+    std::printf("matmul %s: %.1f us with the bias gradient (%s), %.1f us without, %.1f us with "
+                "the separate column sums\n",
                 d.toString().c_str(), withSum,
                 mm->epiloguePath(d) == Matmul::EpiloguePath::Epilogue ? "BGRAD epilogue"
                                                                       : "separate sum",
-                plain);
+                plain, separate);
     report("matmul +bias-grad (timing)", DType::BF16, 0, tolFor(DType::BF16), withSum,
            shapeStr({m, n, k}));
   }
