@@ -8,12 +8,19 @@
 // kernel already reads every element of dY, and tc-lower-to-tcx gives its
 // "quantize_fp8" call the column sums as an extra output instead.
 //
-// With gemm-epilogue, a column sum no quantize took is paired with the
+// With gemm-epilogue, a column sum no quantize took of the dx a norm
+// gradient writes (tc.layer_norm_grad / tc.rms_norm_grad over the last
+// axis, its residual add included) is paired with that gradient (the same
+// tc.col_sum): the norm backward kernel sums the rows it writes, so that the
+// weight-gradient GEMM reading dx stays a plain product (cuBLASLt's BGRAD
+// epilogue keeps the GEMM off its split-K kernels: 95 -> 110 us for GPT-2's
+// MLP output layer on an H100). A column sum left then is paired with the
 // weight-gradient tc.matmul (bf16, f16, f32) that contracts the same bytes
 // over all of their rows (tc.bias_grad): the GEMM writes it with cuBLASLt's
-// BGRAD epilogue (or, where cuBLASLt has none, the runtime sums it beside
-// the product). The matmul moves up to the sum when the sum comes first, so
-// that the GEMM's second output precedes every reader of the sum.
+// BGRAD epilogue (or the runtime sums it beside the product, whichever its
+// first call times faster). The matmul moves up to the sum when the sum
+// comes first, so that the GEMM's second output precedes every reader of
+// the sum.
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,6 +109,39 @@ bool pairWithGemm(MatmulOp mm, int64_t id, DenseSet<Operation *> &paired) {
   return true;
 }
 
+/// Pairs the norm gradient `grad` with the first unpaired column sum of the
+/// dx it writes (its residual add's result when the call computes that add;
+/// that value or a reshape of it keeping the last axis). Whether it did.
+bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired) {
+  auto axis = grad->getAttrOfType<IntegerAttr>("axis");
+  auto t = llvm::cast<RankedTensorType>(grad->getResult(0).getType());
+  if (!axis || t.getRank() < 2 || axis.getInt() != t.getRank() - 1 || grad->hasAttr(kColSumAttr))
+    return false;
+  ResidualAdd res = normGradResidualAdd(grad);
+  Value dx = res ? Value(res.add.getResult()) : grad->getResult(0);
+  int64_t cols = t.getShape().back();
+  SmallVector<Value, 2> views{dx};
+  for (Operation *u : dx.getUsers())
+    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
+      views.push_back(r.getResult());
+  ReduceSumOp best;
+  for (Value v : views)
+    for (Operation *u : v.getUsers()) {
+      auto r = llvm::dyn_cast<ReduceSumOp>(u);
+      if (r && r->getBlock() == grad->getBlock() && !paired.contains(r) &&
+          !r->hasAttr(kColSumAttr) && !r->hasAttr(kBiasGradAttr) && isColumnSum(r, v, cols) &&
+          (!best || r->isBeforeInBlock(best)))
+        best = r;
+    }
+  if (!best)
+    return false;
+  auto attr = IntegerAttr::get(IntegerType::get(grad->getContext(), 64), id);
+  grad->setAttr(kColSumAttr, attr);
+  best->setAttr(kColSumAttr, attr);
+  paired.insert(best);
+  return true;
+}
+
 struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
   using TcFuseBiasGradBase::TcFuseBiasGradBase;
   void runOnOperation() override {
@@ -130,6 +170,10 @@ struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
       }
     if (!gemmEpilogue)
       return;
+    for (Block &block : getOperation().getBody())
+      for (Operation &op : block)
+        if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op) && pairWithNormGrad(&op, next, paired))
+          ++next;
     for (Block &block : getOperation().getBody()) {
       SmallVector<MatmulOp> mms(block.getOps<MatmulOp>());
       for (MatmulOp mm : mms)

@@ -619,6 +619,28 @@ func.func @norm_grad_residual(%x: tensor<16x8xbf16>, %dy: tensor<16x8xbf16>, %r:
 
 // -----
 
+// Tests the column sums of a norm's dx as written (tc-fuse-bias-grad's
+// tc.col_sum on the gradient and the sum): the call's col_sum output after
+// dbias (has_col_sum; its scratch grows to three blocks of ceil(16 / 64) x 8
+// floats, 96 bytes), which the reduce_sum of the reshaped dx becomes; no
+// kernel.
+// CHECK-LABEL: func.func @norm_grad_col_sum
+// CHECK: tcx.library "layer_norm_bwd" ins(%arg1, %arg0, %{{.+}}, %{{.+}}, %{{.+}}, %arg2 : {{.+}}) outs(%[[DX:.+]], %{{.+}}, %{{.+}}, %[[CS:.+]], %{{.+}} : !tcx.buffer<2x8x8xbf16>, !tcx.buffer<8xbf16>, !tcx.buffer<8xbf16>, !tcx.buffer<8xbf16>, !tcx.buffer<96xi8>) {cols = 8 : i64, has_bias = true, has_col_sum = true, has_dresidual = true, has_weight = true, rows = 16 : i64}
+// CHECK-NOT: tcx.launch
+// CHECK: return %[[DX]], %[[CS]]
+func.func @norm_grad_col_sum(%x: tensor<2x8x8xbf16>, %dy: tensor<2x8x8xbf16>, %r: tensor<2x8x8xbf16>)
+    -> (tensor<2x8x8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  %g = tc.parameter "g" : tensor<8xbf16>
+  %dx, %dg, %db = tc.layer_norm_grad %x, %dy, scale %g {axis = 2 : i64, epsilon = 1.0e-05 : f64, tc.col_sum = 0 : i64}
+      : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<8xbf16>) -> (tensor<2x8x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+  %s = tc.add %dx, %r : tensor<2x8x8xbf16>, tensor<2x8x8xbf16> -> tensor<2x8x8xbf16>
+  %m = tc.reshape %s : tensor<2x8x8xbf16> to tensor<16x8xbf16>
+  %cs = tc.reduce_sum %m {axes = array<i64: 0>, tc.col_sum = 0 : i64} : tensor<16x8xbf16> -> tensor<8xbf16>
+  return %s, %cs, %dg, %db : tensor<2x8x8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}
+
+// -----
+
 // Tests GPT-NeoX's attention block as tc-fuse-attention-views leaves it
 // (q, k sliced out of the head transpose of the per-head qkv, v the head
 // transpose of its slice, the rotated gradients and dv marked): each rotary

@@ -270,6 +270,35 @@ void normCase(CudaKernels &t, bool rms, DType dt, DType pt, int64_t rows, int64_
                                         rows, cols, true, s, dRes.p))
                    .isOk())
       << "dresidual with accumulate";
+  // colSum (the bias gradient of the Linear layer dx flows into): the column
+  // sums of dx as stored, with dresidual as the residual stream's gradient
+  // brings it; dx itself unchanged, the sums the same bits twice.
+  DevBuf dCol, scratch3;
+  ASSERT_OK(devZeros(cols * 4, &dCol, s));
+  ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols, /*colSum=*/true), &scratch3, s));
+  auto withColSum = [&](bool acc) {
+    return rms ? rmsNormBackward(dt, pt, dDy.p, dX.p, wp, dRstd.as<float>(), dDx.p,
+                                 affine ? dDw.p : nullptr, scratch3.p, rows, cols, acc, s, dRes.p,
+                                 dCol.p)
+               : layerNormBackward(dt, pt, dDy.p, dX.p, wp, dMean.as<float>(), dRstd.as<float>(),
+                                   dDx.p, affine ? dDw.p : nullptr, affine ? dDb.p : nullptr,
+                                   scratch3.p, rows, cols, acc, s, dRes.p, dCol.p);
+  };
+  HostTensor dx5, col1, col2;
+  ASSERT_OK(withColSum(false));
+  ASSERT_OK(download(dDx.p, x.type, &dx5, s));
+  ASSERT_OK(download(dCol.p, ty(dt, {cols}), &col1, s));
+  ASSERT_OK(withColSum(false));
+  ASSERT_OK(download(dCol.p, ty(dt, {cols}), &col2, s));
+  EXPECT_EQ(dx5.data, dx4.data) << "dx with its column sums";
+  EXPECT_EQ(col1.data, col2.data) << "column sums are deterministic";
+  std::vector<double> dxs = hostTensorToDoubles(dx5), wantCol(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      wantCol[j] += dxs[r * cols + j];
+  CompareResult cc = compare(hostTensorToDoubles(col1), wantCol);
+  EXPECT_LE(cc.maxErr, dt == DType::F32 ? 1e-5 : 1e-2) << "column sum element " << cc.worst;
+  EXPECT_FALSE(withColSum(true).isOk()) << "column sums with accumulate";
   if (affine) {
     EXPECT_LE(compare(hostTensorToDoubles(dw3), twice(want.dw)).maxErr, tol) << "accumulated dw";
     if (!rms) {
@@ -346,6 +375,26 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
                    : layerNormBackward(dt, dy.p, x.p, w.p, mean.as<float>(), rstd.as<float>(), dx.p,
                                        dw.p, db.p, scratch.p, rows, cols, false, stream());
       });
+      // With the residual stream's gradient and dx's column sums, as GPT-2's
+      // norms before a Linear layer's weight gradient take them.
+      DevBuf scratch3, colSum;
+      ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols, true), &scratch3, stream()));
+      ASSERT_OK(devZeros(cols * 4, &colSum, stream()));
+      double usRes = -1, usCol = -1;
+      for (bool withCol : {false, true}) {
+        double us = timeUs(stream(), 20, [&] {
+          void *cs = withCol ? colSum.p : nullptr;
+          return rms ? rmsNormBackward(dt, dt, dy.p, x.p, w.p, rstd.as<float>(), dx.p, dw.p,
+                                       scratch3.p, rows, cols, false, stream(), y.p, cs)
+                     : layerNormBackward(dt, dt, dy.p, x.p, w.p, mean.as<float>(),
+                                         rstd.as<float>(), dx.p, dw.p, db.p, scratch3.p, rows,
+                                         cols, false, stream(), y.p, cs);
+        });
+        (withCol ? usCol : usRes) = us;
+      }
+      std::printf("%s backward %s [%lld, %lld] with dresidual: %.1f us, and dx's column sums: "
+                  "%.1f us\n",
+                  name.c_str(), dtypeName(dt), (long long)rows, (long long)cols, usRes, usCol);
       check(name + " forward", dt, gotF, wantF, tolFor(dt), usF, shapeStr({rows, cols}));
       check(name + " backward", dt, gotB, wantB, tolFor(dt), usB, shapeStr({rows, cols}));
     }

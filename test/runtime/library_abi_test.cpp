@@ -35,6 +35,7 @@ TEST(LibraryAbi, TableIsConsistent) {
 // Tests the scratch formulas against hand-computed sizes.
 TEST(LibraryAbi, ScratchBytes) {
   EXPECT_EQ(normBackwardScratchBytes(130, 8), 2u * 3 * 8 * 4); // ceil(130 / 64) = 3 chunks
+  EXPECT_EQ(normBackwardScratchBytes(130, 8, /*colSum=*/true), 3u * 3 * 8 * 4);
   EXPECT_EQ(normBackwardScratchBytes(0, 8), 0u);
   EXPECT_EQ(crossEntropyScratchBytes(32), (64u + 32) * 4);
   EXPECT_EQ(crossEntropyScratchBytes(-1), 64u * 4);

@@ -41,9 +41,11 @@ constexpr llvm::StringLiteral kBf16LogitsAttr = "tc.bf16_logits";
 /// statistics (tc-share-norm-stats): the same integer on both.
 constexpr llvm::StringLiteral kNormStatsAttr = "tc.norm_stats";
 
-/// On a per-tensor FP8 tc.quantize and a tc.reduce_sum of the same bytes
-/// over every axis but the last (tc-fuse-bias-grad): the same integer on
-/// both; the quantize_fp8 call writes the column sums too.
+/// On a per-tensor FP8 tc.quantize, or a tc.layer_norm_grad /
+/// tc.rms_norm_grad, and a tc.reduce_sum of the same bytes (the quantize's
+/// input, the gradient's dx as written) over every axis but the last
+/// (tc-fuse-bias-grad): the same integer on both; the quantize_fp8 call or
+/// the norm backward call writes the column sums too.
 constexpr llvm::StringLiteral kColSumAttr = "tc.col_sum";
 /// On a tc.matmul (a weight-gradient GEMM) and a tc.reduce_sum of the
 /// columns of one of its operands over all of K (tc-fuse-bias-grad with

@@ -127,6 +127,25 @@ struct RmsNormLowering : TcxPattern<RmsNormOp> {
   }
 };
 
+/// The tc.reduce_sum tc-fuse-bias-grad paired with the norm gradient `op`
+/// (the same tc.col_sum; it reads dx as written, `add`'s result when the
+/// call computes the residual add, or a reshape of it), or null.
+ReduceSumOp pairedColumnSum(Operation *op, AddOp add) {
+  Attribute id = op->getAttr(kColSumAttr);
+  if (!id)
+    return {};
+  Value dx = add ? Value(add.getResult()) : op->getResult(0);
+  SmallVector<Value, 2> views{dx};
+  for (Operation *u : dx.getUsers())
+    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
+      views.push_back(r.getResult());
+  for (Value v : views)
+    for (Operation *u : v.getUsers())
+      if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kColSumAttr) == id)
+        return r;
+  return {};
+}
+
 /// layer_norm_grad / rms_norm_grad: the library backward from the forward's
 /// statistics (or, without a paired forward, from a forward run here).
 struct NormGradLowering : ConversionPattern {
@@ -203,6 +222,13 @@ struct NormGradLowering : ConversionPattern {
                                       b.getNamedAttr("has_bias", b.getBoolAttr(!rms))};
     if (add)
       attrs.push_back(b.getNamedAttr("has_dresidual", b.getBoolAttr(true)));
+    // tc-fuse-bias-grad's column sum of dx as written: the call's col_sum,
+    // which the paired reduce_sum becomes (PairedColumnSumLowering).
+    if (ReduceSumOp sum = pairedColumnSum(op, add)) {
+      outs.push_back(buffers.outBuffer(b, sum.getResult()));
+      buffers.colSums[sum] = outs.back();
+      attrs.push_back(b.getNamedAttr("has_col_sum", b.getBoolAttr(true)));
+    }
     buffers.library(b, op->getLoc(), rms ? "rms_norm_bwd" : "layer_norm_bwd", ins, outs, attrs);
     if (add)
       b.replaceOp(add, outs.front());

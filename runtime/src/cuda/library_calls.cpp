@@ -125,19 +125,23 @@ Status normBackward(Call &c, cudaStream_t s, Launch *out) {
   const float *rstd = static_cast<const float *>(c.in("rstd"));
   void *dx = c.out("dx"), *dw = c.out("dweight"), *db = c.out("dbias");
   void *scratch = c.out("scratch");
-  // dresidual (has_dresidual): added to dx, of dx's type.
+  // dresidual (has_dresidual): added to dx, of dx's type; col_sum
+  // (has_col_sum): dx's column sums, of dx's type.
   const void *dres = c.has(false, "dresidual") ? c.in("dresidual") : nullptr;
   if (dres && c.inType("dresidual") != dt)
     return invalidArgument(c.a.where + ": \"" + c.name() + "\" needs dresidual of dx's type");
+  void *colSum = c.has(true, "col_sum") ? c.out("col_sum") : nullptr;
+  if (colSum && c.outType("col_sum") != dt)
+    return invalidArgument(c.a.where + ": \"" + c.name() + "\" needs col_sum of dx's type");
   if (ln)
     *out = [=]() {
       return layerNormBackward(dt, pt, dy, x, w, mean, rstd, dx, dw, db, scratch, rows, cols,
-                               /*accumulate=*/false, s, dres);
+                               /*accumulate=*/false, s, dres, colSum);
     };
   else
     *out = [=]() {
       return rmsNormBackward(dt, pt, dy, x, w, rstd, dx, dw, scratch, rows, cols,
-                             /*accumulate=*/false, s, dres);
+                             /*accumulate=*/false, s, dres, colSum);
     };
   return Status::ok();
 }

@@ -17,10 +17,11 @@ int64_t intOf(const LibraryInts &ints, const char *name) {
 }
 } // namespace
 
-size_t normBackwardScratchBytes(int64_t rows, int64_t cols) {
+size_t normBackwardScratchBytes(int64_t rows, int64_t cols, bool colSum) {
   if (rows <= 0 || cols <= 0)
     return 0;
-  return static_cast<size_t>(2 * ceilDiv(rows, kNormBackwardChunkRows) * cols) * sizeof(float);
+  return static_cast<size_t>((colSum ? 3 : 2) * ceilDiv(rows, kNormBackwardChunkRows) * cols) *
+         sizeof(float);
 }
 
 size_t crossEntropyScratchBytes(int64_t rows) {
@@ -118,7 +119,7 @@ template <class T> std::vector<T> cat(std::vector<T> a, const std::vector<T> &b)
 }
 
 size_t normBackwardScratch(const LibraryInts &a) {
-  return normBackwardScratchBytes(intOf(a, "rows"), intOf(a, "cols"));
+  return normBackwardScratchBytes(intOf(a, "rows"), intOf(a, "cols"), intOf(a, "has_col_sum"));
 }
 size_t crossEntropyScratch(const LibraryInts &a) {
   return crossEntropyScratchBytes(intOf(a, "rows"));
@@ -151,6 +152,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
   static const LibraryAttrSpec kHasBias{"has_bias", K::Bool, false};
   static const LibraryAttrSpec kHasAmax{"has_amax", K::Bool, false};
   static const LibraryAttrSpec kHasDResidual{"has_dresidual", K::Bool, false};
+  static const LibraryAttrSpec kHasColSum{"has_col_sum", K::Bool, false};
   static const LibraryAttrSpec kIgnoreIndex{"ignore_index", K::Int, false};
   static const LibraryAttrSpec kGradScale{"grad_scale", K::Float, false};
   static const LibraryAttrSpec kElements{"elements", K::Int, true};
@@ -195,11 +197,14 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"y"}, {"mean", nullptr, 1}, {"rstd", nullptr, 1}, {"amax", "has_amax"}},
        {kRows, kCols, kEps, kHasWeight, kHasBias, kHasAmax}},
       // dresidual (has_dresidual): rows of dx's type added to dx (the
-      // residual stream's gradient; tc.grad_addend).
+      // residual stream's gradient; tc.grad_addend). col_sum (has_col_sum):
+      // [cols] of dx's type, the column sums of dx as written (the bias
+      // gradient of the Linear layer dx flows into; tc-fuse-bias-grad).
       {"layer_norm_bwd",
        {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}, {"dresidual", "has_dresidual"}},
-       {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"scratch"}},
-       {kRows, kCols, kHasWeight, kHasBias, kHasDResidual},
+       {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"col_sum", "has_col_sum"},
+        {"scratch"}},
+       {kRows, kCols, kHasWeight, kHasBias, kHasDResidual, kHasColSum},
        normBackwardScratch},
       {"rms_norm_fwd",
        {{"x"}, {"weight", "has_weight"}},
@@ -207,8 +212,8 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {kRows, kCols, kEps, kHasWeight, kHasBias, kHasAmax}},
       {"rms_norm_bwd",
        {{"dy"}, {"x"}, {"weight", "has_weight"}, {"rstd"}, {"dresidual", "has_dresidual"}},
-       {{"dx"}, {"dweight", "has_weight"}, {"scratch"}},
-       {kRows, kCols, kHasWeight, kHasBias, kHasDResidual},
+       {{"dx"}, {"dweight", "has_weight"}, {"col_sum", "has_col_sum"}, {"scratch"}},
+       {kRows, kCols, kHasWeight, kHasBias, kHasDResidual, kHasColSum},
        normBackwardScratch},
       // loss: the f32 mean over the rows not ignored.
       {"cross_entropy_fwd",
@@ -274,7 +279,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
         {"row_scaling", K::Bool, false},
         {"col_scaling", K::Bool, false},
         {"has_transpose", K::Bool, false},
-        {"has_col_sum", K::Bool, false},
+        kHasColSum,
         kHasAmax},
        fp8QuantizeScratch},
       // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128

@@ -39,8 +39,9 @@ inline constexpr int64_t kEmbeddingChunk = 512;
 /// Blocks (and partial sums) of sumSquares' first pass.
 inline constexpr int64_t kMaxNormBlocks = 1024;
 
-/// layerNormBackward / rmsNormBackward: 2 * ceil(rows / 64) * cols floats.
-size_t normBackwardScratchBytes(int64_t rows, int64_t cols);
+/// layerNormBackward / rmsNormBackward: 2 * ceil(rows / 64) * cols floats,
+/// 3 * ... with dx's column sums (has_col_sum).
+size_t normBackwardScratchBytes(int64_t rows, int64_t cols, bool colSum = false);
 /// crossEntropyForwardBackward: a count and the per-row losses (64 + rows floats).
 size_t crossEntropyScratchBytes(int64_t rows);
 /// embeddingBackward: the per-chunk histograms, two vocabulary scans and the

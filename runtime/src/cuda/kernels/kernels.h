@@ -75,13 +75,17 @@ inline Status layerNormForward(DType dt, const void *x, const void *weight, cons
 ///   use); otherwise they are overwritten. dx may be null (parameter grads
 ///   only). dweight/dbias are summed over rows in fixed chunks of
 ///   kNormBackwardChunkRows rows (deterministic), through `scratch`
-///   (normBackwardScratchBytes(rows, cols) bytes). `dresidual` (rows of dx's
-///   type, with a dx and without accumulate): dx = its rows + the norm's
-///   gradient (the residual stream's gradient summed in, tc.grad_addend).
+///   (normBackwardScratchBytes(rows, cols, colSum != nullptr) bytes).
+///   `dresidual` (rows of dx's type, with a dx and without accumulate): dx =
+///   its rows + the norm's gradient (the residual stream's gradient summed
+///   in, tc.grad_addend). `colSum` ([cols] of dx's type, with a dx and
+///   without accumulate): the column sums of dx as stored (the bias gradient
+///   of the Linear layer dx flows into), in a fixed order.
 Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                          const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                          void *scratch, int64_t rows, int64_t cols, bool accumulate,
-                         cudaStream_t stream, const void *dresidual = nullptr);
+                         cudaStream_t stream, const void *dresidual = nullptr,
+                         void *colSum = nullptr);
 inline Status layerNormBackward(DType dt, const void *dy, const void *x, const void *weight,
                                 const float *mean, const float *rstd, void *dx, void *dweight,
                                 void *dbias, void *scratch, int64_t rows, int64_t cols,
@@ -102,11 +106,12 @@ inline Status rmsNormForward(DType dt, const void *x, const void *weight, void *
 }
 
 /// Backward of rmsNormForward: dx, dweight (when weight and dweight are
-/// non-null); `accumulate` and `scratch` as for layerNormBackward.
+/// non-null); `accumulate`, `scratch`, `dresidual` and `colSum` as for
+/// layerNormBackward.
 Status rmsNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                        const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
                        int64_t cols, bool accumulate, cudaStream_t stream,
-                       const void *dresidual = nullptr);
+                       const void *dresidual = nullptr, void *colSum = nullptr);
 inline Status rmsNormBackward(DType dt, const void *dy, const void *x, const void *weight,
                               const float *rstd, void *dx, void *dweight, void *scratch,
                               int64_t rows, int64_t cols, bool accumulate, cudaStream_t stream) {

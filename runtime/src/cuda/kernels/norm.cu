@@ -18,7 +18,10 @@
 // partial kernel giving each (chunk, column) pair to one thread, which sums
 // its chunk in row order into the same scratch. Then one kernel sums a
 // column's chunks in a fixed order (runs of chunks, each in order, then the
-// runs in order). No atomics, so the bits do not depend on scheduling; the
+// runs in order). With a colSum (the bias gradient of the Linear layer dx
+// flows into, tc-fuse-bias-grad) the fused kernel also sums dx as stored
+// per chunk (a third block of scratch), the other path sums dx in a pass of
+// its own (columnSums). No atomics, so the bits do not depend on scheduling; the
 // path and the chunking depend on the shape and alignment only, not on the
 // GPU.
 //
@@ -282,8 +285,9 @@ auto forwardKernel(bool vec, int64_t stretches) {
 /// in flight) where what it holds fits in 128 registers with room to spare
 /// (the row packed: x, dy and the dx added to; the lane's column sums), else
 /// 1 (no spills, half the warps).
-template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
-  int packed = 3 * S * 2 * static_cast<int>(sizeof(T)), colSums = (Rms ? 8 : 16) * S;
+template <class T, int S, bool Rms, bool ColSum> constexpr int fusedBlocksPerSm() {
+  int packed = 3 * S * 2 * static_cast<int>(sizeof(T)),
+      colSums = ((Rms ? 8 : 16) + (ColSum ? 8 : 0)) * S;
   return packed + colSums <= 96 ? 2 : 1;
 }
 
@@ -293,9 +297,11 @@ template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
 /// dbias partials. Rows are vectorisable (cols % 8 == 0, 16-byte aligned) with
 /// cols <= S * kStretch; HasW: weight is non-null. Lane l holds elements
 /// [8 l, 8 l + 8) of each of the S stretches of a row (none at or past cols
-/// are loaded or stored) and its column sums over the warp's rows.
-template <class T, class W, int S, bool Rms, bool HasW>
-__global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>())
+/// are loaded or stored) and its column sums over the warp's rows. ColSum:
+/// also the chunk's column sums of dx as stored (the bias gradient of the
+/// Linear layer dx flows into) at scratch[2 chunks + chunk, col].
+template <class T, class W, int S, bool Rms, bool HasW, bool ColSum>
+__global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms, ColSum>())
     normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
                             const W *__restrict__ weight, const float *__restrict__ meanIn,
                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
@@ -308,11 +314,15 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
   int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
   wantB = wantB && !Rms;
   float dw[S][8], db[S][8]; // the lane's column sums over the warp's rows
+  float ds[ColSum ? S : 1][8]; // ColSum: of dx as stored
 #pragma unroll
   for (int s = 0; s < S; ++s)
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 8; ++j) {
       dw[s][j] = db[s][j] = 0.0f;
+      if (ColSum)
+        ds[s][j] = 0.0f;
+    }
   // Stretch s of a held row: xhat, g = dy * w and dy (g and dy 0 past cols).
   auto rowAt = [&](const Packed8<T> &xp, const Packed8<T> &dyp, int s, float mean, float rstd,
                    float (&xhat)[8], float (&g)[8], float (&d)[8]) {
@@ -388,6 +398,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
       for (int j = 0; j < 8; ++j) {
         float v = rstd * (g[j] - meanG - xhat[j] * meanGX);
         o[j] = addTo ? o[j] + v : v;
+        if constexpr (ColSum)
+          ds[s][j] += toF(fromF<T>(o[j]));
       }
       storeRow8<T, true>(dxr, i, cols, o);
     }
@@ -396,6 +408,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     storeChunkSums<S>(sums, dw, scratch + chunk * cols, cols);
   if (wantB)
     storeChunkSums<S>(sums, db, scratch + (chunks + chunk) * cols, cols);
+  if constexpr (ColSum)
+    storeChunkSums<S>(sums, ds, scratch + (2 * chunks + chunk) * cols, cols);
 }
 
 /// scratch[chunk, col] = sum over the chunk's rows of dy * xhat (and, for
@@ -463,11 +477,12 @@ __global__ void __launch_bounds__(kSumWarps * 32)
 }
 
 /// normBackwardFusedKernel for `stretches` (1 to kMaxStretches) per lane.
-template <class T, class W, bool Rms, bool HasW> auto fusedBackwardKernel(int64_t stretches) {
-  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, Rms, HasW>
-         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, Rms, HasW>
-         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, Rms, HasW>
-                          : normBackwardFusedKernel<T, W, 4, Rms, HasW>;
+template <class T, class W, bool Rms, bool HasW, bool ColSum>
+auto fusedBackwardKernel(int64_t stretches) {
+  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, Rms, HasW, ColSum>
+         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, Rms, HasW, ColSum>
+         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, Rms, HasW, ColSum>
+                          : normBackwardFusedKernel<T, W, 4, Rms, HasW, ColSum>;
 }
 
 /// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
@@ -534,19 +549,24 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
                     const void *weight,
                     const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                     void *scratch, int64_t rows, int64_t cols, bool accumulate,
-                    cudaStream_t stream, const void *dresidual) {
+                    cudaStream_t stream, const void *dresidual, void *colSum) {
   TC_RETURN_IF_ERROR(checkRows(what, rows, cols));
   if (dresidual && (accumulate || !dx))
     return invalidArgument(std::string(what) + ": dresidual takes a dx and no accumulate");
-  if (rows == 0 || cols == 0)
+  if (colSum && (accumulate || !dx))
+    return invalidArgument(std::string(what) + ": dx's column sums take a dx and no accumulate");
+  if (cols == 0)
     return Status::ok();
+  if (rows == 0)
+    return colSum ? fillBuffer(colSum, dtypeStorageBytes(dt), 0, cols, stream)
+                  : Status::ok();
   if (!dy || !x || !rstd || (!Rms && !mean))
     return invalidArgument(std::string(what) + ": null dy, x, mean or rstd");
   bool wantW = weight && dweight, wantB = dbias != nullptr;
   if (!dx && !wantW && !wantB)
     return Status::ok();
-  if ((wantW || wantB) && !scratch)
-    return invalidArgument(std::string(what) + ": parameter gradients need scratch");
+  if ((wantW || wantB || colSum) && !scratch)
+    return invalidArgument(std::string(what) + ": parameter gradients and column sums need scratch");
   int64_t chunks = ceilDiv(rows, kNormBackwardChunkRows);
   if (chunks > 65535)
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
@@ -563,12 +583,17 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
     // The rows dx adds to: its own (accumulate) or the residual's gradient.
     const T *addTo = accumulate ? dxs : static_cast<const T *>(dresidual);
     float *part = static_cast<float *>(scratch);
+    float *sumPart = part + 2 * chunks * cols; // dx's column sums (colSum)
     if (fused) {
-      auto kernel = weight ? fusedBackwardKernel<T, W, Rms, true>(stretches)
-                           : fusedBackwardKernel<T, W, Rms, false>(stretches);
+      auto kernel = colSum ? (weight ? fusedBackwardKernel<T, W, Rms, true, true>(stretches)
+                                     : fusedBackwardKernel<T, W, Rms, false, true>(stretches))
+                           : (weight ? fusedBackwardKernel<T, W, Rms, true, false>(stretches)
+                                     : fusedBackwardKernel<T, W, Rms, false, false>(stretches));
       kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, 0, stream>>>(
           dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, addTo, wantW, wantB);
       TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward" : "layer_norm_backward"));
+      if (colSum)
+        TC_RETURN_IF_ERROR(sumColumnPartials(dt, sumPart, chunks, cols, colSum, stream));
     } else {
       if (dx) {
         dim3 grid(static_cast<unsigned>(ceilDiv(rows, kRowsPerBlock)));
@@ -579,6 +604,9 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
           normBackwardDxKernel<T, W, false, Rms><<<grid, kRowsPerBlock * 32, 0, stream>>>(
               dys, xs, ws, mean, rstd, dxs, rows, cols, addTo);
         TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward_dx" : "layer_norm_backward_dx"));
+        if (colSum) // a pass over dx as stored
+          TC_RETURN_IF_ERROR(columnSums(dt, dx, rows, cols, colSum, sumPart,
+                                        static_cast<size_t>(chunks * cols) * sizeof(float), stream));
       }
       if (wantW || wantB) {
         unsigned colBlocks = static_cast<unsigned>(ceilDiv(cols, kColThreads));
@@ -616,17 +644,17 @@ Status rmsNormForward(DType dt, DType pt, const void *x, const void *weight, voi
 Status layerNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                          const float *mean, const float *rstd, void *dx, void *dweight, void *dbias,
                          void *scratch, int64_t rows, int64_t cols, bool accumulate,
-                         cudaStream_t stream, const void *dresidual) {
+                         cudaStream_t stream, const void *dresidual, void *colSum) {
   return normBackward<false>("layerNormBackward", dt, pt, dy, x, weight, mean, rstd, dx, dweight,
-                             dbias, scratch, rows, cols, accumulate, stream, dresidual);
+                             dbias, scratch, rows, cols, accumulate, stream, dresidual, colSum);
 }
 
 Status rmsNormBackward(DType dt, DType pt, const void *dy, const void *x, const void *weight,
                        const float *rstd, void *dx, void *dweight, void *scratch, int64_t rows,
                        int64_t cols, bool accumulate, cudaStream_t stream,
-                       const void *dresidual) {
+                       const void *dresidual, void *colSum) {
   return normBackward<true>("rmsNormBackward", dt, pt, dy, x, weight, nullptr, rstd, dx, dweight,
-                            nullptr, scratch, rows, cols, accumulate, stream, dresidual);
+                            nullptr, scratch, rows, cols, accumulate, stream, dresidual, colSum);
 }
 
 } // namespace tc::rt::cuda
