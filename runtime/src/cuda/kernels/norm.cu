@@ -285,9 +285,8 @@ auto forwardKernel(bool vec, int64_t stretches) {
 /// in flight) where what it holds fits in 128 registers with room to spare
 /// (the row packed: x, dy and the dx added to; the lane's column sums), else
 /// 1 (no spills, half the warps).
-template <class T, int S, bool Rms, bool ColSum> constexpr int fusedBlocksPerSm() {
-  int packed = 3 * S * 2 * static_cast<int>(sizeof(T)),
-      colSums = ((Rms ? 8 : 16) + (ColSum ? 8 : 0)) * S;
+template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
+  int packed = 3 * S * 2 * static_cast<int>(sizeof(T)), colSums = (Rms ? 8 : 16) * S;
   return packed + colSums <= 96 ? 2 : 1;
 }
 
@@ -301,7 +300,7 @@ template <class T, int S, bool Rms, bool ColSum> constexpr int fusedBlocksPerSm(
 /// also the chunk's column sums of dx as stored (the bias gradient of the
 /// Linear layer dx flows into) at scratch[2 chunks + chunk, col].
 template <class T, class W, int S, bool Rms, bool HasW, bool ColSum>
-__global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms, ColSum>())
+__global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>())
     normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
                             const W *__restrict__ weight, const float *__restrict__ meanIn,
                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
@@ -314,14 +313,17 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms, 
   int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
   wantB = wantB && !Rms;
   float dw[S][8], db[S][8]; // the lane's column sums over the warp's rows
-  float ds[ColSum ? S : 1][8]; // ColSum: of dx as stored
+  // ColSum: the lane's sums of dx as stored, kept in its own slots of `sums`
+  // (idle until storeChunkSums; registers for them would halve the blocks an
+  // SM holds: 178 registers a thread for bf16 layer_norm at 768).
+  float(&dsAcc)[kFusedWarps][S * kStretch] = sums;
 #pragma unroll
   for (int s = 0; s < S; ++s)
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       dw[s][j] = db[s][j] = 0.0f;
-      if (ColSum)
-        ds[s][j] = 0.0f;
+      if constexpr (ColSum)
+        dsAcc[warp][s * kStretch + lane * 8 + j] = 0.0f;
     }
   // Stretch s of a held row: xhat, g = dy * w and dy (g and dy 0 past cols).
   auto rowAt = [&](const Packed8<T> &xp, const Packed8<T> &dyp, int s, float mean, float rstd,
@@ -398,12 +400,31 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms, 
       for (int j = 0; j < 8; ++j) {
         float v = rstd * (g[j] - meanG - xhat[j] * meanGX);
         o[j] = addTo ? o[j] + v : v;
-        if constexpr (ColSum)
-          ds[s][j] += toF(fromF<T>(o[j]));
       }
       storeRow8<T, true>(dxr, i, cols, o);
+      if constexpr (ColSum) {
+        float4 *acc = reinterpret_cast<float4 *>(&dsAcc[warp][s * kStretch + lane * 8]);
+        float4 a = acc[0], b = acc[1];
+        a.x += toF(fromF<T>(o[0]));
+        a.y += toF(fromF<T>(o[1]));
+        a.z += toF(fromF<T>(o[2]));
+        a.w += toF(fromF<T>(o[3]));
+        b.x += toF(fromF<T>(o[4]));
+        b.y += toF(fromF<T>(o[5]));
+        b.z += toF(fromF<T>(o[6]));
+        b.w += toF(fromF<T>(o[7]));
+        acc[0] = a;
+        acc[1] = b;
+      }
     }
   }
+  float ds[ColSum ? S : 1][8]; // read back before storeChunkSums writes `sums`
+  if constexpr (ColSum)
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        ds[s][j] = dsAcc[warp][s * kStretch + lane * 8 + j];
   if (wantW)
     storeChunkSums<S>(sums, dw, scratch + chunk * cols, cols);
   if (wantB)
