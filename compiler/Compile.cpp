@@ -585,6 +585,8 @@ struct ExperimentalLever {
 const ExperimentalLever kExperimentalLevers[] = {
     {"wgmma-attention", "bf16/f16 attention with head dim 64 or 128 on sm_90a's warpgroup "
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
+    {"norm-col-sums", "the bias gradient of a Linear layer fed by a norm's dx summed by the "
+                      "norm backward, its weight-gradient GEMM a plain product (no BGRAD)"},
 };
 } // namespace
 
@@ -620,6 +622,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     GpuPipelineOptions o;
     o.tf32 = opts.tf32;
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
+    o.normColSums = llvm::is_contained(opts.experimental, "norm-col-sums");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

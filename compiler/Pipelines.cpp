@@ -106,6 +106,7 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcShareNormStats());
   TcFuseBiasGradOptions biasGrad;
   biasGrad.gemmEpilogue = o.biasGradEpilogue;
+  biasGrad.normColSums = o.normColSums;
   pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad(biasGrad));
   pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
   TcFuseAttentionViewsOptions views;

@@ -147,6 +147,12 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Bias gradients from the weight-gradient GEMMs' BGRAD epilogue "
                      "(tc-fuse-bias-grad gemm-epilogue)"),
       llvm::cl::init(true)};
+  Option<bool> normColSums{
+      *this, "norm-col-sums",
+      llvm::cl::desc("Norm backward calls sum the dx they write for the bias gradient of the "
+                     "Linear layer it feeds (tc-fuse-bias-grad norm-col-sums; tc-compile "
+                     "--experimental=norm-col-sums)"),
+      llvm::cl::init(false)};
   Option<bool> geluAux{
       *this, "gelu-aux",
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "

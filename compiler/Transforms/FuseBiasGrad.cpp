@@ -8,14 +8,14 @@
 // kernel already reads every element of dY, and tc-lower-to-tcx gives its
 // "quantize_fp8" call the column sums as an extra output instead.
 //
-// With gemm-epilogue, a column sum no quantize took of the dx a norm
-// gradient writes (tc.layer_norm_grad / tc.rms_norm_grad over the last
-// axis, its residual add included) is paired with that gradient (the same
-// tc.col_sum): the norm backward kernel sums the rows it writes, so that the
-// weight-gradient GEMM reading dx stays a plain product (cuBLASLt's BGRAD
-// epilogue keeps the GEMM off its split-K kernels: 95 -> 110 us for GPT-2's
-// MLP output layer on an H100). A column sum left then is paired with the
-// weight-gradient tc.matmul (bf16, f16, f32) that contracts the same bytes
+// With gemm-epilogue and norm-col-sums (tc-compile --experimental), a
+// column sum no quantize took of the dx a norm gradient writes
+// (tc.layer_norm_grad / tc.rms_norm_grad over the last axis, its residual
+// add included) is paired with that gradient (the same tc.col_sum): the norm
+// backward kernel sums the rows it writes, so that the weight-gradient GEMM
+// reading dx stays a plain product (cuBLASLt's BGRAD epilogue costs GPT-2's
+// two such GEMMs 11 us each on an H200). With gemm-epilogue, a column sum
+// left then is paired with the weight-gradient tc.matmul (bf16, f16, f32) that contracts the same bytes
 // over all of their rows (tc.bias_grad): the GEMM writes it with cuBLASLt's
 // BGRAD epilogue (or the runtime sums it beside the product, whichever its
 // first call times faster). The matmul moves up to the sum when the sum
@@ -170,10 +170,11 @@ struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
       }
     if (!gemmEpilogue)
       return;
-    for (Block &block : getOperation().getBody())
-      for (Operation &op : block)
-        if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op) && pairWithNormGrad(&op, next, paired))
-          ++next;
+    if (normColSums)
+      for (Block &block : getOperation().getBody())
+        for (Operation &op : block)
+          if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op) && pairWithNormGrad(&op, next, paired))
+            ++next;
     for (Block &block : getOperation().getBody()) {
       SmallVector<MatmulOp> mms(block.getOps<MatmulOp>());
       for (MatmulOp mm : mms)

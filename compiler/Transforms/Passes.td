@@ -870,10 +870,20 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     gives the tcx.matmul the sums as its `bias_grad_out` (cuBLASLt's BGRADA /
     BGRADB) and the reduce_sum goes. A matmul after the sum moves up to it
     when its operands allow (they are defined before the sum).
+
+    With `norm-col-sums` too, a column sum of the dx a tc.layer_norm_grad /
+    tc.rms_norm_grad over the last axis writes (its residual add's result
+    when the library call computes that add, or a reshape of it keeping the
+    last axis) pairs first with that gradient (the same `tc.col_sum`): the
+    norm backward call sums dx as it writes it ("col_sum", has_col_sum) and
+    the weight-gradient GEMM reading dx stays a plain product.
   }];
   let options = [
     Option<"gemmEpilogue", "gemm-epilogue", "bool", /*default=*/"false",
            "Pair column sums with the weight-gradient GEMMs that contract the same bytes">,
+    Option<"normColSums", "norm-col-sums", "bool", /*default=*/"false",
+           "With gemm-epilogue: first pair column sums of a norm gradient's dx with that "
+           "gradient (tc-compile --experimental=norm-col-sums)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }

@@ -1,16 +1,21 @@
-// RUN: tc-opt %s --split-input-file --tc-fuse-bias-grad=gemm-epilogue=true | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-fuse-bias-grad="gemm-epilogue=true norm-col-sums=true" | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-fuse-bias-grad=gemm-epilogue=true | FileCheck %s --check-prefix=GEMM
 // RUN: tc-opt %s --split-input-file --tc-fuse-bias-grad | FileCheck %s --check-prefix=OFF
 
-// Tests that the column sum of the dx a norm gradient writes -- here with
-// the residual stream's gradient added by the call, and read through a
-// reshape to [tokens, cols] -- pairs with the norm gradient (tc.col_sum),
-// not with the weight-gradient GEMM that reads the same bytes, which stays
-// a plain product (no tc.bias_grad). Without gemm-epilogue nothing pairs.
+// Tests that with norm-col-sums the column sum of the dx a norm gradient
+// writes -- here with the residual stream's gradient added by the call, and
+// read through a reshape to [tokens, cols] -- pairs with the norm gradient
+// (tc.col_sum), not with the weight-gradient GEMM that reads the same bytes,
+// which stays a plain product (no tc.bias_grad); without it the GEMM takes
+// the sum (BGRAD), and without gemm-epilogue nothing pairs.
 // CHECK-LABEL: func.func @residual_grad
 // CHECK: tc.layer_norm_grad {{.+}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64, tc.col_sum = 0 : i64}
 // CHECK: tc.reduce_sum %{{.+}} {axes = array<i64: 0>, tc.col_sum = 0 : i64}
 // CHECK-NOT: tc.bias_grad
 // CHECK: return
+// GEMM-LABEL: func.func @residual_grad
+// GEMM-NOT: tc.col_sum
+// GEMM: tc.matmul {{.+}}{tc.bias_grad = 0 : i64
 // OFF-LABEL: func.func @residual_grad
 // OFF-NOT: tc.col_sum
 // OFF-NOT: tc.bias_grad

@@ -140,7 +140,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --experimental=LIST    GPU targets: turn on levers written but not (yet)
                          faster on a GPU (comma-separated; bench/RESULTS.md
                          has their numbers): wgmma-attention (attention on
-                         sm_90a's warpgroup MMA on an H100/H200)
+                         sm_90a's warpgroup MMA on an H100/H200),
+                         norm-col-sums (a norm backward sums the dx it writes
+                         for the next Linear layer's bias gradient)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights
