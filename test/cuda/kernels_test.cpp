@@ -10,8 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "test/cuda/cuda_test_util.h"
 
-#include <cstdlib>
-
 #include "runtime/src/base/float_format.h"
 #include "runtime/src/cuda/kernels/kernels.h"
 
@@ -312,110 +310,94 @@ void normCase(CudaKernels &t, bool rms, DType dt, DType pt, int64_t rows, int64_
 // Mixed precision: bf16 rows (x, y, dy, dx) with f32 weights, bias and their
 // gradients (what tc-precision's bf16 mode gives norms of bf16 activations).
 TEST_F(CudaKernels, NormsWithBf16RowsAndF32Weights) {
-  struct KnobReset {
-    ~KnobReset() { unsetenv("TC_NORM_BWD_SMEM_ACC"); }
-  } reset;
-  for (const char *smemAcc : {"0", "1"})
-    for (bool rms : {false, true}) {
-      setenv("TC_NORM_BWD_SMEM_ACC", smemAcc, 1); // each case both ways
-      std::vector<double> gotF, wantF, gotB, wantB;
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{150, 768}, {100, 520}, {33, 100}}) {
-        SCOPED_TRACE(std::string(rms ? "rms_norm" : "layer_norm") + " bf16/f32 " +
-                     std::to_string(rows) + "x" + std::to_string(cols));
-        normCase(*this, rms, DType::BF16, DType::F32, rows, cols, true, &gotF, &wantF, &gotB,
-                 &wantB);
-        if (HasFatalFailure())
-          return;
-      }
-      std::string name = std::string(rms ? "rms_norm (f32 weights" : "layer_norm (f32 weights") +
-                         ", TC_NORM_BWD_SMEM_ACC=" + smemAcc + ")";
-      check(name + " forward", DType::BF16, gotF, wantF, tolFor(DType::BF16));
-      check(name + " backward", DType::BF16, gotB, wantB, tolFor(DType::BF16));
+  for (bool rms : {false, true}) {
+    std::vector<double> gotF, wantF, gotB, wantB;
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{150, 768}, {100, 520}, {33, 100}}) {
+      SCOPED_TRACE(std::string(rms ? "rms_norm" : "layer_norm") + " bf16/f32 " +
+                   std::to_string(rows) + "x" + std::to_string(cols));
+      normCase(*this, rms, DType::BF16, DType::F32, rows, cols, true, &gotF, &wantF, &gotB,
+               &wantB);
+      if (HasFatalFailure())
+        return;
     }
+    std::string name = rms ? "rms_norm (f32 weights)" : "layer_norm (f32 weights)";
+    check(name + " forward", DType::BF16, gotF, wantF, tolFor(DType::BF16));
+    check(name + " backward", DType::BF16, gotB, wantB, tolFor(DType::BF16));
+  }
   // An unsupported pair names both types.
-  Status st = layerNormForward(DType::F32, DType::BF16, nullptr, nullptr, nullptr, nullptr, nullptr,
-                               nullptr, 1, 8, 1e-5f, stream());
+  Status st = layerNormForward(DType::F32, DType::BF16, nullptr, nullptr, nullptr, nullptr,
+                               nullptr, nullptr, 1, 8, 1e-5f, stream());
   EXPECT_FALSE(st.isOk());
 }
 
 TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
-  // TC_NORM_BWD_SMEM_ACC=1 (a measurement knob): the fused backward's
-  // parameter-gradient sums in shared memory; every case runs both ways.
-  struct KnobReset {
-    ~KnobReset() { unsetenv("TC_NORM_BWD_SMEM_ACC"); }
-  } reset;
-  for (const char *smemAcc : {"0", "1"}) {
-    setenv("TC_NORM_BWD_SMEM_ACC", smemAcc, 1);
-    for (bool rms : {false, true})
-      for (DType dt : kFloatTypes) {
-        std::string name = rms ? "rms_norm" : "layer_norm";
-        std::vector<double> gotF, wantF, gotB, wantB;
-        // The fused backward (cols <= 1024, a multiple of 8): several chunks of
-        // 64 rows, the last partial, a partial last stretch of 256 (520, 200);
-        // the other path: cols not a multiple of 8 (204, 100) or > 1024.
-        for (auto [rows, cols, affine] : {std::tuple<int64_t, int64_t, bool>{150, 768, true},
-                                          {130, 1024, true},
-                                          {100, 520, false},
-                                          {70, 200, true},
-                                          {90, 204, true},
-                                          {33, 100, true},
-                                          {20, 64, false},
-                                          {3, 2000, true}}) {
-          SCOPED_TRACE(name + " " + dtypeName(dt) + " " + std::to_string(rows) + "x" +
-                       std::to_string(cols) + " TC_NORM_BWD_SMEM_ACC=" + smemAcc);
-          normCase(*this, rms, dt, dt, rows, cols, affine, &gotF, &wantF, &gotB, &wantB);
-          if (HasFatalFailure())
-            return;
-        }
-        // Timing at GPT-2 size: [16384, 768].
-        const int64_t rows = 16384, cols = 768;
-        DevBuf x, w, b, y, mean, rstd, dy, dx, dw, db, scratch;
-        size_t bytes = rows * cols * bytesOf(dt);
-        for (DevBuf *d : {&x, &y, &dy, &dx})
-          ASSERT_OK(devZeros(bytes, d, stream()));
-        for (DevBuf *d : {&w, &b, &dw, &db})
-          ASSERT_OK(devZeros(cols * bytesOf(dt), d, stream()));
-        ASSERT_OK(devZeros(rows * 4, &mean, stream()));
-        ASSERT_OK(devZeros(rows * 4, &rstd, stream()));
-        ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols), &scratch, stream()));
-        double usF = timeUs(stream(), 20, [&] {
-          return rms ? rmsNormForward(dt, x.p, w.p, y.p, rstd.as<float>(), rows, cols, 1e-5f,
-                                      stream())
-                     : layerNormForward(dt, x.p, w.p, b.p, y.p, mean.as<float>(), rstd.as<float>(),
-                                        rows, cols, 1e-5f, stream());
-        });
-        double usB = timeUs(stream(), 20, [&] {
-          return rms ? rmsNormBackward(dt, dy.p, x.p, w.p, rstd.as<float>(), dx.p, dw.p, scratch.p,
-                                       rows, cols, false, stream())
-                     : layerNormBackward(dt, dy.p, x.p, w.p, mean.as<float>(), rstd.as<float>(),
-                                         dx.p, dw.p, db.p, scratch.p, rows, cols, false, stream());
-        });
-        // With the residual stream's gradient and dx's column sums, as GPT-2's
-        // norms before a Linear layer's weight gradient take them.
-        DevBuf scratch3, colSum;
-        ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols, true), &scratch3, stream()));
-        ASSERT_OK(devZeros(cols * 4, &colSum, stream()));
-        double usRes = -1, usCol = -1;
-        for (bool withCol : {false, true}) {
-          double us = timeUs(stream(), 20, [&] {
-            void *cs = withCol ? colSum.p : nullptr;
-            return rms ? rmsNormBackward(dt, dt, dy.p, x.p, w.p, rstd.as<float>(), dx.p, dw.p,
-                                         scratch3.p, rows, cols, false, stream(), y.p, cs)
-                       : layerNormBackward(dt, dt, dy.p, x.p, w.p, mean.as<float>(),
-                                           rstd.as<float>(), dx.p, dw.p, db.p, scratch3.p, rows,
-                                           cols, false, stream(), y.p, cs);
-          });
-          (withCol ? usCol : usRes) = us;
-        }
-        std::printf("%s backward %s [%lld, %lld] (TC_NORM_BWD_SMEM_ACC=%s): %.1f us, with "
-                    "dresidual: %.1f us, and dx's column sums: %.1f us\n",
-                    name.c_str(), dtypeName(dt), (long long)rows, (long long)cols, smemAcc, usB,
-                    usRes, usCol);
-        std::string way = std::string(" (TC_NORM_BWD_SMEM_ACC=") + smemAcc + ")";
-        check(name + " forward" + way, dt, gotF, wantF, tolFor(dt), usF, shapeStr({rows, cols}));
-        check(name + " backward" + way, dt, gotB, wantB, tolFor(dt), usB, shapeStr({rows, cols}));
+  for (bool rms : {false, true})
+    for (DType dt : kFloatTypes) {
+      std::string name = rms ? "rms_norm" : "layer_norm";
+      std::vector<double> gotF, wantF, gotB, wantB;
+      // The fused backward (cols <= 1024, a multiple of 8): several chunks of
+      // 64 rows, the last partial, a partial last stretch of 256 (520, 200);
+      // the other path: cols not a multiple of 8 (204, 100) or > 1024.
+      for (auto [rows, cols, affine] : {std::tuple<int64_t, int64_t, bool>{150, 768, true},
+                                        {130, 1024, true},
+                                        {100, 520, false},
+                                        {70, 200, true},
+                                        {90, 204, true},
+                                        {33, 100, true},
+                                        {20, 64, false},
+                                        {3, 2000, true}}) {
+        SCOPED_TRACE(name + " " + dtypeName(dt) + " " + std::to_string(rows) + "x" +
+                     std::to_string(cols));
+        normCase(*this, rms, dt, dt, rows, cols, affine, &gotF, &wantF, &gotB, &wantB);
+        if (HasFatalFailure())
+          return;
       }
-  }
+      // Timing at GPT-2 size: [16384, 768].
+      const int64_t rows = 16384, cols = 768;
+      DevBuf x, w, b, y, mean, rstd, dy, dx, dw, db, scratch;
+      size_t bytes = rows * cols * bytesOf(dt);
+      for (DevBuf *d : {&x, &y, &dy, &dx})
+        ASSERT_OK(devZeros(bytes, d, stream()));
+      for (DevBuf *d : {&w, &b, &dw, &db})
+        ASSERT_OK(devZeros(cols * bytesOf(dt), d, stream()));
+      ASSERT_OK(devZeros(rows * 4, &mean, stream()));
+      ASSERT_OK(devZeros(rows * 4, &rstd, stream()));
+      ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols), &scratch, stream()));
+      double usF = timeUs(stream(), 20, [&] {
+        return rms ? rmsNormForward(dt, x.p, w.p, y.p, rstd.as<float>(), rows, cols, 1e-5f,
+                                    stream())
+                   : layerNormForward(dt, x.p, w.p, b.p, y.p, mean.as<float>(), rstd.as<float>(),
+                                      rows, cols, 1e-5f, stream());
+      });
+      double usB = timeUs(stream(), 20, [&] {
+        return rms ? rmsNormBackward(dt, dy.p, x.p, w.p, rstd.as<float>(), dx.p, dw.p, scratch.p,
+                                     rows, cols, false, stream())
+                   : layerNormBackward(dt, dy.p, x.p, w.p, mean.as<float>(), rstd.as<float>(), dx.p,
+                                       dw.p, db.p, scratch.p, rows, cols, false, stream());
+      });
+      // With the residual stream's gradient and dx's column sums, as GPT-2's
+      // norms before a Linear layer's weight gradient take them.
+      DevBuf scratch3, colSum;
+      ASSERT_OK(devZeros(normBackwardScratchBytes(rows, cols, true), &scratch3, stream()));
+      ASSERT_OK(devZeros(cols * 4, &colSum, stream()));
+      double usRes = -1, usCol = -1;
+      for (bool withCol : {false, true}) {
+        double us = timeUs(stream(), 20, [&] {
+          void *cs = withCol ? colSum.p : nullptr;
+          return rms ? rmsNormBackward(dt, dt, dy.p, x.p, w.p, rstd.as<float>(), dx.p, dw.p,
+                                       scratch3.p, rows, cols, false, stream(), y.p, cs)
+                     : layerNormBackward(dt, dt, dy.p, x.p, w.p, mean.as<float>(),
+                                         rstd.as<float>(), dx.p, dw.p, db.p, scratch3.p, rows,
+                                         cols, false, stream(), y.p, cs);
+        });
+        (withCol ? usCol : usRes) = us;
+      }
+      std::printf("%s backward %s [%lld, %lld] with dresidual: %.1f us, and dx's column sums: "
+                  "%.1f us\n",
+                  name.c_str(), dtypeName(dt), (long long)rows, (long long)cols, usRes, usCol);
+      check(name + " forward", dt, gotF, wantF, tolFor(dt), usF, shapeStr({rows, cols}));
+      check(name + " backward", dt, gotB, wantB, tolFor(dt), usB, shapeStr({rows, cols}));
+    }
 }
 
 //===----------------------------------------------------------------------===//

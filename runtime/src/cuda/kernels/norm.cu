@@ -26,9 +26,6 @@
 // GPU.
 //
 //===----------------------------------------------------------------------===//
-#include <cstdlib>
-#include <type_traits>
-
 #include "runtime/src/cuda/kernels/common.cuh"
 #include "runtime/src/cuda/kernels/kernels.h"
 
@@ -196,23 +193,6 @@ template <class T> __device__ __forceinline__ void launder(Packed8<T> &r) {
     asm volatile("" : "+r"(r.v[k].x), "+r"(r.v[k].y), "+r"(r.v[k].z), "+r"(r.v[k].w));
 }
 
-/// p[0..8) += v (16-byte aligned f32 slots of shared memory only this thread
-/// touches).
-__device__ __forceinline__ void addTo8(float *p, const float (&v)[8]) {
-  float4 *q = reinterpret_cast<float4 *>(p);
-  float4 a = q[0], b = q[1];
-  a.x += v[0];
-  a.y += v[1];
-  a.z += v[2];
-  a.w += v[3];
-  b.x += v[4];
-  b.y += v[5];
-  b.z += v[6];
-  b.w += v[7];
-  q[0] = a;
-  q[1] = b;
-}
-
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true), one warp per
 /// row. Lane l handles elements [8 l, 8 l + 8) of every 256-element stretch
 /// of the row. With S > 0 (vectorisable rows, Vec, of at most S stretches)
@@ -318,14 +298,9 @@ template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
 /// [8 l, 8 l + 8) of each of the S stretches of a row (none at or past cols
 /// are loaded or stored) and its column sums over the warp's rows. ColSum:
 /// also the chunk's column sums of dx as stored (the bias gradient of the
-/// Linear layer dx flows into) at scratch[2 chunks + chunk, col]. SmemAcc:
-/// the dweight / dbias sums accumulate in the thread's own slots of dynamic
-/// shared memory (fusedSmemAccBytes) rather than in registers, so that more
-/// blocks (more rows in flight) fit an SM (TC_NORM_BWD_SMEM_ACC=1, a
-/// measurement knob: the kernel runs at ~2.5 TB/s, one row in flight a warp).
-template <class T, class W, int S, bool Rms, bool HasW, bool ColSum, bool SmemAcc = false>
-__global__ void __launch_bounds__(kFusedWarps * 32,
-                                  SmemAcc ? 3 : fusedBlocksPerSm<T, S, Rms>())
+/// Linear layer dx flows into) at scratch[2 chunks + chunk, col].
+template <class T, class W, int S, bool Rms, bool HasW, bool ColSum>
+__global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>())
     normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
                             const W *__restrict__ weight, const float *__restrict__ meanIn,
                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
@@ -342,17 +317,11 @@ __global__ void __launch_bounds__(kFusedWarps * 32,
   // (idle until storeChunkSums; registers for them would halve the blocks an
   // SM holds: 178 registers a thread for bf16 layer_norm at 768).
   float(&dsAcc)[kFusedWarps][S * kStretch] = sums;
-  extern __shared__ __align__(16) float smemAcc[]; // SmemAcc: [2][kFusedWarps][S * kStretch]
-  float *dwAcc = smemAcc + warp * S * kStretch + lane * 8;
-  float *dbAcc = dwAcc + kFusedWarps * S * kStretch;
 #pragma unroll
   for (int s = 0; s < S; ++s)
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      if constexpr (SmemAcc)
-        dwAcc[s * kStretch + j] = dbAcc[s * kStretch + j] = 0.0f;
-      else
-        dw[s][j] = db[s][j] = 0.0f;
+      dw[s][j] = db[s][j] = 0.0f;
       if constexpr (ColSum)
         dsAcc[warp][s * kStretch + lane * 8 + j] = 0.0f;
     }
@@ -394,20 +363,10 @@ __global__ void __launch_bounds__(kFusedWarps * 32,
       rowAt(xp[s], dyp[s], s, mean, rstd, xhat, g, d);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        if constexpr (!SmemAcc) {
-          dw[s][j] += d[j] * xhat[j];
-          db[s][j] += d[j];
-        }
+        dw[s][j] += d[j] * xhat[j];
+        db[s][j] += d[j];
         sumG += g[j];
         sumGX += g[j] * xhat[j];
-      }
-      if constexpr (SmemAcc) {
-        float dxh[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          dxh[j] = d[j] * xhat[j];
-        addTo8(dwAcc + s * kStretch, dxh);
-        addTo8(dbAcc + s * kStretch, d);
       }
     }
     if (!dx)
@@ -444,22 +403,21 @@ __global__ void __launch_bounds__(kFusedWarps * 32,
       }
       storeRow8<T, true>(dxr, i, cols, o);
       if constexpr (ColSum) {
-        float stored[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          stored[j] = toF(fromF<T>(o[j]));
-        addTo8(&dsAcc[warp][s * kStretch + lane * 8], stored);
+        float4 *acc = reinterpret_cast<float4 *>(&dsAcc[warp][s * kStretch + lane * 8]);
+        float4 a = acc[0], b = acc[1];
+        a.x += toF(fromF<T>(o[0]));
+        a.y += toF(fromF<T>(o[1]));
+        a.z += toF(fromF<T>(o[2]));
+        a.w += toF(fromF<T>(o[3]));
+        b.x += toF(fromF<T>(o[4]));
+        b.y += toF(fromF<T>(o[5]));
+        b.z += toF(fromF<T>(o[6]));
+        b.w += toF(fromF<T>(o[7]));
+        acc[0] = a;
+        acc[1] = b;
       }
     }
   }
-  if constexpr (SmemAcc)
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        dw[s][j] = dwAcc[s * kStretch + j];
-        db[s][j] = dbAcc[s * kStretch + j];
-      }
   float ds[ColSum ? S : 1][8]; // read back before storeChunkSums writes `sums`
   if constexpr (ColSum)
 #pragma unroll
@@ -540,18 +498,12 @@ __global__ void __launch_bounds__(kSumWarps * 32)
 }
 
 /// normBackwardFusedKernel for `stretches` (1 to kMaxStretches) per lane.
-template <class T, class W, bool Rms, bool HasW, bool ColSum, bool SmemAcc = false>
+template <class T, class W, bool Rms, bool HasW, bool ColSum>
 auto fusedBackwardKernel(int64_t stretches) {
-  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, Rms, HasW, ColSum, SmemAcc>
-         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, Rms, HasW, ColSum, SmemAcc>
-         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, Rms, HasW, ColSum, SmemAcc>
-                          : normBackwardFusedKernel<T, W, 4, Rms, HasW, ColSum, SmemAcc>;
-}
-
-/// The dynamic shared memory of normBackwardFusedKernel with SmemAcc: the
-/// dweight and dbias slots of every thread.
-size_t fusedSmemAccBytes(int64_t stretches) {
-  return static_cast<size_t>(2 * kFusedWarps * stretches * kStretch) * sizeof(float);
+  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, Rms, HasW, ColSum>
+         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, Rms, HasW, ColSum>
+         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, Rms, HasW, ColSum>
+                          : normBackwardFusedKernel<T, W, 4, Rms, HasW, ColSum>;
 }
 
 /// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
@@ -642,10 +594,6 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
   bool vec = rowsVectorisable(cols, {dy, x, weight, dx, dresidual});
   int64_t stretches = ceilDiv(cols, kStretch);
   bool fused = vec && stretches <= kMaxStretches;
-  // TC_NORM_BWD_SMEM_ACC=1 (a measurement knob, read per call): the fused
-  // kernel's dweight / dbias sums in shared memory (SmemAcc).
-  const char *knob = std::getenv("TC_NORM_BWD_SMEM_ACC");
-  bool smemAcc = knob && knob[0] == '1';
   return dispatchNorm(dt, pt, what, [&](auto tag, auto ptag) -> Status {
     using T = decltype(tag);
     using W = decltype(ptag);
@@ -658,19 +606,11 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
     float *part = static_cast<float *>(scratch);
     float *sumPart = part + 2 * chunks * cols; // dx's column sums (colSum)
     if (fused) {
-      auto pick = [&](auto smem) {
-        constexpr bool M = decltype(smem)::value;
-        return colSum ? (weight ? fusedBackwardKernel<T, W, Rms, true, true, M>(stretches)
-                                : fusedBackwardKernel<T, W, Rms, false, true, M>(stretches))
-                      : (weight ? fusedBackwardKernel<T, W, Rms, true, false, M>(stretches)
-                                : fusedBackwardKernel<T, W, Rms, false, false, M>(stretches));
-      };
-      auto kernel = smemAcc ? pick(std::true_type{}) : pick(std::false_type{});
-      size_t bytes = smemAcc ? fusedSmemAccBytes(stretches) : 0;
-      if (smemAcc)
-        TC_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, bytes, stream>>>(
+      auto kernel = colSum ? (weight ? fusedBackwardKernel<T, W, Rms, true, true>(stretches)
+                                     : fusedBackwardKernel<T, W, Rms, false, true>(stretches))
+                           : (weight ? fusedBackwardKernel<T, W, Rms, true, false>(stretches)
+                                     : fusedBackwardKernel<T, W, Rms, false, false>(stretches));
+      kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, 0, stream>>>(
           dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, addTo, wantW, wantB);
       TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward" : "layer_norm_backward"));
       if (colSum)
