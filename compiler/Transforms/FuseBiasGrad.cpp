@@ -117,15 +117,9 @@ bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired
   auto t = llvm::cast<RankedTensorType>(grad->getResult(0).getType());
   if (!axis || t.getRank() < 2 || axis.getInt() != t.getRank() - 1 || grad->hasAttr(kColSumAttr))
     return false;
-  ResidualAdd res = normGradResidualAdd(grad);
-  Value dx = res ? Value(res.add.getResult()) : grad->getResult(0);
   int64_t cols = t.getShape().back();
-  SmallVector<Value, 2> views{dx};
-  for (Operation *u : dx.getUsers())
-    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
-      views.push_back(r.getResult());
   ReduceSumOp best;
-  for (Value v : views)
+  for (Value v : normGradDxViews(grad))
     for (Operation *u : v.getUsers()) {
       auto r = llvm::dyn_cast<ReduceSumOp>(u);
       if (r && r->getBlock() == grad->getBlock() && !paired.contains(r) &&

@@ -94,6 +94,16 @@ ResidualAdd normGradResidualAdd(Operation *grad) {
   return r.reshape ? ResidualAdd{} : r; // the kernel writes dx's rows as they are
 }
 
+SmallVector<Value, 2> normGradDxViews(Operation *grad) {
+  ResidualAdd res = normGradResidualAdd(grad);
+  Value dx = res ? Value(res.add.getResult()) : grad->getResult(0);
+  SmallVector<Value, 2> views{dx};
+  for (Operation *u : dx.getUsers())
+    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
+      views.push_back(r.getResult());
+  return views;
+}
+
 ResidualAdd residualAdd(MatmulOp mm, Value v) {
   std::optional<GemmForm> g = gemmForm(mm);
   if (!g || g->broadcast || mm.getAlpha() || mm->hasAttr(kFoldBatchSumAttr) ||

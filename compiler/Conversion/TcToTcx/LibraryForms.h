@@ -167,6 +167,11 @@ ResidualAdd residualAdd(MatmulOp mm, mlir::Value v);
 /// tc.rms_norm_grad's dx (`grad`) that the library call computes (its
 /// "dresidual" input); none otherwise.
 ResidualAdd normGradResidualAdd(mlir::Operation *grad);
+/// The values holding the dx the library call of the norm gradient `grad`
+/// writes: its residual add's result when the call computes that add (else
+/// its dx), then the tc.reshapes of it. A column sum of one of them is what
+/// tc-fuse-bias-grad's norm-col-sums gives the call.
+llvm::SmallVector<mlir::Value, 2> normGradDxViews(mlir::Operation *grad);
 
 /// How a tc.quantize maps onto the runtime's "quantize_fp8" call: the input
 /// seen as [rows, cols] (cols its last dim), one f32 scale for the tensor

@@ -128,18 +128,12 @@ struct RmsNormLowering : TcxPattern<RmsNormOp> {
 };
 
 /// The tc.reduce_sum tc-fuse-bias-grad paired with the norm gradient `op`
-/// (the same tc.col_sum; it reads dx as written, `add`'s result when the
-/// call computes the residual add, or a reshape of it), or null.
-ReduceSumOp pairedColumnSum(Operation *op, AddOp add) {
+/// (the same tc.col_sum; it reads one of normGradDxViews), or null.
+ReduceSumOp pairedColumnSum(Operation *op) {
   Attribute id = op->getAttr(kColSumAttr);
   if (!id)
     return {};
-  Value dx = add ? Value(add.getResult()) : op->getResult(0);
-  SmallVector<Value, 2> views{dx};
-  for (Operation *u : dx.getUsers())
-    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
-      views.push_back(r.getResult());
-  for (Value v : views)
+  for (Value v : normGradDxViews(op))
     for (Operation *u : v.getUsers())
       if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kColSumAttr) == id)
         return r;
@@ -224,7 +218,7 @@ struct NormGradLowering : ConversionPattern {
       attrs.push_back(b.getNamedAttr("has_dresidual", b.getBoolAttr(true)));
     // tc-fuse-bias-grad's column sum of dx as written: the call's col_sum,
     // which the paired reduce_sum becomes (PairedColumnSumLowering).
-    if (ReduceSumOp sum = pairedColumnSum(op, add)) {
+    if (ReduceSumOp sum = pairedColumnSum(op)) {
       outs.push_back(buffers.outBuffer(b, sum.getResult()));
       buffers.colSums[sum] = outs.back();
       attrs.push_back(b.getNamedAttr("has_col_sum", b.getBoolAttr(true)));
