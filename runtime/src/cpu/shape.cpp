@@ -163,18 +163,37 @@ void sliceKernel(KernelContext &c) {
   });
 }
 
-/// [outer, axis extent, inner] views for concat and split.
+/// [outer, axis extent, inner] views for concat, split and gather. A shape
+/// with no elements has 0 of both (nothing to copy; its other extents may be
+/// as large as int64 goes, and their product would overflow); otherwise the
+/// products are at most the element count.
 int64_t outerOf(const std::vector<int64_t> &s, int64_t axis) {
+  if (std::find(s.begin(), s.end(), 0) != s.end())
+    return 0;
   int64_t o = 1;
   for (int64_t d = 0; d < axis; ++d)
     o *= s[d];
   return o;
 }
 int64_t innerOf(const std::vector<int64_t> &s, int64_t axis) {
+  if (std::find(s.begin(), s.end(), 0) != s.end())
+    return 0;
   int64_t o = 1;
   for (int64_t d = axis + 1; d < (int64_t)s.size(); ++d)
     o *= s[d];
   return o;
+}
+
+/// The sum of the parts' extents along `axis`; a failure naming `what` when
+/// it leaves int64.
+int64_t sumAlongAxis(KernelContext &c, const std::vector<const Buffer *> &parts, int64_t axis,
+                     const char *what) {
+  int64_t total = 0;
+  for (const Buffer *b : parts)
+    if (__builtin_add_overflow(total, b->shape()[axis], &total))
+      c.fail(std::string(what) + " extents along axis " + std::to_string(axis) +
+             " add up to more than int64 holds");
+  return total;
 }
 
 /// Checks that `part` equals `whole` outside `axis`.
@@ -194,11 +213,9 @@ void concatKernel(KernelContext &c) {
   c.expectResults(1);
   Buffer &y = *c.out[0];
   int64_t axis = c.axisAttr("axis", y.rank());
-  int64_t total = 0;
-  for (size_t k = 0; k < c.in.size(); ++k) {
+  for (size_t k = 0; k < c.in.size(); ++k)
     expectSameOutsideAxis(c, *c.in[k], y, axis, "input #" + std::to_string(k));
-    total += c.in[k]->shape()[axis];
-  }
+  int64_t total = sumAlongAxis(c, {c.in.begin(), c.in.end()}, axis, "the inputs'");
   if (total != y.shape()[axis])
     c.fail("inputs add up to " + std::to_string(total) + " along axis " +
            std::to_string(axis) + ", result has " + std::to_string(y.shape()[axis]));
@@ -221,11 +238,9 @@ void splitKernel(KernelContext &c) {
     c.fail("needs at least one result");
   const Buffer &x = *c.in[0];
   int64_t axis = c.axisAttr("axis", x.rank());
-  int64_t total = 0;
-  for (size_t k = 0; k < c.out.size(); ++k) {
+  for (size_t k = 0; k < c.out.size(); ++k)
     expectSameOutsideAxis(c, *c.out[k], x, axis, "result #" + std::to_string(k));
-    total += c.out[k]->shape()[axis];
-  }
+  int64_t total = sumAlongAxis(c, {c.out.begin(), c.out.end()}, axis, "the results'");
   if (total != x.shape()[axis])
     c.fail("result sizes along axis " + std::to_string(axis) + " add up to " +
            std::to_string(total) + ", input has " + std::to_string(x.shape()[axis]));
