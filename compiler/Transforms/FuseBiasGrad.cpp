@@ -15,12 +15,12 @@
 // backward kernel sums the rows it writes, so that the weight-gradient GEMM
 // reading dx stays a plain product (cuBLASLt's BGRAD epilogue costs GPT-2's
 // two such GEMMs 11 us each on an H200). With gemm-epilogue, a column sum
-// left then is paired with the weight-gradient tc.matmul (bf16, f16, f32) that contracts the same bytes
-// over all of their rows (tc.bias_grad): the GEMM writes it with cuBLASLt's
-// BGRAD epilogue (or the runtime sums it beside the product, whichever its
-// first call times faster). The matmul moves up to the sum when the sum
-// comes first, so that the GEMM's second output precedes every reader of
-// the sum.
+// left then is paired with the weight-gradient tc.matmul (bf16, f16, f32)
+// that contracts the same bytes over all of their rows (tc.bias_grad): the
+// GEMM writes it with cuBLASLt's BGRAD epilogue (or the runtime sums it
+// beside the product, whichever its first call times faster). The matmul
+// moves up to the sum when the sum comes first, so that the GEMM's second
+// output precedes every reader of the sum.
 //
 //===----------------------------------------------------------------------===//
 

@@ -682,7 +682,9 @@ TEST_F(CudaKernels, ColumnSumsMatchReference) {
       HostTensor x = randomTensor(ty(dt, {c.rows, c.cols}), rng);
       std::vector<HostTensor> ref;
       ASSERT_OK(reference("tc.reduce_sum", {x}, {ty(dt, {c.cols})}, {{"axes", aInts({0})}}, &ref));
-      size_t scratch = c.scratch ? c.scratch : std::max<size_t>(4 * c.cols, columnSumScratchBytes(c.rows, c.cols));
+      size_t scratch = c.scratch
+                           ? c.scratch
+                           : std::max<size_t>(4 * c.cols, columnSumScratchBytes(c.rows, c.cols));
       DevBuf dX, dSum, dPart;
       ASSERT_OK(upload(x, &dX, stream()));
       ASSERT_OK(devZeros(c.cols * 4, &dSum, stream()));

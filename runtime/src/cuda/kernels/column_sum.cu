@@ -107,8 +107,9 @@ __global__ void __launch_bounds__(kSumCols *kSumGroups)
 /// a multiple of the row lanes, no more parts than `maxParts`.
 int64_t rowsPerPartFor(int64_t rows, int64_t cols, int64_t maxParts) {
   int64_t colBlocks = ceilDiv(cols, kBlockCols);
-  int64_t parts = std::clamp<int64_t>(ceilDiv(kTargetBlocks, colBlocks), 1,
-                                      std::max<int64_t>(1, std::min(maxParts, ceilDiv(rows, kRowLanes))));
+  int64_t parts =
+      std::clamp<int64_t>(ceilDiv(kTargetBlocks, colBlocks), 1,
+                          std::max<int64_t>(1, std::min(maxParts, ceilDiv(rows, kRowLanes))));
   return ceilDiv(ceilDiv(rows, parts), kRowLanes) * kRowLanes;
 }
 
@@ -123,8 +124,9 @@ Status sumColumnPartials(DType dt, const float *partial, int64_t parts, int64_t 
     return invalidArgument("sumColumnPartials: null pointer");
   return dispatchFloat16(dt, "sumColumnPartials", [&](auto t) -> Status {
     using T = decltype(t);
-    sumPartialsKernel<T><<<static_cast<unsigned>(ceilDiv(cols, kSumCols)), kSumCols * kSumGroups,
-                           0, stream>>>(partial, parts, cols, static_cast<T *>(colSum));
+    sumPartialsKernel<T>
+        <<<static_cast<unsigned>(ceilDiv(cols, kSumCols)), kSumCols * kSumGroups, 0, stream>>>(
+            partial, parts, cols, static_cast<T *>(colSum));
     return checkLaunch("sumPartialsKernel");
   });
 }
@@ -136,14 +138,15 @@ size_t columnSumScratchBytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(parts * cols) * sizeof(float);
 }
 
-Status columnSums(DType dt, const void *x, int64_t rows, int64_t cols, void *colSum,
-                  float *partial, size_t partialBytes, cudaStream_t stream) {
+Status columnSums(DType dt, const void *x, int64_t rows, int64_t cols, void *colSum, float *partial,
+                  size_t partialBytes, cudaStream_t stream) {
   TC_RETURN_IF_ERROR(checkEntry("columnSums", rows, cols));
   if (cols == 0)
     return Status::ok();
   if (!colSum || (rows > 0 && (!x || !partial)))
     return invalidArgument("columnSums: null pointer");
-  int64_t maxParts = static_cast<int64_t>(partialBytes / (static_cast<size_t>(cols) * sizeof(float)));
+  int64_t maxParts =
+      static_cast<int64_t>(partialBytes / (static_cast<size_t>(cols) * sizeof(float)));
   if (maxParts < 1)
     return invalidArgument("columnSums: " + std::to_string(partialBytes) +
                            " scratch bytes hold no row of " + std::to_string(cols) + " f32 sums");

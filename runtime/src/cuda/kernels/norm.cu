@@ -21,9 +21,9 @@
 // runs in order). With a colSum (the bias gradient of the Linear layer dx
 // flows into, tc-fuse-bias-grad) the fused kernel also sums dx as stored
 // per chunk (a third block of scratch), the other path sums dx in a pass of
-// its own (columnSums). No atomics, so the bits do not depend on scheduling; the
-// path and the chunking depend on the shape and alignment only, not on the
-// GPU.
+// its own (columnSums). No atomics, so the bits do not depend on
+// scheduling; the path and the chunking depend on the shape and alignment
+// only, not on the GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/common.cuh"
@@ -587,7 +587,8 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
   if (!dx && !wantW && !wantB)
     return Status::ok();
   if ((wantW || wantB || colSum) && !scratch)
-    return invalidArgument(std::string(what) + ": parameter gradients and column sums need scratch");
+    return invalidArgument(std::string(what) +
+                           ": parameter gradients and column sums need scratch");
   int64_t chunks = ceilDiv(rows, kNormBackwardChunkRows);
   if (chunks > 65535)
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
@@ -627,7 +628,8 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
         TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward_dx" : "layer_norm_backward_dx"));
         if (colSum) // a pass over dx as stored
           TC_RETURN_IF_ERROR(columnSums(dt, dx, rows, cols, colSum, sumPart,
-                                        static_cast<size_t>(chunks * cols) * sizeof(float), stream));
+                                        static_cast<size_t>(chunks * cols) * sizeof(float),
+                                        stream));
       }
       if (wantW || wantB) {
         unsigned colBlocks = static_cast<unsigned>(ceilDiv(cols, kColThreads));
