@@ -387,30 +387,6 @@ inline Status checkEntry(const char *what, int64_t a, int64_t b = 0) {
   return Status::ok();
 }
 
-//===----------------------------------------------------------------------===//
-// Launch limits
-//===----------------------------------------------------------------------===//
-
-/// The dynamic shared memory a block of the current device may opt into (227
-/// KB on an H100/H200, 99 KB on an RTX 5090); 48 KB if the query fails.
-inline int64_t sharedMemoryOptIn() {
-  int dev = 0, bytes = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-    return 48 * 1024;
-  return bytes;
-}
-
-/// The current device's streaming multiprocessors (132 on an H100 SXM /
-/// H200); 1 if the query fails.
-inline int64_t multiprocessorCount() {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
-    return 1;
-  return n;
-}
-
 } // namespace tc::rt::cuda::kern
 
 #endif // TC_RUNTIME_CUDA_KERNELS_COMMON_CUH

@@ -22,8 +22,6 @@
 #include "runtime/src/cuda/kernels/kernels.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 namespace tc::rt::cuda {
 namespace {
@@ -307,122 +305,20 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   }
 }
 
-/// crossEntropySmemRowKernel over rows a grid apart (one block an SM), each
-/// row copied into one of `slots` row buffers of shared memory (cp.async)
-/// slots - 1 rows ahead of the row the block computes: the one-row-a-block
-/// kernels start a row's loads only when they start the row, so each row's
-/// reads wait out the memory latency while the SM's other block writes, at
-/// best (2.4-3.1 TB/s at GPT-2's and LLaMA's classifier). A thread reads the
-/// vectors the held kernel's thread holds, in the same order, so the losses
-/// and the gradient are the same bits; a row's stores follow its last read
-/// (dlogits may be logits) and a barrier ends each row before its buffer is
-/// copied into again.
-template <class T, class L>
-__global__ void __launch_bounds__(kRowThreads, 1)
-    crossEntropyStagedRowsKernel(const T *logits, const L *__restrict__ labels,
-                                 float *__restrict__ losses, T *dlogits,
-                                 const float *__restrict__ count, int64_t rows, int64_t cols,
-                                 int64_t ignoreIndex, float gradScale, int slots) {
-  static_assert(sizeof(T) == 2, "8 values per int4");
-  extern __shared__ int4 sbuf[]; // slots x (cols / 8) vectors
-  const int nvec = static_cast<int>(cols / kVec);
-  const int64_t step = gridDim.x;
-  auto copyRow = [&](int64_t r, int slot) {
-    const T *xr = logits + r * cols;
-    int4 *dst = sbuf + static_cast<int64_t>(slot) * nvec;
-    for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
-      uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst + i));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(xr + i * kVec)
-                   : "memory");
-    }
-  };
-  // Rows blockIdx.x + k step, k < slots - 1, in flight before the first.
-  int64_t row = blockIdx.x;
-  for (int k = 0; k < slots - 1; ++k) {
-    if (row + k * step < rows)
-      copyRow(row + k * step, k);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-  }
-  float scaleBase = gradScale / *count;
-#pragma unroll 1
-  for (int k = 0; row < rows; row += step, ++k) {
-    int64_t ahead = row + (slots - 1) * step;
-    if (ahead < rows)
-      copyRow(ahead, (k + slots - 1) % slots);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    // At most slots - 1 groups (the rows ahead) still in flight: this row's
-    // has landed, for this thread; the barrier makes every thread's land.
-    if (slots == 3)
-      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
-    else
-      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    __syncthreads();
-    const int4 *srow = sbuf + static_cast<int64_t>(k % slots) * nvec;
-    int64_t label = static_cast<int64_t>(labels[row]);
-    bool ignored = label == ignoreIndex; // the same for every thread
-    bool bad = !ignored && (label < 0 || label >= cols);
-    T *dr = dlogits ? dlogits + row * cols : nullptr;
-    if (ignored) {
-      if (threadIdx.x == 0)
-        losses[row] = 0.0f;
-      if (dr)
-        for (int i = threadIdx.x; i < nvec; i += kRowThreads)
-          reinterpret_cast<int4 *>(dr)[i] = make_int4(0, 0, 0, 0);
-    } else {
-      float m = -INFINITY;
-      for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
-        float v[8];
-        load8(reinterpret_cast<const T *>(srow + i), v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          m = fmaxf(m, v[j]);
-      }
-      m = blockMaxF(m);
-      float s = 0.0f;
-      for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
-        float v[8];
-        load8(reinterpret_cast<const T *>(srow + i), v);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          s += expf(v[j] - m);
-      }
-      s = blockSum(s);
-      if (threadIdx.x == 0) {
-        float target = bad ? NAN : toF(reinterpret_cast<const T *>(srow)[label]);
-        losses[row] = m + logf(s) - target;
-      }
-      if (dr) {
-        float scale = bad ? NAN : scaleBase;
-        float inv = 1.0f / s;
-        int lab = bad ? -1 : static_cast<int>(label);
-        for (int i = threadIdx.x; i < nvec; i += kRowThreads) {
-          float v[8];
-          load8(reinterpret_cast<const T *>(srow + i), v);
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-            v[j] = (expf(v[j] - m) * inv - (i * kVec + j == lab ? 1.0f : 0.0f)) * scale;
-          store8(dr + i * kVec, v);
-        }
-      }
-    }
-    __syncthreads(); // every read of this buffer done before it is copied into again
-  }
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
-/// TC_CE_STAGED=0 (a measurement knob, read once): the one-row-a-block
-/// kernels for every row, to time the two against each other.
-inline bool stagedRowsEnabled() {
-  static const bool on = [] {
-    const char *v = std::getenv("TC_CE_STAGED");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 /// Rows the register path holds in at most this many vectors a thread run
 /// there (two blocks per SM); longer ones in shared memory.
 constexpr int kHeldRegisterVectors = 8;
+
+/// The dynamic shared memory a block of this device may opt into (227 KB on
+/// an H100/H200, 99 KB on an RTX 5090): rows longer than that stay in
+/// registers.
+inline int64_t sharedMemoryOptIn() {
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return 48 * 1024;
+  return bytes;
+}
 
 /// Launches crossEntropySmemRowKernel with `bytes` of dynamic shared memory.
 /// The opt-in, the most any row takes on this device (the same whatever the
@@ -517,16 +413,7 @@ Status crossEntropyForwardBackward(DType dt, const void *logits, DType labelType
         held = vec && cols <= kHeldMaxCols;
         int64_t perThread = ceilDiv(cols / kVec, kRowThreads);
         int64_t bytes = cols * static_cast<int64_t>(sizeof(T));
-        int slots = bytes * 3 <= sharedMemoryOptIn() ? 3 : 2;
-        if (held && perThread > kHeldRegisterVectors / 2 && stagedRowsEnabled() &&
-            bytes * slots <= sharedMemoryOptIn()) {
-          auto kernel = crossEntropyStagedRowsKernel<T, L>;
-          TC_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes * slots)));
-          int64_t blocks = std::min<int64_t>(rows, multiprocessorCount());
-          kernel<<<static_cast<unsigned>(blocks), kRowThreads, bytes * slots, stream>>>(
-              xs, ls, rowLoss, ds, count, rows, cols, ignoreIndex, gradScale, slots);
-        } else if (held && perThread > kHeldRegisterVectors && bytes <= sharedMemoryOptIn()) {
+        if (held && perThread > kHeldRegisterVectors && bytes <= sharedMemoryOptIn()) {
           Status st = launchSmemRows<T, L>(grid, stream, bytes, xs, ls, rowLoss, ds, count, cols,
                                            ignoreIndex, gradScale);
           TC_RETURN_IF_ERROR(st);

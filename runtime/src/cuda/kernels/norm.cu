@@ -29,10 +29,6 @@
 #include "runtime/src/cuda/kernels/common.cuh"
 #include "runtime/src/cuda/kernels/kernels.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <string>
-
 namespace tc::rt::cuda {
 namespace {
 
@@ -197,20 +193,6 @@ template <class T> __device__ __forceinline__ void launder(Packed8<T> &r) {
     asm volatile("" : "+r"(r.v[k].x), "+r"(r.v[k].y), "+r"(r.v[k].z), "+r"(r.v[k].w));
 }
 
-/// 16 bytes from global to shared memory, asynchronously (cp.async), and the
-/// groups those copies are committed in and waited for.
-__device__ __forceinline__ void copy16Async(void *dst, const void *src) {
-  uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void commitCopies() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-/// Waits until at most N of this thread's committed groups are in flight.
-template <int N> __device__ __forceinline__ void waitCopies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /// Forward of layer_norm (Rms false) or rms_norm (Rms true), one warp per
 /// row. Lane l handles elements [8 l, 8 l + 8) of every 256-element stretch
 /// of the row. With S > 0 (vectorisable rows, Vec, of at most S stretches)
@@ -285,95 +267,6 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   }
   if constexpr (HasAmax)
     blockAmax<T>(amax, m);
-}
-
-/// Blocks per SM the staged forward is launched with (its grid is at most
-/// this many per SM; each block then takes rows a grid apart).
-constexpr int kStagedForwardBlocksPerSm = 4;
-
-/// normForwardKernel for 16-bit vectorisable rows of at most S stretches,
-/// with a grid of at most kStagedForwardBlocksPerSm blocks an SM: warp w of
-/// block b takes rows (b + k gridDim.x) 8 + w, k = 0, 1, ..., and copies its
-/// next row into shared memory (cp.async) while it computes the current one
-/// (the one-row-a-warp kernel leaves each warp's load to wait out the
-/// memory latency alone). Lane l copies and reads back only its own pieces;
-/// the arithmetic and its order are normForwardKernel's held path's, so y,
-/// the statistics and the amax are the same bits.
-template <class T, class W, int S, bool Rms, bool HasAmax>
-__global__ void __launch_bounds__(kRowsPerBlock * 32, kStagedForwardBlocksPerSm)
-    normForwardStagedKernel(const T *__restrict__ x, const W *__restrict__ weight,
-                            const W *__restrict__ bias, T *__restrict__ y,
-                            float *__restrict__ meanOut, float *__restrict__ rstdOut,
-                            unsigned *__restrict__ amax, int64_t rows, int64_t cols, float eps) {
-  static_assert(sizeof(T) == 2, "a lane's 8 elements are one 16-byte piece");
-  __shared__ __align__(16) int4 staged[kRowsPerBlock][2][S * 32];
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float m = 0.0f;
-  auto copyRow = [&](int64_t r, int slot) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      int64_t i = s * kStretch + lane * 8;
-      if (i < cols)
-        copy16Async(&staged[warp][slot][s * 32 + lane], x + r * cols + i);
-    }
-  };
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
-  if (row < rows)
-    copyRow(row, 0);
-  commitCopies();
-#pragma unroll 1
-  for (int slot = 0; row < rows; row += step, slot ^= 1) {
-    if (row + step < rows)
-      copyRow(row + step, slot ^ 1);
-    commitCopies();
-    waitCopies<1>();
-    T *yr = y + row * cols;
-    auto forEach = [&](auto f) {
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        int64_t i = s * kStretch + lane * 8;
-        if (i >= cols)
-          continue;
-        Packed8<T> p;
-        p.v[0] = staged[warp][slot][s * 32 + lane];
-        float v[8];
-        unpack8(p, v);
-        f(i, v);
-      }
-    };
-    float mean = 0.0f;
-    if constexpr (!Rms) {
-      float sum = 0.0f;
-      forEach([&](int64_t, float(&v)[8]) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          sum += v[j];
-      });
-      mean = warpSum(sum) / static_cast<float>(cols);
-    }
-    float ss = 0.0f;
-    forEach([&](int64_t, float(&v)[8]) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        ss += (v[j] - mean) * (v[j] - mean);
-    });
-    float rstd = 1.0f / sqrtf(warpSum(ss) / static_cast<float>(cols) + eps);
-    forEach([&](int64_t i, float(&v)[8]) {
-      normOutput8<T, W, true, HasAmax>(v, weight, bias, yr, i, cols, mean, rstd, m);
-    });
-    storeStats(meanOut, rstdOut, row, mean, rstd);
-  }
-  waitCopies<0>();
-  if constexpr (HasAmax)
-    blockAmax<T>(amax, m);
-}
-
-template <class T, class W, bool Rms, bool HasAmax> auto stagedForwardKernel(int64_t stretches) {
-  return stretches == 1   ? normForwardStagedKernel<T, W, 1, Rms, HasAmax>
-         : stretches == 2 ? normForwardStagedKernel<T, W, 2, Rms, HasAmax>
-         : stretches == 3 ? normForwardStagedKernel<T, W, 3, Rms, HasAmax>
-                          : normForwardStagedKernel<T, W, 4, Rms, HasAmax>;
 }
 
 /// normForwardKernel for the row's layout: held in registers when
@@ -540,186 +433,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     storeChunkSums<S>(sums, ds, scratch + (2 * chunks + chunk) * cols, cols);
 }
 
-/// The staged backward's shared memory: for each warp, kStagedRows rows in
-/// flight, each as kStagedTensors (x, dy, the rows dx adds to) x S stretches
-/// x 32 lanes of 16 bytes; then the chunk sums' [kFusedWarps][S kStretch]
-/// floats, after the rows when the loop adds dx's column sums into them, else
-/// over the rows (only used after the loop, past storeChunkSums' barrier).
-constexpr int kStagedRows = 2;
-constexpr int kStagedTensors = 3;
-template <int S> __host__ __device__ constexpr int stagedWarpVectors() { return kStagedRows * kStagedTensors * S * 32; }
-template <int S> constexpr size_t stagedSharedBytes(bool colSum) {
-  size_t rows = size_t(kFusedWarps) * stagedWarpVectors<S>() * 16;
-  size_t sums = size_t(kFusedWarps) * S * kStretch * sizeof(float);
-  return colSum ? rows + sums : (rows > sums ? rows : sums);
-}
-
-/// normBackwardFusedKernel for 16-bit rows, with each warp's next row copied
-/// into shared memory (cp.async) while it computes the current one: the
-/// register kernel loads a row only when it starts it, so each warp's loads
-/// wait out the memory latency once a row, 8 rows in turn (the chunking gives
-/// 256 blocks at GPT-2's 16384 rows: 16 warps an SM). Lane l copies and reads
-/// back only its own 16-byte pieces (the pieces the register kernel's lane
-/// loads), so the warp needs no barrier; the arithmetic and its order are the
-/// register kernel's, so dx, the partials and the column sums are the same
-/// bits.
-template <class T, class W, int S, bool Rms, bool HasW, bool ColSum>
-__global__ void __launch_bounds__(kFusedWarps * 32, 2)
-    normBackwardStagedKernel(const T *__restrict__ dy, const T *__restrict__ x,
-                             const W *__restrict__ weight, const float *__restrict__ meanIn,
-                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
-                             int64_t rows, int64_t cols, int64_t chunks, const T *addTo, bool wantW,
-                             bool wantB) {
-  static_assert(sizeof(T) == 2, "a lane's 8 elements are one 16-byte piece");
-  extern __shared__ __align__(16) int4 staged[];
-  constexpr int kRowVectors = kStagedTensors * S * 32;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int4 *mine = staged + warp * stagedWarpVectors<S>();
-  float *sumsAt = reinterpret_cast<float *>(
-      ColSum ? staged + kFusedWarps * stagedWarpVectors<S>() : staged);
-  auto &sums = *reinterpret_cast<float(*)[kFusedWarps][S * kStretch]>(sumsAt);
-  int64_t chunk = blockIdx.x;
-  int64_t r0 = chunk * kNormBackwardChunkRows;
-  int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
-  wantB = wantB && !Rms;
-  const T *add = dx ? addTo : nullptr;
-  float dw[S][8], db[S][8];
-  float(&dsAcc)[kFusedWarps][S * kStretch] = sums;
-#pragma unroll
-  for (int s = 0; s < S; ++s)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      dw[s][j] = db[s][j] = 0.0f;
-      if constexpr (ColSum)
-        dsAcc[warp][s * kStretch + lane * 8 + j] = 0.0f;
-    }
-  // Row r's pieces into slot `slot`: tensor t's stretch s at [t S + s][lane].
-  auto copyRow = [&](int64_t r, int slot) {
-    int4 *buf = mine + slot * kRowVectors;
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      int64_t i = s * kStretch + lane * 8;
-      if (i < cols) {
-        copy16Async(buf + s * 32 + lane, x + r * cols + i);
-        copy16Async(buf + (S + s) * 32 + lane, dy + r * cols + i);
-        if (add)
-          copy16Async(buf + (2 * S + s) * 32 + lane, add + r * cols + i);
-      }
-    }
-  };
-  auto piece = [&](const int4 *buf, int t, int s, Packed8<T> &p) {
-    if (s * kStretch + lane * 8 < cols)
-      p.v[0] = buf[(t * S + s) * 32 + lane];
-    else
-      zeroPacked8(p);
-  };
-  auto rowAt = [&](const Packed8<T> &xp, const Packed8<T> &dyp, int s, float mean, float rstd,
-                   float (&xhat)[8], float (&g)[8], float (&d)[8]) {
-    int64_t i = s * kStretch + lane * 8;
-    float w[8] = {};
-    unpack8(xp, xhat);
-    unpack8(dyp, d);
-    if (HasW && i < cols)
-      loadRow8<W, true>(weight, i, cols, w, 0.0f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      xhat[j] = (xhat[j] - mean) * rstd;
-      g[j] = HasW ? d[j] * w[j] : d[j];
-    }
-  };
-  int64_t r = r0 + warp;
-  float meanNext = 0.0f, rstdNext = 0.0f;
-  if (r < r1) {
-    copyRow(r, 0);
-    meanNext = Rms ? 0.0f : meanIn[r];
-    rstdNext = rstdIn[r];
-  }
-  commitCopies();
-#pragma unroll 1
-  for (int slot = 0; r < r1; r += kFusedWarps, slot ^= 1) {
-    float mean = meanNext, rstd = rstdNext;
-    if (r + kFusedWarps < r1) { // the next row's copies, in flight while this row computes
-      copyRow(r + kFusedWarps, slot ^ 1);
-      meanNext = Rms ? 0.0f : meanIn[r + kFusedWarps];
-      rstdNext = rstdIn[r + kFusedWarps];
-    }
-    commitCopies();
-    waitCopies<1>(); // this row's group has landed
-    const int4 *buf = mine + slot * kRowVectors;
-    float sumG = 0.0f, sumGX = 0.0f;
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      Packed8<T> xp, dyp;
-      piece(buf, 0, s, xp);
-      piece(buf, 1, s, dyp);
-      float xhat[8], g[8], d[8];
-      rowAt(xp, dyp, s, mean, rstd, xhat, g, d);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        dw[s][j] += d[j] * xhat[j];
-        db[s][j] += d[j];
-        sumG += g[j];
-        sumGX += g[j] * xhat[j];
-      }
-    }
-    if (!dx)
-      continue;
-    T *dxr = dx + r * cols;
-    float meanG = Rms ? 0.0f : warpSum(sumG) / static_cast<float>(cols);
-    float meanGX = warpSum(sumGX) / static_cast<float>(cols);
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      int64_t i = s * kStretch + lane * 8;
-      if (i >= cols)
-        continue;
-      Packed8<T> xp, dyp;
-      piece(buf, 0, s, xp);
-      piece(buf, 1, s, dyp);
-      float xhat[8], g[8], d[8], o[8];
-      rowAt(xp, dyp, s, mean, rstd, xhat, g, d);
-      if (add) {
-        Packed8<T> ap;
-        piece(buf, 2, s, ap);
-        unpack8(ap, o);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float v = rstd * (g[j] - meanG - xhat[j] * meanGX);
-        o[j] = add ? o[j] + v : v;
-      }
-      storeRow8<T, true>(dxr, i, cols, o);
-      if constexpr (ColSum) {
-        float4 *acc = reinterpret_cast<float4 *>(&dsAcc[warp][s * kStretch + lane * 8]);
-        float4 a = acc[0], b = acc[1];
-        a.x += toF(fromF<T>(o[0]));
-        a.y += toF(fromF<T>(o[1]));
-        a.z += toF(fromF<T>(o[2]));
-        a.w += toF(fromF<T>(o[3]));
-        b.x += toF(fromF<T>(o[4]));
-        b.y += toF(fromF<T>(o[5]));
-        b.z += toF(fromF<T>(o[6]));
-        b.w += toF(fromF<T>(o[7]));
-        acc[0] = a;
-        acc[1] = b;
-      }
-    }
-  }
-  waitCopies<0>(); // (only empty groups are left)
-  float ds[ColSum ? S : 1][8];
-  if constexpr (ColSum)
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        ds[s][j] = dsAcc[warp][s * kStretch + lane * 8 + j];
-  if (wantW)
-    storeChunkSums<S>(sums, dw, scratch + chunk * cols, cols);
-  if (wantB)
-    storeChunkSums<S>(sums, db, scratch + (chunks + chunk) * cols, cols);
-  if constexpr (ColSum)
-    storeChunkSums<S>(sums, ds, scratch + (2 * chunks + chunk) * cols, cols);
-}
-
 /// scratch[chunk, col] = sum over the chunk's rows of dy * xhat (and, for
 /// layer_norm with dbias, scratch[chunks + chunk, col] = sum of dy).
 template <class T, bool Rms>
@@ -793,32 +506,6 @@ auto fusedBackwardKernel(int64_t stretches) {
                           : normBackwardFusedKernel<T, W, 4, Rms, HasW, ColSum>;
 }
 
-/// normBackwardStagedKernel for `stretches` (1 to kMaxStretches) per lane,
-/// and its dynamic shared memory.
-template <class T, class W, bool Rms, bool HasW, bool ColSum>
-auto stagedBackwardKernel(int64_t stretches) {
-  return stretches == 1   ? normBackwardStagedKernel<T, W, 1, Rms, HasW, ColSum>
-         : stretches == 2 ? normBackwardStagedKernel<T, W, 2, Rms, HasW, ColSum>
-         : stretches == 3 ? normBackwardStagedKernel<T, W, 3, Rms, HasW, ColSum>
-                          : normBackwardStagedKernel<T, W, 4, Rms, HasW, ColSum>;
-}
-inline size_t stagedBackwardBytes(int64_t stretches, bool colSum) {
-  return stretches == 1   ? stagedSharedBytes<1>(colSum)
-         : stretches == 2 ? stagedSharedBytes<2>(colSum)
-         : stretches == 3 ? stagedSharedBytes<3>(colSum)
-                          : stagedSharedBytes<4>(colSum);
-}
-
-/// TC_NORM_STAGED=0 (a measurement knob, read once): the register kernel
-/// for 16-bit rows too, to time the two against each other.
-inline bool stagedBackwardEnabled() {
-  static const bool on = [] {
-    const char *v = std::getenv("TC_NORM_STAGED");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 /// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
 /// built for: (f32, f32), (bf16, bf16) and (bf16, f32).
 template <class F> Status dispatchNorm(DType dt, DType pt, const char *what, F &&f) {
@@ -870,17 +557,6 @@ Status normForward(const char *what, DType dt, DType pt, const void *x, const vo
     auto *ys = static_cast<T *>(y);
     auto *bits = reinterpret_cast<unsigned *>(amax);
     const int64_t stretches = ceilDiv(cols, kStretch);
-    if constexpr (sizeof(T) == 2) {
-      if (vec && stretches <= kMaxStretches && stagedBackwardEnabled()) {
-        auto kernel = bits ? stagedForwardKernel<T, W, Rms, true>(stretches)
-                           : stagedForwardKernel<T, W, Rms, false>(stretches);
-        int64_t blocks = std::min<int64_t>(grid.x, int64_t(kStagedForwardBlocksPerSm) *
-                                                       multiprocessorCount());
-        kernel<<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(
-            xs, ws, bs, ys, mean, rstd, bits, rows, cols, eps);
-        return checkLaunch(Rms ? "rms_norm_forward" : "layer_norm_forward");
-      }
-    }
     auto kernel = bits ? forwardKernel<T, W, Rms, true>(vec, stretches)
                        : forwardKernel<T, W, Rms, false>(vec, stretches);
     kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(xs, ws, bs, ys, mean, rstd, bits, rows, cols,
@@ -930,31 +606,13 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
     const T *addTo = accumulate ? dxs : static_cast<const T *>(dresidual);
     float *part = static_cast<float *>(scratch);
     float *sumPart = part + 2 * chunks * cols; // dx's column sums (colSum)
-    bool staged = false;
-    if constexpr (sizeof(T) == 2) {
-      size_t bytes = stagedBackwardBytes(stretches, colSum != nullptr);
-      staged = fused && stagedBackwardEnabled() &&
-               static_cast<int64_t>(bytes) <= sharedMemoryOptIn();
-      if (staged) {
-        auto kernel = colSum ? (weight ? stagedBackwardKernel<T, W, Rms, true, true>(stretches)
-                                       : stagedBackwardKernel<T, W, Rms, false, true>(stretches))
-                             : (weight ? stagedBackwardKernel<T, W, Rms, true, false>(stretches)
-                                       : stagedBackwardKernel<T, W, Rms, false, false>(stretches));
-        TC_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-        kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, bytes, stream>>>(
-            dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, addTo, wantW, wantB);
-      }
-    }
-    if (fused && !staged) {
+    if (fused) {
       auto kernel = colSum ? (weight ? fusedBackwardKernel<T, W, Rms, true, true>(stretches)
                                      : fusedBackwardKernel<T, W, Rms, false, true>(stretches))
                            : (weight ? fusedBackwardKernel<T, W, Rms, true, false>(stretches)
                                      : fusedBackwardKernel<T, W, Rms, false, false>(stretches));
       kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, 0, stream>>>(
           dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, addTo, wantW, wantB);
-    }
-    if (fused) {
       TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward" : "layer_norm_backward"));
       if (colSum)
         TC_RETURN_IF_ERROR(sumColumnPartials(dt, sumPart, chunks, cols, colSum, stream));
