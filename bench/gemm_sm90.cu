@@ -9,9 +9,12 @@
 //
 // out[M, N] = a[M, K] b[N, K]^T (+ bias[N]) with a and b row-major bf16 (both
 // K-major: tc's `rhs^T` forward form), fp32 accumulation, bf16 out; the
-// epilogues: none, bias, and bias + GELU (tanh form) with the pre-activation
+// epilogues: none, bias, bias + GELU (tanh form) with the pre-activation
 // written beside (cuBLASLt's GELU_AUX_BIAS, what tc-fuse-epilogues asks of
-// the first MLP matmul). M % 128, N % 256 and K % 64 must be 0.
+// the first MLP matmul), and DGELU (the product times gelu'(aux): the
+// backward's dgrad of the second MLP matmul). Each with direct stores from
+// registers or through shared memory and TMA stores. M % 128, N % 256 and
+// K % 64 must be 0.
 //
 // The kernel: 3 warpgroups a block, one block an SM over the output's
 // 128x256 tiles (N fastest). Warpgroup 0 (one thread) loads 128x64 tiles of
@@ -66,10 +69,10 @@ __host__ __device__ constexpr int stagesFor(bool tmaStore) { return tmaStore ? 3
 constexpr int kTileBytesC = BM * BN * 2;
 constexpr int smemBytesFor(bool tmaStore) {
   return stagesFor(tmaStore) * (kStageBytesA + kStageBytesB) + (tmaStore ? kTileBytesC : 0) +
-         1024 /* alignment */ + 2 * 4 * 8;
+         1024 /* alignment */ + (2 * 4 + 2) * 8;
 }
 
-enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2 };
+enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2, kDgelu = 3 };
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -169,6 +172,13 @@ __device__ __forceinline__ float geluTanh(float h) {
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
   return 0.5f * h * (1.0f + t);
 }
+/// d gelu(h) / dh of the tanh form.
+__device__ __forceinline__ float geluTanhGrad(float h) {
+  float u = 0.7978845608028654f * (h + 0.044715f * h * h * h), t;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
+  return 0.5f * (1.0f + t) +
+         0.5f * h * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * h * h);
+}
 
 /// out = a b^T (+ bias) (GELU, aux = the pre-activation), tiles of 128x256.
 /// TmaStore: each consumer warpgroup writes its 64x256 part of the tile into
@@ -192,6 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t *full =
       reinterpret_cast<uint64_t *>(sC + (TmaStore ? kTileBytesC : 0));
   uint64_t *empty = full + STAGES;
+  uint64_t *auxFull = empty + STAGES; // kDgelu with TMA: the aux tile of each consumer warpgroup
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
   if (threadIdx.x == 0) {
@@ -199,6 +210,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarInit(&full[s], 1);
       mbarInit(&empty[s], kConsumers);
     }
+    mbarInit(&auxFull[0], 1);
+    mbarInit(&auxFull[1], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -228,8 +241,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   int stage = 0, phase = 0;
   const int warp = tid / 32, lane = tid % 32;
   unsigned char *myC = sC + g * (kTileBytesC / 2); // 4 boxes of [64 rows, 128 bytes]
+  int auxPhase = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     int tm = tile / tilesN, tn = tile % tilesN;
+    if (EPI == kDgelu && TmaStore && tid == 0) {
+      // This tile's aux part into myC, once the previous tile's stores have
+      // read it: it lands while the products run.
+      tmaStoreWaitRead();
+      mbarExpectTx(&auxFull[g], kTileBytesC / 2);
+#pragma unroll
+      for (int box = 0; box < 4; ++box)
+        tmaLoad2d(myC + box * 8192, &mapAux, &auxFull[g], tn * BN + box * 64, tm * BM + g * 64);
+    }
     int prev = -1;
     for (int kb = 0; kb < kBlocks; ++kb) {
       mbarWait(&full[stage], phase);
@@ -262,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // v = acc + bias, then (GELU variant) aux = v and out = gelu(v as stored).
     auto value = [&](int j, int h, float &v0, float &v1, __nv_bfloat162 &pre) {
       float b0 = 0.0f, b1 = 0.0f;
-      if (EPI != kPlain) {
+      if (EPI == kBias || EPI == kBiasGeluAux) {
         __nv_bfloat162 bb =
             *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
         b0 = __bfloat162float(bb.x);
@@ -270,6 +293,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       v0 = acc[4 * j + 2 * h] + b0;
       v1 = acc[4 * j + 2 * h + 1] + b1;
+      if (EPI == kDgelu) {
+        __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(
+            aux + size_t(r0 + 8 * h) * N + tn * BN + 8 * j + cl);
+        v0 *= geluTanhGrad(__bfloat162float(hx.x));
+        v1 *= geluTanhGrad(__bfloat162float(hx.y));
+      }
       pre = __floats2bfloat162_rn(v0, v1);
       if (EPI == kBiasGeluAux) {
         v0 = geluTanh(__bfloat162float(pre.x));
@@ -296,13 +325,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       // pass 0: v = acc + bias, stored (GELU: as aux, and acc becomes v as
       // stored); pass 1 (GELU only): gelu(acc) stored as out.
       auto put = [&](int pass) {
-        if (tid == 0)
-          tmaStoreWaitRead(); // the previous stores have read myC
-        namedBarrier(1 + g, 128);
+        if (EPI == kDgelu) {
+          mbarWait(&auxFull[g], auxPhase); // (the load waited for the stores' reads)
+          auxPhase ^= 1;
+        } else {
+          if (tid == 0)
+            tmaStoreWaitRead(); // the previous stores have read myC
+          namedBarrier(1 + g, 128);
+        }
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           float b0 = 0.0f, b1 = 0.0f;
-          if (EPI != kPlain && pass == 0) {
+          if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
             __nv_bfloat162 bb =
                 *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
             b0 = __bfloat162float(bb.x);
@@ -312,7 +346,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int h = 0; h < 2; ++h) {
             float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
             __nv_bfloat162 st;
-            if (pass == 0) {
+            int r = rl + 8 * h, c = 8 * j + cl;
+            int box = c / 64, cb = (c % 64) * 2;
+            unsigned char *at =
+                myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+            if (EPI == kDgelu) {
+              __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
+              st = __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
+                                         a1 * geluTanhGrad(__bfloat162float(hx.y)));
+            } else if (pass == 0) {
               st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
               if (EPI == kBiasGeluAux) {
                 a0 = __bfloat162float(st.x);
@@ -321,10 +363,6 @@ __global__ void __launch_bounds__(kThreads, 1)
             } else {
               st = __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
             }
-            int r = rl + 8 * h, c = 8 * j + cl;
-            int box = c / 64, cb = (c % 64) * 2;
-            unsigned char *at =
-                myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
             *reinterpret_cast<__nv_bfloat162 *>(at) = st;
           }
         }
@@ -596,6 +634,22 @@ int main(int argc, char **argv) {
     std::printf("  +bias+gelu+aux: cuBLASLt %7.1f us                  ours direct %7.1f         "
                 "TMA store %7.1f\n",
                 ltGelu, usGelu, usGeluT);
+    // DGELU: out = (a b^T) gelu'(aux), aux = the pre-activations just made.
+    CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
+    float ltDgelu =
+        lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
+    want = toHost(ref, outN);
+    clear();
+    float usDgelu = timeOurs(
+        [&] { launch<kDgelu, false>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+    compare("dgelu (direct)", toHost(out, outN), want, &allOk);
+    clear();
+    float usDgeluT = timeOurs(
+        [&] { launch<kDgelu, true>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+    compare("dgelu (TMA)", toHost(out, outN), want, &allOk);
+    std::printf("  dgelu(aux):     cuBLASLt %7.1f us                  ours direct %7.1f         "
+                "TMA store %7.1f\n",
+                ltDgelu, usDgelu, usDgeluT);
     for (bf16 *p : {a, b, bias, out, aux, ref, refAux})
       CK(cudaFree(p));
   }
