@@ -138,6 +138,19 @@ __device__ __forceinline__ uint64_t descSw128(const void *p) {
   d |= uint64_t(1) << 62;
   return d;
 }
+/// The descriptor of an N-major B tile [64 K rows][256 N] stored as 4 TMA
+/// boxes of [64 K rows, 64 N] (8 KB each, 128-byte swizzled): 8-row K groups
+/// 1024 bytes apart, 64-element N chunks 8192 apart. Which of the leading /
+/// stride offsets is which for MN-major layouts is what BL 1 and 2 try
+/// (1: leading = the N chunks, stride = the K groups; 2: swapped).
+template <int BL> __device__ __forceinline__ uint64_t descSw128N(const void *p) {
+  uint64_t d = (smemAddr(p) >> 4) & 0x3FFF;
+  uint64_t lead = BL == 1 ? 8192 : 1024, stride = BL == 1 ? 1024 : 8192;
+  d |= uint64_t(lead >> 4) << 16;
+  d |= uint64_t(stride >> 4) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
 __device__ __forceinline__ void wgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -155,14 +168,16 @@ template <int R> __device__ __forceinline__ void setMaxRegsDec() {
 }
 
 /// d (+)= A B for one m64n256k16 bf16 wgmma: A and B K-major in shared
-/// memory through their descriptors; scaleD 0 overwrites d.
+/// memory through their descriptors (B N-major with TransB); scaleD 0
+/// overwrites d.
+template <int TransB>
 __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64_t descB,
                                          int scaleD) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-               : "l"(descA), "l"(descB), "r"(scaleD));
+               : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
 }
 
 /// GELU's tanh form with the MUFU tanh (tanh.approx.f32: relative error
@@ -186,7 +201,7 @@ __device__ __forceinline__ float geluTanhGrad(float h) {
 /// one of its threads stores it by TMA, asynchronously: the warpgroup goes on
 /// to the next tile's products while the copy drains (it waits for the copy
 /// to have read the shared memory only before writing it again).
-template <int EPI, bool TmaStore>
+template <int EPI, bool TmaStore, int BL = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                const __grid_constant__ CUtensorMap mapOut,
@@ -225,7 +240,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbarWait(&empty[stage], phase ^ 1);
           mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
           tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
-          tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
+          if (BL == 0) {
+            tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
+          } else { // b [K, N]: 4 boxes of [64 K rows, 64 N]
+#pragma unroll
+            for (int box = 0; box < 4; ++box)
+              tmaLoad2d(sB + stage * (BN * BK) + box * (64 * 64), &mapB, &full[stage],
+                        tn * BN + box * 64, kb * BK);
+          }
           if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
@@ -257,11 +279,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kb = 0; kb < kBlocks; ++kb) {
       mbarWait(&full[stage], phase);
       uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB = descSw128(sB + stage * (BN * BK));
+      uint64_t dB = BL == 0 ? descSw128(sB + stage * (BN * BK))
+                            : descSw128N<BL>(sB + stage * (BN * BK));
       wgmmaFence();
 #pragma unroll
-      for (int k = 0; k < BK / 16; ++k) // 32 bytes further along K a step
-        wgmma256(acc, dA + 2 * k, dB + 2 * k, (kb > 0 || k > 0) ? 1 : 0);
+      for (int k = 0; k < BK / 16; ++k) // 32 bytes further along K a step (N-major B: 16 rows)
+        wgmma256<BL != 0>(acc, dA + 2 * k, dB + (BL == 0 ? 2 : 128) * k, (kb > 0 || k > 0) ? 1 : 0);
       wgmmaCommit();
       if (prev >= 0) {
         wgmmaWait<1>(); // the previous stage's group is done with its tiles
@@ -406,18 +429,18 @@ CUtensorMap tensorMap(const bf16 *p, int rows, int cols, int boxRows) {
   return map;
 }
 
-template <int EPI, bool TmaStore>
+template <int EPI, bool TmaStore, int BL = 0>
 void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
             const CUtensorMap &mx, bf16 *out, bf16 *aux, const bf16 *bias, int M, int N, int K,
             int sms, cudaStream_t s) {
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmKernel<EPI, TmaStore>,
+    CK(cudaFuncSetAttribute(gemmKernel<EPI, TmaStore, BL>,
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytesFor(TmaStore)));
     return true;
   }();
   (void)once;
   int tiles = (M / BM) * (N / BN);
-  gemmKernel<EPI, TmaStore><<<std::min(tiles, sms), kThreads, smemBytesFor(TmaStore), s>>>(
+  gemmKernel<EPI, TmaStore, BL><<<std::min(tiles, sms), kThreads, smemBytesFor(TmaStore), s>>>(
       ma, mb, mo, mx, out, aux, bias, M, N, K);
 }
 
@@ -650,6 +673,33 @@ int main(int argc, char **argv) {
     std::printf("  dgelu(aux):     cuBLASLt %7.1f us                  ours direct %7.1f         "
                 "TMA store %7.1f\n",
                 ltDgelu, usDgelu, usDgeluT);
+    // The same with b stored N-major ([K, N], the second MLP matmul's
+    // weight as nn.Linear keeps it): both descriptor readings.
+    {
+      std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
+      CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k)
+          ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
+      bf16 *bt;
+      CK(cudaMalloc(&bt, ht.size() * 2));
+      CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
+      CUtensorMap mbt = tensorMap(bt, K, N, 64);
+      clear();
+      float us1 = timeOurs(
+          [&] { launch<kDgelu, true, 1>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+      bool ok1 = true;
+      compare("dgelu (TMA, b N-major, BL 1)", toHost(out, outN), want, &ok1);
+      clear();
+      float us2 = timeOurs(
+          [&] { launch<kDgelu, true, 2>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+      bool ok2 = true;
+      compare("dgelu (TMA, b N-major, BL 2)", toHost(out, outN), want, &ok2);
+      std::printf("  dgelu, b N-major: BL 1 %7.1f us %s, BL 2 %7.1f us %s\n", us1,
+                  ok1 ? "ok" : "wrong", us2, ok2 ? "ok" : "wrong");
+      allOk = allOk && (ok1 || ok2);
+      CK(cudaFree(bt));
+    }
     for (bf16 *p : {a, b, bias, out, aux, ref, refAux})
       CK(cudaFree(p));
   }
