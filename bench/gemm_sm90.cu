@@ -127,6 +127,12 @@ __device__ __forceinline__ void namedBarrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+/// Arrives at named barrier `id` without waiting (its `count` includes the
+/// threads that bar.sync on it).
+__device__ __forceinline__ void namedBarrierArrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 /// The shared-memory matrix descriptor of a K-major tile of 64 bf16 (128
 /// bytes) a row, 128-byte swizzled, 8-row groups 1024 bytes apart, the tile
 /// 1024-byte aligned: start address >> 4, leading offset 1 (unused when
@@ -138,6 +144,17 @@ __device__ __forceinline__ uint64_t descSw128(const void *p) {
   d |= uint64_t(1) << 62;
   return d;
 }
+/// d (+)= A B for one m64n128k16 bf16 wgmma (B N-major with TransB).
+template <int TransB>
+__device__ __forceinline__ void wgmma128(float (&d)[64], uint64_t descA, uint64_t descB,
+                                         int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
+}
+
 /// The descriptor of an N-major B tile [64 K rows][256 N] stored as 4 TMA
 /// boxes of [64 K rows, 64 N] (8 KB each, 128-byte swizzled): 8-row K groups
 /// 1024 bytes apart, 64-element N chunks 8192 apart. Which of the leading /
@@ -444,6 +461,210 @@ void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
       ma, mb, mo, mx, out, aux, bias, M, N, K);
 }
 
+//===----------------------------------------------------------------------===//
+// The ping-pong form: each consumer warpgroup a 128x128 tile of its own
+//===----------------------------------------------------------------------===//
+
+constexpr int PM = 128, PN = 128, PSTAGES = 5;
+constexpr int kPStageA = PM * BK * 2, kPStageB = PN * BK * 2; // 16 KB each
+constexpr int kPTileC = PM * PN * 2;                           // 32 KB a warpgroup
+constexpr int kPSmemBytes =
+    PSTAGES * (kPStageA + kPStageB) + 2 * kPTileC + 1024 + (2 * PSTAGES + 2) * 8;
+
+/// out = a b^T (+ epilogue) over 128x128 tiles: tile i of the block (tiles
+/// blockIdx.x + i gridDim.x, N fastest) goes to consumer warpgroup i % 2.
+/// The loading thread fills one ring with the tiles' k-blocks in tile order,
+/// so each warpgroup's products follow the other's: one warpgroup's epilogue
+/// (through its own 32 KB of shared memory and TMA stores) runs under the
+/// other's products. Each stage is given back by the one warpgroup that
+/// read it. mapOut / mapAux boxes are [128 rows, 64 columns].
+template <int EPI, int BL>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemmPingpong(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                 const __grid_constant__ CUtensorMap mapOut,
+                 const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
+                 int N, int K) {
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  bf16 *sA = reinterpret_cast<bf16 *>(base);
+  bf16 *sB = reinterpret_cast<bf16 *>(base + PSTAGES * kPStageA);
+  unsigned char *sC = base + PSTAGES * (kPStageA + kPStageB);
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + 2 * kPTileC);
+  uint64_t *empty = full + PSTAGES;
+  uint64_t *auxFull = empty + PSTAGES;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int tilesN = N / PN, tiles = (M / PM) * tilesN, kBlocks = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < PSTAGES; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], 1);
+    }
+    mbarInit(&auxFull[0], 1);
+    mbarInit(&auxFull[1], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<40>();
+    if (tid == 0) {
+      int stage = 0, phase = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm = tile / tilesN, tn = tile % tilesN;
+        for (int kb = 0; kb < kBlocks; ++kb) {
+          mbarWait(&empty[stage], phase ^ 1);
+          mbarExpectTx(&full[stage], kPStageA + kPStageB);
+          tmaLoad2d(sA + stage * (PM * BK), &mapA, &full[stage], kb * BK, tm * PM);
+          if (BL == 0) {
+            tmaLoad2d(sB + stage * (PN * BK), &mapB, &full[stage], kb * BK, tn * PN);
+          } else {
+#pragma unroll
+            for (int box = 0; box < PN / 64; ++box)
+              tmaLoad2d(sB + stage * (PN * BK) + box * (64 * 64), &mapB, &full[stage],
+                        tn * PN + box * 64, kb * BK);
+          }
+          if (++stage == PSTAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    return;
+  }
+  setMaxRegsInc<232>();
+  const int g = wg - 1;
+  unsigned char *myC = sC + g * kPTileC; // 2 boxes of [128 rows, 128 bytes]
+  const int warp = tid / 32, lane = tid % 32;
+  float acc0[64], acc1[64]; // rows 0-63 and 64-127 of the tile
+  int auxPhase = 0;
+  int i = g; // the block's tile index this warpgroup takes
+  for (int tile = blockIdx.x + g * gridDim.x; tile < tiles; tile += 2 * gridDim.x, i += 2) {
+    int tm = tile / tilesN, tn = tile % tilesN;
+    if (EPI == kDgelu && tid == 0) {
+      tmaStoreWaitRead();
+      mbarExpectTx(&auxFull[g], kPTileC);
+#pragma unroll
+      for (int box = 0; box < PN / 64; ++box)
+        tmaLoad2d(myC + box * (PM * 128), &mapAux, &auxFull[g], tn * PN + box * 64, tm * PM);
+    }
+    // The products take turns (named barriers 3 and 4: this warpgroup's turn
+    // begins once the other has issued its tile's last products): besides
+    // keeping one epilogue under the other's products, a warpgroup waiting
+    // on a stage more than one lap ahead of the ring would read the parity
+    // of an earlier lap.
+    if (i > 0)
+      namedBarrier(3 + g, 256);
+    long pos = long(i) * kBlocks; // this tile's first k-block in the ring
+    int prev = -1;
+    for (int kb = 0; kb < kBlocks; ++kb, ++pos) {
+      int stage = int(pos % PSTAGES), phase = int((pos / PSTAGES) & 1);
+      mbarWait(&full[stage], phase);
+      uint64_t dA = descSw128(sA + stage * (PM * BK));
+      uint64_t dB = BL == 0 ? descSw128(sB + stage * (PN * BK))
+                            : descSw128N<BL>(sB + stage * (PN * BK));
+      wgmmaFence();
+#pragma unroll
+      for (int k = 0; k < BK / 16; ++k) {
+        uint64_t b = dB + (BL == 0 ? 2 : 128) * k;
+        wgmma128<BL != 0>(acc0, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+        wgmma128<BL != 0>(acc1, dA + (8192 >> 4) + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+      }
+      wgmmaCommit();
+      if (prev >= 0) {
+        wgmmaWait<1>();
+        if (tid == 0)
+          mbarArrive(&empty[prev]);
+      }
+      prev = stage;
+    }
+    if (tile + gridDim.x < tiles) // the other warpgroup's next turn
+      namedBarrierArrive(3 + (1 - g), 256);
+    wgmmaWait<0>();
+    if (tid == 0)
+      mbarArrive(&empty[prev]);
+    // accX[4 j + {0, 1}]: row 64 X + 16 warp + lane / 4, columns 8 j + 2 (lane % 4) + {0, 1};
+    // accX[4 j + {2, 3}]: 8 rows further.
+    const int cl = 2 * (lane % 4);
+    auto put = [&](int pass) {
+      if (EPI == kDgelu) {
+        mbarWait(&auxFull[g], auxPhase);
+        auxPhase ^= 1;
+      } else {
+        if (tid == 0)
+          tmaStoreWaitRead();
+        namedBarrier(1 + g, 128);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float(&acc)[64] = half ? acc1 : acc0;
+#pragma unroll
+        for (int j = 0; j < PN / 8; ++j) {
+          float b0 = 0.0f, b1 = 0.0f;
+          if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
+            __nv_bfloat162 bb =
+                *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * PN + 8 * j + cl);
+            b0 = __bfloat162float(bb.x);
+            b1 = __bfloat162float(bb.y);
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
+            int r = 64 * half + 16 * warp + lane / 4 + 8 * h, c = 8 * j + cl;
+            int box = c / 64, cb = (c % 64) * 2;
+            unsigned char *at =
+                myC + box * (PM * 128) + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+            __nv_bfloat162 st;
+            if (EPI == kDgelu) {
+              __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
+              st = __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
+                                         a1 * geluTanhGrad(__bfloat162float(hx.y)));
+            } else if (pass == 0) {
+              st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
+              if (EPI == kBiasGeluAux) {
+                a0 = __bfloat162float(st.x);
+                a1 = __bfloat162float(st.y);
+              }
+            } else {
+              st = __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
+            }
+            *reinterpret_cast<__nv_bfloat162 *>(at) = st;
+          }
+        }
+      }
+      fenceProxyAsync();
+      namedBarrier(1 + g, 128);
+      if (tid == 0) {
+        const CUtensorMap *map = (EPI == kBiasGeluAux && pass == 0) ? &mapAux : &mapOut;
+#pragma unroll
+        for (int box = 0; box < PN / 64; ++box)
+          tmaStore2d(map, myC + box * (PM * 128), tn * PN + box * 64, tm * PM);
+        tmaStoreCommit();
+      }
+    };
+    put(0);
+    if (EPI == kBiasGeluAux)
+      put(1);
+  }
+  if (tid == 0)
+    tmaStoreWaitAll();
+}
+
+template <int EPI, int BL = 0>
+void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
+                    const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
+                    cudaStream_t s) {
+  static bool once = [] {
+    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            kPSmemBytes));
+    return true;
+  }();
+  (void)once;
+  int tiles = (M / PM) * (N / PN);
+  gemmPingpong<EPI, BL><<<std::min(tiles, sms), kThreads, kPSmemBytes, s>>>(ma, mb, mo, mx, bias,
+                                                                            M, N, K);
+}
+
 /// cuBLASLt's out[M, N] = a b^T (+ epilogue) in column-major terms: out^T
 /// [N, M] = (b as [K, N])^T (a as [K, M]); the fastest of its heuristic's
 /// first 8 candidates (as tc's runtime tunes), in microseconds.
@@ -699,6 +920,48 @@ int main(int argc, char **argv) {
                   ok1 ? "ok" : "wrong", us2, ok2 ? "ok" : "wrong");
       allOk = allOk && (ok1 || ok2);
       CK(cudaFree(bt));
+    }
+    // Ping-pong (128x128 a warpgroup).
+    {
+      CUtensorMap mbP = tensorMap(b, N, K, PN), mo2 = tensorMap(out, M, N, PM),
+                  mx2 = tensorMap(aux, M, N, PM);
+      float lt0 = lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
+      (void)lt0;
+      std::vector<float> w0 = toHost(ref, outN);
+      clear();
+      float p0 = timeOurs([&] { launchPingpong<kPlain>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
+      compare("ping-pong plain", toHost(out, outN), w0, &allOk);
+      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
+      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
+      clear();
+      float p2 = timeOurs(
+          [&] { launchPingpong<kBiasGeluAux>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s); });
+      compare("ping-pong gelu aux", toHost(aux, outN), w2a, &allOk);
+      compare("ping-pong gelu out", toHost(out, outN), w2, &allOk);
+      CUtensorMap mxIn2 = tensorMap(refAux, M, N, PM);
+      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
+      std::vector<float> w3 = toHost(ref, outN);
+      clear();
+      float p3 =
+          timeOurs([&] { launchPingpong<kDgelu>(ma, mbP, mo2, mxIn2, nullptr, M, N, K, sms, s); });
+      compare("ping-pong dgelu", toHost(out, outN), w3, &allOk);
+      std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
+      CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k)
+          ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
+      bf16 *bt;
+      CK(cudaMalloc(&bt, ht.size() * 2));
+      CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
+      CUtensorMap mbt = tensorMap(bt, K, N, 64);
+      clear();
+      float p3n = timeOurs(
+          [&] { launchPingpong<kDgelu, 1>(ma, mbt, mo2, mxIn2, nullptr, M, N, K, sms, s); });
+      compare("ping-pong dgelu, b N-major", toHost(out, outN), w3, &allOk);
+      CK(cudaFree(bt));
+      std::printf("  ping-pong:      plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
+                  "%7.1f  dgelu b N-major %7.1f\n",
+                  p0, flop / p0 / 1e6, p2, p3, p3n);
     }
     for (bf16 *p : {a, b, bias, out, aux, ref, refAux})
       CK(cudaFree(p));
