@@ -665,6 +665,211 @@ void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensor
                                                                             M, N, K);
 }
 
+//===----------------------------------------------------------------------===//
+// The cooperative form with store threads
+//===----------------------------------------------------------------------===//
+
+/// gemmKernel's cooperative 128x256 tiles (3 stages, 64 KB of output tile),
+/// with the epilogue's bulk copies handed to store threads: thread 0 of warp
+/// 1 + g of the loading warpgroup serves consumer warpgroup g. The
+/// consumers write their 64x256 part into shared memory (cReady: 128
+/// arrivals, each after its proxy fence) and go on to the next tile's
+/// products; the store thread stores it by TMA, waits for the copy to have
+/// read the shared memory and gives it back (cFree), and for DGELU loads the
+/// next tile's aux part into it (auxFull). GELU+aux takes two rounds a tile
+/// (aux, then out).
+template <int EPI, int BL>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemmCoopStore(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                  const __grid_constant__ CUtensorMap mapOut,
+                  const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
+                  int N, int K) {
+  constexpr int STAGES = 3;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  bf16 *sA = reinterpret_cast<bf16 *>(base);
+  bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * kStageBytesA);
+  unsigned char *sC = base + STAGES * (kStageBytesA + kStageBytesB);
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + kTileBytesC);
+  uint64_t *empty = full + STAGES;
+  uint64_t *cReady = empty + STAGES, *cFree = cReady + 2, *auxFull = cFree + 2;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], kConsumers);
+    }
+    for (int g = 0; g < 2; ++g) {
+      mbarInit(&cReady[g], 128);
+      mbarInit(&cFree[g], 1);
+      mbarInit(&auxFull[g], 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<40>();
+    const int warp = tid / 32;
+    if (tid == 0) { // the loads
+      int stage = 0, phase = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm = tile / tilesN, tn = tile % tilesN;
+        for (int kb = 0; kb < kBlocks; ++kb) {
+          mbarWait(&empty[stage], phase ^ 1);
+          mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
+          tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
+          if (BL == 0) {
+            tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
+          } else {
+#pragma unroll
+            for (int box = 0; box < 4; ++box)
+              tmaLoad2d(sB + stage * (BN * BK) + box * (64 * 64), &mapB, &full[stage],
+                        tn * BN + box * 64, kb * BK);
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    } else if ((warp == 1 || warp == 2) && tid % 32 == 0) { // the stores of warpgroup g
+      const int g = warp - 1;
+      unsigned char *myC = sC + g * (kTileBytesC / 2);
+      int readyPhase = 0;
+      auto loadAux = [&](int tile) {
+        int tm = tile / tilesN, tn = tile % tilesN;
+        mbarExpectTx(&auxFull[g], kTileBytesC / 2);
+#pragma unroll
+        for (int box = 0; box < 4; ++box)
+          tmaLoad2d(myC + box * 8192, &mapAux, &auxFull[g], tn * BN + box * 64, tm * BM + g * 64);
+      };
+      if (EPI == kDgelu && blockIdx.x < tiles)
+        loadAux(blockIdx.x);
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm = tile / tilesN, tn = tile % tilesN;
+        for (int round = 0; round < (EPI == kBiasGeluAux ? 2 : 1); ++round) {
+          mbarWait(&cReady[g], readyPhase);
+          readyPhase ^= 1;
+          const CUtensorMap *map = (EPI == kBiasGeluAux && round == 0) ? &mapAux : &mapOut;
+#pragma unroll
+          for (int box = 0; box < 4; ++box)
+            tmaStore2d(map, myC + box * 8192, tn * BN + box * 64, tm * BM + g * 64);
+          tmaStoreCommit();
+          tmaStoreWaitRead();
+          if (EPI == kDgelu) {
+            if (tile + gridDim.x < tiles)
+              loadAux(tile + gridDim.x);
+          } else {
+            mbarArrive(&cFree[g]);
+          }
+        }
+      }
+      tmaStoreWaitAll();
+    }
+    return;
+  }
+  setMaxRegsInc<232>();
+  const int g = wg - 1;
+  float acc[128];
+  int stage = 0, phase = 0, freePhase = 1, auxPhase = 0;
+  const int warp = tid / 32, lane = tid % 32;
+  unsigned char *myC = sC + g * (kTileBytesC / 2);
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int tm = tile / tilesN, tn = tile % tilesN;
+    (void)tm;
+    int prev = -1;
+    for (int kb = 0; kb < kBlocks; ++kb) {
+      mbarWait(&full[stage], phase);
+      uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
+      uint64_t dB = BL == 0 ? descSw128(sB + stage * (BN * BK))
+                            : descSw128N<BL>(sB + stage * (BN * BK));
+      wgmmaFence();
+#pragma unroll
+      for (int k = 0; k < BK / 16; ++k)
+        wgmma256<BL != 0>(acc, dA + 2 * k, dB + (BL == 0 ? 2 : 128) * k, (kb > 0 || k > 0) ? 1 : 0);
+      wgmmaCommit();
+      if (prev >= 0) {
+        wgmmaWait<1>();
+        if (tid == 0)
+          mbarArrive(&empty[prev]);
+      }
+      prev = stage;
+      if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    wgmmaWait<0>();
+    if (tid == 0)
+      mbarArrive(&empty[prev]);
+    const int rl = warp * 16 + lane / 4, cl = 2 * (lane % 4);
+    auto put = [&](int pass) {
+      if (EPI == kDgelu) {
+        mbarWait(&auxFull[g], auxPhase);
+        auxPhase ^= 1;
+      } else {
+        mbarWait(&cFree[g], freePhase);
+        freePhase ^= 1;
+      }
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        float b0 = 0.0f, b1 = 0.0f;
+        if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
+          __nv_bfloat162 bb =
+              *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
+          b0 = __bfloat162float(bb.x);
+          b1 = __bfloat162float(bb.y);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
+          int r = rl + 8 * h, c = 8 * j + cl;
+          int box = c / 64, cb = (c % 64) * 2;
+          unsigned char *at =
+              myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+          __nv_bfloat162 st;
+          if (EPI == kDgelu) {
+            __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
+            st = __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
+                                       a1 * geluTanhGrad(__bfloat162float(hx.y)));
+          } else if (pass == 0) {
+            st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
+            if (EPI == kBiasGeluAux) {
+              a0 = __bfloat162float(st.x);
+              a1 = __bfloat162float(st.y);
+            }
+          } else {
+            st = __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
+          }
+          *reinterpret_cast<__nv_bfloat162 *>(at) = st;
+        }
+      }
+      fenceProxyAsync();
+      mbarArrive(&cReady[g]);
+    };
+    put(0);
+    if (EPI == kBiasGeluAux)
+      put(1);
+  }
+}
+
+template <int EPI, int BL = 0>
+void launchCoopStore(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
+                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
+                     cudaStream_t s) {
+  static bool once = [] {
+    CK(cudaFuncSetAttribute(gemmCoopStore<EPI, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            smemBytesFor(true) + 64));
+    return true;
+  }();
+  (void)once;
+  int tiles = (M / BM) * (N / BN);
+  gemmCoopStore<EPI, BL><<<std::min(tiles, sms), kThreads, smemBytesFor(true) + 64, s>>>(
+      ma, mb, mo, mx, bias, M, N, K);
+}
+
 /// cuBLASLt's out[M, N] = a b^T (+ epilogue) in column-major terms: out^T
 /// [N, M] = (b as [K, N])^T (a as [K, M]); the fastest of its heuristic's
 /// first 8 candidates (as tc's runtime tunes), in microseconds.
@@ -962,6 +1167,37 @@ int main(int argc, char **argv) {
       std::printf("  ping-pong:      plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
                   "%7.1f  dgelu b N-major %7.1f\n",
                   p0, flop / p0 / 1e6, p2, p3, p3n);
+    }
+    // Cooperative with store threads.
+    {
+      CUtensorMap mo1 = tensorMap(out, M, N, 64), mx1 = tensorMap(aux, M, N, 64),
+                  mxIn1 = tensorMap(refAux, M, N, 64);
+      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
+      std::vector<float> w0 = toHost(ref, outN);
+      clear();
+      float c0 = timeOurs([&] { launchCoopStore<kPlain>(ma, mb, mo1, mx1, nullptr, M, N, K, sms, s); });
+      compare("coop-store plain", toHost(out, outN), w0, &allOk);
+      lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, 2);
+      std::vector<float> w1 = toHost(ref, outN);
+      clear();
+      float c1 = timeOurs([&] { launchCoopStore<kBias>(ma, mb, mo1, mx1, bias, M, N, K, sms, s); });
+      compare("coop-store bias", toHost(out, outN), w1, &allOk);
+      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
+      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
+      clear();
+      float c2 = timeOurs(
+          [&] { launchCoopStore<kBiasGeluAux>(ma, mb, mo1, mx1, bias, M, N, K, sms, s); });
+      compare("coop-store gelu aux", toHost(aux, outN), w2a, &allOk);
+      compare("coop-store gelu out", toHost(out, outN), w2, &allOk);
+      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
+      std::vector<float> w3 = toHost(ref, outN);
+      clear();
+      float c3 =
+          timeOurs([&] { launchCoopStore<kDgelu>(ma, mb, mo1, mxIn1, nullptr, M, N, K, sms, s); });
+      compare("coop-store dgelu", toHost(out, outN), w3, &allOk);
+      std::printf("  coop-store:     plain %7.1f us (%4.0f TFLOP/s)  +bias %7.1f  +bias+gelu+aux "
+                  "%7.1f  dgelu %7.1f\n",
+                  c0, flop / c0 / 1e6, c1, c2, c3);
     }
     for (bf16 *p : {a, b, bias, out, aux, ref, refAux})
       CK(cudaFree(p));
