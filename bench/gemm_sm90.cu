@@ -465,11 +465,14 @@ void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
 // The ping-pong form: each consumer warpgroup a 128x128 tile of its own
 //===----------------------------------------------------------------------===//
 
-constexpr int PM = 128, PN = 128, PSTAGES = 5;
-constexpr int kPStageA = PM * BK * 2, kPStageB = PN * BK * 2; // 16 KB each
-constexpr int kPTileC = PM * PN * 2;                           // 32 KB a warpgroup
-constexpr int kPSmemBytes =
-    PSTAGES * (kPStageA + kPStageB) + 2 * kPTileC + 1024 + (2 * PSTAGES + 2) * 8;
+/// Ping-pong tiles a warpgroup: TM 128 (128x128, two m64n128k16 a k-step)
+/// or 64 (64x256, one m64n256k16); 5 or 4 stages of 32 or 40 KB, and 32 KB
+/// of output tile a warpgroup.
+template <int TM> struct PP {
+  static constexpr int M = TM, N = TM == 128 ? 128 : 256, STAGES = TM == 128 ? 5 : 4;
+  static constexpr int stageA = M * BK * 2, stageB = N * BK * 2, tileC = M * N * 2;
+  static constexpr int smem = STAGES * (stageA + stageB) + 2 * tileC + 1024 + (2 * STAGES + 2) * 8;
+};
 
 /// out = a b^T (+ epilogue) over 128x128 tiles: tile i of the block (tiles
 /// blockIdx.x + i gridDim.x, N fastest) goes to consumer warpgroup i % 2.
@@ -478,12 +481,14 @@ constexpr int kPSmemBytes =
 /// (through its own 32 KB of shared memory and TMA stores) runs under the
 /// other's products. Each stage is given back by the one warpgroup that
 /// read it. mapOut / mapAux boxes are [128 rows, 64 columns].
-template <int EPI, int BL>
+template <int EPI, int BL, int TM>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmPingpong(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                  const __grid_constant__ CUtensorMap mapOut,
                  const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
                  int N, int K) {
+  constexpr int PM = PP<TM>::M, PN = PP<TM>::N, PSTAGES = PP<TM>::STAGES;
+  constexpr int kPStageA = PP<TM>::stageA, kPStageB = PP<TM>::stageB, kPTileC = PP<TM>::tileC;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
@@ -536,7 +541,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int g = wg - 1;
   unsigned char *myC = sC + g * kPTileC; // 2 boxes of [128 rows, 128 bytes]
   const int warp = tid / 32, lane = tid % 32;
-  float acc0[64], acc1[64]; // rows 0-63 and 64-127 of the tile
+  float acc0[64], acc1[64]; // TM 128: rows 0-63 and 64-127; TM 64: columns 0-127 and 128-255
+  float acc[128];           // TM 64
   int auxPhase = 0;
   int i = g; // the block's tile index this warpgroup takes
   for (int tile = blockIdx.x + g * gridDim.x; tile < tiles; tile += 2 * gridDim.x, i += 2) {
@@ -567,8 +573,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k) {
         uint64_t b = dB + (BL == 0 ? 2 : 128) * k;
-        wgmma128<BL != 0>(acc0, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
-        wgmma128<BL != 0>(acc1, dA + (8192 >> 4) + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+        if constexpr (TM == 128) {
+          wgmma128<BL != 0>(acc0, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+          wgmma128<BL != 0>(acc1, dA + (8192 >> 4) + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+        } else {
+          wgmma256<BL != 0>(acc, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+        }
       }
       wgmmaCommit();
       if (prev >= 0) {
@@ -596,10 +606,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         namedBarrier(1 + g, 128);
       }
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float(&acc)[64] = half ? acc1 : acc0;
+      for (int half = 0; half < (TM == 128 ? 2 : 1); ++half) {
 #pragma unroll
-        for (int j = 0; j < PN / 8; ++j) {
+        for (int j = 0; j < (TM == 128 ? PN / 8 : PN / 8); ++j) {
+          // the j-th n8 block's 4 accumulators
+          auto A = [&](int q) -> float & {
+            if constexpr (TM == 128)
+              return half ? acc1[4 * j + q] : acc0[4 * j + q];
+            else
+              return acc[4 * j + q];
+          };
           float b0 = 0.0f, b1 = 0.0f;
           if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
             __nv_bfloat162 bb =
@@ -609,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
+            float &a0 = A(2 * h), &a1 = A(2 * h + 1);
             int r = 64 * half + 16 * warp + lane / 4 + 8 * h, c = 8 * j + cl;
             int box = c / 64, cb = (c % 64) * 2;
             unsigned char *at =
@@ -650,19 +666,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     tmaStoreWaitAll();
 }
 
-template <int EPI, int BL = 0>
+template <int EPI, int BL = 0, int TM = 128>
 void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
                     cudaStream_t s) {
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            kPSmemBytes));
+    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            PP<TM>::smem));
     return true;
   }();
   (void)once;
-  int tiles = (M / PM) * (N / PN);
-  gemmPingpong<EPI, BL><<<std::min(tiles, sms), kThreads, kPSmemBytes, s>>>(ma, mb, mo, mx, bias,
-                                                                            M, N, K);
+  int tiles = (M / PP<TM>::M) * (N / PP<TM>::N);
+  gemmPingpong<EPI, BL, TM><<<std::min(tiles, sms), kThreads, PP<TM>::smem, s>>>(ma, mb, mo, mx,
+                                                                               bias, M, N, K);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1128,8 +1144,8 @@ int main(int argc, char **argv) {
     }
     // Ping-pong (128x128 a warpgroup).
     {
-      CUtensorMap mbP = tensorMap(b, N, K, PN), mo2 = tensorMap(out, M, N, PM),
-                  mx2 = tensorMap(aux, M, N, PM);
+      CUtensorMap mbP = tensorMap(b, N, K, PP<128>::N), mo2 = tensorMap(out, M, N, PP<128>::M),
+                  mx2 = tensorMap(aux, M, N, PP<128>::M);
       float lt0 = lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
       (void)lt0;
       std::vector<float> w0 = toHost(ref, outN);
@@ -1143,7 +1159,7 @@ int main(int argc, char **argv) {
           [&] { launchPingpong<kBiasGeluAux>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s); });
       compare("ping-pong gelu aux", toHost(aux, outN), w2a, &allOk);
       compare("ping-pong gelu out", toHost(out, outN), w2, &allOk);
-      CUtensorMap mxIn2 = tensorMap(refAux, M, N, PM);
+      CUtensorMap mxIn2 = tensorMap(refAux, M, N, PP<128>::M);
       lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
       std::vector<float> w3 = toHost(ref, outN);
       clear();
@@ -1167,6 +1183,34 @@ int main(int argc, char **argv) {
       std::printf("  ping-pong:      plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
                   "%7.1f  dgelu b N-major %7.1f\n",
                   p0, flop / p0 / 1e6, p2, p3, p3n);
+    }
+    // Ping-pong, 64x256 a warpgroup.
+    {
+      CUtensorMap ma6 = tensorMap(a, M, K, 64), mb6 = tensorMap(b, N, K, 256),
+                  mo6 = tensorMap(out, M, N, 64), mx6 = tensorMap(aux, M, N, 64),
+                  mxIn6 = tensorMap(refAux, M, N, 64);
+      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
+      std::vector<float> w0 = toHost(ref, outN);
+      clear();
+      float q0 = timeOurs(
+          [&] { launchPingpong<kPlain, 0, 64>(ma6, mb6, mo6, mx6, nullptr, M, N, K, sms, s); });
+      compare("ping-pong 64x256 plain", toHost(out, outN), w0, &allOk);
+      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
+      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
+      clear();
+      float q2 = timeOurs(
+          [&] { launchPingpong<kBiasGeluAux, 0, 64>(ma6, mb6, mo6, mx6, bias, M, N, K, sms, s); });
+      compare("ping-pong 64x256 gelu aux", toHost(aux, outN), w2a, &allOk);
+      compare("ping-pong 64x256 gelu out", toHost(out, outN), w2, &allOk);
+      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
+      std::vector<float> w3 = toHost(ref, outN);
+      clear();
+      float q3 = timeOurs(
+          [&] { launchPingpong<kDgelu, 0, 64>(ma6, mb6, mo6, mxIn6, nullptr, M, N, K, sms, s); });
+      compare("ping-pong 64x256 dgelu", toHost(out, outN), w3, &allOk);
+      std::printf("  ping-pong 64x256: plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
+                  "%7.1f\n",
+                  q0, flop / q0 / 1e6, q2, q3);
     }
     // Cooperative with store threads.
     {
