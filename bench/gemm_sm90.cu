@@ -133,6 +133,35 @@ __device__ __forceinline__ void namedBarrierArrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+/// Both blocks of the cluster past this point (every thread of each).
+__device__ __forceinline__ void clusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+/// A TMA load multicast to the cluster's blocks in ctaMask: the same
+/// shared-memory offset and mbarrier offset in each.
+__device__ __forceinline__ void tmaLoad2dMulticast(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                                   int c0, int c1, uint16_t ctaMask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smemAddr(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddr(bar)), "r"(c0), "r"(c1),
+               "h"(ctaMask)
+               : "memory");
+}
+/// A stage given back: to this block's loader and, in a cluster of two, to
+/// the peer's (whose multicast writes this block's stage too).
+template <int CL> __device__ __forceinline__ void releaseStage(uint64_t *bar, int rank) {
+  mbarArrive(bar);
+  if (CL == 2) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                 : "=r"(remote)
+                 : "r"(smemAddr(bar)), "r"(rank ^ 1));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+                 : "memory");
+  }
+}
+
 /// The shared-memory matrix descriptor of a K-major tile of 64 bf16 (128
 /// bytes) a row, 128-byte swizzled, 8-row groups 1024 bytes apart, the tile
 /// 1024-byte aligned: start address >> 4, leading offset 1 (unused when
@@ -218,7 +247,7 @@ __device__ __forceinline__ float geluTanhGrad(float h) {
 /// one of its threads stores it by TMA, asynchronously: the warpgroup goes on
 /// to the next tile's products while the copy drains (it waits for the copy
 /// to have read the shared memory only before writing it again).
-template <int EPI, bool TmaStore, int BL = 0>
+template <int EPI, bool TmaStore, int BL = 0, int CL = 1>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                const __grid_constant__ CUtensorMap mapOut,
@@ -237,27 +266,45 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t *auxFull = empty + STAGES; // kDgelu with TMA: the aux tile of each consumer warpgroup
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
+  // CL 2: clusters of two blocks take pairs of tiles (rows tm, tm + 1 of the
+  // same columns tn) and share the b tile: each block loads one half of it
+  // and multicasts it to both.
+  const int rank = CL == 2 ? int(blockIdx.x % 2) : 0;
+  const int first = CL == 2 ? int(blockIdx.x / 2) : int(blockIdx.x);
+  const int stride = CL == 2 ? int(gridDim.x / 2) : int(gridDim.x);
+  const int count = CL == 2 ? tiles / 2 : tiles;
+  auto tileOf = [&](int t, int &tm, int &tn) {
+    tm = CL == 2 ? 2 * (t / tilesN) + rank : t / tilesN;
+    tn = t % tilesN;
+  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarInit(&full[s], 1);
-      mbarInit(&empty[s], kConsumers);
+      mbarInit(&empty[s], kConsumers * CL);
     }
     mbarInit(&auxFull[0], 1);
     mbarInit(&auxFull[1], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if (CL == 2)
+    clusterSync(); // the peer's barriers exist before anything reaches them
+  else
+    __syncthreads();
   if (wg == 0) { // the loads
     setMaxRegsDec<40>();
     if (tid == 0) {
       int stage = 0, phase = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm = tile / tilesN, tn = tile % tilesN;
+      for (int t = first; t < count; t += stride) {
+        int tm, tn;
+        tileOf(t, tm, tn);
         for (int kb = 0; kb < kBlocks; ++kb) {
           mbarWait(&empty[stage], phase ^ 1);
           mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
           tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
-          if (BL == 0) {
+          if (CL == 2) { // this block's half of b, into both blocks
+            tmaLoad2dMulticast(sB + stage * (BN * BK) + rank * (BN / 2 * BK), &mapB, &full[stage],
+                               kb * BK, tn * BN + rank * (BN / 2), 0x3);
+          } else if (BL == 0) {
             tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
           } else { // b [K, N]: 4 boxes of [64 K rows, 64 N]
 #pragma unroll
@@ -272,6 +319,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+    if (CL == 2)
+      clusterSync(); // no block leaves while its peer may still copy into it or arrive on it
     return;
   }
   setMaxRegsInc<232>();
@@ -281,8 +330,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tid / 32, lane = tid % 32;
   unsigned char *myC = sC + g * (kTileBytesC / 2); // 4 boxes of [64 rows, 128 bytes]
   int auxPhase = 0;
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int tm = tile / tilesN, tn = tile % tilesN;
+  for (int t = first; t < count; t += stride) {
+    int tm, tn;
+    tileOf(t, tm, tn);
     if (EPI == kDgelu && TmaStore && tid == 0) {
       // This tile's aux part into myC, once the previous tile's stores have
       // read it: it lands while the products run.
@@ -306,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (prev >= 0) {
         wgmmaWait<1>(); // the previous stage's group is done with its tiles
         if (tid == 0)
-          mbarArrive(&empty[prev]);
+          releaseStage<CL>(&empty[prev], rank);
       }
       prev = stage;
       if (++stage == STAGES) {
@@ -316,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     wgmmaWait<0>();
     if (tid == 0)
-      mbarArrive(&empty[prev]);
+      releaseStage<CL>(&empty[prev], rank);
     // acc[4 j + {0, 1}]: row rl, columns 8 j + 2 (lane % 4) + {0, 1} of the
     // tile; acc[4 j + {2, 3}]: row rl + 8 (rows of this warpgroup's 64).
     const int rl = warp * 16 + lane / 4;
@@ -424,6 +474,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (TmaStore)
     if (tid == 0)
       tmaStoreWaitAll();
+  if (CL == 2)
+    clusterSync();
 }
 
 /// A 2-D tensor map of a row-major [rows, cols] bf16 matrix, boxes of
@@ -444,6 +496,34 @@ CUtensorMap tensorMap(const bf16 *p, int rows, int cols, int boxRows) {
     std::exit(1);
   }
   return map;
+}
+
+/// gemmKernel (TMA stores) in clusters of two blocks sharing b tiles.
+template <int EPI>
+void launchCluster(const CUtensorMap &ma, const CUtensorMap &mbHalf, const CUtensorMap &mo,
+                   const CUtensorMap &mx, bf16 *out, bf16 *aux, const bf16 *bias, int M, int N,
+                   int K, int sms, cudaStream_t s) {
+  static bool once = [] {
+    CK(cudaFuncSetAttribute(gemmKernel<EPI, true, 0, 2>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytesFor(true)));
+    return true;
+  }();
+  (void)once;
+  int pairs = (M / BM) * (N / BN) / 2;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(2 * std::min(pairs, sms / 2));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smemBytesFor(true);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, gemmKernel<EPI, true, 0, 2>, ma, mbHalf, mo, mx, out, aux, bias, M,
+                        N, K));
 }
 
 template <int EPI, bool TmaStore, int BL = 0>
@@ -1183,6 +1263,32 @@ int main(int argc, char **argv) {
       std::printf("  ping-pong:      plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
                   "%7.1f  dgelu b N-major %7.1f\n",
                   p0, flop / p0 / 1e6, p2, p3, p3n);
+    }
+    // Cooperative in clusters of two (b tiles multicast).
+    if ((M / BM) % 2 == 0) {
+      CUtensorMap mbH = tensorMap(b, N, K, BN / 2), mxIn1 = tensorMap(refAux, M, N, 64);
+      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
+      std::vector<float> w0 = toHost(ref, outN);
+      clear();
+      float k0 =
+          timeOurs([&] { launchCluster<kPlain>(ma, mbH, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
+      compare("cluster plain", toHost(out, outN), w0, &allOk);
+      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
+      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
+      clear();
+      float k2 = timeOurs(
+          [&] { launchCluster<kBiasGeluAux>(ma, mbH, mo, mx, out, aux, bias, M, N, K, sms, s); });
+      compare("cluster gelu aux", toHost(aux, outN), w2a, &allOk);
+      compare("cluster gelu out", toHost(out, outN), w2, &allOk);
+      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
+      std::vector<float> w3 = toHost(ref, outN);
+      clear();
+      float k3 = timeOurs(
+          [&] { launchCluster<kDgelu>(ma, mbH, mo, mxIn1, out, refAux, nullptr, M, N, K, sms, s); });
+      compare("cluster dgelu", toHost(out, outN), w3, &allOk);
+      std::printf("  cluster 2x1:    plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
+                  "%7.1f\n",
+                  k0, flop / k0 / 1e6, k2, k3);
     }
     // Ping-pong, 64x256 a warpgroup.
     {
