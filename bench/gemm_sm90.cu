@@ -548,8 +548,8 @@ void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
 /// Ping-pong tiles a warpgroup: TM 128 (128x128, two m64n128k16 a k-step)
 /// or 64 (64x256, one m64n256k16); 5 or 4 stages of 32 or 40 KB, and 32 KB
 /// of output tile a warpgroup.
-template <int TM> struct PP {
-  static constexpr int M = TM, N = TM == 128 ? 128 : 256, STAGES = TM == 128 ? 5 : 4;
+template <int TM, int ST = (TM == 128 ? 5 : 4)> struct PP {
+  static constexpr int M = TM, N = TM == 128 ? 128 : 256, STAGES = ST;
   static constexpr int stageA = M * BK * 2, stageB = N * BK * 2, tileC = M * N * 2;
   static constexpr int smem = STAGES * (stageA + stageB) + 2 * tileC + 1024 + (2 * STAGES + 2) * 8;
 };
@@ -561,14 +561,15 @@ template <int TM> struct PP {
 /// (through its own 32 KB of shared memory and TMA stores) runs under the
 /// other's products. Each stage is given back by the one warpgroup that
 /// read it. mapOut / mapAux boxes are [128 rows, 64 columns].
-template <int EPI, int BL, int TM>
+template <int EPI, int BL, int TM, int ST = (TM == 128 ? 5 : 4)>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmPingpong(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                  const __grid_constant__ CUtensorMap mapOut,
                  const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
                  int N, int K) {
-  constexpr int PM = PP<TM>::M, PN = PP<TM>::N, PSTAGES = PP<TM>::STAGES;
-  constexpr int kPStageA = PP<TM>::stageA, kPStageB = PP<TM>::stageB, kPTileC = PP<TM>::tileC;
+  using P = PP<TM, ST>;
+  constexpr int PM = P::M, PN = P::N, PSTAGES = P::STAGES;
+  constexpr int kPStageA = P::stageA, kPStageB = P::stageB, kPTileC = P::tileC;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
@@ -746,19 +747,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     tmaStoreWaitAll();
 }
 
-template <int EPI, int BL = 0, int TM = 128>
+template <int EPI, int BL = 0, int TM = 128, int ST = (TM == 128 ? 5 : 4)>
 void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
                     cudaStream_t s) {
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            PP<TM>::smem));
+    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL, TM, ST>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, PP<TM, ST>::smem));
     return true;
   }();
   (void)once;
-  int tiles = (M / PP<TM>::M) * (N / PP<TM>::N);
-  gemmPingpong<EPI, BL, TM><<<std::min(tiles, sms), kThreads, PP<TM>::smem, s>>>(ma, mb, mo, mx,
-                                                                               bias, M, N, K);
+  int tiles = (M / PP<TM, ST>::M) * (N / PP<TM, ST>::N);
+  gemmPingpong<EPI, BL, TM, ST><<<std::min(tiles, sms), kThreads, PP<TM, ST>::smem, s>>>(
+      ma, mb, mo, mx, bias, M, N, K);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1263,6 +1264,16 @@ int main(int argc, char **argv) {
       std::printf("  ping-pong:      plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
                   "%7.1f  dgelu b N-major %7.1f\n",
                   p0, flop / p0 / 1e6, p2, p3, p3n);
+      // Stage depth: 3 and 4 stages beside the 5 above (plain, checked).
+      clear();
+      float s3 = timeOurs(
+          [&] { launchPingpong<kPlain, 0, 128, 3>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
+      compare("ping-pong plain, 3 stages", toHost(out, outN), w0, &allOk);
+      clear();
+      float s4 = timeOurs(
+          [&] { launchPingpong<kPlain, 0, 128, 4>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
+      compare("ping-pong plain, 4 stages", toHost(out, outN), w0, &allOk);
+      std::printf("  ping-pong plain by stages: 3 %7.1f us  4 %7.1f us  5 %7.1f us\n", s3, s4, p0);
     }
     // Cooperative in clusters of two (b tiles multicast).
     if ((M / BM) % 2 == 0) {
