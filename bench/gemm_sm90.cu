@@ -4,8 +4,9 @@
 // Linear layers should leave cuBLASLt's epilogues (GELU_AUX_BIAS at GPT-2's
 // c_fc costs ~45 us over the plain product on the H200) for its own kernel.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a bench/gemm_sm90.cu -lcublasLt -lcuda -o gemm_sm90
-//   gemm_sm90 [M N K]...        (default: GPT-2's 16384x3072x768 and 16384x768x3072)
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/gemm_sm90.cu \
+//     -lcublasLt -lcuda -o gemm_sm90
+//   gemm_sm90 [M N K]...   (default: GPT-2's four Linear shapes at 16 x 1024 tokens)
 //
 // out[M, N] = a[M, K] b[N, K]^T (+ bias[N]) with a and b row-major bf16 (both
 // K-major: tc's `rhs^T` forward form), fp32 accumulation, bf16 out; the
@@ -15,16 +16,25 @@
 // backward's dgrad of the second MLP matmul). Each with direct stores from
 // registers or through shared memory and TMA stores. M % 128, N % 256 and
 // K % 64 must be 0.
+
 //
-// The kernel: 3 warpgroups a block, one block an SM over the output's
-// 128x256 tiles (N fastest). Warpgroup 0 (one thread) loads 128x64 tiles of
-// a and 256x64 tiles of b by TMA (128-byte swizzle) into a ring of 4 stages,
-// each stage's `full` mbarrier counting its bytes; warpgroups 1 and 2 each
-// compute 64 rows of the tile with m64n256k16 wgmmas (4 a stage), keeping
-// one stage's group in flight, and give a stage back (`empty`) once its
-// group has completed. The epilogue stores each thread's accumulators
-// (fp32 -> bf16) directly; the loading warpgroup meanwhile fills the ring
-// with the next tile's stages.
+// The forms (each checked against cuBLASLt's output, then timed; bench/
+// RESULTS.md, stop 36, has the H100 numbers and what they settle):
+//   - gemmKernel: 3 warpgroups a block, one block an SM over 128x256 output
+//     tiles (N fastest). Warpgroup 0 (one thread) loads 128x64 tiles of a
+//     and 256x64 of b by TMA (128-byte swizzle) into a ring of stages, each
+//     stage's `full` mbarrier counting its bytes; warpgroups 1 and 2 each
+//     compute 64 rows of the tile with m64n256k16 wgmmas, keep one stage's
+//     group in flight and give a stage back (`empty`) once it has completed.
+//     Epilogue: direct stores from the fragments (4 stages), or through
+//     shared memory and TMA stores (3 stages; HC: 4 stages and the tile in
+//     two rounds); CL 2: clusters of two blocks on adjacent row tiles
+//     sharing b (each loads half and multicasts it); BL 1: b N-major.
+//   - gemmPingpong: a 128x128 (or 64x256) tile for each consumer
+//     warpgroup, their products taking turns, one's epilogue under the
+//     other's products.
+//   - gemmCoopStore: gemmKernel's tiles with the epilogue's bulk copies
+//     handed to store threads of the loading warpgroup.
 #include <cublasLt.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -42,7 +52,7 @@
   do {                                                                                             \
     cudaError_t e_ = (x);                                                                          \
     if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
@@ -71,6 +81,9 @@ constexpr int smemBytesFor(bool tmaStore) {
   return stagesFor(tmaStore) * (kStageBytesA + kStageBytesB) + (tmaStore ? kTileBytesC : 0) +
          1024 /* alignment */ + (2 * 4 + 2) * 8;
 }
+constexpr int smemBytesHC() {
+  return 4 * (kStageBytesA + kStageBytesB) + kTileBytesC / 2 + 1024 + (2 * 4 + 2) * 8;
+}
 
 enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2, kDgelu = 3 };
 
@@ -95,6 +108,15 @@ __device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
                "r"(parity)
                : "memory");
 }
+/// mbarWait with cluster-scope acquire: for barriers the peer block arrives
+/// on remotely (release.cluster).
+__device__ __forceinline__ void mbarWaitCluster(uint64_t *bar, int parity) {
+  asm volatile("{\n.reg .pred p;\nWAITC_%=:\n"
+               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra WAITC_%=;\n}\n" ::"r"(smemAddr(bar)),
+               "r"(parity)
+               : "memory");
+}
 __device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
                                           int c1) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -102,11 +124,13 @@ __device__ __forceinline__ void tmaLoad2d(void *dst, const CUtensorMap *map, uin
                "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddr(bar)), "r"(c0), "r"(c1)
                : "memory");
 }
-__device__ __forceinline__ void tmaStore2d(const CUtensorMap *map, const void *src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(smemAddr(src)), "r"(c0), "r"(c1)
-               : "memory");
+__device__ __forceinline__ void tmaStore2d(const CUtensorMap *map, const void *src, int c0,
+                                           int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smemAddr(src)), "r"(c0), "r"(c1)
+      : "memory");
 }
 __device__ __forceinline__ void tmaStoreCommit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -177,11 +201,24 @@ __device__ __forceinline__ uint64_t descSw128(const void *p) {
 template <int TransB>
 __device__ __forceinline__ void wgmma128(float (&d)[64], uint64_t descA, uint64_t descB,
                                          int scaleD) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-               : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+      "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
 }
 
 /// The descriptor of an N-major B tile [64 K rows][256 N] stored as 4 TMA
@@ -219,11 +256,37 @@ template <int R> __device__ __forceinline__ void setMaxRegsDec() {
 template <int TransB>
 __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64_t descB,
                                          int scaleD) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-               : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+      "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "
+      "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "
+      "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "
+      "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "
+      "%123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
 }
 
 /// GELU's tanh form with the MUFU tanh (tanh.approx.f32: relative error
@@ -247,21 +310,25 @@ __device__ __forceinline__ float geluTanhGrad(float h) {
 /// one of its threads stores it by TMA, asynchronously: the warpgroup goes on
 /// to the next tile's products while the copy drains (it waits for the copy
 /// to have read the shared memory only before writing it again).
-template <int EPI, bool TmaStore, int BL = 0, int CL = 1>
+template <int EPI, bool TmaStore, int BL = 0, int CL = 1, int HC = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                const __grid_constant__ CUtensorMap mapOut,
                const __grid_constant__ CUtensorMap mapAux, bf16 *__restrict__ out,
                bf16 *__restrict__ aux, const bf16 *__restrict__ bias, int M, int N, int K) {
-  constexpr int STAGES = stagesFor(TmaStore);
+  // HC 1: 4 stages and half the output tile (each warpgroup stores its
+  // 64x256 part in two rounds of 64x128), as cuBLASLt's 128x256 kernel has 4.
+  static_assert(!HC || (TmaStore && EPI != kDgelu), "HC: TMA stores, no DGELU");
+  constexpr int STAGES = HC ? 4 : stagesFor(TmaStore);
+  constexpr int kC = HC ? kTileBytesC / 2 : kTileBytesC; // the output tile's shared memory
+  constexpr int kRounds = HC ? 2 : 1, kBoxes = 4 / kRounds;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
   bf16 *sA = reinterpret_cast<bf16 *>(base);
   bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * kStageBytesA);
   unsigned char *sC = base + STAGES * (kStageBytesA + kStageBytesB);
-  uint64_t *full =
-      reinterpret_cast<uint64_t *>(sC + (TmaStore ? kTileBytesC : 0));
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + (TmaStore ? kC : 0));
   uint64_t *empty = full + STAGES;
   uint64_t *auxFull = empty + STAGES; // kDgelu with TMA: the aux tile of each consumer warpgroup
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -298,7 +365,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         int tm, tn;
         tileOf(t, tm, tn);
         for (int kb = 0; kb < kBlocks; ++kb) {
-          mbarWait(&empty[stage], phase ^ 1);
+          if (CL == 2)
+            mbarWaitCluster(&empty[stage], phase ^ 1);
+          else
+            mbarWait(&empty[stage], phase ^ 1);
           mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
           tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
           if (CL == 2) { // this block's half of b, into both blocks
@@ -328,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[128];
   int stage = 0, phase = 0;
   const int warp = tid / 32, lane = tid % 32;
-  unsigned char *myC = sC + g * (kTileBytesC / 2); // 4 boxes of [64 rows, 128 bytes]
+  unsigned char *myC = sC + g * (kC / 2); // 4 (HC: 2) boxes of [64 rows, 128 bytes]
   int auxPhase = 0;
   for (int t = first; t < count; t += stride) {
     int tm, tn;
@@ -346,8 +416,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kb = 0; kb < kBlocks; ++kb) {
       mbarWait(&full[stage], phase);
       uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB = BL == 0 ? descSw128(sB + stage * (BN * BK))
-                            : descSw128N<BL>(sB + stage * (BN * BK));
+      uint64_t dB =
+          BL == 0 ? descSw128(sB + stage * (BN * BK)) : descSw128N<BL>(sB + stage * (BN * BK));
       wgmmaFence();
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k) // 32 bytes further along K a step (N-major B: 16 rows)
@@ -376,16 +446,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto value = [&](int j, int h, float &v0, float &v1, __nv_bfloat162 &pre) {
       float b0 = 0.0f, b1 = 0.0f;
       if (EPI == kBias || EPI == kBiasGeluAux) {
-        __nv_bfloat162 bb =
-            *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
+        __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
         b0 = __bfloat162float(bb.x);
         b1 = __bfloat162float(bb.y);
       }
       v0 = acc[4 * j + 2 * h] + b0;
       v1 = acc[4 * j + 2 * h + 1] + b1;
       if (EPI == kDgelu) {
-        __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(
-            aux + size_t(r0 + 8 * h) * N + tn * BN + 8 * j + cl);
+        __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(aux + size_t(r0 + 8 * h) * N +
+                                                                      tn * BN + 8 * j + cl);
         v0 *= geluTanhGrad(__bfloat162float(hx.x));
         v1 *= geluTanhGrad(__bfloat162float(hx.y));
       }
@@ -414,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // swizzle TMA applies).
       // pass 0: v = acc + bias, stored (GELU: as aux, and acc becomes v as
       // stored); pass 1 (GELU only): gelu(acc) stored as out.
-      auto put = [&](int pass) {
+      auto put = [&](int pass, int round) {
         if (EPI == kDgelu) {
           mbarWait(&auxFull[g], auxPhase); // (the load waited for the stores' reads)
           auxPhase ^= 1;
@@ -424,7 +493,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           namedBarrier(1 + g, 128);
         }
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int jj = 0; jj < BN / 8 / kRounds; ++jj) {
+          const int j = round * (BN / 8 / kRounds) + jj;
           float b0 = 0.0f, b1 = 0.0f;
           if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
             __nv_bfloat162 bb =
@@ -437,7 +507,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
             __nv_bfloat162 st;
             int r = rl + 8 * h, c = 8 * j + cl;
-            int box = c / 64, cb = (c % 64) * 2;
+            int box = c / 64 - round * kBoxes, cb = (c % 64) * 2;
             unsigned char *at =
                 myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
             if (EPI == kDgelu) {
@@ -461,14 +531,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (tid == 0) {
           const CUtensorMap *map = (EPI == kBiasGeluAux && pass == 0) ? &mapAux : &mapOut;
 #pragma unroll
-          for (int box = 0; box < 4; ++box)
-            tmaStore2d(map, myC + box * 8192, tn * BN + box * 64, tm * BM + g * 64);
+          for (int box = 0; box < kBoxes; ++box)
+            tmaStore2d(map, myC + box * 8192, tn * BN + (round * kBoxes + box) * 64,
+                       tm * BM + g * 64);
           tmaStoreCommit();
         }
       };
-      put(0);
+#pragma unroll
+      for (int round = 0; round < kRounds; ++round)
+        put(0, round);
       if (EPI == kBiasGeluAux)
-        put(1);
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round)
+          put(1, round);
     }
   }
   if constexpr (TmaStore)
@@ -486,11 +561,10 @@ CUtensorMap tensorMap(const bf16 *p, int rows, int cols, int boxRows) {
   cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
   cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
   cuuint32_t elem[2] = {1, 1};
-  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                                      const_cast<bf16 *>(p), dims, strides, box, elem,
-                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16 *>(p), dims, strides, box, elem,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", int(r));
     std::exit(1);
@@ -511,7 +585,6 @@ void launchCluster(const CUtensorMap &ma, const CUtensorMap &mbHalf, const CUten
   (void)once;
   int pairs = (M / BM) * (N / BN) / 2;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(2 * std::min(pairs, sms / 2));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smemBytesFor(true);
   cfg.stream = s;
@@ -522,23 +595,38 @@ void launchCluster(const CUtensorMap &ma, const CUtensorMap &mbHalf, const CUten
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, gemmKernel<EPI, true, 0, 2>, ma, mbHalf, mo, mx, out, aux, bias, M,
-                        N, K));
+  // A persistent grid of clusters must fit at once: pairs of SMs within one
+  // GPC, fewer than half the SMs where a GPC has an odd count. Clusters past
+  // that would start only when a whole resident cluster has finished all of
+  // its tiles.
+  static int active = [&] {
+    cudaLaunchConfig_t probe = cfg;
+    probe.gridDim = dim3(2 * (sms / 2));
+    int n = 0;
+    CK(cudaOccupancyMaxActiveClusters(&n, gemmKernel<EPI, true, 0, 2>, &probe));
+    std::printf("  (clusters of 2 resident at once: %d)\n", n);
+    return n;
+  }();
+  cfg.gridDim = dim3(2 * std::min(pairs, std::max(active, 1)));
+  CK(cudaLaunchKernelEx(&cfg, gemmKernel<EPI, true, 0, 2>, ma, mbHalf, mo, mx, out, aux, bias, M, N,
+                        K));
 }
 
-template <int EPI, bool TmaStore, int BL = 0>
+template <int EPI, bool TmaStore, int BL = 0, int HC = 0>
 void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
             const CUtensorMap &mx, bf16 *out, bf16 *aux, const bf16 *bias, int M, int N, int K,
             int sms, cudaStream_t s) {
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmKernel<EPI, TmaStore, BL>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytesFor(TmaStore)));
+    CK(cudaFuncSetAttribute(gemmKernel<EPI, TmaStore, BL, 1, HC>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (HC ? smemBytesHC() : smemBytesFor(TmaStore))));
     return true;
   }();
   (void)once;
   int tiles = (M / BM) * (N / BN);
-  gemmKernel<EPI, TmaStore, BL><<<std::min(tiles, sms), kThreads, smemBytesFor(TmaStore), s>>>(
-      ma, mb, mo, mx, out, aux, bias, M, N, K);
+  gemmKernel<EPI, TmaStore, BL, 1, HC>
+      <<<std::min(tiles, sms), kThreads, (HC ? smemBytesHC() : smemBytesFor(TmaStore)), s>>>(
+          ma, mb, mo, mx, out, aux, bias, M, N, K);
 }
 
 //===----------------------------------------------------------------------===//
@@ -648,8 +736,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       int stage = int(pos % PSTAGES), phase = int((pos / PSTAGES) & 1);
       mbarWait(&full[stage], phase);
       uint64_t dA = descSw128(sA + stage * (PM * BK));
-      uint64_t dB = BL == 0 ? descSw128(sB + stage * (PN * BK))
-                            : descSw128N<BL>(sB + stage * (PN * BK));
+      uint64_t dB =
+          BL == 0 ? descSw128(sB + stage * (PN * BK)) : descSw128N<BL>(sB + stage * (PN * BK));
       wgmmaFence();
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k) {
@@ -758,8 +846,8 @@ void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensor
   }();
   (void)once;
   int tiles = (M / PP<TM, ST>::M) * (N / PP<TM, ST>::N);
-  gemmPingpong<EPI, BL, TM, ST><<<std::min(tiles, sms), kThreads, PP<TM, ST>::smem, s>>>(
-      ma, mb, mo, mx, bias, M, N, K);
+  gemmPingpong<EPI, BL, TM, ST>
+      <<<std::min(tiles, sms), kThreads, PP<TM, ST>::smem, s>>>(ma, mb, mo, mx, bias, M, N, K);
 }
 
 //===----------------------------------------------------------------------===//
@@ -777,7 +865,8 @@ void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensor
 /// (aux, then out).
 template <int EPI, int BL>
 __global__ void __launch_bounds__(kThreads, 1)
-    gemmCoopStore(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+    gemmCoopStore(const __grid_constant__ CUtensorMap mapA,
+                  const __grid_constant__ CUtensorMap mapB,
                   const __grid_constant__ CUtensorMap mapOut,
                   const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
                   int N, int K) {
@@ -880,8 +969,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kb = 0; kb < kBlocks; ++kb) {
       mbarWait(&full[stage], phase);
       uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB = BL == 0 ? descSw128(sB + stage * (BN * BK))
-                            : descSw128N<BL>(sB + stage * (BN * BK));
+      uint64_t dB =
+          BL == 0 ? descSw128(sB + stage * (BN * BK)) : descSw128N<BL>(sB + stage * (BN * BK));
       wgmmaFence();
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k)
@@ -924,8 +1013,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
           int r = rl + 8 * h, c = 8 * j + cl;
           int box = c / 64, cb = (c % 64) * 2;
-          unsigned char *at =
-              myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+          unsigned char *at = myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
           __nv_bfloat162 st;
           if (EPI == kDgelu) {
             __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
@@ -1046,8 +1134,7 @@ std::vector<float> toHost(const bf16 *d, size_t n) {
 }
 
 /// max |x - y| / max |y| and the count of elements off by more than 2 bf16 ulps of max |y| / 64.
-void compare(const char *what, const std::vector<float> &x, const std::vector<float> &y,
-             bool *ok) {
+void compare(const char *what, const std::vector<float> &x, const std::vector<float> &y, bool *ok) {
   double worst = 0, scale = 0;
   size_t at = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -1134,7 +1221,8 @@ int main(int argc, char **argv) {
       CK(cudaMemset(aux, 0, outN * 2));
     };
     // Plain.
-    float ltPlain = lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, reps);
+    float ltPlain =
+        lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, reps);
     std::vector<float> want = toHost(ref, outN);
     clear();
     float usPlain = timeOurs(
@@ -1152,8 +1240,8 @@ int main(int argc, char **argv) {
     float ltBias = lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, reps);
     want = toHost(ref, outN);
     clear();
-    float usBias =
-        timeOurs([&] { launch<kBias, false>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
+    float usBias = timeOurs(
+        [&] { launch<kBias, false>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
     compare("bias (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
     clear();
     float usBiasT =
@@ -1182,8 +1270,7 @@ int main(int argc, char **argv) {
                 ltGelu, usGelu, usGeluT);
     // DGELU: out = (a b^T) gelu'(aux), aux = the pre-activations just made.
     CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
-    float ltDgelu =
-        lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
+    float ltDgelu = lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
     want = toHost(ref, outN);
     clear();
     float usDgelu = timeOurs(
@@ -1209,13 +1296,15 @@ int main(int argc, char **argv) {
       CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
       CUtensorMap mbt = tensorMap(bt, K, N, 64);
       clear();
-      float us1 = timeOurs(
-          [&] { launch<kDgelu, true, 1>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+      float us1 = timeOurs([&] {
+        launch<kDgelu, true, 1>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
+      });
       bool ok1 = true;
       compare("dgelu (TMA, b N-major, BL 1)", toHost(out, outN), want, &ok1);
       clear();
-      float us2 = timeOurs(
-          [&] { launch<kDgelu, true, 2>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+      float us2 = timeOurs([&] {
+        launch<kDgelu, true, 2>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
+      });
       bool ok2 = true;
       compare("dgelu (TMA, b N-major, BL 2)", toHost(out, outN), want, &ok2);
       std::printf("  dgelu, b N-major: BL 1 %7.1f us %s, BL 2 %7.1f us %s\n", us1,
@@ -1231,13 +1320,14 @@ int main(int argc, char **argv) {
       (void)lt0;
       std::vector<float> w0 = toHost(ref, outN);
       clear();
-      float p0 = timeOurs([&] { launchPingpong<kPlain>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
+      float p0 =
+          timeOurs([&] { launchPingpong<kPlain>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
       compare("ping-pong plain", toHost(out, outN), w0, &allOk);
       lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
       std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
       clear();
-      float p2 = timeOurs(
-          [&] { launchPingpong<kBiasGeluAux>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s); });
+      float p2 =
+          timeOurs([&] { launchPingpong<kBiasGeluAux>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s); });
       compare("ping-pong gelu aux", toHost(aux, outN), w2a, &allOk);
       compare("ping-pong gelu out", toHost(out, outN), w2, &allOk);
       CUtensorMap mxIn2 = tensorMap(refAux, M, N, PP<128>::M);
@@ -1275,14 +1365,32 @@ int main(int argc, char **argv) {
       compare("ping-pong plain, 4 stages", toHost(out, outN), w0, &allOk);
       std::printf("  ping-pong plain by stages: 3 %7.1f us  4 %7.1f us  5 %7.1f us\n", s3, s4, p0);
     }
+    // Cooperative, 4 stages, the output tile in two rounds.
+    {
+      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
+      std::vector<float> w0 = toHost(ref, outN);
+      clear();
+      float h0 = timeOurs(
+          [&] { launch<kPlain, true, 0, 1>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
+      compare("4 stages plain", toHost(out, outN), w0, &allOk);
+      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
+      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
+      clear();
+      float h2 = timeOurs(
+          [&] { launch<kBiasGeluAux, true, 0, 1>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
+      compare("4 stages gelu aux", toHost(aux, outN), w2a, &allOk);
+      compare("4 stages gelu out", toHost(out, outN), w2, &allOk);
+      std::printf("  coop 4 stages:  plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f\n", h0,
+                  flop / h0 / 1e6, h2);
+    }
     // Cooperative in clusters of two (b tiles multicast).
     if ((M / BM) % 2 == 0) {
       CUtensorMap mbH = tensorMap(b, N, K, BN / 2), mxIn1 = tensorMap(refAux, M, N, 64);
       lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
       std::vector<float> w0 = toHost(ref, outN);
       clear();
-      float k0 =
-          timeOurs([&] { launchCluster<kPlain>(ma, mbH, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
+      float k0 = timeOurs(
+          [&] { launchCluster<kPlain>(ma, mbH, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
       compare("cluster plain", toHost(out, outN), w0, &allOk);
       lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
       std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
@@ -1294,8 +1402,9 @@ int main(int argc, char **argv) {
       lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
       std::vector<float> w3 = toHost(ref, outN);
       clear();
-      float k3 = timeOurs(
-          [&] { launchCluster<kDgelu>(ma, mbH, mo, mxIn1, out, refAux, nullptr, M, N, K, sms, s); });
+      float k3 = timeOurs([&] {
+        launchCluster<kDgelu>(ma, mbH, mo, mxIn1, out, refAux, nullptr, M, N, K, sms, s);
+      });
       compare("cluster dgelu", toHost(out, outN), w3, &allOk);
       std::printf("  cluster 2x1:    plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
                   "%7.1f\n",
@@ -1336,7 +1445,8 @@ int main(int argc, char **argv) {
       lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
       std::vector<float> w0 = toHost(ref, outN);
       clear();
-      float c0 = timeOurs([&] { launchCoopStore<kPlain>(ma, mb, mo1, mx1, nullptr, M, N, K, sms, s); });
+      float c0 =
+          timeOurs([&] { launchCoopStore<kPlain>(ma, mb, mo1, mx1, nullptr, M, N, K, sms, s); });
       compare("coop-store plain", toHost(out, outN), w0, &allOk);
       lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, 2);
       std::vector<float> w1 = toHost(ref, outN);
@@ -1346,8 +1456,8 @@ int main(int argc, char **argv) {
       lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
       std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
       clear();
-      float c2 = timeOurs(
-          [&] { launchCoopStore<kBiasGeluAux>(ma, mb, mo1, mx1, bias, M, N, K, sms, s); });
+      float c2 =
+          timeOurs([&] { launchCoopStore<kBiasGeluAux>(ma, mb, mo1, mx1, bias, M, N, K, sms, s); });
       compare("coop-store gelu aux", toHost(aux, outN), w2a, &allOk);
       compare("coop-store gelu out", toHost(out, outN), w2, &allOk);
       lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
