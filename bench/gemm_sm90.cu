@@ -633,6 +633,11 @@ void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
 // The ping-pong form: each consumer warpgroup a 128x128 tile of its own
 //===----------------------------------------------------------------------===//
 
+/// Ping-pong trace (TR): per block and consumer warpgroup, 8 sums of clock64
+/// intervals over its tiles (see gemmPingpong), then the tile count.
+constexpr int kTraceFields = 8;
+__device__ long long *gTrace;
+
 /// Ping-pong tiles a warpgroup: TM 128 (128x128, two m64n128k16 a k-step)
 /// or 64 (64x256, one m64n256k16); 5 or 4 stages of 32 or 40 KB, and 32 KB
 /// of output tile a warpgroup.
@@ -649,7 +654,7 @@ template <int TM, int ST = (TM == 128 ? 5 : 4)> struct PP {
 /// (through its own 32 KB of shared memory and TMA stores) runs under the
 /// other's products. Each stage is given back by the one warpgroup that
 /// read it. mapOut / mapAux boxes are [128 rows, 64 columns].
-template <int EPI, int BL, int TM, int ST = (TM == 128 ? 5 : 4)>
+template <int EPI, int BL, int TM, int ST = (TM == 128 ? 5 : 4), bool TR = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmPingpong(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                  const __grid_constant__ CUtensorMap mapOut,
@@ -712,6 +717,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tid / 32, lane = tid % 32;
   float acc0[64], acc1[64]; // TM 128: rows 0-63 and 64-127; TM 64: columns 0-127 and 128-255
   float acc[128];           // TM 64
+  long long tr[kTraceFields] = {};
+  long long trTiles = 0;
   int auxPhase = 0;
   int i = g; // the block's tile index this warpgroup takes
   for (int tile = blockIdx.x + g * gridDim.x; tile < tiles; tile += 2 * gridDim.x, i += 2) {
@@ -728,13 +735,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     // keeping one epilogue under the other's products, a warpgroup waiting
     // on a stage more than one lap ahead of the ring would read the parity
     // of an earlier lap.
+    long long t0 = TR ? clock64() : 0, t1 = 0, t1b = 0, t2 = 0, t3 = 0;
     if (i > 0)
       namedBarrier(3 + g, 256);
+    if (TR)
+      t1 = clock64();
     long pos = long(i) * kBlocks; // this tile's first k-block in the ring
     int prev = -1;
     for (int kb = 0; kb < kBlocks; ++kb, ++pos) {
       int stage = int(pos % PSTAGES), phase = int((pos / PSTAGES) & 1);
       mbarWait(&full[stage], phase);
+      if (TR && kb == 0)
+        t1b = clock64();
       uint64_t dA = descSw128(sA + stage * (PM * BK));
       uint64_t dB =
           BL == 0 ? descSw128(sB + stage * (PN * BK)) : descSw128N<BL>(sB + stage * (PN * BK));
@@ -757,9 +769,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       prev = stage;
     }
+    if (TR)
+      t2 = clock64();
     if (tile + gridDim.x < tiles) // the other warpgroup's next turn
       namedBarrierArrive(3 + (1 - g), 256);
     wgmmaWait<0>();
+    if (TR)
+      t3 = clock64();
     if (tid == 0)
       mbarArrive(&empty[prev]);
     // accX[4 j + {0, 1}]: row 64 X + 16 warp + lane / 4, columns 8 j + 2 (lane % 4) + {0, 1};
@@ -830,23 +846,41 @@ __global__ void __launch_bounds__(kThreads, 1)
     put(0);
     if (EPI == kBiasGeluAux)
       put(1);
+    if (TR) {
+      long long t4 = clock64();
+      // waiting for the turn, for the first stage, the products' issue, their
+      // drain, the epilogue, the whole tile; (6, 7: unused)
+      tr[0] += t1 - t0;
+      tr[1] += t1b - t1;
+      tr[2] += t2 - t1;
+      tr[3] += t3 - t2;
+      tr[4] += t4 - t3;
+      tr[5] += t4 - t0;
+      trTiles += 1;
+    }
+  }
+  if (TR && tid == 0 && gTrace) {
+    long long *o = gTrace + (long(blockIdx.x) * 2 + g) * (kTraceFields + 1);
+    for (int f = 0; f < kTraceFields; ++f)
+      o[f] = tr[f];
+    o[kTraceFields] = trTiles;
   }
   if (tid == 0)
     tmaStoreWaitAll();
 }
 
-template <int EPI, int BL = 0, int TM = 128, int ST = (TM == 128 ? 5 : 4)>
+template <int EPI, int BL = 0, int TM = 128, int ST = (TM == 128 ? 5 : 4), bool TR = false>
 void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
                     cudaStream_t s) {
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL, TM, ST>,
+    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL, TM, ST, TR>,
                             cudaFuncAttributeMaxDynamicSharedMemorySize, PP<TM, ST>::smem));
     return true;
   }();
   (void)once;
   int tiles = (M / PP<TM, ST>::M) * (N / PP<TM, ST>::N);
-  gemmPingpong<EPI, BL, TM, ST>
+  gemmPingpong<EPI, BL, TM, ST, TR>
       <<<std::min(tiles, sms), kThreads, PP<TM, ST>::smem, s>>>(ma, mb, mo, mx, bias, M, N, K);
 }
 
@@ -1364,20 +1398,55 @@ int main(int argc, char **argv) {
           [&] { launchPingpong<kPlain, 0, 128, 4>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
       compare("ping-pong plain, 4 stages", toHost(out, outN), w0, &allOk);
       std::printf("  ping-pong plain by stages: 3 %7.1f us  4 %7.1f us  5 %7.1f us\n", s3, s4, p0);
+      // Where a ping-pong tile's time goes (clock64 cycles, the mean over
+      // every warpgroup's tiles): plain and GELU+aux, traced.
+      {
+        long long *dTrace;
+        size_t n = size_t(sms) * 2 * (kTraceFields + 1);
+        CK(cudaMalloc(&dTrace, n * sizeof(long long)));
+        CK(cudaMemcpyToSymbol(gTrace, &dTrace, sizeof dTrace));
+        auto report = [&](const char *what) {
+          std::vector<long long> h(n);
+          CK(cudaMemcpy(h.data(), dTrace, n * sizeof(long long), cudaMemcpyDeviceToHost));
+          double sum[kTraceFields] = {}, tiles = 0;
+          for (size_t w = 0; w < n / (kTraceFields + 1); ++w) {
+            for (int f = 0; f < kTraceFields; ++f)
+              sum[f] += double(h[w * (kTraceFields + 1) + f]);
+            tiles += double(h[w * (kTraceFields + 1) + kTraceFields]);
+          }
+          std::printf("  trace %-10s cycles a tile: turn %6.0f  first stage %6.0f  products %6.0f  "
+                      "drain %6.0f  epilogue %6.0f  whole %6.0f  (%0.f tiles)\n",
+                      what, sum[0] / tiles, sum[1] / tiles, sum[2] / tiles, sum[3] / tiles,
+                      sum[4] / tiles, sum[5] / tiles, tiles);
+        };
+        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
+        launchPingpong<kPlain, 0, 128, 5, true>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s);
+        CK(cudaDeviceSynchronize());
+        report("plain");
+        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
+        launchPingpong<kBiasGeluAux, 0, 128, 5, true>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s);
+        CK(cudaDeviceSynchronize());
+        report("gelu+aux");
+        long long *none = nullptr;
+        CK(cudaMemcpyToSymbol(gTrace, &none, sizeof none));
+        CK(cudaFree(dTrace));
+      }
     }
     // Cooperative, 4 stages, the output tile in two rounds.
     {
       lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
       std::vector<float> w0 = toHost(ref, outN);
       clear();
-      float h0 = timeOurs(
-          [&] { launch<kPlain, true, 0, 1>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
+      float h0 = timeOurs([&] {
+        launch<kPlain, true, 0, 1>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s);
+      });
       compare("4 stages plain", toHost(out, outN), w0, &allOk);
       lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
       std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
       clear();
-      float h2 = timeOurs(
-          [&] { launch<kBiasGeluAux, true, 0, 1>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
+      float h2 = timeOurs([&] {
+        launch<kBiasGeluAux, true, 0, 1>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s);
+      });
       compare("4 stages gelu aux", toHost(aux, outN), w2a, &allOk);
       compare("4 stages gelu out", toHost(out, outN), w2, &allOk);
       std::printf("  coop 4 stages:  plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f\n", h0,
