@@ -35,6 +35,8 @@
 //     other's products.
 //   - gemmCoopStore: gemmKernel's tiles with the epilogue's bulk copies
 //     handed to store threads of the loading warpgroup.
+//   - gemmDeferred: gemmKernel's 4-stage form whose GELU runs on the stored
+//     pre-activation, box by box, between the next tile's k-blocks.
 #include <cublasLt.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -1089,6 +1091,221 @@ void launchCoopStore(const CUtensorMap &ma, const CUtensorMap &mb, const CUtenso
       ma, mb, mo, mx, bias, M, N, K);
 }
 
+//===----------------------------------------------------------------------===//
+// The cooperative form with GELU deferred under the next tile's products
+//===----------------------------------------------------------------------===//
+
+/// gemmKernel<kBiasGeluAux, true, 0, 1, 1> (4 stages, 128x256 tiles, the
+/// tile's 32 KB of shared memory as two 8 KB slots a warpgroup) with the
+/// GELU moved off the critical path: at a tile's end each consumer
+/// warpgroup stores only the pre-activation (aux = bf16(acc + bias), two
+/// rounds); during the next tile's products it reads its 64x256 part of that
+/// aux back (L2) in four [64, 64] boxes, GELUs each in place in a slot between
+/// two k-blocks' wgmma issues (where the warps otherwise wait on their
+/// groups) and stores it as out. Box q is loaded at k-block L(q) = q K/256
+/// and computed D k-blocks later; the last tile's boxes are done after its
+/// loop. GELU of the stored bf16 pre-activation, as the other forms.
+__global__ void __launch_bounds__(kThreads, 1)
+    gemmDeferred(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                 const __grid_constant__ CUtensorMap mapOut,
+                 const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
+                 int N, int K) {
+  constexpr int STAGES = 4, kC = kTileBytesC / 2, kSlot = 8192;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  bf16 *sA = reinterpret_cast<bf16 *>(base);
+  bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * kStageBytesA);
+  unsigned char *sC = base + STAGES * (kStageBytesA + kStageBytesB);
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + kC);
+  uint64_t *empty = full + STAGES;
+  uint64_t *dFull = empty + STAGES; // [warpgroup][slot]
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], kConsumers);
+    }
+    for (int i = 0; i < 4; ++i)
+      mbarInit(&dFull[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<40>();
+    if (tid == 0) {
+      int stage = 0, phase = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm = tile / tilesN, tn = tile % tilesN;
+        for (int kb = 0; kb < kBlocks; ++kb) {
+          mbarWait(&empty[stage], phase ^ 1);
+          mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
+          tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
+          tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    return;
+  }
+  setMaxRegsInc<232>();
+  const int g = wg - 1;
+  float acc[128];
+  int stage = 0, phase = 0;
+  const int warp = tid / 32, lane = tid % 32;
+  unsigned char *myC = sC + g * (kC / 2); // slots 0 and 1
+  uint64_t *myFull = dFull + 2 * g;
+  unsigned slotPhases = 0; // bit s: the parity of slot s's next load
+  // The deferred boxes of the previous tile (pending): loads issued, boxes done.
+  bool pending = false;
+  int ptm = 0, ptn = 0, loads = 0, done = 0;
+  const int D = max(0, min(2, kBlocks / 4 - 1));
+  auto loadAt = [&](int q) { return q * kBlocks / 4; };
+  auto loadBox = [&](int q) { // by tid 0
+    if (q == 0)
+      tmaStoreWaitAll(); // the pre-activation is in global memory, and both slots are free
+    else if (q >= 2)
+      asm volatile("cp.async.bulk.wait_group.read 1;\n" ::
+                       : "memory"); // box q - 2 has left the slot
+    int slot = q & 1;
+    mbarExpectTx(&myFull[slot], kSlot);
+    tmaLoad2d(myC + slot * kSlot, &mapAux, &myFull[slot], ptn * BN + 64 * q, ptm * BM + g * 64);
+  };
+  auto geluBox = [&](int q) { // every thread of the warpgroup
+    int slot = q & 1;
+    mbarWait(&myFull[slot], int((slotPhases >> slot) & 1u));
+    slotPhases ^= 1u << slot;
+    int4 *v = reinterpret_cast<int4 *>(myC + slot * kSlot);
+#pragma unroll 1
+    for (int i = 0; i < 4; ++i) { // elementwise: the swizzle does not matter
+      int4 p = v[tid + 128 * i];
+      __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
+                                     geluTanh(__bfloat162float(h[e].y)));
+      v[tid + 128 * i] = p;
+    }
+    fenceProxyAsync();
+    namedBarrier(1 + g, 128);
+    if (tid == 0) {
+      tmaStore2d(&mapOut, myC + slot * kSlot, ptn * BN + 64 * q, ptm * BM + g * 64);
+      tmaStoreCommit();
+    }
+  };
+  auto step = [&](int kb) { // the deferred work due at k-block kb
+    if (!pending)
+      return;
+    if (loads < 4 && kb == loadAt(loads)) {
+      if (tid == 0)
+        loadBox(loads);
+      ++loads;
+    }
+    if (done < loads && kb == loadAt(done) + D) {
+      geluBox(done);
+      ++done;
+    }
+  };
+  auto flush = [&] {
+    while (done < 4) {
+      if (loads == done) {
+        if (tid == 0)
+          loadBox(loads);
+        ++loads;
+      }
+      geluBox(done);
+      ++done;
+    }
+  };
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int tm = tile / tilesN, tn = tile % tilesN;
+    int prev = -1;
+    for (int kb = 0; kb < kBlocks; ++kb) {
+      mbarWait(&full[stage], phase);
+      uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
+      uint64_t dB = descSw128(sB + stage * (BN * BK));
+      wgmmaFence();
+#pragma unroll
+      for (int k = 0; k < BK / 16; ++k)
+        wgmma256<0>(acc, dA + 2 * k, dB + 2 * k, (kb > 0 || k > 0) ? 1 : 0);
+      wgmmaCommit();
+      step(kb); // under the group just issued
+      if (prev >= 0) {
+        wgmmaWait<1>();
+        if (tid == 0)
+          mbarArrive(&empty[prev]);
+      }
+      prev = stage;
+      if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    wgmmaWait<0>();
+    if (tid == 0)
+      mbarArrive(&empty[prev]);
+    if (pending)
+      flush(); // (K too short to spread the boxes)
+    // This tile's pre-activation, two rounds of 64x128 through the slots.
+    const int rl = warp * 16 + lane / 4, cl = 2 * (lane % 4);
+#pragma unroll
+    for (int round = 0; round < 2; ++round) {
+      if (tid == 0)
+        tmaStoreWaitRead();
+      namedBarrier(1 + g, 128);
+#pragma unroll
+      for (int jj = 0; jj < BN / 16; ++jj) {
+        const int j = round * (BN / 16) + jj;
+        __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
+        float b0 = __bfloat162float(bb.x), b1 = __bfloat162float(bb.y);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          int r = rl + 8 * h, c = 8 * j + cl;
+          int box = c / 64 - round * 2, cb = (c % 64) * 2;
+          unsigned char *at =
+              myC + box * kSlot + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+          *reinterpret_cast<__nv_bfloat162 *>(at) =
+              __floats2bfloat162_rn(acc[4 * j + 2 * h] + b0, acc[4 * j + 2 * h + 1] + b1);
+        }
+      }
+      fenceProxyAsync();
+      namedBarrier(1 + g, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int box = 0; box < 2; ++box)
+          tmaStore2d(&mapAux, myC + box * kSlot, tn * BN + (round * 2 + box) * 64,
+                     tm * BM + g * 64);
+        tmaStoreCommit();
+      }
+    }
+    pending = true;
+    ptm = tm;
+    ptn = tn;
+    loads = done = 0;
+  }
+  if (pending)
+    flush();
+  if (tid == 0)
+    tmaStoreWaitAll();
+}
+
+void launchDeferred(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
+                    const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
+                    cudaStream_t s) {
+  constexpr int bytes = 4 * (kStageBytesA + kStageBytesB) + kTileBytesC / 2 + 1024 + 12 * 8;
+  static bool once = [] {
+    CK(cudaFuncSetAttribute(gemmDeferred, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)once;
+  int tiles = (M / BM) * (N / BN);
+  gemmDeferred<<<std::min(tiles, sms), kThreads, bytes, s>>>(ma, mb, mo, mx, bias, M, N, K);
+}
+
 /// cuBLASLt's out[M, N] = a b^T (+ epilogue) in column-major terms: out^T
 /// [N, M] = (b as [K, N])^T (a as [K, M]); the fastest of its heuristic's
 /// first 8 candidates (as tc's runtime tunes), in microseconds.
@@ -1451,6 +1668,16 @@ int main(int argc, char **argv) {
       compare("4 stages gelu out", toHost(out, outN), w2, &allOk);
       std::printf("  coop 4 stages:  plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f\n", h0,
                   flop / h0 / 1e6, h2);
+    }
+    // Cooperative, 4 stages, GELU deferred under the next tile's products.
+    {
+      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
+      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
+      clear();
+      float d2 = timeOurs([&] { launchDeferred(ma, mb, mo, mx, bias, M, N, K, sms, s); });
+      compare("deferred gelu aux", toHost(aux, outN), w2a, &allOk);
+      compare("deferred gelu out", toHost(out, outN), w2, &allOk);
+      std::printf("  coop deferred:  +bias+gelu+aux %7.1f us\n", d2);
     }
     // Cooperative in clusters of two (b tiles multicast).
     if ((M / BM) % 2 == 0) {
