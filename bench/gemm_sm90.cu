@@ -6,7 +6,9 @@
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/gemm_sm90.cu \
 //     -lcublasLt -lcuda -o gemm_sm90
-//   gemm_sm90 [M N K]...   (default: GPT-2's four Linear shapes at 16 x 1024 tokens)
+//   gemm_sm90 [--only=FORM,...] [M N K]...   (default: GPT-2's four Linear shapes at 16 x 1024
+//     tokens; forms: basic (direct and TMA stores, cuBLASLt's times), pingpong, hc, deferred,
+//     cluster, pp64, coopstore; default all)
 //
 // out[M, N] = a[M, K] b[N, K]^T (+ bias[N]) with a and b row-major bf16 (both
 // K-major: tc's `rhs^T` forward form), fp32 accumulation, bf16 out; the
@@ -46,6 +48,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -1406,8 +1409,16 @@ void compare(const char *what, const std::vector<float> &x, const std::vector<fl
 
 int main(int argc, char **argv) {
   std::vector<int> shapes;
-  for (int i = 1; i < argc; ++i)
-    shapes.push_back(std::atoi(argv[i]));
+  std::string only; // --only=basic,pingpong,hc,deferred,cluster,pp64,coopstore (default: all)
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--only=", 7) == 0)
+      only = "," + std::string(argv[i] + 7) + ",";
+    else
+      shapes.push_back(std::atoi(argv[i]));
+  }
+  auto want = [&](const char *form) {
+    return only.empty() || only.find("," + std::string(form) + ",") != std::string::npos;
+  };
   if (shapes.empty())
     shapes = {16384, 3072, 768, 16384, 768, 3072, 16384, 2304, 768, 16384, 768, 768};
   int dev = 0, sms = 0;
@@ -1471,100 +1482,102 @@ int main(int argc, char **argv) {
       CK(cudaMemset(out, 0, outN * 2));
       CK(cudaMemset(aux, 0, outN * 2));
     };
-    // Plain.
-    float ltPlain =
-        lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, reps);
-    std::vector<float> want = toHost(ref, outN);
-    clear();
-    float usPlain = timeOurs(
-        [&] { launch<kPlain, false>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
-    compare("plain (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
-    clear();
-    float usPlainT = timeOurs(
-        [&] { launch<kPlain, true>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
-    compare("plain (TMA) vs cuBLASLt", toHost(out, outN), want, &allOk);
-    std::printf("  plain:          cuBLASLt %7.1f us (%4.0f TFLOP/s)  ours direct %7.1f (%4.0f)  "
-                "TMA store %7.1f (%4.0f)\n",
-                ltPlain, flop / ltPlain / 1e6, usPlain, flop / usPlain / 1e6, usPlainT,
-                flop / usPlainT / 1e6);
-    // Bias.
-    float ltBias = lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, reps);
-    want = toHost(ref, outN);
-    clear();
-    float usBias = timeOurs(
-        [&] { launch<kBias, false>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
-    compare("bias (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
-    clear();
-    float usBiasT =
-        timeOurs([&] { launch<kBias, true>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
-    compare("bias (TMA) vs cuBLASLt", toHost(out, outN), want, &allOk);
-    std::printf("  +bias:          cuBLASLt %7.1f us                  ours direct %7.1f         "
-                "TMA store %7.1f\n",
-                ltBias, usBias, usBiasT);
-    // Bias + GELU + aux.
-    float ltGelu =
-        lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, reps);
-    want = toHost(ref, outN);
-    std::vector<float> wantAux = toHost(refAux, outN);
-    clear();
-    float usGelu = timeOurs(
-        [&] { launch<kBiasGeluAux, false>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
-    compare("gelu aux (direct)", toHost(aux, outN), wantAux, &allOk);
-    compare("gelu out (direct)", toHost(out, outN), want, &allOk);
-    clear();
-    float usGeluT = timeOurs(
-        [&] { launch<kBiasGeluAux, true>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
-    compare("gelu aux (TMA)", toHost(aux, outN), wantAux, &allOk);
-    compare("gelu out (TMA)", toHost(out, outN), want, &allOk);
-    std::printf("  +bias+gelu+aux: cuBLASLt %7.1f us                  ours direct %7.1f         "
-                "TMA store %7.1f\n",
-                ltGelu, usGelu, usGeluT);
-    // DGELU: out = (a b^T) gelu'(aux), aux = the pre-activations just made.
-    CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
-    float ltDgelu = lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
-    want = toHost(ref, outN);
-    clear();
-    float usDgelu = timeOurs(
-        [&] { launch<kDgelu, false>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
-    compare("dgelu (direct)", toHost(out, outN), want, &allOk);
-    clear();
-    float usDgeluT = timeOurs(
-        [&] { launch<kDgelu, true>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
-    compare("dgelu (TMA)", toHost(out, outN), want, &allOk);
-    std::printf("  dgelu(aux):     cuBLASLt %7.1f us                  ours direct %7.1f         "
-                "TMA store %7.1f\n",
-                ltDgelu, usDgelu, usDgeluT);
-    // The same with b stored N-major ([K, N], the second MLP matmul's
-    // weight as nn.Linear keeps it): both descriptor readings.
-    {
-      std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
-      CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k)
-          ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
-      bf16 *bt;
-      CK(cudaMalloc(&bt, ht.size() * 2));
-      CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
-      CUtensorMap mbt = tensorMap(bt, K, N, 64);
+    if (want("basic")) {
+      // Plain.
+      float ltPlain =
+          lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, reps);
+      std::vector<float> want = toHost(ref, outN);
       clear();
-      float us1 = timeOurs([&] {
-        launch<kDgelu, true, 1>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
-      });
-      bool ok1 = true;
-      compare("dgelu (TMA, b N-major, BL 1)", toHost(out, outN), want, &ok1);
+      float usPlain = timeOurs(
+          [&] { launch<kPlain, false>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
+      compare("plain (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
       clear();
-      float us2 = timeOurs([&] {
-        launch<kDgelu, true, 2>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
-      });
-      bool ok2 = true;
-      compare("dgelu (TMA, b N-major, BL 2)", toHost(out, outN), want, &ok2);
-      std::printf("  dgelu, b N-major: BL 1 %7.1f us %s, BL 2 %7.1f us %s\n", us1,
-                  ok1 ? "ok" : "wrong", us2, ok2 ? "ok" : "wrong");
-      allOk = allOk && (ok1 || ok2);
-      CK(cudaFree(bt));
+      float usPlainT = timeOurs(
+          [&] { launch<kPlain, true>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
+      compare("plain (TMA) vs cuBLASLt", toHost(out, outN), want, &allOk);
+      std::printf("  plain:          cuBLASLt %7.1f us (%4.0f TFLOP/s)  ours direct %7.1f (%4.0f)  "
+                  "TMA store %7.1f (%4.0f)\n",
+                  ltPlain, flop / ltPlain / 1e6, usPlain, flop / usPlain / 1e6, usPlainT,
+                  flop / usPlainT / 1e6);
+      // Bias.
+      float ltBias = lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, reps);
+      want = toHost(ref, outN);
+      clear();
+      float usBias = timeOurs(
+          [&] { launch<kBias, false>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
+      compare("bias (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
+      clear();
+      float usBiasT = timeOurs(
+          [&] { launch<kBias, true>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
+      compare("bias (TMA) vs cuBLASLt", toHost(out, outN), want, &allOk);
+      std::printf("  +bias:          cuBLASLt %7.1f us                  ours direct %7.1f         "
+                  "TMA store %7.1f\n",
+                  ltBias, usBias, usBiasT);
+      // Bias + GELU + aux.
+      float ltGelu =
+          lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, reps);
+      want = toHost(ref, outN);
+      std::vector<float> wantAux = toHost(refAux, outN);
+      clear();
+      float usGelu = timeOurs(
+          [&] { launch<kBiasGeluAux, false>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
+      compare("gelu aux (direct)", toHost(aux, outN), wantAux, &allOk);
+      compare("gelu out (direct)", toHost(out, outN), want, &allOk);
+      clear();
+      float usGeluT = timeOurs(
+          [&] { launch<kBiasGeluAux, true>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
+      compare("gelu aux (TMA)", toHost(aux, outN), wantAux, &allOk);
+      compare("gelu out (TMA)", toHost(out, outN), want, &allOk);
+      std::printf("  +bias+gelu+aux: cuBLASLt %7.1f us                  ours direct %7.1f         "
+                  "TMA store %7.1f\n",
+                  ltGelu, usGelu, usGeluT);
+      // DGELU: out = (a b^T) gelu'(aux), aux = the pre-activations just made.
+      CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
+      float ltDgelu = lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
+      want = toHost(ref, outN);
+      clear();
+      float usDgelu = timeOurs(
+          [&] { launch<kDgelu, false>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+      compare("dgelu (direct)", toHost(out, outN), want, &allOk);
+      clear();
+      float usDgeluT = timeOurs(
+          [&] { launch<kDgelu, true>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
+      compare("dgelu (TMA)", toHost(out, outN), want, &allOk);
+      std::printf("  dgelu(aux):     cuBLASLt %7.1f us                  ours direct %7.1f         "
+                  "TMA store %7.1f\n",
+                  ltDgelu, usDgelu, usDgeluT);
+      // The same with b stored N-major ([K, N], the second MLP matmul's
+      // weight as nn.Linear keeps it): both descriptor readings.
+      {
+        std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
+        CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < K; ++k)
+            ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
+        bf16 *bt;
+        CK(cudaMalloc(&bt, ht.size() * 2));
+        CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
+        CUtensorMap mbt = tensorMap(bt, K, N, 64);
+        clear();
+        float us1 = timeOurs([&] {
+          launch<kDgelu, true, 1>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
+        });
+        bool ok1 = true;
+        compare("dgelu (TMA, b N-major, BL 1)", toHost(out, outN), want, &ok1);
+        clear();
+        float us2 = timeOurs([&] {
+          launch<kDgelu, true, 2>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
+        });
+        bool ok2 = true;
+        compare("dgelu (TMA, b N-major, BL 2)", toHost(out, outN), want, &ok2);
+        std::printf("  dgelu, b N-major: BL 1 %7.1f us %s, BL 2 %7.1f us %s\n", us1,
+                    ok1 ? "ok" : "wrong", us2, ok2 ? "ok" : "wrong");
+        allOk = allOk && (ok1 || ok2);
+        CK(cudaFree(bt));
+      }
     }
     // Ping-pong (128x128 a warpgroup).
-    {
+    if (want("pingpong")) {
       CUtensorMap mbP = tensorMap(b, N, K, PP<128>::N), mo2 = tensorMap(out, M, N, PP<128>::M),
                   mx2 = tensorMap(aux, M, N, PP<128>::M);
       float lt0 = lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
@@ -1650,7 +1663,7 @@ int main(int argc, char **argv) {
       }
     }
     // Cooperative, 4 stages, the output tile in two rounds.
-    {
+    if (want("hc")) {
       lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
       std::vector<float> w0 = toHost(ref, outN);
       clear();
@@ -1670,7 +1683,7 @@ int main(int argc, char **argv) {
                   flop / h0 / 1e6, h2);
     }
     // Cooperative, 4 stages, GELU deferred under the next tile's products.
-    {
+    if (want("deferred")) {
       lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
       std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
       clear();
@@ -1680,7 +1693,7 @@ int main(int argc, char **argv) {
       std::printf("  coop deferred:  +bias+gelu+aux %7.1f us\n", d2);
     }
     // Cooperative in clusters of two (b tiles multicast).
-    if ((M / BM) % 2 == 0) {
+    if ((M / BM) % 2 == 0 && want("cluster")) {
       CUtensorMap mbH = tensorMap(b, N, K, BN / 2), mxIn1 = tensorMap(refAux, M, N, 64);
       lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
       std::vector<float> w0 = toHost(ref, outN);
@@ -1707,7 +1720,7 @@ int main(int argc, char **argv) {
                   k0, flop / k0 / 1e6, k2, k3);
     }
     // Ping-pong, 64x256 a warpgroup.
-    {
+    if (want("pp64")) {
       CUtensorMap ma6 = tensorMap(a, M, K, 64), mb6 = tensorMap(b, N, K, 256),
                   mo6 = tensorMap(out, M, N, 64), mx6 = tensorMap(aux, M, N, 64),
                   mxIn6 = tensorMap(refAux, M, N, 64);
@@ -1735,7 +1748,7 @@ int main(int argc, char **argv) {
                   q0, flop / q0 / 1e6, q2, q3);
     }
     // Cooperative with store threads.
-    {
+    if (want("coopstore")) {
       CUtensorMap mo1 = tensorMap(out, M, N, 64), mx1 = tensorMap(aux, M, N, 64),
                   mxIn1 = tensorMap(refAux, M, N, 64);
       lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
