@@ -38,7 +38,8 @@
 //   - gemmCoopStore: gemmKernel's tiles with the epilogue's bulk copies
 //     handed to store threads of the loading warpgroup.
 //   - gemmDeferred: gemmKernel's 4-stage form whose GELU runs on the stored
-//     pre-activation, box by box, between the next tile's k-blocks.
+//     pre-activation (DGELU: on the stored product and the aux), box by box,
+//     between the next tile's k-blocks.
 #include <cublasLt.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -1108,6 +1109,7 @@ void launchCoopStore(const CUtensorMap &ma, const CUtensorMap &mb, const CUtenso
 /// groups) and stores it as out. Box q is loaded at k-block L(q) = q K/256
 /// and computed D k-blocks later; the last tile's boxes are done after its
 /// loop. GELU of the stored bf16 pre-activation, as the other forms.
+template <int EPI>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmDeferred(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                  const __grid_constant__ CUtensorMap mapOut,
@@ -1168,7 +1170,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   int ptm = 0, ptn = 0, loads = 0, done = 0;
   const int D = max(0, min(2, kBlocks / 4 - 1));
   auto loadAt = [&](int q) { return q * kBlocks / 4; };
+  static_assert(EPI == kBiasGeluAux || EPI == kDgelu, "GELU+aux or DGELU");
   auto loadBox = [&](int q) { // by tid 0
+    const int col = ptn * BN + 64 * q, row = ptm * BM + g * 64;
+    if (EPI == kDgelu) { // the product box (slot 0) and the aux box (slot 1)
+      if (q == 0)
+        tmaStoreWaitAll(); // the product is in global memory
+      else
+        tmaStoreWaitRead(); // box q - 1 has left slot 0
+      mbarExpectTx(&myFull[0], 2 * kSlot);
+      tmaLoad2d(myC, &mapOut, &myFull[0], col, row);
+      tmaLoad2d(myC + kSlot, &mapAux, &myFull[0], col, row);
+      return;
+    }
     if (q == 0)
       tmaStoreWaitAll(); // the pre-activation is in global memory, and both slots are free
     else if (q >= 2)
@@ -1176,21 +1190,32 @@ __global__ void __launch_bounds__(kThreads, 1)
                        : "memory"); // box q - 2 has left the slot
     int slot = q & 1;
     mbarExpectTx(&myFull[slot], kSlot);
-    tmaLoad2d(myC + slot * kSlot, &mapAux, &myFull[slot], ptn * BN + 64 * q, ptm * BM + g * 64);
+    tmaLoad2d(myC + slot * kSlot, &mapAux, &myFull[slot], col, row);
   };
   auto geluBox = [&](int q) { // every thread of the warpgroup
-    int slot = q & 1;
+    int slot = EPI == kDgelu ? 0 : q & 1;
     mbarWait(&myFull[slot], int((slotPhases >> slot) & 1u));
     slotPhases ^= 1u << slot;
     int4 *v = reinterpret_cast<int4 *>(myC + slot * kSlot);
+    const int4 *x = reinterpret_cast<const int4 *>(myC + kSlot); // DGELU: the aux box
 #pragma unroll 1
     for (int i = 0; i < 4; ++i) { // elementwise: the swizzle does not matter
       int4 p = v[tid + 128 * i];
       __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
+      if (EPI == kDgelu) {
+        int4 xa = x[tid + 128 * i];
+        const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(&xa);
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
-                                     geluTanh(__bfloat162float(h[e].y)));
+        for (int e = 0; e < 4; ++e)
+          h[e] = __floats2bfloat162_rn(
+              __bfloat162float(h[e].x) * geluTanhGrad(__bfloat162float(a[e].x)),
+              __bfloat162float(h[e].y) * geluTanhGrad(__bfloat162float(a[e].y)));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
+                                       geluTanh(__bfloat162float(h[e].y)));
+      }
       v[tid + 128 * i] = p;
     }
     fenceProxyAsync();
@@ -1253,7 +1278,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarArrive(&empty[prev]);
     if (pending)
       flush(); // (K too short to spread the boxes)
-    // This tile's pre-activation, two rounds of 64x128 through the slots.
+    // This tile's pre-activation (DGELU: its product, into out), two rounds
+    // of 64x128 through the slots.
     const int rl = warp * 16 + lane / 4, cl = 2 * (lane % 4);
 #pragma unroll
     for (int round = 0; round < 2; ++round) {
@@ -1263,8 +1289,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int jj = 0; jj < BN / 16; ++jj) {
         const int j = round * (BN / 16) + jj;
-        __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
-        float b0 = __bfloat162float(bb.x), b1 = __bfloat162float(bb.y);
+        float b0 = 0.0f, b1 = 0.0f;
+        if (EPI == kBiasGeluAux) {
+          __nv_bfloat162 bb =
+              *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
+          b0 = __bfloat162float(bb.x);
+          b1 = __bfloat162float(bb.y);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           int r = rl + 8 * h, c = 8 * j + cl;
@@ -1280,8 +1311,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tid == 0) {
 #pragma unroll
         for (int box = 0; box < 2; ++box)
-          tmaStore2d(&mapAux, myC + box * kSlot, tn * BN + (round * 2 + box) * 64,
-                     tm * BM + g * 64);
+          tmaStore2d(EPI == kDgelu ? &mapOut : &mapAux, myC + box * kSlot,
+                     tn * BN + (round * 2 + box) * 64, tm * BM + g * 64);
         tmaStoreCommit();
       }
     }
@@ -1296,17 +1327,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     tmaStoreWaitAll();
 }
 
+template <int EPI>
 void launchDeferred(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
                     cudaStream_t s) {
   constexpr int bytes = 4 * (kStageBytesA + kStageBytesB) + kTileBytesC / 2 + 1024 + 12 * 8;
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmDeferred, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CK(cudaFuncSetAttribute(gemmDeferred<EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     return true;
   }();
   (void)once;
   int tiles = (M / BM) * (N / BN);
-  gemmDeferred<<<std::min(tiles, sms), kThreads, bytes, s>>>(ma, mb, mo, mx, bias, M, N, K);
+  gemmDeferred<EPI><<<std::min(tiles, sms), kThreads, bytes, s>>>(ma, mb, mo, mx, bias, M, N, K);
 }
 
 /// cuBLASLt's out[M, N] = a b^T (+ epilogue) in column-major terms: out^T
@@ -1687,10 +1719,19 @@ int main(int argc, char **argv) {
       lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
       std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
       clear();
-      float d2 = timeOurs([&] { launchDeferred(ma, mb, mo, mx, bias, M, N, K, sms, s); });
+      float d2 =
+          timeOurs([&] { launchDeferred<kBiasGeluAux>(ma, mb, mo, mx, bias, M, N, K, sms, s); });
       compare("deferred gelu aux", toHost(aux, outN), w2a, &allOk);
       compare("deferred gelu out", toHost(out, outN), w2, &allOk);
-      std::printf("  coop deferred:  +bias+gelu+aux %7.1f us\n", d2);
+      // DGELU of the pre-activations just checked (refAux: cuBLASLt's).
+      CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
+      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
+      std::vector<float> w3 = toHost(ref, outN);
+      clear();
+      float d3 =
+          timeOurs([&] { launchDeferred<kDgelu>(ma, mb, mo, mxIn, nullptr, M, N, K, sms, s); });
+      compare("deferred dgelu", toHost(out, outN), w3, &allOk);
+      std::printf("  coop deferred:  +bias+gelu+aux %7.1f us  dgelu %7.1f us\n", d2, d3);
     }
     // Cooperative in clusters of two (b tiles multicast).
     if ((M / BM) % 2 == 0 && want("cluster")) {
