@@ -1109,7 +1109,7 @@ void launchCoopStore(const CUtensorMap &ma, const CUtensorMap &mb, const CUtenso
 /// groups) and stores it as out. Box q is loaded at k-block L(q) = q K/256
 /// and computed D k-blocks later; the last tile's boxes are done after its
 /// loop. GELU of the stored bf16 pre-activation, as the other forms.
-template <int EPI>
+template <int EPI, int BL = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmDeferred(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
                  const __grid_constant__ CUtensorMap mapOut,
@@ -1147,7 +1147,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbarWait(&empty[stage], phase ^ 1);
           mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
           tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
-          tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
+          if (BL == 0) {
+            tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
+          } else { // b [K, N]: 4 boxes of [64 K rows, 64 N]
+#pragma unroll
+            for (int box = 0; box < 4; ++box)
+              tmaLoad2d(sB + stage * (BN * BK) + box * (64 * 64), &mapB, &full[stage],
+                        tn * BN + box * 64, kb * BK);
+          }
           if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
@@ -1255,11 +1262,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kb = 0; kb < kBlocks; ++kb) {
       mbarWait(&full[stage], phase);
       uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB = descSw128(sB + stage * (BN * BK));
+      uint64_t dB =
+          BL == 0 ? descSw128(sB + stage * (BN * BK)) : descSw128N<BL>(sB + stage * (BN * BK));
       wgmmaFence();
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k)
-        wgmma256<0>(acc, dA + 2 * k, dB + 2 * k, (kb > 0 || k > 0) ? 1 : 0);
+        wgmma256<BL != 0>(acc, dA + 2 * k, dB + (BL == 0 ? 2 : 128) * k, (kb > 0 || k > 0) ? 1 : 0);
       wgmmaCommit();
       step(kb); // under the group just issued
       if (prev >= 0) {
@@ -1327,18 +1335,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     tmaStoreWaitAll();
 }
 
-template <int EPI>
+template <int EPI, int BL = 0>
 void launchDeferred(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
                     cudaStream_t s) {
   constexpr int bytes = 4 * (kStageBytesA + kStageBytesB) + kTileBytesC / 2 + 1024 + 12 * 8;
   static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmDeferred<EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CK(cudaFuncSetAttribute(gemmDeferred<EPI, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            bytes));
     return true;
   }();
   (void)once;
   int tiles = (M / BM) * (N / BN);
-  gemmDeferred<EPI><<<std::min(tiles, sms), kThreads, bytes, s>>>(ma, mb, mo, mx, bias, M, N, K);
+  gemmDeferred<EPI, BL>
+      <<<std::min(tiles, sms), kThreads, bytes, s>>>(ma, mb, mo, mx, bias, M, N, K);
 }
 
 /// cuBLASLt's out[M, N] = a b^T (+ epilogue) in column-major terms: out^T
@@ -1731,7 +1741,24 @@ int main(int argc, char **argv) {
       float d3 =
           timeOurs([&] { launchDeferred<kDgelu>(ma, mb, mo, mxIn, nullptr, M, N, K, sms, s); });
       compare("deferred dgelu", toHost(out, outN), w3, &allOk);
-      std::printf("  coop deferred:  +bias+gelu+aux %7.1f us  dgelu %7.1f us\n", d2, d3);
+      // b N-major (nn.Linear's [out, in] weight as the DGELU matmul reads it).
+      std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
+      CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k)
+          ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
+      bf16 *bt;
+      CK(cudaMalloc(&bt, ht.size() * 2));
+      CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
+      CUtensorMap mbt = tensorMap(bt, K, N, 64);
+      clear();
+      float d3n =
+          timeOurs([&] { launchDeferred<kDgelu, 1>(ma, mbt, mo, mxIn, nullptr, M, N, K, sms, s); });
+      compare("deferred dgelu, b N-major", toHost(out, outN), w3, &allOk);
+      CK(cudaFree(bt));
+      std::printf(
+          "  coop deferred:  +bias+gelu+aux %7.1f us  dgelu %7.1f us  dgelu b N-major %7.1f us\n",
+          d2, d3, d3n);
     }
     // Cooperative in clusters of two (b tiles multicast).
     if ((M / BM) % 2 == 0 && want("cluster")) {
