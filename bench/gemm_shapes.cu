@@ -25,22 +25,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define CB(x)                                                                                      \
-  do {                                                                                             \
-    cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s: status %d\n", #x, (int)s_);                                        \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "cuda_check.h"
 
 namespace {
 

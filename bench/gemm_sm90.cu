@@ -1,45 +1,32 @@
-// bench/gemm_sm90.cu - a warp-specialised sm_90a GEMM (TMA loads, wgmma,
-// mbarrier pipeline, persistent tiles) with fused epilogues, timed beside
-// cuBLASLt on the same shapes: the measurement that decides whether tc's
-// Linear layers should leave cuBLASLt's epilogues (GELU_AUX_BIAS at GPT-2's
-// c_fc costs ~45 us over the plain product on the H200) for its own kernel.
+// bench/gemm_sm90.cu - a warp-specialised sm_90a GEMM (TMA loads and
+// stores, wgmma, mbarrier rings, persistent tiles) with fused epilogues,
+// checked against cuBLASLt's output and timed beside it on the same shapes:
+// the measurement that decides whether tc's Linear layers should leave
+// cuBLASLt's epilogues (GELU_AUX_BIAS and DGELU at GPT-2's c_fc cost 40-50
+// us over the plain product) for a kernel of tc's own.
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/gemm_sm90.cu \
 //     -lcublasLt -lcuda -o gemm_sm90
 //   gemm_sm90 [--only=FORM,...] [M N K]...   (default: GPT-2's four Linear shapes at 16 x 1024
-//     tokens; forms: basic (direct and TMA stores, cuBLASLt's times), pingpong, hc, deferred,
-//     cluster, pp64, coopstore; default all)
+//     tokens; forms: coop, deferred, pingpong; default all)
 //
 // out[M, N] = a[M, K] b[N, K]^T (+ bias[N]) with a and b row-major bf16 (both
-// K-major: tc's `rhs^T` forward form), fp32 accumulation, bf16 out; the
+// K-major: tc's `rhs^T` forward form; or b [K, N], N-major, as nn.Linear's
+// weight is read by the dgrad), fp32 accumulation, bf16 out; the
 // epilogues: none, bias, bias + GELU (tanh form) with the pre-activation
 // written beside (cuBLASLt's GELU_AUX_BIAS, what tc-fuse-epilogues asks of
 // the first MLP matmul), and DGELU (the product times gelu'(aux): the
-// backward's dgrad of the second MLP matmul). Each with direct stores from
-// registers or through shared memory and TMA stores. M % 128, N % 256 and
-// K % 64 must be 0.
-
+// backward's dgrad of the second MLP matmul). M % 128, N % 256, K % 64.
 //
-// The forms (each checked against cuBLASLt's output, then timed; bench/
-// RESULTS.md, stop 36, has the H100 numbers and what they settle):
-//   - gemmKernel: 3 warpgroups a block, one block an SM over 128x256 output
-//     tiles (N fastest). Warpgroup 0 (one thread) loads 128x64 tiles of a
-//     and 256x64 of b by TMA (128-byte swizzle) into a ring of stages, each
-//     stage's `full` mbarrier counting its bytes; warpgroups 1 and 2 each
-//     compute 64 rows of the tile with m64n256k16 wgmmas, keep one stage's
-//     group in flight and give a stage back (`empty`) once it has completed.
-//     Epilogue: direct stores from the fragments (4 stages), or through
-//     shared memory and TMA stores (3 stages; HC: 4 stages and the tile in
-//     two rounds); CL 2: clusters of two blocks on adjacent row tiles
-//     sharing b (each loads half and multicasts it); BL 1: b N-major.
-//   - gemmPingpong: a 128x128 (or 64x256) tile for each consumer
-//     warpgroup, their products taking turns, one's epilogue under the
-//     other's products.
-//   - gemmCoopStore: gemmKernel's tiles with the epilogue's bulk copies
-//     handed to store threads of the loading warpgroup.
-//   - gemmDeferred: gemmKernel's 4-stage form whose GELU runs on the stored
-//     pre-activation (DGELU: on the stored product and the aux), box by box,
-//     between the next tile's k-blocks.
+// The forms (bench/RESULTS.md, stop 36, has their H100 numbers):
+//   - gemmCoop: both consumer warpgroups on one 128x256 tile, 3 or 4
+//     stages; with Defer, the GELU / DGELU arithmetic moved under the next
+//     tile's products (the form to measure next).
+//   - gemmPingpong: a 128x128 tile for each consumer warpgroup, their
+//     products taking turns, one's epilogue under the other's products.
+// Forms measured slower and removed (in git at 9ecfd11): direct stores from
+// the fragments, store threads, clusters of two with b multicast, 64x256
+// ping-pong tiles.
 #include <cublasLt.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -51,47 +38,37 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define CB(x)                                                                                      \
-  do {                                                                                             \
-    cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s: status %d\n", #x, (int)s_);                                        \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "cuda_check.h"
 
 using bf16 = __nv_bfloat16;
 
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64;
-constexpr int kConsumers = 2;
+constexpr int BK = 64;        // k-block: 64 bf16, one 128-byte swizzle row
+constexpr int kConsumers = 2; // consumer warpgroups a block
 constexpr int kThreads = 128 * (kConsumers + 1);
-constexpr int kStageBytesA = BM * BK * 2, kStageBytesB = BN * BK * 2;
-/// Direct stores: 4 stages. TMA stores: 3 stages and the output tile (64 KB,
-/// each consumer warpgroup's 64 rows as 4 swizzled [64, 64] boxes).
-__host__ __device__ constexpr int stagesFor(bool tmaStore) { return tmaStore ? 3 : 4; }
-constexpr int kTileBytesC = BM * BN * 2;
-constexpr int smemBytesFor(bool tmaStore) {
-  return stagesFor(tmaStore) * (kStageBytesA + kStageBytesB) + (tmaStore ? kTileBytesC : 0) +
-         1024 /* alignment */ + (2 * 4 + 2) * 8;
-}
-constexpr int smemBytesHC() {
-  return 4 * (kStageBytesA + kStageBytesB) + kTileBytesC / 2 + 1024 + (2 * 4 + 2) * 8;
-}
 
-enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2, kDgelu = 3 };
+/// fn() once, then the mean of `reps` runs of it on stream s, in microseconds.
+template <class F> float timeUs(cudaStream_t s, int reps, F &&fn) {
+  fn();
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0, s));
+  for (int r = 0; r < reps; ++r)
+    fn();
+  CK(cudaEventRecord(e1, s));
+  CK(cudaEventSynchronize(e1));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return ms * 1000 / reps;
+}
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -111,15 +88,6 @@ __device__ __forceinline__ void mbarWait(uint64_t *bar, int parity) {
   asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
                "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                "@!p bra WAIT_%=;\n}\n" ::"r"(smemAddr(bar)),
-               "r"(parity)
-               : "memory");
-}
-/// mbarWait with cluster-scope acquire: for barriers the peer block arrives
-/// on remotely (release.cluster).
-__device__ __forceinline__ void mbarWaitCluster(uint64_t *bar, int parity) {
-  asm volatile("{\n.reg .pred p;\nWAITC_%=:\n"
-               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra WAITC_%=;\n}\n" ::"r"(smemAddr(bar)),
                "r"(parity)
                : "memory");
 }
@@ -163,35 +131,6 @@ __device__ __forceinline__ void namedBarrierArrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-/// Both blocks of the cluster past this point (every thread of each).
-__device__ __forceinline__ void clusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-/// A TMA load multicast to the cluster's blocks in ctaMask: the same
-/// shared-memory offset and mbarrier offset in each.
-__device__ __forceinline__ void tmaLoad2dMulticast(void *dst, const CUtensorMap *map, uint64_t *bar,
-                                                   int c0, int c1, uint16_t ctaMask) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smemAddr(dst)),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddr(bar)), "r"(c0), "r"(c1),
-               "h"(ctaMask)
-               : "memory");
-}
-/// A stage given back: to this block's loader and, in a cluster of two, to
-/// the peer's (whose multicast writes this block's stage too).
-template <int CL> __device__ __forceinline__ void releaseStage(uint64_t *bar, int rank) {
-  mbarArrive(bar);
-  if (CL == 2) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-                 : "=r"(remote)
-                 : "r"(smemAddr(bar)), "r"(rank ^ 1));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-                 : "memory");
-  }
-}
-
 /// The shared-memory matrix descriptor of a K-major tile of 64 bf16 (128
 /// bytes) a row, 128-byte swizzled, 8-row groups 1024 bytes apart, the tile
 /// 1024-byte aligned: start address >> 4, leading offset 1 (unused when
@@ -227,16 +166,15 @@ __device__ __forceinline__ void wgmma128(float (&d)[64], uint64_t descA, uint64_
       : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
 }
 
-/// The descriptor of an N-major B tile [64 K rows][256 N] stored as 4 TMA
-/// boxes of [64 K rows, 64 N] (8 KB each, 128-byte swizzled): 8-row K groups
-/// 1024 bytes apart, 64-element N chunks 8192 apart. Which of the leading /
-/// stride offsets is which for MN-major layouts is what BL 1 and 2 try
-/// (1: leading = the N chunks, stride = the K groups; 2: swapped).
-template <int BL> __device__ __forceinline__ uint64_t descSw128N(const void *p) {
+/// The descriptor of an N-major b tile [64 K rows][N] stored as TMA boxes of
+/// [64 K rows, 64 N] (8 KB each, 128-byte swizzled): leading offset = the
+/// 64-element N chunks, 8192 bytes apart; stride offset = the 8-row K groups,
+/// 1024 apart (the other reading of the MN-major offsets gives wrong
+/// products: stop 36's second call).
+__device__ __forceinline__ uint64_t descSw128N(const void *p) {
   uint64_t d = (smemAddr(p) >> 4) & 0x3FFF;
-  uint64_t lead = BL == 1 ? 8192 : 1024, stride = BL == 1 ? 1024 : 8192;
-  d |= uint64_t(lead >> 4) << 16;
-  d |= uint64_t(stride >> 4) << 32;
+  d |= uint64_t(8192 >> 4) << 16;
+  d |= uint64_t(1024 >> 4) << 32;
   d |= uint64_t(1) << 62;
   return d;
 }
@@ -295,144 +233,287 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t descA, uint64
       : "l"(descA), "l"(descB), "r"(scaleD), "n"(TransB));
 }
 
-/// GELU's tanh form with the MUFU tanh (tanh.approx.f32: relative error
-/// ~2^-11, below bf16's 2^-8 rounding of the result).
-__device__ __forceinline__ float geluTanh(float h) {
+/// tanh(sqrt(2 / pi) (h + 0.044715 h^3)), the tanh of GELU's tanh form, with
+/// the MUFU tanh (tanh.approx.f32: relative error ~2^-11, below bf16's 2^-8).
+__device__ __forceinline__ float geluInnerTanh(float h) {
   float u = 0.7978845608028654f * (h + 0.044715f * h * h * h), t;
   asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
-  return 0.5f * h * (1.0f + t);
+  return t;
 }
+__device__ __forceinline__ float geluTanh(float h) { return 0.5f * h * (1.0f + geluInnerTanh(h)); }
 /// d gelu(h) / dh of the tanh form.
 __device__ __forceinline__ float geluTanhGrad(float h) {
-  float u = 0.7978845608028654f * (h + 0.044715f * h * h * h), t;
-  asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
+  float t = geluInnerTanh(h);
   return 0.5f * (1.0f + t) +
          0.5f * h * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * h * h);
 }
 
-/// out = a b^T (+ bias) (GELU, aux = the pre-activation), tiles of 128x256.
-/// TmaStore: each consumer warpgroup writes its 64x256 part of the tile into
-/// shared memory (swizzled as the [64, 64] boxes of mapOut / mapAux are) and
-/// one of its threads stores it by TMA, asynchronously: the warpgroup goes on
-/// to the next tile's products while the copy drains (it waits for the copy
-/// to have read the shared memory only before writing it again).
-template <int EPI, bool TmaStore, int BL = 0, int CL = 1, int HC = 0>
+enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2, kDgelu = 3 };
+
+/// Byte address of element (r, c) of a tile kept as 128-byte-swizzled boxes
+/// of [rows, 64] bf16, boxBytes apart: box c / 64, row r at r 128, its
+/// 16-byte chunk XOR r % 8 (the layout TMA reads and writes with
+/// CU_TENSOR_MAP_SWIZZLE_128B; boxes 1024-byte aligned).
+__device__ __forceinline__ unsigned char *swizzled(unsigned char *tile, int boxBytes, int r,
+                                                   int c) {
+  int cb = (c % 64) * 2;
+  return tile + (c / 64) * boxBytes + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
+}
+
+/// Writes bf16x2 f(j, h, at) for the accumulator pairs j in [J0, J1) of one
+/// warpgroup's m64nNk16 fragments (pair (j, h): row rowBase + 16 warp +
+/// lane / 4 + 8 h, columns 8 j + 2 (lane % 4) + {0, 1} - colBase) at their
+/// place `at` in the swizzled boxes at tile (which f may read first).
+template <int J0, int J1, class F>
+__device__ __forceinline__ void putFragments(unsigned char *tile, int boxBytes, int rowBase,
+                                             int colBase, F &&f) {
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+#pragma unroll
+  for (int j = J0; j < J1; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      unsigned char *at = swizzled(tile, boxBytes, rowBase + 16 * warp + lane / 4 + 8 * h,
+                                   8 * j + 2 * (lane % 4) - colBase);
+      *reinterpret_cast<__nv_bfloat162 *>(at) = f(j, h, at);
+    }
+}
+
+/// Stores `boxes` boxes of [rows, 64] at tile (boxBytes apart) by TMA to the
+/// columns from col0 and the rows from row0 of map's matrix, once every
+/// thread of warpgroup g has written them; by its thread 0, which commits
+/// them as one bulk group.
+__device__ __forceinline__ void storeBoxes(const CUtensorMap *map, unsigned char *tile, int boxes,
+                                           int boxBytes, int col0, int row0, int g) {
+  fenceProxyAsync();
+  namedBarrier(1 + g, 128);
+  if (threadIdx.x % 128 == 0) {
+    for (int b = 0; b < boxes; ++b)
+      tmaStore2d(map, tile + b * boxBytes, col0 + 64 * b, row0);
+    tmaStoreCommit();
+  }
+}
+
+/// Before warpgroup g writes its output tile again: the bulk stores of its
+/// thread 0 have read it.
+__device__ __forceinline__ void tileFree(int g) {
+  if (threadIdx.x % 128 == 0)
+    tmaStoreWaitRead();
+  namedBarrier(1 + g, 128);
+}
+
+/// The loading thread: every tile's k-blocks of a ([TM, K] of a, [TN, K] of
+/// b) into the ring of STAGES stages in order, tiles blockIdx.x + i
+/// gridDim.x (N fastest), each stage's `full` barrier counting its bytes, a
+/// stage refilled once `empty` says its readers are done. BL 1: b is [K, N]
+/// (N-major), loaded as TN / 64 boxes of [64 K rows, 64 N].
+template <int TM, int TN, int STAGES, int BL>
+__device__ __forceinline__ void loadTiles(const CUtensorMap *mapA, const CUtensorMap *mapB,
+                                          bf16 *sA, bf16 *sB, uint64_t *full, uint64_t *empty,
+                                          int tiles, int tilesN, int kBlocks) {
+  int stage = 0, phase = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int tm = tile / tilesN, tn = tile % tilesN;
+    for (int kb = 0; kb < kBlocks; ++kb) {
+      mbarWait(&empty[stage], phase ^ 1);
+      mbarExpectTx(&full[stage], (TM + TN) * BK * 2);
+      tmaLoad2d(sA + stage * (TM * BK), mapA, &full[stage], kb * BK, tm * TM);
+      if (BL == 0) {
+        tmaLoad2d(sB + stage * (TN * BK), mapB, &full[stage], kb * BK, tn * TN);
+      } else {
+#pragma unroll
+        for (int box = 0; box < TN / 64; ++box)
+          tmaLoad2d(sB + stage * (TN * BK) + box * (64 * 64), mapB, &full[stage],
+                    tn * TN + box * 64, kb * BK);
+      }
+      if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+/// The stage's b descriptor and its step along K for one k16 (K-major: 32
+/// bytes along the row; N-major: 16 rows of 128 bytes), in descriptor units.
+template <int BL> __device__ __forceinline__ uint64_t descB(const bf16 *stageB) {
+  return BL == 0 ? descSw128(stageB) : descSw128N(stageB);
+}
+template <int BL> constexpr int kStepB = BL == 0 ? 2 : 128;
+
+//===----------------------------------------------------------------------===//
+// The cooperative form: both consumer warpgroups on one 128x256 tile
+//===----------------------------------------------------------------------===//
+
+constexpr int BM = 128, BN = 256;
+
+/// Shared memory of gemmCoop: STAGES stages of 48 KB, then the output tile
+/// (3 stages: the whole 64 KB, each warpgroup's 64x256 part as 4 boxes; 4
+/// stages: 32 KB, each part in two rounds of two boxes), then the barriers.
+template <int STAGES> struct Coop {
+  static constexpr int stageA = BM * BK * 2, stageB = BN * BK * 2;
+  static constexpr int tileC = STAGES == 4 ? BM * BN : BM * BN * 2, rounds = STAGES == 4 ? 2 : 1;
+  static constexpr int smem = STAGES * (stageA + stageB) + tileC + 1024 + (2 * STAGES + 4) * 8;
+};
+
+/// out = a b^T (+ bias) (GELU with aux = the pre-activation, or DGELU), one
+/// block an SM over 128x256 tiles. Warpgroup 0 (one thread) loads
+/// (loadTiles); warpgroups 1 and 2 each compute 64 rows of the tile with
+/// m64n256k16 wgmmas, keep one stage's group in flight and give a stage back
+/// once its group has completed; then write their part into shared memory
+/// and store it by TMA (storeBoxes).
+///
+/// Defer (4 stages; GELU+aux or DGELU): the epilogue's arithmetic leaves the
+/// critical path. At a tile's end a warpgroup stores only the pre-activation
+/// (aux = bf16(acc + bias); DGELU: the product, into out); during the next
+/// tile's k-blocks it reads that back from L2 in four [64, 64] boxes (DGELU:
+/// with their aux boxes), transforms each in place between two k-blocks'
+/// wgmma issues (where the warps otherwise wait on their groups) and stores
+/// it as out; the last tile's boxes after its loop. DGELU then multiplies a
+/// bf16-rounded product, as PyTorch's unfused path (a bf16 GEMM output, then
+/// the elementwise DGELU) does. Without Defer, DGELU is not built.
+template <int EPI, int STAGES, int BL = 0, bool Defer = false>
 __global__ void __launch_bounds__(kThreads, 1)
-    gemmKernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
-               const __grid_constant__ CUtensorMap mapOut,
-               const __grid_constant__ CUtensorMap mapAux, bf16 *__restrict__ out,
-               bf16 *__restrict__ aux, const bf16 *__restrict__ bias, int M, int N, int K) {
-  // HC 1: 4 stages and half the output tile (each warpgroup stores its
-  // 64x256 part in two rounds of 64x128), as cuBLASLt's 128x256 kernel has 4.
-  static_assert(!HC || (TmaStore && EPI != kDgelu), "HC: TMA stores, no DGELU");
-  constexpr int STAGES = HC ? 4 : stagesFor(TmaStore);
-  constexpr int kC = HC ? kTileBytesC / 2 : kTileBytesC; // the output tile's shared memory
-  constexpr int kRounds = HC ? 2 : 1, kBoxes = 4 / kRounds;
+    gemmCoop(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+             const __grid_constant__ CUtensorMap mapOut, const __grid_constant__ CUtensorMap mapAux,
+             const bf16 *__restrict__ bias, int M, int N, int K) {
+  using C = Coop<STAGES>;
+  static_assert(STAGES == 3 || STAGES == 4, "3 or 4 stages");
+  static_assert(Defer ? STAGES == 4 && (EPI == kBiasGeluAux || EPI == kDgelu) : EPI != kDgelu,
+                "deferred: 4 stages, GELU+aux or DGELU; DGELU only deferred");
+  constexpr int kBox = 8192, kRoundJ = BN / 8 / C::rounds, kRoundBoxes = 4 / C::rounds;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = reinterpret_cast<unsigned char *>(
       (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
   bf16 *sA = reinterpret_cast<bf16 *>(base);
-  bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * kStageBytesA);
-  unsigned char *sC = base + STAGES * (kStageBytesA + kStageBytesB);
-  uint64_t *full = reinterpret_cast<uint64_t *>(sC + (TmaStore ? kC : 0));
+  bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * C::stageA);
+  unsigned char *sC = base + STAGES * (C::stageA + C::stageB);
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + C::tileC);
   uint64_t *empty = full + STAGES;
-  uint64_t *auxFull = empty + STAGES; // kDgelu with TMA: the aux tile of each consumer warpgroup
+  uint64_t *boxFull = empty + STAGES; // Defer: [warpgroup][slot]
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
-  // CL 2: clusters of two blocks take pairs of tiles (rows tm, tm + 1 of the
-  // same columns tn) and share the b tile: each block loads one half of it
-  // and multicasts it to both.
-  const int rank = CL == 2 ? int(blockIdx.x % 2) : 0;
-  const int first = CL == 2 ? int(blockIdx.x / 2) : int(blockIdx.x);
-  const int stride = CL == 2 ? int(gridDim.x / 2) : int(gridDim.x);
-  const int count = CL == 2 ? tiles / 2 : tiles;
-  auto tileOf = [&](int t, int &tm, int &tn) {
-    tm = CL == 2 ? 2 * (t / tilesN) + rank : t / tilesN;
-    tn = t % tilesN;
-  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarInit(&full[s], 1);
-      mbarInit(&empty[s], kConsumers * CL);
+      mbarInit(&empty[s], kConsumers);
     }
-    mbarInit(&auxFull[0], 1);
-    mbarInit(&auxFull[1], 1);
+    for (int i = 0; i < 4; ++i)
+      mbarInit(&boxFull[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (CL == 2)
-    clusterSync(); // the peer's barriers exist before anything reaches them
-  else
-    __syncthreads();
-  if (wg == 0) { // the loads
+  __syncthreads();
+  if (wg == 0) {
     setMaxRegsDec<40>();
-    if (tid == 0) {
-      int stage = 0, phase = 0;
-      for (int t = first; t < count; t += stride) {
-        int tm, tn;
-        tileOf(t, tm, tn);
-        for (int kb = 0; kb < kBlocks; ++kb) {
-          if (CL == 2)
-            mbarWaitCluster(&empty[stage], phase ^ 1);
-          else
-            mbarWait(&empty[stage], phase ^ 1);
-          mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
-          tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
-          if (CL == 2) { // this block's half of b, into both blocks
-            tmaLoad2dMulticast(sB + stage * (BN * BK) + rank * (BN / 2 * BK), &mapB, &full[stage],
-                               kb * BK, tn * BN + rank * (BN / 2), 0x3);
-          } else if (BL == 0) {
-            tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
-          } else { // b [K, N]: 4 boxes of [64 K rows, 64 N]
-#pragma unroll
-            for (int box = 0; box < 4; ++box)
-              tmaLoad2d(sB + stage * (BN * BK) + box * (64 * 64), &mapB, &full[stage],
-                        tn * BN + box * 64, kb * BK);
-          }
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    }
-    if (CL == 2)
-      clusterSync(); // no block leaves while its peer may still copy into it or arrive on it
+    if (tid == 0)
+      loadTiles<BM, BN, STAGES, BL>(&mapA, &mapB, sA, sB, full, empty, tiles, tilesN, kBlocks);
     return;
   }
   setMaxRegsInc<232>();
   const int g = wg - 1; // rows 64 g .. 64 g + 63 of the tile
+  const int cl = 2 * (tid % 4);
+  unsigned char *myC = sC + g * (C::tileC / 2); // its boxes (Defer: slots 0 and 1)
   float acc[128];
   int stage = 0, phase = 0;
-  const int warp = tid / 32, lane = tid % 32;
-  unsigned char *myC = sC + g * (kC / 2); // 4 (HC: 2) boxes of [64 rows, 128 bytes]
-  int auxPhase = 0;
-  for (int t = first; t < count; t += stride) {
-    int tm, tn;
-    tileOf(t, tm, tn);
-    if (EPI == kDgelu && TmaStore && tid == 0) {
-      // This tile's aux part into myC, once the previous tile's stores have
-      // read it: it lands while the products run.
-      tmaStoreWaitRead();
-      mbarExpectTx(&auxFull[g], kTileBytesC / 2);
-#pragma unroll
-      for (int box = 0; box < 4; ++box)
-        tmaLoad2d(myC + box * 8192, &mapAux, &auxFull[g], tn * BN + box * 64, tm * BM + g * 64);
+
+  // Defer: the boxes of the previous tile (pending): loads issued, boxes done.
+  uint64_t *myFull = boxFull + 2 * g;
+  unsigned slotPhases = 0; // bit s: the parity of slot s's next load
+  bool pending = false;
+  int ptm = 0, ptn = 0, loads = 0, done = 0;
+  const int D = max(0, min(2, kBlocks / 4 - 1)); // k-blocks from a box's load to its use
+  auto loadAt = [&](int q) { return q * kBlocks / 4; };
+  auto loadBox = [&](int q) { // by thread 0
+    const int col = ptn * BN + 64 * q, row = ptm * BM + g * 64;
+    if (EPI == kDgelu) { // the product box (slot 0) and its aux box (slot 1)
+      if (q == 0)
+        tmaStoreWaitAll(); // the product is in global memory
+      else
+        tmaStoreWaitRead(); // box q - 1 has left slot 0
+      mbarExpectTx(&myFull[0], 2 * kBox);
+      tmaLoad2d(myC, &mapOut, &myFull[0], col, row);
+      tmaLoad2d(myC + kBox, &mapAux, &myFull[0], col, row);
+      return;
     }
+    if (q == 0)
+      tmaStoreWaitAll(); // the pre-activation is in global memory, both slots free
+    else if (q >= 2)
+      asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory"); // box q - 2 left its slot
+    mbarExpectTx(&myFull[q & 1], kBox);
+    tmaLoad2d(myC + (q & 1) * kBox, &mapAux, &myFull[q & 1], col, row);
+  };
+  auto transformBox = [&](int q) { // every thread of the warpgroup
+    const int slot = EPI == kDgelu ? 0 : q & 1;
+    mbarWait(&myFull[slot], int((slotPhases >> slot) & 1u));
+    slotPhases ^= 1u << slot;
+    int4 *v = reinterpret_cast<int4 *>(myC + slot * kBox);
+    const int4 *x = reinterpret_cast<const int4 *>(myC + kBox); // DGELU: the aux box
+#pragma unroll 1
+    for (int i = 0; i < 4; ++i) { // elementwise: the swizzle does not matter
+      int4 p = v[tid + 128 * i];
+      __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
+      if (EPI == kDgelu) {
+        int4 xa = x[tid + 128 * i];
+        const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(&xa);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          h[e] = __floats2bfloat162_rn(
+              __bfloat162float(h[e].x) * geluTanhGrad(__bfloat162float(a[e].x)),
+              __bfloat162float(h[e].y) * geluTanhGrad(__bfloat162float(a[e].y)));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
+                                       geluTanh(__bfloat162float(h[e].y)));
+      }
+      v[tid + 128 * i] = p;
+    }
+    storeBoxes(&mapOut, myC + slot * kBox, 1, kBox, ptn * BN + 64 * q, ptm * BM + g * 64, g);
+  };
+  auto deferred = [&](int kb) { // the deferred work due at k-block kb
+    if constexpr (Defer) {
+      if (!pending)
+        return;
+      if (loads < 4 && kb == loadAt(loads)) {
+        if (tid == 0)
+          loadBox(loads);
+        ++loads;
+      }
+      if (done < loads && kb == loadAt(done) + D) {
+        transformBox(done);
+        ++done;
+      }
+    }
+  };
+  auto flush = [&] { // the boxes still due (K too short to spread them; the last tile's)
+    if constexpr (Defer) {
+      for (; pending && done < 4; ++done) {
+        if (loads == done) {
+          if (tid == 0)
+            loadBox(loads);
+          ++loads;
+        }
+        transformBox(done);
+      }
+    }
+  };
+
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int tm = tile / tilesN, tn = tile % tilesN;
     int prev = -1;
     for (int kb = 0; kb < kBlocks; ++kb) {
       mbarWait(&full[stage], phase);
       uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB =
-          BL == 0 ? descSw128(sB + stage * (BN * BK)) : descSw128N<BL>(sB + stage * (BN * BK));
+      uint64_t dB = descB<BL>(sB + stage * (BN * BK));
       wgmmaFence();
 #pragma unroll
-      for (int k = 0; k < BK / 16; ++k) // 32 bytes further along K a step (N-major B: 16 rows)
-        wgmma256<BL != 0>(acc, dA + 2 * k, dB + (BL == 0 ? 2 : 128) * k, (kb > 0 || k > 0) ? 1 : 0);
+      for (int k = 0; k < BK / 16; ++k) // 32 bytes further along K a step
+        wgmma256<BL != 0>(acc, dA + 2 * k, dB + kStepB<BL> * k, (kb > 0 || k > 0) ? 1 : 0);
       wgmmaCommit();
+      deferred(kb); // under the group just issued
       if (prev >= 0) {
         wgmmaWait<1>(); // the previous stage's group is done with its tiles
         if (tid == 0)
-          releaseStage<CL>(&empty[prev], rank);
+          mbarArrive(&empty[prev]);
       }
       prev = stage;
       if (++stage == STAGES) {
@@ -442,121 +523,239 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     wgmmaWait<0>();
     if (tid == 0)
-      releaseStage<CL>(&empty[prev], rank);
-    // acc[4 j + {0, 1}]: row rl, columns 8 j + 2 (lane % 4) + {0, 1} of the
-    // tile; acc[4 j + {2, 3}]: row rl + 8 (rows of this warpgroup's 64).
-    const int rl = warp * 16 + lane / 4;
-    const int r0 = tm * BM + g * 64 + rl;
-    const int cl = 2 * (lane % 4);
-    // v = acc + bias, then (GELU variant) aux = v and out = gelu(v as stored).
-    auto value = [&](int j, int h, float &v0, float &v1, __nv_bfloat162 &pre) {
-      float b0 = 0.0f, b1 = 0.0f;
-      if (EPI == kBias || EPI == kBiasGeluAux) {
-        __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
-        b0 = __bfloat162float(bb.x);
-        b1 = __bfloat162float(bb.y);
-      }
-      v0 = acc[4 * j + 2 * h] + b0;
-      v1 = acc[4 * j + 2 * h + 1] + b1;
-      if (EPI == kDgelu) {
-        __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(aux + size_t(r0 + 8 * h) * N +
-                                                                      tn * BN + 8 * j + cl);
-        v0 *= geluTanhGrad(__bfloat162float(hx.x));
-        v1 *= geluTanhGrad(__bfloat162float(hx.y));
-      }
-      pre = __floats2bfloat162_rn(v0, v1);
-      if (EPI == kBiasGeluAux) {
-        v0 = geluTanh(__bfloat162float(pre.x));
-        v1 = geluTanh(__bfloat162float(pre.y));
-      }
-    };
-    if constexpr (!TmaStore) {
+      mbarArrive(&empty[prev]);
+    flush();
+    // pass 0: acc + bias (GELU: stored as aux, acc becomes it as stored;
+    // deferred DGELU: the product, into out); pass 1 (GELU, not deferred):
+    // gelu(acc) as out.
+    const int passes = EPI == kBiasGeluAux && !Defer ? 2 : 1;
+    for (int pass = 0; pass < passes; ++pass)
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float v0, v1;
-          __nv_bfloat162 pre;
-          value(j, h, v0, v1, pre);
-          size_t at = size_t(r0 + 8 * h) * N + tn * BN + 8 * j + cl;
-          if (EPI == kBiasGeluAux)
-            *reinterpret_cast<__nv_bfloat162 *>(aux + at) = pre;
-          *reinterpret_cast<__nv_bfloat162 *>(out + at) = __floats2bfloat162_rn(v0, v1);
-        }
-    } else {
-      // Element (r, c) of this warpgroup's part lives in box c / 64 at byte
-      // r 128 + ((c % 64) 2 / 16 ^ r % 8) 16 + (c % 64) 2 % 16 (the 128-byte
-      // swizzle TMA applies).
-      // pass 0: v = acc + bias, stored (GELU: as aux, and acc becomes v as
-      // stored); pass 1 (GELU only): gelu(acc) stored as out.
-      auto put = [&](int pass, int round) {
-        if (EPI == kDgelu) {
-          mbarWait(&auxFull[g], auxPhase); // (the load waited for the stores' reads)
-          auxPhase ^= 1;
-        } else {
-          if (tid == 0)
-            tmaStoreWaitRead(); // the previous stores have read myC
-          namedBarrier(1 + g, 128);
-        }
-#pragma unroll
-        for (int jj = 0; jj < BN / 8 / kRounds; ++jj) {
-          const int j = round * (BN / 8 / kRounds) + jj;
+      for (int round = 0; round < C::rounds; ++round) {
+        tileFree(g);
+        auto value = [&](int j, int h, unsigned char *) {
+          float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
+          if (pass == 1)
+            return __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
           float b0 = 0.0f, b1 = 0.0f;
-          if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
+          if (EPI == kBias || EPI == kBiasGeluAux) {
             __nv_bfloat162 bb =
                 *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
             b0 = __bfloat162float(bb.x);
             b1 = __bfloat162float(bb.y);
           }
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
-            __nv_bfloat162 st;
-            int r = rl + 8 * h, c = 8 * j + cl;
-            int box = c / 64 - round * kBoxes, cb = (c % 64) * 2;
-            unsigned char *at =
-                myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-            if (EPI == kDgelu) {
-              __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
-              st = __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
-                                         a1 * geluTanhGrad(__bfloat162float(hx.y)));
-            } else if (pass == 0) {
-              st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
-              if (EPI == kBiasGeluAux) {
-                a0 = __bfloat162float(st.x);
-                a1 = __bfloat162float(st.y);
-              }
-            } else {
-              st = __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
-            }
-            *reinterpret_cast<__nv_bfloat162 *>(at) = st;
+          __nv_bfloat162 st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
+          if (EPI == kBiasGeluAux && !Defer) {
+            a0 = __bfloat162float(st.x);
+            a1 = __bfloat162float(st.y);
           }
-        }
-        fenceProxyAsync();
-        namedBarrier(1 + g, 128);
-        if (tid == 0) {
-          const CUtensorMap *map = (EPI == kBiasGeluAux && pass == 0) ? &mapAux : &mapOut;
-#pragma unroll
-          for (int box = 0; box < kBoxes; ++box)
-            tmaStore2d(map, myC + box * 8192, tn * BN + (round * kBoxes + box) * 64,
-                       tm * BM + g * 64);
-          tmaStoreCommit();
-        }
-      };
-#pragma unroll
-      for (int round = 0; round < kRounds; ++round)
-        put(0, round);
-      if (EPI == kBiasGeluAux)
-#pragma unroll
-        for (int round = 0; round < kRounds; ++round)
-          put(1, round);
+          return st;
+        };
+        if (round == 0)
+          putFragments<0, kRoundJ>(myC, kBox, 0, 0, value);
+        else
+          putFragments<kRoundJ, 2 * kRoundJ>(myC, kBox, 0, 128, value);
+        const CUtensorMap *map = EPI == kBiasGeluAux && pass == 0 ? &mapAux : &mapOut;
+        storeBoxes(map, myC, kRoundBoxes, kBox, tn * BN + round * 64 * kRoundBoxes,
+                   tm * BM + g * 64, g);
+      }
+    if (Defer) {
+      pending = true;
+      ptm = tm;
+      ptn = tn;
+      loads = done = 0;
     }
   }
-  if constexpr (TmaStore)
+  flush();
+  if (tid == 0)
+    tmaStoreWaitAll();
+}
+
+//===----------------------------------------------------------------------===//
+// The ping-pong form: each consumer warpgroup a 128x128 tile of its own
+//===----------------------------------------------------------------------===//
+
+constexpr int PM = 128, PN = 128;
+template <int ST> struct PP {
+  static constexpr int stageA = PM * BK * 2, stageB = PN * BK * 2, tileC = PM * PN * 2;
+  static constexpr int smem = ST * (stageA + stageB) + 2 * tileC + 1024 + (2 * ST + 2) * 8;
+};
+
+/// Ping-pong trace (TR): per block and consumer warpgroup, kTraceFields
+/// sums of clock64 intervals over its tiles (see gemmPingpong), then the
+/// tile count.
+constexpr int kTraceFields = 6;
+__device__ long long *gTrace;
+
+/// out = a b^T (+ epilogue) over 128x128 tiles: tile i of the block (tiles
+/// blockIdx.x + i gridDim.x) goes to consumer warpgroup i % 2, whose
+/// products take turns with the other's (named barriers 3 and 4: a
+/// warpgroup's turn begins once the other has issued its tile's last
+/// products), so that one's epilogue (through its own 32 KB and TMA stores)
+/// runs under the other's products; the turns also keep a warpgroup from
+/// waiting on a stage more than one lap ahead of the ring, whose parity
+/// would be an earlier lap's. Each stage is given back by the warpgroup that
+/// read it. mapOut / mapAux boxes are [128 rows, 64 columns]; DGELU's aux
+/// tile is loaded into the warpgroup's 32 KB while its products run.
+template <int EPI, int BL = 0, int ST = 5, bool TR = false>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemmPingpong(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                 const __grid_constant__ CUtensorMap mapOut,
+                 const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
+                 int N, int K) {
+  using P = PP<ST>;
+  constexpr int kBox = PM * 128;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  bf16 *sA = reinterpret_cast<bf16 *>(base);
+  bf16 *sB = reinterpret_cast<bf16 *>(base + ST * P::stageA);
+  unsigned char *sC = base + ST * (P::stageA + P::stageB);
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + 2 * P::tileC);
+  uint64_t *empty = full + ST;
+  uint64_t *auxFull = empty + ST;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int tilesN = N / PN, tiles = (M / PM) * tilesN, kBlocks = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], 1);
+    }
+    mbarInit(&auxFull[0], 1);
+    mbarInit(&auxFull[1], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<40>();
     if (tid == 0)
-      tmaStoreWaitAll();
-  if (CL == 2)
-    clusterSync();
+      loadTiles<PM, PN, ST, BL>(&mapA, &mapB, sA, sB, full, empty, tiles, tilesN, kBlocks);
+    return;
+  }
+  setMaxRegsInc<232>();
+  const int g = wg - 1;
+  const int cl = 2 * (tid % 4);
+  unsigned char *myC = sC + g * P::tileC; // 2 boxes of [128 rows, 128 bytes]
+  float acc0[64], acc1[64];               // rows 0-63 and 64-127 of the tile
+  long long tr[kTraceFields] = {}, trTiles = 0;
+  int auxPhase = 0;
+  int i = g; // the block's tile index this warpgroup takes
+  for (int tile = blockIdx.x + g * gridDim.x; tile < tiles; tile += 2 * gridDim.x, i += 2) {
+    const int tm = tile / tilesN, tn = tile % tilesN;
+    if (EPI == kDgelu && tid == 0) {
+      tmaStoreWaitRead();
+      mbarExpectTx(&auxFull[g], P::tileC);
+#pragma unroll
+      for (int box = 0; box < PN / 64; ++box)
+        tmaLoad2d(myC + box * kBox, &mapAux, &auxFull[g], tn * PN + box * 64, tm * PM);
+    }
+    long long t0 = TR ? clock64() : 0, t1 = 0, t1b = 0, t2 = 0, t3 = 0;
+    if (i > 0)
+      namedBarrier(3 + g, 256);
+    if (TR)
+      t1 = clock64();
+    long pos = long(i) * kBlocks; // this tile's first k-block in the ring
+    int prev = -1;
+    for (int kb = 0; kb < kBlocks; ++kb, ++pos) {
+      int stage = int(pos % ST), phase = int((pos / ST) & 1);
+      mbarWait(&full[stage], phase);
+      if (TR && kb == 0)
+        t1b = clock64();
+      uint64_t dA = descSw128(sA + stage * (PM * BK));
+      uint64_t dB = descB<BL>(sB + stage * (PN * BK));
+      wgmmaFence();
+#pragma unroll
+      for (int k = 0; k < BK / 16; ++k) {
+        uint64_t b = dB + kStepB<BL> * k;
+        wgmma128<BL != 0>(acc0, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+        wgmma128<BL != 0>(acc1, dA + (8192 >> 4) + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
+      }
+      wgmmaCommit();
+      if (prev >= 0) {
+        wgmmaWait<1>();
+        if (tid == 0)
+          mbarArrive(&empty[prev]);
+      }
+      prev = stage;
+    }
+    if (TR)
+      t2 = clock64();
+    if (tile + gridDim.x < tiles) // the other warpgroup's next turn
+      namedBarrierArrive(3 + (1 - g), 256);
+    wgmmaWait<0>();
+    if (TR)
+      t3 = clock64();
+    if (tid == 0)
+      mbarArrive(&empty[prev]);
+    // pass 0: acc + bias (GELU: as aux, acc becomes it as stored; DGELU:
+    // acc gelu'(aux) read from the aux tile in place); pass 1 (GELU): gelu(acc).
+    for (int pass = 0; pass < (EPI == kBiasGeluAux ? 2 : 1); ++pass) {
+      if (EPI == kDgelu) {
+        mbarWait(&auxFull[g], auxPhase); // (its load waited for the stores' reads)
+        auxPhase ^= 1;
+      } else {
+        tileFree(g);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float(&acc)[64] = half ? acc1 : acc0;
+        putFragments<0, PN / 8>(myC, kBox, 64 * half, 0, [&](int j, int h, unsigned char *at) {
+          float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
+          if (EPI == kDgelu) {
+            __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
+            return __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
+                                         a1 * geluTanhGrad(__bfloat162float(hx.y)));
+          }
+          if (pass == 1)
+            return __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
+          float b0 = 0.0f, b1 = 0.0f;
+          if (EPI == kBias || EPI == kBiasGeluAux) {
+            __nv_bfloat162 bb =
+                *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * PN + 8 * j + cl);
+            b0 = __bfloat162float(bb.x);
+            b1 = __bfloat162float(bb.y);
+          }
+          __nv_bfloat162 st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
+          if (EPI == kBiasGeluAux) {
+            a0 = __bfloat162float(st.x);
+            a1 = __bfloat162float(st.y);
+          }
+          return st;
+        });
+      }
+      const CUtensorMap *map = EPI == kBiasGeluAux && pass == 0 ? &mapAux : &mapOut;
+      storeBoxes(map, myC, PN / 64, kBox, tn * PN, tm * PM, g);
+    }
+    if (TR) {
+      long long t4 = clock64();
+      // waiting for the turn, for the first stage, the products' issue (the
+      // first stage's wait included), their drain, the epilogue, the whole tile
+      long long spans[kTraceFields] = {t1 - t0, t1b - t1, t2 - t1, t3 - t2, t4 - t3, t4 - t0};
+      for (int f = 0; f < kTraceFields; ++f)
+        tr[f] += spans[f];
+      trTiles += 1;
+    }
+  }
+  if (TR && tid == 0 && gTrace) {
+    long long *o = gTrace + (long(blockIdx.x) * 2 + g) * (kTraceFields + 1);
+    for (int f = 0; f < kTraceFields; ++f)
+      o[f] = tr[f];
+    o[kTraceFields] = trTiles;
+  }
+  if (tid == 0)
+    tmaStoreWaitAll();
+}
+
+/// Launches kernel over min(tiles, SMs) blocks with `smem` bytes of dynamic
+/// shared memory (the opt-in raised on its first launch).
+template <class Kernel>
+void launchPersistent(Kernel kernel, int smem, int tiles, int sms, cudaStream_t s,
+                      const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
+                      const CUtensorMap &mx, const bf16 *bias, int M, int N, int K) {
+  static std::set<const void *> raised;
+  if (raised.insert(reinterpret_cast<const void *>(kernel)).second)
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<std::min(tiles, sms), kThreads, smem, s>>>(ma, mb, mo, mx, bias, M, N, K);
 }
 
 /// A 2-D tensor map of a row-major [rows, cols] bf16 matrix, boxes of
@@ -578,782 +777,10 @@ CUtensorMap tensorMap(const bf16 *p, int rows, int cols, int boxRows) {
   return map;
 }
 
-/// gemmKernel (TMA stores) in clusters of two blocks sharing b tiles.
-template <int EPI>
-void launchCluster(const CUtensorMap &ma, const CUtensorMap &mbHalf, const CUtensorMap &mo,
-                   const CUtensorMap &mx, bf16 *out, bf16 *aux, const bf16 *bias, int M, int N,
-                   int K, int sms, cudaStream_t s) {
-  static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmKernel<EPI, true, 0, 2>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytesFor(true)));
-    return true;
-  }();
-  (void)once;
-  int pairs = (M / BM) * (N / BN) / 2;
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smemBytesFor(true);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 2;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  // A persistent grid of clusters must fit at once: pairs of SMs within one
-  // GPC, fewer than half the SMs where a GPC has an odd count. Clusters past
-  // that would start only when a whole resident cluster has finished all of
-  // its tiles.
-  static int active = [&] {
-    cudaLaunchConfig_t probe = cfg;
-    probe.gridDim = dim3(2 * (sms / 2));
-    int n = 0;
-    CK(cudaOccupancyMaxActiveClusters(&n, gemmKernel<EPI, true, 0, 2>, &probe));
-    std::printf("  (clusters of 2 resident at once: %d)\n", n);
-    return n;
-  }();
-  cfg.gridDim = dim3(2 * std::min(pairs, std::max(active, 1)));
-  CK(cudaLaunchKernelEx(&cfg, gemmKernel<EPI, true, 0, 2>, ma, mbHalf, mo, mx, out, aux, bias, M, N,
-                        K));
-}
-
-template <int EPI, bool TmaStore, int BL = 0, int HC = 0>
-void launch(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
-            const CUtensorMap &mx, bf16 *out, bf16 *aux, const bf16 *bias, int M, int N, int K,
-            int sms, cudaStream_t s) {
-  static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmKernel<EPI, TmaStore, BL, 1, HC>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            (HC ? smemBytesHC() : smemBytesFor(TmaStore))));
-    return true;
-  }();
-  (void)once;
-  int tiles = (M / BM) * (N / BN);
-  gemmKernel<EPI, TmaStore, BL, 1, HC>
-      <<<std::min(tiles, sms), kThreads, (HC ? smemBytesHC() : smemBytesFor(TmaStore)), s>>>(
-          ma, mb, mo, mx, out, aux, bias, M, N, K);
-}
-
-//===----------------------------------------------------------------------===//
-// The ping-pong form: each consumer warpgroup a 128x128 tile of its own
-//===----------------------------------------------------------------------===//
-
-/// Ping-pong trace (TR): per block and consumer warpgroup, 8 sums of clock64
-/// intervals over its tiles (see gemmPingpong), then the tile count.
-constexpr int kTraceFields = 8;
-__device__ long long *gTrace;
-
-/// Ping-pong tiles a warpgroup: TM 128 (128x128, two m64n128k16 a k-step)
-/// or 64 (64x256, one m64n256k16); 5 or 4 stages of 32 or 40 KB, and 32 KB
-/// of output tile a warpgroup.
-template <int TM, int ST = (TM == 128 ? 5 : 4)> struct PP {
-  static constexpr int M = TM, N = TM == 128 ? 128 : 256, STAGES = ST;
-  static constexpr int stageA = M * BK * 2, stageB = N * BK * 2, tileC = M * N * 2;
-  static constexpr int smem = STAGES * (stageA + stageB) + 2 * tileC + 1024 + (2 * STAGES + 2) * 8;
-};
-
-/// out = a b^T (+ epilogue) over 128x128 tiles: tile i of the block (tiles
-/// blockIdx.x + i gridDim.x, N fastest) goes to consumer warpgroup i % 2.
-/// The loading thread fills one ring with the tiles' k-blocks in tile order,
-/// so each warpgroup's products follow the other's: one warpgroup's epilogue
-/// (through its own 32 KB of shared memory and TMA stores) runs under the
-/// other's products. Each stage is given back by the one warpgroup that
-/// read it. mapOut / mapAux boxes are [128 rows, 64 columns].
-template <int EPI, int BL, int TM, int ST = (TM == 128 ? 5 : 4), bool TR = false>
-__global__ void __launch_bounds__(kThreads, 1)
-    gemmPingpong(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
-                 const __grid_constant__ CUtensorMap mapOut,
-                 const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
-                 int N, int K) {
-  using P = PP<TM, ST>;
-  constexpr int PM = P::M, PN = P::N, PSTAGES = P::STAGES;
-  constexpr int kPStageA = P::stageA, kPStageB = P::stageB, kPTileC = P::tileC;
-  extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  bf16 *sA = reinterpret_cast<bf16 *>(base);
-  bf16 *sB = reinterpret_cast<bf16 *>(base + PSTAGES * kPStageA);
-  unsigned char *sC = base + PSTAGES * (kPStageA + kPStageB);
-  uint64_t *full = reinterpret_cast<uint64_t *>(sC + 2 * kPTileC);
-  uint64_t *empty = full + PSTAGES;
-  uint64_t *auxFull = empty + PSTAGES;
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int tilesN = N / PN, tiles = (M / PM) * tilesN, kBlocks = K / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < PSTAGES; ++s) {
-      mbarInit(&full[s], 1);
-      mbarInit(&empty[s], 1);
-    }
-    mbarInit(&auxFull[0], 1);
-    mbarInit(&auxFull[1], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {
-    setMaxRegsDec<40>();
-    if (tid == 0) {
-      int stage = 0, phase = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm = tile / tilesN, tn = tile % tilesN;
-        for (int kb = 0; kb < kBlocks; ++kb) {
-          mbarWait(&empty[stage], phase ^ 1);
-          mbarExpectTx(&full[stage], kPStageA + kPStageB);
-          tmaLoad2d(sA + stage * (PM * BK), &mapA, &full[stage], kb * BK, tm * PM);
-          if (BL == 0) {
-            tmaLoad2d(sB + stage * (PN * BK), &mapB, &full[stage], kb * BK, tn * PN);
-          } else {
-#pragma unroll
-            for (int box = 0; box < PN / 64; ++box)
-              tmaLoad2d(sB + stage * (PN * BK) + box * (64 * 64), &mapB, &full[stage],
-                        tn * PN + box * 64, kb * BK);
-          }
-          if (++stage == PSTAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    }
-    return;
-  }
-  setMaxRegsInc<232>();
-  const int g = wg - 1;
-  unsigned char *myC = sC + g * kPTileC; // 2 boxes of [128 rows, 128 bytes]
-  const int warp = tid / 32, lane = tid % 32;
-  float acc0[64], acc1[64]; // TM 128: rows 0-63 and 64-127; TM 64: columns 0-127 and 128-255
-  float acc[128];           // TM 64
-  long long tr[kTraceFields] = {};
-  long long trTiles = 0;
-  int auxPhase = 0;
-  int i = g; // the block's tile index this warpgroup takes
-  for (int tile = blockIdx.x + g * gridDim.x; tile < tiles; tile += 2 * gridDim.x, i += 2) {
-    int tm = tile / tilesN, tn = tile % tilesN;
-    if (EPI == kDgelu && tid == 0) {
-      tmaStoreWaitRead();
-      mbarExpectTx(&auxFull[g], kPTileC);
-#pragma unroll
-      for (int box = 0; box < PN / 64; ++box)
-        tmaLoad2d(myC + box * (PM * 128), &mapAux, &auxFull[g], tn * PN + box * 64, tm * PM);
-    }
-    // The products take turns (named barriers 3 and 4: this warpgroup's turn
-    // begins once the other has issued its tile's last products): besides
-    // keeping one epilogue under the other's products, a warpgroup waiting
-    // on a stage more than one lap ahead of the ring would read the parity
-    // of an earlier lap.
-    long long t0 = TR ? clock64() : 0, t1 = 0, t1b = 0, t2 = 0, t3 = 0;
-    if (i > 0)
-      namedBarrier(3 + g, 256);
-    if (TR)
-      t1 = clock64();
-    long pos = long(i) * kBlocks; // this tile's first k-block in the ring
-    int prev = -1;
-    for (int kb = 0; kb < kBlocks; ++kb, ++pos) {
-      int stage = int(pos % PSTAGES), phase = int((pos / PSTAGES) & 1);
-      mbarWait(&full[stage], phase);
-      if (TR && kb == 0)
-        t1b = clock64();
-      uint64_t dA = descSw128(sA + stage * (PM * BK));
-      uint64_t dB =
-          BL == 0 ? descSw128(sB + stage * (PN * BK)) : descSw128N<BL>(sB + stage * (PN * BK));
-      wgmmaFence();
-#pragma unroll
-      for (int k = 0; k < BK / 16; ++k) {
-        uint64_t b = dB + (BL == 0 ? 2 : 128) * k;
-        if constexpr (TM == 128) {
-          wgmma128<BL != 0>(acc0, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
-          wgmma128<BL != 0>(acc1, dA + (8192 >> 4) + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
-        } else {
-          wgmma256<BL != 0>(acc, dA + 2 * k, b, (kb > 0 || k > 0) ? 1 : 0);
-        }
-      }
-      wgmmaCommit();
-      if (prev >= 0) {
-        wgmmaWait<1>();
-        if (tid == 0)
-          mbarArrive(&empty[prev]);
-      }
-      prev = stage;
-    }
-    if (TR)
-      t2 = clock64();
-    if (tile + gridDim.x < tiles) // the other warpgroup's next turn
-      namedBarrierArrive(3 + (1 - g), 256);
-    wgmmaWait<0>();
-    if (TR)
-      t3 = clock64();
-    if (tid == 0)
-      mbarArrive(&empty[prev]);
-    // accX[4 j + {0, 1}]: row 64 X + 16 warp + lane / 4, columns 8 j + 2 (lane % 4) + {0, 1};
-    // accX[4 j + {2, 3}]: 8 rows further.
-    const int cl = 2 * (lane % 4);
-    auto put = [&](int pass) {
-      if (EPI == kDgelu) {
-        mbarWait(&auxFull[g], auxPhase);
-        auxPhase ^= 1;
-      } else {
-        if (tid == 0)
-          tmaStoreWaitRead();
-        namedBarrier(1 + g, 128);
-      }
-#pragma unroll
-      for (int half = 0; half < (TM == 128 ? 2 : 1); ++half) {
-#pragma unroll
-        for (int j = 0; j < (TM == 128 ? PN / 8 : PN / 8); ++j) {
-          // the j-th n8 block's 4 accumulators
-          auto A = [&](int q) -> float & {
-            if constexpr (TM == 128)
-              return half ? acc1[4 * j + q] : acc0[4 * j + q];
-            else
-              return acc[4 * j + q];
-          };
-          float b0 = 0.0f, b1 = 0.0f;
-          if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
-            __nv_bfloat162 bb =
-                *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * PN + 8 * j + cl);
-            b0 = __bfloat162float(bb.x);
-            b1 = __bfloat162float(bb.y);
-          }
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float &a0 = A(2 * h), &a1 = A(2 * h + 1);
-            int r = 64 * half + 16 * warp + lane / 4 + 8 * h, c = 8 * j + cl;
-            int box = c / 64, cb = (c % 64) * 2;
-            unsigned char *at =
-                myC + box * (PM * 128) + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-            __nv_bfloat162 st;
-            if (EPI == kDgelu) {
-              __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
-              st = __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
-                                         a1 * geluTanhGrad(__bfloat162float(hx.y)));
-            } else if (pass == 0) {
-              st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
-              if (EPI == kBiasGeluAux) {
-                a0 = __bfloat162float(st.x);
-                a1 = __bfloat162float(st.y);
-              }
-            } else {
-              st = __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
-            }
-            *reinterpret_cast<__nv_bfloat162 *>(at) = st;
-          }
-        }
-      }
-      fenceProxyAsync();
-      namedBarrier(1 + g, 128);
-      if (tid == 0) {
-        const CUtensorMap *map = (EPI == kBiasGeluAux && pass == 0) ? &mapAux : &mapOut;
-#pragma unroll
-        for (int box = 0; box < PN / 64; ++box)
-          tmaStore2d(map, myC + box * (PM * 128), tn * PN + box * 64, tm * PM);
-        tmaStoreCommit();
-      }
-    };
-    put(0);
-    if (EPI == kBiasGeluAux)
-      put(1);
-    if (TR) {
-      long long t4 = clock64();
-      // waiting for the turn, for the first stage, the products' issue, their
-      // drain, the epilogue, the whole tile; (6, 7: unused)
-      tr[0] += t1 - t0;
-      tr[1] += t1b - t1;
-      tr[2] += t2 - t1;
-      tr[3] += t3 - t2;
-      tr[4] += t4 - t3;
-      tr[5] += t4 - t0;
-      trTiles += 1;
-    }
-  }
-  if (TR && tid == 0 && gTrace) {
-    long long *o = gTrace + (long(blockIdx.x) * 2 + g) * (kTraceFields + 1);
-    for (int f = 0; f < kTraceFields; ++f)
-      o[f] = tr[f];
-    o[kTraceFields] = trTiles;
-  }
-  if (tid == 0)
-    tmaStoreWaitAll();
-}
-
-template <int EPI, int BL = 0, int TM = 128, int ST = (TM == 128 ? 5 : 4), bool TR = false>
-void launchPingpong(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
-                    const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
-                    cudaStream_t s) {
-  static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmPingpong<EPI, BL, TM, ST, TR>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, PP<TM, ST>::smem));
-    return true;
-  }();
-  (void)once;
-  int tiles = (M / PP<TM, ST>::M) * (N / PP<TM, ST>::N);
-  gemmPingpong<EPI, BL, TM, ST, TR>
-      <<<std::min(tiles, sms), kThreads, PP<TM, ST>::smem, s>>>(ma, mb, mo, mx, bias, M, N, K);
-}
-
-//===----------------------------------------------------------------------===//
-// The cooperative form with store threads
-//===----------------------------------------------------------------------===//
-
-/// gemmKernel's cooperative 128x256 tiles (3 stages, 64 KB of output tile),
-/// with the epilogue's bulk copies handed to store threads: thread 0 of warp
-/// 1 + g of the loading warpgroup serves consumer warpgroup g. The
-/// consumers write their 64x256 part into shared memory (cReady: 128
-/// arrivals, each after its proxy fence) and go on to the next tile's
-/// products; the store thread stores it by TMA, waits for the copy to have
-/// read the shared memory and gives it back (cFree), and for DGELU loads the
-/// next tile's aux part into it (auxFull). GELU+aux takes two rounds a tile
-/// (aux, then out).
-template <int EPI, int BL>
-__global__ void __launch_bounds__(kThreads, 1)
-    gemmCoopStore(const __grid_constant__ CUtensorMap mapA,
-                  const __grid_constant__ CUtensorMap mapB,
-                  const __grid_constant__ CUtensorMap mapOut,
-                  const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
-                  int N, int K) {
-  constexpr int STAGES = 3;
-  extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  bf16 *sA = reinterpret_cast<bf16 *>(base);
-  bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * kStageBytesA);
-  unsigned char *sC = base + STAGES * (kStageBytesA + kStageBytesB);
-  uint64_t *full = reinterpret_cast<uint64_t *>(sC + kTileBytesC);
-  uint64_t *empty = full + STAGES;
-  uint64_t *cReady = empty + STAGES, *cFree = cReady + 2, *auxFull = cFree + 2;
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbarInit(&full[s], 1);
-      mbarInit(&empty[s], kConsumers);
-    }
-    for (int g = 0; g < 2; ++g) {
-      mbarInit(&cReady[g], 128);
-      mbarInit(&cFree[g], 1);
-      mbarInit(&auxFull[g], 1);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {
-    setMaxRegsDec<40>();
-    const int warp = tid / 32;
-    if (tid == 0) { // the loads
-      int stage = 0, phase = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm = tile / tilesN, tn = tile % tilesN;
-        for (int kb = 0; kb < kBlocks; ++kb) {
-          mbarWait(&empty[stage], phase ^ 1);
-          mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
-          tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
-          if (BL == 0) {
-            tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
-          } else {
-#pragma unroll
-            for (int box = 0; box < 4; ++box)
-              tmaLoad2d(sB + stage * (BN * BK) + box * (64 * 64), &mapB, &full[stage],
-                        tn * BN + box * 64, kb * BK);
-          }
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    } else if ((warp == 1 || warp == 2) && tid % 32 == 0) { // the stores of warpgroup g
-      const int g = warp - 1;
-      unsigned char *myC = sC + g * (kTileBytesC / 2);
-      int readyPhase = 0;
-      auto loadAux = [&](int tile) {
-        int tm = tile / tilesN, tn = tile % tilesN;
-        mbarExpectTx(&auxFull[g], kTileBytesC / 2);
-#pragma unroll
-        for (int box = 0; box < 4; ++box)
-          tmaLoad2d(myC + box * 8192, &mapAux, &auxFull[g], tn * BN + box * 64, tm * BM + g * 64);
-      };
-      if (EPI == kDgelu && blockIdx.x < tiles)
-        loadAux(blockIdx.x);
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm = tile / tilesN, tn = tile % tilesN;
-        for (int round = 0; round < (EPI == kBiasGeluAux ? 2 : 1); ++round) {
-          mbarWait(&cReady[g], readyPhase);
-          readyPhase ^= 1;
-          const CUtensorMap *map = (EPI == kBiasGeluAux && round == 0) ? &mapAux : &mapOut;
-#pragma unroll
-          for (int box = 0; box < 4; ++box)
-            tmaStore2d(map, myC + box * 8192, tn * BN + box * 64, tm * BM + g * 64);
-          tmaStoreCommit();
-          tmaStoreWaitRead();
-          if (EPI == kDgelu) {
-            if (tile + gridDim.x < tiles)
-              loadAux(tile + gridDim.x);
-          } else {
-            mbarArrive(&cFree[g]);
-          }
-        }
-      }
-      tmaStoreWaitAll();
-    }
-    return;
-  }
-  setMaxRegsInc<232>();
-  const int g = wg - 1;
-  float acc[128];
-  int stage = 0, phase = 0, freePhase = 1, auxPhase = 0;
-  const int warp = tid / 32, lane = tid % 32;
-  unsigned char *myC = sC + g * (kTileBytesC / 2);
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int tm = tile / tilesN, tn = tile % tilesN;
-    (void)tm;
-    int prev = -1;
-    for (int kb = 0; kb < kBlocks; ++kb) {
-      mbarWait(&full[stage], phase);
-      uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB =
-          BL == 0 ? descSw128(sB + stage * (BN * BK)) : descSw128N<BL>(sB + stage * (BN * BK));
-      wgmmaFence();
-#pragma unroll
-      for (int k = 0; k < BK / 16; ++k)
-        wgmma256<BL != 0>(acc, dA + 2 * k, dB + (BL == 0 ? 2 : 128) * k, (kb > 0 || k > 0) ? 1 : 0);
-      wgmmaCommit();
-      if (prev >= 0) {
-        wgmmaWait<1>();
-        if (tid == 0)
-          mbarArrive(&empty[prev]);
-      }
-      prev = stage;
-      if (++stage == STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
-    wgmmaWait<0>();
-    if (tid == 0)
-      mbarArrive(&empty[prev]);
-    const int rl = warp * 16 + lane / 4, cl = 2 * (lane % 4);
-    auto put = [&](int pass) {
-      if (EPI == kDgelu) {
-        mbarWait(&auxFull[g], auxPhase);
-        auxPhase ^= 1;
-      } else {
-        mbarWait(&cFree[g], freePhase);
-        freePhase ^= 1;
-      }
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        float b0 = 0.0f, b1 = 0.0f;
-        if ((EPI == kBias || EPI == kBiasGeluAux) && pass == 0) {
-          __nv_bfloat162 bb =
-              *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
-          b0 = __bfloat162float(bb.x);
-          b1 = __bfloat162float(bb.y);
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
-          int r = rl + 8 * h, c = 8 * j + cl;
-          int box = c / 64, cb = (c % 64) * 2;
-          unsigned char *at = myC + box * 8192 + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-          __nv_bfloat162 st;
-          if (EPI == kDgelu) {
-            __nv_bfloat162 hx = *reinterpret_cast<const __nv_bfloat162 *>(at);
-            st = __floats2bfloat162_rn(a0 * geluTanhGrad(__bfloat162float(hx.x)),
-                                       a1 * geluTanhGrad(__bfloat162float(hx.y)));
-          } else if (pass == 0) {
-            st = __floats2bfloat162_rn(a0 + b0, a1 + b1);
-            if (EPI == kBiasGeluAux) {
-              a0 = __bfloat162float(st.x);
-              a1 = __bfloat162float(st.y);
-            }
-          } else {
-            st = __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
-          }
-          *reinterpret_cast<__nv_bfloat162 *>(at) = st;
-        }
-      }
-      fenceProxyAsync();
-      mbarArrive(&cReady[g]);
-    };
-    put(0);
-    if (EPI == kBiasGeluAux)
-      put(1);
-  }
-}
-
-template <int EPI, int BL = 0>
-void launchCoopStore(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
-                     const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
-                     cudaStream_t s) {
-  static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmCoopStore<EPI, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            smemBytesFor(true) + 64));
-    return true;
-  }();
-  (void)once;
-  int tiles = (M / BM) * (N / BN);
-  gemmCoopStore<EPI, BL><<<std::min(tiles, sms), kThreads, smemBytesFor(true) + 64, s>>>(
-      ma, mb, mo, mx, bias, M, N, K);
-}
-
-//===----------------------------------------------------------------------===//
-// The cooperative form with GELU deferred under the next tile's products
-//===----------------------------------------------------------------------===//
-
-/// gemmKernel<kBiasGeluAux, true, 0, 1, 1> (4 stages, 128x256 tiles, the
-/// tile's 32 KB of shared memory as two 8 KB slots a warpgroup) with the
-/// GELU moved off the critical path: at a tile's end each consumer
-/// warpgroup stores only the pre-activation (aux = bf16(acc + bias), two
-/// rounds); during the next tile's products it reads its 64x256 part of that
-/// aux back (L2) in four [64, 64] boxes, GELUs each in place in a slot between
-/// two k-blocks' wgmma issues (where the warps otherwise wait on their
-/// groups) and stores it as out. Box q is loaded at k-block L(q) = q K/256
-/// and computed D k-blocks later; the last tile's boxes are done after its
-/// loop. GELU of the stored bf16 pre-activation, as the other forms.
-template <int EPI, int BL = 0>
-__global__ void __launch_bounds__(kThreads, 1)
-    gemmDeferred(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
-                 const __grid_constant__ CUtensorMap mapOut,
-                 const __grid_constant__ CUtensorMap mapAux, const bf16 *__restrict__ bias, int M,
-                 int N, int K) {
-  constexpr int STAGES = 4, kC = kTileBytesC / 2, kSlot = 8192;
-  extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
-  bf16 *sA = reinterpret_cast<bf16 *>(base);
-  bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * kStageBytesA);
-  unsigned char *sC = base + STAGES * (kStageBytesA + kStageBytesB);
-  uint64_t *full = reinterpret_cast<uint64_t *>(sC + kC);
-  uint64_t *empty = full + STAGES;
-  uint64_t *dFull = empty + STAGES; // [warpgroup][slot]
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int tilesN = N / BN, tiles = (M / BM) * tilesN, kBlocks = K / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbarInit(&full[s], 1);
-      mbarInit(&empty[s], kConsumers);
-    }
-    for (int i = 0; i < 4; ++i)
-      mbarInit(&dFull[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {
-    setMaxRegsDec<40>();
-    if (tid == 0) {
-      int stage = 0, phase = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm = tile / tilesN, tn = tile % tilesN;
-        for (int kb = 0; kb < kBlocks; ++kb) {
-          mbarWait(&empty[stage], phase ^ 1);
-          mbarExpectTx(&full[stage], kStageBytesA + kStageBytesB);
-          tmaLoad2d(sA + stage * (BM * BK), &mapA, &full[stage], kb * BK, tm * BM);
-          if (BL == 0) {
-            tmaLoad2d(sB + stage * (BN * BK), &mapB, &full[stage], kb * BK, tn * BN);
-          } else { // b [K, N]: 4 boxes of [64 K rows, 64 N]
-#pragma unroll
-            for (int box = 0; box < 4; ++box)
-              tmaLoad2d(sB + stage * (BN * BK) + box * (64 * 64), &mapB, &full[stage],
-                        tn * BN + box * 64, kb * BK);
-          }
-          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    }
-    return;
-  }
-  setMaxRegsInc<232>();
-  const int g = wg - 1;
-  float acc[128];
-  int stage = 0, phase = 0;
-  const int warp = tid / 32, lane = tid % 32;
-  unsigned char *myC = sC + g * (kC / 2); // slots 0 and 1
-  uint64_t *myFull = dFull + 2 * g;
-  unsigned slotPhases = 0; // bit s: the parity of slot s's next load
-  // The deferred boxes of the previous tile (pending): loads issued, boxes done.
-  bool pending = false;
-  int ptm = 0, ptn = 0, loads = 0, done = 0;
-  const int D = max(0, min(2, kBlocks / 4 - 1));
-  auto loadAt = [&](int q) { return q * kBlocks / 4; };
-  static_assert(EPI == kBiasGeluAux || EPI == kDgelu, "GELU+aux or DGELU");
-  auto loadBox = [&](int q) { // by tid 0
-    const int col = ptn * BN + 64 * q, row = ptm * BM + g * 64;
-    if (EPI == kDgelu) { // the product box (slot 0) and the aux box (slot 1)
-      if (q == 0)
-        tmaStoreWaitAll(); // the product is in global memory
-      else
-        tmaStoreWaitRead(); // box q - 1 has left slot 0
-      mbarExpectTx(&myFull[0], 2 * kSlot);
-      tmaLoad2d(myC, &mapOut, &myFull[0], col, row);
-      tmaLoad2d(myC + kSlot, &mapAux, &myFull[0], col, row);
-      return;
-    }
-    if (q == 0)
-      tmaStoreWaitAll(); // the pre-activation is in global memory, and both slots are free
-    else if (q >= 2)
-      asm volatile("cp.async.bulk.wait_group.read 1;\n" ::
-                       : "memory"); // box q - 2 has left the slot
-    int slot = q & 1;
-    mbarExpectTx(&myFull[slot], kSlot);
-    tmaLoad2d(myC + slot * kSlot, &mapAux, &myFull[slot], col, row);
-  };
-  auto geluBox = [&](int q) { // every thread of the warpgroup
-    int slot = EPI == kDgelu ? 0 : q & 1;
-    mbarWait(&myFull[slot], int((slotPhases >> slot) & 1u));
-    slotPhases ^= 1u << slot;
-    int4 *v = reinterpret_cast<int4 *>(myC + slot * kSlot);
-    const int4 *x = reinterpret_cast<const int4 *>(myC + kSlot); // DGELU: the aux box
-#pragma unroll 1
-    for (int i = 0; i < 4; ++i) { // elementwise: the swizzle does not matter
-      int4 p = v[tid + 128 * i];
-      __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
-      if (EPI == kDgelu) {
-        int4 xa = x[tid + 128 * i];
-        const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(&xa);
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          h[e] = __floats2bfloat162_rn(
-              __bfloat162float(h[e].x) * geluTanhGrad(__bfloat162float(a[e].x)),
-              __bfloat162float(h[e].y) * geluTanhGrad(__bfloat162float(a[e].y)));
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
-                                       geluTanh(__bfloat162float(h[e].y)));
-      }
-      v[tid + 128 * i] = p;
-    }
-    fenceProxyAsync();
-    namedBarrier(1 + g, 128);
-    if (tid == 0) {
-      tmaStore2d(&mapOut, myC + slot * kSlot, ptn * BN + 64 * q, ptm * BM + g * 64);
-      tmaStoreCommit();
-    }
-  };
-  auto step = [&](int kb) { // the deferred work due at k-block kb
-    if (!pending)
-      return;
-    if (loads < 4 && kb == loadAt(loads)) {
-      if (tid == 0)
-        loadBox(loads);
-      ++loads;
-    }
-    if (done < loads && kb == loadAt(done) + D) {
-      geluBox(done);
-      ++done;
-    }
-  };
-  auto flush = [&] {
-    while (done < 4) {
-      if (loads == done) {
-        if (tid == 0)
-          loadBox(loads);
-        ++loads;
-      }
-      geluBox(done);
-      ++done;
-    }
-  };
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int tm = tile / tilesN, tn = tile % tilesN;
-    int prev = -1;
-    for (int kb = 0; kb < kBlocks; ++kb) {
-      mbarWait(&full[stage], phase);
-      uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
-      uint64_t dB =
-          BL == 0 ? descSw128(sB + stage * (BN * BK)) : descSw128N<BL>(sB + stage * (BN * BK));
-      wgmmaFence();
-#pragma unroll
-      for (int k = 0; k < BK / 16; ++k)
-        wgmma256<BL != 0>(acc, dA + 2 * k, dB + (BL == 0 ? 2 : 128) * k, (kb > 0 || k > 0) ? 1 : 0);
-      wgmmaCommit();
-      step(kb); // under the group just issued
-      if (prev >= 0) {
-        wgmmaWait<1>();
-        if (tid == 0)
-          mbarArrive(&empty[prev]);
-      }
-      prev = stage;
-      if (++stage == STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
-    wgmmaWait<0>();
-    if (tid == 0)
-      mbarArrive(&empty[prev]);
-    if (pending)
-      flush(); // (K too short to spread the boxes)
-    // This tile's pre-activation (DGELU: its product, into out), two rounds
-    // of 64x128 through the slots.
-    const int rl = warp * 16 + lane / 4, cl = 2 * (lane % 4);
-#pragma unroll
-    for (int round = 0; round < 2; ++round) {
-      if (tid == 0)
-        tmaStoreWaitRead();
-      namedBarrier(1 + g, 128);
-#pragma unroll
-      for (int jj = 0; jj < BN / 16; ++jj) {
-        const int j = round * (BN / 16) + jj;
-        float b0 = 0.0f, b1 = 0.0f;
-        if (EPI == kBiasGeluAux) {
-          __nv_bfloat162 bb =
-              *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
-          b0 = __bfloat162float(bb.x);
-          b1 = __bfloat162float(bb.y);
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          int r = rl + 8 * h, c = 8 * j + cl;
-          int box = c / 64 - round * 2, cb = (c % 64) * 2;
-          unsigned char *at =
-              myC + box * kSlot + r * 128 + (((cb >> 4) ^ (r & 7)) << 4) + (cb & 15);
-          *reinterpret_cast<__nv_bfloat162 *>(at) =
-              __floats2bfloat162_rn(acc[4 * j + 2 * h] + b0, acc[4 * j + 2 * h + 1] + b1);
-        }
-      }
-      fenceProxyAsync();
-      namedBarrier(1 + g, 128);
-      if (tid == 0) {
-#pragma unroll
-        for (int box = 0; box < 2; ++box)
-          tmaStore2d(EPI == kDgelu ? &mapOut : &mapAux, myC + box * kSlot,
-                     tn * BN + (round * 2 + box) * 64, tm * BM + g * 64);
-        tmaStoreCommit();
-      }
-    }
-    pending = true;
-    ptm = tm;
-    ptn = tn;
-    loads = done = 0;
-  }
-  if (pending)
-    flush();
-  if (tid == 0)
-    tmaStoreWaitAll();
-}
-
-template <int EPI, int BL = 0>
-void launchDeferred(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mo,
-                    const CUtensorMap &mx, const bf16 *bias, int M, int N, int K, int sms,
-                    cudaStream_t s) {
-  constexpr int bytes = 4 * (kStageBytesA + kStageBytesB) + kTileBytesC / 2 + 1024 + 12 * 8;
-  static bool once = [] {
-    CK(cudaFuncSetAttribute(gemmDeferred<EPI, BL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            bytes));
-    return true;
-  }();
-  (void)once;
-  int tiles = (M / BM) * (N / BN);
-  gemmDeferred<EPI, BL>
-      <<<std::min(tiles, sms), kThreads, bytes, s>>>(ma, mb, mo, mx, bias, M, N, K);
-}
-
 /// cuBLASLt's out[M, N] = a b^T (+ epilogue) in column-major terms: out^T
 /// [N, M] = (b as [K, N])^T (a as [K, M]); the fastest of its heuristic's
-/// first 8 candidates (as tc's runtime tunes), in microseconds.
+/// first 8 candidates (as tc's runtime tunes), in microseconds. The output
+/// is any candidate's: all compute the same product.
 struct Lt {
   cublasLtHandle_t h;
   void *ws;
@@ -1390,9 +817,6 @@ struct Lt {
     int n = 0;
     CB(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 8, res, &n));
     float alpha = 1.0f, beta = 0.0f, best = 1e30f;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     for (int i = 0; i < n; ++i) {
       auto call = [&] {
         return cublasLtMatmul(h, op, &alpha, b, la, a, lb, &beta, out, lc, out, lc, &res[i].algo,
@@ -1400,17 +824,8 @@ struct Lt {
       };
       if (call() != CUBLAS_STATUS_SUCCESS)
         continue;
-      call();
-      CK(cudaEventRecord(e0, s));
-      for (int r = 0; r < reps; ++r)
-        call();
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms * 1000 / reps);
+      best = std::min(best, timeUs(s, reps, [&] { call(); }));
     }
-    // Leave the output of the fastest... any candidate: all compute the same product.
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
@@ -1429,12 +844,12 @@ std::vector<float> toHost(const bf16 *d, size_t n) {
   return f;
 }
 
-/// max |x - y| / max |y| and the count of elements off by more than 2 bf16 ulps of max |y| / 64.
-void compare(const char *what, const std::vector<float> &x, const std::vector<float> &y, bool *ok) {
-  double worst = 0, scale = 0;
+/// Whether x matches y: the largest |x - y| / (|y| + 1) below 2e-2 (bf16's
+/// rounding and the MUFU tanh against cuBLASLt's GELU); printed with where.
+bool matches(const char *what, const std::vector<float> &x, const std::vector<float> &y) {
+  double worst = 0;
   size_t at = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    scale = std::max(scale, double(std::fabs(y[i])));
     double d = std::fabs(double(x[i]) - double(y[i])) / (std::fabs(double(y[i])) + 1.0);
     if (!(d <= worst)) {
       worst = d;
@@ -1442,16 +857,30 @@ void compare(const char *what, const std::vector<float> &x, const std::vector<fl
     }
   }
   bool good = worst < 2e-2;
-  std::printf("  %-28s max rel err %.3g at %zu (%g vs %g) %s\n", what, worst, at, x[at], y[at],
-              good ? "OK" : "MISMATCH");
-  *ok = *ok && good;
+  if (!good)
+    std::printf("  %-36s MISMATCH: max rel err %.3g at %zu (%g vs %g)\n", what, worst, at, x[at],
+                y[at]);
+  return good;
+}
+
+/// A device copy of the row-major [rows, cols] matrix p, transposed.
+bf16 *transposed(const bf16 *p, int rows, int cols) {
+  std::vector<bf16> h(size_t(rows) * cols), t(h.size());
+  CK(cudaMemcpy(h.data(), p, h.size() * 2, cudaMemcpyDeviceToHost));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      t[size_t(c) * rows + r] = h[size_t(r) * cols + c];
+  bf16 *d;
+  CK(cudaMalloc(&d, t.size() * 2));
+  CK(cudaMemcpy(d, t.data(), t.size() * 2, cudaMemcpyHostToDevice));
+  return d;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
   std::vector<int> shapes;
-  std::string only; // --only=basic,pingpong,hc,deferred,cluster,pp64,coopstore (default: all)
+  std::string only; // --only=coop,deferred,pingpong (default: all)
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--only=", 7) == 0)
       only = "," + std::string(argv[i] + 7) + ",";
@@ -1473,9 +902,10 @@ int main(int argc, char **argv) {
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   bool allOk = true;
+  const int reps = 20;
   for (size_t i = 0; i + 2 < shapes.size(); i += 3) {
-    int M = shapes[i], N = shapes[i + 1], K = shapes[i + 2];
-    if (M % BM || N % BN || K % BK) {
+    const int M = shapes[i], N = shapes[i + 1], K = shapes[i + 2];
+    if (M % 128 || N % 256 || K % 64) {
       std::printf("%dx%dx%d: not a multiple of 128x256x64, skipped\n", M, N, K);
       continue;
     }
@@ -1490,364 +920,164 @@ int main(int argc, char **argv) {
       CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
       return d;
     };
+    const size_t outN = size_t(M) * N;
     bf16 *a = randomDev(size_t(M) * K, 1.0f), *b = randomDev(size_t(N) * K, 0.05f),
-         *bias = randomDev(N, 0.5f);
+         *bias = randomDev(N, 0.5f), *bt = transposed(b, N, K); // b N-major: [K, N]
     bf16 *out, *aux, *ref, *refAux;
-    size_t outN = size_t(M) * N;
-    CK(cudaMalloc(&out, outN * 2));
-    CK(cudaMalloc(&aux, outN * 2));
-    CK(cudaMalloc(&ref, outN * 2));
-    CK(cudaMalloc(&refAux, outN * 2));
-    CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN);
-    CUtensorMap mo = tensorMap(out, M, N, 64), mx = tensorMap(aux, M, N, 64);
-    const int reps = 20;
-    double flop = 2.0 * M * N * K;
-    std::printf("%d x %d x %d (out = a[M,K] b[N,K]^T)\n", M, N, K);
-    auto timeOurs = [&](auto fn) {
-      fn();
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      fn();
-      CK(cudaEventRecord(e0, s));
-      for (int r = 0; r < reps; ++r)
-        fn();
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      return ms * 1000 / reps;
-    };
-    auto clear = [&] {
+    for (bf16 **p : {&out, &aux, &ref, &refAux})
+      CK(cudaMalloc(p, outN * 2));
+    const double flop = 2.0 * M * N * K;
+    std::printf("%d x %d x %d (out = a[M,K] b[N,K]^T), us:\n", M, N, K);
+
+    // cuBLASLt: the times and the outputs every form is checked against
+    // (refAux: GELU's pre-activation, then DGELU's aux input).
+    float ltPlain =
+        lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, reps);
+    std::vector<float> wPlain = toHost(ref, outN);
+    float ltBias = lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, reps);
+    std::vector<float> wBias = toHost(ref, outN);
+    float ltGelu =
+        lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, reps);
+    std::vector<float> wGelu = toHost(ref, outN), wGeluAux = toHost(refAux, outN);
+    float ltDgelu = lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
+    std::vector<float> wDgelu = toHost(ref, outN);
+    std::printf("  %-24s plain %7.1f (%4.0f TFLOP/s)  +bias %7.1f  +bias+gelu+aux %7.1f  dgelu "
+                "%7.1f\n",
+                "cuBLASLt", ltPlain, flop / ltPlain / 1e6, ltBias, ltGelu, ltDgelu);
+
+    // One of ours: cleared outputs, timed, checked (out, and aux when given).
+    auto ours = [&](const char *what, const std::vector<float> &wantOut,
+                    const std::vector<float> *wantAux, auto launch) {
       CK(cudaMemset(out, 0, outN * 2));
       CK(cudaMemset(aux, 0, outN * 2));
+      launch();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
+      bool ok = matches(what, toHost(out, outN), wantOut);
+      if (wantAux)
+        ok = matches(what, toHost(aux, outN), *wantAux) && ok;
+      allOk = allOk && ok;
+      return timeUs(s, reps, launch);
     };
-    if (want("basic")) {
-      // Plain.
-      float ltPlain =
-          lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, reps);
-      std::vector<float> want = toHost(ref, outN);
-      clear();
-      float usPlain = timeOurs(
-          [&] { launch<kPlain, false>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
-      compare("plain (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
-      clear();
-      float usPlainT = timeOurs(
-          [&] { launch<kPlain, true>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
-      compare("plain (TMA) vs cuBLASLt", toHost(out, outN), want, &allOk);
-      std::printf("  plain:          cuBLASLt %7.1f us (%4.0f TFLOP/s)  ours direct %7.1f (%4.0f)  "
-                  "TMA store %7.1f (%4.0f)\n",
-                  ltPlain, flop / ltPlain / 1e6, usPlain, flop / usPlain / 1e6, usPlainT,
-                  flop / usPlainT / 1e6);
-      // Bias.
-      float ltBias = lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, reps);
-      want = toHost(ref, outN);
-      clear();
-      float usBias = timeOurs(
-          [&] { launch<kBias, false>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
-      compare("bias (direct) vs cuBLASLt", toHost(out, outN), want, &allOk);
-      clear();
-      float usBiasT = timeOurs(
-          [&] { launch<kBias, true>(ma, mb, mo, mx, out, nullptr, bias, M, N, K, sms, s); });
-      compare("bias (TMA) vs cuBLASLt", toHost(out, outN), want, &allOk);
-      std::printf("  +bias:          cuBLASLt %7.1f us                  ours direct %7.1f         "
-                  "TMA store %7.1f\n",
-                  ltBias, usBias, usBiasT);
-      // Bias + GELU + aux.
-      float ltGelu =
-          lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, reps);
-      want = toHost(ref, outN);
-      std::vector<float> wantAux = toHost(refAux, outN);
-      clear();
-      float usGelu = timeOurs(
-          [&] { launch<kBiasGeluAux, false>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
-      compare("gelu aux (direct)", toHost(aux, outN), wantAux, &allOk);
-      compare("gelu out (direct)", toHost(out, outN), want, &allOk);
-      clear();
-      float usGeluT = timeOurs(
-          [&] { launch<kBiasGeluAux, true>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s); });
-      compare("gelu aux (TMA)", toHost(aux, outN), wantAux, &allOk);
-      compare("gelu out (TMA)", toHost(out, outN), want, &allOk);
-      std::printf("  +bias+gelu+aux: cuBLASLt %7.1f us                  ours direct %7.1f         "
-                  "TMA store %7.1f\n",
-                  ltGelu, usGelu, usGeluT);
-      // DGELU: out = (a b^T) gelu'(aux), aux = the pre-activations just made.
-      CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
-      float ltDgelu = lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, reps);
-      want = toHost(ref, outN);
-      clear();
-      float usDgelu = timeOurs(
-          [&] { launch<kDgelu, false>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
-      compare("dgelu (direct)", toHost(out, outN), want, &allOk);
-      clear();
-      float usDgeluT = timeOurs(
-          [&] { launch<kDgelu, true>(ma, mb, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s); });
-      compare("dgelu (TMA)", toHost(out, outN), want, &allOk);
-      std::printf("  dgelu(aux):     cuBLASLt %7.1f us                  ours direct %7.1f         "
-                  "TMA store %7.1f\n",
-                  ltDgelu, usDgelu, usDgeluT);
-      // The same with b stored N-major ([K, N], the second MLP matmul's
-      // weight as nn.Linear keeps it): both descriptor readings.
-      {
-        std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
-        CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
-        for (int n = 0; n < N; ++n)
-          for (int k = 0; k < K; ++k)
-            ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
-        bf16 *bt;
-        CK(cudaMalloc(&bt, ht.size() * 2));
-        CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
-        CUtensorMap mbt = tensorMap(bt, K, N, 64);
-        clear();
-        float us1 = timeOurs([&] {
-          launch<kDgelu, true, 1>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
-        });
-        bool ok1 = true;
-        compare("dgelu (TMA, b N-major, BL 1)", toHost(out, outN), want, &ok1);
-        clear();
-        float us2 = timeOurs([&] {
-          launch<kDgelu, true, 2>(ma, mbt, mo, mxIn, out, refAux, nullptr, M, N, K, sms, s);
-        });
-        bool ok2 = true;
-        compare("dgelu (TMA, b N-major, BL 2)", toHost(out, outN), want, &ok2);
-        std::printf("  dgelu, b N-major: BL 1 %7.1f us %s, BL 2 %7.1f us %s\n", us1,
-                    ok1 ? "ok" : "wrong", us2, ok2 ? "ok" : "wrong");
-        allOk = allOk && (ok1 || ok2);
-        CK(cudaFree(bt));
-      }
-    }
-    // Ping-pong (128x128 a warpgroup).
-    if (want("pingpong")) {
-      CUtensorMap mbP = tensorMap(b, N, K, PP<128>::N), mo2 = tensorMap(out, M, N, PP<128>::M),
-                  mx2 = tensorMap(aux, M, N, PP<128>::M);
-      float lt0 = lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
-      (void)lt0;
-      std::vector<float> w0 = toHost(ref, outN);
-      clear();
-      float p0 =
-          timeOurs([&] { launchPingpong<kPlain>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
-      compare("ping-pong plain", toHost(out, outN), w0, &allOk);
-      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
-      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
-      clear();
-      float p2 =
-          timeOurs([&] { launchPingpong<kBiasGeluAux>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s); });
-      compare("ping-pong gelu aux", toHost(aux, outN), w2a, &allOk);
-      compare("ping-pong gelu out", toHost(out, outN), w2, &allOk);
-      CUtensorMap mxIn2 = tensorMap(refAux, M, N, PP<128>::M);
-      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
-      std::vector<float> w3 = toHost(ref, outN);
-      clear();
-      float p3 =
-          timeOurs([&] { launchPingpong<kDgelu>(ma, mbP, mo2, mxIn2, nullptr, M, N, K, sms, s); });
-      compare("ping-pong dgelu", toHost(out, outN), w3, &allOk);
-      std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
-      CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k)
-          ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
-      bf16 *bt;
-      CK(cudaMalloc(&bt, ht.size() * 2));
-      CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
-      CUtensorMap mbt = tensorMap(bt, K, N, 64);
-      clear();
-      float p3n = timeOurs(
-          [&] { launchPingpong<kDgelu, 1>(ma, mbt, mo2, mxIn2, nullptr, M, N, K, sms, s); });
-      compare("ping-pong dgelu, b N-major", toHost(out, outN), w3, &allOk);
-      CK(cudaFree(bt));
-      std::printf("  ping-pong:      plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
-                  "%7.1f  dgelu b N-major %7.1f\n",
-                  p0, flop / p0 / 1e6, p2, p3, p3n);
-      // Stage depth: 3 and 4 stages beside the 5 above (plain, checked).
-      clear();
-      float s3 = timeOurs(
-          [&] { launchPingpong<kPlain, 0, 128, 3>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
-      compare("ping-pong plain, 3 stages", toHost(out, outN), w0, &allOk);
-      clear();
-      float s4 = timeOurs(
-          [&] { launchPingpong<kPlain, 0, 128, 4>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s); });
-      compare("ping-pong plain, 4 stages", toHost(out, outN), w0, &allOk);
-      std::printf("  ping-pong plain by stages: 3 %7.1f us  4 %7.1f us  5 %7.1f us\n", s3, s4, p0);
-      // Where a ping-pong tile's time goes (clock64 cycles, the mean over
-      // every warpgroup's tiles): plain and GELU+aux, traced.
-      {
-        long long *dTrace;
-        size_t n = size_t(sms) * 2 * (kTraceFields + 1);
-        CK(cudaMalloc(&dTrace, n * sizeof(long long)));
-        CK(cudaMemcpyToSymbol(gTrace, &dTrace, sizeof dTrace));
-        auto report = [&](const char *what) {
-          std::vector<long long> h(n);
-          CK(cudaMemcpy(h.data(), dTrace, n * sizeof(long long), cudaMemcpyDeviceToHost));
-          double sum[kTraceFields] = {}, tiles = 0;
-          for (size_t w = 0; w < n / (kTraceFields + 1); ++w) {
-            for (int f = 0; f < kTraceFields; ++f)
-              sum[f] += double(h[w * (kTraceFields + 1) + f]);
-            tiles += double(h[w * (kTraceFields + 1) + kTraceFields]);
-          }
-          std::printf("  trace %-10s cycles a tile: turn %6.0f  first stage %6.0f  products %6.0f  "
-                      "drain %6.0f  epilogue %6.0f  whole %6.0f  (%0.f tiles)\n",
-                      what, sum[0] / tiles, sum[1] / tiles, sum[2] / tiles, sum[3] / tiles,
-                      sum[4] / tiles, sum[5] / tiles, tiles);
+    auto row = [&](const char *form, float plain, float withBias, float gelu, float dgelu) {
+      auto cell = [](float us) {
+        char c[16];
+        if (us < 0)
+          std::snprintf(c, sizeof c, "%7s", "-");
+        else
+          std::snprintf(c, sizeof c, "%7.1f", us);
+        return std::string(c);
+      };
+      std::printf("  %-24s plain %s                  +bias %s  +bias+gelu+aux %s  dgelu %s\n", form,
+                  cell(plain).c_str(), cell(withBias).c_str(), cell(gelu).c_str(),
+                  cell(dgelu).c_str());
+    };
+
+    if (want("coop")) {
+      CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN),
+                  mo = tensorMap(out, M, N, 64), mx = tensorMap(aux, M, N, 64);
+      int tiles = (M / BM) * (N / BN);
+      auto coop = [&](auto kernel, int smem, const bf16 *bi) {
+        return [=, &ma, &mb, &mo, &mx] {
+          launchPersistent(kernel, smem, tiles, sms, s, ma, mb, mo, mx, bi, M, N, K);
         };
-        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
-        launchPingpong<kPlain, 0, 128, 5, true>(ma, mbP, mo2, mx2, nullptr, M, N, K, sms, s);
-        CK(cudaDeviceSynchronize());
-        report("plain");
-        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
-        launchPingpong<kBiasGeluAux, 0, 128, 5, true>(ma, mbP, mo2, mx2, bias, M, N, K, sms, s);
-        CK(cudaDeviceSynchronize());
-        report("gelu+aux");
-        long long *none = nullptr;
-        CK(cudaMemcpyToSymbol(gTrace, &none, sizeof none));
-        CK(cudaFree(dTrace));
+      };
+      for (int stages : {3, 4}) {
+        float p, bi, ge;
+        if (stages == 3) {
+          p = ours("coop 3 plain", wPlain, nullptr,
+                   coop(gemmCoop<kPlain, 3>, Coop<3>::smem, nullptr));
+          bi = ours("coop 3 bias", wBias, nullptr, coop(gemmCoop<kBias, 3>, Coop<3>::smem, bias));
+          ge = ours("coop 3 gelu", wGelu, &wGeluAux,
+                    coop(gemmCoop<kBiasGeluAux, 3>, Coop<3>::smem, bias));
+        } else {
+          p = ours("coop 4 plain", wPlain, nullptr,
+                   coop(gemmCoop<kPlain, 4>, Coop<4>::smem, nullptr));
+          bi = ours("coop 4 bias", wBias, nullptr, coop(gemmCoop<kBias, 4>, Coop<4>::smem, bias));
+          ge = ours("coop 4 gelu", wGelu, &wGeluAux,
+                    coop(gemmCoop<kBiasGeluAux, 4>, Coop<4>::smem, bias));
+        }
+        row(stages == 3 ? "cooperative, 3 stages" : "cooperative, 4 stages", p, bi, ge, -1);
       }
     }
-    // Cooperative, 4 stages, the output tile in two rounds.
-    if (want("hc")) {
-      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
-      std::vector<float> w0 = toHost(ref, outN);
-      clear();
-      float h0 = timeOurs([&] {
-        launch<kPlain, true, 0, 1>(ma, mb, mo, mx, out, nullptr, nullptr, M, N, K, sms, s);
-      });
-      compare("4 stages plain", toHost(out, outN), w0, &allOk);
-      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
-      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
-      clear();
-      float h2 = timeOurs([&] {
-        launch<kBiasGeluAux, true, 0, 1>(ma, mb, mo, mx, out, aux, bias, M, N, K, sms, s);
-      });
-      compare("4 stages gelu aux", toHost(aux, outN), w2a, &allOk);
-      compare("4 stages gelu out", toHost(out, outN), w2, &allOk);
-      std::printf("  coop 4 stages:  plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f\n", h0,
-                  flop / h0 / 1e6, h2);
-    }
-    // Cooperative, 4 stages, GELU deferred under the next tile's products.
     if (want("deferred")) {
-      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
-      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
-      clear();
-      float d2 =
-          timeOurs([&] { launchDeferred<kBiasGeluAux>(ma, mb, mo, mx, bias, M, N, K, sms, s); });
-      compare("deferred gelu aux", toHost(aux, outN), w2a, &allOk);
-      compare("deferred gelu out", toHost(out, outN), w2, &allOk);
-      // DGELU of the pre-activations just checked (refAux: cuBLASLt's).
-      CUtensorMap mxIn = tensorMap(refAux, M, N, 64);
-      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
-      std::vector<float> w3 = toHost(ref, outN);
-      clear();
-      float d3 =
-          timeOurs([&] { launchDeferred<kDgelu>(ma, mb, mo, mxIn, nullptr, M, N, K, sms, s); });
-      compare("deferred dgelu", toHost(out, outN), w3, &allOk);
-      // b N-major (nn.Linear's [out, in] weight as the DGELU matmul reads it).
-      std::vector<bf16> hb(size_t(N) * K), ht(size_t(N) * K);
-      CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
-      for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k)
-          ht[size_t(k) * N + n] = hb[size_t(n) * K + k];
-      bf16 *bt;
-      CK(cudaMalloc(&bt, ht.size() * 2));
-      CK(cudaMemcpy(bt, ht.data(), ht.size() * 2, cudaMemcpyHostToDevice));
-      CUtensorMap mbt = tensorMap(bt, K, N, 64);
-      clear();
-      float d3n =
-          timeOurs([&] { launchDeferred<kDgelu, 1>(ma, mbt, mo, mxIn, nullptr, M, N, K, sms, s); });
-      compare("deferred dgelu, b N-major", toHost(out, outN), w3, &allOk);
-      CK(cudaFree(bt));
-      std::printf(
-          "  coop deferred:  +bias+gelu+aux %7.1f us  dgelu %7.1f us  dgelu b N-major %7.1f us\n",
-          d2, d3, d3n);
-    }
-    // Cooperative in clusters of two (b tiles multicast).
-    if ((M / BM) % 2 == 0 && want("cluster")) {
-      CUtensorMap mbH = tensorMap(b, N, K, BN / 2), mxIn1 = tensorMap(refAux, M, N, 64);
-      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
-      std::vector<float> w0 = toHost(ref, outN);
-      clear();
-      float k0 = timeOurs(
-          [&] { launchCluster<kPlain>(ma, mbH, mo, mx, out, nullptr, nullptr, M, N, K, sms, s); });
-      compare("cluster plain", toHost(out, outN), w0, &allOk);
-      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
-      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
-      clear();
-      float k2 = timeOurs(
-          [&] { launchCluster<kBiasGeluAux>(ma, mbH, mo, mx, out, aux, bias, M, N, K, sms, s); });
-      compare("cluster gelu aux", toHost(aux, outN), w2a, &allOk);
-      compare("cluster gelu out", toHost(out, outN), w2, &allOk);
-      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
-      std::vector<float> w3 = toHost(ref, outN);
-      clear();
-      float k3 = timeOurs([&] {
-        launchCluster<kDgelu>(ma, mbH, mo, mxIn1, out, refAux, nullptr, M, N, K, sms, s);
+      CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN),
+                  mbt = tensorMap(bt, K, N, 64), mo = tensorMap(out, M, N, 64),
+                  mx = tensorMap(aux, M, N, 64), mxIn = tensorMap(refAux, M, N, 64);
+      int tiles = (M / BM) * (N / BN), smem = Coop<4>::smem;
+      float ge = ours("deferred gelu", wGelu, &wGeluAux, [&] {
+        launchPersistent(gemmCoop<kBiasGeluAux, 4, 0, true>, smem, tiles, sms, s, ma, mb, mo, mx,
+                         bias, M, N, K);
       });
-      compare("cluster dgelu", toHost(out, outN), w3, &allOk);
-      std::printf("  cluster 2x1:    plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
-                  "%7.1f\n",
-                  k0, flop / k0 / 1e6, k2, k3);
+      float dg = ours("deferred dgelu", wDgelu, nullptr, [&] {
+        launchPersistent(gemmCoop<kDgelu, 4, 0, true>, smem, tiles, sms, s, ma, mb, mo, mxIn,
+                         nullptr, M, N, K);
+      });
+      float dgn = ours("deferred dgelu, b N-major", wDgelu, nullptr, [&] {
+        launchPersistent(gemmCoop<kDgelu, 4, 1, true>, smem, tiles, sms, s, ma, mbt, mo, mxIn,
+                         nullptr, M, N, K);
+      });
+      row("deferred", -1, -1, ge, dg);
+      row("deferred, b N-major", -1, -1, -1, dgn);
     }
-    // Ping-pong, 64x256 a warpgroup.
-    if (want("pp64")) {
-      CUtensorMap ma6 = tensorMap(a, M, K, 64), mb6 = tensorMap(b, N, K, 256),
-                  mo6 = tensorMap(out, M, N, 64), mx6 = tensorMap(aux, M, N, 64),
-                  mxIn6 = tensorMap(refAux, M, N, 64);
-      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
-      std::vector<float> w0 = toHost(ref, outN);
-      clear();
-      float q0 = timeOurs(
-          [&] { launchPingpong<kPlain, 0, 64>(ma6, mb6, mo6, mx6, nullptr, M, N, K, sms, s); });
-      compare("ping-pong 64x256 plain", toHost(out, outN), w0, &allOk);
-      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
-      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
-      clear();
-      float q2 = timeOurs(
-          [&] { launchPingpong<kBiasGeluAux, 0, 64>(ma6, mb6, mo6, mx6, bias, M, N, K, sms, s); });
-      compare("ping-pong 64x256 gelu aux", toHost(aux, outN), w2a, &allOk);
-      compare("ping-pong 64x256 gelu out", toHost(out, outN), w2, &allOk);
-      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
-      std::vector<float> w3 = toHost(ref, outN);
-      clear();
-      float q3 = timeOurs(
-          [&] { launchPingpong<kDgelu, 0, 64>(ma6, mb6, mo6, mxIn6, nullptr, M, N, K, sms, s); });
-      compare("ping-pong 64x256 dgelu", toHost(out, outN), w3, &allOk);
-      std::printf("  ping-pong 64x256: plain %7.1f us (%4.0f TFLOP/s)  +bias+gelu+aux %7.1f  dgelu "
-                  "%7.1f\n",
-                  q0, flop / q0 / 1e6, q2, q3);
+    if (want("pingpong")) {
+      CUtensorMap ma = tensorMap(a, M, K, PM), mb = tensorMap(b, N, K, PN),
+                  mbt = tensorMap(bt, K, N, 64), mo = tensorMap(out, M, N, PM),
+                  mx = tensorMap(aux, M, N, PM), mxIn = tensorMap(refAux, M, N, PM);
+      int tiles = (M / PM) * (N / PN);
+      auto pp = [&](auto kernel, int smem, const CUtensorMap &mB, const CUtensorMap &mX,
+                    const bf16 *bi) {
+        return [=, &ma, &mo, &mB, &mX] {
+          launchPersistent(kernel, smem, tiles, sms, s, ma, mB, mo, mX, bi, M, N, K);
+        };
+      };
+      float p = ours("ping-pong plain", wPlain, nullptr,
+                     pp(gemmPingpong<kPlain>, PP<5>::smem, mb, mx, nullptr));
+      float bi = ours("ping-pong bias", wBias, nullptr,
+                      pp(gemmPingpong<kBias>, PP<5>::smem, mb, mx, bias));
+      float ge = ours("ping-pong gelu", wGelu, &wGeluAux,
+                      pp(gemmPingpong<kBiasGeluAux>, PP<5>::smem, mb, mx, bias));
+      float dg = ours("ping-pong dgelu", wDgelu, nullptr,
+                      pp(gemmPingpong<kDgelu>, PP<5>::smem, mb, mxIn, nullptr));
+      float dgn = ours("ping-pong dgelu, b N-major", wDgelu, nullptr,
+                       pp(gemmPingpong<kDgelu, 1>, PP<5>::smem, mbt, mxIn, nullptr));
+      row("ping-pong", p, bi, ge, dg);
+      row("ping-pong, b N-major", -1, -1, -1, dgn);
+      float s3 = ours("ping-pong plain, 3 stages", wPlain, nullptr,
+                      pp(gemmPingpong<kPlain, 0, 3>, PP<3>::smem, mb, mx, nullptr));
+      float s4 = ours("ping-pong plain, 4 stages", wPlain, nullptr,
+                      pp(gemmPingpong<kPlain, 0, 4>, PP<4>::smem, mb, mx, nullptr));
+      std::printf("  ping-pong plain by stages: 3 %7.1f  4 %7.1f  5 %7.1f\n", s3, s4, p);
+      // Where a ping-pong tile's time goes (clock64 cycles, the mean over
+      // every warpgroup's tiles).
+      long long *dTrace;
+      size_t n = size_t(sms) * 2 * (kTraceFields + 1);
+      CK(cudaMalloc(&dTrace, n * sizeof(long long)));
+      CK(cudaMemcpyToSymbol(gTrace, &dTrace, sizeof dTrace));
+      auto trace = [&](const char *what, auto launch) {
+        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
+        launch();
+        CK(cudaDeviceSynchronize());
+        std::vector<long long> h(n);
+        CK(cudaMemcpy(h.data(), dTrace, n * sizeof(long long), cudaMemcpyDeviceToHost));
+        double sum[kTraceFields] = {}, count = 0;
+        for (size_t w = 0; w < n / (kTraceFields + 1); ++w) {
+          for (int f = 0; f < kTraceFields; ++f)
+            sum[f] += double(h[w * (kTraceFields + 1) + f]);
+          count += double(h[w * (kTraceFields + 1) + kTraceFields]);
+        }
+        std::printf("  trace %-9s cycles a tile: turn %6.0f  first stage %6.0f  products %6.0f  "
+                    "drain %6.0f  epilogue %6.0f  whole %6.0f  (%.0f tiles)\n",
+                    what, sum[0] / count, sum[1] / count, sum[2] / count, sum[3] / count,
+                    sum[4] / count, sum[5] / count, count);
+      };
+      trace("plain", pp(gemmPingpong<kPlain, 0, 5, true>, PP<5>::smem, mb, mx, nullptr));
+      trace("gelu+aux", pp(gemmPingpong<kBiasGeluAux, 0, 5, true>, PP<5>::smem, mb, mx, bias));
+      long long *none = nullptr;
+      CK(cudaMemcpyToSymbol(gTrace, &none, sizeof none));
+      CK(cudaFree(dTrace));
     }
-    // Cooperative with store threads.
-    if (want("coopstore")) {
-      CUtensorMap mo1 = tensorMap(out, M, N, 64), mx1 = tensorMap(aux, M, N, 64),
-                  mxIn1 = tensorMap(refAux, M, N, 64);
-      lt.run(a, b, ref, nullptr, nullptr, M, N, K, CUBLASLT_EPILOGUE_DEFAULT, s, 2);
-      std::vector<float> w0 = toHost(ref, outN);
-      clear();
-      float c0 =
-          timeOurs([&] { launchCoopStore<kPlain>(ma, mb, mo1, mx1, nullptr, M, N, K, sms, s); });
-      compare("coop-store plain", toHost(out, outN), w0, &allOk);
-      lt.run(a, b, ref, nullptr, bias, M, N, K, CUBLASLT_EPILOGUE_BIAS, s, 2);
-      std::vector<float> w1 = toHost(ref, outN);
-      clear();
-      float c1 = timeOurs([&] { launchCoopStore<kBias>(ma, mb, mo1, mx1, bias, M, N, K, sms, s); });
-      compare("coop-store bias", toHost(out, outN), w1, &allOk);
-      lt.run(a, b, ref, refAux, bias, M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s, 2);
-      std::vector<float> w2 = toHost(ref, outN), w2a = toHost(refAux, outN);
-      clear();
-      float c2 =
-          timeOurs([&] { launchCoopStore<kBiasGeluAux>(ma, mb, mo1, mx1, bias, M, N, K, sms, s); });
-      compare("coop-store gelu aux", toHost(aux, outN), w2a, &allOk);
-      compare("coop-store gelu out", toHost(out, outN), w2, &allOk);
-      lt.run(a, b, ref, refAux, nullptr, M, N, K, CUBLASLT_EPILOGUE_DGELU, s, 2);
-      std::vector<float> w3 = toHost(ref, outN);
-      clear();
-      float c3 =
-          timeOurs([&] { launchCoopStore<kDgelu>(ma, mb, mo1, mxIn1, nullptr, M, N, K, sms, s); });
-      compare("coop-store dgelu", toHost(out, outN), w3, &allOk);
-      std::printf("  coop-store:     plain %7.1f us (%4.0f TFLOP/s)  +bias %7.1f  +bias+gelu+aux "
-                  "%7.1f  dgelu %7.1f\n",
-                  c0, flop / c0 / 1e6, c1, c2, c3);
-    }
-    for (bf16 *p : {a, b, bias, out, aux, ref, refAux})
+    for (bf16 *p : {a, b, bt, bias, out, aux, ref, refAux})
       CK(cudaFree(p));
   }
   std::printf("%s\n", allOk ? "all outputs match cuBLASLt" : "MISMATCHES");
