@@ -1,7 +1,9 @@
-// bench/cuda_check.h - the benches' CUDA and cuBLASLt error checks: a failed
-// call prints itself, where and why, and exits 1.
+// bench/cuda_check.h - the benches' CUDA and cuBLASLt error checks (a failed
+// call prints itself, where and why, and exits 1) and their timer.
 #ifndef TC_BENCH_CUDA_CHECK_H
 #define TC_BENCH_CUDA_CHECK_H
+
+#include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,5 +24,23 @@
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
+
+/// fn() once, then the mean of `reps` runs of it on stream s, in microseconds.
+template <class F> float timeUs(cudaStream_t s, int reps, F &&fn) {
+  fn();
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0, s));
+  for (int r = 0; r < reps; ++r)
+    fn();
+  CK(cudaEventRecord(e1, s));
+  CK(cudaEventSynchronize(e1));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return ms * 1000 / reps;
+}
 
 #endif // TC_BENCH_CUDA_CHECK_H

@@ -52,24 +52,6 @@ constexpr int BK = 64;        // k-block: 64 bf16, one 128-byte swizzle row
 constexpr int kConsumers = 2; // consumer warpgroups a block
 constexpr int kThreads = 128 * (kConsumers + 1);
 
-/// fn() once, then the mean of `reps` runs of it on stream s, in microseconds.
-template <class F> float timeUs(cudaStream_t s, int reps, F &&fn) {
-  fn();
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventRecord(e0, s));
-  for (int r = 0; r < reps; ++r)
-    fn();
-  CK(cudaEventRecord(e1, s));
-  CK(cudaEventSynchronize(e1));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return ms * 1000 / reps;
-}
-
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -107,6 +107,7 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   TcFuseBiasGradOptions biasGrad;
   biasGrad.gemmEpilogue = o.biasGradEpilogue;
   biasGrad.normColSums = o.normColSums;
+  biasGrad.attentionColSums = o.attentionColSums;
   pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad(biasGrad));
   pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
   TcFuseAttentionViewsOptions views;

@@ -153,6 +153,13 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
                      "Linear layer it feeds (tc-fuse-bias-grad norm-col-sums; tc-compile "
                      "--experimental=norm-col-sums)"),
       llvm::cl::init(false)};
+  Option<bool> attentionColSums{
+      *this, "attention-col-sums",
+      llvm::cl::desc("Attention backward calls sum the dq / dk / dv they write for the bias "
+                     "gradient of the fused qkv projection whose gradient they form "
+                     "(tc-fuse-bias-grad attention-col-sums; tc-compile "
+                     "--experimental=attention-col-sums)"),
+      llvm::cl::init(false)};
   Option<bool> geluAux{
       *this, "gelu-aux",
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "

@@ -8,6 +8,13 @@
 // kernel already reads every element of dY, and tc-lower-to-tcx gives its
 // "quantize_fp8" call the column sums as an extra output instead.
 //
+// With gemm-epilogue and attention-col-sums (tc-compile --experimental), a
+// column sum of the concat that a fused qkv projection's gradient is, made
+// of an attention gradient's dq / dk / dv (which tc-fuse-attention-views has
+// the call write in place), is paired with that tc.attention_grad (the same
+// tc.col_sum): the attention backward sums the gradients as it stores them,
+// and the weight-gradient GEMM of the projection stays a plain product.
+//
 // With gemm-epilogue and norm-col-sums (tc-compile --experimental), a
 // column sum no quantize took of the dx a norm gradient writes
 // (tc.layer_norm_grad / tc.rms_norm_grad over the last axis, its residual
@@ -136,6 +143,38 @@ bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired
   return true;
 }
 
+/// Pairs the attention gradient `ag`, whose dq / dk / dv form the gradient
+/// of a fused [B, T, N] qkv projection (gradConcat: the concat
+/// tc-fuse-attention-views has the call write in place), with the first
+/// unpaired column sum of that concat (or a reshape of it keeping the last
+/// axis): the projection's bias gradient, which the attention backward then
+/// sums as it stores the gradients, so that the weight-gradient GEMM reading
+/// the concat stays a plain product (cuBLASLt's BGRAD epilogue cost GPT-2's
+/// qkv weight gradient ~40 us a layer on an H100). Whether it did.
+bool pairWithAttentionGrad(AttentionGradOp ag, int64_t id, DenseSet<Operation *> &paired) {
+  std::optional<GradConcat> cat = gradConcat(ag);
+  if (!cat || ag->hasAttr(kColSumAttr))
+    return false;
+  Value whole = cat->concat.getResult();
+  int64_t cols = llvm::cast<RankedTensorType>(whole.getType()).getShape().back();
+  ReduceSumOp best;
+  for (Value v : lastAxisViews(whole))
+    for (Operation *u : v.getUsers()) {
+      auto r = llvm::dyn_cast<ReduceSumOp>(u);
+      if (r && r->getBlock() == ag->getBlock() && !paired.contains(r) && !r->hasAttr(kColSumAttr) &&
+          !r->hasAttr(kBiasGradAttr) && isColumnSum(r, v, cols) &&
+          (!best || r->isBeforeInBlock(best)))
+        best = r;
+    }
+  if (!best)
+    return false;
+  auto attr = IntegerAttr::get(IntegerType::get(ag.getContext(), 64), id);
+  ag->setAttr(kColSumAttr, attr);
+  best->setAttr(kColSumAttr, attr);
+  paired.insert(best);
+  return true;
+}
+
 struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
   using TcFuseBiasGradBase::TcFuseBiasGradBase;
   void runOnOperation() override {
@@ -164,6 +203,12 @@ struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
       }
     if (!gemmEpilogue)
       return;
+    if (attentionColSums)
+      for (Block &block : getOperation().getBody())
+        for (Operation &op : block)
+          if (auto ag = llvm::dyn_cast<AttentionGradOp>(op);
+            ag && pairWithAttentionGrad(ag, next, paired))
+          ++next;
     if (normColSums)
       for (Block &block : getOperation().getBody())
         for (Operation &op : block)

@@ -877,6 +877,14 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     last axis) pairs first with that gradient (the same `tc.col_sum`): the
     norm backward call sums dx as it writes it ("col_sum", has_col_sum) and
     the weight-gradient GEMM reading dx stays a plain product.
+
+    With `attention-col-sums` too, a column sum of the [B, T, N] concat an
+    attention gradient's dq / dk / dv form (gradConcat: a fused qkv
+    projection's gradient, which tc-fuse-attention-views has the call write in
+    place), or of a reshape of it keeping the last axis, pairs first with that
+    tc.attention_grad: the attention backward sums the gradients as it stores
+    them ("col_sum", has_col_sum, each gradient's offset in the concat) and
+    the projection's weight-gradient GEMM stays a plain product.
   }];
   let options = [
     Option<"gemmEpilogue", "gemm-epilogue", "bool", /*default=*/"false",
@@ -884,6 +892,10 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     Option<"normColSums", "norm-col-sums", "bool", /*default=*/"false",
            "With gemm-epilogue: first pair column sums of a norm gradient's dx with that "
            "gradient (tc-compile --experimental=norm-col-sums)">,
+    Option<"attentionColSums", "attention-col-sums", "bool", /*default=*/"false",
+           "With gemm-epilogue: first pair column sums of the concat an attention "
+           "gradient's dq / dk / dv form with that gradient (tc-compile "
+           "--experimental=attention-col-sums)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }

@@ -354,6 +354,43 @@ func.func @attention_qkv(%qkv: tensor<2x16x96xbf16>, %g: tensor<2x16x4x8xbf16>)
 
 // -----
 
+// Tests the bias gradient of the fused qkv projection summed by the
+// attention backward (tc-fuse-bias-grad's tc.col_sum on the attention
+// gradient and on the reduce_sum of its concat, here dk, dq, dv in that
+// order): the call's col_sum output with each gradient's offset in the
+// concat, which the reduce_sum becomes; no kernel sums the concat.
+// CHECK-LABEL: func.func @attention_qkv_bias_grad
+// CHECK: %[[CAT:.+]] = tcx.alloc {kind = "output"} : <2x16x96xbf16>
+// CHECK: %[[CS:.+]] = tcx.alloc {kind = "output"} : <96xbf16>
+// CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %[[CS]], %{{[0-9]+}} :
+// CHECK-SAME: col_sum_offsets = array<i64: 32, 0, 64>
+// CHECK-SAME: has_col_sum = true
+// CHECK-NOT: tcx.launch
+// CHECK: return %[[CAT]], %[[CS]]
+func.func @attention_qkv_bias_grad(%qt: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x16x8xbf16>,
+                                   %vt: tensor<2x4x16x8xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x16x96xbf16>, tensor<96xbf16>) {
+  %o, %lse = tc.attention %qt, %kt, %vt {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %qt, %kt, %vt, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.grads_into_concat, tc.col_sum = 0 : i64}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqt = tc.transpose %dq {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dkt = tc.transpose %dk {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dvt = tc.transpose %dv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xbf16> -> tensor<2x16x4x8xbf16>
+  %dq3 = tc.reshape %dqt : tensor<2x16x4x8xbf16> to tensor<2x16x32xbf16>
+  %dk3 = tc.reshape %dkt : tensor<2x16x4x8xbf16> to tensor<2x16x32xbf16>
+  %dv3 = tc.reshape %dvt : tensor<2x16x4x8xbf16> to tensor<2x16x32xbf16>
+  %dqkv = tc.concat %dk3, %dq3, %dv3 {axis = 2 : i64} : tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16> -> tensor<2x16x96xbf16>
+  %m = tc.reshape %dqkv : tensor<2x16x96xbf16> to tensor<32x96xbf16>
+  %bias = tc.reduce_sum %m {axes = array<i64: 0>, tc.col_sum = 0 : i64} : tensor<32x96xbf16> -> tensor<96xbf16>
+  return %dqkv, %bias : tensor<2x16x96xbf16>, tensor<96xbf16>
+}
+
+// -----
+
 // Tests the library forms: layer_norm, softmax over the last axis, the
 // embedding gather and its scatter-add (with its scratch buffer).
 // CHECK-LABEL: func.func @library

@@ -265,6 +265,7 @@ protected:
   struct Run {
     HostTensor out, lse, dqkv;
     double outAmax = 0, gradAmax = 0; // the kernels' amaxes (tc-fuse-fp8-amax)
+    HostTensor sums;                  // with withSums: the gradients' column sums
   };
 
   /// Runs the case on the GPU on the given (already rounded) inputs.
@@ -280,7 +281,16 @@ protected:
     ASSERT_OK(devZeros(L.oElems * elemBytes(c.dt), &dO, stream()));
     ASSERT_OK(devZeros(std::max<int64_t>(1, c.batch * c.heads * c.tq) * 4, &dLse, stream()));
     ASSERT_OK(devZeros(L.qkvElems * elemBytes(c.dt), &dGrad, stream()));
-    ASSERT_OK(devZeros(attentionBackwardScratchBytes(s), &dScratch, stream()));
+    ASSERT_OK(devZeros(attentionBackwardScratchBytes(s, withSums), &dScratch, stream()));
+    // The column sums (AttentionGradSums) into a buffer of NaNs the call must overwrite.
+    DevBuf dSums;
+    AttentionGradSums sums;
+    if (withSums) {
+      ASSERT_OK(devAlloc(sumCols * elemBytes(c.dt), &dSums));
+      ASSERT_EQ(cudaMemsetAsync(dSums.p, 0xFF, sumCols * elemBytes(c.dt), stream()), cudaSuccess);
+      sums.out = dSums.p;
+      std::copy(sumOffsets, sumOffsets + 3, sums.offsets);
+    }
     AttentionMask mask;
     DevBuf dKeys;
     if (keyMask) {
@@ -301,7 +311,7 @@ protected:
                                 at(dQkv, L.v), L.v.st, dO.p, L.o.st, dDout.p, L.o.st,
                                 dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
                                 at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
-                                dAmax.as<float>() + 1, amaxOf, kernels, mask));
+                                dAmax.as<float>() + 1, amaxOf, kernels, mask, sums));
     HostTensor amaxes;
     ASSERT_OK(download(dAmax.p, ty(DType::F32, {2}), &amaxes, stream()));
     r->outAmax = hostTensorToDoubles(amaxes)[0];
@@ -309,6 +319,8 @@ protected:
     ASSERT_OK(download(dO.p, ty(c.dt, {L.oElems}), &r->out, stream()));
     ASSERT_OK(download(dLse.p, ty(DType::F32, {c.batch * c.heads * c.tq}), &r->lse, stream()));
     ASSERT_OK(download(dGrad.p, ty(c.dt, {L.qkvElems}), &r->dqkv, stream()));
+    if (withSums)
+      ASSERT_OK(download(dSums.p, ty(c.dt, {sumCols}), &r->sums, stream()));
   }
 
   /// Random inputs for a case, rounded to its dtype.
@@ -341,6 +353,10 @@ protected:
   /// A key mask [batch, tk] (non-zero = visible) and its fill, or none.
   const std::vector<uint8_t> *keyMask = nullptr;
   double maskFill = -INFINITY;
+  /// With withSums the backward also writes the gradients' column sums
+  /// (AttentionGradSums) into sumCols elements at sumOffsets (dq, dk, dv).
+  bool withSums = false;
+  int64_t sumOffsets[3] = {0, 0, 0}, sumCols = 0;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -703,6 +719,76 @@ TEST_F(AttentionTest, Deterministic) {
       EXPECT_EQ(a.gradAmax, b.gradAmax);
     }
   }
+}
+
+// The gradients' column sums over (batch, t) (AttentionGradSums: the bias
+// gradient of a fused qkv projection), against double sums of the stored
+// gradients: each within the rounding of the output (2^-9 relative for bf16,
+// 2^-11 for f16, f32 accumulation for f32) of its column's sum of |x|; the
+// same bits every run; the gradients themselves as without the sums. Every
+// path: the flash kernels (they sum their rows; several row blocks, partial
+// ones, GQA, tq != tk), the wgmma kernels and the generic one (summed after).
+TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
+  std::vector<AttentionKernels> paths = {AttentionKernels::Mma};
+  if (wgmmaAttentionAvailable())
+    paths.push_back(AttentionKernels::Wgmma);
+  const AttnCase cases[] = {
+      AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, // GPT-2's form
+      AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, false, true},
+      AttnCase{DType::F16, 1, 4, 2, 77, 77, 128, 128, true, true},
+      AttnCase{DType::BF16, 1, 2, 2, 200, 333, 64, 64, true, false}, // tq < tk
+      AttnCase{DType::BF16, 1, 2, 1, 333, 130, 128, 128, false, false},
+      AttnCase{DType::BF16, 2, 2, 2, 77, 77, 32, 32, true, false},
+      AttnCase{DType::F32, 2, 3, 3, 77, 77, 48, 48, true, true},   // the generic path
+      AttnCase{DType::BF16, 1, 2, 1, 40, 0, 64, 64, false, false}, // no keys
+  };
+  withSums = true;
+  for (AttentionKernels path : paths) {
+    kernels = path;
+    for (const AttnCase &c : cases) {
+      SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : ""));
+      Layout L = layoutOf(c);
+      // dq, dk, dv columns in order with a gap before each: every offset used.
+      const int64_t cq = c.heads * c.d, ck = c.kvHeads * c.d, cv = c.kvHeads * c.dv;
+      sumOffsets[0] = 3, sumOffsets[1] = 3 + cq + 5, sumOffsets[2] = sumOffsets[1] + ck + 2;
+      sumCols = sumOffsets[2] + cv + 1;
+      HostTensor qkv, dout;
+      inputs(c, L, &qkv, &dout);
+      Run a, b, plain;
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &a));
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &b));
+      withSums = false;
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &plain));
+      withSums = true;
+      EXPECT_EQ(a.sums.data, b.sums.data) << "column sums differ run to run";
+      EXPECT_EQ(a.dqkv.data, plain.dqkv.data) << "the gradients changed with the sums";
+      std::vector<double> grad = hostTensorToDoubles(a.dqkv), got = hostTensorToDoubles(a.sums);
+      const double tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1e-3 : 4e-3;
+      const Operand *ops[3] = {&L.q, &L.k, &L.v};
+      double worst = 0;
+      for (int j = 0; j < 3; ++j) {
+        const Operand &o = *ops[j];
+        for (int64_t h = 0; h < o.heads; ++h)
+          for (int64_t e = 0; e < o.d; ++e) {
+            double want = 0, mag = 0;
+            for (int64_t bb = 0; bb < c.batch; ++bb)
+              for (int64_t i = 0; i < o.t; ++i) {
+                double x = grad[o.index(bb, h, i, e)];
+                want += x, mag += std::fabs(x);
+              }
+            double g = got[sumOffsets[j] + h * o.d + e];
+            double err = std::fabs(g - want) / std::max(mag, 1e-30);
+            if (!(err <= tol) && !(g == 0 && want == 0))
+              ADD_FAILURE() << "gradient " << j << " head " << h << " column " << e << ": got " << g
+                            << ", want " << want << " (sum of |x| " << mag << ")";
+            worst = std::max(worst, mag > 0 ? err : 0.0);
+          }
+      }
+      report("attention column sums " + c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : ""),
+             c.dt, worst, tol, -1, "");
+    }
+  }
+  withSums = false;
 }
 
 TEST_F(AttentionTest, RejectsBadArguments) {

@@ -44,6 +44,17 @@ TEST(LibraryAbi, ScratchBytes) {
   EXPECT_EQ(embeddingBackwardScratchBytes(0, 100), 0u);
   EXPECT_EQ(attentionBackwardScratchBytes(2, 3, 5), 256u); // 30 floats in one granule
   EXPECT_EQ(attentionBackwardScratchBytes(0, 3, 5), 256u); // never 0
+  // With the column sums: D (256 bytes), then 2 batches x [ceil(130 / 64) = 3
+  // chunks x 4 heads x 64 + ceil(70 / 64) = 2 chunks x 2 kv heads x (64 + 32)]
+  // floats = 2 * (768 + 384) * 4 = 9216 bytes (36 granules).
+  EXPECT_EQ(attentionBackwardScratchBytes(2, 4, 2, 130, 70, 64, 32, false),
+            attentionBackwardScratchBytes(2, 4, 130));
+  EXPECT_EQ(attentionBackwardScratchBytes(2, 4, 2, 130, 70, 64, 32, true),
+            attentionBackwardScratchBytes(2, 4, 130) + 9216u);
+  EXPECT_EQ(findLibraryCallee("attention_bwd")
+                ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
+                                {"tk", 70}, {"d", 64}, {"dv", 32}, {"has_col_sum", 1}}),
+            attentionBackwardScratchBytes(2, 4, 130) + 9216u);
   EXPECT_EQ(sumSquaresScratchBytes(), static_cast<size_t>(kMaxNormBlocks) * 4);
   const LibraryCallee *ce = findLibraryCallee("cross_entropy_fwd");
   ASSERT_NE(ce, nullptr);
@@ -69,13 +80,17 @@ TEST(LibraryAbi, Layout) {
   EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(layoutLibraryCall(*ln, {{"has_amax", 1}}, 1, 2, &l), "");
   EXPECT_EQ(l.outputs, (std::vector<int>{0, -1, -1, 1}));
-  // attention_bwd: the amax before the scratch.
+  // attention_bwd: the amax, then the column sums, before the scratch.
   const LibraryCallee *ab = findLibraryCallee("attention_bwd");
   ASSERT_NE(ab, nullptr);
   EXPECT_EQ(layoutLibraryCall(*ab, {{"has_amax", 1}, {"amax_of", 7}}, 6, 5, &l), "");
-  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, 3, -1, 4}));
   EXPECT_EQ(layoutLibraryCall(*ab, {}, 6, 4, &l), "");
-  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, -1, 3}));
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, -1, -1, 3}));
+  EXPECT_EQ(layoutLibraryCall(*ab, {{"has_col_sum", 1}}, 6, 5, &l), "");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, -1, 3, 4}));
+  EXPECT_EQ(layoutLibraryCall(*ab, {{"has_amax", 1}, {"has_col_sum", 1}}, 6, 6, &l), "");
+  EXPECT_EQ(l.outputs, (std::vector<int>{0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(layoutLibraryCall(*ln, {{"has_weight", 1}, {"has_bias", 1}}, 2, 1, &l),
             "takes 3 inputs (has_weight = 1, has_bias = 1), got 2");
   const LibraryCallee *sgd = findLibraryCallee("sgd");

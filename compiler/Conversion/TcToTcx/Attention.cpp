@@ -228,6 +228,29 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
       call.attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
       call.attrs.push_back(rewriter.getNamedAttr("amax_of", ag.getAmaxOfAttr()));
     }
+    // tc-fuse-bias-grad's column sum of the concat the gradients form: the
+    // call's col_sum, each gradient's columns at its piece's offset, which
+    // the paired reduce_sum becomes (PairedColumnSumLowering).
+    if (Attribute id = ag->getAttr(kColSumAttr)) {
+      if (!cat)
+        return rewriter.notifyMatchFailure(ag, "tc.col_sum without the gradients' concat");
+      ReduceSumOp sum;
+      for (Value v : lastAxisViews(cat->concat.getResult()))
+        for (Operation *u : v.getUsers())
+          if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kColSumAttr) == id)
+            sum = r;
+      if (!sum)
+        return rewriter.notifyMatchFailure(ag, "tc.col_sum without its reduce_sum");
+      outs.push_back(buffers.outBuffer(rewriter, sum.getResult()));
+      buffers.colSums[sum] = outs.back();
+      SmallVector<int64_t> offsets;
+      for (int j = 0; j < 3; ++j)
+        offsets.push_back(
+            offsetInLastAxis(cat->concat.getInputs(), cat->chain[2 * j + 1]->getResult(0)));
+      call.attrs.push_back(rewriter.getNamedAttr("has_col_sum", rewriter.getBoolAttr(true)));
+      call.attrs.push_back(
+          rewriter.getNamedAttr("col_sum_offsets", rewriter.getDenseI64ArrayAttr(offsets)));
+    }
     SmallVector<Value> ins{qkv[0], qkv[1], qkv[2], o, buffers.bufferOf(rewriter, ag.getLse()),
                            dout};
     appendKeyMask(call, ag, ins);

@@ -310,6 +310,16 @@ SmallVector<Value, 2> sameBytes(Value v) {
   return sources;
 }
 
+SmallVector<Value, 2> lastAxisViews(Value v) {
+  SmallVector<Value, 2> views{v};
+  int64_t last = llvm::cast<RankedTensorType>(v.getType()).getShape().back();
+  for (Operation *u : v.getUsers())
+    if (auto rs = llvm::dyn_cast<ReshapeOp>(u);
+        rs && llvm::cast<RankedTensorType>(rs.getType()).getShape().back() == last)
+      views.push_back(rs.getResult());
+  return views;
+}
+
 SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) { return sameBytes(op.getInput()); }
 
 bool geluGradOperand(MulOp mul, Value g, SmallVectorImpl<Operation *> *ops, Value *x) {

@@ -95,6 +95,9 @@ BiasGradSum pairedBiasGradSum(MatmulOp mm);
 /// The values holding the same bytes as `v` a column sum may read: v and,
 /// when v is a tc.reshape, its input.
 llvm::SmallVector<mlir::Value, 2> sameBytes(mlir::Value v);
+/// The values a column sum of `v` may read: v and the results of the
+/// tc.reshapes of v that keep its last axis.
+llvm::SmallVector<mlir::Value, 2> lastAxisViews(mlir::Value v);
 
 /// On a tc.attention (tc-fuse-attention-views): the output is written
 /// straight into the [B, T, H, D] head transpose that reads it, which goes

@@ -262,9 +262,32 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   void *o = c.in("out"), *dout = c.in("dout");
   const float *lse = static_cast<const float *>(c.in("lse"));
   void *dq = c.out("dq"), *dk = c.out("dk"), *dv = c.out("dv"), *scratch = c.out("scratch");
+  // col_sum (has_col_sum): the gradients' column sums, of their type, dq's
+  // at col_sum_offsets[0] (+ h d + c), dk's at [1], dv's at [2].
+  AttentionGradSums sums;
+  if (c.has(true, "col_sum")) {
+    sums.out = c.out("col_sum");
+    if (c.outType("col_sum") != dt)
+      return invalidArgument(c.a.where +
+                             ": \"attention_bwd\" needs col_sum of the gradients' type");
+    std::vector<int64_t> off;
+    if (!c.a.ints("col_sum_offsets", &off) || off.size() != 3)
+      return invalidArgument(c.a.where + ": \"attention_bwd\" with has_col_sum needs "
+                                         "col_sum_offsets, 3 offsets (dq, dk, dv)");
+    int64_t cols = c.args.outTypes[c.outPos("col_sum")].numElements();
+    const int64_t widths[3] = {sh.heads * sh.d, sh.kvHeads * sh.d, sh.kvHeads * sh.dv};
+    for (int i = 0; i < 3; ++i) {
+      if (off[i] < 0 || off[i] + widths[i] > cols)
+        return invalidArgument(c.a.where + ": \"attention_bwd\": col_sum_offsets[" +
+                               std::to_string(i) + "] = " + std::to_string(off[i]) + " puts " +
+                               std::to_string(widths[i]) + " sums past col_sum's " +
+                               std::to_string(cols));
+      sums.offsets[i] = off[i];
+    }
+  }
   *out = [=]() {
     return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk, dks,
-                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels, mask);
+                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels, mask, sums);
   };
   return Status::ok();
 }

@@ -43,6 +43,19 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
   return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
 }
 
+size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums) {
+  size_t bytes = attentionBackwardScratchBytes(batch, heads, tq);
+  if (!colSums)
+    return bytes;
+  auto nonneg = [](int64_t v) { return std::max<int64_t>(0, v); };
+  int64_t parts =
+      nonneg(batch) *
+      (ceilDiv(nonneg(tq), kAttentionColumnSumRows) * nonneg(heads) * nonneg(d) +
+       ceilDiv(nonneg(tk), kAttentionColumnSumRows) * nonneg(kvHeads) * (nonneg(d) + nonneg(dv)));
+  return bytes + static_cast<size_t>(ceilDiv(parts * 4, 256) * 256);
+}
+
 size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
 
 int64_t fp8BlockGemmScaleFloats(int64_t rows, int64_t cols, int64_t blocks, bool transposed) {
@@ -128,7 +141,9 @@ size_t embeddingScratch(const LibraryInts &a) {
   return embeddingBackwardScratchBytes(intOf(a, "count"), intOf(a, "vocab"));
 }
 size_t attentionScratch(const LibraryInts &a) {
-  return attentionBackwardScratchBytes(intOf(a, "batch"), intOf(a, "heads"), intOf(a, "tq"));
+  return attentionBackwardScratchBytes(intOf(a, "batch"), intOf(a, "heads"), intOf(a, "kv_heads"),
+                                       intOf(a, "tq"), intOf(a, "tk"), intOf(a, "d"),
+                                       intOf(a, "dv"), intOf(a, "has_col_sum"));
 }
 size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
 size_t fp8QuantizeScratch(const LibraryInts &a) {
@@ -244,10 +259,18 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"q"}, {"k"}, {"v"}, {"key_mask", "has_key_mask"}},
        {{"out"}, {"lse"}, {"amax", "has_amax"}},
        cat(kAttentionAttrs, {kHasAmax})},
+      // col_sum (has_col_sum): the column sums over (batch, t) of the
+      // gradients as stored, of their type, dq's column (h, d) at
+      // col_sum_offsets[0] + h d + d, dk's at [1] + kvh d + d, dv's at [2] +
+      // kvh dv + d: the bias gradient of the fused qkv projection whose
+      // gradient dq / dk / dv form (tc-fuse-bias-grad's tc.col_sum).
       {"attention_bwd",
        {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}, {"key_mask", "has_key_mask"}},
-       {{"dq"}, {"dk"}, {"dv"}, {"amax", "has_amax"}, {"scratch"}},
-       cat(kAttentionAttrs, cat(kAttentionGradStrides, {kHasAmax, {"amax_of", K::Int, false}})),
+       {{"dq"}, {"dk"}, {"dv"}, {"amax", "has_amax"}, {"col_sum", "has_col_sum"}, {"scratch"}},
+       cat(kAttentionAttrs, cat(kAttentionGradStrides, {kHasAmax,
+                                                        {"amax_of", K::Int, false},
+                                                        kHasColSum,
+                                                        {"col_sum_offsets", K::Ints, false}})),
        attentionScratch},
       {"gelu_fwd", {{"x"}}, {{"y"}}, {kElements}},
       {"gelu_bwd", {{"x"}, {"dy"}}, {{"dx"}}, {kElements}},

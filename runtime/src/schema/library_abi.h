@@ -50,6 +50,15 @@ size_t embeddingBackwardScratchBytes(int64_t count, int64_t vocab);
 /// attentionBackward: batch * heads * tq floats (D = rowsum(dout * out)) in
 /// 256-byte granules; never 0.
 size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq);
+/// The rows of one partial of attentionBackward's column sums (has_col_sum):
+/// the kernels sum their gradient rows in chunks of a multiple of this.
+inline constexpr int64_t kAttentionColumnSumRows = 64;
+/// attentionBackward with the gradients' column sums (has_col_sum): the
+/// above, then the f32 partial sums of every chunk of kAttentionColumnSumRows
+/// rows (at most): [batch][ceil(tq / 64)][heads * d] of dq, then
+/// [batch][ceil(tk / 64)][kvHeads * d] of dk and [...][kvHeads * dv] of dv.
+size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums);
 /// sumSquares: kMaxNormBlocks partial sums.
 size_t sumSquaresScratchBytes();
 /// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale

@@ -167,7 +167,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
                          void *scratch, float scale, bool causal, cudaStream_t stream,
                          float *amax, int amaxOf, AttentionKernels kernels,
-                         const AttentionMask &mask) {
+                         const AttentionMask &mask, const AttentionGradSums &sums) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
   TC_RETURN_IF_ERROR(checkMask("attentionBackward", mask));
@@ -175,18 +175,49 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
     return invalidArgument("attentionBackward: amaxOf must name gradients (bits 1 dq, 2 dk, 4 "
                            "dv), got " +
                            std::to_string(amaxOf));
+  if (sums.out && (sums.offsets[0] < 0 || sums.offsets[1] < 0 || sums.offsets[2] < 0))
+    return invalidArgument("attentionBackward: negative column-sum offsets");
   TC_RETURN_IF_ERROR(zeroAmax(amax, stream));
-  if (empty)
-    return Status::ok();
   bool rowsQ = s.tq > 0, rowsK = s.tk > 0;
+  if (empty) { // the column sums of no rows: 0
+    if (!sums.out)
+      return Status::ok();
+    return dispatchFloat16(dt, "attentionBackward", [&](auto tag) -> Status {
+      AttentionShape none{0, s.heads, s.kvHeads, 0, 0, s.d, s.dv};
+      return finishGradSums<decltype(tag)>(none, nullptr, 0, 0, sums, stream);
+    });
+  }
+  if (sums.out && !scratch)
+    return invalidArgument("attentionBackward: null scratch for the column sums");
   if ((rowsQ && s.d > 0 && (!q || !dq)) || (rowsK && s.d > 0 && (!k || !dk)) ||
       (rowsK && s.dv > 0 && (!v || !dv)) || (rowsQ && s.dv > 0 && (!out || !dout)) ||
       (rowsQ && rowsK && (!lse || !scratch)))
     return invalidArgument("attentionBackward: null pointer");
   float *dd = static_cast<float *>(scratch);
+  // The column sums' partials follow D in the scratch.
+  float *parts =
+      sums.out ? reinterpret_cast<float *>(static_cast<char *>(scratch) +
+                                           attentionBackwardScratchBytes(s.batch, s.heads, s.tq))
+               : nullptr;
   const AttentionMask m = rowsK ? mask : AttentionMask{};
   return dispatchFloat16(dt, "attentionBackward", [&](auto tag) -> Status {
     using T = decltype(tag);
+    // The paths whose kernels do not sum: the stored gradients summed after them.
+    auto sumsAfter = [&](Status st) -> Status {
+      TC_RETURN_IF_ERROR(st);
+      if (!sums.out)
+        return Status::ok();
+      const int64_t rowsPart = rt::kAttentionColumnSumRows;
+      const int64_t cq = ceilDiv(s.tq, rowsPart), ck = ceilDiv(s.tk, rowsPart);
+      float *pk = parts + s.batch * cq * s.heads * s.d, *pv = pk + s.batch * ck * s.kvHeads * s.d;
+      TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dq), dqs, s.batch, s.heads, s.tq, s.d,
+                                       parts, stream));
+      TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dk), dks, s.batch, s.kvHeads, s.tk,
+                                       s.d, pk, stream));
+      TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dv), dvs, s.batch, s.kvHeads, s.tk,
+                                       s.dv, pv, stream));
+      return finishGradSums<T>(s, parts, cq, ck, sums, stream);
+    };
     GenericParams<T> g = genericParams<T>(s, scale, causal, m);
     g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);
     g.v = static_cast<const T *>(v), g.o = static_cast<const T *>(out);
@@ -205,11 +236,13 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        return useWgmma(kernels, s, m) ? wgmmaBackward(p, s.d, stream)
-                                       : flashBackward(p, s.d, stream);
+        if (useWgmma(kernels, s, m))
+          return sumsAfter(wgmmaBackward(p, s.d, stream));
+        p.csQ = parts; // the kernels sum the rows they store
+        return flashBackward(p, s.d, stream, sums);
       }
     }
-    return genericBackward(g, stream);
+    return sumsAfter(genericBackward(g, stream));
   });
 }
 

@@ -44,6 +44,11 @@ template <class T> struct FastParams {
   /// 1 / scale (0 for scale 0), averagedRaw's.
   const uint8_t *keys;
   float fill, invScale;
+  /// AttentionGradSums' partials (null: none): the flash backward kernels
+  /// write the f32 column sums of the rows each block stores, dq's at
+  /// csQ [batch][ceil(tq / block rows)][heads][d], dk's and dv's at csK / csV
+  /// [batch][ceil(tk / block rows)][kvHeads][d] (fastBackward lays them out).
+  float *csQ, *csK, *csV;
 };
 
 /// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.
@@ -56,13 +61,32 @@ template <class P> __host__ __device__ __forceinline__ unsigned *gradAmax(const 
 /// must be 32, 64 or 128.
 template <class T> Status flashForward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 /// dq, dk, dv (and D into p.dd) for head dim d in {32, 64, 128}; needs
-/// tq > 0 and tk > 0.
-template <class T> Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
+/// tq > 0 and tk > 0. With sums.out, p.csQ is the partials' scratch
+/// (attentionBackwardScratchBytes' part after D) and the column sums are
+/// written (finishGradSums).
+template <class T>
+Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream,
+                     const AttentionGradSums &sums = {});
 
 /// The flash path's algorithm on sm_90a warpgroup MMA (attention_wgmma.cu):
 /// head dim d in {64, 128}; the caller checks wgmmaAttentionAvailable().
 template <class T> Status wgmmaForward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 template <class T> Status wgmmaBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
+
+/// AttentionGradSums' partials of the paths whose kernels do not sum
+/// (attention_sums.cu): the column sums of every chunk of
+/// kAttentionColumnSumRows rows of x [batch, heads, t, d] (strides st) as
+/// stored, into part [batch][ceil(t / 64)][heads][d].
+template <class T>
+Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+                     int64_t d, float *part, cudaStream_t stream);
+/// AttentionGradSums' output from partials of chunksQ / chunksK chunks a
+/// batch (csQ, then csK and csV, laid out as FastParams' are; part may be
+/// null when there are none): each column's chunks added in a fixed order
+/// (sumColumnPartials), the sums rounded to T.
+template <class T>
+Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ, int64_t chunksK,
+                      const AttentionGradSums &sums, cudaStream_t stream);
 
 /// The generic path's operands (T = float, bf16 or f16) and sizes.
 template <class T> struct GenericParams {

@@ -470,6 +470,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   }
   if constexpr (Amax)
     blockAmax<T>(gradAmax(p, kAmaxOfDk | kAmaxOfDv), amax);
+  if (p.csK) { // the bias gradient's partials of these keys (AttentionGradSums)
+    const int64_t chunk = static_cast<int64_t>(b) * ((p.tk + BK - 1) / BK) + kb;
+    float *sm = reinterpret_cast<float *>(smRaw);
+    blockColumnSums<D, MW, T>(dk, p.scale, kw, p.tk, sm, p.csK + (chunk * p.kvHeads + kvh) * D);
+    blockColumnSums<D, MW, T>(dv, 1.0f, kw, p.tk, sm, p.csV + (chunk * p.kvHeads + kvh) * D);
+  }
 }
 
 /// Shared rows (of D + 8 bf16) of the dQ kernel: sQ, sO [64 MW] and sK, sV
@@ -594,6 +600,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
                  p.scale, p.scale, Amax ? &amax : nullptr);
   if constexpr (Amax)
     blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
+  if (p.csQ) { // the bias gradient's partial of these rows (AttentionGradSums)
+    const int64_t chunk = static_cast<int64_t>(b) * ((p.tq + BQ - 1) / BQ) + q0 / BQ;
+    blockColumnSums<D, MW, T>(dq, p.scale, qw, p.tq, reinterpret_cast<float *>(smRaw),
+                              p.csQ + (chunk * p.heads + h) * D);
+  }
 }
 
 template <int D, int MW, int BK, bool KeyMask, class T>
@@ -650,17 +661,33 @@ Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
 /// on an H200 (causal, T = 1024): d <= 64 takes MW = 2 (32 rows per warp) in
 /// both kernels; d = 128 keeps MW = 1, its accumulators filling the
 /// registers, with 64-query tiles for dK/dV (0.517 ms for 8x16 heads).
-template <int D, class T> Status fastBackward(const FastParams<T> &p, cudaStream_t stream) {
-  if constexpr (D == 32) {
-    TC_RETURN_IF_ERROR((launchDq<32, 2, 64, 32, true, 2>(p, stream)));
-    return launchDkDv<32, 2, 64, 32, true, 2>(p, stream);
-  } else if constexpr (D == 64) {
-    TC_RETURN_IF_ERROR((launchDq<64, 2, 64, 16, true, 2>(p, stream)));
-    return launchDkDv<64, 2, 64, 32, false, 2>(p, stream);
+/// With sums.out the kernels' column-sum partials are laid out from p.csQ
+/// (a chunk is a block's rows) and summed into sums.out after them.
+template <int D, class T>
+Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const AttentionGradSums &sums) {
+  constexpr int MW = D == 128 ? 1 : 2; // m16 tiles a warp, both kernels
+  FastParams<T> p = p0;
+  const int64_t chunksQ = ceilDiv(p.tq, 64 * MW), chunksK = ceilDiv(p.tk, 64 * MW);
+  if (sums.out) {
+    p.csK = p.csQ + p.batch * chunksQ * p.heads * D;
+    p.csV = p.csK + p.batch * chunksK * p.kvHeads * D;
   } else {
-    TC_RETURN_IF_ERROR((launchDq<128, 1, 32, 32, true, 1>(p, stream)));
-    return launchDkDv<128, 1, 64, 32, false, 1>(p, stream);
+    p.csQ = p.csK = p.csV = nullptr;
   }
+  if constexpr (D == 32) {
+    TC_RETURN_IF_ERROR((launchDq<32, MW, 64, 32, true, 2>(p, stream)));
+    TC_RETURN_IF_ERROR((launchDkDv<32, MW, 64, 32, true, 2>(p, stream)));
+  } else if constexpr (D == 64) {
+    TC_RETURN_IF_ERROR((launchDq<64, MW, 64, 16, true, 2>(p, stream)));
+    TC_RETURN_IF_ERROR((launchDkDv<64, MW, 64, 32, false, 2>(p, stream)));
+  } else {
+    TC_RETURN_IF_ERROR((launchDq<128, MW, 32, 32, true, 1>(p, stream)));
+    TC_RETURN_IF_ERROR((launchDkDv<128, MW, 64, 32, false, 1>(p, stream)));
+  }
+  if (!sums.out)
+    return Status::ok();
+  AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, D, D};
+  return finishGradSums<T>(s, p.csQ, chunksQ, chunksK, sums, stream);
 }
 
 } // namespace
@@ -676,20 +703,24 @@ template <class T> Status flashForward(const FastParams<T> &p, int64_t d, cudaSt
   }
 }
 
-template <class T> Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream) {
+template <class T>
+Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream,
+                     const AttentionGradSums &sums) {
   switch (d) {
   case 32:
-    return fastBackward<32>(p, stream);
+    return fastBackward<32>(p, stream, sums);
   case 64:
-    return fastBackward<64>(p, stream);
+    return fastBackward<64>(p, stream, sums);
   default:
-    return fastBackward<128>(p, stream);
+    return fastBackward<128>(p, stream, sums);
   }
 }
 
 template Status flashForward(const FastParams<bf16> &, int64_t, cudaStream_t);
 template Status flashForward(const FastParams<f16> &, int64_t, cudaStream_t);
-template Status flashBackward(const FastParams<bf16> &, int64_t, cudaStream_t);
-template Status flashBackward(const FastParams<f16> &, int64_t, cudaStream_t);
+template Status flashBackward(const FastParams<bf16> &, int64_t, cudaStream_t,
+                              const AttentionGradSums &);
+template Status flashBackward(const FastParams<f16> &, int64_t, cudaStream_t,
+                              const AttentionGradSums &);
 
 } // namespace tc::rt::cuda::attn

@@ -126,6 +126,62 @@ __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
   }
 }
 
+/// Two floats as pack2<T> stores them (rounded to T), back in f32.
+template <class T> __device__ __forceinline__ float2 asStored(float lo, float hi) {
+  uint32_t u = pack2<T>(lo, hi);
+  if constexpr (std::is_same_v<T, f16>)
+    return __half22float2(*reinterpret_cast<__half2 *>(&u));
+  else
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
+}
+
+/// The column sums (AttentionGradSums) of the rows the block stores with
+/// storeRows: warp w's m16 tiles c[m] hold rows row0 + 16 m + g (+ 8) (row0:
+/// the warp's first row), those < rows stored as c * scale rounded to T.
+/// Each thread adds its two rows of each tile in order, the 8 row groups of a
+/// warp are added by a fixed butterfly, the 4 warps in order: the f32 sums
+/// go to out[0, D). Every thread of the block calls it (two barriers); smem
+/// (4 D floats) is free to overwrite once all warps are past their products.
+template <int D, int MW, class T>
+__device__ __forceinline__ void blockColumnSums(const float (&c)[MW][D / 8][4], float scale,
+                                                int row0, int rows, float *smem, float *out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float cs[D / 8][2];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+    cs[j][0] = cs[j][1] = 0.0f;
+#pragma unroll
+  for (int m = 0; m < MW; ++m)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (row0 + 16 * m + g + 8 * half >= rows)
+        continue;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        float2 v = asStored<T>(c[m][j][2 * half] * scale, c[m][j][2 * half + 1] * scale);
+        cs[j][0] += v.x;
+        cs[j][1] += v.y;
+      }
+    }
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int x = 4; x < 32; x *= 2)
+        cs[j][e] += __shfl_xor_sync(0xffffffffu, cs[j][e], x);
+  __syncthreads(); // smem's earlier readers are done
+  if (g == 0)
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      smem[warp * D + 8 * j + 2 * t] = cs[j][0];
+      smem[warp * D + 8 * j + 2 * t + 1] = cs[j][1];
+    }
+  __syncthreads();
+  for (int col = threadIdx.x; col < D; col += kThreads)
+    out[col] = ((smem[col] + smem[D + col]) + smem[2 * D + col]) + smem[3 * D + col];
+}
+
 /// 2^x, one MUFU.EX2 (flush-to-zero: exp2f's denormal fix-up would only
 /// rescue probabilities below 2^-126).
 __device__ __forceinline__ float exp2Ftz(float x) {

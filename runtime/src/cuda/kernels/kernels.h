@@ -483,9 +483,24 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
 /// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
 /// D = rowsum(dout * out)); never 0.
 using rt::attentionBackwardScratchBytes;
-inline size_t attentionBackwardScratchBytes(const AttentionShape &s) {
-  return rt::attentionBackwardScratchBytes(s.batch, s.heads, s.tq);
+inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSums = false) {
+  return rt::attentionBackwardScratchBytes(s.batch, s.heads, s.kvHeads, s.tq, s.tk, s.d, s.dv,
+                                           colSums);
 }
+
+/// The column sums over (batch, t) of attentionBackward's gradients as
+/// stored (the bias gradient of a fused qkv projection whose gradient dq, dk
+/// and dv form): into `out` (null: none), of the gradients' type, dq's
+/// column (h, c) at out[offsets[0] + h d + c], dk's (kvh, c) at offsets[1] +
+/// kvh d + c, dv's at offsets[2] + kvh dv + c. f32 sums in a fixed order
+/// (deterministic): the flash kernels sum the rows they write, in chunks of
+/// their blocks; the other paths sum the stored gradients in chunks of
+/// kAttentionColumnSumRows rows after them; then each column's chunks in
+/// order. Needs attentionBackwardScratchBytes(s, true) bytes of scratch.
+struct AttentionGradSums {
+  void *out = nullptr;
+  int64_t offsets[3] = {0, 0, 0};
+};
 
 /// Gradients of attentionForward given dout (strides dos) and the forward's out and lse:
 /// dq [batch, heads, tq, d], dk [batch, kvHeads, tk, d], dv [batch, kvHeads, tk, dv]
@@ -505,7 +520,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          void *scratch, float scale, bool causal, cudaStream_t stream,
                          float *amax = nullptr, int amaxOf = 0,
                          AttentionKernels kernels = AttentionKernels::Mma,
-                         const AttentionMask &mask = {});
+                         const AttentionMask &mask = {}, const AttentionGradSums &sums = {});
 
 } // namespace tc::rt::cuda
 

@@ -1,0 +1,89 @@
+//===- attention_sums.cu - the column sums of attention's gradients ------===//
+//
+// AttentionGradSums (kernels.h): the bias gradient of a fused qkv
+// projection is the column sum over (batch, t) of the gradient dq, dk and
+// dv form. The flash backward kernels write the f32 column sums of the rows
+// each block stores (attention_tiles.cuh's blockColumnSums) as they store
+// them; the other paths (generic, wgmma) sum the stored gradients here in
+// chunks of kAttentionColumnSumRows rows after them. Either way each
+// column's partials are then added in a fixed order (column_sum.cu's
+// sumColumnPartials): the same bits every run.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/src/cuda/kernels/attention.cuh"
+
+namespace tc::rt::cuda::attn {
+
+using namespace kern;
+
+namespace {
+
+constexpr int kChunk = static_cast<int>(kAttentionColumnSumRows);
+
+/// Grid (batch * chunks, heads), block min(d, 256) threads: thread c sums
+/// column c (and c + blockDim.x, ...) of the chunk's rows as stored.
+template <class T>
+__global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int heads, int t, int d,
+                                    int chunks, float *part) {
+  const int bc = blockIdx.x, h = blockIdx.y, b = bc / chunks, ch = bc % chunks;
+  const int r0 = ch * kChunk, r1 = min(t, r0 + kChunk);
+  const T *base = x + b * st.batch + h * st.head;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float s = 0.0f;
+    for (int r = r0; r < r1; ++r)
+      s += toF(base[static_cast<int64_t>(r) * st.row + c]);
+    part[(static_cast<int64_t>(bc) * heads + h) * d + c] = s;
+  }
+}
+
+} // namespace
+
+template <class T>
+Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+                     int64_t d, float *part, cudaStream_t stream) {
+  int64_t chunks = (t + kChunk - 1) / kChunk;
+  if (batch * chunks == 0 || heads == 0 || d == 0)
+    return Status::ok();
+  if (batch * chunks > INT32_MAX || heads > 65535)
+    return invalidArgument("attentionBackward: too many rows or heads for the column sums");
+  dim3 grid(static_cast<unsigned>(batch * chunks), static_cast<unsigned>(heads));
+  int threads = static_cast<int>(std::min<int64_t>(d, 256));
+  gradChunkSumsKernel<T><<<grid, threads, 0, stream>>>(x, st, static_cast<int>(heads),
+                                                       static_cast<int>(t), static_cast<int>(d),
+                                                       static_cast<int>(chunks), part);
+  return checkLaunch("attention_grad_chunk_sums");
+}
+
+template <class T>
+Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ, int64_t chunksK,
+                      const AttentionGradSums &sums, cudaStream_t stream) {
+  const DType dt = std::is_same_v<T, float>  ? DType::F32
+                   : std::is_same_v<T, bf16> ? DType::BF16
+                                             : DType::F16;
+  T *out = static_cast<T *>(sums.out);
+  const int64_t cols[3] = {s.heads * s.d, s.kvHeads * s.d, s.kvHeads * s.dv};
+  const int64_t parts[3] = {s.batch * chunksQ, s.batch * chunksK, s.batch * chunksK};
+  for (int i = 0; i < 3; ++i) {
+    T *o = out + sums.offsets[i];
+    if (parts[i] == 0) { // no rows: the sums are 0
+      if (cols[i] > 0)
+        TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(o, 0, cols[i] * sizeof(T), stream));
+    } else {
+      TC_RETURN_IF_ERROR(sumColumnPartials(dt, part, parts[i], cols[i], o, stream));
+    }
+    part += parts[i] * cols[i];
+  }
+  return Status::ok();
+}
+
+#define TC_ATTN_SUMS(T)                                                                            \
+  template Status gradChunkSums(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,   \
+                                float *, cudaStream_t);                                            \
+  template Status finishGradSums<T>(const AttentionShape &, const float *, int64_t, int64_t,       \
+                                    const AttentionGradSums &, cudaStream_t);
+TC_ATTN_SUMS(float)
+TC_ATTN_SUMS(bf16)
+TC_ATTN_SUMS(f16)
+#undef TC_ATTN_SUMS
+
+} // namespace tc::rt::cuda::attn
