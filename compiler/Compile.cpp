@@ -587,9 +587,6 @@ const ExperimentalLever kExperimentalLevers[] = {
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
     {"norm-col-sums", "the bias gradient of a Linear layer fed by a norm's dx summed by the "
                       "norm backward, its weight-gradient GEMM a plain product (no BGRAD)"},
-    {"attention-col-sums", "the bias gradient of a fused qkv projection summed by the attention "
-                           "backward as it writes dq / dk / dv, its weight-gradient GEMM a "
-                           "plain product (no BGRAD)"},
 };
 } // namespace
 
@@ -626,7 +623,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.tf32 = opts.tf32;
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     o.normColSums = llvm::is_contained(opts.experimental, "norm-col-sums");
-    o.attentionColSums = llvm::is_contained(opts.experimental, "attention-col-sums");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -157,9 +157,8 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       *this, "attention-col-sums",
       llvm::cl::desc("Attention backward calls sum the dq / dk / dv they write for the bias "
                      "gradient of the fused qkv projection whose gradient they form "
-                     "(tc-fuse-bias-grad attention-col-sums; tc-compile "
-                     "--experimental=attention-col-sums)"),
-      llvm::cl::init(false)};
+                     "(tc-fuse-bias-grad attention-col-sums)"),
+      llvm::cl::init(true)};
   Option<bool> geluAux{
       *this, "gelu-aux",
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "

@@ -8,7 +8,7 @@
 // kernel already reads every element of dY, and tc-lower-to-tcx gives its
 // "quantize_fp8" call the column sums as an extra output instead.
 //
-// With gemm-epilogue and attention-col-sums (tc-compile --experimental), a
+// With gemm-epilogue and attention-col-sums (both on for GPU targets), a
 // column sum of the concat that a fused qkv projection's gradient is, made
 // of an attention gradient's dq / dk / dv (which tc-fuse-attention-views has
 // the call write in place), is paired with that tc.attention_grad (the same

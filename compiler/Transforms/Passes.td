@@ -894,8 +894,7 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
            "gradient (tc-compile --experimental=norm-col-sums)">,
     Option<"attentionColSums", "attention-col-sums", "bool", /*default=*/"false",
            "With gemm-epilogue: first pair column sums of the concat an attention "
-           "gradient's dq / dk / dv form with that gradient (tc-compile "
-           "--experimental=attention-col-sums)">,
+           "gradient's dq / dk / dv form with that gradient (GPU targets' default)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }

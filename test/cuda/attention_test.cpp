@@ -307,11 +307,11 @@ protected:
     ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
                                at(dQkv, L.v), L.v.st, dO.p, L.o.st, dLse.as<float>(), scale,
                                c.causal, stream(), dAmax.as<float>(), kernels, mask));
-    ASSERT_OK(attentionBackward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
-                                at(dQkv, L.v), L.v.st, dO.p, L.o.st, dDout.p, L.o.st,
-                                dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
-                                at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
-                                dAmax.as<float>() + 1, amaxOf, kernels, mask, sums));
+    ASSERT_OK(attentionBackward(
+        c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st, at(dQkv, L.v), L.v.st, dO.p, L.o.st,
+        dDout.p, L.o.st, dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
+        at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
+        gradAmaxOff ? nullptr : dAmax.as<float>() + 1, amaxOf, kernels, mask, sums));
     HostTensor amaxes;
     ASSERT_OK(download(dAmax.p, ty(DType::F32, {2}), &amaxes, stream()));
     r->outAmax = hostTensorToDoubles(amaxes)[0];
@@ -357,6 +357,8 @@ protected:
   /// (AttentionGradSums) into sumCols elements at sumOffsets (dq, dk, dv).
   bool withSums = false;
   int64_t sumOffsets[3] = {0, 0, 0}, sumCols = 0;
+  /// The backward without an amax (the flash kernels sum in-kernel only then).
+  bool gradAmaxOff = false;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -726,8 +728,10 @@ TEST_F(AttentionTest, Deterministic) {
 // gradients: each within the rounding of the output (2^-9 relative for bf16,
 // 2^-11 for f16, f32 accumulation for f32) of its column's sum of |x|; the
 // same bits every run; the gradients themselves as without the sums. Every
-// path: the flash kernels (they sum their rows; several row blocks, partial
-// ones, GQA, tq != tk), the wgmma kernels and the generic one (summed after).
+// path: the flash kernels (they sum their rows, in one matrix of partials
+// when the output's dq, dk, dv columns are adjacent and tq == tk, else in
+// three; several row blocks, partial ones, GQA, tq != tk; with an amax they
+// are summed after), the wgmma kernels and the generic one (summed after).
 TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
   std::vector<AttentionKernels> paths = {AttentionKernels::Mma};
   if (wgmmaAttentionAvailable())
@@ -743,52 +747,58 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
       AttnCase{DType::BF16, 1, 2, 1, 40, 0, 64, 64, false, false}, // no keys
   };
   withSums = true;
-  for (AttentionKernels path : paths) {
-    kernels = path;
-    for (const AttnCase &c : cases) {
-      SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : ""));
-      Layout L = layoutOf(c);
-      // dq, dk, dv columns in order with a gap before each: every offset used.
-      const int64_t cq = c.heads * c.d, ck = c.kvHeads * c.d, cv = c.kvHeads * c.dv;
-      sumOffsets[0] = 3, sumOffsets[1] = 3 + cq + 5, sumOffsets[2] = sumOffsets[1] + ck + 2;
-      sumCols = sumOffsets[2] + cv + 1;
-      HostTensor qkv, dout;
-      inputs(c, L, &qkv, &dout);
-      Run a, b, plain;
-      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &a));
-      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &b));
-      withSums = false;
-      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &plain));
-      withSums = true;
-      EXPECT_EQ(a.sums.data, b.sums.data) << "column sums differ run to run";
-      EXPECT_EQ(a.dqkv.data, plain.dqkv.data) << "the gradients changed with the sums";
-      std::vector<double> grad = hostTensorToDoubles(a.dqkv), got = hostTensorToDoubles(a.sums);
-      const double tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1e-3 : 4e-3;
-      const Operand *ops[3] = {&L.q, &L.k, &L.v};
-      double worst = 0;
-      for (int j = 0; j < 3; ++j) {
-        const Operand &o = *ops[j];
-        for (int64_t h = 0; h < o.heads; ++h)
-          for (int64_t e = 0; e < o.d; ++e) {
-            double want = 0, mag = 0;
-            for (int64_t bb = 0; bb < c.batch; ++bb)
-              for (int64_t i = 0; i < o.t; ++i) {
-                double x = grad[o.index(bb, h, i, e)];
-                want += x, mag += std::fabs(x);
-              }
-            double g = got[sumOffsets[j] + h * o.d + e];
-            double err = std::fabs(g - want) / std::max(mag, 1e-30);
-            if (!(err <= tol) && !(g == 0 && want == 0))
-              ADD_FAILURE() << "gradient " << j << " head " << h << " column " << e << ": got " << g
-                            << ", want " << want << " (sum of |x| " << mag << ")";
-            worst = std::max(worst, mag > 0 ? err : 0.0);
-          }
+  for (AttentionKernels path : paths)
+    for (int form = 0; form < 3; ++form) // adjacent columns, gaps, adjacent with an amax
+      for (const AttnCase &c : cases) {
+        kernels = path;
+        gradAmaxOff = form != 2;
+        const std::string forms[] = {" adjacent", " gaps", " adjacent amax"};
+        SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : "") + forms[form]);
+        Layout L = layoutOf(c);
+        // dq, dk, dv columns in order, adjacent or with a gap before each.
+        const int64_t cq = c.heads * c.d, ck = c.kvHeads * c.d, cv = c.kvHeads * c.dv;
+        const int64_t gap = form == 1 ? 1 : 0;
+        sumOffsets[0] = 3 * gap, sumOffsets[1] = sumOffsets[0] + cq + 5 * gap;
+        sumOffsets[2] = sumOffsets[1] + ck + 2 * gap;
+        sumCols = sumOffsets[2] + cv + gap;
+        HostTensor qkv, dout;
+        inputs(c, L, &qkv, &dout);
+        Run a, b, plain;
+        ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &a));
+        ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &b));
+        withSums = false;
+        ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &plain));
+        withSums = true;
+        EXPECT_EQ(a.sums.data, b.sums.data) << "column sums differ run to run";
+        EXPECT_EQ(a.dqkv.data, plain.dqkv.data) << "the gradients changed with the sums";
+        std::vector<double> grad = hostTensorToDoubles(a.dqkv), got = hostTensorToDoubles(a.sums);
+        const double tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1e-3 : 4e-3;
+        const Operand *ops[3] = {&L.q, &L.k, &L.v};
+        double worst = 0;
+        for (int j = 0; j < 3; ++j) {
+          const Operand &o = *ops[j];
+          for (int64_t h = 0; h < o.heads; ++h)
+            for (int64_t e = 0; e < o.d; ++e) {
+              double want = 0, mag = 0;
+              for (int64_t bb = 0; bb < c.batch; ++bb)
+                for (int64_t i = 0; i < o.t; ++i) {
+                  double x = grad[o.index(bb, h, i, e)];
+                  want += x, mag += std::fabs(x);
+                }
+              double g = got[sumOffsets[j] + h * o.d + e];
+              double err = std::fabs(g - want) / std::max(mag, 1e-30);
+              if (!(err <= tol) && !(g == 0 && want == 0))
+                ADD_FAILURE() << "gradient " << j << " head " << h << " column " << e << ": got "
+                              << g << ", want " << want << " (sum of |x| " << mag << ")";
+              worst = std::max(worst, mag > 0 ? err : 0.0);
+            }
+        }
+        report("attention column sums " + c.str() +
+                   (path == AttentionKernels::Wgmma ? " wgmma" : "") + forms[form],
+               c.dt, worst, tol, -1, "");
       }
-      report("attention column sums " + c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : ""),
-             c.dt, worst, tol, -1, "");
-    }
-  }
   withSums = false;
+  gradAmaxOff = false;
 }
 
 TEST_F(AttentionTest, RejectsBadArguments) {
@@ -927,6 +937,61 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
     report(std::string("attention wgmma vs mma ") + names[i], DType::BF16, err, 2e-2, -1,
            shapeStr({B, H, T, T, d}));
   }
+}
+
+// What the column sums (AttentionGradSums) cost the backward at GPT-2 124M's
+// shape, its gradients written into the fused qkv projection's gradient as
+// in the step: the backward without and with them, and the three in-order
+// sums of the partials (sumColumnPartials) alone.
+TEST_F(AttentionTest, TimingGpt2ColumnSums) {
+  const int64_t B = 16, H = 12, T = 1024, d = 64, W = 3 * H * d;
+  AttentionShape s;
+  s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;
+  AttentionStrides fused{T * W, d, W}, st = contiguousAttentionStrides(H, T, d);
+  const int64_t n = B * H * T * d;
+  DevBuf qkv, o, dout, dqkv, lse, scratch, sums;
+  std::vector<uint16_t> x = randomBf16(3 * n, 7);
+  ASSERT_OK(devAlloc(3 * n * 2, &qkv));
+  ASSERT_OK(cudaStatus(cudaMemcpy(qkv.p, x.data(), 3 * n * 2, cudaMemcpyHostToDevice), "copy"));
+  x = randomBf16(n, 8);
+  ASSERT_OK(devAlloc(n * 2, &dout));
+  ASSERT_OK(cudaStatus(cudaMemcpy(dout.p, x.data(), n * 2, cudaMemcpyHostToDevice), "copy"));
+  ASSERT_OK(devZeros(n * 2, &o, stream()));
+  ASSERT_OK(devZeros(3 * n * 2, &dqkv, stream()));
+  ASSERT_OK(devZeros(B * H * T * 4, &lse, stream()));
+  ASSERT_OK(devZeros(attentionBackwardScratchBytes(s, true), &scratch, stream()));
+  ASSERT_OK(devZeros(W * 2, &sums, stream()));
+  auto at = [](const DevBuf &b, int64_t piece) {
+    return static_cast<char *>(b.p) + piece * H * d * 2;
+  };
+  const float scale = 0.125f;
+  ASSERT_OK(attentionForward(DType::BF16, s, at(qkv, 0), fused, at(qkv, 1), fused, at(qkv, 2),
+                             fused, o.p, st, lse.as<float>(), scale, true, stream()));
+  AttentionGradSums cs;
+  cs.out = sums.p, cs.offsets[0] = 0, cs.offsets[1] = H * d, cs.offsets[2] = 2 * H * d;
+  auto bwd = [&](const AttentionGradSums &with) {
+    return attentionBackward(DType::BF16, s, at(qkv, 0), fused, at(qkv, 1), fused, at(qkv, 2),
+                             fused, o.p, st, dout.p, st, lse.as<float>(), at(dqkv, 0), fused,
+                             at(dqkv, 1), fused, at(dqkv, 2), fused, scratch.p, scale, true,
+                             stream(), nullptr, 0, AttentionKernels::Mma, {}, with);
+  };
+  double plainUs = timeUs(stream(), 20, [&] { return bwd({}); });
+  double sumsUs = timeUs(stream(), 20, [&] { return bwd(cs); });
+  // The partials' sums alone: [16 x 8 blocks][768] three times.
+  float *parts = reinterpret_cast<float *>(static_cast<char *>(scratch.p) +
+                                           attentionBackwardScratchBytes(B, H, T));
+  double finishUs = timeUs(stream(), 20, [&]() -> Status {
+    for (int i = 0; i < 3; ++i)
+      TC_RETURN_IF_ERROR(sumColumnPartials(DType::BF16, parts, B * 8, H * d,
+                                           static_cast<char *>(sums.p) + i * H * d * 2, stream()));
+    return Status::ok();
+  });
+  std::printf("attention bwd bf16 16x12x1024 d64 causal fused: %.1f us, with the column sums "
+              "%.1f us (their final sums alone %.1f us)\n",
+              plainUs, sumsUs, finishUs);
+  report("attention_backward_fused", DType::BF16, 0, 1, plainUs, shapeStr({B, H, T, T, d}));
+  report("attention_backward_fused_col_sums", DType::BF16, 0, 1, sumsUs, shapeStr({B, H, T, T, d}));
+  report("attention_col_sums_finish", DType::BF16, 0, 1, finishUs, shapeStr({B * 8, H * d}));
 }
 
 TEST_F(AttentionTest, TimingGpt2) {

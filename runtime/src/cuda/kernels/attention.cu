@@ -238,7 +238,11 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.amax = g.amax, p.amaxOf = g.amaxOf;
         if (useWgmma(kernels, s, m))
           return sumsAfter(wgmmaBackward(p, s.d, stream));
-        p.csQ = parts; // the kernels sum the rows they store
+        // The flash kernels sum the rows they store, but for those with an
+        // amax or a key mask (no such instance: summed after them).
+        if (!sums.out || amax || m.keys)
+          return sumsAfter(flashBackward(p, s.d, stream));
+        p.csQ = parts;
         return flashBackward(p, s.d, stream, sums);
       }
     }

@@ -45,10 +45,13 @@ template <class T> struct FastParams {
   const uint8_t *keys;
   float fill, invScale;
   /// AttentionGradSums' partials (null: none): the flash backward kernels
-  /// write the f32 column sums of the rows each block stores, dq's at
-  /// csQ [batch][ceil(tq / block rows)][heads][d], dk's and dv's at csK / csV
-  /// [batch][ceil(tk / block rows)][kvHeads][d] (fastBackward lays them out).
+  /// write the f32 column sums of the rows each block stores, the block of
+  /// batch b, row chunk c (its rows) and head h at csQ (dq) or csK / csV (dk,
+  /// dv) + (b chunks + c) csRow{Q,KV} + h d: rows of [heads][d] (dq) and
+  /// [kvHeads][d] (dk, dv) in matrices of their own, or of one matrix
+  /// [batch chunks][heads d + 2 kvHeads d] (fastBackward lays them out).
   float *csQ, *csK, *csV;
+  int csRowQ, csRowKV;
 };
 
 /// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.
@@ -81,12 +84,21 @@ template <class T>
 Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
                      int64_t d, float *part, cudaStream_t stream);
 /// AttentionGradSums' output from partials of chunksQ / chunksK chunks a
-/// batch (csQ, then csK and csV, laid out as FastParams' are; part may be
-/// null when there are none): each column's chunks added in a fixed order
-/// (sumColumnPartials), the sums rounded to T.
+/// batch (part may be null when there are none): each column's chunks added
+/// in a fixed order (sumColumnPartials), the sums rounded to T. Three
+/// matrices [batch chunksQ][heads d], [batch chunksK][kvHeads d] and
+/// [batch chunksK][kvHeads dv] one after the other, or with `packed` one
+/// [batch chunksQ][heads d + kvHeads (d + dv)] (packedSums), summed in one
+/// launch into sums.out + offsets[0].
 template <class T>
-Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ, int64_t chunksK,
-                      const AttentionGradSums &sums, cudaStream_t stream);
+Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ,
+                      int64_t chunksK, const AttentionGradSums &sums, cudaStream_t stream,
+                      bool packed = false);
+/// Whether finishGradSums can take the packed layout: as many row chunks
+/// for dq as for dk / dv, and the output's dq, dk, dv columns adjacent in
+/// that order.
+bool packedSums(const AttentionShape &s, int64_t chunksQ, int64_t chunksK,
+                const AttentionGradSums &sums);
 
 /// The generic path's operands (T = float, bf16 or f16) and sizes.
 template <class T> struct GenericParams {

@@ -335,7 +335,7 @@ template <int D, int MW, int BQ> constexpr int dkdvSmemBytes() {
 /// no amax code. KeyMask: as the forward's (the query tiles of rows that
 /// attend to every key are visited by every key block).
 template <class T, int D, int MW, int BQ, int SUB, bool KVReg, int MinBlocks, bool Amax,
-          bool KeyMask>
+          bool KeyMask, bool ColSums = false>
 __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastParams<T> p) {
   constexpr int WK = 16 * MW, BK = 4 * WK, S = D + kPad;
   static_assert(BQ % SUB == 0 && SUB % 16 == 0, "query sub-tile");
@@ -470,11 +470,15 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   }
   if constexpr (Amax)
     blockAmax<T>(gradAmax(p, kAmaxOfDk | kAmaxOfDv), amax);
-  if (p.csK) { // the bias gradient's partials of these keys (AttentionGradSums)
-    const int64_t chunk = static_cast<int64_t>(b) * ((p.tk + BK - 1) / BK) + kb;
+  if constexpr (ColSums) { // the bias gradient's partials of these keys (AttentionGradSums)
+    // The block's batch, kv head and key block from blockIdx read afresh.
+    const int bx = freshBlockIdx(), bkvF = bx % bkvCount, kbF = bx / bkvCount;
+    const int64_t at =
+        (static_cast<int64_t>(bkvF / p.kvHeads) * ((p.tk + BK - 1) / BK) + kbF) * p.csRowKV +
+        (bkvF % p.kvHeads) * D;
     float *sm = reinterpret_cast<float *>(smRaw);
-    blockColumnSums<D, MW, T>(dk, p.scale, kw, p.tk, sm, p.csK + (chunk * p.kvHeads + kvh) * D);
-    blockColumnSums<D, MW, T>(dv, 1.0f, kw, p.tk, sm, p.csV + (chunk * p.kvHeads + kvh) * D);
+    blockColumnSums<D, MW, T>(dk, p.scale, kw, p.tk, sm, p.csK + at);
+    blockColumnSums<D, MW, T>(dv, 1.0f, kw, p.tk, sm, p.csV + at);
   }
 }
 
@@ -496,7 +500,7 @@ template <int D, int MW, int BK, bool QOReg> constexpr int dqSmemBytes() {
 /// Amax (p.amaxOf names dq) takes the amax of dq; without it no amax code.
 /// KeyMask: as the forward's.
 template <class T, int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, bool Amax,
-          bool KeyMask>
+          bool KeyMask, bool ColSums = false>
 __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastParams<T> p) {
   constexpr int WQ = 16 * MW, BQ = 4 * WQ, S = D + kPad;
   static_assert(BK % SUB == 0 && SUB % 16 == 0, "key sub-tile");
@@ -600,10 +604,15 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
                  p.scale, p.scale, Amax ? &amax : nullptr);
   if constexpr (Amax)
     blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
-  if (p.csQ) { // the bias gradient's partial of these rows (AttentionGradSums)
-    const int64_t chunk = static_cast<int64_t>(b) * ((p.tq + BQ - 1) / BQ) + q0 / BQ;
+  if constexpr (ColSums) { // the bias gradient's partial of these rows (AttentionGradSums)
+    // The block's batch, head and row block from blockIdx read afresh (as
+    // QueryBlock maps them).
+    const int bx = freshBlockIdx(), bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
+    const int bhF = bx % bhCount, chunk = nQB - 1 - bx / bhCount;
     blockColumnSums<D, MW, T>(dq, p.scale, qw, p.tq, reinterpret_cast<float *>(smRaw),
-                              p.csQ + (chunk * p.heads + h) * D);
+                              p.csQ + (static_cast<int64_t>(bhF / p.heads) * nQB + chunk) *
+                                          p.csRowQ +
+                                      (bhF % p.heads) * D);
   }
 }
 
@@ -636,11 +645,13 @@ template <int D, int MW, int BK, int SUB, bool QOReg, int MinBlocks, class T>
 Status launchDq(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
   const bool amax = gradAmax(p, kAmaxOfDq);
-  auto kernel = p.keys ? (amax ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true, true>
-                               : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false, true>)
-                       : (amax ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true, false>
-                               : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false,
-                                                  false>);
+  // The column sums (p.csQ) come without an amax or a key mask (attention.cu).
+  auto kernel = p.csQ ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false, false, true>
+                : p.keys
+                    ? (amax ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true, true>
+                            : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false, true>)
+                    : (amax ? flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, true, false>
+                            : flashBwdDqKernel<T, D, MW, BK, SUB, QOReg, MinBlocks, false, false>);
   return launchFast(kernel, "attention_backward_dq", blocks, dqSmemBytes<D, MW, BK, QOReg>(), p,
                     stream);
 }
@@ -649,10 +660,12 @@ Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tk, 64 * MW) * p.batch * p.kvHeads;
   const bool amax = gradAmax(p, kAmaxOfDk | kAmaxOfDv);
   auto kernel =
-      p.keys ? (amax ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true, true>
-                     : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, true>)
-             : (amax ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true, false>
-                     : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, false>);
+      p.csK ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, false, true>
+      : p.keys
+          ? (amax ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true, true>
+                  : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, true>)
+          : (amax ? flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, true, false>
+                  : flashBwdDkDvKernel<T, D, MW, BQ, SUB, KVReg, MinBlocks, false, false>);
   return launchFast(kernel, "attention_backward_dkdv", blocks, dkdvSmemBytes<D, MW, BQ>(), p,
                     stream);
 }
@@ -668,9 +681,17 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
   constexpr int MW = D == 128 ? 1 : 2; // m16 tiles a warp, both kernels
   FastParams<T> p = p0;
   const int64_t chunksQ = ceilDiv(p.tq, 64 * MW), chunksK = ceilDiv(p.tk, 64 * MW);
-  if (sums.out) {
-    p.csK = p.csQ + p.batch * chunksQ * p.heads * D;
-    p.csV = p.csK + p.batch * chunksK * p.kvHeads * D;
+  AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, D, D};
+  const bool packed = sums.out && packedSums(s, chunksQ, chunksK, sums);
+  const int colsQ = p.heads * D, colsKV = p.kvHeads * D;
+  if (packed) { // one matrix [batch chunks][dq | dk | dv columns]: one final launch
+    p.csRowQ = p.csRowKV = colsQ + 2 * colsKV;
+    p.csK = p.csQ + colsQ;
+    p.csV = p.csK + colsKV;
+  } else if (sums.out) {
+    p.csRowQ = colsQ, p.csRowKV = colsKV;
+    p.csK = p.csQ + p.batch * chunksQ * colsQ;
+    p.csV = p.csK + p.batch * chunksK * colsKV;
   } else {
     p.csQ = p.csK = p.csV = nullptr;
   }
@@ -686,8 +707,7 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
   }
   if (!sums.out)
     return Status::ok();
-  AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, D, D};
-  return finishGradSums<T>(s, p.csQ, chunksQ, chunksK, sums, stream);
+  return finishGradSums<T>(s, p.csQ, chunksQ, chunksK, sums, stream, packed);
 }
 
 } // namespace

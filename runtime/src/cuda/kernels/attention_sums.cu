@@ -54,14 +54,23 @@ Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t hea
   return checkLaunch("attention_grad_chunk_sums");
 }
 
+bool packedSums(const AttentionShape &s, int64_t chunksQ, int64_t chunksK,
+                const AttentionGradSums &sums) {
+  return chunksQ == chunksK && sums.offsets[1] == sums.offsets[0] + s.heads * s.d &&
+         sums.offsets[2] == sums.offsets[1] + s.kvHeads * s.d;
+}
+
 template <class T>
 Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ, int64_t chunksK,
-                      const AttentionGradSums &sums, cudaStream_t stream) {
+                      const AttentionGradSums &sums, cudaStream_t stream, bool packed) {
   const DType dt = std::is_same_v<T, float>  ? DType::F32
                    : std::is_same_v<T, bf16> ? DType::BF16
                                              : DType::F16;
   T *out = static_cast<T *>(sums.out);
   const int64_t cols[3] = {s.heads * s.d, s.kvHeads * s.d, s.kvHeads * s.dv};
+  if (packed && s.batch * chunksQ > 0)
+    return sumColumnPartials(dt, part, s.batch * chunksQ, cols[0] + cols[1] + cols[2],
+                             out + sums.offsets[0], stream);
   const int64_t parts[3] = {s.batch * chunksQ, s.batch * chunksK, s.batch * chunksK};
   for (int i = 0; i < 3; ++i) {
     T *o = out + sums.offsets[i];
@@ -80,7 +89,7 @@ Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunks
   template Status gradChunkSums(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,   \
                                 float *, cudaStream_t);                                            \
   template Status finishGradSums<T>(const AttentionShape &, const float *, int64_t, int64_t,       \
-                                    const AttentionGradSums &, cudaStream_t);
+                                    const AttentionGradSums &, cudaStream_t, bool);
 TC_ATTN_SUMS(float)
 TC_ATTN_SUMS(bf16)
 TC_ATTN_SUMS(f16)

@@ -135,6 +135,20 @@ template <class T> __device__ __forceinline__ float2 asStored(float lo, float hi
     return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
 }
 
+/// blockIdx.x and threadIdx.x read afresh where called (volatile: neither
+/// hoisted nor kept live across the kernel's loops): an epilogue that needs
+/// them costs the main loop no registers.
+__device__ __forceinline__ int freshBlockIdx() {
+  unsigned v;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  return static_cast<int>(v);
+}
+__device__ __forceinline__ int freshThreadIdx() {
+  unsigned v;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(v));
+  return static_cast<int>(v);
+}
+
 /// The column sums (AttentionGradSums) of the rows the block stores with
 /// storeRows: warp w's m16 tiles c[m] hold rows row0 + 16 m + g (+ 8) (row0:
 /// the warp's first row), those < rows stored as c * scale rounded to T.
@@ -145,7 +159,7 @@ template <class T> __device__ __forceinline__ float2 asStored(float lo, float hi
 template <int D, int MW, class T>
 __device__ __forceinline__ void blockColumnSums(const float (&c)[MW][D / 8][4], float scale,
                                                 int row0, int rows, float *smem, float *out) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int tid = freshThreadIdx(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   float cs[D / 8][2];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
@@ -178,7 +192,7 @@ __device__ __forceinline__ void blockColumnSums(const float (&c)[MW][D / 8][4], 
       smem[warp * D + 8 * j + 2 * t + 1] = cs[j][1];
     }
   __syncthreads();
-  for (int col = threadIdx.x; col < D; col += kThreads)
+  for (int col = tid; col < D; col += kThreads)
     out[col] = ((smem[col] + smem[D + col]) + smem[2 * D + col]) + smem[3 * D + col];
 }
 
