@@ -725,8 +725,10 @@ TEST_F(AttentionTest, Deterministic) {
 
 // The gradients' column sums over (batch, t) (AttentionGradSums: the bias
 // gradient of a fused qkv projection), against double sums of the stored
-// gradients: each within the rounding of the output (2^-9 relative for bf16,
-// 2^-11 for f16, f32 accumulation for f32) of its column's sum of |x|; the
+// gradients: each within twice the rounding of the output (2^-9 relative
+// for bf16, 2^-11 for f16, f32 accumulation for f32: the flash kernels sum
+// the values before their rounding, which moves each by at most as much) of
+// its column's sum of |x|; the
 // same bits every run; the gradients themselves as without the sums. Every
 // path: the flash kernels (they sum their rows, in one matrix of partials
 // when the output's dq, dk, dv columns are adjacent and tq == tk, else in
@@ -772,7 +774,7 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
         EXPECT_EQ(a.sums.data, b.sums.data) << "column sums differ run to run";
         EXPECT_EQ(a.dqkv.data, plain.dqkv.data) << "the gradients changed with the sums";
         std::vector<double> grad = hostTensorToDoubles(a.dqkv), got = hostTensorToDoubles(a.sums);
-        const double tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1e-3 : 4e-3;
+        const double tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1.3e-3 : 5e-3;
         const Operand *ops[3] = {&L.q, &L.k, &L.v};
         double worst = 0;
         for (int j = 0; j < 3; ++j) {

@@ -477,8 +477,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
         (static_cast<int64_t>(bkvF / p.kvHeads) * ((p.tk + BK - 1) / BK) + kbF) * p.csRowKV +
         (bkvF % p.kvHeads) * D;
     float *sm = reinterpret_cast<float *>(smRaw);
-    blockColumnSums<D, MW, T>(dk, p.scale, kw, p.tk, sm, p.csK + at);
-    blockColumnSums<D, MW, T>(dv, 1.0f, kw, p.tk, sm, p.csV + at);
+    blockColumnSums<D, MW>(dk, p.scale, kw, p.tk, sm, p.csK + at);
+    blockColumnSums<D, MW>(dv, 1.0f, kw, p.tk, sm, p.csV + at);
   }
 }
 
@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     // QueryBlock maps them).
     const int bx = freshBlockIdx(), bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
     const int bhF = bx % bhCount, chunk = nQB - 1 - bx / bhCount;
-    blockColumnSums<D, MW, T>(dq, p.scale, qw, p.tq, reinterpret_cast<float *>(smRaw),
+    blockColumnSums<D, MW>(dq, p.scale, qw, p.tq, reinterpret_cast<float *>(smRaw),
                               p.csQ + (static_cast<int64_t>(bhF / p.heads) * nQB + chunk) *
                                           p.csRowQ +
                                       (bhF % p.heads) * D);

@@ -126,15 +126,6 @@ __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
   }
 }
 
-/// Two floats as pack2<T> stores them (rounded to T), back in f32.
-template <class T> __device__ __forceinline__ float2 asStored(float lo, float hi) {
-  uint32_t u = pack2<T>(lo, hi);
-  if constexpr (std::is_same_v<T, f16>)
-    return __half22float2(*reinterpret_cast<__half2 *>(&u));
-  else
-    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
-}
-
 /// blockIdx.x and threadIdx.x read afresh where called (volatile: neither
 /// hoisted nor kept live across the kernel's loops): an epilogue that needs
 /// them costs the main loop no registers.
@@ -151,12 +142,15 @@ __device__ __forceinline__ int freshThreadIdx() {
 
 /// The column sums (AttentionGradSums) of the rows the block stores with
 /// storeRows: warp w's m16 tiles c[m] hold rows row0 + 16 m + g (+ 8) (row0:
-/// the warp's first row), those < rows stored as c * scale rounded to T.
-/// Each thread adds its two rows of each tile in order, the 8 row groups of a
-/// warp are added by a fixed butterfly, the 4 warps in order: the f32 sums
-/// go to out[0, D). Every thread of the block calls it (two barriers); smem
-/// (4 D floats) is free to overwrite once all warps are past their products.
-template <int D, int MW, class T>
+/// the warp's first row), those < rows stored as c * scale rounded to T; the
+/// sums are of the f32 values before that rounding (times scale once, after
+/// the sum: within T's rounding of the stored values' sums, and ~half the
+/// instructions of rounding each value first). Each thread adds its rows in
+/// order, the 8 row groups of a warp are added by a fixed butterfly, the 4
+/// warps in order: the f32 sums go to out[0, D). Every thread of the block
+/// calls it (two barriers); smem (4 D floats) is free to overwrite once all
+/// warps are past their products.
+template <int D, int MW>
 __device__ __forceinline__ void blockColumnSums(const float (&c)[MW][D / 8][4], float scale,
                                                 int row0, int rows, float *smem, float *out) {
   const int tid = freshThreadIdx(), warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -172,18 +166,19 @@ __device__ __forceinline__ void blockColumnSums(const float (&c)[MW][D / 8][4], 
         continue;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        float2 v = asStored<T>(c[m][j][2 * half] * scale, c[m][j][2 * half + 1] * scale);
-        cs[j][0] += v.x;
-        cs[j][1] += v.y;
+        cs[j][0] += c[m][j][2 * half];
+        cs[j][1] += c[m][j][2 * half + 1];
       }
     }
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+    for (int e = 0; e < 2; ++e) {
 #pragma unroll
       for (int x = 4; x < 32; x *= 2)
         cs[j][e] += __shfl_xor_sync(0xffffffffu, cs[j][e], x);
+      cs[j][e] *= scale;
+    }
   __syncthreads(); // smem's earlier readers are done
   if (g == 0)
 #pragma unroll

@@ -488,15 +488,18 @@ inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSum
                                            colSums);
 }
 
-/// The column sums over (batch, t) of attentionBackward's gradients as
-/// stored (the bias gradient of a fused qkv projection whose gradient dq, dk
-/// and dv form): into `out` (null: none), of the gradients' type, dq's
-/// column (h, c) at out[offsets[0] + h d + c], dk's (kvh, c) at offsets[1] +
-/// kvh d + c, dv's at offsets[2] + kvh dv + c. f32 sums in a fixed order
-/// (deterministic): the flash kernels sum the rows they write, in chunks of
-/// their blocks; the other paths sum the stored gradients in chunks of
-/// kAttentionColumnSumRows rows after them; then each column's chunks in
-/// order. Needs attentionBackwardScratchBytes(s, true) bytes of scratch.
+/// The column sums over (batch, t) of attentionBackward's gradients (the
+/// bias gradient of a fused qkv projection whose gradient dq, dk and dv
+/// form): into `out` (null: none), of the gradients' type, dq's column (h, c)
+/// at out[offsets[0] + h d + c], dk's (kvh, c) at offsets[1] + kvh d + c,
+/// dv's at offsets[2] + kvh dv + c. f32 sums in a fixed order
+/// (deterministic): the flash kernels sum the rows they write (the f32
+/// values before their rounding to the stored type), in chunks of their
+/// blocks; the other paths (and calls with an amax or a key mask) sum the
+/// stored gradients in chunks of kAttentionColumnSumRows rows after them;
+/// then each column's chunks in order. Either is within the gradients'
+/// rounding of the stored values' sums. Needs attentionBackwardScratchBytes(s,
+/// true) bytes of scratch.
 struct AttentionGradSums {
   void *out = nullptr;
   int64_t offsets[3] = {0, 0, 0};
