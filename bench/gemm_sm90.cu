@@ -510,7 +510,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // pass 0: acc + bias (GELU: stored as aux, acc becomes it as stored;
     // deferred DGELU: the product, into out); pass 1 (GELU, not deferred):
     // gelu(acc) as out.
-    const int passes = EPI == kBiasGeluAux && !Defer ? 2 : 1;
+    constexpr int passes = EPI == kBiasGeluAux && !Defer ? 2 : 1;
+#pragma unroll
     for (int pass = 0; pass < passes; ++pass)
 #pragma unroll
       for (int round = 0; round < C::rounds; ++round) {
