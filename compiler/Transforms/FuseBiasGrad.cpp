@@ -116,31 +116,40 @@ bool pairWithGemm(MatmulOp mm, int64_t id, DenseSet<Operation *> &paired) {
   return true;
 }
 
-/// Pairs the norm gradient `grad` with the first unpaired column sum of the
-/// dx it writes (its residual add's result when the call computes that add;
-/// that value or a reshape of it keeping the last axis). Whether it did.
-bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired) {
-  auto axis = grad->getAttrOfType<IntegerAttr>("axis");
-  auto t = llvm::cast<RankedTensorType>(grad->getResult(0).getType());
-  if (!axis || t.getRank() < 2 || axis.getInt() != t.getRank() - 1 || grad->hasAttr(kColSumAttr))
+/// Pairs `op`, a library call that can write the column sums of the values
+/// it writes, with the first unpaired column sum (of `cols` columns) of one
+/// of `views` in its block (the same tc.col_sum). Whether it did.
+bool pairColumnSum(Operation *op, ArrayRef<Value> views, int64_t cols, int64_t id,
+                   DenseSet<Operation *> &paired) {
+  if (op->hasAttr(kColSumAttr))
     return false;
-  int64_t cols = t.getShape().back();
   ReduceSumOp best;
-  for (Value v : normGradDxViews(grad))
+  for (Value v : views)
     for (Operation *u : v.getUsers()) {
       auto r = llvm::dyn_cast<ReduceSumOp>(u);
-      if (r && r->getBlock() == grad->getBlock() && !paired.contains(r) &&
+      if (r && r->getBlock() == op->getBlock() && !paired.contains(r) &&
           !r->hasAttr(kColSumAttr) && !r->hasAttr(kBiasGradAttr) && isColumnSum(r, v, cols) &&
           (!best || r->isBeforeInBlock(best)))
         best = r;
     }
   if (!best)
     return false;
-  auto attr = IntegerAttr::get(IntegerType::get(grad->getContext(), 64), id);
-  grad->setAttr(kColSumAttr, attr);
+  auto attr = IntegerAttr::get(IntegerType::get(op->getContext(), 64), id);
+  op->setAttr(kColSumAttr, attr);
   best->setAttr(kColSumAttr, attr);
   paired.insert(best);
   return true;
+}
+
+/// Pairs the norm gradient `grad` with the first unpaired column sum of the
+/// dx it writes (its residual add's result when the call computes that add;
+/// that value or a reshape of it keeping the last axis). Whether it did.
+bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired) {
+  auto axis = grad->getAttrOfType<IntegerAttr>("axis");
+  auto t = llvm::cast<RankedTensorType>(grad->getResult(0).getType());
+  if (!axis || t.getRank() < 2 || axis.getInt() != t.getRank() - 1)
+    return false;
+  return pairColumnSum(grad, normGradDxViews(grad), t.getShape().back(), id, paired);
 }
 
 /// Pairs the attention gradient `ag`, whose dq / dk / dv form the gradient
@@ -153,26 +162,12 @@ bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired
 /// qkv weight gradient ~40 us a layer on an H100). Whether it did.
 bool pairWithAttentionGrad(AttentionGradOp ag, int64_t id, DenseSet<Operation *> &paired) {
   std::optional<GradConcat> cat = gradConcat(ag);
-  if (!cat || ag->hasAttr(kColSumAttr))
+  if (!cat)
     return false;
   Value whole = cat->concat.getResult();
-  int64_t cols = llvm::cast<RankedTensorType>(whole.getType()).getShape().back();
-  ReduceSumOp best;
-  for (Value v : lastAxisViews(whole))
-    for (Operation *u : v.getUsers()) {
-      auto r = llvm::dyn_cast<ReduceSumOp>(u);
-      if (r && r->getBlock() == ag->getBlock() && !paired.contains(r) && !r->hasAttr(kColSumAttr) &&
-          !r->hasAttr(kBiasGradAttr) && isColumnSum(r, v, cols) &&
-          (!best || r->isBeforeInBlock(best)))
-        best = r;
-    }
-  if (!best)
-    return false;
-  auto attr = IntegerAttr::get(IntegerType::get(ag.getContext(), 64), id);
-  ag->setAttr(kColSumAttr, attr);
-  best->setAttr(kColSumAttr, attr);
-  paired.insert(best);
-  return true;
+  return pairColumnSum(ag, lastAxisViews(whole),
+                       llvm::cast<RankedTensorType>(whole.getType()).getShape().back(), id,
+                       paired);
 }
 
 struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {

@@ -231,14 +231,10 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
     // tc-fuse-bias-grad's column sum of the concat the gradients form: the
     // call's col_sum, each gradient's columns at its piece's offset, which
     // the paired reduce_sum becomes (PairedColumnSumLowering).
-    if (Attribute id = ag->getAttr(kColSumAttr)) {
+    if (ag->hasAttr(kColSumAttr)) {
       if (!cat)
         return rewriter.notifyMatchFailure(ag, "tc.col_sum without the gradients' concat");
-      ReduceSumOp sum;
-      for (Value v : lastAxisViews(cat->concat.getResult()))
-        for (Operation *u : v.getUsers())
-          if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kColSumAttr) == id)
-            sum = r;
+      ReduceSumOp sum = pairedColumnSum(ag, lastAxisViews(cat->concat.getResult()));
       if (!sum)
         return rewriter.notifyMatchFailure(ag, "tc.col_sum without its reduce_sum");
       outs.push_back(buffers.outBuffer(rewriter, sum.getResult()));

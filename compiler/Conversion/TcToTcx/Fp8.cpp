@@ -189,15 +189,10 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
   /// The tc.reduce_sum tc-fuse-bias-grad paired with `op` (the same
   /// tc.col_sum; it reads op's input or what that reshapes), or null.
   static Operation *pairedColumnSum(QuantizeOp op) {
-    Attribute id = op->getAttr(kColSumAttr);
     Fp8QuantizeForm f;
-    if (!id || !fp8ColumnSumForm(op, &f))
+    if (!fp8ColumnSumForm(op, &f))
       return nullptr;
-    for (Value v : fp8ColumnSumSources(op))
-      for (Operation *u : v.getUsers())
-        if (isa<ReduceSumOp>(u) && u->getAttr(kColSumAttr) == id)
-          return u;
-    return nullptr;
+    return tc::pairedColumnSum(op, fp8ColumnSumSources(op));
   }
 };
 

@@ -96,12 +96,7 @@ ResidualAdd normGradResidualAdd(Operation *grad) {
 
 SmallVector<Value, 2> normGradDxViews(Operation *grad) {
   ResidualAdd res = normGradResidualAdd(grad);
-  Value dx = res ? Value(res.add.getResult()) : grad->getResult(0);
-  SmallVector<Value, 2> views{dx};
-  for (Operation *u : dx.getUsers())
-    if (auto r = llvm::dyn_cast<ReshapeOp>(u))
-      views.push_back(r.getResult());
-  return views;
+  return lastAxisViews(res ? Value(res.add.getResult()) : grad->getResult(0));
 }
 
 ResidualAdd residualAdd(MatmulOp mm, Value v) {
@@ -318,6 +313,17 @@ SmallVector<Value, 2> lastAxisViews(Value v) {
         rs && llvm::cast<RankedTensorType>(rs.getType()).getShape().back() == last)
       views.push_back(rs.getResult());
   return views;
+}
+
+ReduceSumOp pairedColumnSum(Operation *op, ArrayRef<Value> views) {
+  Attribute id = op->getAttr(kColSumAttr);
+  if (!id)
+    return {};
+  for (Value v : views)
+    for (Operation *u : v.getUsers())
+      if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kColSumAttr) == id)
+        return r;
+  return {};
 }
 
 SmallVector<Value, 2> fp8ColumnSumSources(QuantizeOp op) { return sameBytes(op.getInput()); }

@@ -98,6 +98,9 @@ llvm::SmallVector<mlir::Value, 2> sameBytes(mlir::Value v);
 /// The values a column sum of `v` may read: v and the results of the
 /// tc.reshapes of v that keep its last axis.
 llvm::SmallVector<mlir::Value, 2> lastAxisViews(mlir::Value v);
+/// The tc.reduce_sum reading one of `views` that tc-fuse-bias-grad paired
+/// with `op` (the same tc.col_sum), or null (op unpaired).
+ReduceSumOp pairedColumnSum(mlir::Operation *op, llvm::ArrayRef<mlir::Value> views);
 
 /// On a tc.attention (tc-fuse-attention-views): the output is written
 /// straight into the [B, T, H, D] head transpose that reads it, which goes

@@ -127,19 +127,6 @@ struct RmsNormLowering : TcxPattern<RmsNormOp> {
   }
 };
 
-/// The tc.reduce_sum tc-fuse-bias-grad paired with the norm gradient `op`
-/// (the same tc.col_sum; it reads one of normGradDxViews), or null.
-ReduceSumOp pairedColumnSum(Operation *op) {
-  Attribute id = op->getAttr(kColSumAttr);
-  if (!id)
-    return {};
-  for (Value v : normGradDxViews(op))
-    for (Operation *u : v.getUsers())
-      if (auto r = llvm::dyn_cast<ReduceSumOp>(u); r && r->getAttr(kColSumAttr) == id)
-        return r;
-  return {};
-}
-
 /// layer_norm_grad / rms_norm_grad: the library backward from the forward's
 /// statistics (or, without a paired forward, from a forward run here).
 struct NormGradLowering : ConversionPattern {
@@ -218,7 +205,7 @@ struct NormGradLowering : ConversionPattern {
       attrs.push_back(b.getNamedAttr("has_dresidual", b.getBoolAttr(true)));
     // tc-fuse-bias-grad's column sum of dx as written: the call's col_sum,
     // which the paired reduce_sum becomes (PairedColumnSumLowering).
-    if (ReduceSumOp sum = pairedColumnSum(op)) {
+    if (ReduceSumOp sum = pairedColumnSum(op, normGradDxViews(op))) {
       outs.push_back(buffers.outBuffer(b, sum.getResult()));
       buffers.colSums[sum] = outs.back();
       attrs.push_back(b.getNamedAttr("has_col_sum", b.getBoolAttr(true)));

@@ -184,7 +184,8 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       return Status::ok();
     return dispatchFloat16(dt, "attentionBackward", [&](auto tag) -> Status {
       AttentionShape none{0, s.heads, s.kvHeads, 0, 0, s.d, s.dv};
-      return finishGradSums<decltype(tag)>(none, nullptr, 0, 0, sums, stream);
+      return finishGradSums<decltype(tag)>(none, gradSumParts(none, nullptr, 0, 0, sums), sums,
+                                           stream);
     });
   }
   if (sums.out && !scratch)
@@ -208,15 +209,15 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       if (!sums.out)
         return Status::ok();
       const int64_t rowsPart = rt::kAttentionColumnSumRows;
-      const int64_t cq = ceilDiv(s.tq, rowsPart), ck = ceilDiv(s.tk, rowsPart);
-      float *pk = parts + s.batch * cq * s.heads * s.d, *pv = pk + s.batch * ck * s.kvHeads * s.d;
+      const GradSumParts at =
+          gradSumParts(s, parts, ceilDiv(s.tq, rowsPart), ceilDiv(s.tk, rowsPart), sums);
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dq), dqs, s.batch, s.heads, s.tq, s.d,
-                                       parts, stream));
+                                       at.q, at.rowQ, stream));
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dk), dks, s.batch, s.kvHeads, s.tk,
-                                       s.d, pk, stream));
+                                       s.d, at.k, at.rowK, stream));
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dv), dvs, s.batch, s.kvHeads, s.tk,
-                                       s.dv, pv, stream));
-      return finishGradSums<T>(s, parts, cq, ck, sums, stream);
+                                       s.dv, at.v, at.rowV, stream));
+      return finishGradSums<T>(s, at, sums, stream);
     };
     GenericParams<T> g = genericParams<T>(s, scale, causal, m);
     g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);

@@ -76,29 +76,32 @@ Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream,
 template <class T> Status wgmmaForward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 template <class T> Status wgmmaBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream);
 
-/// AttentionGradSums' partials of the paths whose kernels do not sum
-/// (attention_sums.cu): the column sums of every chunk of
-/// kAttentionColumnSumRows rows of x [batch, heads, t, d] (strides st) as
-/// stored, into part [batch][ceil(t / 64)][heads][d].
+/// Where AttentionGradSums' f32 partials lie in the scratch: rows of
+/// row chunks (chunksQ a batch for dq, chunksK for dk / dv) of dq's [heads d],
+/// dk's [kvHeads d] and dv's [kvHeads dv] columns. Packed when the chunks
+/// agree and the output's dq, dk, dv columns are adjacent in that order: one
+/// matrix whose rows hold all three (summed in one launch); else three
+/// matrices one after the other.
+struct GradSumParts {
+  float *q, *k, *v;
+  int64_t rowQ, rowK, rowV; // row strides, floats
+  int64_t chunksQ, chunksK;
+  bool packed;
+};
+GradSumParts gradSumParts(const AttentionShape &s, float *part, int64_t chunksQ, int64_t chunksK,
+                          const AttentionGradSums &sums);
+/// The partials of the paths whose kernels do not sum (attention_sums.cu):
+/// the column sums of every chunk of kAttentionColumnSumRows rows of x
+/// [batch, heads, t, d] (strides st) as stored, chunk c of batch b's head h
+/// at part + (b ceil(t / 64) + c) row + h d.
 template <class T>
 Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
-                     int64_t d, float *part, cudaStream_t stream);
-/// AttentionGradSums' output from partials of chunksQ / chunksK chunks a
-/// batch (part may be null when there are none): each column's chunks added
-/// in a fixed order (sumColumnPartials), the sums rounded to T. Three
-/// matrices [batch chunksQ][heads d], [batch chunksK][kvHeads d] and
-/// [batch chunksK][kvHeads dv] one after the other, or with `packed` one
-/// [batch chunksQ][heads d + kvHeads (d + dv)] (packedSums), summed in one
-/// launch into sums.out + offsets[0].
+                     int64_t d, float *part, int64_t row, cudaStream_t stream);
+/// AttentionGradSums' output from the partials `parts`: each column's chunks
+/// added in a fixed order (sumColumnPartials), rounded to T; 0 for no rows.
 template <class T>
-Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ,
-                      int64_t chunksK, const AttentionGradSums &sums, cudaStream_t stream,
-                      bool packed = false);
-/// Whether finishGradSums can take the packed layout: as many row chunks
-/// for dq as for dk / dv, and the output's dq, dk, dv columns adjacent in
-/// that order.
-bool packedSums(const AttentionShape &s, int64_t chunksQ, int64_t chunksK,
-                const AttentionGradSums &sums);
+Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
+                      const AttentionGradSums &sums, cudaStream_t stream);
 
 /// The generic path's operands (T = float, bf16 or f16) and sizes.
 template <class T> struct GenericParams {

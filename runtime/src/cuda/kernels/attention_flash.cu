@@ -347,9 +347,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   float *sL = reinterpret_cast<float *>(sO + 2 * BQ * S); // [2][BQ]
   float *sD = sL + 2 * BQ;                                // [2][BQ]
 
-  const int bkvCount = p.batch * p.kvHeads;
-  const int bkv = blockIdx.x % bkvCount, kb = blockIdx.x / bkvCount;
-  const int b = bkv / p.kvHeads, kvh = bkv % p.kvHeads;
+  const KeyBlock blk(p);
+  const int b = blk.b, kvh = blk.kvh, kb = blk.kb;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int k0 = kb * BK, kw = k0 + warp * WK;
   const KeyMaskRows km = KeyMaskRows::of<KeyMask>(p, b);
@@ -472,13 +471,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
     blockAmax<T>(gradAmax(p, kAmaxOfDk | kAmaxOfDv), amax);
   if constexpr (ColSums) { // the bias gradient's partials of these keys (AttentionGradSums)
     // The block's batch, kv head and key block from blockIdx read afresh.
-    const int bx = freshBlockIdx(), bkvF = bx % bkvCount, kbF = bx / bkvCount;
-    const int64_t at =
-        (static_cast<int64_t>(bkvF / p.kvHeads) * ((p.tk + BK - 1) / BK) + kbF) * p.csRowKV +
-        (bkvF % p.kvHeads) * D;
+    const KeyBlock at(p, freshBlockIdx());
+    const int64_t part =
+        (static_cast<int64_t>(at.b) * ((p.tk + BK - 1) / BK) + at.kb) * p.csRowKV + at.kvh * D;
     float *sm = reinterpret_cast<float *>(smRaw);
-    blockColumnSums<D, MW>(dk, p.scale, kw, p.tk, sm, p.csK + at);
-    blockColumnSums<D, MW>(dv, 1.0f, kw, p.tk, sm, p.csV + at);
+    blockColumnSums<D, MW>(dk, p.scale, kw, p.tk, sm, p.csK + part);
+    blockColumnSums<D, MW>(dv, 1.0f, kw, p.tk, sm, p.csV + part);
   }
 }
 
@@ -605,14 +603,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   if constexpr (Amax)
     blockAmax<T>(gradAmax(p, kAmaxOfDq), amax);
   if constexpr (ColSums) { // the bias gradient's partial of these rows (AttentionGradSums)
-    // The block's batch, head and row block from blockIdx read afresh (as
-    // QueryBlock maps them).
-    const int bx = freshBlockIdx(), bhCount = p.batch * p.heads, nQB = (p.tq + BQ - 1) / BQ;
-    const int bhF = bx % bhCount, chunk = nQB - 1 - bx / bhCount;
+    // The block's batch, head and row block from blockIdx read afresh.
+    const QueryBlock at(p, BQ, freshBlockIdx());
+    const int64_t chunk = static_cast<int64_t>(at.b) * ((p.tq + BQ - 1) / BQ) + at.q0 / BQ;
     blockColumnSums<D, MW>(dq, p.scale, qw, p.tq, reinterpret_cast<float *>(smRaw),
-                              p.csQ + (static_cast<int64_t>(bhF / p.heads) * nQB + chunk) *
-                                          p.csRowQ +
-                                      (bhF % p.heads) * D);
+                           p.csQ + chunk * p.csRowQ + at.h * D);
   }
 }
 
@@ -675,23 +670,17 @@ Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
 /// both kernels; d = 128 keeps MW = 1, its accumulators filling the
 /// registers, with 64-query tiles for dK/dV (0.517 ms for 8x16 heads).
 /// With sums.out the kernels' column-sum partials are laid out from p.csQ
-/// (a chunk is a block's rows) and summed into sums.out after them.
+/// (gradSumParts) and summed into sums.out after them.
 template <int D, class T>
 Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const AttentionGradSums &sums) {
   constexpr int MW = D == 128 ? 1 : 2; // m16 tiles a warp, both kernels
   FastParams<T> p = p0;
-  const int64_t chunksQ = ceilDiv(p.tq, 64 * MW), chunksK = ceilDiv(p.tk, 64 * MW);
-  AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, D, D};
-  const bool packed = sums.out && packedSums(s, chunksQ, chunksK, sums);
-  const int colsQ = p.heads * D, colsKV = p.kvHeads * D;
-  if (packed) { // one matrix [batch chunks][dq | dk | dv columns]: one final launch
-    p.csRowQ = p.csRowKV = colsQ + 2 * colsKV;
-    p.csK = p.csQ + colsQ;
-    p.csV = p.csK + colsKV;
-  } else if (sums.out) {
-    p.csRowQ = colsQ, p.csRowKV = colsKV;
-    p.csK = p.csQ + p.batch * chunksQ * colsQ;
-    p.csV = p.csK + p.batch * chunksK * colsKV;
+  const AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, D, D};
+  const GradSumParts parts =
+      gradSumParts(s, p.csQ, ceilDiv(p.tq, 64 * MW), ceilDiv(p.tk, 64 * MW), sums);
+  if (sums.out) { // a chunk is a block's rows
+    p.csK = parts.k, p.csV = parts.v;
+    p.csRowQ = static_cast<int>(parts.rowQ), p.csRowKV = static_cast<int>(parts.rowK);
   } else {
     p.csQ = p.csK = p.csV = nullptr;
   }
@@ -707,7 +696,7 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
   }
   if (!sums.out)
     return Status::ok();
-  return finishGradSums<T>(s, p.csQ, chunksQ, chunksK, sums, stream, packed);
+  return finishGradSums<T>(s, parts, sums, stream);
 }
 
 } // namespace

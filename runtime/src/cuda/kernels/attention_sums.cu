@@ -23,8 +23,8 @@ constexpr int kChunk = static_cast<int>(kAttentionColumnSumRows);
 /// Grid (batch * chunks, heads), block min(d, 256) threads: thread c sums
 /// column c (and c + blockDim.x, ...) of the chunk's rows as stored.
 template <class T>
-__global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int heads, int t, int d,
-                                    int chunks, float *part) {
+__global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int t, int d, int chunks,
+                                    float *part, int64_t row) {
   const int bc = blockIdx.x, h = blockIdx.y, b = bc / chunks, ch = bc % chunks;
   const int r0 = ch * kChunk, r1 = min(t, r0 + kChunk);
   const T *base = x + b * st.batch + h * st.head;
@@ -32,7 +32,7 @@ __global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int heads, 
     float s = 0.0f;
     for (int r = r0; r < r1; ++r)
       s += toF(base[static_cast<int64_t>(r) * st.row + c]);
-    part[(static_cast<int64_t>(bc) * heads + h) * d + c] = s;
+    part[bc * row + h * d + c] = s;
   }
 }
 
@@ -40,7 +40,7 @@ __global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int heads, 
 
 template <class T>
 Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
-                     int64_t d, float *part, cudaStream_t stream) {
+                     int64_t d, float *part, int64_t row, cudaStream_t stream) {
   int64_t chunks = (t + kChunk - 1) / kChunk;
   if (batch * chunks == 0 || heads == 0 || d == 0)
     return Status::ok();
@@ -48,48 +48,63 @@ Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t hea
     return invalidArgument("attentionBackward: too many rows or heads for the column sums");
   dim3 grid(static_cast<unsigned>(batch * chunks), static_cast<unsigned>(heads));
   int threads = static_cast<int>(std::min<int64_t>(d, 256));
-  gradChunkSumsKernel<T><<<grid, threads, 0, stream>>>(x, st, static_cast<int>(heads),
-                                                       static_cast<int>(t), static_cast<int>(d),
-                                                       static_cast<int>(chunks), part);
+  gradChunkSumsKernel<T><<<grid, threads, 0, stream>>>(x, st, static_cast<int>(t),
+                                                       static_cast<int>(d),
+                                                       static_cast<int>(chunks), part, row);
   return checkLaunch("attention_grad_chunk_sums");
 }
 
-bool packedSums(const AttentionShape &s, int64_t chunksQ, int64_t chunksK,
-                const AttentionGradSums &sums) {
-  return chunksQ == chunksK && sums.offsets[1] == sums.offsets[0] + s.heads * s.d &&
-         sums.offsets[2] == sums.offsets[1] + s.kvHeads * s.d;
+GradSumParts gradSumParts(const AttentionShape &s, float *part, int64_t chunksQ, int64_t chunksK,
+                          const AttentionGradSums &sums) {
+  const int64_t cq = s.heads * s.d, ck = s.kvHeads * s.d, cv = s.kvHeads * s.dv;
+  GradSumParts g;
+  g.chunksQ = chunksQ, g.chunksK = chunksK;
+  g.packed = chunksQ == chunksK && sums.offsets[1] == sums.offsets[0] + cq &&
+             sums.offsets[2] == sums.offsets[1] + ck;
+  g.q = part;
+  if (g.packed) {
+    g.rowQ = g.rowK = g.rowV = cq + ck + cv;
+    g.k = part ? part + cq : nullptr;
+    g.v = part ? part + cq + ck : nullptr;
+  } else {
+    g.rowQ = cq, g.rowK = ck, g.rowV = cv;
+    g.k = part ? part + s.batch * chunksQ * cq : nullptr;
+    g.v = part ? g.k + s.batch * chunksK * ck : nullptr;
+  }
+  return g;
 }
 
 template <class T>
-Status finishGradSums(const AttentionShape &s, const float *part, int64_t chunksQ, int64_t chunksK,
-                      const AttentionGradSums &sums, cudaStream_t stream, bool packed) {
+Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
+                      const AttentionGradSums &sums, cudaStream_t stream) {
   const DType dt = std::is_same_v<T, float>  ? DType::F32
                    : std::is_same_v<T, bf16> ? DType::BF16
                                              : DType::F16;
   T *out = static_cast<T *>(sums.out);
-  const int64_t cols[3] = {s.heads * s.d, s.kvHeads * s.d, s.kvHeads * s.dv};
-  if (packed && s.batch * chunksQ > 0)
-    return sumColumnPartials(dt, part, s.batch * chunksQ, cols[0] + cols[1] + cols[2],
-                             out + sums.offsets[0], stream);
-  const int64_t parts[3] = {s.batch * chunksQ, s.batch * chunksK, s.batch * chunksK};
+  const int64_t rowsQ = s.batch * parts.chunksQ, rowsK = s.batch * parts.chunksK;
+  if (parts.packed && rowsQ > 0) // dq, dk, dv adjacent in rows and in the output
+    return sumColumnPartials(dt, parts.q, rowsQ, parts.rowQ, out + sums.offsets[0], stream);
+  const struct {
+    const float *part;
+    int64_t rows, cols;
+  } segs[3] = {{parts.q, rowsQ, s.heads * s.d},
+               {parts.k, rowsK, s.kvHeads * s.d},
+               {parts.v, rowsK, s.kvHeads * s.dv}};
   for (int i = 0; i < 3; ++i) {
     T *o = out + sums.offsets[i];
-    if (parts[i] == 0) { // no rows: the sums are 0
-      if (cols[i] > 0)
-        TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(o, 0, cols[i] * sizeof(T), stream));
-    } else {
-      TC_RETURN_IF_ERROR(sumColumnPartials(dt, part, parts[i], cols[i], o, stream));
-    }
-    part += parts[i] * cols[i];
+    if (segs[i].rows > 0)
+      TC_RETURN_IF_ERROR(sumColumnPartials(dt, segs[i].part, segs[i].rows, segs[i].cols, o, stream));
+    else if (segs[i].cols > 0) // no rows: the sums are 0
+      TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(o, 0, segs[i].cols * sizeof(T), stream));
   }
   return Status::ok();
 }
 
 #define TC_ATTN_SUMS(T)                                                                            \
   template Status gradChunkSums(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,   \
-                                float *, cudaStream_t);                                            \
-  template Status finishGradSums<T>(const AttentionShape &, const float *, int64_t, int64_t,       \
-                                    const AttentionGradSums &, cudaStream_t, bool);
+                                float *, int64_t, cudaStream_t);                                   \
+  template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                 \
+                                    const AttentionGradSums &, cudaStream_t);
 TC_ATTN_SUMS(float)
 TC_ATTN_SUMS(bf16)
 TC_ATTN_SUMS(f16)

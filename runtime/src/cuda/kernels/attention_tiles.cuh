@@ -129,10 +129,10 @@ __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
 /// blockIdx.x and threadIdx.x read afresh where called (volatile: neither
 /// hoisted nor kept live across the kernel's loops): an epilogue that needs
 /// them costs the main loop no registers.
-__device__ __forceinline__ int freshBlockIdx() {
+__device__ __forceinline__ unsigned freshBlockIdx() {
   unsigned v;
   asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
-  return static_cast<int>(v);
+  return v;
 }
 __device__ __forceinline__ int freshThreadIdx() {
   unsigned v;
@@ -399,10 +399,13 @@ __device__ __forceinline__ void dsFromP(float (&dp)[MW][SUB / 8][4],
 /// last query blocks (with the most keys when causal) first.
 struct QueryBlock {
   int bh, b, h, kvh, q0;
-  template <class T> __device__ __forceinline__ QueryBlock(const FastParams<T> &p, int rows) {
+  /// Block bx's (blockIdx.x by default).
+  template <class T>
+  __device__ __forceinline__ QueryBlock(const FastParams<T> &p, int rows,
+                                        unsigned bx = blockIdx.x) {
     const int bhCount = p.batch * p.heads, nQB = (p.tq + rows - 1) / rows;
-    bh = blockIdx.x % bhCount;
-    q0 = (nQB - 1 - blockIdx.x / bhCount) * rows;
+    bh = bx % bhCount;
+    q0 = (nQB - 1 - bx / bhCount) * rows;
     b = bh / p.heads, h = bh % p.heads, kvh = h / p.group;
   }
   /// The block's head of q and kv head of k and v.
@@ -423,6 +426,18 @@ struct QueryBlock {
                                           bool all = false) const {
     int n = (p.tk + bk - 1) / bk;
     return p.causal && !all ? min(n, (min(q0 + rows, p.tq) - 1) / bk + 1) : n;
+  }
+};
+
+/// The block of the dK/dV kernels: grid ceil(tk / rows) * batch * kvHeads,
+/// the first key blocks (the most work when causal) first; block bx's
+/// (blockIdx.x by default) batch, kv head and key block.
+struct KeyBlock {
+  int b, kvh, kb;
+  template <class T>
+  __device__ __forceinline__ explicit KeyBlock(const FastParams<T> &p, unsigned bx = blockIdx.x) {
+    const int bkvCount = p.batch * p.kvHeads, bkv = bx % bkvCount;
+    kb = bx / bkvCount, b = bkv / p.kvHeads, kvh = bkv % p.kvHeads;
   }
 };
 

@@ -475,9 +475,8 @@ __global__ void __launch_bounds__(kThreads) wgDkDvKernel(FastParams<T> p) {
   float *sL = reinterpret_cast<float *>(sO + 2 * BQ * D); // [2][BQ]
   float *sD = sL + 2 * BQ;                                // [2][BQ]
 
-  const int bkvCount = p.batch * p.kvHeads;
-  const int bkv = blockIdx.x % bkvCount, kb = blockIdx.x / bkvCount;
-  const int b = bkv / p.kvHeads, kvh = bkv % p.kvHeads;
+  const KeyBlock blk(p);
+  const int b = blk.b, kvh = blk.kvh, kb = blk.kb;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int k0 = kb * BK, kw = k0 + warp * 16;
   const int nQT = (p.tq + BQ - 1) / BQ, qtStart = p.causal ? min(k0 / BQ, nQT) : 0;
