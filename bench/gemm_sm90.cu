@@ -8,7 +8,7 @@
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/gemm_sm90.cu \
 //     -lcublasLt -lcuda -o gemm_sm90
 //   gemm_sm90 [--only=FORM,...] [M N K]...   (default: GPT-2's four Linear shapes at 16 x 1024
-//     tokens; forms: coop, deferred, pingpong; default all)
+//     tokens; forms: coop, deferred, pingpong, trace; default all)
 //
 // out[M, N] = a[M, K] b[N, K]^T (+ bias[N]) with a and b row-major bf16 (both
 // K-major: tc's `rhs^T` forward form; or b [K, N], N-major, as nn.Linear's
@@ -309,13 +309,22 @@ template <int BL> constexpr int kStepB = BL == 0 ? 2 : 128;
 
 constexpr int BM = 128, BN = 256;
 
+/// Traces (TR): per block and consumer warpgroup, sums of clock64 intervals
+/// over its tiles, then the tile count. gemmCoop's kCoopFields: the first
+/// stage's wait, the other stages' waits, the deferred work, the group
+/// waits, the drain (with the last boxes), the epilogue, the whole tile.
+constexpr int kCoopFields = 7;
+__device__ long long *gTrace;
+
 /// Shared memory of gemmCoop: STAGES stages of 48 KB, then the output tile
 /// (3 stages: the whole 64 KB, each warpgroup's 64x256 part as 4 boxes; 4
 /// stages: 32 KB, each part in two rounds of two boxes), then the barriers.
-template <int STAGES> struct Coop {
+template <int STAGES, bool Res = false> struct Coop {
   static constexpr int stageA = BM * BK * 2, stageB = BN * BK * 2;
   static constexpr int tileC = STAGES == 4 ? BM * BN : BM * BN * 2, rounds = STAGES == 4 ? 2 : 1;
-  static constexpr int smem = STAGES * (stageA + stageB) + tileC + 1024 + (2 * STAGES + 4) * 8;
+  static constexpr int slots = Res ? 2 * 8192 : 0; // the resident DGELU's aux box a warpgroup
+  static constexpr int smem =
+      STAGES * (stageA + stageB) + tileC + slots + 1024 + (2 * STAGES + 4) * 8;
 };
 
 /// out = a b^T (+ bias) (GELU with aux = the pre-activation, or DGELU), one
@@ -334,15 +343,24 @@ template <int STAGES> struct Coop {
 /// it as out; the last tile's boxes after its loop. DGELU then multiplies a
 /// bf16-rounded product, as PyTorch's unfused path (a bf16 GEMM output, then
 /// the elementwise DGELU) does. Without Defer, DGELU is not built.
-template <int EPI, int STAGES, int BL = 0, bool Defer = false>
+///
+/// Defer with 3 stages, the resident form: the tile stays in shared memory
+/// (the 64 KB output tile beside 3 stages) instead of going through L2. At a
+/// tile's end a warpgroup writes its bf16 part there (GELU: acc + bias, stored
+/// at once as aux; DGELU: the product, not stored) and during the next tile's
+/// k-blocks transforms its four [64, 64] boxes in place (DGELU: each with its
+/// aux box, loaded by TMA into the warpgroup's 8 KB slot ahead of its use)
+/// and stores each as out: no reload, no wait for stores to reach memory.
+template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmCoop(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
              const __grid_constant__ CUtensorMap mapOut, const __grid_constant__ CUtensorMap mapAux,
              const bf16 *__restrict__ bias, int M, int N, int K) {
-  using C = Coop<STAGES>;
+  constexpr bool Res = Defer && STAGES == 3; // the resident form
+  using C = Coop<STAGES, Res>;
   static_assert(STAGES == 3 || STAGES == 4, "3 or 4 stages");
-  static_assert(Defer ? STAGES == 4 && (EPI == kBiasGeluAux || EPI == kDgelu) : EPI != kDgelu,
-                "deferred: 4 stages, GELU+aux or DGELU; DGELU only deferred");
+  static_assert(Defer ? (EPI == kBiasGeluAux || EPI == kDgelu) : EPI != kDgelu,
+                "deferred: GELU+aux or DGELU; DGELU only deferred");
   constexpr int kBox = 8192, kRoundJ = BN / 8 / C::rounds, kRoundBoxes = 4 / C::rounds;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = reinterpret_cast<unsigned char *>(
@@ -350,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   bf16 *sA = reinterpret_cast<bf16 *>(base);
   bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * C::stageA);
   unsigned char *sC = base + STAGES * (C::stageA + C::stageB);
-  uint64_t *full = reinterpret_cast<uint64_t *>(sC + C::tileC);
+  uint64_t *full = reinterpret_cast<uint64_t *>(sC + C::tileC + C::slots);
   uint64_t *empty = full + STAGES;
   uint64_t *boxFull = empty + STAGES; // Defer: [warpgroup][slot]
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -437,8 +455,57 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     storeBoxes(&mapOut, myC + slot * kBox, 1, kBox, ptn * BN + 64 * q, ptm * BM + g * 64, g);
   };
+  // Res: box q's transform at k-block 2 + q (kBlocks - 3) / 4 (DGELU: its aux
+  // box loaded at the previous transform, the first at the tile's end).
+  unsigned char *mySlot = sC + C::tileC + g * kBox;
+  auto resLoad = [&](int q) { // by thread 0: box q's aux into the slot
+    mbarExpectTx(&myFull[0], kBox);
+    tmaLoad2d(mySlot, &mapAux, &myFull[0], ptn * BN + 64 * q, ptm * BM + g * 64);
+  };
+  auto resTransform = [&](int q) { // every thread of the warpgroup
+    unsigned char *box = myC + q * kBox;
+    if (EPI == kDgelu) {
+      mbarWait(&myFull[0], int(slotPhases & 1u));
+      slotPhases ^= 1u;
+    } else { // the aux store has read the box
+      if (tid == 0)
+        tmaStoreWaitRead();
+      namedBarrier(1 + g, 128);
+    }
+    int4 *v = reinterpret_cast<int4 *>(box);
+    const int4 *x = reinterpret_cast<const int4 *>(mySlot);
+#pragma unroll 1
+    for (int i = 0; i < 4; ++i) { // elementwise: the swizzle is the same in both
+      int4 p = v[tid + 128 * i];
+      __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
+      if (EPI == kDgelu) {
+        int4 xa = x[tid + 128 * i];
+        const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(&xa);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          h[e] = __floats2bfloat162_rn(
+              __bfloat162float(h[e].x) * geluTanhGrad(__bfloat162float(a[e].x)),
+              __bfloat162float(h[e].y) * geluTanhGrad(__bfloat162float(a[e].y)));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
+                                       geluTanh(__bfloat162float(h[e].y)));
+      }
+      v[tid + 128 * i] = p;
+    }
+    // (its barrier also says every thread has read the aux slot)
+    storeBoxes(&mapOut, box, 1, kBox, ptn * BN + 64 * q, ptm * BM + g * 64, g);
+    if (EPI == kDgelu && q < 3 && tid == 0)
+      resLoad(q + 1);
+  };
   auto deferred = [&](int kb) { // the deferred work due at k-block kb
-    if constexpr (Defer) {
+    if constexpr (Res) {
+      if (pending && done < 4 && kb == 2 + done * (kBlocks - 3) / 4) {
+        resTransform(done);
+        ++done;
+      }
+    } else if constexpr (Defer) {
       if (!pending)
         return;
       if (loads < 4 && kb == loadAt(loads)) {
@@ -453,7 +520,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   auto flush = [&] { // the boxes still due (K too short to spread them; the last tile's)
-    if constexpr (Defer) {
+    if constexpr (Res) {
+      for (; pending && done < 4; ++done)
+        resTransform(done);
+    } else if constexpr (Defer) {
       for (; pending && done < 4; ++done) {
         if (loads == done) {
           if (tid == 0)
@@ -465,11 +535,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
+  long long tr[kCoopFields] = {}, trTiles = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int tm = tile / tilesN, tn = tile % tilesN;
     int prev = -1;
+    long long t0 = TR ? clock64() : 0;
     for (int kb = 0; kb < kBlocks; ++kb) {
+      long long w0 = TR ? clock64() : 0;
       mbarWait(&full[stage], phase);
+      if (TR)
+        tr[kb == 0 ? 0 : 1] += clock64() - w0;
       uint64_t dA = descSw128(sA + stage * (BM * BK) + g * 64 * BK);
       uint64_t dB = descB<BL>(sB + stage * (BN * BK));
       wgmmaFence();
@@ -477,11 +552,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int k = 0; k < BK / 16; ++k) // 32 bytes further along K a step
         wgmma256<BL != 0>(acc, dA + 2 * k, dB + kStepB<BL> * k, (kb > 0 || k > 0) ? 1 : 0);
       wgmmaCommit();
+      long long w1 = TR ? clock64() : 0;
       deferred(kb); // under the group just issued
+      long long w2 = TR ? clock64() : 0;
       if (prev >= 0) {
         wgmmaWait<1>(); // the previous stage's group is done with its tiles
         if (tid == 0)
           mbarArrive(&empty[prev]);
+      }
+      if (TR) {
+        tr[2] += w2 - w1;
+        tr[3] += clock64() - w2;
       }
       prev = stage;
       if (++stage == STAGES) {
@@ -489,14 +570,39 @@ __global__ void __launch_bounds__(kThreads, 1)
         phase ^= 1;
       }
     }
+    long long t2 = TR ? clock64() : 0;
     wgmmaWait<0>();
     if (tid == 0)
       mbarArrive(&empty[prev]);
     flush();
+    long long t3 = TR ? clock64() : 0;
+    if constexpr (Res) { // the part into shared memory (GELU: stored as aux)
+      tileFree(g);
+      putFragments<0, BN / 8>(myC, kBox, 0, 0, [&](int j, int h, unsigned char *) {
+        const float a0 = acc[4 * j + 2 * h], a1 = acc[4 * j + 2 * h + 1];
+        float b0 = 0.0f, b1 = 0.0f;
+        if (EPI == kBiasGeluAux) {
+          __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
+          b0 = __bfloat162float(bb.x);
+          b1 = __bfloat162float(bb.y);
+        }
+        return __floats2bfloat162_rn(a0 + b0, a1 + b1);
+      });
+      if (EPI == kBiasGeluAux)
+        storeBoxes(&mapAux, myC, 4, kBox, tn * BN, tm * BM + g * 64, g);
+      else
+        namedBarrier(1 + g, 128); // every thread's part written before any transform
+      pending = true;
+      ptm = tm;
+      ptn = tn;
+      done = 0;
+      if (EPI == kDgelu && tid == 0)
+        resLoad(0);
+    }
     // pass 0: acc + bias (GELU: stored as aux, acc becomes it as stored;
     // deferred DGELU: the product, into out); pass 1 (GELU, not deferred):
     // gelu(acc) as out.
-    constexpr int passes = EPI == kBiasGeluAux && !Defer ? 2 : 1;
+    constexpr int passes = Res ? 0 : EPI == kBiasGeluAux && !Defer ? 2 : 1;
 #pragma unroll
     for (int pass = 0; pass < passes; ++pass)
 #pragma unroll
@@ -528,16 +634,29 @@ __global__ void __launch_bounds__(kThreads, 1)
         storeBoxes(map, myC, kRoundBoxes, kBox, tn * BN + round * 64 * kRoundBoxes,
                    tm * BM + g * 64, g);
       }
-    if (Defer) {
+    if (Defer && !Res) {
       pending = true;
       ptm = tm;
       ptn = tn;
       loads = done = 0;
     }
+    if (TR) {
+      long long t4 = clock64();
+      tr[4] += t3 - t2;
+      tr[5] += t4 - t3;
+      tr[6] += t4 - t0;
+      trTiles += 1;
+    }
   }
   flush();
   if (tid == 0)
     tmaStoreWaitAll();
+  if (TR && tid == 0 && gTrace) {
+    long long *o = gTrace + (long(blockIdx.x) * 2 + g) * (kCoopFields + 1);
+    for (int f = 0; f < kCoopFields; ++f)
+      o[f] = tr[f];
+    o[kCoopFields] = trTiles;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -554,7 +673,6 @@ template <int ST> struct PP {
 /// sums of clock64 intervals over its tiles (see gemmPingpong), then the
 /// tile count.
 constexpr int kTraceFields = 6;
-__device__ long long *gTrace;
 
 /// out = a b^T (+ epilogue) over 128x128 tiles: tile i of the block (tiles
 /// blockIdx.x + i gridDim.x) goes to consumer warpgroup i % 2, whose
@@ -988,6 +1106,61 @@ int main(int argc, char **argv) {
       });
       row("deferred", -1, -1, ge, dg);
       row("deferred, b N-major", -1, -1, -1, dgn);
+      const int rsmem = Coop<3, true>::smem;
+      float rge = ours("resident gelu", wGelu, &wGeluAux, [&] {
+        launchPersistent(gemmCoop<kBiasGeluAux, 3, 0, true>, rsmem, tiles, sms, s, ma, mb, mo, mx,
+                         bias, M, N, K);
+      });
+      float rdg = ours("resident dgelu", wDgelu, nullptr, [&] {
+        launchPersistent(gemmCoop<kDgelu, 3, 0, true>, rsmem, tiles, sms, s, ma, mb, mo, mxIn,
+                         nullptr, M, N, K);
+      });
+      float rdgn = ours("resident dgelu, b N-major", wDgelu, nullptr, [&] {
+        launchPersistent(gemmCoop<kDgelu, 3, 1, true>, rsmem, tiles, sms, s, ma, mbt, mo, mxIn,
+                         nullptr, M, N, K);
+      });
+      row("resident (3 stages)", -1, -1, rge, rdg);
+      row("resident, b N-major", -1, -1, -1, rdgn);
+    }
+    if (want("trace")) { // where a cooperative tile's time goes (clock64 cycles, means)
+      CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN),
+                  mo = tensorMap(out, M, N, 64), mx = tensorMap(aux, M, N, 64),
+                  mxIn = tensorMap(refAux, M, N, 64);
+      int tiles = (M / BM) * (N / BN);
+      long long *dTrace;
+      size_t n = size_t(sms) * 2 * (kCoopFields + 1);
+      CK(cudaMalloc(&dTrace, n * sizeof(long long)));
+      CK(cudaMemcpyToSymbol(gTrace, &dTrace, sizeof dTrace));
+      auto trace = [&](const char *what, auto kernel, const CUtensorMap &mX, const bf16 *bi,
+                       int smem = Coop<4>::smem) {
+        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
+        launchPersistent(kernel, smem, tiles, sms, s, ma, mb, mo, mX, bi, M, N, K);
+        CK(cudaDeviceSynchronize());
+        std::vector<long long> h(n);
+        CK(cudaMemcpy(h.data(), dTrace, n * sizeof(long long), cudaMemcpyDeviceToHost));
+        double sum[kCoopFields] = {}, count = 0;
+        for (size_t w = 0; w < n / (kCoopFields + 1); ++w) {
+          for (int f = 0; f < kCoopFields; ++f)
+            sum[f] += double(h[w * (kCoopFields + 1) + f]);
+          count += double(h[w * (kCoopFields + 1) + kCoopFields]);
+        }
+        std::printf("  trace %-14s cycles a tile: first stage %5.0f  stages %5.0f  deferred %5.0f  "
+                    "group waits %5.0f  drain %5.0f  epilogue %5.0f  whole %6.0f  (%.0f tiles)\n",
+                    what, sum[0] / count, sum[1] / count, sum[2] / count, sum[3] / count,
+                    sum[4] / count, sum[5] / count, sum[6] / count, count);
+      };
+      trace("coop plain", gemmCoop<kPlain, 4, 0, false, true>, mx, nullptr);
+      trace("coop gelu", gemmCoop<kBiasGeluAux, 4, 0, false, true>, mx, bias);
+      trace("deferred gelu", gemmCoop<kBiasGeluAux, 4, 0, true, true>, mx, bias);
+      trace("deferred dgelu", gemmCoop<kDgelu, 4, 0, true, true>, mxIn, nullptr);
+      trace("coop 3 plain", gemmCoop<kPlain, 3, 0, false, true>, mx, nullptr, Coop<3>::smem);
+      trace("resident gelu", gemmCoop<kBiasGeluAux, 3, 0, true, true>, mx, bias,
+            Coop<3, true>::smem);
+      trace("resident dgelu", gemmCoop<kDgelu, 3, 0, true, true>, mxIn, nullptr,
+            Coop<3, true>::smem);
+      long long *none = nullptr;
+      CK(cudaMemcpyToSymbol(gTrace, &none, sizeof none));
+      CK(cudaFree(dTrace));
     }
     if (want("pingpong")) {
       CUtensorMap ma = tensorMap(a, M, K, PM), mb = tensorMap(b, N, K, PN),
