@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "runtime/src/cuda/device.h"
@@ -299,6 +301,8 @@ Status Matmul::create(std::unique_ptr<Matmul> *out, void *workspace, size_t work
                                 "cudaMalloc for cuBLASLt's device beta"));
   TC_RETURN_IF_ERROR(cudaStatus(
       cudaMemcpy(mm->consts_, consts, sizeof consts, cudaMemcpyHostToDevice), "cudaMemcpy"));
+  const char *own = std::getenv("TC_OWN_GEMM");
+  mm->ownGemm_ = own && std::strcmp(own, "1") == 0;
   *out = std::move(mm);
   return Status::ok();
 }
@@ -553,6 +557,15 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   }
   if (d.epilogue == MatmulEpilogue::DGelu)
     return runDGelu(d, lhs, rhs, out, aux, stream);
+  if (hasAux(d.epilogue)) {
+    if (std::function<Status()> own = ownForm(d, lhs, rhs, out, bias, aux, stream)) {
+      auto epiloguePlan = [&]() -> Plan * {
+        Plan *plan = nullptr;
+        return getPlan(d, lhs, rhs, out, bias, aux, &plan).isOk() ? plan : nullptr;
+      };
+      return epilogueOrSeparate(d, epiloguePlan, {}, stream, lhs, rhs, out, own);
+    }
+  }
   Strides st = resolveStrides(d);
   if (st.out == 0 && d.batch > 1)
     return invalidArgument("matmul: out stride 0 with batch > 1 (" + d.toString() + ")");
@@ -583,10 +596,41 @@ Matmul::EpiloguePath Matmul::epiloguePath(const MatmulDesc &d) const {
   return it == epiloguePaths_.end() ? EpiloguePath::Unknown : it->second;
 }
 
+std::function<Status()> Matmul::ownForm(const MatmulDesc &d, const void *lhs, const void *rhs,
+                                        void *out, const void *bias, void *aux,
+                                        cudaStream_t stream) {
+  if (!ownGemm_ || d.dtype != DType::BF16 || d.fp8 || d.nvfp4 || d.batch != 1 || d.transposeLhs ||
+      d.alpha != 1.0f || d.beta != 0.0f || d.addend || d.deviceAlpha ||
+      !(d.epilogue == MatmulEpilogue::GeluAux || d.epilogue == MatmulEpilogue::BiasGeluAux ||
+        d.epilogue == MatmulEpilogue::DGelu) ||
+      !ownGemmShapeFits(d.m, d.n, d.k) || !ownGemmAvailable())
+    return {};
+  OwnGemmArgs g;
+  g.epilogue =
+      d.epilogue == MatmulEpilogue::DGelu ? OwnGemmEpilogue::DGelu : OwnGemmEpilogue::GeluAux;
+  g.a = lhs;
+  g.b = rhs;
+  g.bKMajor = d.transposeRhs; // rhs stored [n, k]
+  g.bias = hasBias(d.epilogue) ? bias : nullptr;
+  g.aux = aux;
+  g.out = out;
+  g.m = d.m, g.n = d.n, g.k = d.k;
+  const void *pointers[] = {g.a, g.b, g.bias, g.aux, g.out};
+  for (const void *p : pointers)
+    if (p && alignmentOf(p) < 16)
+      return {};
+  if (g.epilogue == OwnGemmEpilogue::GeluAux && g.out == g.aux)
+    return {};
+  return [g, stream] { return ownGemm(g, stream); };
+}
+
 Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan *()> &planOf,
                                   const std::function<Status()> &separate, cudaStream_t stream,
-                                  const void *lhs, const void *rhs, void *out) {
+                                  const void *lhs, const void *rhs, void *out,
+                                  const std::function<Status()> &own) {
   auto epilogue = [&](Plan *plan) -> Status {
+    if (!plan->tuned)
+      TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
     float alpha = d.alpha, beta = 0.0f;
     return cublasStatus(cublasLtMatmul(handle_, plan->op, &alpha, rhs, plan->a, lhs, plan->b,
                                        &beta, out, plan->c, out, plan->c, &plan->algo, workspace_,
@@ -595,22 +639,35 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
   };
   EpiloguePath &path = epiloguePaths_[d.toString()];
   if (path == EpiloguePath::Unknown) {
-    Plan *plan = forceSeparate_ ? nullptr : planOf();
-    if (!plan) {
-      path = EpiloguePath::Separate;
-      return separate();
+    // The ways this problem can run, in this order: cuBLASLt's epilogue
+    // (where it has an algorithm), the separate form, tc's own kernel.
+    std::vector<std::pair<EpiloguePath, std::function<Status()>>> ways;
+    if (forceOwn_ && own) {
+      ways.emplace_back(EpiloguePath::Own, own);
+    } else if (forceSeparate_ && separate) {
+      ways.emplace_back(EpiloguePath::Separate, separate);
+    } else {
+      if (Plan *plan = planOf())
+        ways.emplace_back(EpiloguePath::Epilogue, [&epilogue, plan] { return epilogue(plan); });
+      if (separate)
+        ways.emplace_back(EpiloguePath::Separate, separate);
+      if (own)
+        ways.emplace_back(EpiloguePath::Own, own);
     }
-    if (!plan->tuned)
-      TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
-    // The first eager call times both ways (each twice after a warm-up:
+    if (ways.empty())
+      return unimplemented("cuBLASLt has no algorithm for " + d.toString() +
+                           " and it has no other form here");
+    path = ways[0].first;
+    // The first eager call times every way (each twice after a warm-up:
     // cuBLASLt's epilogue kernels can be slower than the product and the
-    // separate pass, as its DGELU_BGRAD is on the H200) and keeps the faster.
-    path = EpiloguePath::Epilogue;
+    // separate pass, as its DGELU_BGRAD is on the H200) and keeps the
+    // fastest; the first way where tuning is off or a graph is captured.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-    if (gMatmulTuning.load(std::memory_order_relaxed) && capture == cudaStreamCaptureStatusNone) {
-      float ms[2] = {0, 0};
-      for (int way = 0; way < 2; ++way) {
+    if (ways.size() > 1 && gMatmulTuning.load(std::memory_order_relaxed) &&
+        capture == cudaStreamCaptureStatusNone) {
+      float best = -1.0f;
+      for (auto &[way, run] : ways) {
         cudaEvent_t start = nullptr, stop = nullptr;
         TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
         TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
@@ -618,29 +675,39 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
         for (int rep = 0; rep < 3 && st.isOk(); ++rep) {
           if (rep == 1)
             cudaEventRecord(start, stream);
-          st = way == 0 ? epilogue(plan) : separate();
+          st = run();
         }
         cudaEventRecord(stop, stream);
+        float ms = 0.0f;
         if (st.isOk())
           st = cudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
         if (st.isOk())
-          st = cudaStatus(cudaEventElapsedTime(&ms[way], start, stop), "cudaEventElapsedTime");
+          st = cudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
         TC_RETURN_IF_ERROR(st);
+        if (best < 0.0f || ms < best) {
+          best = ms;
+          path = way;
+        }
       }
-      if (ms[1] < ms[0])
-        path = EpiloguePath::Separate;
     }
   }
-  if (path == EpiloguePath::Separate)
+  if (path == EpiloguePath::Own && own)
+    return own();
+  if (path == EpiloguePath::Separate && separate)
     return separate();
-  Plan *plan = planOf();
-  if (!plan) // the same problem at another alignment, without an algorithm
+  // The epilogue; or where this call cannot run the way taken (the same
+  // problem at another alignment, where cuBLASLt has no algorithm or the
+  // pointers are not ones ownGemm takes), the first other way it can.
+  if (Plan *plan = planOf())
+    return epilogue(plan);
+  if (separate)
     return separate();
-  if (!plan->tuned)
-    TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
-  return epilogue(plan);
+  if (own)
+    return own();
+  return unimplemented("cuBLASLt has no algorithm for " + d.toString() +
+                       " and it has no other form here");
 }
 
 Status Matmul::ones(DType dtype, int64_t k, const void **out, cudaStream_t stream) {
@@ -727,7 +794,8 @@ Status Matmul::runDGelu(const MatmulDesc &d, const void *lhs, const void *rhs, v
     return getPlan(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), &plan).isOk() ? plan
                                                                                      : nullptr;
   };
-  return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out);
+  return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out,
+                            ownForm(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), stream));
 }
 
 Status Matmul::runFp8(const MatmulDesc &d, const void *lhs, const float *lhsScaleInv,

@@ -216,16 +216,28 @@ public:
                       void *out, cudaStream_t stream, const void *bias = nullptr,
                       const float *deviceAlpha = nullptr);
 
-  /// How a problem with an epilogue that has a separate form ran (bias
+  /// How a problem with an epilogue that has another form ran (bias
   /// gradients: the plain product and a sum of the operand, a GEMM of a ones
-  /// vector by it; DGELU: the plain product and the GELU backward kernel):
-  /// cuBLASLt's epilogue, or the separate form where cuBLASLt has no
-  /// algorithm for the epilogue or the first eager call timed the separate
-  /// form faster. Unknown before that first call.
-  enum class EpiloguePath : uint8_t { Unknown, Epilogue, Separate };
+  /// vector by it; DGELU: the plain product and the GELU backward kernel;
+  /// GELU + aux and DGELU: tc's own sm_90a GEMM, ownGemm in kernels.h, where
+  /// it takes the problem and is enabled): cuBLASLt's epilogue, the separate
+  /// form or tc's own kernel, whichever the first eager call timed fastest
+  /// (the others where cuBLASLt has no algorithm for the epilogue). Unknown
+  /// before that first call.
+  enum class EpiloguePath : uint8_t { Unknown, Epilogue, Separate, Own };
   EpiloguePath epiloguePath(const MatmulDesc &d) const;
   /// Tests: take the separate form of every such problem.
   void forceSeparateEpilogues(bool on) { forceSeparate_ = on; }
+  /// Whether tc's own GEMM is a candidate for the problems it takes (bf16,
+  /// batch 1, lhs not transposed, alpha 1, beta 0, no addend, m % 128, n %
+  /// 256, k % 64, 16-byte aligned pointers, an H100/H200). Off by default
+  /// until measured on a GPU; on with TC_OWN_GEMM=1 in the environment
+  /// (read when the Matmul is created) or this call. `force` (tests) takes it
+  /// whenever it can, without timing.
+  void enableOwnGemm(bool on, bool force = false) {
+    ownGemm_ = on;
+    forceOwn_ = on && force;
+  }
 
   /// Number of cached (problem, alignment) -> algorithm entries.
   size_t cachedPlans() const { return plans_.size(); }
@@ -256,9 +268,17 @@ private:
   /// Runs `d` (beta 0) through cuBLASLt's epilogue (the plan `plan` gives,
   /// its pointers set for this call; null where cuBLASLt has none) or
   /// `separate`, by d's EpiloguePath (timing both on the first eager call).
+  ///
+  /// `separate` may be empty (no separate form); `own` is tc's own kernel,
+  /// empty where it does not take the problem.
   Status epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan *()> &plan,
                             const std::function<Status()> &separate, cudaStream_t stream,
-                            const void *lhs, const void *rhs, void *out);
+                            const void *lhs, const void *rhs, void *out,
+                            const std::function<Status()> &own = {});
+  /// tc's own GEMM for `d` (ownGemm), or an empty function where it is off
+  /// or does not take the problem.
+  std::function<Status()> ownForm(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
+                                  const void *bias, void *aux, cudaStream_t stream);
   /// A device vector of at least k ones of `dtype` (grown on an eager call).
   Status ones(DType dtype, int64_t k, const void **out, cudaStream_t stream);
 
@@ -272,6 +292,7 @@ private:
   /// Problems with a separate form (MatmulDesc::toString) -> their path.
   std::unordered_map<std::string, EpiloguePath> epiloguePaths_;
   bool forceSeparate_ = false;
+  bool ownGemm_ = false, forceOwn_ = false;
   struct Ones {
     void *ptr = nullptr;
     int64_t count = 0;

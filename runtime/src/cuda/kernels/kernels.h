@@ -525,6 +525,49 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          AttentionKernels kernels = AttentionKernels::Mma,
                          const AttentionMask &mask = {}, const AttentionGradSums &sums = {});
 
+//===----------------------------------------------------------------------===//
+// gemm_sm90.cu: tc's own sm_90a GEMM with the GELU epilogues
+//===----------------------------------------------------------------------===//
+
+/// What ownGemm computes after the product acc = a b^T (fp32):
+///   GeluAux: aux = bf16(acc + bias) (bias [n], or none when null), out =
+///            gelu_tanh(aux) (cuBLASLt's GELU_AUX_BIAS / GELU_AUX; the GELU
+///            of the stored bf16 pre-activation, tanh by the MUFU's
+///            tanh.approx, relative error ~2^-11);
+///   DGelu:   out = bf16(acc) * gelu_tanh'(aux) (aux read; the product
+///            rounded to bf16 first, as a bf16 GEMM followed by the GELU
+///            backward kernel has it).
+enum class OwnGemmEpilogue { GeluAux, DGelu };
+
+/// One ownGemm problem: a [m, k] row-major (K contiguous), b [n, k] when
+/// bKMajor (a Linear weight read as rhs^T) else [k, n], out and aux [m, n],
+/// all bf16; bias bf16 [n] or null (GeluAux only).
+struct OwnGemmArgs {
+  OwnGemmEpilogue epilogue = OwnGemmEpilogue::GeluAux;
+  const void *a = nullptr, *b = nullptr;
+  bool bKMajor = true;
+  const void *bias = nullptr;
+  void *aux = nullptr; // GeluAux: written; DGelu: read
+  void *out = nullptr;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+/// True when the current GPU runs ownGemm (compute capability 9.0: H100,
+/// H200) and the driver has cuTensorMapEncodeTiled.
+bool ownGemmAvailable();
+/// True when ownGemm takes the sizes: m % 128, n % 256, k % 64 (its
+/// 128x256x64 tiles, no edge handling), all positive and below 2^31.
+bool ownGemmShapeFits(int64_t m, int64_t n, int64_t k);
+/// out (and GeluAux's aux) of `g` on `stream`: a persistent warp-specialised
+/// kernel (TMA, wgmma, one block an SM over 128x256 tiles) that keeps each
+/// tile in shared memory and does the epilogue's GELU / DGELU during the
+/// next tile's products (gemm_sm90.cuh's resident form). InvalidArgument
+/// for sizes ownGemmShapeFits refuses or pointers not 16-byte aligned,
+/// Unimplemented where ownGemmAvailable() is false. Deterministic. out and
+/// aux may be the same buffer for DGelu (each box of aux is read before
+/// that box of out is written), not for GeluAux.
+Status ownGemm(const OwnGemmArgs &g, cudaStream_t stream);
+
 } // namespace tc::rt::cuda
 
 #endif // TC_RUNTIME_CUDA_KERNELS_KERNELS_H
