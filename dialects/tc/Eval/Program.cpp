@@ -246,7 +246,10 @@ int64_t repeatingAxes(Operation *op, ArrayRef<DenseElementsAttr> operands,
   if (!op->hasTrait<traits::Elementwise>() || op->getNumResults() != 1)
     return 0;
   auto res = llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!res || !res.hasStaticShape() || res.getRank() < 2 || !res.getElementType().isIntOrFloat())
+  // (A result with no elements has no blocks: nothing to cut, and a block of
+  // zero elements would divide by zero below.)
+  if (!res || !res.hasStaticShape() || res.getRank() < 2 ||
+      !res.getElementType().isIntOrFloat() || res.getNumElements() == 0)
     return 0;
   int64_t r = res.getRank();
   int64_t best = 0;
