@@ -86,8 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using P = PP<ST>;
   constexpr int kBox = PM * 128;
   extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  unsigned char *base = alignedSmem(smemRaw);
   bf16 *sA = reinterpret_cast<bf16 *>(base);
   bf16 *sB = reinterpret_cast<bf16 *>(base + ST * P::stageA);
   unsigned char *sC = base + ST * (P::stageA + P::stageB);
@@ -486,7 +485,8 @@ int main(int argc, char **argv) {
     if (want("deferred")) {
       CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN),
                   mbt = tensorMap(bt, K, N, 64), mo = tensorMap(out, M, N, 64),
-                  mx = tensorMap(aux, M, N, 64), mxIn = tensorMap(refAux, M, N, 64);
+                  mx = tensorMap(aux, M, N, 64), mxIn = tensorMap(refAux, M, N, 64),
+                  mxIn32 = tensorMap(refAux, M, N, 32); // the resident DGELU's halves
       int tiles = (M / BM) * (N / BN), smem = Coop<4>::smem;
       float ge = ours("deferred gelu", wGelu, &wGeluAux, [&] {
         launchPersistent(gemmCoop<kBiasGeluAux, 4, 0, true>, smem, tiles, sms, s, ma, mb, mo, mx,
@@ -508,11 +508,11 @@ int main(int argc, char **argv) {
                          bias, M, N, K);
       });
       float rdg = ours("resident dgelu", wDgelu, nullptr, [&] {
-        launchPersistent(gemmCoop<kDgelu, 3, 0, true>, rsmem, tiles, sms, s, ma, mb, mo, mxIn,
+        launchPersistent(gemmCoop<kDgelu, 3, 0, true>, rsmem, tiles, sms, s, ma, mb, mo, mxIn32,
                          nullptr, M, N, K);
       });
       float rdgn = ours("resident dgelu, b N-major", wDgelu, nullptr, [&] {
-        launchPersistent(gemmCoop<kDgelu, 3, 1, true>, rsmem, tiles, sms, s, ma, mbt, mo, mxIn,
+        launchPersistent(gemmCoop<kDgelu, 3, 1, true>, rsmem, tiles, sms, s, ma, mbt, mo, mxIn32,
                          nullptr, M, N, K);
       });
       float rgen = ours("resident gelu, b N-major", wGelu, &wGeluAux, [&] {
@@ -525,7 +525,7 @@ int main(int argc, char **argv) {
     if (want("trace")) { // where a cooperative tile's time goes (clock64 cycles, means)
       CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN),
                   mo = tensorMap(out, M, N, 64), mx = tensorMap(aux, M, N, 64),
-                  mxIn = tensorMap(refAux, M, N, 64);
+                  mxIn = tensorMap(refAux, M, N, 64), mxIn32 = tensorMap(refAux, M, N, 32);
       int tiles = (M / BM) * (N / BN);
       long long *dTrace;
       size_t n = size_t(sms) * 2 * (kCoopFields + 1);
@@ -556,7 +556,7 @@ int main(int argc, char **argv) {
       trace("coop 3 plain", gemmCoop<kPlain, 3, 0, false, true>, mx, nullptr, Coop<3>::smem);
       trace("resident gelu", gemmCoop<kBiasGeluAux, 3, 0, true, true>, mx, bias,
             Coop<3, true>::smem);
-      trace("resident dgelu", gemmCoop<kDgelu, 3, 0, true, true>, mxIn, nullptr,
+      trace("resident dgelu", gemmCoop<kDgelu, 3, 0, true, true>, mxIn32, nullptr,
             Coop<3, true>::smem);
       gTrace = nullptr;
       CK(cudaFree(dTrace));

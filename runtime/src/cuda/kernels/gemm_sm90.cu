@@ -134,7 +134,8 @@ Status ownGemm(const OwnGemmArgs &g, cudaStream_t stream) {
   else
     TC_RETURN_IF_ERROR(tensorMap(&mb, g.b, g.k, g.n, 64, "b"));
   TC_RETURN_IF_ERROR(tensorMap(&mo, g.out, g.m, g.n, 64, "out"));
-  TC_RETURN_IF_ERROR(tensorMap(&mx, g.aux, g.m, g.n, 64, "aux"));
+  // (DGELU reads its aux in halves of a [64, 64] box: gemm_sm90.cuh)
+  TC_RETURN_IF_ERROR(tensorMap(&mx, g.aux, g.m, g.n, dgelu ? 32 : 64, "aux"));
   using g90::kBiasGeluAux;
   using g90::kDgelu;
   if (dgelu)

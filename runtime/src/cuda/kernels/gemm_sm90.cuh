@@ -38,6 +38,14 @@ constexpr int kThreads = 128 * (kConsumers + 1);
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+/// The first 1024-byte aligned byte of dynamic shared memory (what TMA's
+/// 128-byte swizzle needs), reached by pointer arithmetic from `smem` so that
+/// the compiler keeps it in the shared address space: every access through
+/// it (and the pointers made from it) is an LDS / STS, not a generic LD / ST
+/// with 64-bit addresses (as an integer round trip of the address gave).
+__device__ __forceinline__ unsigned char *alignedSmem(unsigned char *smem) {
+  return smem + ((1024u - (smemAddr(smem) & 1023u)) & 1023u);
+}
 __device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smemAddr(bar)), "r"(count));
 }
@@ -330,9 +338,10 @@ template <int STAGES, bool Res = false> struct Coop {
 /// (the 64 KB output tile beside 3 stages) instead of going through L2. At a
 /// tile's end a warpgroup writes its bf16 part there (GELU: acc + bias, stored
 /// at once as aux; DGELU: the product, not stored) and during the next tile's
-/// k-blocks transforms its four [64, 64] boxes in place (DGELU: each with its
-/// aux box, loaded by TMA into the warpgroup's 8 KB slot ahead of its use)
-/// and stores each as out: no reload, no wait for stores to reach memory.
+/// k-blocks transforms its four [64, 64] boxes in place, half a box at a time
+/// (DGELU: each half with its aux, loaded by TMA into the warpgroup's 8 KB
+/// slot two halves ahead; mapAux then has boxes of [32, 64]), and stores each
+/// box as out: no reload, no wait for stores to reach memory.
 template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmCoop(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
@@ -345,8 +354,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 "deferred: GELU+aux or DGELU; DGELU only deferred");
   constexpr int kBox = 8192, kRoundJ = BN / 8 / C::rounds, kRoundBoxes = 4 / C::rounds;
   extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smemRaw) + 1023) & ~uintptr_t(1023));
+  unsigned char *base = alignedSmem(smemRaw);
   bf16 *sA = reinterpret_cast<bf16 *>(base);
   bf16 *sB = reinterpret_cast<bf16 *>(base + STAGES * C::stageA);
   unsigned char *sC = base + STAGES * (C::stageA + C::stageB);
@@ -389,14 +397,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (thread 0, which the warpgroup's next wgmma waits for) would stall the
   // products (stop 37: the deferred GELU + aux 155 us where the plain
   // product takes 113.5).
-  // GELU (DGELU: times gelu' of the aux box xBox) of one [64, 64] box in
-  // place, elementwise (the swizzle, the same in both boxes, does not
-  // matter): each thread 4 of its 16-byte pieces.
-  auto transformInPlace = [&](unsigned char *box, const unsigned char *xBox) {
+  // GELU (DGELU: times gelu' of the aux box xBox) of one [64, 64] box (or
+  // its first `pieces` / 4) in place, elementwise (the swizzle, the same in
+  // both boxes, does not matter): each thread `pieces` 16-byte pieces.
+  auto transformInPlace = [&](unsigned char *box, const unsigned char *xBox, int pieces = 4) {
     int4 *v = reinterpret_cast<int4 *>(box);
     const int4 *x = reinterpret_cast<const int4 *>(xBox);
 #pragma unroll 1
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < pieces; ++i) {
       int4 p = v[tid + 128 * i];
       __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
       if (EPI == kDgelu) {
@@ -443,32 +451,45 @@ __global__ void __launch_bounds__(kThreads, 1)
     transformInPlace(myC + slot * kBox, myC + kBox); // DGELU: the aux box in slot 1
     storeBoxes(&mapOut, myC + slot * kBox, 1, kBox, ptn * BN + 64 * q, ptm * BM + g * 64, g);
   };
-  // Res: box q's transform at k-block 2 + q (kBlocks - 3) / 4 (DGELU: its aux
-  // box loaded at the previous transform, the first at the tile's end).
+  // Res: the tile's 4 boxes in 8 halves of [32, 64] (half p: rows 32 (p % 2)
+  // of box p / 2), half p transformed at k-block 2 + p (kBlocks - 3) / 8, so
+  // that no k-block carries more than ~half a box of arithmetic (a whole
+  // DGELU box outlasts a k-block's products); box q stored after its second
+  // half. DGELU: each half's aux [32, 64] (mapAux's boxes are 32 rows) loaded
+  // by TMA into its half of the warpgroup's 8 KB slot two halves ahead (the
+  // first two at the tile's end), so each load has ~2 k-blocks to arrive.
   unsigned char *mySlot = sC + C::tileC + g * kBox;
-  auto resLoad = [&](int q) { // by thread 0: box q's aux into the slot
-    mbarExpectTx(&myFull[0], kBox);
-    tmaLoad2d(mySlot, &mapAux, &myFull[0], ptn * BN + 64 * q, ptm * BM + g * 64);
+  constexpr int kHalf = kBox / 2;
+  auto resLoad = [&](int p) { // by thread 0: half p's aux into slot half p % 2
+    const int h = p & 1;
+    mbarExpectTx(&myFull[h], kHalf);
+    tmaLoad2d(mySlot + h * kHalf, &mapAux, &myFull[h], ptn * BN + 64 * (p / 2),
+              ptm * BM + g * 64 + 32 * h);
   };
-  auto resTransform = [&](int q) { // every thread of the warpgroup
+  auto resTransform = [&](int p) { // every thread of the warpgroup
+    const int q = p / 2, h = p & 1;
     unsigned char *box = myC + q * kBox;
     if (EPI == kDgelu) {
-      mbarWait(&myFull[0], int(slotPhases & 1u));
-      slotPhases ^= 1u;
-    } else { // the aux store has read the box
+      mbarWait(&myFull[h], int((slotPhases >> h) & 1u));
+      slotPhases ^= 1u << h;
+    } else if (p == 0) { // the aux store has read the tile
       if (tid == 0)
         tmaStoreWaitRead();
       namedBarrier(1 + g, 128);
     }
-    transformInPlace(box, mySlot);
-    // (its barrier also says every thread has read the aux slot)
-    storeBoxes(&mapOut, box, 1, kBox, ptn * BN + 64 * q, ptm * BM + g * 64, g);
-    if (EPI == kDgelu && q < 3 && tid == 0)
-      resLoad(q + 1);
+    // Rows 32 h.. of a 128-byte-swizzled box lie at 4096 h with the same
+    // swizzle as a box of 32 rows (the pattern repeats every 8 rows).
+    transformInPlace(box + h * kHalf, mySlot + h * kHalf, 2);
+    if (h == 1) // (its barrier also says every thread has read the slot half)
+      storeBoxes(&mapOut, box, 1, kBox, ptn * BN + 64 * q, ptm * BM + g * 64, g);
+    else if (EPI == kDgelu)
+      namedBarrier(1 + g, 128); // every thread has read the slot half
+    if (EPI == kDgelu && p + 2 < 8 && tid == 0)
+      resLoad(p + 2);
   };
   auto deferred = [&](int kb) { // the deferred work due at k-block kb
     if constexpr (Res) {
-      if (pending && done < 4 && kb == 2 + done * (kBlocks - 3) / 4) {
+      if (pending && done < 8 && kb == 2 + done * (kBlocks - 3) / 8) {
         resTransform(done);
         ++done;
       }
@@ -488,7 +509,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   auto flush = [&] { // the boxes still due (K too short to spread them; the last tile's)
     if constexpr (Res) {
-      for (; pending && done < 4; ++done)
+      for (; pending && done < 8; ++done)
         resTransform(done);
     } else if constexpr (Defer) {
       for (; pending && done < 4; ++done) {
@@ -564,8 +585,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       ptm = tm;
       ptn = tn;
       done = 0;
-      if (EPI == kDgelu && tid == 0)
+      if (EPI == kDgelu && tid == 0) {
         resLoad(0);
+        resLoad(1);
+      }
     }
     // pass 0: acc + bias (GELU: stored as aux, acc becomes it as stored;
     // deferred DGELU: the product, into out); pass 1 (GELU, not deferred):
