@@ -232,6 +232,37 @@ __device__ __forceinline__ void putFragments(unsigned char *tile, int boxBytes, 
     }
 }
 
+/// putFragments for an f that does not read its place (f(j, h, nullptr)),
+/// by stmatrix: one m8n8.x4 a pair of j stores the warp's 16 rows of both
+/// (the four 8x8 matrices (j, h 0), (j, h 1), (j + 1, h 0), (j + 1, h 1),
+/// whose rows lanes 8 i .. 8 i + 7 address; each thread's register i is its
+/// fragment of matrix i, the accumulator's own layout): a quarter of the
+/// instructions of the 4-byte stores (the same bytes through the same
+/// shared-memory ports). J1 - J0 even. TC_GEMM_STS (a bench build) keeps the
+/// 4-byte stores.
+template <int J0, int J1, class F>
+__device__ __forceinline__ void storeFragments(unsigned char *tile, int boxBytes, int rowBase,
+                                               int colBase, F &&f) {
+#ifdef TC_GEMM_STS
+  putFragments<J0, J1>(tile, boxBytes, rowBase, colBase, f);
+#else
+  static_assert((J1 - J0) % 2 == 0, "pairs of j");
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const int i = lane / 8, row = rowBase + 16 * warp + lane % 8 + 8 * (i % 2);
+  auto bits = [](__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); };
+#pragma unroll
+  for (int j = J0; j < J1; j += 2) {
+    uint32_t r0 = bits(f(j, 0, nullptr)), r1 = bits(f(j, 1, nullptr));
+    uint32_t r2 = bits(f(j + 1, 0, nullptr)), r3 = bits(f(j + 1, 1, nullptr));
+    unsigned char *at = swizzled(tile, boxBytes, row, 8 * (j + i / 2) - colBase);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                     smemAddr(at)),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+  }
+#endif
+}
+
 /// Stores `boxes` boxes of [rows, 64] at tile (boxBytes apart) by TMA to the
 /// columns from col0 and the rows from row0 of map's matrix, once every
 /// thread of warpgroup g has written them; by its thread 0, which commits
@@ -566,7 +597,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     long long t3 = TR ? clock64() : 0;
     if constexpr (Res) { // the part into shared memory (GELU: stored as aux)
       tileFree(g);
-      putFragments<0, BN / 8>(myC, kBox, 0, 0, [&](int j, int h, unsigned char *) {
+      storeFragments<0, BN / 8>(myC, kBox, 0, 0, [&](int j, int h, unsigned char *) {
         const float a0 = acc[4 * j + 2 * h], a1 = acc[4 * j + 2 * h + 1];
         float b0 = 0.0f, b1 = 0.0f;
         if (EPI == kBiasGeluAux && bias) {
@@ -618,9 +649,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           return st;
         };
         if (round == 0)
-          putFragments<0, kRoundJ>(myC, kBox, 0, 0, value);
+          storeFragments<0, kRoundJ>(myC, kBox, 0, 0, value);
         else
-          putFragments<kRoundJ, 2 * kRoundJ>(myC, kBox, 0, 128, value);
+          storeFragments<kRoundJ, 2 * kRoundJ>(myC, kBox, 0, 128, value);
         const CUtensorMap *map = EPI == kBiasGeluAux && pass == 0 ? &mapAux : &mapOut;
         storeBoxes(map, myC, kRoundBoxes, kBox, tn * BN + round * 64 * kRoundBoxes,
                    tm * BM + g * 64, g);
