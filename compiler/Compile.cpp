@@ -91,6 +91,7 @@ LogicalResult runImportCleanup(ModuleOp module, const CompileOptions &opts, std:
   // the artifact's reference program too; the CPU target keeps the graph as
   // imported.
   o.recognizeGelu = isGpuTarget(opts.target);
+  o.recognizeGeluErf = o.recognizeGelu && llvm::is_contained(opts.experimental, "gelu-erf");
   o.mergeProjections = isGpuTarget(opts.target);
   PassManager pm(module.getContext());
   buildImportCleanupPipeline(pm, o);
@@ -587,6 +588,9 @@ const ExperimentalLever kExperimentalLevers[] = {
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
     {"norm-col-sums", "the bias gradient of a Linear layer fed by a norm's dx summed by the "
                       "norm backward, its weight-gradient GEMM a plain product (no BGRAD)"},
+    {"gelu-erf", "the exact (erf) GELU and its backward as GEMM epilogues (gelu_erf_aux, "
+                 "dgelu_erf): tc's own sm_90a GEMM where the runtime takes it, else the "
+                 "product and a GELU kernel"},
 };
 } // namespace
 
@@ -623,6 +627,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.tf32 = opts.tf32;
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     o.normColSums = llvm::is_contained(opts.experimental, "norm-col-sums");
+    o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -20,7 +20,7 @@ void buildImportCleanupPipeline(OpPassManager &pm, const ImportCleanupPipelineOp
   pm.addNestedPass<func::FuncOp>(createTcFoldConstants());
   pm.addPass(createCSEPass());
   if (o.recognizeGelu)
-    pm.addNestedPass<func::FuncOp>(createTcRecognizeGelu());
+    pm.addNestedPass<func::FuncOp>(createTcRecognizeGelu({o.recognizeGeluErf}));
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRmsNorm());
   pm.addNestedPass<func::FuncOp>(createTcRecognizeRotary());
   if (o.fuseAttention)
@@ -98,6 +98,7 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcHoistParameterCasts());
   TcFuseOptions fuse;
   fuse.geluAux = o.geluAux;
+  fuse.geluErf = o.geluErf;
   pm.addNestedPass<func::FuncOp>(createTcFuse(fuse));
   // What the library calls compute besides their own op, decided on tc
   // (after tc-fuse: the bf16 casts the classifier absorbs are fusions).

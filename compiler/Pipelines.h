@@ -49,6 +49,11 @@ struct ImportCleanupPipelineOptions
                              llvm::cl::desc("tc-recognize-gelu: written-out tanh GELU chains "
                                             "become tc.gelu (tc-compile: on for GPU targets)"),
                              llvm::cl::init(false)};
+  Option<bool> recognizeGeluErf{
+      *this, "recognize-gelu-erf",
+      llvm::cl::desc("With recognize-gelu, written-out exact (erf) GELUs too (tc-compile "
+                     "--experimental=gelu-erf)"),
+      llvm::cl::init(false)};
 };
 
 /// What tc-training runs, as the option structs of its passes.
@@ -164,6 +169,12 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "
                      "reads the input of (tc-fuse gelu-aux)"),
       llvm::cl::init(true)};
+  Option<bool> geluErf{
+      *this, "gelu-erf",
+      llvm::cl::desc("With gelu-aux, the exact (erf) GELU and its backward too, as the GEMM's "
+                     "gelu_erf_aux / dgelu_erf epilogues (tc-fuse gelu-erf; tc-compile "
+                     "--experimental=gelu-erf)"),
+      llvm::cl::init(false)};
   Option<bool> rotaryInPlace{
       *this, "rotary-in-place",
       llvm::cl::desc("Rotaries rotate q / k in place in their projection (tc-fuse-attention-views)"),

@@ -375,22 +375,20 @@ LogicalResult Differentiator::backprop(Operation *op, ArrayRef<Value> resultGrad
             Value r = e.mul(g, d);
             r.getDefiningOp()->setAttr(kGeluGradAttr, StringAttr::get(r.getContext(), "tanh"));
             return r;
-          } else {
-            Value cdf = e.mul(e.add(e.unary<ErfOp>(e.mul(x, M_SQRT1_2)), 1.0), 0.5);
-            Value pdf = e.mul(e.unary<ExpOp>(e.mul(x2, -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
-            d = e.add(cdf, e.mul(x, pdf));
           }
-          return e.mul(g, d);
+          Value cdf = e.mul(e.add(e.unary<ErfOp>(e.mul(x, M_SQRT1_2)), 1.0), 0.5);
+          Value pdf = e.mul(e.unary<ExpOp>(e.mul(x2, -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
+          d = e.add(cdf, e.mul(x, pdf));
+          // g * gelu_erf'(x), named as the tanh form's is (tc-fuse gelu-erf).
+          Value r = e.mul(g, d);
+          r.getDefiningOp()->setAttr(kGeluGradAttr, StringAttr::get(r.getContext(), "none"));
+          return r;
         })
         .Case([&](SinOp) { return e.mul(g, e.unary<CosOp>(x)); })
         .Case([&](CosOp) { return e.neg(e.mul(g, e.unary<SinOp>(x))); })
         .Case([&](TanOp) { return e.mul(g, e.add(e.mul(y, y), 1.0)); })
-        .Case([&](AsinOp) {
-          return e.mul(g, e.unary<RsqrtOp>(e.rsub(1.0, e.mul(x, x))));
-        })
-        .Case([&](AcosOp) {
-          return e.neg(e.mul(g, e.unary<RsqrtOp>(e.rsub(1.0, e.mul(x, x)))));
-        })
+        .Case([&](AsinOp) { return e.mul(g, e.unary<RsqrtOp>(e.rsub(1.0, e.mul(x, x)))); })
+        .Case([&](AcosOp) { return e.neg(e.mul(g, e.unary<RsqrtOp>(e.rsub(1.0, e.mul(x, x))))); })
         .Case([&](AtanOp) { return e.div(g, e.add(e.mul(x, x), 1.0)); })
         .Case([&](SinhOp) { return e.mul(g, e.unary<CoshOp>(x)); })
         .Case([&](CoshOp) { return e.mul(g, e.unary<SinhOp>(x)); })

@@ -164,8 +164,8 @@ bool isMatmulEpilogue(Operation *op) {
 /// cuBLASLt GEMM or its bias add while other ops read that too: the
 /// GELU_AUX(_BIAS) epilogue's case (tc-fuse's gelu-aux marks it
 /// tc.gelu_aux).
-bool geluAuxForm(tc::GeluOp gelu) {
-  if (gelu.getApproximate() != "tanh")
+bool geluAuxForm(tc::GeluOp gelu, bool erf) {
+  if (gelu.getApproximate() != "tanh" && !(erf && gelu.getApproximate() == "none"))
     return false;
   Value in = gelu.getInput(), y = in;
   if (auto r = y.getDefiningOp<tc::ReshapeOp>(); r && r.getInput().hasOneUse())
@@ -212,12 +212,13 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
     Block &block = fn.getBody().front();
     if (geluAux) {
       for (auto gelu : block.getOps<tc::GeluOp>())
-        if (geluAuxForm(gelu))
+        if (geluAuxForm(gelu, geluErf))
           gelu->setAttr(tc::kGeluAuxAttr, UnitAttr::get(&getContext()));
       // The backward's g * gelu'(x) after the GEMM that makes g: its DGELU
       // epilogue (the mul and gelu'(x)'s ops stay out of fusions).
       for (auto mul : block.getOps<tc::MulOp>()) {
-        if (!mul->hasAttr(tc::kGeluGradAttr))
+        auto form = mul->getAttrOfType<StringAttr>(tc::kGeluGradAttr);
+        if (!form || !(form.getValue() == "tanh" || (geluErf && form.getValue() == "none")))
           continue;
         for (Value g : {mul.getLhs(), mul.getRhs()}) {
           SmallVector<Operation *> ops;

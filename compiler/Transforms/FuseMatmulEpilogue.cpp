@@ -75,7 +75,9 @@ void mark(MatmulOp op) {
       llvm::sort(ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
       for (Operation *o : ops)
         o->moveBefore(mul);
-      op->setAttr(kEpilogueAttr, StringAttr::get(op.getContext(), "dgelu"));
+      auto form = mul->getAttrOfType<StringAttr>(kGeluGradAttr);
+      bool erf = form && form.getValue() == "none";
+      op->setAttr(kEpilogueAttr, StringAttr::get(op.getContext(), erf ? "dgelu_erf" : "dgelu"));
       return;
     }
   }
@@ -86,10 +88,13 @@ void mark(MatmulOp op) {
     gelu = true;
   // tc-fuse's gelu-aux: the GELU of a pre-activation the backward reads too;
   // the GEMM writes both (cuBLASLt's GELU_AUX(_BIAS)).
-  bool aux = !gelu && geluAuxUser(result);
-  if (aux) {
+  // The exact (erf) GELU's forms (tc-fuse gelu-erf) have "_erf" in their
+  // names; cuBLASLt computes only the tanh form, tc's own GEMM both.
+  if (GeluOp ag = gelu ? GeluOp() : geluAuxUser(result)) {
+    bool erf = ag.getApproximate() == "none";
     op->setAttr(kEpilogueAttr,
-                StringAttr::get(op.getContext(), bias ? "bias_gelu_aux" : "gelu_aux"));
+                StringAttr::get(op.getContext(), std::string(bias ? "bias_" : "") +
+                                                     (erf ? "gelu_erf_aux" : "gelu_aux")));
     return;
   }
   if (bias || gelu)

@@ -176,7 +176,15 @@ def TcRecognizeGelu : Pass<"tc-recognize-gelu", "mlir::func::FuncOp"> {
     ```mlir
     %y = tc.gelu %x {approximate = "tanh"} : tensor<8xf32>
     ```
+    With `erf` the exact GELU too, `0.5 * x * (1 + erf(x / sqrt(2)))` (the
+    division or a product by 1 / sqrt(2); the last product's three factors
+    in any order), as GPT-NeoX / Pythia's "gelu" exports: `tc.gelu` (approximate
+    "none") of x (tc-compile --experimental=gelu-erf: its GEMM epilogues).
   }];
+  let options = [
+    Option<"erf", "erf", "bool", /*default=*/"false",
+           "Also the exact GELU written out with erf">,
+  ];
   let dependentDialects = ["::tc::TCDialect"];
 }
 
@@ -492,7 +500,9 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
     GEMM's product or bias add that other ops read too (the pre-activation
     a training step's backward reads), maybe through one reshape, is marked
     `tc.gelu_aux` and left out: the GEMM's GELU_AUX(_BIAS) epilogue
-    computes it and writes the pre-activation beside it.
+    computes it and writes the pre-activation beside it. With `gelu-erf`
+    (tc-compile --experimental=gelu-erf) the exact (erf) GELU and its
+    backward are treated alike.
     Reductions and softmax only end a group; matmul, gather, norms, losses,
     shape ops and ops on fp8/fp4 values are never fused. Each group becomes
     one `tc.fusion` at the root's position; single elementwise ops become
@@ -517,6 +527,9 @@ def TcFuse : Pass<"tc-fuse", "mlir::func::FuncOp"> {
     Option<"geluAux", "gelu-aux", "bool", /*default=*/"false",
            "Leave a tanh GELU of a GEMM's (biased) product read elsewhere too to the "
            "GEMM's GELU_AUX epilogue (tc.gelu_aux)">,
+    Option<"geluErf", "gelu-erf", "bool", /*default=*/"false",
+           "With gelu-aux, the exact (erf) GELU too: its epilogues are tc's own GEMM's "
+           "or the product and a GELU kernel (cuBLASLt has only the tanh form)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }

@@ -1,7 +1,9 @@
 //===- RecognizeGelu.cpp - tc-recognize-gelu --------------------------------===//
 //
 // HuggingFace's gelu_new (GPT-2, Phi) and torch's GELU(approximate="tanh")
-// reach ONNX written out (opsets before 20 have no Gelu):
+// (and, with the `erf` option, the exact GELU: GPT-NeoX / Pythia's "gelu",
+// 0.5 x (1 + erf(x / sqrt 2))) reach ONNX written out (opsets before 20 have
+// no Gelu):
 // `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`, with x^3 as
 // pow(x, 3) or x * x * x and the products in any order. This pass matches the
 // chain from its tanh and replaces its result by one tc.gelu
@@ -80,49 +82,74 @@ Value innerOf(Value v) {
 /// Whether `v` = x * 0.5 (either order).
 bool isHalfOf(Value v, Value x) { return scaledBy(v.getDefiningOp(), 0.5) == x; }
 
+/// From f, the tanh (or erf) of a written-out GELU of x: the op whose result
+/// is 0.5 x (1 + f), the product of x, 0.5 and 1 + f in any order, or null.
+Operation *halfXOnePlus(Value f, Value x) {
+  if (!x || !f.hasOneUse())
+    return nullptr;
+  auto one = llvm::dyn_cast<AddOp>(*f.getUsers().begin());
+  Value c1 = one ? otherOperand(one, f) : Value();
+  if (!c1 || !isScalar(c1, 1.0) || !one.getResult().hasOneUse())
+    return nullptr;
+  auto m1 = llvm::dyn_cast<MulOp>(*one.getResult().getUsers().begin());
+  if (!m1)
+    return nullptr;
+  Value o1 = otherOperand(m1, one.getResult());
+  if (!o1)
+    return nullptr;
+  if (isHalfOf(o1, x)) // (x * 0.5) * (1 + f)
+    return m1;
+  bool oneIsX = o1 == x, oneIsHalf = isScalar(o1, 0.5);
+  if ((!oneIsX && !oneIsHalf) || !m1.getResult().hasOneUse())
+    return nullptr;
+  auto m2 = llvm::dyn_cast<MulOp>(*m1.getResult().getUsers().begin());
+  Value o2 = m2 ? otherOperand(m2, m1.getResult()) : Value();
+  if (!o2 || !(oneIsX ? isScalar(o2, 0.5) : o2 == x)) // ((1 + f) * x) * 0.5, or * 0.5 then x
+    return nullptr;
+  return m2;
+}
+
 /// From the tanh of a written-out tanh GELU: the op whose result is GELU(x)
 /// and x, or nothing.
 std::optional<std::pair<Operation *, Value>> match(TanhOp t) {
   Value inner = scaledBy(t.getInput().getDefiningOp(), std::sqrt(2.0 / M_PI));
   Value x = inner ? innerOf(inner) : Value();
-  if (!x || !t.getResult().hasOneUse())
-    return std::nullopt;
-  // 1 + tanh(.), then the product of it, x and 0.5 in any order.
-  auto one = llvm::dyn_cast<AddOp>(*t.getResult().getUsers().begin());
-  Value c1 = one ? otherOperand(one, t.getResult()) : Value();
-  if (!c1 || !isScalar(c1, 1.0) || !one.getResult().hasOneUse())
-    return std::nullopt;
-  auto m1 = llvm::dyn_cast<MulOp>(*one.getResult().getUsers().begin());
-  if (!m1)
-    return std::nullopt;
-  Value o1 = otherOperand(m1, one.getResult());
-  if (!o1)
-    return std::nullopt;
-  if (isHalfOf(o1, x)) // (x * 0.5) * (1 + tanh)
-    return std::pair<Operation *, Value>(m1, x);
-  bool oneIsX = o1 == x, oneIsHalf = isScalar(o1, 0.5);
-  if ((!oneIsX && !oneIsHalf) || !m1.getResult().hasOneUse())
-    return std::nullopt;
-  auto m2 = llvm::dyn_cast<MulOp>(*m1.getResult().getUsers().begin());
-  Value o2 = m2 ? otherOperand(m2, m1.getResult()) : Value();
-  if (!o2 || !(oneIsX ? isScalar(o2, 0.5) : o2 == x)) // ((1 + tanh) * x) * 0.5, or * 0.5 then x
-    return std::nullopt;
-  return std::pair<Operation *, Value>(m2, x);
+  if (Operation *root = halfXOnePlus(t.getResult(), x))
+    return std::pair<Operation *, Value>(root, x);
+  return std::nullopt;
+}
+
+/// From the erf of a written-out exact GELU, erf(x / sqrt(2)) or erf(x *
+/// (1 / sqrt(2))): the op whose result is GELU(x) and x, or nothing.
+std::optional<std::pair<Operation *, Value>> match(ErfOp e) {
+  Operation *def = e.getInput().getDefiningOp();
+  Value x = scaledBy(def, M_SQRT1_2);
+  if (auto d = llvm::dyn_cast_or_null<DivOp>(def); d && isScalar(d.getRhs(), M_SQRT2))
+    x = d.getLhs();
+  if (Operation *root = halfXOnePlus(e.getResult(), x))
+    return std::pair<Operation *, Value>(root, x);
+  return std::nullopt;
 }
 
 struct TcRecognizeGelu : tc::impl::TcRecognizeGeluBase<TcRecognizeGelu> {
+  using TcRecognizeGeluBase::TcRecognizeGeluBase;
   void runOnOperation() override {
-    SmallVector<TanhOp> tanhs;
-    getOperation().walk([&](TanhOp t) { tanhs.push_back(t); });
-    for (TanhOp t : tanhs) {
-      std::optional<std::pair<Operation *, Value>> m = match(t);
-      if (!m)
-        continue;
-      auto [root, x] = *m;
+    SmallVector<std::tuple<Operation *, Value, StringRef>> found;
+    getOperation().walk([&](Operation *op) {
+      std::optional<std::pair<Operation *, Value>> m;
+      StringRef form;
+      if (auto t = llvm::dyn_cast<TanhOp>(op))
+        m = match(t), form = "tanh";
+      else if (auto e = llvm::dyn_cast<ErfOp>(op); e && erf)
+        m = match(e), form = "none";
+      if (m)
+        found.emplace_back(m->first, m->second, form);
+    });
+    for (auto [root, x, form] : found) {
       if (root->getResult(0).getType() != x.getType())
         continue; // a broadcast product: not GELU of x elementwise
       OpBuilder b(root);
-      auto gelu = GeluOp::create(b, root->getLoc(), x.getType(), x, b.getStringAttr("tanh"));
+      auto gelu = GeluOp::create(b, root->getLoc(), x.getType(), x, b.getStringAttr(form));
       root->getResult(0).replaceAllUsesWith(gelu.getResult());
     }
   }

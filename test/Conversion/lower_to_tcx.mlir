@@ -787,6 +787,27 @@ func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32
   return %r : tensor<2x4x32xf32>
 }
 
+// -----
+
+// Tests the exact GELU's epilogues (tc-fuse gelu-erf): lowered as the tanh
+// form's, named bias_gelu_erf_aux and dgelu_erf.
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: tcx.matmul {{.+}} aux %{{.+}} : !tcx.buffer<8x32xf32>) {epilogue = "bias_gelu_erf_aux"
+// CHECK: tcx.matmul ins(%{{.+}}, %{{.+}}, %{{.+}} : {{.+}}) outs(%{{.+}} : <8x32xf32>) {epilogue = "dgelu_erf"
+// CHECK-NOT: tcx.launch
+// CHECK: return
+func.func @gelu_erf(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>, %dy: tensor<8x16xf32>, %w2: tensor<32x16xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %p = tc.matmul %x, %w {tc.epilogue = "bias_gelu_erf_aux"} : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %g = tc.gelu %h {tc.gelu_aux} : tensor<8x32xf32>
+  %q = tc.matmul %dy, %w2 {tc.epilogue = "dgelu_erf", transpose_rhs = true} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %x2 = tc.mul %h, %h {tc.dgelu} : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  %e = tc.erf %x2 {tc.dgelu} : tensor<8x32xf32>
+  %r = tc.mul %q, %e {tc.dgelu, tc.gelu_grad = "none"} : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  return %g, %r : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
 
 // -----
 

@@ -161,10 +161,12 @@ func.func @infer(%x0: tensor<4x32xf32> {tc.name = "x"}) -> (tensor<f32> {tc.name
 
 // -----
 
-// Tests that the gradient of a tanh GELU ends in g * gelu'(x) named
-// tc.gelu_grad = "tanh" (the GPU pipeline's DGELU epilogue finds it by the
-// name); an erf GELU's is not named.
+// Tests that the gradient of a GELU ends in g * gelu'(x) named by its form,
+// tc.gelu_grad = "none" (erf, backpropagated first) and "tanh" (the GPU
+// pipeline's DGELU epilogues find them by the name).
 // CHECK-LABEL: func.func @grad_step
+// CHECK: tc.erf
+// CHECK: tc.mul %{{.+}}, %{{.+}} {tc.gelu_grad = "none"}
 // CHECK: tc.mul %{{.+}}, %{{.+}} {tc.gelu_grad = "tanh"}
 // CHECK-NOT: tc.gelu_grad
 // CHECK: return

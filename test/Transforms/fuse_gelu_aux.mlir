@@ -1,5 +1,6 @@
 // RUN: tc-opt %s --split-input-file --tc-fuse=gelu-aux=true | FileCheck %s
 // RUN: tc-opt %s --split-input-file --tc-fuse | FileCheck %s --check-prefix=OFF
+// RUN: tc-opt %s --split-input-file --tc-fuse="gelu-aux=true gelu-erf=true" | FileCheck %s --check-prefix=ERF
 
 // Tests tc-fuse's gelu-aux: a training step's MLP (the bias add reshaped,
 // the GELU's input read by the backward too) keeps its tanh GELU out of the
@@ -75,3 +76,30 @@ func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32
   return %r : tensor<2x4x32xf32>
 }
 
+
+// -----
+
+// Tests gelu-erf: with it the exact (erf) GELU of a GEMM's biased product
+// that the backward reads too is marked tc.gelu_aux, and the backward's
+// g * gelu'(x) named "none" (tc-autodiff's erf form) on a GEMM's product is
+// marked tc.dgelu, as the tanh form's are; without it both stay in fusions.
+// CHECK-LABEL: func.func @erf
+// CHECK-NOT: tc.gelu_aux
+// CHECK-NOT: tc.dgelu
+// CHECK: return
+// ERF-LABEL: func.func @erf
+// ERF: tc.gelu %{{.+}} {tc.gelu_aux}
+// ERF: tc.mul %{{.+}}, %{{.+}} {tc.dgelu, tc.gelu_grad = "none"}
+func.func @erf(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>, %dy: tensor<8x16xf32>, %w2: tensor<32x16xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %p = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %g = tc.gelu %h : tensor<8x32xf32>
+  %c = tc.constant dense<0.707106769> : tensor<f32>
+  %h2 = tc.mul %h, %h : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  %u = tc.mul %h2, %c : tensor<8x32xf32>, tensor<f32> -> tensor<8x32xf32>
+  %e = tc.erf %u : tensor<8x32xf32>
+  %q = tc.matmul %dy, %w2 {transpose_rhs = true} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %r = tc.mul %q, %e {tc.gelu_grad = "none"} : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  return %g, %h, %r : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}

@@ -151,3 +151,23 @@ func.func @dgelu(%dy: tensor<8x16xf32>, %w: tensor<32x16xf32>, %x: tensor<2x4x32
   return %r : tensor<2x4x32xf32>
 }
 
+
+// -----
+
+// Tests the exact GELU's forms (tc-fuse gelu-erf): the marked erf GELU of a
+// GEMM's bias add gives "bias_gelu_erf_aux", the marked g * gelu'(x) named
+// "none" on a product "dgelu_erf".
+// CHECK-LABEL: func.func @erf
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "bias_gelu_erf_aux"}
+// CHECK: tc.matmul %{{.+}}, %{{.+}} {tc.epilogue = "dgelu_erf", transpose_rhs = true}
+func.func @erf(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>, %dy: tensor<8x16xf32>, %w2: tensor<32x16xf32>, %a: tensor<8x32xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) {
+  %p = tc.matmul %x, %w : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %h = tc.add %p, %b : tensor<8x32xf32>, tensor<32xf32> -> tensor<8x32xf32>
+  %g = tc.gelu %h {tc.gelu_aux} : tensor<8x32xf32>
+  %x2 = tc.mul %a, %a {tc.dgelu} : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  %e = tc.erf %x2 {tc.dgelu} : tensor<8x32xf32>
+  %q = tc.matmul %dy, %w2 {transpose_rhs = true} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %r = tc.mul %q, %e {tc.dgelu, tc.gelu_grad = "none"} : tensor<8x32xf32>, tensor<8x32xf32> -> tensor<8x32xf32>
+  return %g, %h, %r : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}

@@ -1,4 +1,5 @@
 // RUN: tc-opt %s --split-input-file --tc-recognize-gelu --canonicalize | FileCheck %s
+// RUN: tc-opt %s --split-input-file --tc-recognize-gelu=erf=true --canonicalize | FileCheck %s --check-prefix=ERF
 
 // Tests HuggingFace's gelu_new as the dynamo exporter writes it (x * 0.5
 // first, pow(x, 3)): one tc.gelu tanh of x, the chain gone.
@@ -76,4 +77,35 @@ func.func @not_gelu(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   %y2 = tc.mul %h, %a2 : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   %z = tc.add %y2, %t2 : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   return %y, %z : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests the exact GELU as the dynamo exporter writes GPT-NeoX's "gelu"
+// (x / sqrt 2, erf, + 1, 0.5 * (.), then x * (.)) and with the product by
+// 1 / sqrt 2 and (x * 0.5) first: with erf, tc.gelu (approximate "none") of
+// x; without, the chain stays.
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: tc.erf
+// CHECK: tc.erf
+// ERF-LABEL: func.func @gelu_erf
+// ERF-NEXT: %[[A:.+]] = tc.gelu %arg0 : tensor<4x8xf32>
+// ERF-NEXT: %[[B:.+]] = tc.gelu %arg1 : tensor<4x8xf32>
+// ERF-NEXT: return %[[A]], %[[B]]
+func.func @gelu_erf(%x: tensor<4x8xf32>, %z: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %sqrt2 = tc.constant dense<1.41421354> : tensor<f32>
+  %rsqrt2 = tc.constant dense<0.707106769> : tensor<f32>
+  %one = tc.constant dense<1.000000e+00> : tensor<f32>
+  %half = tc.constant dense<5.000000e-01> : tensor<f32>
+  %d = tc.div %x, %sqrt2 : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %e = tc.erf %d : tensor<4x8xf32>
+  %a = tc.add %e, %one : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %h = tc.mul %half, %a : tensor<f32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %y = tc.mul %x, %h : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %zh = tc.mul %z, %half : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %zs = tc.mul %z, %rsqrt2 : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %ze = tc.erf %zs : tensor<4x8xf32>
+  %za = tc.add %one, %ze : tensor<f32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %w = tc.mul %zh, %za : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  return %y, %w : tensor<4x8xf32>, tensor<4x8xf32>
 }

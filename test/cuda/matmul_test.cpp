@@ -581,6 +581,71 @@ TEST_F(CudaMatmul, DGeluMultipliesByTheGeluDerivative) {
   EXPECT_NE(st.message().find("needs an aux buffer"), std::string::npos) << st.message();
 }
 
+/// The exact GELU's epilogues (no cuBLASLt form: the product and the GELU
+/// kernels; tc's own GEMM is off in this Matmul): GELU + aux with and
+/// without a bias, and DGELU, against a double-precision reference.
+TEST_F(CudaMatmul, ExactGeluEpiloguesMatchReference) {
+  const int64_t m = 64, n = 96, k = 128;
+  for (DType dt : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(dtypeName(dt));
+    HostTensor A = randomTensor(ty(dt, {m, k}), rng), B = randomTensor(ty(dt, {n, k}), rng);
+    HostTensor Bias = randomTensor(ty(dt, {n}), rng), X = randomTensor(ty(dt, {m, n}), rng, -3, 3);
+    std::vector<double> a = hostTensorToDoubles(A), b = hostTensorToDoubles(B),
+                        bias = hostTensorToDoubles(Bias), x = hostTensorToDoubles(X);
+    std::vector<double> prod(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double p = 0;
+        for (int64_t l = 0; l < k; ++l)
+          p += a[i * k + l] * b[j * k + l];
+        prod[i * n + j] = p;
+      }
+    auto gelu = [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); };
+    auto geluGrad = [](double v) {
+      return 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+             v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    };
+    DevBuf dA, dB, dBias, dX, dOut, dAux;
+    ASSERT_OK(upload(A, &dA, stream()));
+    ASSERT_OK(upload(B, &dB, stream()));
+    ASSERT_OK(upload(Bias, &dBias, stream()));
+    ASSERT_OK(upload(X, &dX, stream()));
+    ASSERT_OK(devZeros(m * n * 4, &dOut, stream()));
+    ASSERT_OK(devZeros(m * n * 4, &dAux, stream()));
+    MatmulDesc d;
+    d.dtype = dt;
+    d.transposeRhs = true;
+    d.m = m, d.n = n, d.k = k;
+    for (bool withBias : {true, false}) {
+      d.epilogue = withBias ? MatmulEpilogue::BiasGeluErfAux : MatmulEpilogue::GeluErfAux;
+      ASSERT_OK(mm->run(d, dA.p, dB.p, dOut.p, stream(), dBias.p, dAux.p));
+      EXPECT_EQ(mm->epiloguePath(d), Matmul::EpiloguePath::Separate);
+      std::vector<double> pre(m * n), out(m * n);
+      for (int64_t i = 0; i < m * n; ++i) {
+        pre[i] = prod[i] + (withBias ? bias[i % n] : 0.0);
+        out[i] = gelu(pre[i]);
+      }
+      HostTensor got, gotAux;
+      ASSERT_OK(download(dOut.p, ty(dt, {m, n}), &got, stream()));
+      ASSERT_OK(download(dAux.p, ty(dt, {m, n}), &gotAux, stream()));
+      std::string name = std::string("matmul +") + (withBias ? "bias+" : "") + "gelu(erf)+aux";
+      check(name, dt, hostTensorToDoubles(got), out, dt == DType::F32 ? 1e-4 : tolFor(dt));
+      check(name + " (aux)", dt, hostTensorToDoubles(gotAux), pre,
+            dt == DType::F32 ? 1e-4 : tolFor(dt));
+    }
+    d.epilogue = MatmulEpilogue::DGeluErf;
+    ASSERT_OK(mm->run(d, dA.p, dB.p, dOut.p, stream(), nullptr, dX.p));
+    EXPECT_EQ(mm->epiloguePath(d), Matmul::EpiloguePath::Separate);
+    std::vector<double> want(m * n);
+    for (int64_t i = 0; i < m * n; ++i)
+      want[i] = prod[i] * geluGrad(x[i]);
+    HostTensor got;
+    ASSERT_OK(download(dOut.p, ty(dt, {m, n}), &got, stream()));
+    check("matmul +dgelu(erf)", dt, hostTensorToDoubles(got), want,
+          dt == DType::F32 ? 1e-4 : tolFor(dt));
+  }
+}
+
 TEST_F(CudaMatmul, GptShapesTiming) {
   // GPT-2 124M MLP up-projection at batch 16 x 1024 tokens: [16384, 768] x
   // [768, 3072] + bias + GELU, bf16; and the fp32 (no TF32) projection.

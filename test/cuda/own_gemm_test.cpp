@@ -33,21 +33,26 @@ std::vector<double> roundedBf16(const std::vector<double> &v) {
   return hostTensorToDoubles(makeHostTensor(ty(DType::BF16, {static_cast<int64_t>(v.size())}), v));
 }
 
-double geluTanh(double h) {
+double gelu(double h, bool exact) {
+  if (exact)
+    return 0.5 * h * (1.0 + std::erf(h / std::sqrt(2.0)));
   const double k = std::sqrt(2.0 / M_PI);
   return 0.5 * h * (1.0 + std::tanh(k * (h + 0.044715 * h * h * h)));
 }
 
-double geluTanhGrad(double h) {
+double geluGrad(double h, bool exact) {
+  if (exact)
+    return 0.5 * (1.0 + std::erf(h / std::sqrt(2.0))) +
+           h * std::exp(-0.5 * h * h) / std::sqrt(2.0 * M_PI);
   const double k = std::sqrt(2.0 / M_PI), c = 0.044715, t = std::tanh(k * (h + c * h * h * h));
   return 0.5 * (1 + t) + 0.5 * h * (1 - t * t) * k * (1 + 3 * c * h * h);
 }
 
-/// Every form (GELU + aux with and without a bias, DGELU; b [n, k] and [k,
-/// n]) on shapes that take one tile with one k-block, several tiles with
-/// short K (the deferred boxes flushed at the tile's end), GPT-2's K of 768
-/// (the boxes between k-blocks), and more tiles than SMs (a block's tiles
-/// in turn, each finishing the previous one's boxes).
+/// Every form (GELU + aux with and without a bias, DGELU; the tanh and the
+/// exact GELU; b [n, k] and [k, n]) on shapes that take one tile with one k-block, several tiles
+/// with short K (the deferred boxes flushed at the tile's end), GPT-2's K of 768 (the boxes between
+/// k-blocks), and more tiles than SMs (a block's tiles in turn, each finishing the previous one's
+/// boxes).
 TEST_F(OwnGemm, MatchesReference) {
   struct Shape {
     int64_t m, n, k;
@@ -82,19 +87,20 @@ TEST_F(OwnGemm, MatchesReference) {
     ASSERT_OK(upload(X, &dX, stream()));
     for (DevBuf *d : {&dOut, &dAux, &dOut2, &dAux2})
       ASSERT_OK(devZeros(m * n * 2, d, stream()));
-    for (int form = 0; form < 3; ++form)
+    for (int form = 0; form < 6; ++form)
       for (bool kMajor : {true, false}) {
-        const bool dgelu = form == 2, withBias = form == 0;
+        const bool dgelu = form % 3 == 2, withBias = form % 3 == 0, exact = form >= 3;
         std::string name = std::string(dgelu      ? "dgelu"
                                        : withBias ? "gelu+aux+bias"
                                                   : "gelu+aux") +
-                           (kMajor ? "" : ", b [k, n]");
+                           (exact ? " (erf)" : "") + (kMajor ? "" : ", b [k, n]");
         SCOPED_TRACE(name);
         OwnGemmArgs g;
         g.epilogue = dgelu ? OwnGemmEpilogue::DGelu : OwnGemmEpilogue::GeluAux;
         g.a = dA.p;
         g.b = kMajor ? dB.p : dBt.p;
         g.bKMajor = kMajor;
+        g.exact = exact;
         g.bias = withBias ? dBias.p : nullptr;
         g.aux = dgelu ? dX.p : dAux.p;
         g.out = dOut.p;
@@ -104,7 +110,7 @@ TEST_F(OwnGemm, MatchesReference) {
         if (dgelu) {
           std::vector<double> prod = roundedBf16(acc);
           for (int64_t i = 0; i < m * n; ++i)
-            wantOut[i] = prod[i] * geluTanhGrad(x[i]);
+            wantOut[i] = prod[i] * geluGrad(x[i], exact);
         } else {
           std::vector<double> pre(m * n);
           for (int64_t i = 0; i < m; ++i)
@@ -112,7 +118,7 @@ TEST_F(OwnGemm, MatchesReference) {
               pre[i * n + j] = acc[i * n + j] + (withBias ? bias[j] : 0.0);
           wantAux = roundedBf16(pre);
           for (int64_t i = 0; i < m * n; ++i)
-            wantOut[i] = geluTanh(wantAux[i]);
+            wantOut[i] = gelu(wantAux[i], exact);
         }
         HostTensor gotOut, gotAux;
         ASSERT_OK(download(dOut.p, ty(DType::BF16, {m, n}), &gotOut, stream()));
@@ -229,9 +235,10 @@ TEST_F(OwnGemm, RefusesWhatItDoesNotTake) {
   EXPECT_NE(st.message().find("non-null"), std::string::npos) << st.message();
 }
 
-/// GPT-2 124M's MLP at 16 x 1024 tokens: the c_fc forward (bias + GELU +
-/// aux) and the c_proj dgrad's DGELU, both weight layouts, tc's own kernel
-/// beside cuBLASLt's epilogue (the Matmul's timed choice printed).
+/// GPT-2 124M's (and Pythia-160m's, exact GELU) MLP at 16 x 1024 tokens: the
+/// c_fc forward (bias + GELU + aux) and the c_proj dgrad's DGELU, both weight
+/// layouts, tc's own kernel beside cuBLASLt's epilogue or, for the exact
+/// GELU, the product and the GELU kernel (the Matmul's timed choice printed).
 TEST_F(OwnGemm, TimingGpt2) {
   const int64_t M = 16384, N = 3072, K = 768;
   DevBuf a, b, bias, out, aux;
@@ -244,37 +251,38 @@ TEST_F(OwnGemm, TimingGpt2) {
   HostTensor B = randomTensor(ty(DType::BF16, {N, K}), rng, -0.05, 0.05);
   ASSERT_OK(upload(A, &a, stream()));
   ASSERT_OK(upload(B, &b, stream()));
-  for (bool dgelu : {false, true})
-    for (bool kMajor : {true, false}) {
-      MatmulDesc d;
-      d.dtype = DType::BF16;
-      d.transposeRhs = kMajor;
-      d.m = M, d.n = N, d.k = K;
-      d.epilogue = dgelu ? MatmulEpilogue::DGelu : MatmulEpilogue::BiasGeluAux;
-      const void *bi = dgelu ? nullptr : bias.p;
-      std::unique_ptr<Matmul> lt, own, chosen;
-      ASSERT_OK(Matmul::create(&lt));
-      ASSERT_OK(Matmul::create(&own));
-      ASSERT_OK(Matmul::create(&chosen));
-      own->enableOwnGemm(true, /*force=*/true);
-      chosen->enableOwnGemm(true);
-      double ltUs =
-          timeUs(stream(), 20, [&] { return lt->run(d, a.p, b.p, out.p, stream(), bi, aux.p); });
-      double ownUs =
-          timeUs(stream(), 20, [&] { return own->run(d, a.p, b.p, out.p, stream(), bi, aux.p); });
-      ASSERT_OK(chosen->run(d, a.p, b.p, out.p, stream(), bi, aux.p));
-      Matmul::EpiloguePath path = chosen->epiloguePath(d);
-      std::printf("ownGemm %s: %.1f us, cuBLASLt's %s %.1f us (%s); the Matmul takes %s\n",
-                  d.toString().c_str(), ownUs,
-                  lt->epiloguePath(d) == Matmul::EpiloguePath::Separate ? "separate form"
-                                                                        : "epilogue",
-                  ltUs, ownUs < ltUs ? "faster" : "slower",
-                  path == Matmul::EpiloguePath::Own ? "tc's own" : "cuBLASLt's");
-      ASSERT_GT(ownUs, 0);
-      report(std::string("ownGemm ") + (dgelu ? "dgelu" : "gelu+aux") + (kMajor ? "" : " b[k,n]") +
-                 " (timing)",
-             DType::BF16, 0, 0, ownUs, shapeStr({M, N, K}));
-    }
+  for (int form = 0; form < 8; ++form) {
+    const bool dgelu = form & 1, kMajor = !(form & 2), exact = form & 4;
+    MatmulDesc d;
+    d.dtype = DType::BF16;
+    d.transposeRhs = kMajor;
+    d.m = M, d.n = N, d.k = K;
+    d.epilogue = dgelu ? (exact ? MatmulEpilogue::DGeluErf : MatmulEpilogue::DGelu)
+                       : (exact ? MatmulEpilogue::BiasGeluErfAux : MatmulEpilogue::BiasGeluAux);
+    const void *bi = dgelu ? nullptr : bias.p;
+    std::unique_ptr<Matmul> lt, own, chosen;
+    ASSERT_OK(Matmul::create(&lt));
+    ASSERT_OK(Matmul::create(&own));
+    ASSERT_OK(Matmul::create(&chosen));
+    own->enableOwnGemm(true, /*force=*/true);
+    chosen->enableOwnGemm(true);
+    double ltUs =
+        timeUs(stream(), 20, [&] { return lt->run(d, a.p, b.p, out.p, stream(), bi, aux.p); });
+    double ownUs =
+        timeUs(stream(), 20, [&] { return own->run(d, a.p, b.p, out.p, stream(), bi, aux.p); });
+    ASSERT_OK(chosen->run(d, a.p, b.p, out.p, stream(), bi, aux.p));
+    Matmul::EpiloguePath path = chosen->epiloguePath(d);
+    std::printf("ownGemm %s: %.1f us, cuBLASLt's %s %.1f us (%s); the Matmul takes %s\n",
+                d.toString().c_str(), ownUs,
+                lt->epiloguePath(d) == Matmul::EpiloguePath::Separate ? "product and GELU kernel"
+                                                                      : "epilogue",
+                ltUs, ownUs < ltUs ? "faster" : "slower",
+                path == Matmul::EpiloguePath::Own ? "tc's own" : "the other");
+    ASSERT_GT(ownUs, 0);
+    report(std::string("ownGemm ") + (dgelu ? "dgelu" : "gelu+aux") + (exact ? " erf" : "") +
+               (kMajor ? "" : " b[k,n]") + " (timing)",
+           DType::BF16, 0, 0, ownUs, shapeStr({M, N, K}));
+  }
 }
 
 } // namespace

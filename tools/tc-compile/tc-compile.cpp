@@ -142,7 +142,8 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          has their numbers): wgmma-attention (attention on
                          sm_90a's warpgroup MMA on an H100/H200),
                          norm-col-sums (a norm backward sums the dx it writes
-                         for the next Linear layer's bias gradient)
+                         for the next Linear layer's bias gradient), gelu-erf
+                         (the exact GELU and its backward as GEMM epilogues)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights

@@ -47,7 +47,8 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     auto epilogue = op->getAttrOfType<StringAttr>(kEpilogueAttr);
     StringRef kind = epilogue && fuseEpilogues ? epilogue.getValue() : "none";
     Value bias;
-    if (kind == "bias" || kind == "bias_gelu" || kind == "bias_gelu_aux") {
+    if (kind == "bias" || kind == "bias_gelu" || kind == "bias_gelu_aux" ||
+        kind == "bias_gelu_erf_aux") {
       auto add = soleUser<AddOp>(result);
       if (!add)
         return rewriter.notifyMatchFailure(op, "a bias epilogue without an add user");
@@ -67,7 +68,7 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     MulOp dgelu;
     Value dgeluX;
     SmallVector<Operation *> dgeluOps;
-    if (kind == "dgelu") {
+    if (kind == "dgelu" || kind == "dgelu_erf") {
       ReshapeOp rs;
       dgelu = dgeluUser(result, &rs);
       if (!dgelu || !geluGradOperand(dgelu, rs ? rs.getResult() : result, &dgeluOps, &dgeluX))
@@ -81,7 +82,8 @@ struct MatmulLowering : TcxPattern<MatmulOp> {
     // through a reshape of `result`) is the output; `result`, the
     // pre-activation the backward reads too, the aux output.
     GeluOp auxGelu;
-    if (kind == "gelu_aux" || kind == "bias_gelu_aux") {
+    if (kind == "gelu_aux" || kind == "bias_gelu_aux" || kind == "gelu_erf_aux" ||
+        kind == "bias_gelu_erf_aux") {
       auxGelu = geluAuxUser(result);
       if (!auxGelu)
         return rewriter.notifyMatchFailure(op, "a gelu aux epilogue without its tc.gelu_aux");

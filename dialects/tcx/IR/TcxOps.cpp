@@ -526,8 +526,9 @@ LogicalResult MatmulOp::verify() {
         return emitOpError() << (i == 0 ? "lhs" : i == 1 ? "rhs" : "bias") << " element type "
                              << bufferType(v).getElementType() << " differs from out's " << elt;
   static constexpr StringRef computeTypes[] = {"f32", "tf32", "fp8"};
-  static constexpr StringRef epilogues[] = {"none",     "bias",          "gelu", "bias_gelu",
-                                            "gelu_aux", "bias_gelu_aux", "dgelu"};
+  static constexpr StringRef epilogues[] = {
+      "none",          "bias",  "gelu",         "bias_gelu",         "gelu_aux",
+      "bias_gelu_aux", "dgelu", "gelu_erf_aux", "bias_gelu_erf_aux", "dgelu_erf"};
   if (!isOneOf(getComputeType(), computeTypes))
     return emitOpError() << "compute_type \"" << getComputeType() << "\" is not one of "
                          << joined(computeTypes);
@@ -537,15 +538,16 @@ LogicalResult MatmulOp::verify() {
   if (getComputeType() == "tf32" && !elt.isF32())
     return emitOpError() << "compute_type \"tf32\" needs f32 buffers, got " << elt;
   bool wantsBias = getEpilogue().starts_with("bias");
-  bool dgelu = getEpilogue() == "dgelu";
+  bool dgelu = getEpilogue().starts_with("dgelu");
   if (!isFp8() && !dgelu && wantsBias != (nIn == 3))
     return emitOpError() << "epilogue \"" << getEpilogue() << "\" "
                          << (wantsBias ? "needs" : "takes no") << " bias operand";
   if (dgelu) {
     if (isFp8() || nIn != 3 || getAddend() || getDeviceAlpha() ||
         getBeta().convertToFloat() != 0.0f)
-      return emitOpError() << "epilogue \"dgelu\" takes lhs, rhs and the GELU's input, beta 0, "
-                              "no addend or device_alpha";
+      return emitOpError() << "epilogue \"" << getEpilogue()
+                           << "\" takes lhs, rhs and the GELU's input, beta 0, no addend or "
+                              "device_alpha";
     BufferType x = bufferType(getInputs()[2]);
     if (x.getNumElements() != bufferType(getOut()).getNumElements())
       return emitOpError() << "dgelu's GELU input " << x << " must hold out's elements ("

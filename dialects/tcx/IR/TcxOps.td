@@ -328,6 +328,9 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
     GELU_AUX(_BIAS)). "dgelu" (not fp8, beta 0, no addend or device_alpha)
     multiplies the product by gelu_tanh'(x) of its third input x, that
     pre-activation (cuBLASLt's DGELU): the backward of such a GELU.
+    "gelu_erf_aux", "bias_gelu_erf_aux" and "dgelu_erf" are the same with
+    the exact (erf) GELU (tc's own GEMM, or the product and a GELU kernel:
+    cuBLASLt has only the tanh form).
 
     `compute_type` "fp8" (Matmul::runFp8): lhs and rhs are f8E4M3FN or
     f8E5M2 (not both E5M2), the third and fourth inputs their f32
@@ -412,7 +415,7 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
     ::mlir::Value getLhsScaleInv() { return isFp8() ? getInputs()[2] : nullptr; }
     ::mlir::Value getRhsScaleInv() { return isFp8() ? getInputs()[3] : nullptr; }
     ::mlir::Value getBias() {
-      if (getEpilogue() == "dgelu")
+      if (getEpilogue().starts_with("dgelu"))
         return nullptr;
       unsigned i = isFp8() ? 4 : 2;
       return getInputs().size() > i + (getDeviceAlpha() ? 1 : 0) + (getAddend() ? 1 : 0)

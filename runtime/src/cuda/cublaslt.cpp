@@ -64,6 +64,12 @@ const char *matmulEpilogueName(MatmulEpilogue e) {
     return "bias-grad(rhs)";
   case MatmulEpilogue::DGelu:
     return "dgelu";
+  case MatmulEpilogue::GeluErfAux:
+    return "gelu(erf)+aux";
+  case MatmulEpilogue::BiasGeluErfAux:
+    return "bias+gelu(erf)+aux";
+  case MatmulEpilogue::DGeluErf:
+    return "dgelu(erf)";
   }
   return "?";
 }
@@ -120,11 +126,18 @@ bool isBiasGrad(MatmulEpilogue e) {
 /// pointer.
 bool hasBias(MatmulEpilogue e) {
   return e == MatmulEpilogue::Bias || e == MatmulEpilogue::BiasGelu ||
-         e == MatmulEpilogue::BiasGeluAux || isBiasGrad(e);
+         e == MatmulEpilogue::BiasGeluAux || e == MatmulEpilogue::BiasGeluErfAux || isBiasGrad(e);
+}
+/// The exact GELU's epilogues (no cuBLASLt form).
+bool isErf(MatmulEpilogue e) {
+  return e == MatmulEpilogue::GeluErfAux || e == MatmulEpilogue::BiasGeluErfAux ||
+         e == MatmulEpilogue::DGeluErf;
+}
+bool isDGelu(MatmulEpilogue e) {
+  return e == MatmulEpilogue::DGelu || e == MatmulEpilogue::DGeluErf;
 }
 bool hasAux(MatmulEpilogue e) {
-  return e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::BiasGeluAux ||
-         e == MatmulEpilogue::DGelu;
+  return e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::BiasGeluAux || isErf(e) || isDGelu(e);
 }
 
 cublasLtEpilogue_t toCublas(MatmulEpilogue e) {
@@ -148,6 +161,10 @@ cublasLtEpilogue_t toCublas(MatmulEpilogue e) {
     return CUBLASLT_EPILOGUE_BGRADA;
   case MatmulEpilogue::DGelu:
     return CUBLASLT_EPILOGUE_DGELU;
+  case MatmulEpilogue::GeluErfAux: // no cuBLASLt form: never planned
+  case MatmulEpilogue::BiasGeluErfAux:
+  case MatmulEpilogue::DGeluErf:
+    break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -555,15 +572,32 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
     if (d.n % 8 != 0)
       return invalidArgument("matmul: a GELU aux output needs N % 8 == 0 (" + d.toString() + ")");
   }
-  if (d.epilogue == MatmulEpilogue::DGelu)
+  if (isDGelu(d.epilogue))
     return runDGelu(d, lhs, rhs, out, aux, stream);
   if (hasAux(d.epilogue)) {
-    if (std::function<Status()> own = ownForm(d, lhs, rhs, out, bias, aux, stream)) {
+    const bool erf = isErf(d.epilogue);
+    std::function<Status()> own = ownForm(d, lhs, rhs, out, bias, aux, stream);
+    if (erf || own) {
+      // The exact GELU's separate form: the product (+ bias) as aux, then
+      // out = gelu(aux).
+      std::function<Status()> separate;
+      if (erf) {
+        if (d.beta != 0.0f || d.addend || d.deviceAlpha)
+          return invalidArgument("matmul: an exact GELU epilogue takes beta 0, no addend and no "
+                                 "device alpha (" +
+                                 d.toString() + ")");
+        separate = [this, d, lhs, rhs, out, bias, aux, stream]() -> Status {
+          MatmulDesc plain = d;
+          plain.epilogue = hasBias(d.epilogue) ? MatmulEpilogue::Bias : MatmulEpilogue::None;
+          TC_RETURN_IF_ERROR(run(plain, lhs, rhs, aux, stream, bias));
+          return geluForward(d.dtype, GeluApprox::None, aux, out, d.batch * d.m * d.n, stream);
+        };
+      }
       auto epiloguePlan = [&]() -> Plan * {
         Plan *plan = nullptr;
-        return getPlan(d, lhs, rhs, out, bias, aux, &plan).isOk() ? plan : nullptr;
+        return !erf && getPlan(d, lhs, rhs, out, bias, aux, &plan).isOk() ? plan : nullptr;
       };
-      return epilogueOrSeparate(d, epiloguePlan, {}, stream, lhs, rhs, out, own);
+      return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out, own);
     }
   }
   Strides st = resolveStrides(d);
@@ -600,14 +634,12 @@ std::function<Status()> Matmul::ownForm(const MatmulDesc &d, const void *lhs, co
                                         void *out, const void *bias, void *aux,
                                         cudaStream_t stream) {
   if (!ownGemm_ || d.dtype != DType::BF16 || d.fp8 || d.nvfp4 || d.batch != 1 || d.transposeLhs ||
-      d.alpha != 1.0f || d.beta != 0.0f || d.addend || d.deviceAlpha ||
-      !(d.epilogue == MatmulEpilogue::GeluAux || d.epilogue == MatmulEpilogue::BiasGeluAux ||
-        d.epilogue == MatmulEpilogue::DGelu) ||
+      d.alpha != 1.0f || d.beta != 0.0f || d.addend || d.deviceAlpha || !hasAux(d.epilogue) ||
       !ownGemmShapeFits(d.m, d.n, d.k) || !ownGemmAvailable())
     return {};
   OwnGemmArgs g;
-  g.epilogue =
-      d.epilogue == MatmulEpilogue::DGelu ? OwnGemmEpilogue::DGelu : OwnGemmEpilogue::GeluAux;
+  g.epilogue = isDGelu(d.epilogue) ? OwnGemmEpilogue::DGelu : OwnGemmEpilogue::GeluAux;
+  g.exact = isErf(d.epilogue);
   g.a = lhs;
   g.b = rhs;
   g.bKMajor = d.transposeRhs; // rhs stored [n, k]
@@ -785,14 +817,18 @@ Status Matmul::runDGelu(const MatmulDesc &d, const void *lhs, const void *rhs, v
   MatmulDesc plain = d;
   plain.epilogue = MatmulEpilogue::None;
   int64_t n = d.batch * d.m * d.n;
+  const bool erf = isErf(d.epilogue);
   auto separate = [&]() -> Status {
     TC_RETURN_IF_ERROR(run(plain, lhs, rhs, out, stream));
-    return geluBackward(d.dtype, GeluApprox::Tanh, aux, out, out, n, stream);
+    return geluBackward(d.dtype, erf ? GeluApprox::None : GeluApprox::Tanh, aux, out, out, n,
+                        stream);
   };
+  // (cuBLASLt's DGELU is the tanh form's only.)
   auto epiloguePlan = [&]() -> Plan * {
     Plan *plan = nullptr;
-    return getPlan(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), &plan).isOk() ? plan
-                                                                                     : nullptr;
+    return !erf && getPlan(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), &plan).isOk()
+               ? plan
+               : nullptr;
   };
   return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out,
                             ownForm(d, lhs, rhs, out, nullptr, const_cast<void *>(aux), stream));

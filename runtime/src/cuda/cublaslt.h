@@ -71,6 +71,13 @@ enum class MatmulEpilogue : uint8_t {
   // n] (read, out's type) the forward's GELU_AUX wrote (cuBLASLt's DGELU).
   // Beta 0, no addend or device alpha.
   DGelu,
+  // GeluAux, BiasGeluAux and DGelu with the exact GELU, 0.5 x (1 + erf(x /
+  // sqrt 2)): no cuBLASLt epilogue computes it; tc's own GEMM (ownGemm) or
+  // the product and the GELU kernels (geluForward / geluBackward) do. Beta 0,
+  // no addend or device alpha.
+  GeluErfAux,
+  BiasGeluErfAux,
+  DGeluErf,
 };
 const char *matmulEpilogueName(MatmulEpilogue e);
 

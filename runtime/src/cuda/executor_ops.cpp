@@ -222,10 +222,12 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   std::string biasGrad = a.stringOr("bias_grad", "none");
   if (biasGrad != "none" && biasGrad != "lhs" && biasGrad != "rhs")
     return invalidArgument(where + ": bias_grad must be none, lhs or rhs, got '" + biasGrad + "'");
-  // epilogue "gelu_aux" / "bias_gelu_aux" (not fp8): the second output is
-  // the GELU's input (cuBLASLt's GELU_AUX(_BIAS)).
+  // epilogue "gelu_aux" / "bias_gelu_aux" (not fp8; "gelu_erf_aux" /
+  // "bias_gelu_erf_aux" the exact GELU's): the second output is the GELU's
+  // input (cuBLASLt's GELU_AUX(_BIAS)).
   std::string epiName = a.stringOr("epilogue", "none");
-  bool geluAux = epiName == "gelu_aux" || epiName == "bias_gelu_aux";
+  bool geluAux = epiName == "gelu_aux" || epiName == "bias_gelu_aux" || epiName == "gelu_erf_aux" ||
+                 epiName == "bias_gelu_erf_aux";
   size_t nOut = biasGrad == "none" && !geluAux ? 1 : 2;
   if ((fp8 ? nIn < 4 || nIn > 5 : nIn < 2 || nIn > 3) || outs.size() != nOut)
     return invalidArgument(where + (fp8 ? ": an fp8 matmul takes lhs, rhs, lhs_scale_inv, "
@@ -271,6 +273,12 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     d.epilogue = MatmulEpilogue::BiasGeluAux;
   else if (epi == "dgelu" && !fp8)
     d.epilogue = MatmulEpilogue::DGelu;
+  else if (epi == "gelu_erf_aux" && !fp8)
+    d.epilogue = MatmulEpilogue::GeluErfAux;
+  else if (epi == "bias_gelu_erf_aux" && !fp8)
+    d.epilogue = MatmulEpilogue::BiasGeluErfAux;
+  else if (epi == "dgelu_erf" && !fp8)
+    d.epilogue = MatmulEpilogue::DGeluErf;
   else
     return invalidArgument(where + ": unknown matmul epilogue '" + epi + "'");
   if (biasGrad != "none") {
@@ -289,9 +297,10 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
     return invalidArgument(where + ": a GELU aux output (the second) must match the first, "
                                    "without broadcast batch or addend");
   bool biasEpi = d.epilogue == MatmulEpilogue::Bias || d.epilogue == MatmulEpilogue::BiasGelu ||
-                 d.epilogue == MatmulEpilogue::BiasGeluAux;
-  // dgelu: the third input is the GELU's input (the forward's aux), read.
-  bool dgelu = d.epilogue == MatmulEpilogue::DGelu;
+                 d.epilogue == MatmulEpilogue::BiasGeluAux ||
+                 d.epilogue == MatmulEpilogue::BiasGeluErfAux;
+  // dgelu(_erf): the third input is the GELU's input (the forward's aux), read.
+  bool dgelu = d.epilogue == MatmulEpilogue::DGelu || d.epilogue == MatmulEpilogue::DGeluErf;
   size_t biasIndex = fp8 ? 4 : 2;
   if ((biasEpi || dgelu) != (nIn == biasIndex + 1))
     return invalidArgument(where + ": epilogue '" + epi + "' with " + std::to_string(nIn) +

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "runtime/src/cuda/kernels/common.cuh"
 #include "runtime/src/cuda/kernels/gemm_sm90.cuh"
@@ -109,7 +110,8 @@ bool ownGemmShapeFits(int64_t m, int64_t n, int64_t k) {
 Status ownGemm(const OwnGemmArgs &g, cudaStream_t stream) {
   TC_RETURN_IF_ERROR(requireGpu());
   const bool dgelu = g.epilogue == OwnGemmEpilogue::DGelu;
-  std::string what = std::string("ownGemm (") + (dgelu ? "dgelu" : "gelu+aux") + ", " +
+  std::string what = std::string("ownGemm (") + (dgelu ? "dgelu" : "gelu+aux") +
+                     (g.exact ? " erf" : "") + (g.bKMajor ? "" : ", b [k, n]") + ", " +
                      std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
                      ")";
   if (!ownGemmShapeFits(g.m, g.n, g.k))
@@ -136,17 +138,26 @@ Status ownGemm(const OwnGemmArgs &g, cudaStream_t stream) {
   TC_RETURN_IF_ERROR(tensorMap(&mo, g.out, g.m, g.n, 64, "out"));
   // (DGELU reads its aux in halves of a [64, 64] box: gemm_sm90.cuh)
   TC_RETURN_IF_ERROR(tensorMap(&mx, g.aux, g.m, g.n, dgelu ? 32 : 64, "aux"));
-  using g90::kBiasGeluAux;
-  using g90::kDgelu;
-  if (dgelu)
-    return g.bKMajor ? launch(g90::gemmCoop<kDgelu, 3, 0, true>, "gemmCoop (dgelu)", g, ma, mb, mo,
-                              mx, stream)
-                     : launch(g90::gemmCoop<kDgelu, 3, 1, true>, "gemmCoop (dgelu, b [k, n])", g,
-                              ma, mb, mo, mx, stream);
-  return g.bKMajor ? launch(g90::gemmCoop<kBiasGeluAux, 3, 0, true>, "gemmCoop (gelu+aux)", g, ma,
-                            mb, mo, mx, stream)
-                   : launch(g90::gemmCoop<kBiasGeluAux, 3, 1, true>,
-                            "gemmCoop (gelu+aux, b [k, n])", g, ma, mb, mo, mx, stream);
+  // The resident form (3 stages, deferred) by epilogue, b's layout and GELU.
+  auto pick = [&](auto epi, auto bl, auto erf) {
+    return launch(g90::gemmCoop<decltype(epi)::value, 3, decltype(bl)::value, true, false,
+                                decltype(erf)::value>,
+                  what.c_str(), g, ma, mb, mo, mx, stream);
+  };
+  using Dgelu = std::integral_constant<int, g90::kDgelu>;
+  using Gelu = std::integral_constant<int, g90::kBiasGeluAux>;
+  using KMajor = std::integral_constant<int, 0>;
+  using NMajor = std::integral_constant<int, 1>;
+  using Tanh = std::false_type;
+  using Exact = std::true_type;
+  if (dgelu) {
+    if (g.exact)
+      return g.bKMajor ? pick(Dgelu{}, KMajor{}, Exact{}) : pick(Dgelu{}, NMajor{}, Exact{});
+    return g.bKMajor ? pick(Dgelu{}, KMajor{}, Tanh{}) : pick(Dgelu{}, NMajor{}, Tanh{});
+  }
+  if (g.exact)
+    return g.bKMajor ? pick(Gelu{}, KMajor{}, Exact{}) : pick(Gelu{}, NMajor{}, Exact{});
+  return g.bKMajor ? pick(Gelu{}, KMajor{}, Tanh{}) : pick(Gelu{}, NMajor{}, Tanh{});
 }
 
 } // namespace tc::rt::cuda

@@ -202,6 +202,23 @@ __device__ __forceinline__ float geluTanhGrad(float h) {
          0.5f * h * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * h * h);
 }
 
+/// The exact GELU, 0.5 h (1 + erf(h / sqrt 2)) (erff: ~2 ulp).
+__device__ __forceinline__ float geluErf(float h) {
+  return 0.5f * h * (1.0f + erff(h * 0.7071067811865476f));
+}
+/// d gelu(h) / dh of the exact form: Phi(h) + h phi(h).
+__device__ __forceinline__ float geluErfGrad(float h) {
+  return 0.5f * (1.0f + erff(h * 0.7071067811865476f)) +
+         h * 0.3989422804014327f * __expf(-0.5f * h * h);
+}
+/// GELU and its derivative, the exact form with Erf, else the tanh form.
+template <bool Erf> __device__ __forceinline__ float gelu(float h) {
+  return Erf ? geluErf(h) : geluTanh(h);
+}
+template <bool Erf> __device__ __forceinline__ float geluGrad(float h) {
+  return Erf ? geluErfGrad(h) : geluTanhGrad(h);
+}
+
 enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2, kDgelu = 3 };
 
 /// Byte address of element (r, c) of a tile kept as 128-byte-swizzled boxes
@@ -373,7 +390,7 @@ template <int STAGES, bool Res = false> struct Coop {
 /// (DGELU: each half with its aux, loaded by TMA into the warpgroup's 8 KB
 /// slot two halves ahead; mapAux then has boxes of [32, 64]), and stores each
 /// box as out: no reload, no wait for stores to reach memory.
-template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false>
+template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false, bool Erf = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmCoop(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
              const __grid_constant__ CUtensorMap mapOut, const __grid_constant__ CUtensorMap mapAux,
@@ -444,13 +461,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           h[e] = __floats2bfloat162_rn(
-              __bfloat162float(h[e].x) * geluTanhGrad(__bfloat162float(a[e].x)),
-              __bfloat162float(h[e].y) * geluTanhGrad(__bfloat162float(a[e].y)));
+              __bfloat162float(h[e].x) * geluGrad<Erf>(__bfloat162float(a[e].x)),
+              __bfloat162float(h[e].y) * geluGrad<Erf>(__bfloat162float(a[e].y)));
       } else {
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          h[e] = __floats2bfloat162_rn(geluTanh(__bfloat162float(h[e].x)),
-                                       geluTanh(__bfloat162float(h[e].y)));
+          h[e] = __floats2bfloat162_rn(gelu<Erf>(__bfloat162float(h[e].x)),
+                                       gelu<Erf>(__bfloat162float(h[e].y)));
       }
       v[tid + 128 * i] = p;
     }
@@ -633,7 +650,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         auto value = [&](int j, int h, unsigned char *) {
           float &a0 = acc[4 * j + 2 * h], &a1 = acc[4 * j + 2 * h + 1];
           if (pass == 1)
-            return __floats2bfloat162_rn(geluTanh(a0), geluTanh(a1));
+            return __floats2bfloat162_rn(gelu<Erf>(a0), gelu<Erf>(a1));
           float b0 = 0.0f, b1 = 0.0f;
           if ((EPI == kBias || EPI == kBiasGeluAux) && bias) {
             __nv_bfloat162 bb =

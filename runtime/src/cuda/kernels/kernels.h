@@ -531,12 +531,13 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
 
 /// What ownGemm computes after the product acc = a b^T (fp32):
 ///   GeluAux: aux = bf16(acc + bias) (bias [n], or none when null), out =
-///            gelu_tanh(aux) (cuBLASLt's GELU_AUX_BIAS / GELU_AUX; the GELU
-///            of the stored bf16 pre-activation, tanh by the MUFU's
-///            tanh.approx, relative error ~2^-11);
-///   DGelu:   out = bf16(acc) * gelu_tanh'(aux) (aux read; the product
+///            gelu(aux) (cuBLASLt's GELU_AUX_BIAS / GELU_AUX; the GELU
+///            of the stored bf16 pre-activation; the tanh form's tanh by
+///            the MUFU's tanh.approx, relative error ~2^-11);
+///   DGelu:   out = bf16(acc) * gelu'(aux) (aux read; the product
 ///            rounded to bf16 first, as a bf16 GEMM followed by the GELU
 ///            backward kernel has it).
+/// gelu is the tanh form, or with `exact` 0.5 x (1 + erf(x / sqrt 2)).
 enum class OwnGemmEpilogue { GeluAux, DGelu };
 
 /// One ownGemm problem: a [m, k] row-major (K contiguous), b [n, k] when
@@ -546,6 +547,7 @@ struct OwnGemmArgs {
   OwnGemmEpilogue epilogue = OwnGemmEpilogue::GeluAux;
   const void *a = nullptr, *b = nullptr;
   bool bKMajor = true;
+  bool exact = false; // the exact (erf) GELU, else the tanh form
   const void *bias = nullptr;
   void *aux = nullptr; // GeluAux: written; DGelu: read
   void *out = nullptr;
