@@ -2,13 +2,11 @@
 //
 // Grid-stride loops over groups of 8 elements: one 16-byte access per group
 // for bf16 (two for f32) when the pointers are 16-byte aligned, element by
-// element for the tail. GELU is written in forms without cancellation:
-//   erf:  0.5 x erfc(-x / sqrt 2)            (= 0.5 x (1 + erf(x / sqrt 2)))
-//   tanh: x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
-//                                            (= 0.5 x (1 + tanh u))
+// element for the tail. GELU's forms (without cancellation): gelu.cuh.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/common.cuh"
+#include "runtime/src/cuda/kernels/gelu.cuh"
 #include "runtime/src/cuda/kernels/kernels.h"
 
 namespace tc::rt::cuda {
@@ -17,29 +15,12 @@ namespace {
 using namespace kern;
 
 constexpr int kThreads = 256;
-constexpr float kInvSqrt2 = 0.70710678118654752f;
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-constexpr float kSqrt2OverPi = 0.79788456080286536f;
-constexpr float kGeluC = 0.044715f;
 
 template <GeluApprox A> __device__ __forceinline__ float gelu(float x) {
-  if constexpr (A == GeluApprox::None) {
-    return 0.5f * x * erfcf(-x * kInvSqrt2);
-  } else {
-    float u = kSqrt2OverPi * (x + kGeluC * x * x * x);
-    return x / (1.0f + expf(-2.0f * u));
-  }
+  return ::tc::rt::cuda::gelu::value<A == GeluApprox::None>(x);
 }
-
 template <GeluApprox A> __device__ __forceinline__ float geluGrad(float x) {
-  if constexpr (A == GeluApprox::None) {
-    return 0.5f * erfcf(-x * kInvSqrt2) + x * expf(-0.5f * x * x) * kInvSqrt2Pi;
-  } else {
-    float u = kSqrt2OverPi * (x + kGeluC * x * x * x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u)); // 0.5 (1 + tanh u)
-    // d/dx 0.5 x (1 + tanh u) = s + 0.5 x (1 - tanh^2 u) u', 1 - tanh^2 = 4 s (1 - s)
-    return s + 2.0f * x * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kGeluC * x * x);
-  }
+  return ::tc::rt::cuda::gelu::grad<A == GeluApprox::None>(x);
 }
 
 /// Loads group [i, i + 8) of a flat buffer of n elements (vector access when

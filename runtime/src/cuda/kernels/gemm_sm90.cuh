@@ -27,6 +27,8 @@
 
 #include <cstdint>
 
+#include "runtime/src/cuda/kernels/gelu.cuh"
+
 namespace tc::rt::cuda::sm90gemm {
 
 using bf16 = __nv_bfloat16;
@@ -202,21 +204,19 @@ __device__ __forceinline__ float geluTanhGrad(float h) {
          0.5f * h * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * h * h);
 }
 
-/// The exact GELU, 0.5 h (1 + erf(h / sqrt 2)) (erff: ~2 ulp).
-__device__ __forceinline__ float geluErf(float h) {
-  return 0.5f * h * (1.0f + erff(h * 0.7071067811865476f));
-}
-/// d gelu(h) / dh of the exact form: Phi(h) + h phi(h).
-__device__ __forceinline__ float geluErfGrad(float h) {
-  return 0.5f * (1.0f + erff(h * 0.7071067811865476f)) +
-         h * 0.3989422804014327f * __expf(-0.5f * h * h);
-}
-/// GELU and its derivative, the exact form with Erf, else the tanh form.
+/// GELU and its derivative: the exact form with Erf (gelu.cuh's, as the
+/// elementwise kernels compute it), else the tanh form above.
 template <bool Erf> __device__ __forceinline__ float gelu(float h) {
-  return Erf ? geluErf(h) : geluTanh(h);
+  if constexpr (Erf)
+    return ::tc::rt::cuda::gelu::value<true>(h);
+  else
+    return geluTanh(h);
 }
 template <bool Erf> __device__ __forceinline__ float geluGrad(float h) {
-  return Erf ? geluErfGrad(h) : geluTanhGrad(h);
+  if constexpr (Erf)
+    return ::tc::rt::cuda::gelu::grad<true>(h);
+  else
+    return geluTanhGrad(h);
 }
 
 enum Epilogue { kPlain = 0, kBias = 1, kBiasGeluAux = 2, kDgelu = 3 };
