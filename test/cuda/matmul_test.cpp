@@ -583,11 +583,13 @@ TEST_F(CudaMatmul, DGeluMultipliesByTheGeluDerivative) {
 
 /// The exact GELU's epilogues (no cuBLASLt form: the product and the GELU
 /// kernels; tc's own GEMM is off in this Matmul): GELU + aux with and
-/// without a bias, and DGELU, against a double-precision reference.
+/// without a bias, and DGELU, against a double-precision reference, N a
+/// multiple of 8 or not.
 TEST_F(CudaMatmul, ExactGeluEpiloguesMatchReference) {
-  const int64_t m = 64, n = 96, k = 128;
-  for (DType dt : {DType::BF16, DType::F32}) {
-    SCOPED_TRACE(dtypeName(dt));
+  const int64_t m = 64, k = 128;
+  for (auto [dt, n] : std::vector<std::pair<DType, int64_t>>{
+           {DType::BF16, 96}, {DType::F32, 96}, {DType::BF16, 100}}) { // (any N: not cuBLASLt's)
+    SCOPED_TRACE(std::string(dtypeName(dt)) + " n " + std::to_string(n));
     HostTensor A = randomTensor(ty(dt, {m, k}), rng), B = randomTensor(ty(dt, {n, k}), rng);
     HostTensor Bias = randomTensor(ty(dt, {n}), rng), X = randomTensor(ty(dt, {m, n}), rng, -3, 3);
     std::vector<double> a = hostTensorToDoubles(A), b = hostTensorToDoubles(B),
