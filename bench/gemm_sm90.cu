@@ -519,8 +519,17 @@ int main(int argc, char **argv) {
         launchPersistent(gemmCoop<kBiasGeluAux, 3, 1, true>, rsmem, tiles, sms, s, ma, mbt, mo,
                          mx, bias, M, N, K);
       });
+      float ege = ours("resident early gelu", wGelu, &wGeluAux, [&] {
+        launchPersistent(gemmCoop<kBiasGeluAux, 3, 0, true, false, false, true>, rsmem, tiles, sms,
+                         s, ma, mb, mo, mx, bias, M, N, K);
+      });
+      float edg = ours("resident early dgelu", wDgelu, nullptr, [&] {
+        launchPersistent(gemmCoop<kDgelu, 3, 0, true, false, false, true>, rsmem, tiles, sms, s, ma,
+                         mb, mo, mxIn32, nullptr, M, N, K);
+      });
       row("resident (3 stages)", -1, -1, rge, rdg);
       row("resident, b N-major", -1, -1, rgen, rdgn);
+      row("resident, early stores", -1, -1, ege, edg);
     }
     if (want("trace")) { // where a cooperative tile's time goes (clock64 cycles, means)
       CUtensorMap ma = tensorMap(a, M, K, BM), mb = tensorMap(b, N, K, BN),
@@ -557,6 +566,10 @@ int main(int argc, char **argv) {
       trace("resident gelu", gemmCoop<kBiasGeluAux, 3, 0, true, true>, mx, bias,
             Coop<3, true>::smem);
       trace("resident dgelu", gemmCoop<kDgelu, 3, 0, true, true>, mxIn32, nullptr,
+            Coop<3, true>::smem);
+      trace("early gelu", gemmCoop<kBiasGeluAux, 3, 0, true, true, false, true>, mx, bias,
+            Coop<3, true>::smem);
+      trace("early dgelu", gemmCoop<kDgelu, 3, 0, true, true, false, true>, mxIn32, nullptr,
             Coop<3, true>::smem);
       gTrace = nullptr;
       CK(cudaFree(dTrace));

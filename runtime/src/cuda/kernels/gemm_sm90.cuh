@@ -390,7 +390,8 @@ template <int STAGES, bool Res = false> struct Coop {
 /// (DGELU: each half with its aux, loaded by TMA into the warpgroup's 8 KB
 /// slot two halves ahead; mapAux then has boxes of [32, 64]), and stores each
 /// box as out: no reload, no wait for stores to reach memory.
-template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false, bool Erf = false>
+template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false, bool Erf = false,
+          bool Early = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmCoop(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
              const __grid_constant__ CUtensorMap mapOut, const __grid_constant__ CUtensorMap mapAux,
@@ -400,6 +401,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(STAGES == 3 || STAGES == 4, "3 or 4 stages");
   static_assert(Defer ? (EPI == kBiasGeluAux || EPI == kDgelu) : EPI != kDgelu,
                 "deferred: GELU+aux or DGELU; DGELU only deferred");
+  static_assert(!Early || Res, "Early: the resident form's");
   constexpr int kBox = 8192, kRoundJ = BN / 8 / C::rounds, kRoundBoxes = 4 / C::rounds;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = alignedSmem(smemRaw);
@@ -571,6 +573,52 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
+  // Res: the tile's bf16 part, acc (+ bias: GELU's pre-activation), and
+  // its store into shared memory (GELU: stored as aux at once; DGELU: the
+  // first two aux halves loaded), which makes it the pending tile.
+  auto partValue = [&](int j, int h, int ptnv) {
+    const float a0 = acc[4 * j + 2 * h], a1 = acc[4 * j + 2 * h + 1];
+    float b0 = 0.0f, b1 = 0.0f;
+    if (EPI == kBiasGeluAux && bias) {
+      __nv_bfloat162 bb = *reinterpret_cast<const __nv_bfloat162 *>(bias + ptnv * BN + 8 * j + cl);
+      b0 = __bfloat162float(bb.x);
+      b1 = __bfloat162float(bb.y);
+    }
+    return __floats2bfloat162_rn(a0 + b0, a1 + b1);
+  };
+  auto storePart = [&](int ptmv, int ptnv, auto value) {
+    tileFree(g);
+    storeFragments<0, BN / 8>(myC, kBox, 0, 0, value);
+    if (EPI == kBiasGeluAux)
+      storeBoxes(&mapAux, myC, 4, kBox, ptnv * BN, ptmv * BM + g * 64, g);
+    else
+      namedBarrier(1 + g, 128); // every thread's part written before any transform
+    pending = true;
+    ptm = ptmv;
+    ptn = ptnv;
+    done = 0;
+    if (EPI == kDgelu && tid == 0) {
+      resLoad(0);
+      resLoad(1);
+    }
+  };
+  // Early: the part packed into 64 registers at the tile's end and stored
+  // after the next tile's first k-block's products are issued, so that its
+  // stores run under them rather than before them (the tensor cores idle).
+  uint32_t packed[Early ? 64 : 1];
+  bool packPending = false;
+  int packTm = 0, packTn = 0;
+  auto storePacked = [&] {
+    if constexpr (Early) {
+      if (!packPending)
+        return;
+      storePart(packTm, packTn, [&](int j, int h, unsigned char *) {
+        return *reinterpret_cast<const __nv_bfloat162 *>(&packed[2 * j + h]);
+      });
+      packPending = false;
+    }
+  };
+
   long long tr[kCoopFields] = {}, trTiles = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int tm = tile / tilesN, tn = tile % tilesN;
@@ -589,7 +637,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma256<BL != 0>(acc, dA + 2 * k, dB + kStepB<BL> * k, (kb > 0 || k > 0) ? 1 : 0);
       wgmmaCommit();
       long long w1 = TR ? clock64() : 0;
-      deferred(kb); // under the group just issued
+      if (Early && kb == 0)
+        storePacked(); // the previous tile's part, under the group just issued
+      deferred(kb);  // under the group just issued
       long long w2 = TR ? clock64() : 0;
       if (prev >= 0) {
         wgmmaWait<1>(); // the previous stage's group is done with its tiles
@@ -612,31 +662,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarArrive(&empty[prev]);
     flush();
     long long t3 = TR ? clock64() : 0;
-    if constexpr (Res) { // the part into shared memory (GELU: stored as aux)
-      tileFree(g);
-      storeFragments<0, BN / 8>(myC, kBox, 0, 0, [&](int j, int h, unsigned char *) {
-        const float a0 = acc[4 * j + 2 * h], a1 = acc[4 * j + 2 * h + 1];
-        float b0 = 0.0f, b1 = 0.0f;
-        if (EPI == kBiasGeluAux && bias) {
-          __nv_bfloat162 bb =
-              *reinterpret_cast<const __nv_bfloat162 *>(bias + tn * BN + 8 * j + cl);
-          b0 = __bfloat162float(bb.x);
-          b1 = __bfloat162float(bb.y);
+    if constexpr (Early) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          __nv_bfloat162 v = partValue(j, h, tn);
+          packed[2 * j + h] = *reinterpret_cast<uint32_t *>(&v);
         }
-        return __floats2bfloat162_rn(a0 + b0, a1 + b1);
-      });
-      if (EPI == kBiasGeluAux)
-        storeBoxes(&mapAux, myC, 4, kBox, tn * BN, tm * BM + g * 64, g);
-      else
-        namedBarrier(1 + g, 128); // every thread's part written before any transform
-      pending = true;
-      ptm = tm;
-      ptn = tn;
-      done = 0;
-      if (EPI == kDgelu && tid == 0) {
-        resLoad(0);
-        resLoad(1);
-      }
+      packPending = true;
+      packTm = tm;
+      packTn = tn;
+    } else if constexpr (Res) {
+      storePart(tm, tn, [&](int j, int h, unsigned char *) { return partValue(j, h, tn); });
     }
     // pass 0: acc + bias (GELU: stored as aux, acc becomes it as stored;
     // deferred DGELU: the product, into out); pass 1 (GELU, not deferred):
@@ -687,6 +725,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       trTiles += 1;
     }
   }
+  storePacked(); // the last tile's part
   flush();
   if (tid == 0)
     tmaStoreWaitAll();
