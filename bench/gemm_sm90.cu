@@ -240,6 +240,37 @@ void launchPersistent(Kernel kernel, int smem, int tiles, int sms, cudaStream_t 
   kernel<<<std::min(tiles, sms), kThreads, smem, s>>>(ma, mb, mo, mx, bias, M, N, K, gTrace);
 }
 
+/// Runs `launch` once with gTrace pointing at zeroed space for
+/// names.size() sums and a tile count per block and consumer warpgroup (the
+/// traced kernels' layout), then prints each sum's mean a tile (clock64
+/// cycles).
+template <class Launch>
+void traceMeans(const char *what, int sms, const std::vector<const char *> &names,
+                Launch launch) {
+  const size_t fields = names.size(), n = size_t(sms) * 2 * (fields + 1);
+  long long *d;
+  CK(cudaMalloc(&d, n * sizeof(long long)));
+  CK(cudaMemset(d, 0, n * sizeof(long long)));
+  gTrace = d;
+  launch();
+  CK(cudaDeviceSynchronize());
+  gTrace = nullptr;
+  std::vector<long long> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(long long), cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  std::vector<double> sum(fields, 0.0);
+  double tiles = 0;
+  for (size_t w = 0; w < n / (fields + 1); ++w) {
+    for (size_t f = 0; f < fields; ++f)
+      sum[f] += double(h[w * (fields + 1) + f]);
+    tiles += double(h[w * (fields + 1) + fields]);
+  }
+  std::printf("  trace %-14s cycles a tile:", what);
+  for (size_t f = 0; f < fields; ++f)
+    std::printf("  %s %.0f", names[f], tiles > 0 ? sum[f] / tiles : 0.0);
+  std::printf("  (%.0f tiles)\n", tiles);
+}
+
 /// A 2-D tensor map of a row-major [rows, cols] bf16 matrix, boxes of
 /// [boxRows, 64] (128 bytes a row), 128-byte swizzled.
 CUtensorMap tensorMap(const bf16 *p, int rows, int cols, int boxRows) {
@@ -536,27 +567,11 @@ int main(int argc, char **argv) {
                   mo = tensorMap(out, M, N, 64), mx = tensorMap(aux, M, N, 64),
                   mxIn = tensorMap(refAux, M, N, 64), mxIn32 = tensorMap(refAux, M, N, 32);
       int tiles = (M / BM) * (N / BN);
-      long long *dTrace;
-      size_t n = size_t(sms) * 2 * (kCoopFields + 1);
-      CK(cudaMalloc(&dTrace, n * sizeof(long long)));
-      gTrace = dTrace;
       auto trace = [&](const char *what, auto kernel, const CUtensorMap &mX, const bf16 *bi,
                        int smem = Coop<4>::smem) {
-        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
-        launchPersistent(kernel, smem, tiles, sms, s, ma, mb, mo, mX, bi, M, N, K);
-        CK(cudaDeviceSynchronize());
-        std::vector<long long> h(n);
-        CK(cudaMemcpy(h.data(), dTrace, n * sizeof(long long), cudaMemcpyDeviceToHost));
-        double sum[kCoopFields] = {}, count = 0;
-        for (size_t w = 0; w < n / (kCoopFields + 1); ++w) {
-          for (int f = 0; f < kCoopFields; ++f)
-            sum[f] += double(h[w * (kCoopFields + 1) + f]);
-          count += double(h[w * (kCoopFields + 1) + kCoopFields]);
-        }
-        std::printf("  trace %-14s cycles a tile: first stage %5.0f  stages %5.0f  deferred %5.0f  "
-                    "group waits %5.0f  drain %5.0f  epilogue %5.0f  whole %6.0f  (%.0f tiles)\n",
-                    what, sum[0] / count, sum[1] / count, sum[2] / count, sum[3] / count,
-                    sum[4] / count, sum[5] / count, sum[6] / count, count);
+        traceMeans(what, sms,
+                   {"first stage", "stages", "deferred", "group waits", "drain", "epilogue", "whole"},
+                   [&] { launchPersistent(kernel, smem, tiles, sms, s, ma, mb, mo, mX, bi, M, N, K); });
       };
       trace("coop plain", gemmCoop<kPlain, 4, 0, false, true>, mx, nullptr);
       trace("coop gelu", gemmCoop<kBiasGeluAux, 4, 0, false, true>, mx, bias);
@@ -571,8 +586,6 @@ int main(int argc, char **argv) {
             Coop<3, true>::smem);
       trace("early dgelu", gemmCoop<kDgelu, 3, 0, true, true, false, true>, mxIn32, nullptr,
             Coop<3, true>::smem);
-      gTrace = nullptr;
-      CK(cudaFree(dTrace));
     }
     if (want("pingpong")) {
       CUtensorMap ma = tensorMap(a, M, K, PM), mb = tensorMap(b, N, K, PN),
@@ -604,31 +617,12 @@ int main(int argc, char **argv) {
       std::printf("  ping-pong plain by stages: 3 %7.1f  4 %7.1f  5 %7.1f\n", s3, s4, p);
       // Where a ping-pong tile's time goes (clock64 cycles, the mean over
       // every warpgroup's tiles).
-      long long *dTrace;
-      size_t n = size_t(sms) * 2 * (kTraceFields + 1);
-      CK(cudaMalloc(&dTrace, n * sizeof(long long)));
-      gTrace = dTrace;
       auto trace = [&](const char *what, auto launch) {
-        CK(cudaMemset(dTrace, 0, n * sizeof(long long)));
-        launch();
-        CK(cudaDeviceSynchronize());
-        std::vector<long long> h(n);
-        CK(cudaMemcpy(h.data(), dTrace, n * sizeof(long long), cudaMemcpyDeviceToHost));
-        double sum[kTraceFields] = {}, count = 0;
-        for (size_t w = 0; w < n / (kTraceFields + 1); ++w) {
-          for (int f = 0; f < kTraceFields; ++f)
-            sum[f] += double(h[w * (kTraceFields + 1) + f]);
-          count += double(h[w * (kTraceFields + 1) + kTraceFields]);
-        }
-        std::printf("  trace %-9s cycles a tile: turn %6.0f  first stage %6.0f  products %6.0f  "
-                    "drain %6.0f  epilogue %6.0f  whole %6.0f  (%.0f tiles)\n",
-                    what, sum[0] / count, sum[1] / count, sum[2] / count, sum[3] / count,
-                    sum[4] / count, sum[5] / count, count);
+        traceMeans(what, sms,
+                   {"turn", "first stage", "products", "drain", "epilogue", "whole"}, launch);
       };
       trace("plain", pp(gemmPingpong<kPlain, 0, 5, true>, PP<5>::smem, mb, mx, nullptr));
       trace("gelu+aux", pp(gemmPingpong<kBiasGeluAux, 0, 5, true>, PP<5>::smem, mb, mx, bias));
-      gTrace = nullptr;
-      CK(cudaFree(dTrace));
     }
     for (bf16 *p : {a, b, bt, bias, out, aux, ref, refAux})
       CK(cudaFree(p));

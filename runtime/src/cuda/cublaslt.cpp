@@ -320,6 +320,7 @@ Status Matmul::create(std::unique_ptr<Matmul> *out, void *workspace, size_t work
       cudaMemcpy(mm->consts_, consts, sizeof consts, cudaMemcpyHostToDevice), "cudaMemcpy"));
   const char *own = std::getenv("TC_OWN_GEMM");
   mm->ownGemm_ = own && std::strcmp(own, "1") == 0;
+  mm->ownAvailable_ = ownGemmAvailable();
   *out = std::move(mm);
   return Status::ok();
 }
@@ -636,7 +637,7 @@ std::function<Status()> Matmul::ownForm(const MatmulDesc &d, const void *lhs, co
                                         cudaStream_t stream) {
   if (!ownGemm_ || d.dtype != DType::BF16 || d.fp8 || d.nvfp4 || d.batch != 1 || d.transposeLhs ||
       d.alpha != 1.0f || d.beta != 0.0f || d.addend || d.deviceAlpha || !hasAux(d.epilogue) ||
-      !ownGemmShapeFits(d.m, d.n, d.k) || !ownGemmAvailable())
+      !ownGemmShapeFits(d.m, d.n, d.k) || !ownAvailable_)
     return {};
   OwnGemmArgs g;
   g.epilogue = isDGelu(d.epilogue) ? OwnGemmEpilogue::DGelu : OwnGemmEpilogue::GeluAux;

@@ -300,6 +300,7 @@ private:
   std::unordered_map<std::string, EpiloguePath> epiloguePaths_;
   bool forceSeparate_ = false;
   bool ownGemm_ = false, forceOwn_ = false;
+  bool ownAvailable_ = false; // ownGemmAvailable() on this Matmul's device (create)
   struct Ones {
     void *ptr = nullptr;
     int64_t count = 0;
