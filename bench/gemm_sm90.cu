@@ -8,7 +8,8 @@
 //   nvcc -O3 -std=c++17 -I. -gencode arch=compute_90a,code=sm_90a bench/gemm_sm90.cu \
 //     -lcublasLt -lcuda -o gemm_sm90
 //   gemm_sm90 [--only=FORM,...] [M N K]...   (default: GPT-2's four Linear shapes at 16 x 1024
-//     tokens; forms: coop, deferred, pingpong, trace; default all)
+//     tokens; forms: coop, deferred (with l2: the 4-stage form through L2), pingpong, trace;
+//     default all)
 //
 // out[M, N] = a[M, K] b[N, K]^T (+ bias[N]) with a and b row-major bf16 (both
 // K-major: tc's `rhs^T` forward form; or b [K, N], N-major, as nn.Linear's
@@ -519,15 +520,15 @@ int main(int argc, char **argv) {
                   mx = tensorMap(aux, M, N, 64), mxIn = tensorMap(refAux, M, N, 64),
                   mxIn32 = tensorMap(refAux, M, N, 32); // the resident DGELU's halves
       int tiles = (M / BM) * (N / BN), smem = Coop<4>::smem;
-      float ge = ours("deferred gelu", wGelu, &wGeluAux, [&] {
+      float ge = !want("l2") ? -1.0f : ours("deferred gelu", wGelu, &wGeluAux, [&] {
         launchPersistent(gemmCoop<kBiasGeluAux, 4, 0, true>, smem, tiles, sms, s, ma, mb, mo, mx,
                          bias, M, N, K);
       });
-      float dg = ours("deferred dgelu", wDgelu, nullptr, [&] {
+      float dg = !want("l2") ? -1.0f : ours("deferred dgelu", wDgelu, nullptr, [&] {
         launchPersistent(gemmCoop<kDgelu, 4, 0, true>, smem, tiles, sms, s, ma, mb, mo, mxIn,
                          nullptr, M, N, K);
       });
-      float dgn = ours("deferred dgelu, b N-major", wDgelu, nullptr, [&] {
+      float dgn = !want("l2") ? -1.0f : ours("deferred dgelu, b N-major", wDgelu, nullptr, [&] {
         launchPersistent(gemmCoop<kDgelu, 4, 1, true>, smem, tiles, sms, s, ma, mbt, mo, mxIn,
                          nullptr, M, N, K);
       });
@@ -575,8 +576,10 @@ int main(int argc, char **argv) {
       };
       trace("coop plain", gemmCoop<kPlain, 4, 0, false, true>, mx, nullptr);
       trace("coop gelu", gemmCoop<kBiasGeluAux, 4, 0, false, true>, mx, bias);
-      trace("deferred gelu", gemmCoop<kBiasGeluAux, 4, 0, true, true>, mx, bias);
-      trace("deferred dgelu", gemmCoop<kDgelu, 4, 0, true, true>, mxIn, nullptr);
+      if (want("l2")) { // the deferred form through L2 (4 stages)
+        trace("deferred gelu", gemmCoop<kBiasGeluAux, 4, 0, true, true>, mx, bias);
+        trace("deferred dgelu", gemmCoop<kDgelu, 4, 0, true, true>, mxIn, nullptr);
+      }
       trace("coop 3 plain", gemmCoop<kPlain, 3, 0, false, true>, mx, nullptr, Coop<3>::smem);
       trace("resident gelu", gemmCoop<kBiasGeluAux, 3, 0, true, true>, mx, bias,
             Coop<3, true>::smem);
