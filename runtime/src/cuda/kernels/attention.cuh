@@ -21,7 +21,7 @@ namespace tc::rt::cuda::attn {
 using kern::bf16;
 using kern::f16;
 
-constexpr float kLog2e = 1.4426950408889634f;
+using kern::kLog2e;
 constexpr int kMaxHeadDim = 256;
 
 /// The flash path's operands (T = bf16 or f16) and sizes (int: checkShape

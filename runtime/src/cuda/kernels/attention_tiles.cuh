@@ -191,14 +191,6 @@ __device__ __forceinline__ void blockColumnSums(const float (&c)[MW][D / 8][4], 
     out[col] = ((smem[col] + smem[D + col]) + smem[2 * D + col]) + smem[3 * D + col];
 }
 
-/// 2^x, one MUFU.EX2 (flush-to-zero: exp2f's denormal fix-up would only
-/// rescue probabilities below 2^-126).
-__device__ __forceinline__ float exp2Ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 /// The per-query statistic (lse * log2(e) or D) of accumulator element
 /// [m][j][e]: the dQ kernel's tile is S (rows are queries, so x is [MW][2],
 /// one per row half), the dK/dV kernel's is S^T (Transposed: columns are

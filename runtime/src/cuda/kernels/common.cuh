@@ -201,6 +201,19 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
     return {m, 0.0f};
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
+
+/// log2(e): exp(x - m) is exp2Ftz(x * kLog2e - m * kLog2e), one FFMA and one
+/// MUFU.EX2 where expf takes about eight instructions.
+constexpr float kLog2e = 1.4426950408889634f;
+
+/// 2^x, one MUFU.EX2 (flush-to-zero: exp2f's denormal fix-up would only
+/// rescue results below 2^-126).
+__device__ __forceinline__ float exp2Ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// Adds one element to a running MaxSum. -inf elements (masked attention
 /// scores) add nothing, also before the first finite one (where x - max would
 /// be -inf - -inf = NaN).
