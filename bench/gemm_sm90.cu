@@ -559,7 +559,20 @@ int main(int argc, char **argv) {
         launchPersistent(gemmCoop<kDgelu, 3, 0, true, false, false, true>, rsmem, tiles, sms, s, ma,
                          mb, mo, mxIn32, nullptr, M, N, K);
       });
+      // Timing-only probes (wrong outputs, not checked): the resident
+      // transform's shared-memory traffic alone, then its arithmetic alone.
+      auto probe = [&](auto kernel, const CUtensorMap &mX, const bf16 *bi) {
+        return timeUs(s, reps, [&] {
+          launchPersistent(kernel, rsmem, tiles, sms, s, ma, mb, mo, mX, bi, M, N, K);
+        });
+      };
+      float p1g = probe(gemmCoop<kBiasGeluAux, 3, 0, true, false, false, false, 1>, mx, bias);
+      float p1d = probe(gemmCoop<kDgelu, 3, 0, true, false, false, false, 1>, mxIn32, nullptr);
+      float p2g = probe(gemmCoop<kBiasGeluAux, 3, 0, true, false, false, false, 2>, mx, bias);
+      float p2d = probe(gemmCoop<kDgelu, 3, 0, true, false, false, false, 2>, mxIn32, nullptr);
       row("resident (3 stages)", -1, -1, rge, rdg);
+      row("resident, smem traffic only", -1, -1, p1g, p1d);
+      row("resident, arithmetic only", -1, -1, p2g, p2d);
       row("resident, b N-major", -1, -1, rgen, rdgn);
       row("resident, early stores", -1, -1, ege, edg);
     }

@@ -391,7 +391,7 @@ template <int STAGES, bool Res = false> struct Coop {
 /// slot two halves ahead; mapAux then has boxes of [32, 64]), and stores each
 /// box as out: no reload, no wait for stores to reach memory.
 template <int EPI, int STAGES, int BL = 0, bool Defer = false, bool TR = false, bool Erf = false,
-          bool Early = false>
+          bool Early = false, int Probe = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemmCoop(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
              const __grid_constant__ CUtensorMap mapOut, const __grid_constant__ CUtensorMap mapAux,
@@ -402,6 +402,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(Defer ? (EPI == kBiasGeluAux || EPI == kDgelu) : EPI != kDgelu,
                 "deferred: GELU+aux or DGELU; DGELU only deferred");
   static_assert(!Early || Res, "Early: the resident form's");
+  // Probe (bench/gemm_sm90.cu's timing-only rows, wrong outputs): the
+  // resident transform's shared-memory traffic alone (1: the boxes read and
+  // written back unchanged) or its arithmetic alone (2: the GELU of values
+  // made in registers, no box read or written).
+  static_assert(Probe == 0 || Res, "Probe: the resident form's");
   constexpr int kBox = 8192, kRoundJ = BN / 8 / C::rounds, kRoundBoxes = 4 / C::rounds;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = alignedSmem(smemRaw);
@@ -453,9 +458,32 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto transformInPlace = [&](unsigned char *box, const unsigned char *xBox, int pieces = 4) {
     int4 *v = reinterpret_cast<int4 *>(box);
     const int4 *x = reinterpret_cast<const int4 *>(xBox);
+    if constexpr (Probe == 2) { // arithmetic alone: the same GELUs on register values
+      float sink = 0.0f;
+      const int salt = static_cast<int>(reinterpret_cast<uintptr_t>(box)) >> 4; // per half
+#pragma unroll 1
+      for (int i = 0; i < pieces; ++i)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) { // independent elements, as the real transform's
+          float a = __int_as_float(((salt + tid + 128 * i + 7 * e) & 0x7fffff) | 0x3f000000);
+          sink += EPI == kDgelu ? a * geluGrad<Erf>(a) : gelu<Erf>(a);
+        }
+      if (__float_as_uint(sink) == 0x7fc00001u) // never: keeps the arithmetic
+        v[tid] = make_int4(1, 1, 1, 1);
+      return;
+    }
 #pragma unroll 1
     for (int i = 0; i < pieces; ++i) {
       int4 p = v[tid + 128 * i];
+      if constexpr (Probe == 1) { // shared-memory traffic alone
+        p.x ^= static_cast<int>(M == 0); // (0: a store the compiler cannot drop)
+        if (EPI == kDgelu) {
+          int4 xa = x[tid + 128 * i];
+          p.x ^= (xa.x ^ xa.y ^ xa.z ^ xa.w) & static_cast<int>(M == 0); // as DGELU reads it
+        }
+        v[tid + 128 * i] = p;
+        continue;
+      }
       __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&p);
       if (EPI == kDgelu) {
         int4 xa = x[tid + 128 * i];
