@@ -1,0 +1,368 @@
+// bench/attn_sm90.cu - a causal attention forward on sm_90a in the
+// FlashAttention-3 style (TMA loads with 128-byte swizzle, a producer
+// warpgroup, two consumer warpgroups of 64 query rows each, S = Q K^T by
+// wgmma from shared memory, O += P V by wgmma with P from registers),
+// checked against a naive GPU reference and timed: the measurement that
+// decides whether tc's attention forward (mma.sync, FlashAttention-2's
+// algorithm: 116-128 us at GPT-2's shape on an H100, bench/RESULTS.md stop
+// 34-37) should move to a kernel of this form.
+//
+//   nvcc -O3 -std=c++17 -I. -gencode arch=compute_90a,code=sm_90a bench/attn_sm90.cu \
+//     -lcuda -o attn_sm90
+//   attn_sm90 [B H T]...   (default: GPT-2's 16 12 1024; d = 64, bf16, causal)
+//
+// q, k, v, out: [B, H, T, 64] bf16, contiguous (rows b h T + t); lse: [B H
+// T] f32, the natural log of each row's sum of exp(scale q.k). A block owns
+// 128 queries of one (b, h); its key tiles are 128 keys, the diagonal one
+// masked. The blocks of the last query tiles (the most key tiles) run first.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "cuda_check.h"
+#include "runtime/src/cuda/kernels/gemm_sm90.cuh"
+
+namespace {
+
+using namespace tc::rt::cuda::sm90gemm;
+
+constexpr int D = 64;            // head dim: one 128-byte swizzle row
+constexpr int BQ = 128, BN = 128; // queries a block, keys a tile
+constexpr int kStages = 2;        // K/V tiles in flight
+constexpr int kTileBytes = BN * D * 2;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct Layout { // offsets into the 1024-aligned dynamic shared memory
+  static constexpr int q = 0, k = BQ * D * 2, v = k + kStages * kTileBytes,
+                       bars = v + kStages * kTileBytes, bytes = bars + 64 + 1024;
+};
+
+/// O (64 x 64 per warpgroup) += P (64 x 16 keys, bf16 A fragments in
+/// registers) V (16 keys x 64, N-major in shared memory: transposed B).
+__device__ __forceinline__ void wgmmaPV(float (&d)[32], const uint32_t (&a)[4], uint64_t descB) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB));
+}
+
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+/// Keeps the compiler from moving register reads or writes of r across a
+/// wgmma issue or wait.
+template <int N> __device__ __forceinline__ void pin(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M> __device__ __forceinline__ void pin(uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j)
+      asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+/// Grid: (T / 128) * BH blocks, 384 threads (warpgroup 0: one TMA thread;
+/// 1 and 2: 64 query rows each), one block an SM.
+__global__ void __launch_bounds__(384, 1)
+    attnFwd(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
+            const __grid_constant__ CUtensorMap mapV, bf16 *__restrict__ out,
+            float *__restrict__ lse, int T, int BH, float scaleLog2) {
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = alignedSmem(smemRaw);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(base + Layout::bars);
+  uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
+  const int nQ = T / BQ;
+  const int qb = nQ - 1 - static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
+  const int q0 = qb * BQ, nTiles = qb + 1; // causal: key tiles 0..qb
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    mbarInit(qFull, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<24>();
+    if (tid == 0) {
+      mbarExpectTx(qFull, BQ * D * 2);
+      tmaLoad2d(base + Layout::q, &mapQ, qFull, 0, bh * T + q0);
+      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+        mbarWait(&empty[s], ph ^ 1);
+        mbarExpectTx(&full[s], 2 * kTileBytes);
+        tmaLoad2d(base + Layout::k + s * kTileBytes, &mapK, &full[s], 0, bh * T + j * BN);
+        tmaLoad2d(base + Layout::v + s * kTileBytes, &mapV, &full[s], 0, bh * T + j * BN);
+        if (++s == kStages)
+          s = 0, ph ^= 1;
+      }
+    }
+    return;
+  }
+  setMaxRegsInc<240>();
+  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  const int rowIn = 64 * g + 16 * warp + lane / 4; // this thread's first row in the block (+8)
+  const uint64_t dQ = descSw128(base + Layout::q + g * 64 * D * 2);
+  float o[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i)
+    o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  mbarWait(qFull, 0);
+  for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+    mbarWait(&full[s], ph);
+    float sc[64];
+    const uint64_t dK = descSw128(base + Layout::k + s * kTileBytes);
+    wgmmaFence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma128<0>(sc, dQ + 2 * k, dK + 2 * k, k > 0 ? 1 : 0);
+    wgmmaCommit();
+    wgmmaWait<0>();
+    pin(sc);
+    // Scores in the log2 domain; the diagonal tile masks key > query.
+    const bool diag = j == qb;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const int row = rowIn + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * t4 + (i % 2);
+      sc[i] = diag && col > row ? -INFINITY : sc[i] * scaleLog2;
+    }
+    float corr[2], mu[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m[h];
+#pragma unroll
+      for (int jj = 0; jj < 16; ++jj)
+        mx = fmaxf(mx, fmaxf(sc[4 * jj + 2 * h], sc[4 * jj + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mu[h] = mx == -INFINITY ? 0.0f : mx; // a row with no key yet: nothing to scale
+      corr[h] = ex2(m[h] - mu[h]);
+      m[h] = mx;
+      l[h] *= corr[h];
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      o[i] *= corr[(i / 2) % 2];
+    uint32_t pa[8][4]; // P as the A fragments of 8 k-steps of 16 keys
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[e] = ex2(sc[4 * jj + e] - mu[e / 2]);
+        l[e / 2] += p[e];
+      }
+      pa[jj / 2][2 * (jj % 2)] = packBf16(p[0], p[1]);     // row r, keys 8 jj + 2 t4
+      pa[jj / 2][2 * (jj % 2) + 1] = packBf16(p[2], p[3]); // row r + 8
+    }
+    // A fragment k-step kk: {row r k 0-7, row r+8 k 0-7, row r k 8-15, row r+8 k 8-15}.
+    const uint64_t dV = descSw128N(base + Layout::v + s * kTileBytes);
+    pin(o); // the rescaled O and P's fragments written before the fence
+    pin(pa);
+    wgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint32_t a[4] = {pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]};
+      wgmmaPV(o, a, dV + 128 * kk);
+    }
+    wgmmaCommit();
+    wgmmaWait<0>();
+    pin(o);
+    if (tid == 0)
+      mbarArrive(&empty[s]);
+    if (++s == kStages)
+      s = 0, ph ^= 1;
+  }
+  // The rows' sums over their 4 lanes, then O / l and the log-sum-exp.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = q0 + rowIn + 8 * h;
+    const float inv = 1.0f / l[h];
+    bf16 *orow = out + (static_cast<long>(bh) * T + row) * D;
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+      *reinterpret_cast<__nv_bfloat162 *>(orow + 8 * jj + 2 * t4) =
+          __floats2bfloat162_rn(o[4 * jj + 2 * h] * inv, o[4 * jj + 2 * h + 1] * inv);
+    if (t4 == 0)
+      lse[static_cast<long>(bh) * T + row] = (m[h] + log2f(l[h])) / kLog2e;
+  }
+}
+
+/// The reference: one block of 128 threads per query row, f32 throughout.
+__global__ void attnRef(const bf16 *q, const bf16 *k, const bf16 *v, float *out, float *lse, int T,
+                        float scale) {
+  __shared__ float sq[D], sp[1024], red[128];
+  const long row = blockIdx.x; // bh T + t
+  const int t = row % T;
+  const long head = row - t;
+  if (threadIdx.x < D)
+    sq[threadIdx.x] = __bfloat162float(q[row * D + threadIdx.x]);
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int key = threadIdx.x; key <= t; key += blockDim.x) {
+    float acc = 0.0f;
+    for (int c = 0; c < D; ++c)
+      acc += sq[c] * __bfloat162float(k[(head + key) * D + c]);
+    sp[key] = acc * scale;
+    mx = fmaxf(mx, acc * scale);
+  }
+  red[threadIdx.x] = mx;
+  __syncthreads();
+  for (int w = 64; w > 0; w /= 2) {
+    if (threadIdx.x < w)
+      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
+    __syncthreads();
+  }
+  mx = red[0];
+  __syncthreads();
+  float sum = 0.0f;
+  for (int key = threadIdx.x; key <= t; key += blockDim.x) {
+    sp[key] = expf(sp[key] - mx);
+    sum += sp[key];
+  }
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  for (int w = 64; w > 0; w /= 2) {
+    if (threadIdx.x < w)
+      red[threadIdx.x] += red[threadIdx.x + w];
+    __syncthreads();
+  }
+  sum = red[0];
+  if (threadIdx.x < D) {
+    float acc = 0.0f;
+    for (int key = 0; key <= t; ++key)
+      acc += sp[key] * __bfloat162float(v[(head + key) * D + threadIdx.x]);
+    out[row * D + threadIdx.x] = acc / sum;
+  }
+  if (threadIdx.x == 0)
+    lse[row] = mx + logf(sum);
+}
+
+CUtensorMap tileMap(const bf16 *p, long rows) {
+  CUtensorMap map;
+  cuuint64_t dims[2] = {cuuint64_t(D), cuuint64_t(rows)};
+  cuuint64_t strides[1] = {cuuint64_t(D) * 2};
+  cuuint32_t box[2] = {D, 128}, elem[2] = {1, 1};
+  CUresult r = cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16 *>(p), dims, strides, box, elem,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", int(r));
+    std::exit(1);
+  }
+  return map;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<int> shapes;
+  for (int i = 1; i < argc; ++i)
+    shapes.push_back(std::atoi(argv[i]));
+  if (shapes.empty())
+    shapes = {16, 12, 1024};
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  CK(cudaFuncSetAttribute(attnFwd, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::bytes));
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  bool allOk = true;
+  for (size_t i = 0; i + 2 < shapes.size(); i += 3) {
+    const int B = shapes[i], H = shapes[i + 1], T = shapes[i + 2], BH = B * H;
+    if (T % BQ || T > 1024) {
+      std::printf("T %d: not a multiple of %d at most 1024, skipped\n", T, BQ);
+      continue;
+    }
+    const long n = long(BH) * T * D;
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto randomDev = [&] {
+      std::vector<bf16> h(n);
+      for (auto &x : h)
+        x = __float2bfloat16(nd(rng));
+      bf16 *d;
+      CK(cudaMalloc(&d, n * 2));
+      CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+      return d;
+    };
+    bf16 *q = randomDev(), *k = randomDev(), *v = randomDev(), *out;
+    float *lse, *refOut, *refLse;
+    CK(cudaMalloc(&out, n * 2));
+    CK(cudaMalloc(&lse, long(BH) * T * 4));
+    CK(cudaMalloc(&refOut, n * 4));
+    CK(cudaMalloc(&refLse, long(BH) * T * 4));
+    const float scale = 1.0f / std::sqrt(float(D));
+    attnRef<<<BH * T, 128, 0, s>>>(q, k, v, refOut, refLse, T, scale);
+    CK(cudaGetLastError());
+    CUtensorMap mq = tileMap(q, long(BH) * T), mk = tileMap(k, long(BH) * T),
+                mv = tileMap(v, long(BH) * T);
+    auto launch = [&] {
+      attnFwd<<<(T / BQ) * BH, 384, Layout::bytes, s>>>(mq, mk, mv, out, lse, T, BH,
+                                                        scale * kLog2e);
+    };
+    CK(cudaMemset(out, 0, n * 2));
+    launch();
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(s));
+    std::vector<bf16> ho(n);
+    std::vector<float> hr(n), hl(long(BH) * T), hrl(long(BH) * T);
+    CK(cudaMemcpy(ho.data(), out, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hr.data(), refOut, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hl.data(), lse, hl.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hrl.data(), refLse, hrl.size() * 4, cudaMemcpyDeviceToHost));
+    double worst = 0.0, worstL = 0.0;
+    long at = 0;
+    for (long e = 0; e < n; ++e) {
+      double d = std::fabs(double(__bfloat162float(ho[e])) - hr[e]) / (1.0 + std::fabs(hr[e]));
+      if (!(d <= worst)) // NaN counts as worst
+        worst = d, at = e;
+    }
+    for (size_t e = 0; e < hl.size(); ++e)
+      worstL = std::max(worstL, std::fabs(double(hl[e]) - hrl[e]) / (1.0 + std::fabs(hrl[e])));
+    const bool ok = worst < 2e-2 && worstL < 1e-3;
+    allOk = allOk && ok;
+    const float us = timeUs(s, 20, launch);
+    const double flop = 4.0 * BH * double(T) * T * D / 2; // causal: half of QK^T and PV
+    std::printf("%dx%dx%d d%d causal: %s (out worst %.2e at %ld: %g vs %g; lse worst %.2e)  "
+                "%.1f us  %.0f TFLOP/s\n",
+                B, H, T, D, ok ? "ok" : "MISMATCH", worst, at, __bfloat162float(ho[at]), hr[at],
+                worstL, us, flop / us / 1e6);
+    for (void *p : {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)refOut,
+                    (void *)refLse})
+      CK(cudaFree(p));
+  }
+  return allOk ? 0 : 1;
+}
