@@ -352,6 +352,171 @@ __global__ void attnRef(const bf16 *q, const bf16 *k, const bf16 *v, float *out,
     lse[row] = mx + logf(sum);
 }
 
+/// The backward's dQ (bf16, [B, H, T, 64]) in the same form: a block owns
+/// 128 queries (two consumer warpgroups of 64), Q and dO loaded once, K/V
+/// tiles of 128 keys in two stages; per tile S = Q K^T and dP = dO V^T (both
+/// m64n128k16 from shared memory), P = exp(S - lse) (the diagonal masked),
+/// dS = P (dP - D), dQ += dS K (m64n64k16, dS's bf16 A fragments in
+/// registers, K as the transposed B). lse: natural log; dd = rowsum(dO O).
+__global__ void __launch_bounds__(384, 1)
+    attnDq(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
+           const __grid_constant__ CUtensorMap mapV, const __grid_constant__ CUtensorMap mapDO,
+           const float *__restrict__ lse, const float *__restrict__ dd, bf16 *__restrict__ dq,
+           int T, int BH, float scale) {
+  constexpr int kStages = 2;
+  // Q, dO, then the stages' K and V tiles, then the barriers.
+  constexpr int oQ = 0, oDO = BQ * D * 2, oK = 2 * BQ * D * 2, oV = oK + kStages * kTileBytes,
+                oBars = oV + kStages * kTileBytes;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = alignedSmem(smemRaw);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(base + oBars);
+  uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
+  const int nQ = T / BQ;
+  const int qb = nQ - 1 - static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
+  const int q0 = qb * BQ, nTiles = qb + 1;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    mbarInit(qFull, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<24>();
+    if (tid == 0) {
+      mbarExpectTx(qFull, 2 * BQ * D * 2);
+      tmaLoad2d(base + oQ, &mapQ, qFull, 0, bh * T + q0);
+      tmaLoad2d(base + oDO, &mapDO, qFull, 0, bh * T + q0);
+      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+        mbarWait(&empty[s], ph ^ 1);
+        mbarExpectTx(&full[s], 2 * kTileBytes);
+        tmaLoad2d(base + oK + s * kTileBytes, &mapK, &full[s], 0, bh * T + j * BN);
+        tmaLoad2d(base + oV + s * kTileBytes, &mapV, &full[s], 0, bh * T + j * BN);
+        if (++s == kStages)
+          s = 0, ph ^= 1;
+      }
+    }
+    return;
+  }
+  setMaxRegsInc<240>();
+  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  const int rowIn = 64 * g + 16 * warp + lane / 4;
+  const uint64_t dQd = descSw128(base + oQ + g * 64 * D * 2),
+                 dOd = descSw128(base + oDO + g * 64 * D * 2);
+  const float scaleLog2 = scale * kLog2e;
+  float l2[2], ddr[2]; // the rows' lse (log2 domain) and D
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long row = static_cast<long>(bh) * T + q0 + rowIn + 8 * h;
+    l2[h] = lse[row] * kLog2e;
+    ddr[h] = dd[row];
+  }
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i)
+    acc[i] = 0.0f;
+  mbarWait(qFull, 0);
+  for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+    mbarWait(&full[s], ph);
+    const uint64_t dK = descSw128(base + oK + s * kTileBytes),
+                   dV = descSw128(base + oV + s * kTileBytes);
+    float sc[64], dp[64];
+    wgmmaFence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma128<0>(sc, dQd + 2 * k, dK + 2 * k, k > 0 ? 1 : 0);
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma128<0>(dp, dOd + 2 * k, dV + 2 * k, k > 0 ? 1 : 0);
+    wgmmaCommit();
+    wgmmaWait<0>();
+    pin(sc);
+    pin(dp);
+    const bool diag = j == qb;
+    uint32_t da[8][4]; // dS as the A fragments of 8 k-steps of 16 keys
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      float ds[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * jj + e, row = rowIn + 8 * (e / 2), col = 8 * jj + 2 * t4 + (e % 2);
+        const float p = diag && col > row ? 0.0f : ex2(sc[i] * scaleLog2 - l2[e / 2]);
+        ds[e] = p * (dp[i] - ddr[e / 2]);
+      }
+      da[jj / 2][2 * (jj % 2)] = packBf16(ds[0], ds[1]);
+      da[jj / 2][2 * (jj % 2) + 1] = packBf16(ds[2], ds[3]);
+    }
+    pin(acc);
+    pin(da);
+    wgmmaFence();
+    issuePV(acc, da, descSw128N(base + oK + s * kTileBytes)); // dQ += dS K
+    wgmmaCommit();
+    wgmmaWait<0>();
+    pin(acc);
+    if (tid == 0)
+      mbarArrive(&empty[s]);
+    if (++s == kStages)
+      s = 0, ph ^= 1;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    bf16 *drow = dq + (static_cast<long>(bh) * T + q0 + rowIn + 8 * h) * D;
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+      *reinterpret_cast<__nv_bfloat162 *>(drow + 8 * jj + 2 * t4) =
+          __floats2bfloat162_rn(acc[4 * jj + 2 * h] * scale, acc[4 * jj + 2 * h + 1] * scale);
+  }
+}
+constexpr int kDqSmem = 2 * BQ * D * 2 + 4 * kTileBytes + 64 + 1024;
+
+/// D = rowsum(dO O) in f32, a warp a row.
+__global__ void rowDots(const bf16 *a, const bf16 *b, float *out, long rows) {
+  const long row = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows)
+    return;
+  float acc = 0.0f;
+  for (int c = lane; c < D; c += 32)
+    acc += __bfloat162float(a[row * D + c]) * __bfloat162float(b[row * D + c]);
+  for (int o = 16; o > 0; o /= 2)
+    acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (lane == 0)
+    out[row] = acc;
+}
+
+/// dQ's reference: a block of 128 threads per query row, f32 throughout.
+__global__ void dqRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
+                      const float *lse, const float *dd, float *dq, int T, float scale) {
+  __shared__ float sq[D], sdo[D], sds[1024];
+  const long row = blockIdx.x;
+  const int t = row % T;
+  const long head = row - t;
+  if (threadIdx.x < D) {
+    sq[threadIdx.x] = __bfloat162float(q[row * D + threadIdx.x]);
+    sdo[threadIdx.x] = __bfloat162float(dout[row * D + threadIdx.x]);
+  }
+  __syncthreads();
+  for (int key = threadIdx.x; key <= t; key += blockDim.x) {
+    float s = 0.0f, dp = 0.0f;
+    for (int c = 0; c < D; ++c) {
+      s += sq[c] * __bfloat162float(k[(head + key) * D + c]);
+      dp += sdo[c] * __bfloat162float(v[(head + key) * D + c]);
+    }
+    const float p = expf(s * scale - lse[row]);
+    sds[key] = p * (dp - dd[row]);
+  }
+  __syncthreads();
+  if (threadIdx.x < D) {
+    float acc = 0.0f;
+    for (int key = 0; key <= t; ++key)
+      acc += sds[key] * __bfloat162float(k[(head + key) * D + threadIdx.x]);
+    dq[row * D + threadIdx.x] = acc * scale;
+  }
+}
+
 CUtensorMap tileMap(const bf16 *p, long rows) {
   CUtensorMap map;
   cuuint64_t dims[2] = {cuuint64_t(D), cuuint64_t(rows)};
@@ -383,6 +548,7 @@ int main(int argc, char **argv) {
                           Layout<2>::bytes));
   CK(cudaFuncSetAttribute(attnFwd<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           Layout<3>::bytes));
+  CK(cudaFuncSetAttribute(attnDq, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   bool allOk = true;
@@ -454,6 +620,49 @@ int main(int argc, char **argv) {
                   "%.2e)  %.1f us  %.0f TFLOP/s\n",
                   B, H, T, D, overlap ? "overlapped" : "in turn", ok ? "ok" : "MISMATCH", worst,
                   at, __bfloat162float(ho[at]), hr[at], worstL, us, flop / us / 1e6);
+    }
+    // The backward's dQ, from the forward's out and lse (the overlapped
+    // form's, the last run above) and a random dO.
+    {
+      bf16 *dout = randomDev(), *dq;
+      float *dd, *refDq;
+      CK(cudaMalloc(&dq, n * 2));
+      CK(cudaMalloc(&refDq, n * 4));
+      CK(cudaMalloc(&dd, long(BH) * T * 4));
+      rowDots<<<(long(BH) * T * 32 + 255) / 256, 256, 0, s>>>(dout, out, dd, long(BH) * T);
+      dqRef<<<BH * T, 128, 0, s>>>(q, k, v, dout, lse, dd, refDq, T, scale);
+      CK(cudaGetLastError());
+      CUtensorMap mdo = tileMap(dout, long(BH) * T);
+      auto launch = [&] {
+        attnDq<<<(T / BQ) * BH, 384, kDqSmem, s>>>(mq, mk, mv, mdo, lse, dd, dq, T, BH, scale);
+      };
+      CK(cudaMemset(dq, 0, n * 2));
+      launch();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
+      std::vector<bf16> hq(n);
+      std::vector<float> hr(n);
+      CK(cudaMemcpy(hq.data(), dq, n * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hr.data(), refDq, n * 4, cudaMemcpyDeviceToHost));
+      double worst = 0.0, big = 0.0;
+      long at = 0;
+      for (long e = 0; e < n; ++e)
+        big = std::max(big, double(std::fabs(hr[e])));
+      for (long e = 0; e < n; ++e) {
+        double d = std::fabs(double(__bfloat162float(hq[e])) - hr[e]) / (0.05 * big + std::fabs(hr[e]));
+        if (!(d <= worst))
+          worst = d, at = e;
+      }
+      const bool ok = worst < 5e-2;
+      allOk = allOk && ok;
+      const float us = timeUs(s, 20, launch);
+      const double flop = 6.0 * BH * double(T) * T * D / 2; // S, dP, dQ; causal
+      std::printf("%dx%dx%d d%d causal, backward dQ: %s (worst %.2e of (|ref| + 5%% of max) at "
+                  "%ld: %g vs %g)  %.1f us  %.0f TFLOP/s\n",
+                  B, H, T, D, ok ? "ok" : "MISMATCH", worst, at, __bfloat162float(hq[at]), hr[at],
+                  us, flop / us / 1e6);
+      for (void *p : {(void *)dout, (void *)dq, (void *)dd, (void *)refDq})
+        CK(cudaFree(p));
     }
     for (void *p : {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)refOut,
                     (void *)refLse})
