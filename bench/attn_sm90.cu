@@ -92,10 +92,12 @@ __device__ __forceinline__ void issueScores(float (&sc)[64], uint64_t dQ, uint64
   for (int k = 0; k < D / 16; ++k)
     wgmma128<0>(sc, dQ + 2 * k, dK + 2 * k, k > 0 ? 1 : 0);
 }
-/// Issues O += P V over the tile's 128 keys, uncommitted.
-__device__ __forceinline__ void issuePV(float (&o)[32], const uint32_t (&pa)[8][4], uint64_t dV) {
+/// Issues O += P V over KS k-steps of 16 (the tile's 128 keys: 8),
+/// uncommitted.
+template <int KS>
+__device__ __forceinline__ void issuePV(float (&o)[32], const uint32_t (&pa)[KS][4], uint64_t dV) {
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
+  for (int kk = 0; kk < KS; ++kk) {
     const uint32_t a[4] = {pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]};
     wgmmaPV(o, a, dV + 128 * kk);
   }
@@ -517,11 +519,208 @@ __global__ void dqRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *d
   }
 }
 
-CUtensorMap tileMap(const bf16 *p, long rows) {
+/// S^T-shaped m64n64k16 from shared memory (A and B K-major, 128-byte
+/// swizzle): the dK/dV kernel's K Q^T and V dO^T.
+__device__ __forceinline__ void wgmma64(float (&d)[32], uint64_t descA, uint64_t descB,
+                                        int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "%32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31])
+               : "l"(descA), "l"(descB), "r"(scaleD));
+}
+
+__device__ __forceinline__ void bulkLoad(void *dst, const void *src, uint32_t bytes,
+                                         uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+               "[%3];\n" ::"r"(smemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(smemAddr(bar))
+               : "memory");
+}
+
+/// The backward's dK and dV in the same form: a block owns 128 keys (two
+/// consumer warpgroups of 64), K and V loaded once; query tiles of 64 (Q,
+/// dO, and their lse and D rows) in three stages. Per tile S^T = K Q^T and
+/// dP^T = V dO^T (m64n64k16 from shared memory), P^T = exp(S^T - lse)
+/// (key > query masked), dS^T = P^T (dP^T - D), then dV += P^T dO and dK +=
+/// dS^T Q (m64n64k16 with P^T / dS^T as bf16 A fragments in registers, dO and
+/// Q as the transposed B). The blocks of the first keys (the most query
+/// tiles) run first.
+__global__ void __launch_bounds__(384, 1)
+    attnDkDv(const __grid_constant__ CUtensorMap mapQ64, const __grid_constant__ CUtensorMap mapK,
+             const __grid_constant__ CUtensorMap mapV, const __grid_constant__ CUtensorMap mapDO64,
+             const float *__restrict__ lse, const float *__restrict__ dd, bf16 *__restrict__ dk,
+             bf16 *__restrict__ dv, int T, int BH, float scale) {
+  constexpr int kStages = 3, BQ2 = 64, kQTile = BQ2 * D * 2;
+  constexpr int oK = 0, oV = kTileBytes, oQ = 2 * kTileBytes, oDO = oQ + kStages * kQTile,
+                oL = oDO + kStages * kQTile, oD = oL + kStages * BQ2 * 4,
+                oBars = oD + kStages * BQ2 * 4;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = alignedSmem(smemRaw);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(base + oBars);
+  uint64_t *kvFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
+  const float *sL = reinterpret_cast<const float *>(base + oL),
+              *sD = reinterpret_cast<const float *>(base + oD);
+  const int kb = static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
+  const int k0 = kb * BN, qt0 = k0 / BQ2, nTiles = T / BQ2 - qt0; // causal: queries >= keys
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    mbarInit(kvFull, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarInit(&full[s], 1);
+      mbarInit(&empty[s], 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setMaxRegsDec<24>();
+    if (tid == 0) {
+      mbarExpectTx(kvFull, 2 * kTileBytes);
+      tmaLoad2d(base + oK, &mapK, kvFull, 0, bh * T + k0);
+      tmaLoad2d(base + oV, &mapV, kvFull, 0, bh * T + k0);
+      for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
+        const int q0 = (qt0 + i) * BQ2;
+        mbarWait(&empty[s], ph ^ 1);
+        mbarExpectTx(&full[s], 2 * kQTile + 2 * BQ2 * 4);
+        tmaLoad2d(base + oQ + s * kQTile, &mapQ64, &full[s], 0, bh * T + q0);
+        tmaLoad2d(base + oDO + s * kQTile, &mapDO64, &full[s], 0, bh * T + q0);
+        bulkLoad(base + oL + s * BQ2 * 4, lse + static_cast<long>(bh) * T + q0, BQ2 * 4, &full[s]);
+        bulkLoad(base + oD + s * BQ2 * 4, dd + static_cast<long>(bh) * T + q0, BQ2 * 4, &full[s]);
+        if (++s == kStages)
+          s = 0, ph ^= 1;
+      }
+    }
+    return;
+  }
+  setMaxRegsInc<240>();
+  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  const int keyIn = 64 * g + 16 * warp + lane / 4; // this thread's first key in the block (+8)
+  const uint64_t dKd = descSw128(base + oK + g * 64 * D * 2),
+                 dVd = descSw128(base + oV + g * 64 * D * 2);
+  const float scaleLog2 = scale * kLog2e;
+  float adk[32], adv[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i)
+    adk[i] = adv[i] = 0.0f;
+  mbarWait(kvFull, 0);
+  for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
+    mbarWait(&full[s], ph);
+    const int qIn0 = (qt0 + i) * BQ2 - k0; // the tile's first query less k0
+    const uint64_t dQs = descSw128(base + oQ + s * kQTile),
+                   dOs = descSw128(base + oDO + s * kQTile);
+    float st[32], dpt[32];
+    wgmmaFence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma64(st, dKd + 2 * k, dQs + 2 * k, k > 0 ? 1 : 0);
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k)
+      wgmma64(dpt, dVd + 2 * k, dOs + 2 * k, k > 0 ? 1 : 0);
+    wgmmaCommit();
+    wgmmaWait<0>();
+    pin(st);
+    pin(dpt);
+    const float *lT = sL + s * BQ2, *dT = sD + s * BQ2;
+    const bool edge = qIn0 < 128; // a tile that can hold key > query
+    uint32_t pa[4][4], da[4][4];
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      float pv[4], ds[4];
+      const int c = 8 * jj + 2 * t4;
+      const float2 lv = *reinterpret_cast<const float2 *>(lT + c);
+      const float2 dv2 = *reinterpret_cast<const float2 *>(dT + c);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int idx = 4 * jj + e, key = keyIn + 8 * (e / 2), col = c + (e % 2);
+        const float l2 = (e % 2 ? lv.y : lv.x) * kLog2e, dcol = e % 2 ? dv2.y : dv2.x;
+        const float p =
+            edge && key > qIn0 + col ? 0.0f : ex2(st[idx] * scaleLog2 - l2);
+        pv[e] = p;
+        ds[e] = p * (dpt[idx] - dcol);
+      }
+      pa[jj / 2][2 * (jj % 2)] = packBf16(pv[0], pv[1]);
+      pa[jj / 2][2 * (jj % 2) + 1] = packBf16(pv[2], pv[3]);
+      da[jj / 2][2 * (jj % 2)] = packBf16(ds[0], ds[1]);
+      da[jj / 2][2 * (jj % 2) + 1] = packBf16(ds[2], ds[3]);
+    }
+    pin(adv);
+    pin(adk);
+    pin(pa);
+    pin(da);
+    wgmmaFence();
+    issuePV(adv, pa, descSw128N(base + oDO + s * kQTile)); // dV += P^T dO
+    issuePV(adk, da, descSw128N(base + oQ + s * kQTile));  // dK += dS^T Q
+    wgmmaCommit();
+    wgmmaWait<0>();
+    pin(adv);
+    pin(adk);
+    if (tid == 0)
+      mbarArrive(&empty[s]);
+    if (++s == kStages)
+      s = 0, ph ^= 1;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long row = static_cast<long>(bh) * T + k0 + keyIn + 8 * h;
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      *reinterpret_cast<__nv_bfloat162 *>(dk + row * D + 8 * jj + 2 * t4) =
+          __floats2bfloat162_rn(adk[4 * jj + 2 * h] * scale, adk[4 * jj + 2 * h + 1] * scale);
+      *reinterpret_cast<__nv_bfloat162 *>(dv + row * D + 8 * jj + 2 * t4) =
+          __floats2bfloat162_rn(adv[4 * jj + 2 * h], adv[4 * jj + 2 * h + 1]);
+    }
+  }
+}
+constexpr int kDkDvSmem = 2 * kTileBytes + 3 * 2 * 64 * D * 2 + 3 * 2 * 64 * 4 + 64 + 1024;
+
+/// dK and dV's reference: a block of 128 threads per key row, f32.
+__global__ void dkdvRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
+                        const float *lse, const float *dd, float *dk, float *dv, int T,
+                        float scale) {
+  __shared__ float sk[D], sv[D], sp[1024], sds[1024];
+  const long row = blockIdx.x;
+  const int key = row % T;
+  const long head = row - key;
+  if (threadIdx.x < D) {
+    sk[threadIdx.x] = __bfloat162float(k[row * D + threadIdx.x]);
+    sv[threadIdx.x] = __bfloat162float(v[row * D + threadIdx.x]);
+  }
+  __syncthreads();
+  for (int qq = key + threadIdx.x; qq < T; qq += blockDim.x) {
+    float s = 0.0f, dp = 0.0f;
+    for (int c = 0; c < D; ++c) {
+      s += sk[c] * __bfloat162float(q[(head + qq) * D + c]);
+      dp += sv[c] * __bfloat162float(dout[(head + qq) * D + c]);
+    }
+    const float p = expf(s * scale - lse[head + qq]);
+    sp[qq] = p;
+    sds[qq] = p * (dp - dd[head + qq]);
+  }
+  __syncthreads();
+  if (threadIdx.x < D) {
+    float ak = 0.0f, av = 0.0f;
+    for (int qq = key; qq < T; ++qq) {
+      ak += sds[qq] * __bfloat162float(q[(head + qq) * D + threadIdx.x]);
+      av += sp[qq] * __bfloat162float(dout[(head + qq) * D + threadIdx.x]);
+    }
+    dk[row * D + threadIdx.x] = ak * scale;
+    dv[row * D + threadIdx.x] = av;
+  }
+}
+
+CUtensorMap tileMap(const bf16 *p, long rows, int boxRows = 128) {
   CUtensorMap map;
   cuuint64_t dims[2] = {cuuint64_t(D), cuuint64_t(rows)};
   cuuint64_t strides[1] = {cuuint64_t(D) * 2};
-  cuuint32_t box[2] = {D, 128}, elem[2] = {1, 1};
+  cuuint32_t box[2] = {D, cuuint32_t(boxRows)}, elem[2] = {1, 1};
   CUresult r = cuTensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16 *>(p), dims, strides, box, elem,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -549,6 +748,7 @@ int main(int argc, char **argv) {
   CK(cudaFuncSetAttribute(attnFwd<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           Layout<3>::bytes));
   CK(cudaFuncSetAttribute(attnDq, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
+  CK(cudaFuncSetAttribute(attnDkDv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDkDvSmem));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   bool allOk = true;
@@ -661,7 +861,50 @@ int main(int argc, char **argv) {
                   "%ld: %g vs %g)  %.1f us  %.0f TFLOP/s\n",
                   B, H, T, D, ok ? "ok" : "MISMATCH", worst, at, __bfloat162float(hq[at]), hr[at],
                   us, flop / us / 1e6);
-      for (void *p : {(void *)dout, (void *)dq, (void *)dd, (void *)refDq})
+      // dK and dV.
+      bf16 *dk, *dv;
+      float *refDk, *refDv;
+      CK(cudaMalloc(&dk, n * 2));
+      CK(cudaMalloc(&dv, n * 2));
+      CK(cudaMalloc(&refDk, n * 4));
+      CK(cudaMalloc(&refDv, n * 4));
+      dkdvRef<<<BH * T, 128, 0, s>>>(q, k, v, dout, lse, dd, refDk, refDv, T, scale);
+      CK(cudaGetLastError());
+      CUtensorMap mq64 = tileMap(q, long(BH) * T, 64), mdo64 = tileMap(dout, long(BH) * T, 64);
+      auto launchKV = [&] {
+        attnDkDv<<<(T / 128) * BH, 384, kDkDvSmem, s>>>(mq64, mk, mv, mdo64, lse, dd, dk, dv, T, BH,
+                                                       scale);
+      };
+      CK(cudaMemset(dk, 0, n * 2));
+      CK(cudaMemset(dv, 0, n * 2));
+      launchKV();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
+      auto worstOf = [&](const bf16 *got, const float *want, const char *what) {
+        std::vector<bf16> hg(n);
+        std::vector<float> hw(n);
+        CK(cudaMemcpy(hg.data(), got, n * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hw.data(), want, n * 4, cudaMemcpyDeviceToHost));
+        double w = 0.0, mx = 0.0;
+        long a = 0;
+        for (long e = 0; e < n; ++e)
+          mx = std::max(mx, double(std::fabs(hw[e])));
+        for (long e = 0; e < n; ++e) {
+          double d = std::fabs(double(__bfloat162float(hg[e])) - hw[e]) / (0.05 * mx + std::fabs(hw[e]));
+          if (!(d <= w))
+            w = d, a = e;
+        }
+        std::printf("  %s worst %.2e at %ld: %g vs %g\n", what, w, a, __bfloat162float(hg[a]), hw[a]);
+        return w < 5e-2;
+      };
+      const bool okK = worstOf(dk, refDk, "dK"), okV = worstOf(dv, refDv, "dV");
+      allOk = allOk && okK && okV;
+      const float usKV = timeUs(s, 20, launchKV);
+      const double flopKV = 8.0 * BH * double(T) * T * D / 2; // S^T, dP^T, dV, dK; causal
+      std::printf("%dx%dx%d d%d causal, backward dK/dV: %s  %.1f us  %.0f TFLOP/s\n", B, H, T, D,
+                  okK && okV ? "ok" : "MISMATCH", usKV, flopKV / usKV / 1e6);
+      for (void *p : {(void *)dout, (void *)dq, (void *)dd, (void *)refDq, (void *)dk, (void *)dv,
+                      (void *)refDk, (void *)refDv})
         CK(cudaFree(p));
     }
     for (void *p : {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)refOut,
