@@ -12,9 +12,14 @@
 //   attn_sm90 [B H T]...   (default: GPT-2's 16 12 1024; d = 64, bf16, causal)
 //
 // q, k, v, out: [B, H, T, 64] bf16, contiguous (rows b h T + t); lse: [B H
-// T] f32, the natural log of each row's sum of exp(scale q.k). A block owns
-// 128 queries of one (b, h); its key tiles are 128 keys, the diagonal one
-// masked. The blocks of the last query tiles (the most key tiles) run first.
+// T] f32, the natural log of each row's sum of exp(scale q.k). A forward
+// block owns 128 queries of one (b, h); its key tiles are 128 keys, the
+// diagonal one masked; the blocks of the last query tiles (the most key
+// tiles) run first. Two forms: in turn (a warpgroup waits for each product)
+// and overlapped (FlashAttention-3's intra-warpgroup pipelining). The
+// backward, deterministic as tc's (no atomics): attnDq (128 queries a
+// block, over key tiles) and attnDkDv (128 keys a block, over query tiles
+// of 64), both from the forward's out and lse and a random dO.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
