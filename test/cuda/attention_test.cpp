@@ -941,6 +941,51 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
   }
 }
 
+/// Sets TC_ATTN_TMA (attention_tma.cu's measurement knob) for a scope.
+struct TmaKnob {
+  explicit TmaKnob(const char *form) { setenv("TC_ATTN_TMA", form, 1); }
+  ~TmaKnob() { unsetenv("TC_ATTN_TMA"); }
+};
+
+// The TMA/wgmma forward (attention_tma.cu; TC_ATTN_TMA=1 in turn, 2
+// overlapped) on bf16 d 64 without a key mask, partial tiles, GQA, tq != tk
+// and the fused projection's strides: the reference's results (the backward
+// stays mma.sync's, from the TMA forward's lse). Then both forms timed at
+// GPT-2 124M's and 350M's shapes beside mma.sync, their outputs within bf16
+// rounding of its.
+TEST_F(AttentionTest, TmaForwardMatchesReference) {
+  if (!wgmmaAttentionAvailable())
+    GTEST_SKIP() << "the TMA forward needs an H100/H200 (sm_90)";
+  for (const char *form : {"1", "2"}) {
+    SCOPED_TRACE(std::string("TC_ATTN_TMA=") + form);
+    TmaKnob knob(form);
+    for (bool causal : {false, true}) {
+      checkCase({DType::BF16, 2, 4, 2, 77, 77, 64, 64, causal, false});   // GQA, partial tiles
+      checkCase({DType::BF16, 2, 2, 2, 16, 40, 64, 64, causal, false});   // tq < tk
+      checkCase({DType::BF16, 1, 2, 2, 130, 77, 64, 64, causal, false});  // tq > tk
+      checkCase({DType::BF16, 2, 3, 3, 128, 128, 64, 64, causal, false}); // whole tiles
+      checkCase({DType::BF16, 1, 4, 2, 300, 300, 64, 64, causal, false}); // several blocks
+      checkCase({DType::BF16, 1, 2, 1, 200, 333, 64, 64, causal, false}); // tq < tk, several
+      checkCase({DType::BF16, 1, 2, 1, 333, 200, 64, 64, causal, false}); // tq > tk, several
+      checkCase({DType::BF16, 2, 4, 2, 130, 130, 64, 64, causal, true});  // fused projection
+      checkCase({DType::BF16, 1, 2, 2, 600, 600, 64, 64, causal, true});  // 5 tiles, fused
+    }
+  }
+  for (auto [B, H] : {std::pair<int64_t, int64_t>{16, 12}, {8, 16}}) {
+    std::vector<double> mma[4], tma[4];
+    ASSERT_NO_FATAL_FAILURE(timeShape(stream(), B, H, 1024, 64, true, AttentionKernels::Mma, mma));
+    for (const char *form : {"1", "2"}) {
+      TmaKnob knob(form);
+      ASSERT_NO_FATAL_FAILURE(timeShape(stream(), B, H, 1024, 64, true, AttentionKernels::Mma, tma,
+                                        std::string("tma") + form));
+      const double err = maxAbsErr(tma[0], mma[0]);
+      EXPECT_LE(err, 2e-2) << "out, TC_ATTN_TMA=" << form << " against mma.sync";
+      report(std::string("attention tma") + form + " vs mma out", DType::BF16, err, 2e-2, -1,
+             shapeStr({B, H, 1024, 1024, 64}));
+    }
+  }
+}
+
 // What the column sums (AttentionGradSums) cost the backward at GPT-2 124M's
 // shape, its gradients written into the fused qkv projection's gradient as
 // in the step: the backward without and with them, and the three in-order

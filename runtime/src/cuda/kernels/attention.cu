@@ -147,6 +147,10 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
         p.amax = amaxBits;
+        if constexpr (std::is_same_v<T, bf16>) // the TMA forward: a measurement knob
+          if (const int form = tmaAttentionForm();
+              form && s.d == 64 && s.dv == 64 && !m.keys && wgmmaAttentionAvailable())
+            return tmaForward(p, form, stream);
         return useWgmma(kernels, s, m) ? wgmmaForward(p, s.d, stream)
                                        : flashForward(p, s.d, stream);
       }

@@ -23,17 +23,8 @@
 #include "runtime/src/cuda/kernels/kernels.h"
 
 namespace tc::rt::cuda {
-namespace {
 
-namespace g90 = sm90gemm;
-
-using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/// The driver's cuTensorMapEncodeTiled (CUDA 12.0's ABI), null when absent.
-EncodeTiled encodeTiled() {
+sm90gemm::EncodeTiled sm90gemm::encodeTiled() {
   static const EncodeTiled fn = [] {
     void *p = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -47,6 +38,11 @@ EncodeTiled encodeTiled() {
   }();
   return fn;
 }
+
+namespace {
+
+namespace g90 = sm90gemm;
+using g90::encodeTiled;
 
 /// The tensor map of a row-major [rows, cols] bf16 matrix read or written in
 /// boxes of [boxRows, 64] (128 bytes a row, 128-byte swizzled).

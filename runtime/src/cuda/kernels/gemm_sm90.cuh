@@ -37,6 +37,16 @@ constexpr int BK = 64;        // k-block: 64 bf16, one 128-byte swizzle row
 constexpr int kConsumers = 2; // consumer warpgroups a block
 constexpr int kThreads = 128 * (kConsumers + 1);
 
+/// The driver's cuTensorMapEncodeTiled (CUDA 12.0's ABI) through
+/// cudaGetDriverEntryPointByVersion (the runtime does not link libcuda),
+/// null when absent. Defined in gemm_sm90.cu; the runtime's TMA kernels
+/// (ownGemm, the TMA attention) encode their tensor maps with it.
+using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiled encodeTiled();
+
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
