@@ -12,11 +12,13 @@
 //   attn_sm90 [B H T]...   (default: GPT-2's 16 12 1024; d = 64, bf16, causal)
 //
 // q, k, v, out: [B, H, T, 64] bf16, contiguous (rows b h T + t); lse: [B H
-// T] f32, the natural log of each row's sum of exp(scale q.k). A forward
-// block owns 128 queries of one (b, h); its key tiles are 128 keys, the
-// diagonal one masked; the blocks of the last query tiles (the most key
-// tiles) run first. Two forms: in turn (a warpgroup waits for each product)
-// and overlapped (FlashAttention-3's intra-warpgroup pipelining). The
+// T] f32, the natural log of each row's sum of exp(scale q.k). The forward
+// is the runtime's kernel (tmaFwdKernel, attention_tma.cuh: what
+// TC_ATTN_TMA=1|2 runs), launched as attention_tma.cu launches it: a block
+// owns 128 queries of one (b, h); its key tiles are 128 keys, the diagonal
+// one masked; the blocks of the last query tiles (the most key tiles) run
+// first. Two forms: in turn (a warpgroup waits for each product) and
+// overlapped (FlashAttention-3's intra-warpgroup pipelining). The
 // backward, deterministic as tc's (no atomics): attnDq (128 queries a
 // block, over key tiles) and attnDkDv (128 keys a block, over query tiles
 // of 64), both from the forward's out and lse and a random dO.
@@ -32,282 +34,21 @@
 #include <vector>
 
 #include "cuda_check.h"
-#include "runtime/src/cuda/kernels/gemm_sm90.cuh"
+#include "runtime/src/cuda/kernels/attention_tma.cuh"
 
 namespace {
 
 using namespace tc::rt::cuda::sm90gemm;
 
-constexpr int D = 64;            // head dim: one 128-byte swizzle row
-constexpr int BQ = 128, BN = 128; // queries a block, keys a tile
-constexpr int kTileBytes = BN * D * 2;
-constexpr float kLog2e = 1.4426950408889634f;
+using namespace tc::rt::cuda::attn::tma; // the runtime's pieces: tiles, products, softmax
+using tc::rt::cuda::kern::exp2Ftz;
+using tc::rt::cuda::kern::kLog2e;
 
-/// Offsets into the 1024-aligned dynamic shared memory: Q, then the K and V
-/// tiles of each stage, then the barriers.
-template <int Stages> struct Layout {
-  static constexpr int q = 0, k = BQ * D * 2, v = k + Stages * kTileBytes,
-                       bars = v + Stages * kTileBytes, bytes = bars + 64 + 1024;
-};
-
-/// O (64 x 64 per warpgroup) += P (64 x 16 keys, bf16 A fragments in
-/// registers) V (16 keys x 64, N-major in shared memory: transposed B).
-__device__ __forceinline__ void wgmmaPV(float (&d)[32], const uint32_t (&a)[4], uint64_t descB) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
-               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-               "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                 "+f"(d[30]), "+f"(d[31])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB));
-}
-
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-/// Keeps the compiler from moving register reads or writes of r across a
-/// wgmma fence, issue or wait.
-template <int N> __device__ __forceinline__ void pin(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N, int M> __device__ __forceinline__ void pin(uint32_t (&r)[N][M]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int j = 0; j < M; ++j)
-      asm volatile("" : "+r"(r[i][j])::"memory");
-}
-
-/// Issues S = Q K^T (64 x 128 a warpgroup) into sc, uncommitted.
-__device__ __forceinline__ void issueScores(float (&sc)[64], uint64_t dQ, uint64_t dK) {
-#pragma unroll
-  for (int k = 0; k < D / 16; ++k)
-    wgmma128<0>(sc, dQ + 2 * k, dK + 2 * k, k > 0 ? 1 : 0);
-}
-/// Issues O += P V over KS k-steps of 16 (the tile's 128 keys: 8),
-/// uncommitted.
-template <int KS>
-__device__ __forceinline__ void issuePV(float (&o)[32], const uint32_t (&pa)[KS][4], uint64_t dV) {
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk) {
-    const uint32_t a[4] = {pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]};
-    wgmmaPV(o, a, dV + 128 * kk);
-  }
-}
-
-/// The online softmax of one tile's scores (raw, in sc): the log2-domain
-/// scores (the diagonal tile masked where key > query), the rows' new maxima
-/// m, the factor corr that rescales what O and l hold, l rescaled and added
-/// to, and P as bf16 A fragments (k-step kk: row r keys 16kk + 2t4.., row
-/// r + 8, row r keys +8, row r + 8 keys +8).
-__device__ __forceinline__ void softmaxTile(float (&sc)[64], bool diag, int rowIn, int t4,
-                                            float scaleLog2, float (&m)[2], float (&l)[2],
-                                            float (&corr)[2], uint32_t (&pa)[8][4]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int row = rowIn + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * t4 + (i % 2);
-    sc[i] = diag && col > row ? -INFINITY : sc[i] * scaleLog2;
-  }
-  float mu[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = m[h];
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj)
-      mx = fmaxf(mx, fmaxf(sc[4 * jj + 2 * h], sc[4 * jj + 2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    mu[h] = mx == -INFINITY ? 0.0f : mx; // a row with no key yet: nothing to scale
-    corr[h] = ex2(m[h] - mu[h]);
-    m[h] = mx;
-    l[h] *= corr[h];
-  }
-#pragma unroll
-  for (int jj = 0; jj < 16; ++jj) {
-    float p[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      p[e] = ex2(sc[4 * jj + e] - mu[e / 2]);
-      l[e / 2] += p[e];
-    }
-    pa[jj / 2][2 * (jj % 2)] = packBf16(p[0], p[1]);     // row r, keys 8 jj + 2 t4
-    pa[jj / 2][2 * (jj % 2) + 1] = packBf16(p[2], p[3]); // row r + 8
-  }
-}
-
-__device__ __forceinline__ void rescale(float (&o)[32], const float (&corr)[2]) {
-#pragma unroll
-  for (int i = 0; i < 32; ++i)
-    o[i] *= corr[(i / 2) % 2];
-}
-
-/// Grid: (T / 128) * BH blocks, 384 threads (warpgroup 0: one TMA thread;
-/// 1 and 2: 64 query rows each), one block an SM. Overlap (FlashAttention-
-/// 3's intra-warpgroup pipelining, three K/V stages): tile j's S = Q K^T is
-/// issued together with tile j-1's O += P V, and tile j's softmax runs while
-/// that product does; O's rescale by tile j's factor waits for it. Without
-/// Overlap (two stages) a warpgroup waits for each product in turn.
-template <bool Overlap>
-__global__ void __launch_bounds__(384, 1)
-    attnFwd(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
-            const __grid_constant__ CUtensorMap mapV, bf16 *__restrict__ out,
-            float *__restrict__ lse, int T, int BH, float scaleLog2) {
-  constexpr int kStages = Overlap ? 3 : 2;
-  using L = Layout<kStages>;
-  extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = alignedSmem(smemRaw);
-  uint64_t *bars = reinterpret_cast<uint64_t *>(base + L::bars);
-  uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
-  const int nQ = T / BQ;
-  const int qb = nQ - 1 - static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
-  const int q0 = qb * BQ, nTiles = qb + 1; // causal: key tiles 0..qb
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    mbarInit(qFull, 1);
-    for (int s = 0; s < kStages; ++s) {
-      mbarInit(&full[s], 1);
-      mbarInit(&empty[s], 2);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {
-    setMaxRegsDec<24>();
-    if (tid == 0) {
-      mbarExpectTx(qFull, BQ * D * 2);
-      tmaLoad2d(base + L::q, &mapQ, qFull, 0, bh * T + q0);
-      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-        mbarWait(&empty[s], ph ^ 1);
-        mbarExpectTx(&full[s], 2 * kTileBytes);
-        tmaLoad2d(base + L::k + s * kTileBytes, &mapK, &full[s], 0, bh * T + j * BN);
-        tmaLoad2d(base + L::v + s * kTileBytes, &mapV, &full[s], 0, bh * T + j * BN);
-        if (++s == kStages)
-          s = 0, ph ^= 1;
-      }
-    }
-    return;
-  }
-  setMaxRegsInc<240>();
-  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
-  const int rowIn = 64 * g + 16 * warp + lane / 4; // this thread's first row in the block (+8)
-  const uint64_t dQ = descSw128(base + L::q + g * 64 * D * 2);
-  auto dK = [&](int s) { return descSw128(base + L::k + s * kTileBytes); };
-  auto dV = [&](int s) { return descSw128N(base + L::v + s * kTileBytes); };
-  auto release = [&](int s) {
-    if (tid == 0)
-      mbarArrive(&empty[s]);
-  };
-  float o[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i)
-    o[i] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
-  float sc[64];
-  mbarWait(qFull, 0);
-  if constexpr (!Overlap) {
-    for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-      mbarWait(&full[s], ph);
-      wgmmaFence();
-      issueScores(sc, dQ, dK(s));
-      wgmmaCommit();
-      wgmmaWait<0>();
-      pin(sc);
-      uint32_t pa[8][4];
-      softmaxTile(sc, j == qb, rowIn, t4, scaleLog2, m, l, corr, pa);
-      rescale(o, corr);
-      pin(o); // the rescaled O and P's fragments written before the fence
-      pin(pa);
-      wgmmaFence();
-      issuePV(o, pa, dV(s));
-      wgmmaCommit();
-      wgmmaWait<0>();
-      pin(o);
-      release(s);
-      if (++s == kStages)
-        s = 0, ph ^= 1;
-    }
-  } else {
-    uint32_t pa0[8][4], pa1[8][4]; // P of the even / odd tiles
-    // Tile 0: its scores and softmax (O is still zero: no rescale).
-    mbarWait(&full[0], 0);
-    wgmmaFence();
-    issueScores(sc, dQ, dK(0));
-    wgmmaCommit();
-    wgmmaWait<0>();
-    pin(sc);
-    softmaxTile(sc, qb == 0, rowIn, t4, scaleLog2, m, l, corr, pa0);
-    // Tile j >= 1: S_j with PV_{j-1}; softmax_j under PV_{j-1}; then O *=
-    // corr_j and tile j-1's stage released.
-    auto step = [&](int j, uint32_t(&paCur)[8][4], uint32_t(&paPrev)[8][4]) {
-      const int s = j % kStages, sp = (j - 1) % kStages;
-      mbarWait(&full[s], (j / kStages) & 1);
-      pin(o);
-      pin(paPrev);
-      wgmmaFence();
-      issueScores(sc, dQ, dK(s));
-      wgmmaCommit();
-      issuePV(o, paPrev, dV(sp));
-      wgmmaCommit();
-      wgmmaWait<1>(); // S_j is done, PV_{j-1} may run on
-      pin(sc);
-      softmaxTile(sc, j == qb, rowIn, t4, scaleLog2, m, l, corr, paCur);
-      wgmmaWait<0>();
-      pin(o);
-      rescale(o, corr);
-      release(sp);
-    };
-    for (int j = 1; j < nTiles; j += 2) {
-      step(j, pa1, pa0);
-      if (j + 1 < nTiles)
-        step(j + 1, pa0, pa1);
-    }
-    // The last tile's PV.
-    const int last = nTiles - 1, sl = last % kStages;
-    pin(o);
-    pin(pa0);
-    pin(pa1);
-    wgmmaFence();
-    if (last & 1)
-      issuePV(o, pa1, dV(sl));
-    else
-      issuePV(o, pa0, dV(sl));
-    wgmmaCommit();
-    wgmmaWait<0>();
-    pin(o);
-    release(sl);
-  }
-  // The rows' sums over their 4 lanes, then O / l and the log-sum-exp.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = q0 + rowIn + 8 * h;
-    const float inv = 1.0f / l[h];
-    bf16 *orow = out + (static_cast<long>(bh) * T + row) * D;
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj)
-      *reinterpret_cast<__nv_bfloat162 *>(orow + 8 * jj + 2 * t4) =
-          __floats2bfloat162_rn(o[4 * jj + 2 * h] * inv, o[4 * jj + 2 * h + 1] * inv);
-    if (t4 == 0)
-      lse[static_cast<long>(bh) * T + row] = (m[h] + log2f(l[h])) / kLog2e;
-  }
-}
+constexpr int D = kD;             // head dim: one 128-byte swizzle row
+constexpr int BQ = kBQ, BN = kBN; // queries a block, keys a tile
+constexpr int kTileBytes = kTile;
+template <int Stages> using Layout = TmaLayout<Stages>;
+__device__ __forceinline__ float ex2(float x) { return exp2Ftz(x); }
 
 /// The reference: one block of 128 threads per query row, f32 throughout.
 __global__ void attnRef(const bf16 *q, const bf16 *k, const bf16 *v, float *out, float *lse, int T,
@@ -530,15 +271,9 @@ __device__ __forceinline__ void wgmma64(float (&d)[32], uint64_t descA, uint64_t
                                         int scaleD) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
-               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+               "{" TC_R32 "}, "
                "%32, %33, p, 1, 1, 0, 0;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                 "+f"(d[30]), "+f"(d[31])
+               : TC_F32
                : "l"(descA), "l"(descB), "r"(scaleD));
 }
 
@@ -646,8 +381,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int e = 0; e < 4; ++e) {
         const int idx = 4 * jj + e, key = keyIn + 8 * (e / 2), col = c + (e % 2);
         const float l2 = (e % 2 ? lv.y : lv.x) * kLog2e, dcol = e % 2 ? dv2.y : dv2.x;
-        const float p =
-            edge && key > qIn0 + col ? 0.0f : ex2(st[idx] * scaleLog2 - l2);
+        const float p = edge && key > qIn0 + col ? 0.0f : ex2(st[idx] * scaleLog2 - l2);
         pv[e] = p;
         ds[e] = p * (dpt[idx] - dcol);
       }
@@ -737,6 +471,24 @@ CUtensorMap tileMap(const bf16 *p, long rows, int boxRows = 128) {
   return map;
 }
 
+/// The 4-D tensor map of a contiguous [B, H, T, 64] operand in boxes of 128
+/// rows of one (b, h), as attention_tma.cu encodes the runtime's operands.
+CUtensorMap map4d(const bf16 *p, int B, int H, int T) {
+  CUtensorMap map;
+  cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(T), cuuint64_t(H), cuuint64_t(B)};
+  cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(T) * D * 2, cuuint64_t(H) * T * D * 2};
+  cuuint32_t box[4] = {D, 128, 1, 1}, elem[4] = {1, 1, 1, 1};
+  CUresult r = cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<bf16 *>(p), dims, strides, box, elem,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled (4-D): %d\n", int(r));
+    std::exit(1);
+  }
+  return map;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -748,9 +500,9 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  CK(cudaFuncSetAttribute(attnFwd<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CK(cudaFuncSetAttribute(tmaFwdKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           Layout<2>::bytes));
-  CK(cudaFuncSetAttribute(attnFwd<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CK(cudaFuncSetAttribute(tmaFwdKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           Layout<3>::bytes));
   CK(cudaFuncSetAttribute(attnDq, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
   CK(cudaFuncSetAttribute(attnDkDv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDkDvSmem));
@@ -786,14 +538,20 @@ int main(int argc, char **argv) {
     CK(cudaGetLastError());
     CUtensorMap mq = tileMap(q, long(BH) * T), mk = tileMap(k, long(BH) * T),
                 mv = tileMap(v, long(BH) * T);
+    // The runtime's forward kernel (attention_tma.cuh) on [B, H, T, 64]:
+    // its parameters and 4-D tensor maps as attention_tma.cu makes them.
+    tc::rt::cuda::attn::FastParams<bf16> fp{};
+    fp.q = q, fp.k = k, fp.v = v, fp.out = out, fp.lse = lse;
+    fp.qs = fp.ks = fp.vs = fp.os = {long(H) * T * D, long(T) * D, D};
+    fp.batch = B, fp.heads = fp.kvHeads = H, fp.group = 1, fp.tq = fp.tk = T;
+    fp.scale = scale, fp.scaleLog2 = scale * kLog2e, fp.causal = true;
+    CUtensorMap m4q = map4d(q, B, H, T), m4k = map4d(k, B, H, T), m4v = map4d(v, B, H, T);
     for (bool overlap : {false, true}) {
       auto launch = [&] {
         if (overlap)
-          attnFwd<true><<<(T / BQ) * BH, 384, Layout<3>::bytes, s>>>(mq, mk, mv, out, lse, T, BH,
-                                                                      scale * kLog2e);
+          tmaFwdKernel<true><<<(T / BQ) * BH, 384, Layout<3>::bytes, s>>>(m4q, m4k, m4v, fp);
         else
-          attnFwd<false><<<(T / BQ) * BH, 384, Layout<2>::bytes, s>>>(mq, mk, mv, out, lse, T, BH,
-                                                                       scale * kLog2e);
+          tmaFwdKernel<false><<<(T / BQ) * BH, 384, Layout<2>::bytes, s>>>(m4q, m4k, m4v, fp);
       };
       CK(cudaMemset(out, 0, n * 2));
       launch();
@@ -823,8 +581,8 @@ int main(int argc, char **argv) {
       const double flop = 4.0 * BH * double(T) * T * D / 2; // causal: half of QK^T and PV
       std::printf("%dx%dx%d d%d causal, %s: %s (out worst %.2e at %ld: %g vs %g; lse worst "
                   "%.2e)  %.1f us  %.0f TFLOP/s\n",
-                  B, H, T, D, overlap ? "overlapped" : "in turn", ok ? "ok" : "MISMATCH", worst,
-                  at, __bfloat162float(ho[at]), hr[at], worstL, us, flop / us / 1e6);
+                  B, H, T, D, overlap ? "overlapped" : "in turn", ok ? "ok" : "MISMATCH", worst, at,
+                  __bfloat162float(ho[at]), hr[at], worstL, us, flop / us / 1e6);
     }
     // The backward's dQ, from the forward's out and lse (the overlapped
     // form's, the last run above) and a random dO.
@@ -854,7 +612,8 @@ int main(int argc, char **argv) {
       for (long e = 0; e < n; ++e)
         big = std::max(big, double(std::fabs(hr[e])));
       for (long e = 0; e < n; ++e) {
-        double d = std::fabs(double(__bfloat162float(hq[e])) - hr[e]) / (0.05 * big + std::fabs(hr[e]));
+        double d =
+            std::fabs(double(__bfloat162float(hq[e])) - hr[e]) / (0.05 * big + std::fabs(hr[e]));
         if (!(d <= worst))
           worst = d, at = e;
       }
@@ -878,7 +637,7 @@ int main(int argc, char **argv) {
       CUtensorMap mq64 = tileMap(q, long(BH) * T, 64), mdo64 = tileMap(dout, long(BH) * T, 64);
       auto launchKV = [&] {
         attnDkDv<<<(T / 128) * BH, 384, kDkDvSmem, s>>>(mq64, mk, mv, mdo64, lse, dd, dk, dv, T, BH,
-                                                       scale);
+                                                        scale);
       };
       CK(cudaMemset(dk, 0, n * 2));
       CK(cudaMemset(dv, 0, n * 2));
@@ -895,11 +654,13 @@ int main(int argc, char **argv) {
         for (long e = 0; e < n; ++e)
           mx = std::max(mx, double(std::fabs(hw[e])));
         for (long e = 0; e < n; ++e) {
-          double d = std::fabs(double(__bfloat162float(hg[e])) - hw[e]) / (0.05 * mx + std::fabs(hw[e]));
+          double d =
+              std::fabs(double(__bfloat162float(hg[e])) - hw[e]) / (0.05 * mx + std::fabs(hw[e]));
           if (!(d <= w))
             w = d, a = e;
         }
-        std::printf("  %s worst %.2e at %ld: %g vs %g\n", what, w, a, __bfloat162float(hg[a]), hw[a]);
+        std::printf("  %s worst %.2e at %ld: %g vs %g\n", what, w, a, __bfloat162float(hg[a]),
+                    hw[a]);
         return w < 5e-2;
       };
       const bool okK = worstOf(dk, refDk, "dK"), okV = worstOf(dv, refDv, "dV");

@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kRowThreads, heldBlocksPerSm(R))
     if (base + r * kStride < cols)
       launder(held[r]);
   const float mL = m * kLog2e; // exp(v - m) = 2^(v log2(e) - mL)
-  float s = 0.0f;               // and 0 to the sum
+  float s = 0.0f;              // and 0 to the sum
 #pragma unroll
   for (int r = 0; r < R; ++r)
     if (base + r * kStride < cols) {

@@ -132,7 +132,11 @@ __device__ __forceinline__ uint64_t descSw128(const void *p) {
 #define TC_F8(i)                                                                                   \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),      \
       "+f"(d[i + 6]), "+f"(d[i + 7])
-#define TC_F64 TC_F8(0), TC_F8(8), TC_F8(16), TC_F8(24), TC_F8(32), TC_F8(40), TC_F8(48), TC_F8(56)
+#define TC_F32 TC_F8(0), TC_F8(8), TC_F8(16), TC_F8(24)
+#define TC_F64 TC_F32, TC_F8(32), TC_F8(40), TC_F8(48), TC_F8(56)
+#define TC_R32                                                                                     \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define TC_F128                                                                                    \
   TC_F64, TC_F8(64), TC_F8(72), TC_F8(80), TC_F8(88), TC_F8(96), TC_F8(104), TC_F8(112), TC_F8(120)
 #define TC_R64                                                                                     \
@@ -485,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
     for (int i = 0; i < pieces; ++i) {
       int4 p = v[tid + 128 * i];
-      if constexpr (Probe == 1) { // shared-memory traffic alone
+      if constexpr (Probe == 1) {        // shared-memory traffic alone
         p.x ^= static_cast<int>(M == 0); // (0: a store the compiler cannot drop)
         if (EPI == kDgelu) {
           int4 xa = x[tid + 128 * i];
