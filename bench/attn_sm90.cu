@@ -41,14 +41,12 @@ namespace {
 using namespace tc::rt::cuda::sm90gemm;
 
 using namespace tc::rt::cuda::attn::tma; // the runtime's pieces: tiles, products, softmax
+using tc::rt::cuda::attn::pack2;
 using tc::rt::cuda::kern::exp2Ftz;
 using tc::rt::cuda::kern::kLog2e;
 
 constexpr int D = kD;             // head dim: one 128-byte swizzle row
 constexpr int BQ = kBQ, BN = kBN; // queries a block, keys a tile
-constexpr int kTileBytes = kTile;
-template <int Stages> using Layout = TmaLayout<Stages>;
-__device__ __forceinline__ float ex2(float x) { return exp2Ftz(x); }
 
 /// The reference: one block of 128 threads per query row, f32 throughout.
 __global__ void attnRef(const bf16 *q, const bf16 *k, const bf16 *v, float *out, float *lse, int T,
@@ -113,8 +111,8 @@ __global__ void __launch_bounds__(384, 1)
            int T, int BH, float scale) {
   constexpr int kStages = 2;
   // Q, dO, then the stages' K and V tiles, then the barriers.
-  constexpr int oQ = 0, oDO = BQ * D * 2, oK = 2 * BQ * D * 2, oV = oK + kStages * kTileBytes,
-                oBars = oV + kStages * kTileBytes;
+  constexpr int oQ = 0, oDO = BQ * D * 2, oK = 2 * BQ * D * 2, oV = oK + kStages * kTile,
+                oBars = oV + kStages * kTile;
   extern __shared__ unsigned char smemRaw[];
   unsigned char *base = alignedSmem(smemRaw);
   uint64_t *bars = reinterpret_cast<uint64_t *>(base + oBars);
@@ -123,15 +121,7 @@ __global__ void __launch_bounds__(384, 1)
   const int qb = nQ - 1 - static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
   const int q0 = qb * BQ, nTiles = qb + 1;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    mbarInit(qFull, 1);
-    for (int s = 0; s < kStages; ++s) {
-      mbarInit(&full[s], 1);
-      mbarInit(&empty[s], 2);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  initBarriers(qFull, full, empty, kStages);
   if (wg == 0) {
     setMaxRegsDec<24>();
     if (tid == 0) {
@@ -140,9 +130,9 @@ __global__ void __launch_bounds__(384, 1)
       tmaLoad2d(base + oDO, &mapDO, qFull, 0, bh * T + q0);
       for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
         mbarWait(&empty[s], ph ^ 1);
-        mbarExpectTx(&full[s], 2 * kTileBytes);
-        tmaLoad2d(base + oK + s * kTileBytes, &mapK, &full[s], 0, bh * T + j * BN);
-        tmaLoad2d(base + oV + s * kTileBytes, &mapV, &full[s], 0, bh * T + j * BN);
+        mbarExpectTx(&full[s], 2 * kTile);
+        tmaLoad2d(base + oK + s * kTile, &mapK, &full[s], 0, bh * T + j * BN);
+        tmaLoad2d(base + oV + s * kTile, &mapV, &full[s], 0, bh * T + j * BN);
         if (++s == kStages)
           s = 0, ph ^= 1;
       }
@@ -169,8 +159,7 @@ __global__ void __launch_bounds__(384, 1)
   mbarWait(qFull, 0);
   for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
     mbarWait(&full[s], ph);
-    const uint64_t dK = descSw128(base + oK + s * kTileBytes),
-                   dV = descSw128(base + oV + s * kTileBytes);
+    const uint64_t dK = descSw128(base + oK + s * kTile), dV = descSw128(base + oV + s * kTile);
     float sc[64], dp[64];
     wgmmaFence();
 #pragma unroll
@@ -191,16 +180,16 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = 4 * jj + e, row = rowIn + 8 * (e / 2), col = 8 * jj + 2 * t4 + (e % 2);
-        const float p = diag && col > row ? 0.0f : ex2(sc[i] * scaleLog2 - l2[e / 2]);
+        const float p = diag && col > row ? 0.0f : exp2Ftz(sc[i] * scaleLog2 - l2[e / 2]);
         ds[e] = p * (dp[i] - ddr[e / 2]);
       }
-      da[jj / 2][2 * (jj % 2)] = packBf16(ds[0], ds[1]);
-      da[jj / 2][2 * (jj % 2) + 1] = packBf16(ds[2], ds[3]);
+      da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
+      da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
     }
     pin(acc);
     pin(da);
     wgmmaFence();
-    issuePV(acc, da, descSw128N(base + oK + s * kTileBytes)); // dQ += dS K
+    issuePV(acc, da, descSw128N(base + oK + s * kTile)); // dQ += dS K
     wgmmaCommit();
     wgmmaWait<0>();
     pin(acc);
@@ -218,7 +207,7 @@ __global__ void __launch_bounds__(384, 1)
           __floats2bfloat162_rn(acc[4 * jj + 2 * h] * scale, acc[4 * jj + 2 * h + 1] * scale);
   }
 }
-constexpr int kDqSmem = 2 * BQ * D * 2 + 4 * kTileBytes + 64 + 1024;
+constexpr int kDqSmem = 2 * BQ * D * 2 + 4 * kTile + 64 + 1024;
 
 /// D = rowsum(dO O) in f32, a warp a row.
 __global__ void rowDots(const bf16 *a, const bf16 *b, float *out, long rows) {
@@ -299,7 +288,7 @@ __global__ void __launch_bounds__(384, 1)
              const float *__restrict__ lse, const float *__restrict__ dd, bf16 *__restrict__ dk,
              bf16 *__restrict__ dv, int T, int BH, float scale) {
   constexpr int kStages = 3, BQ2 = 64, kQTile = BQ2 * D * 2;
-  constexpr int oK = 0, oV = kTileBytes, oQ = 2 * kTileBytes, oDO = oQ + kStages * kQTile,
+  constexpr int oK = 0, oV = kTile, oQ = 2 * kTile, oDO = oQ + kStages * kQTile,
                 oL = oDO + kStages * kQTile, oD = oL + kStages * BQ2 * 4,
                 oBars = oD + kStages * BQ2 * 4;
   extern __shared__ unsigned char smemRaw[];
@@ -311,19 +300,11 @@ __global__ void __launch_bounds__(384, 1)
   const int kb = static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
   const int k0 = kb * BN, qt0 = k0 / BQ2, nTiles = T / BQ2 - qt0; // causal: queries >= keys
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    mbarInit(kvFull, 1);
-    for (int s = 0; s < kStages; ++s) {
-      mbarInit(&full[s], 1);
-      mbarInit(&empty[s], 2);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  initBarriers(kvFull, full, empty, kStages);
   if (wg == 0) {
     setMaxRegsDec<24>();
     if (tid == 0) {
-      mbarExpectTx(kvFull, 2 * kTileBytes);
+      mbarExpectTx(kvFull, 2 * kTile);
       tmaLoad2d(base + oK, &mapK, kvFull, 0, bh * T + k0);
       tmaLoad2d(base + oV, &mapV, kvFull, 0, bh * T + k0);
       for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
@@ -381,14 +362,14 @@ __global__ void __launch_bounds__(384, 1)
       for (int e = 0; e < 4; ++e) {
         const int idx = 4 * jj + e, key = keyIn + 8 * (e / 2), col = c + (e % 2);
         const float l2 = (e % 2 ? lv.y : lv.x) * kLog2e, dcol = e % 2 ? dv2.y : dv2.x;
-        const float p = edge && key > qIn0 + col ? 0.0f : ex2(st[idx] * scaleLog2 - l2);
+        const float p = edge && key > qIn0 + col ? 0.0f : exp2Ftz(st[idx] * scaleLog2 - l2);
         pv[e] = p;
         ds[e] = p * (dpt[idx] - dcol);
       }
-      pa[jj / 2][2 * (jj % 2)] = packBf16(pv[0], pv[1]);
-      pa[jj / 2][2 * (jj % 2) + 1] = packBf16(pv[2], pv[3]);
-      da[jj / 2][2 * (jj % 2)] = packBf16(ds[0], ds[1]);
-      da[jj / 2][2 * (jj % 2) + 1] = packBf16(ds[2], ds[3]);
+      pa[jj / 2][2 * (jj % 2)] = pack2<bf16>(pv[0], pv[1]);
+      pa[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(pv[2], pv[3]);
+      da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
+      da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
     }
     pin(adv);
     pin(adk);
@@ -418,7 +399,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   }
 }
-constexpr int kDkDvSmem = 2 * kTileBytes + 3 * 2 * 64 * D * 2 + 3 * 2 * 64 * 4 + 64 + 1024;
+constexpr int kDkDvSmem = 2 * kTile + 3 * 2 * 64 * D * 2 + 3 * 2 * 64 * 4 + 64 + 1024;
 
 /// dK and dV's reference: a block of 128 threads per key row, f32.
 __global__ void dkdvRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
@@ -455,38 +436,39 @@ __global__ void dkdvRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 
   }
 }
 
-CUtensorMap tileMap(const bf16 *p, long rows, int boxRows = 128) {
+/// A 128-byte-swizzled tensor map of a bf16 operand whose rows are 64 wide:
+/// `rank` dims (innermost first, dims[0] = 64) and the byte strides of dims 1
+/// and up, read in boxes of box[]. Exits on failure.
+CUtensorMap encodeMap(const bf16 *p, int rank, const cuuint64_t *dims, const cuuint64_t *strides,
+                      const cuuint32_t *box) {
   CUtensorMap map;
-  cuuint64_t dims[2] = {cuuint64_t(D), cuuint64_t(rows)};
-  cuuint64_t strides[1] = {cuuint64_t(D) * 2};
-  cuuint32_t box[2] = {D, cuuint32_t(boxRows)}, elem[2] = {1, 1};
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
   CUresult r = cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16 *>(p), dims, strides, box, elem,
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<bf16 *>(p), dims, strides, box, elem,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", int(r));
+    std::fprintf(stderr, "cuTensorMapEncodeTiled (rank %d): %d\n", rank, int(r));
     std::exit(1);
   }
   return map;
 }
 
-/// The 4-D tensor map of a contiguous [B, H, T, 64] operand in boxes of 128
-/// rows of one (b, h), as attention_tma.cu encodes the runtime's operands.
+/// [rows, 64] in boxes of boxRows rows (the backward kernels' operands).
+CUtensorMap tileMap(const bf16 *p, long rows, int boxRows = 128) {
+  const cuuint64_t dims[2] = {cuuint64_t(D), cuuint64_t(rows)}, strides[1] = {cuuint64_t(D) * 2};
+  const cuuint32_t box[2] = {D, cuuint32_t(boxRows)};
+  return encodeMap(p, 2, dims, strides, box);
+}
+
+/// A contiguous [B, H, T, 64] operand in boxes of 128 rows of one (b, h), as
+/// attention_tma.cu encodes the runtime's operands (the forward's).
 CUtensorMap map4d(const bf16 *p, int B, int H, int T) {
-  CUtensorMap map;
-  cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(T), cuuint64_t(H), cuuint64_t(B)};
-  cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(T) * D * 2, cuuint64_t(H) * T * D * 2};
-  cuuint32_t box[4] = {D, 128, 1, 1}, elem[4] = {1, 1, 1, 1};
-  CUresult r = cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<bf16 *>(p), dims, strides, box, elem,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled (4-D): %d\n", int(r));
-    std::exit(1);
-  }
-  return map;
+  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(T), cuuint64_t(H), cuuint64_t(B)};
+  const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(T) * D * 2,
+                                 cuuint64_t(H) * T * D * 2};
+  const cuuint32_t box[4] = {D, 128, 1, 1};
+  return encodeMap(p, 4, dims, strides, box);
 }
 
 } // namespace
@@ -501,9 +483,9 @@ int main(int argc, char **argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
   CK(cudaFuncSetAttribute(tmaFwdKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          Layout<2>::bytes));
+                          TmaLayout<2>::bytes));
   CK(cudaFuncSetAttribute(tmaFwdKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          Layout<3>::bytes));
+                          TmaLayout<3>::bytes));
   CK(cudaFuncSetAttribute(attnDq, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
   CK(cudaFuncSetAttribute(attnDkDv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDkDvSmem));
   cudaStream_t s;
@@ -549,9 +531,9 @@ int main(int argc, char **argv) {
     for (bool overlap : {false, true}) {
       auto launch = [&] {
         if (overlap)
-          tmaFwdKernel<true><<<(T / BQ) * BH, 384, Layout<3>::bytes, s>>>(m4q, m4k, m4v, fp);
+          tmaFwdKernel<true><<<(T / BQ) * BH, 384, TmaLayout<3>::bytes, s>>>(m4q, m4k, m4v, fp);
         else
-          tmaFwdKernel<false><<<(T / BQ) * BH, 384, Layout<2>::bytes, s>>>(m4q, m4k, m4v, fp);
+          tmaFwdKernel<false><<<(T / BQ) * BH, 384, TmaLayout<2>::bytes, s>>>(m4q, m4k, m4v, fp);
       };
       CK(cudaMemset(out, 0, n * 2));
       launch();
@@ -595,55 +577,6 @@ int main(int argc, char **argv) {
       rowDots<<<(long(BH) * T * 32 + 255) / 256, 256, 0, s>>>(dout, out, dd, long(BH) * T);
       dqRef<<<BH * T, 128, 0, s>>>(q, k, v, dout, lse, dd, refDq, T, scale);
       CK(cudaGetLastError());
-      CUtensorMap mdo = tileMap(dout, long(BH) * T);
-      auto launch = [&] {
-        attnDq<<<(T / BQ) * BH, 384, kDqSmem, s>>>(mq, mk, mv, mdo, lse, dd, dq, T, BH, scale);
-      };
-      CK(cudaMemset(dq, 0, n * 2));
-      launch();
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
-      std::vector<bf16> hq(n);
-      std::vector<float> hr(n);
-      CK(cudaMemcpy(hq.data(), dq, n * 2, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(hr.data(), refDq, n * 4, cudaMemcpyDeviceToHost));
-      double worst = 0.0, big = 0.0;
-      long at = 0;
-      for (long e = 0; e < n; ++e)
-        big = std::max(big, double(std::fabs(hr[e])));
-      for (long e = 0; e < n; ++e) {
-        double d =
-            std::fabs(double(__bfloat162float(hq[e])) - hr[e]) / (0.05 * big + std::fabs(hr[e]));
-        if (!(d <= worst))
-          worst = d, at = e;
-      }
-      const bool ok = worst < 5e-2;
-      allOk = allOk && ok;
-      const float us = timeUs(s, 20, launch);
-      const double flop = 6.0 * BH * double(T) * T * D / 2; // S, dP, dQ; causal
-      std::printf("%dx%dx%d d%d causal, backward dQ: %s (worst %.2e of (|ref| + 5%% of max) at "
-                  "%ld: %g vs %g)  %.1f us  %.0f TFLOP/s\n",
-                  B, H, T, D, ok ? "ok" : "MISMATCH", worst, at, __bfloat162float(hq[at]), hr[at],
-                  us, flop / us / 1e6);
-      // dK and dV.
-      bf16 *dk, *dv;
-      float *refDk, *refDv;
-      CK(cudaMalloc(&dk, n * 2));
-      CK(cudaMalloc(&dv, n * 2));
-      CK(cudaMalloc(&refDk, n * 4));
-      CK(cudaMalloc(&refDv, n * 4));
-      dkdvRef<<<BH * T, 128, 0, s>>>(q, k, v, dout, lse, dd, refDk, refDv, T, scale);
-      CK(cudaGetLastError());
-      CUtensorMap mq64 = tileMap(q, long(BH) * T, 64), mdo64 = tileMap(dout, long(BH) * T, 64);
-      auto launchKV = [&] {
-        attnDkDv<<<(T / 128) * BH, 384, kDkDvSmem, s>>>(mq64, mk, mv, mdo64, lse, dd, dk, dv, T, BH,
-                                                        scale);
-      };
-      CK(cudaMemset(dk, 0, n * 2));
-      CK(cudaMemset(dv, 0, n * 2));
-      launchKV();
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
       auto worstOf = [&](const bf16 *got, const float *want, const char *what) {
         std::vector<bf16> hg(n);
         std::vector<float> hw(n);
@@ -663,6 +596,39 @@ int main(int argc, char **argv) {
                     hw[a]);
         return w < 5e-2;
       };
+      CUtensorMap mdo = tileMap(dout, long(BH) * T);
+      auto launch = [&] {
+        attnDq<<<(T / BQ) * BH, 384, kDqSmem, s>>>(mq, mk, mv, mdo, lse, dd, dq, T, BH, scale);
+      };
+      CK(cudaMemset(dq, 0, n * 2));
+      launch();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
+      const bool ok = worstOf(dq, refDq, "dQ (of |ref| + 5% of the largest)");
+      allOk = allOk && ok;
+      const float us = timeUs(s, 20, launch);
+      const double flop = 6.0 * BH * double(T) * T * D / 2; // S, dP, dQ; causal
+      std::printf("%dx%dx%d d%d causal, backward dQ: %s  %.1f us  %.0f TFLOP/s\n", B, H, T, D,
+                  ok ? "ok" : "MISMATCH", us, flop / us / 1e6);
+      // dK and dV.
+      bf16 *dk, *dv;
+      float *refDk, *refDv;
+      CK(cudaMalloc(&dk, n * 2));
+      CK(cudaMalloc(&dv, n * 2));
+      CK(cudaMalloc(&refDk, n * 4));
+      CK(cudaMalloc(&refDv, n * 4));
+      dkdvRef<<<BH * T, 128, 0, s>>>(q, k, v, dout, lse, dd, refDk, refDv, T, scale);
+      CK(cudaGetLastError());
+      CUtensorMap mq64 = tileMap(q, long(BH) * T, 64), mdo64 = tileMap(dout, long(BH) * T, 64);
+      auto launchKV = [&] {
+        attnDkDv<<<(T / 128) * BH, 384, kDkDvSmem, s>>>(mq64, mk, mv, mdo64, lse, dd, dk, dv, T, BH,
+                                                        scale);
+      };
+      CK(cudaMemset(dk, 0, n * 2));
+      CK(cudaMemset(dv, 0, n * 2));
+      launchKV();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
       const bool okK = worstOf(dk, refDk, "dK"), okV = worstOf(dv, refDv, "dV");
       allOk = allOk && okK && okV;
       const float usKV = timeUs(s, 20, launchKV);

@@ -11,8 +11,7 @@
 #ifndef TC_RUNTIME_CUDA_KERNELS_ATTENTION_TMA_CUH
 #define TC_RUNTIME_CUDA_KERNELS_ATTENTION_TMA_CUH
 
-#include "runtime/src/cuda/kernels/attention.cuh"
-#include "runtime/src/cuda/kernels/common.cuh"
+#include "runtime/src/cuda/kernels/attention_tiles.cuh"
 #include "runtime/src/cuda/kernels/gemm_sm90.cuh"
 
 namespace tc::rt::cuda::attn::tma {
@@ -30,6 +29,22 @@ template <int Stages> struct TmaLayout {
                        bytes = bars + 64 + 1024;
 };
 
+/// Thread 0 initialises a block's barriers: `once` (a one-shot load: Q, or
+/// K and V) and a ring of `stages` (full: the producer's one arrive with its
+/// bytes; empty: both consumer warpgroups' arrives); then the block syncs.
+__device__ __forceinline__ void initBarriers(uint64_t *once, uint64_t *full, uint64_t *empty,
+                                             int stages) {
+  if (threadIdx.x == 0) {
+    g90::mbarInit(once, 1);
+    for (int s = 0; s < stages; ++s) {
+      g90::mbarInit(&full[s], 1);
+      g90::mbarInit(&empty[s], 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
 /// O (64 x 64 a warpgroup) += P (64 x 16 keys, bf16 A fragments in
 /// registers) V (16 keys x 64, N-major in shared memory: transposed B).
 __device__ __forceinline__ void wgmmaPV(float (&d)[32], const uint32_t (&a)[4], uint64_t descB) {
@@ -39,11 +54,6 @@ __device__ __forceinline__ void wgmmaPV(float (&d)[32], const uint32_t (&a)[4], 
                "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
                : TC_F32
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB));
-}
-
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
 }
 
 /// Keeps the compiler from moving register reads or writes across a wgmma
@@ -80,9 +90,9 @@ __device__ __forceinline__ void issuePV(float (&o)[32], const uint32_t (&pa)[KS]
 
 /// Where a tile's scores are masked: columns at or past kLim (keys past
 /// tk) and, when causal, columns c with c + kRel > row (key > query; kRel =
-/// the tile's first key less the block's first query).
+/// the tile's first key less the block's first query). A tile inside both
+/// limits masks nothing (every row's limit is past its last column).
 struct TileMask {
-  bool any;
   int kLim, kRel;
   bool causal;
 };
@@ -98,7 +108,7 @@ __device__ __forceinline__ void softmaxTile(float (&sc)[64], const TileMask &mk,
   int lim[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-    lim[h] = !mk.any ? kBN : mk.causal ? min(mk.kLim, rowIn + 8 * h - mk.kRel + 1) : mk.kLim;
+    lim[h] = mk.causal ? min(mk.kLim, rowIn + 8 * h - mk.kRel + 1) : mk.kLim;
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
     const int col = 8 * (i / 4) + 2 * t4 + (i % 2);
@@ -126,8 +136,8 @@ __device__ __forceinline__ void softmaxTile(float (&sc)[64], const TileMask &mk,
       p[e] = kern::exp2Ftz(sc[4 * jj + e] - mu[e / 2]);
       l[e / 2] += p[e];
     }
-    pa[jj / 2][2 * (jj % 2)] = packBf16(p[0], p[1]);     // row r, keys 8 jj + 2 t4
-    pa[jj / 2][2 * (jj % 2) + 1] = packBf16(p[2], p[3]); // row r + 8
+    pa[jj / 2][2 * (jj % 2)] = pack2<bf16>(p[0], p[1]);     // row r, keys 8 jj + 2 t4
+    pa[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(p[2], p[3]); // row r + 8
   }
 }
 
@@ -136,8 +146,6 @@ __device__ __forceinline__ void rescale(float (&o)[32], const float (&corr)[2]) 
   for (int i = 0; i < 32; ++i)
     o[i] *= corr[(i / 2) % 2];
 }
-
-constexpr float kLn2f = 0.6931471805599453f;
 
 __device__ __forceinline__ void tmaLoad4d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
                                           int c1, int c2, int c3) {
@@ -166,15 +174,7 @@ __global__ void __launch_bounds__(384, 1)
   const int kvh = h / p.group, q0 = qb * kBQ;
   const int nTiles = p.causal ? min(nK, qb + 1) : nK; // causal: keys <= queries
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    g90::mbarInit(qFull, 1);
-    for (int s = 0; s < kStages; ++s) {
-      g90::mbarInit(&full[s], 1);
-      g90::mbarInit(&empty[s], 2);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  initBarriers(qFull, full, empty, kStages);
   if (wg == 0) {
     g90::setMaxRegsDec<24>();
     if (tid == 0) {
@@ -201,12 +201,7 @@ __global__ void __launch_bounds__(384, 1)
     if (tid == 0)
       g90::mbarArrive(&empty[s]);
   };
-  auto maskOf = [&](int j) {
-    const int k0 = j * kBN;
-    TileMask mk{false, p.tk - k0, k0 - q0, p.causal};
-    mk.any = k0 + kBN > p.tk || (p.causal && k0 + kBN - 1 > q0);
-    return mk;
-  };
+  auto maskOf = [&](int j) { return TileMask{p.tk - j * kBN, j * kBN - q0, p.causal}; };
   float o[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i)
@@ -301,7 +296,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     if (p.lse && t4 == 0)
       p.lse[static_cast<int64_t>(bh) * p.tq + row] =
-          l[hh] > 0.0f ? m[hh] * kLn2f + logf(l[hh]) : -INFINITY;
+          l[hh] > 0.0f ? m[hh] * kLn2 + logf(l[hh]) : -INFINITY;
   }
   kern::warpAmax<bf16>(p.amax, amax);
 }
