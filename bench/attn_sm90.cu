@@ -19,9 +19,11 @@
 // one masked; the blocks of the last query tiles (the most key tiles) run
 // first. Two forms: in turn (a warpgroup waits for each product) and
 // overlapped (FlashAttention-3's intra-warpgroup pipelining). The
-// backward, deterministic as tc's (no atomics): attnDq (128 queries a
-// block, over key tiles) and attnDkDv (128 keys a block, over query tiles
-// of 64), both from the forward's out and lse and a random dO.
+// backward, deterministic as tc's (no atomics), the runtime's kernels too
+// (what TC_ATTN_TMA runs): tmaDqKernel (128 queries a block, over key
+// tiles; D = rowsum(dO out) as well) and tmaDkDvKernel (128 keys a block,
+// over query tiles of 64), both from the forward's out and lse and a
+// random dO.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -46,7 +48,7 @@ using tc::rt::cuda::kern::exp2Ftz;
 using tc::rt::cuda::kern::kLog2e;
 
 constexpr int D = kD;             // head dim: one 128-byte swizzle row
-constexpr int BQ = kBQ, BN = kBN; // queries a block, keys a tile
+constexpr int BQ = kBQ; // queries a block
 
 /// The reference: one block of 128 threads per query row, f32 throughout.
 __global__ void attnRef(const bf16 *q, const bf16 *k, const bf16 *v, float *out, float *lse, int T,
@@ -98,116 +100,6 @@ __global__ void attnRef(const bf16 *q, const bf16 *k, const bf16 *v, float *out,
     lse[row] = mx + logf(sum);
 }
 
-/// The backward's dQ (bf16, [B, H, T, 64]) in the same form: a block owns
-/// 128 queries (two consumer warpgroups of 64), Q and dO loaded once, K/V
-/// tiles of 128 keys in two stages; per tile S = Q K^T and dP = dO V^T (both
-/// m64n128k16 from shared memory), P = exp(S - lse) (the diagonal masked),
-/// dS = P (dP - D), dQ += dS K (m64n64k16, dS's bf16 A fragments in
-/// registers, K as the transposed B). lse: natural log; dd = rowsum(dO O).
-__global__ void __launch_bounds__(384, 1)
-    attnDq(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
-           const __grid_constant__ CUtensorMap mapV, const __grid_constant__ CUtensorMap mapDO,
-           const float *__restrict__ lse, const float *__restrict__ dd, bf16 *__restrict__ dq,
-           int T, int BH, float scale) {
-  constexpr int kStages = 2;
-  // Q, dO, then the stages' K and V tiles, then the barriers.
-  constexpr int oQ = 0, oDO = BQ * D * 2, oK = 2 * BQ * D * 2, oV = oK + kStages * kTile,
-                oBars = oV + kStages * kTile;
-  extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = alignedSmem(smemRaw);
-  uint64_t *bars = reinterpret_cast<uint64_t *>(base + oBars);
-  uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
-  const int nQ = T / BQ;
-  const int qb = nQ - 1 - static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
-  const int q0 = qb * BQ, nTiles = qb + 1;
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  initBarriers(qFull, full, empty, kStages);
-  if (wg == 0) {
-    setMaxRegsDec<24>();
-    if (tid == 0) {
-      mbarExpectTx(qFull, 2 * BQ * D * 2);
-      tmaLoad2d(base + oQ, &mapQ, qFull, 0, bh * T + q0);
-      tmaLoad2d(base + oDO, &mapDO, qFull, 0, bh * T + q0);
-      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-        mbarWait(&empty[s], ph ^ 1);
-        mbarExpectTx(&full[s], 2 * kTile);
-        tmaLoad2d(base + oK + s * kTile, &mapK, &full[s], 0, bh * T + j * BN);
-        tmaLoad2d(base + oV + s * kTile, &mapV, &full[s], 0, bh * T + j * BN);
-        if (++s == kStages)
-          s = 0, ph ^= 1;
-      }
-    }
-    return;
-  }
-  setMaxRegsInc<240>();
-  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
-  const int rowIn = 64 * g + 16 * warp + lane / 4;
-  const uint64_t dQd = descSw128(base + oQ + g * 64 * D * 2),
-                 dOd = descSw128(base + oDO + g * 64 * D * 2);
-  const float scaleLog2 = scale * kLog2e;
-  float l2[2], ddr[2]; // the rows' lse (log2 domain) and D
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const long row = static_cast<long>(bh) * T + q0 + rowIn + 8 * h;
-    l2[h] = lse[row] * kLog2e;
-    ddr[h] = dd[row];
-  }
-  float acc[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i)
-    acc[i] = 0.0f;
-  mbarWait(qFull, 0);
-  for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-    mbarWait(&full[s], ph);
-    const uint64_t dK = descSw128(base + oK + s * kTile), dV = descSw128(base + oV + s * kTile);
-    float sc[64], dp[64];
-    wgmmaFence();
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k)
-      wgmma128<0>(sc, dQd + 2 * k, dK + 2 * k, k > 0 ? 1 : 0);
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k)
-      wgmma128<0>(dp, dOd + 2 * k, dV + 2 * k, k > 0 ? 1 : 0);
-    wgmmaCommit();
-    wgmmaWait<0>();
-    pin(sc);
-    pin(dp);
-    const bool diag = j == qb;
-    uint32_t da[8][4]; // dS as the A fragments of 8 k-steps of 16 keys
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      float ds[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = 4 * jj + e, row = rowIn + 8 * (e / 2), col = 8 * jj + 2 * t4 + (e % 2);
-        const float p = diag && col > row ? 0.0f : exp2Ftz(sc[i] * scaleLog2 - l2[e / 2]);
-        ds[e] = p * (dp[i] - ddr[e / 2]);
-      }
-      da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
-      da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
-    }
-    pin(acc);
-    pin(da);
-    wgmmaFence();
-    issuePV(acc, da, descSw128N(base + oK + s * kTile)); // dQ += dS K
-    wgmmaCommit();
-    wgmmaWait<0>();
-    pin(acc);
-    if (tid == 0)
-      mbarArrive(&empty[s]);
-    if (++s == kStages)
-      s = 0, ph ^= 1;
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    bf16 *drow = dq + (static_cast<long>(bh) * T + q0 + rowIn + 8 * h) * D;
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj)
-      *reinterpret_cast<__nv_bfloat162 *>(drow + 8 * jj + 2 * t4) =
-          __floats2bfloat162_rn(acc[4 * jj + 2 * h] * scale, acc[4 * jj + 2 * h + 1] * scale);
-  }
-}
-constexpr int kDqSmem = 2 * BQ * D * 2 + 4 * kTile + 64 + 1024;
 
 /// D = rowsum(dO O) in f32, a warp a row.
 __global__ void rowDots(const bf16 *a, const bf16 *b, float *out, long rows) {
@@ -254,152 +146,6 @@ __global__ void dqRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *d
   }
 }
 
-/// S^T-shaped m64n64k16 from shared memory (A and B K-major, 128-byte
-/// swizzle): the dK/dV kernel's K Q^T and V dO^T.
-__device__ __forceinline__ void wgmma64(float (&d)[32], uint64_t descA, uint64_t descB,
-                                        int scaleD) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-               "{" TC_R32 "}, "
-               "%32, %33, p, 1, 1, 0, 0;\n}\n"
-               : TC_F32
-               : "l"(descA), "l"(descB), "r"(scaleD));
-}
-
-__device__ __forceinline__ void bulkLoad(void *dst, const void *src, uint32_t bytes,
-                                         uint64_t *bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-               "[%3];\n" ::"r"(smemAddr(dst)),
-               "l"(src), "r"(bytes), "r"(smemAddr(bar))
-               : "memory");
-}
-
-/// The backward's dK and dV in the same form: a block owns 128 keys (two
-/// consumer warpgroups of 64), K and V loaded once; query tiles of 64 (Q,
-/// dO, and their lse and D rows) in three stages. Per tile S^T = K Q^T and
-/// dP^T = V dO^T (m64n64k16 from shared memory), P^T = exp(S^T - lse)
-/// (key > query masked), dS^T = P^T (dP^T - D), then dV += P^T dO and dK +=
-/// dS^T Q (m64n64k16 with P^T / dS^T as bf16 A fragments in registers, dO and
-/// Q as the transposed B). The blocks of the first keys (the most query
-/// tiles) run first.
-__global__ void __launch_bounds__(384, 1)
-    attnDkDv(const __grid_constant__ CUtensorMap mapQ64, const __grid_constant__ CUtensorMap mapK,
-             const __grid_constant__ CUtensorMap mapV, const __grid_constant__ CUtensorMap mapDO64,
-             const float *__restrict__ lse, const float *__restrict__ dd, bf16 *__restrict__ dk,
-             bf16 *__restrict__ dv, int T, int BH, float scale) {
-  constexpr int kStages = 3, BQ2 = 64, kQTile = BQ2 * D * 2;
-  constexpr int oK = 0, oV = kTile, oQ = 2 * kTile, oDO = oQ + kStages * kQTile,
-                oL = oDO + kStages * kQTile, oD = oL + kStages * BQ2 * 4,
-                oBars = oD + kStages * BQ2 * 4;
-  extern __shared__ unsigned char smemRaw[];
-  unsigned char *base = alignedSmem(smemRaw);
-  uint64_t *bars = reinterpret_cast<uint64_t *>(base + oBars);
-  uint64_t *kvFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
-  const float *sL = reinterpret_cast<const float *>(base + oL),
-              *sD = reinterpret_cast<const float *>(base + oD);
-  const int kb = static_cast<int>(blockIdx.x) / BH, bh = blockIdx.x % BH;
-  const int k0 = kb * BN, qt0 = k0 / BQ2, nTiles = T / BQ2 - qt0; // causal: queries >= keys
-  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  initBarriers(kvFull, full, empty, kStages);
-  if (wg == 0) {
-    setMaxRegsDec<24>();
-    if (tid == 0) {
-      mbarExpectTx(kvFull, 2 * kTile);
-      tmaLoad2d(base + oK, &mapK, kvFull, 0, bh * T + k0);
-      tmaLoad2d(base + oV, &mapV, kvFull, 0, bh * T + k0);
-      for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
-        const int q0 = (qt0 + i) * BQ2;
-        mbarWait(&empty[s], ph ^ 1);
-        mbarExpectTx(&full[s], 2 * kQTile + 2 * BQ2 * 4);
-        tmaLoad2d(base + oQ + s * kQTile, &mapQ64, &full[s], 0, bh * T + q0);
-        tmaLoad2d(base + oDO + s * kQTile, &mapDO64, &full[s], 0, bh * T + q0);
-        bulkLoad(base + oL + s * BQ2 * 4, lse + static_cast<long>(bh) * T + q0, BQ2 * 4, &full[s]);
-        bulkLoad(base + oD + s * BQ2 * 4, dd + static_cast<long>(bh) * T + q0, BQ2 * 4, &full[s]);
-        if (++s == kStages)
-          s = 0, ph ^= 1;
-      }
-    }
-    return;
-  }
-  setMaxRegsInc<240>();
-  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
-  const int keyIn = 64 * g + 16 * warp + lane / 4; // this thread's first key in the block (+8)
-  const uint64_t dKd = descSw128(base + oK + g * 64 * D * 2),
-                 dVd = descSw128(base + oV + g * 64 * D * 2);
-  const float scaleLog2 = scale * kLog2e;
-  float adk[32], adv[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i)
-    adk[i] = adv[i] = 0.0f;
-  mbarWait(kvFull, 0);
-  for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
-    mbarWait(&full[s], ph);
-    const int qIn0 = (qt0 + i) * BQ2 - k0; // the tile's first query less k0
-    const uint64_t dQs = descSw128(base + oQ + s * kQTile),
-                   dOs = descSw128(base + oDO + s * kQTile);
-    float st[32], dpt[32];
-    wgmmaFence();
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k)
-      wgmma64(st, dKd + 2 * k, dQs + 2 * k, k > 0 ? 1 : 0);
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k)
-      wgmma64(dpt, dVd + 2 * k, dOs + 2 * k, k > 0 ? 1 : 0);
-    wgmmaCommit();
-    wgmmaWait<0>();
-    pin(st);
-    pin(dpt);
-    const float *lT = sL + s * BQ2, *dT = sD + s * BQ2;
-    const bool edge = qIn0 < 128; // a tile that can hold key > query
-    uint32_t pa[4][4], da[4][4];
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      float pv[4], ds[4];
-      const int c = 8 * jj + 2 * t4;
-      const float2 lv = *reinterpret_cast<const float2 *>(lT + c);
-      const float2 dv2 = *reinterpret_cast<const float2 *>(dT + c);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int idx = 4 * jj + e, key = keyIn + 8 * (e / 2), col = c + (e % 2);
-        const float l2 = (e % 2 ? lv.y : lv.x) * kLog2e, dcol = e % 2 ? dv2.y : dv2.x;
-        const float p = edge && key > qIn0 + col ? 0.0f : exp2Ftz(st[idx] * scaleLog2 - l2);
-        pv[e] = p;
-        ds[e] = p * (dpt[idx] - dcol);
-      }
-      pa[jj / 2][2 * (jj % 2)] = pack2<bf16>(pv[0], pv[1]);
-      pa[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(pv[2], pv[3]);
-      da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
-      da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
-    }
-    pin(adv);
-    pin(adk);
-    pin(pa);
-    pin(da);
-    wgmmaFence();
-    issuePV(adv, pa, descSw128N(base + oDO + s * kQTile)); // dV += P^T dO
-    issuePV(adk, da, descSw128N(base + oQ + s * kQTile));  // dK += dS^T Q
-    wgmmaCommit();
-    wgmmaWait<0>();
-    pin(adv);
-    pin(adk);
-    if (tid == 0)
-      mbarArrive(&empty[s]);
-    if (++s == kStages)
-      s = 0, ph ^= 1;
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const long row = static_cast<long>(bh) * T + k0 + keyIn + 8 * h;
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      *reinterpret_cast<__nv_bfloat162 *>(dk + row * D + 8 * jj + 2 * t4) =
-          __floats2bfloat162_rn(adk[4 * jj + 2 * h] * scale, adk[4 * jj + 2 * h + 1] * scale);
-      *reinterpret_cast<__nv_bfloat162 *>(dv + row * D + 8 * jj + 2 * t4) =
-          __floats2bfloat162_rn(adv[4 * jj + 2 * h], adv[4 * jj + 2 * h + 1]);
-    }
-  }
-}
-constexpr int kDkDvSmem = 2 * kTile + 3 * 2 * 64 * D * 2 + 3 * 2 * 64 * 4 + 64 + 1024;
 
 /// dK and dV's reference: a block of 128 threads per key row, f32.
 __global__ void dkdvRef(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
@@ -454,21 +200,31 @@ CUtensorMap encodeMap(const bf16 *p, int rank, const cuuint64_t *dims, const cuu
   return map;
 }
 
-/// [rows, 64] in boxes of boxRows rows (the backward kernels' operands).
-CUtensorMap tileMap(const bf16 *p, long rows, int boxRows = 128) {
-  const cuuint64_t dims[2] = {cuuint64_t(D), cuuint64_t(rows)}, strides[1] = {cuuint64_t(D) * 2};
-  const cuuint32_t box[2] = {D, cuuint32_t(boxRows)};
-  return encodeMap(p, 2, dims, strides, box);
-}
-
-/// A contiguous [B, H, T, 64] operand in boxes of 128 rows of one (b, h), as
-/// attention_tma.cu encodes the runtime's operands (the forward's).
-CUtensorMap map4d(const bf16 *p, int B, int H, int T) {
+/// A contiguous [B, H, T, 64] operand in boxes of `rows` rows of one (b,
+/// h), as attention_tma.cu encodes the runtime's operands.
+CUtensorMap map4d(const bf16 *p, int B, int H, int T, int rows = 128) {
   const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(T), cuuint64_t(H), cuuint64_t(B)};
   const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(T) * D * 2,
                                  cuuint64_t(H) * T * D * 2};
-  const cuuint32_t box[4] = {D, 128, 1, 1};
+  const cuuint32_t box[4] = {D, cuuint32_t(rows), 1, 1};
   return encodeMap(p, 4, dims, strides, box);
+}
+
+/// n f32 values in boxes of the dK/dV kernel's query rows (its lse and D).
+CUtensorMap map1d(const float *p, long n) {
+  CUtensorMap map;
+  const cuuint64_t dims[1] = {cuuint64_t(n)}, strides[1] = {0};
+  const cuuint32_t box[1] = {DkDvLayout::kRows}, elem[1] = {1};
+  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1,
+                                      const_cast<float *>(p), dims, strides, box, elem,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                      CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled (rank 1): %d\n", int(r));
+    std::exit(1);
+  }
+  return map;
 }
 
 } // namespace
@@ -486,8 +242,10 @@ int main(int argc, char **argv) {
                           TmaLayout<2>::bytes));
   CK(cudaFuncSetAttribute(tmaFwdKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           TmaLayout<3>::bytes));
-  CK(cudaFuncSetAttribute(attnDq, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
-  CK(cudaFuncSetAttribute(attnDkDv, cudaFuncAttributeMaxDynamicSharedMemorySize, kDkDvSmem));
+  CK(cudaFuncSetAttribute(tmaDqKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          DqLayout::bytes));
+  CK(cudaFuncSetAttribute(tmaDkDvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          DkDvLayout::bytes));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   bool allOk = true;
@@ -518,8 +276,6 @@ int main(int argc, char **argv) {
     const float scale = 1.0f / std::sqrt(float(D));
     attnRef<<<BH * T, 128, 0, s>>>(q, k, v, refOut, refLse, T, scale);
     CK(cudaGetLastError());
-    CUtensorMap mq = tileMap(q, long(BH) * T), mk = tileMap(k, long(BH) * T),
-                mv = tileMap(v, long(BH) * T);
     // The runtime's forward kernel (attention_tma.cuh) on [B, H, T, 64]:
     // its parameters and 4-D tensor maps as attention_tma.cu makes them.
     tc::rt::cuda::attn::FastParams<bf16> fp{};
@@ -596,33 +352,52 @@ int main(int argc, char **argv) {
                     hw[a]);
         return w < 5e-2;
       };
-      CUtensorMap mdo = tileMap(dout, long(BH) * T);
+      // The runtime's backward kernels (attention_tma.cuh), launched as
+      // tmaBackward launches them; the dQ kernel writes D (kdd) too.
+      float *kdd;
+      bf16 *dk, *dv;
+      CK(cudaMalloc(&kdd, long(BH) * T * 4));
+      CK(cudaMalloc(&dk, n * 2));
+      CK(cudaMalloc(&dv, n * 2));
+      tc::rt::cuda::attn::FastParams<bf16> bp = fp;
+      bp.o = out, bp.dout = dout, bp.lseIn = lse, bp.dd = kdd, bp.dq = dq, bp.dk = dk, bp.dv = dv;
+      bp.dos = bp.dqs = bp.dks = bp.dvs = fp.qs;
+      bp.lse = nullptr, bp.out = nullptr;
+      CUtensorMap mdo = map4d(dout, B, H, T);
       auto launch = [&] {
-        attnDq<<<(T / BQ) * BH, 384, kDqSmem, s>>>(mq, mk, mv, mdo, lse, dd, dq, T, BH, scale);
+        tmaDqKernel<<<(T / BQ) * BH, 384, DqLayout::bytes, s>>>(m4q, m4k, m4v, mdo, bp);
       };
       CK(cudaMemset(dq, 0, n * 2));
       launch();
       CK(cudaGetLastError());
       CK(cudaStreamSynchronize(s));
-      const bool ok = worstOf(dq, refDq, "dQ (of |ref| + 5% of the largest)");
+      bool ok = worstOf(dq, refDq, "dQ (of |ref| + 5% of the largest)");
+      {
+        std::vector<float> a(long(BH) * T), w(long(BH) * T);
+        CK(cudaMemcpy(a.data(), kdd, a.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(w.data(), dd, w.size() * 4, cudaMemcpyDeviceToHost));
+        double worstD = 0.0;
+        for (size_t e = 0; e < a.size(); ++e)
+          worstD = std::max(worstD, std::fabs(double(a[e]) - w[e]) / (1.0 + std::fabs(w[e])));
+        std::printf("  D worst %.2e\n", worstD);
+        ok = ok && worstD < 1e-4;
+      }
       allOk = allOk && ok;
       const float us = timeUs(s, 20, launch);
       const double flop = 6.0 * BH * double(T) * T * D / 2; // S, dP, dQ; causal
       std::printf("%dx%dx%d d%d causal, backward dQ: %s  %.1f us  %.0f TFLOP/s\n", B, H, T, D,
                   ok ? "ok" : "MISMATCH", us, flop / us / 1e6);
       // dK and dV.
-      bf16 *dk, *dv;
       float *refDk, *refDv;
-      CK(cudaMalloc(&dk, n * 2));
-      CK(cudaMalloc(&dv, n * 2));
       CK(cudaMalloc(&refDk, n * 4));
       CK(cudaMalloc(&refDv, n * 4));
       dkdvRef<<<BH * T, 128, 0, s>>>(q, k, v, dout, lse, dd, refDk, refDv, T, scale);
       CK(cudaGetLastError());
-      CUtensorMap mq64 = tileMap(q, long(BH) * T, 64), mdo64 = tileMap(dout, long(BH) * T, 64);
+      CUtensorMap mq64 = map4d(q, B, H, T, DkDvLayout::kRows),
+                  mdo64 = map4d(dout, B, H, T, DkDvLayout::kRows),
+                  ml = map1d(lse, long(BH) * T), md = map1d(kdd, long(BH) * T);
       auto launchKV = [&] {
-        attnDkDv<<<(T / 128) * BH, 384, kDkDvSmem, s>>>(mq64, mk, mv, mdo64, lse, dd, dk, dv, T, BH,
-                                                        scale);
+        tmaDkDvKernel<<<(T / 128) * BH, 384, DkDvLayout::bytes, s>>>(mq64, m4k, m4v, mdo64, ml, md, bp);
       };
       CK(cudaMemset(dk, 0, n * 2));
       CK(cudaMemset(dv, 0, n * 2));
@@ -635,7 +410,7 @@ int main(int argc, char **argv) {
       const double flopKV = 8.0 * BH * double(T) * T * D / 2; // S^T, dP^T, dV, dK; causal
       std::printf("%dx%dx%d d%d causal, backward dK/dV: %s  %.1f us  %.0f TFLOP/s\n", B, H, T, D,
                   okK && okV ? "ok" : "MISMATCH", usKV, flopKV / usKV / 1e6);
-      for (void *p : {(void *)dout, (void *)dq, (void *)dd, (void *)refDq, (void *)dk, (void *)dv,
+      for (void *p : {(void *)dout, (void *)dq, (void *)dd, (void *)kdd, (void *)refDq, (void *)dk, (void *)dv,
                       (void *)refDk, (void *)refDv})
         CK(cudaFree(p));
     }

@@ -22,6 +22,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "runtime/src/cuda/kernels/attention_wgmma_layout.h"
 #include "runtime/src/cuda/kernels/kernels.h"
@@ -723,6 +724,12 @@ TEST_F(AttentionTest, Deterministic) {
   }
 }
 
+/// Sets TC_ATTN_TMA (attention_tma.cu's measurement knob) for a scope.
+struct TmaKnob {
+  explicit TmaKnob(const char *form) { setenv("TC_ATTN_TMA", form, 1); }
+  ~TmaKnob() { unsetenv("TC_ATTN_TMA"); }
+};
+
 // The gradients' column sums over (batch, t) (AttentionGradSums: the bias
 // gradient of a fused qkv projection), against double sums of the stored
 // gradients: each within twice the rounding of the output (2^-9 relative
@@ -733,11 +740,14 @@ TEST_F(AttentionTest, Deterministic) {
 // path: the flash kernels (they sum their rows, in one matrix of partials
 // when the output's dq, dk, dv columns are adjacent and tq == tk, else in
 // three; several row blocks, partial ones, GQA, tq != tk; with an amax they
-// are summed after), the wgmma kernels and the generic one (summed after).
+// are summed after), the wgmma kernels and the generic one (summed after),
+// and the TMA backward (TC_ATTN_TMA; it sums its blocks' rows, amax or not).
 TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
-  std::vector<AttentionKernels> paths = {AttentionKernels::Mma};
+  enum Path { kMma, kWgmma, kTma };
+  std::vector<Path> paths = {kMma};
   if (wgmmaAttentionAvailable())
-    paths.push_back(AttentionKernels::Wgmma);
+    paths.insert(paths.end(), {kWgmma, kTma});
+  const char *pathNames[] = {"", " wgmma", " tma"};
   const AttnCase cases[] = {
       AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, // GPT-2's form
       AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, false, true},
@@ -749,13 +759,16 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
       AttnCase{DType::BF16, 1, 2, 1, 40, 0, 64, 64, false, false}, // no keys
   };
   withSums = true;
-  for (AttentionKernels path : paths)
+  for (Path path : paths)
     for (int form = 0; form < 3; ++form) // adjacent columns, gaps, adjacent with an amax
       for (const AttnCase &c : cases) {
-        kernels = path;
+        kernels = path == kWgmma ? AttentionKernels::Wgmma : AttentionKernels::Mma;
+        std::optional<TmaKnob> knob;
+        if (path == kTma)
+          knob.emplace("1");
         gradAmaxOff = form != 2;
         const std::string forms[] = {" adjacent", " gaps", " adjacent amax"};
-        SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : "") + forms[form]);
+        SCOPED_TRACE(c.str() + pathNames[path] + forms[form]);
         Layout L = layoutOf(c);
         // dq, dk, dv columns in order, adjacent or with a gap before each.
         const int64_t cq = c.heads * c.d, ck = c.kvHeads * c.d, cv = c.kvHeads * c.dv;
@@ -795,8 +808,7 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
               worst = std::max(worst, mag > 0 ? err : 0.0);
             }
         }
-        report("attention column sums " + c.str() +
-                   (path == AttentionKernels::Wgmma ? " wgmma" : "") + forms[form],
+        report("attention column sums " + c.str() + pathNames[path] + forms[form],
                c.dt, worst, tol, -1, "");
       }
   withSums = false;
@@ -941,19 +953,14 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
   }
 }
 
-/// Sets TC_ATTN_TMA (attention_tma.cu's measurement knob) for a scope.
-struct TmaKnob {
-  explicit TmaKnob(const char *form) { setenv("TC_ATTN_TMA", form, 1); }
-  ~TmaKnob() { unsetenv("TC_ATTN_TMA"); }
-};
-
-// The TMA/wgmma forward (attention_tma.cu; TC_ATTN_TMA=1 in turn, 2
-// overlapped) on bf16 d 64 without a key mask, partial tiles, GQA, tq != tk
-// and the fused projection's strides: the reference's results (the backward
-// stays mma.sync's, from the TMA forward's lse). Then both forms timed at
-// GPT-2 124M's and 350M's shapes beside mma.sync, their outputs within bf16
-// rounding of its.
-TEST_F(AttentionTest, TmaForwardMatchesReference) {
+// The TMA/wgmma kernels (attention_tma.cu; TC_ATTN_TMA=1: the forward in
+// turn, 2: overlapped; the backward's dQ and dK/dV with either) on bf16 d 64
+// without a key mask, partial tiles, GQA, tq != tk and the fused
+// projection's strides: the reference's results and the amaxes of every
+// set of gradients. Then both forms timed at GPT-2 124M's and 350M's
+// shapes beside mma.sync, their outputs and gradients within bf16 rounding
+// of its.
+TEST_F(AttentionTest, TmaMatchesReference) {
   if (!wgmmaAttentionAvailable())
     GTEST_SKIP() << "the TMA forward needs an H100/H200 (sm_90)";
   for (const char *form : {"1", "2"}) {
@@ -978,10 +985,13 @@ TEST_F(AttentionTest, TmaForwardMatchesReference) {
       TmaKnob knob(form);
       ASSERT_NO_FATAL_FAILURE(timeShape(stream(), B, H, 1024, 64, true, AttentionKernels::Mma, tma,
                                         std::string("tma") + form));
-      const double err = maxAbsErr(tma[0], mma[0]);
-      EXPECT_LE(err, 2e-2) << "out, TC_ATTN_TMA=" << form << " against mma.sync";
-      report(std::string("attention tma") + form + " vs mma out", DType::BF16, err, 2e-2, -1,
-             shapeStr({B, H, 1024, 1024, 64}));
+      const char *names[] = {"out", "dq", "dk", "dv"};
+      for (int i = 0; i < 4; ++i) {
+        const double err = maxAbsErr(tma[i], mma[i]);
+        EXPECT_LE(err, 2e-2) << names[i] << ", TC_ATTN_TMA=" << form << " against mma.sync";
+        report(std::string("attention tma") + form + " vs mma " + names[i], DType::BF16, err,
+               2e-2, -1, shapeStr({B, H, 1024, 1024, 64}));
+      }
     }
   }
 }

@@ -33,13 +33,13 @@ namespace {
 using namespace tma;
 
 /// A 4-D tensor map over an operand [batch, heads, t, 64] with the given
-/// element strides, read in boxes of 128 rows of one (batch, head).
+/// element strides, read in boxes of `rows` rows of one (batch, head).
 Status tensorMap4d(CUtensorMap *map, const void *ptr, const AttentionStrides &st, int64_t batch,
-                   int64_t heads, int64_t t, const char *what) {
+                   int64_t heads, int64_t t, const char *what, int rows = kBQ) {
   cuuint64_t dims[4] = {cuuint64_t(kD), cuuint64_t(t), cuuint64_t(heads), cuuint64_t(batch)};
   cuuint64_t strides[3] = {cuuint64_t(st.row) * 2, cuuint64_t(st.head) * 2,
                            cuuint64_t(st.batch) * 2};
-  cuuint32_t box[4] = {kD, kBQ, 1, 1}, elem[4] = {1, 1, 1, 1};
+  cuuint32_t box[4] = {kD, cuuint32_t(rows), 1, 1}, elem[4] = {1, 1, 1, 1};
   CUresult r = g90::encodeTiled()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(ptr),
                                   dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -50,16 +50,36 @@ Status tensorMap4d(CUtensorMap *map, const void *ptr, const AttentionStrides &st
   return Status::ok();
 }
 
+/// A 1-D tensor map over n f32 values (lse or D of [batch, heads, tq]), read
+/// in boxes of DkDvLayout::kRows (zero past n).
+Status tensorMap1d(CUtensorMap *map, const float *ptr, int64_t n, const char *what) {
+  cuuint64_t dims[1] = {cuuint64_t(n)}, strides[1] = {0};
+  cuuint32_t box[1] = {DkDvLayout::kRows}, elem[1] = {1};
+  CUresult r = g90::encodeTiled()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float *>(ptr),
+                                  dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                  CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return internalError(std::string("attention (TMA): cuTensorMapEncodeTiled of ") + what +
+                         " failed (" + std::to_string(int(r)) + ")");
+  return Status::ok();
+}
+
+template <class K, class... Args>
+Status launch(K kernel, int smem, int64_t blocks, cudaStream_t stream, const Args &...args) {
+  TC_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<static_cast<unsigned>(blocks), 384, smem, stream>>>(args...);
+  TC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return Status::ok();
+}
+
 template <bool Overlap>
 Status launchTma(const FastParams<bf16> &p, const CUtensorMap &mq, const CUtensorMap &mk,
                  const CUtensorMap &mv, cudaStream_t stream) {
   constexpr int smem = TmaLayout < Overlap ? 3 : 2 > ::bytes;
-  TC_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(tmaFwdKernel<Overlap>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int64_t blocks = int64_t((p.tq + kBQ - 1) / kBQ) * p.batch * p.heads;
-  tmaFwdKernel<Overlap><<<static_cast<unsigned>(blocks), 384, smem, stream>>>(mq, mk, mv, p);
-  TC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return Status::ok();
+  return launch(tmaFwdKernel<Overlap>, smem, blocks, stream, mq, mk, mv, p);
 }
 
 } // namespace
@@ -80,6 +100,43 @@ Status tmaForward(const FastParams<bf16> &p, int form, cudaStream_t stream) {
   TC_RETURN_IF_ERROR(tensorMap4d(&mv, p.v, p.vs, p.batch, p.kvHeads, p.tk, "v"));
   return form == 2 ? launchTma<true>(p, mq, mk, mv, stream)
                    : launchTma<false>(p, mq, mk, mv, stream);
+}
+
+
+Status tmaBackward(const FastParams<bf16> &p0, cudaStream_t stream, const AttentionGradSums &sums) {
+  if (!g90::encodeTiled())
+    return internalError("attention (TMA): the driver has no cuTensorMapEncodeTiled");
+  FastParams<bf16> p = p0;
+  const AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, kD, kD};
+  const int64_t nQ = (p.tq + kBQ - 1) / kBQ, nK = (p.tk + kBN - 1) / kBN;
+  // The column sums' partials: a chunk is a block's 128 rows.
+  const GradSumParts parts = gradSumParts(s, p.csQ, nQ, nK, sums);
+  if (sums.out) {
+    p.csK = parts.k, p.csV = parts.v;
+    p.csRowQ = static_cast<int>(parts.rowQ), p.csRowKV = static_cast<int>(parts.rowK);
+  } else {
+    p.csQ = p.csK = p.csV = nullptr;
+  }
+  CUtensorMap mq, mdo, mk, mv, mq64, mdo64, ml, md;
+  TC_RETURN_IF_ERROR(tensorMap4d(&mq, p.q, p.qs, p.batch, p.heads, p.tq, "q"));
+  TC_RETURN_IF_ERROR(tensorMap4d(&mdo, p.dout, p.dos, p.batch, p.heads, p.tq, "dout"));
+  TC_RETURN_IF_ERROR(tensorMap4d(&mk, p.k, p.ks, p.batch, p.kvHeads, p.tk, "k"));
+  TC_RETURN_IF_ERROR(tensorMap4d(&mv, p.v, p.vs, p.batch, p.kvHeads, p.tk, "v"));
+  TC_RETURN_IF_ERROR(
+      tensorMap4d(&mq64, p.q, p.qs, p.batch, p.heads, p.tq, "q", DkDvLayout::kRows));
+  TC_RETURN_IF_ERROR(
+      tensorMap4d(&mdo64, p.dout, p.dos, p.batch, p.heads, p.tq, "dout", DkDvLayout::kRows));
+  const int64_t rows = int64_t(p.batch) * p.heads * p.tq;
+  TC_RETURN_IF_ERROR(tensorMap1d(&ml, p.lseIn, rows, "lse"));
+  TC_RETURN_IF_ERROR(tensorMap1d(&md, p.dd, rows, "D"));
+  // dQ and D first: the dK/dV kernel reads D.
+  TC_RETURN_IF_ERROR(launch(tmaDqKernel, DqLayout::bytes, nQ * p.batch * p.heads, stream, mq, mk,
+                            mv, mdo, p));
+  TC_RETURN_IF_ERROR(launch(tmaDkDvKernel, DkDvLayout::bytes, nK * p.batch * p.kvHeads, stream,
+                            mq64, mk, mv, mdo64, ml, md, p));
+  if (!sums.out)
+    return Status::ok();
+  return finishGradSums<bf16>(s, parts, sums, stream);
 }
 
 } // namespace tc::rt::cuda::attn

@@ -301,6 +301,402 @@ __global__ void __launch_bounds__(384, 1)
   kern::warpAmax<bf16>(p.amax, amax);
 }
 
+//===----------------------------------------------------------------------===//
+// The backward: dQ (and D) over key tiles, then dK / dV over query tiles
+//===----------------------------------------------------------------------===//
+
+/// S^T-shaped m64n64k16 from shared memory (A and B K-major, 128-byte
+/// swizzle): the dK/dV kernel's K Q^T and V dO^T.
+__device__ __forceinline__ void wgmma64(float (&d)[32], uint64_t descA, uint64_t descB,
+                                        int scaleD) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+               "{" TC_R32 "}, "
+               "%32, %33, p, 1, 1, 0, 0;\n}\n"
+               : TC_F32
+               : "l"(descA), "l"(descB), "r"(scaleD));
+}
+
+__device__ __forceinline__ void tmaLoad1d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                          int c0) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3}], [%2];\n" ::"r"(g90::smemAddr(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(g90::smemAddr(bar)), "r"(c0)
+               : "memory");
+}
+
+/// The two consumer warpgroups (threads 128..383) meet.
+__device__ __forceinline__ void consumersSync() { g90::namedBarrier(1, 256); }
+
+/// Stores a warpgroup's 64 x 64 accumulator (m64n64 layout: rows rowIn and
+/// rowIn + 8, columns 8 jj + 2 t4 (+1)) times scale as bf16 rows of g (row
+/// stride rs), rows[h] false left out; their |max| into amax.
+__device__ __forceinline__ void storeTile(bf16 *g, int64_t rs, int rowIn, const bool (&rows)[2],
+                                          const float (&acc)[32], float scale, int t4,
+                                          float &amax) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    if (!rows[hh])
+      continue;
+    bf16 *row = g + static_cast<int64_t>(rowIn + 8 * hh) * rs + 2 * t4;
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const float a0 = acc[4 * jj + 2 * hh] * scale, a1 = acc[4 * jj + 2 * hh + 1] * scale;
+      *reinterpret_cast<uint32_t *>(row + 8 * jj) = pack2<bf16>(a0, a1);
+      amax = fmaxf(amax, fmaxf(fabsf(a0), fabsf(a1)));
+    }
+  }
+}
+
+/// The column sums (AttentionGradSums' partial) of the block's stored rows:
+/// both consumer warpgroups' accumulators (as storeTile's), rows[h] false
+/// left out, f32 before the bf16 rounding, times scale once a warp. Each
+/// thread adds its two rows, a warp's 8 row groups by a fixed butterfly, the
+/// 8 warps in order: out[0, 64). smem: 8 x 64 floats. Every consumer thread
+/// calls it (two barriers of the consumers).
+__device__ __forceinline__ void columnSums(const float (&acc)[32], const bool (&rows)[2],
+                                           float scale, float *smem, float *out) {
+  const int tid = threadIdx.x - 128, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  float cs[16];
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float a = rows[0] ? acc[4 * jj + e] : 0.0f, b = rows[1] ? acc[4 * jj + 2 + e] : 0.0f;
+      cs[2 * jj + e] = a + b;
+    }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+#pragma unroll
+    for (int x = 4; x < 32; x *= 2)
+      cs[i] += __shfl_xor_sync(kern::kFullMask, cs[i], x);
+    cs[i] *= scale;
+  }
+  consumersSync(); // smem's earlier readers are done
+  if (lane < 4)
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      smem[warp * kD + 8 * jj + 2 * t4] = cs[2 * jj];
+      smem[warp * kD + 8 * jj + 2 * t4 + 1] = cs[2 * jj + 1];
+    }
+  consumersSync();
+  if (tid < kD) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w)
+      sum += smem[w * kD + tid];
+    out[tid] = sum;
+  }
+}
+
+/// The dQ kernel's shared memory: Q and dO (128 rows each), the stages' K
+/// and V tiles, the column sums' 8 x 64 floats, the barriers.
+struct DqLayout {
+  static constexpr int kStages = 2;
+  static constexpr int q = 0, dO = kTile, k = 2 * kTile, v = k + kStages * kTile,
+                       sums = v + kStages * kTile, bars = sums + 8 * kD * 4,
+                       bytes = bars + 64 + 1024;
+};
+
+/// dQ (bf16, p.dq) and D = rowsum(dO out) (f32, p.dd, which the dK/dV
+/// kernel reads): a block owns 128 queries of one (batch, head), two
+/// consumer warpgroups of 64; Q and dO loaded once, K / V tiles of 128 keys
+/// (the head's kv head's) in two stages. Per tile S = Q K^T and dP = dO V^T
+/// (m64n128k16 from shared memory), P = exp(S scale - lse) (0 past tk and,
+/// causal, where key > query), dS = P (dP - D), dQ += dS K (dS's bf16 A
+/// fragments in registers, K as the transposed B). dQ = scale dQ stored with
+/// its amax (p.amaxOf's kAmaxOfDq) and, with p.csQ, the column sums of the
+/// block's rows at p.csQ + (b ceil(tq / 128) + query block) csRowQ + h 64.
+/// Grid: ceil(tq / 128) * batch * heads blocks of 384 threads, one an SM
+/// (causal: the last query blocks, the most key tiles, first).
+__global__ void __launch_bounds__(384, 1)
+    tmaDqKernel(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
+                const __grid_constant__ CUtensorMap mapV, const __grid_constant__ CUtensorMap mapDO,
+                const FastParams<bf16> p) {
+  using L = DqLayout;
+  constexpr int kStages = L::kStages;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = g90::alignedSmem(smemRaw);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(base + L::bars);
+  uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
+  const int BH = p.batch * p.heads, nQ = (p.tq + kBQ - 1) / kBQ, nK = (p.tk + kBN - 1) / kBN;
+  const int qi = static_cast<int>(blockIdx.x) / BH, bh = static_cast<int>(blockIdx.x) % BH;
+  const int qb = p.causal ? nQ - 1 - qi : qi, b = bh / p.heads, h = bh % p.heads;
+  const int kvh = h / p.group, q0 = qb * kBQ;
+  const int nTiles = p.causal ? min(nK, qb + 1) : nK; // causal: keys <= queries
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  initBarriers(qFull, full, empty, kStages);
+  if (wg == 0) {
+    g90::setMaxRegsDec<24>();
+    if (tid == 0) {
+      g90::mbarExpectTx(qFull, 2 * kTile);
+      tmaLoad4d(base + L::q, &mapQ, qFull, 0, q0, h, b);
+      tmaLoad4d(base + L::dO, &mapDO, qFull, 0, q0, h, b);
+      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+        g90::mbarWait(&empty[s], ph ^ 1);
+        g90::mbarExpectTx(&full[s], 2 * kTile);
+        tmaLoad4d(base + L::k + s * kTile, &mapK, &full[s], 0, j * kBN, kvh, b);
+        tmaLoad4d(base + L::v + s * kTile, &mapV, &full[s], 0, j * kBN, kvh, b);
+        if (++s == kStages)
+          s = 0, ph ^= 1;
+      }
+    }
+    return;
+  }
+  g90::setMaxRegsInc<240>();
+  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  const int rowIn = 64 * g + 16 * warp + lane / 4; // this thread's first row in the block (+8)
+  bool rows[2];
+  float l2[2], ddr[2]; // the rows' lse (log2 domain) and D
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    // D of the row from out and dO as stored: 16 columns a lane, 4 lanes a row.
+    const int row = q0 + rowIn + 8 * hh;
+    rows[hh] = row < p.tq;
+    float dot = 0.0f;
+    if (rows[hh]) {
+      const bf16 *o = p.o + b * p.os.batch + h * p.os.head + static_cast<int64_t>(row) * p.os.row,
+                 *d = p.dout + b * p.dos.batch + h * p.dos.head +
+                      static_cast<int64_t>(row) * p.dos.row;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const uint4 ov = *reinterpret_cast<const uint4 *>(o + 16 * t4 + 8 * c),
+                    dv = *reinterpret_cast<const uint4 *>(d + 16 * t4 + 8 * c);
+        const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 of = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&ow[e])),
+                       df = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&dw[e]));
+          dot = fmaf(of.x, df.x, dot);
+          dot = fmaf(of.y, df.y, dot);
+        }
+      }
+    }
+    dot += __shfl_xor_sync(kern::kFullMask, dot, 1);
+    dot += __shfl_xor_sync(kern::kFullMask, dot, 2);
+    ddr[hh] = dot;
+    l2[hh] = rows[hh] ? p.lseIn[static_cast<int64_t>(bh) * p.tq + row] * kLog2e : 0.0f;
+    if (rows[hh] && t4 == 0)
+      p.dd[static_cast<int64_t>(bh) * p.tq + row] = dot;
+  }
+  const uint64_t dQd = g90::descSw128(base + L::q + g * 64 * kD * 2),
+                 dOd = g90::descSw128(base + L::dO + g * 64 * kD * 2);
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i)
+    acc[i] = 0.0f;
+  g90::mbarWait(qFull, 0);
+  for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+    g90::mbarWait(&full[s], ph);
+    const uint64_t dK = g90::descSw128(base + L::k + s * kTile),
+                   dV = g90::descSw128(base + L::v + s * kTile);
+    float sc[64], dp[64];
+    g90::wgmmaFence();
+    issueScores(sc, dQd, dK);
+    issueScores(dp, dOd, dV);
+    g90::wgmmaCommit();
+    g90::wgmmaWait<0>();
+    pin(sc);
+    pin(dp);
+    // A row's columns from lim[h] on are masked (past tk, or key > query).
+    const int kLim = p.tk - j * kBN, kRel = j * kBN - q0;
+    int lim[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      lim[hh] = p.causal ? min(kLim, rowIn + 8 * hh - kRel + 1) : kLim;
+    uint32_t da[8][4]; // dS as the A fragments of 8 k-steps of 16 keys
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      float ds[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * jj + e, col = 8 * jj + 2 * t4 + (e % 2);
+        const float pr =
+            col >= lim[e / 2] ? 0.0f : kern::exp2Ftz(sc[i] * p.scaleLog2 - l2[e / 2]);
+        ds[e] = pr * (dp[i] - ddr[e / 2]);
+      }
+      da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
+      da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
+    }
+    pin(acc);
+    pin(da);
+    g90::wgmmaFence();
+    issuePV(acc, da, g90::descSw128N(base + L::k + s * kTile)); // dQ += dS K
+    g90::wgmmaCommit();
+    g90::wgmmaWait<0>();
+    pin(acc);
+    if (tid == 0)
+      g90::mbarArrive(&empty[s]);
+    if (++s == kStages)
+      s = 0, ph ^= 1;
+  }
+  float amax = 0.0f;
+  storeTile(p.dq + b * p.dqs.batch + h * p.dqs.head + static_cast<int64_t>(q0) * p.dqs.row,
+            p.dqs.row, rowIn, rows, acc, p.scale, t4, amax);
+  kern::warpAmax<bf16>(gradAmax(p, kAmaxOfDq), amax);
+  if (p.csQ) {
+    const int64_t chunk = static_cast<int64_t>(b) * nQ + qb;
+    columnSums(acc, rows, p.scale, reinterpret_cast<float *>(base + L::sums),
+               p.csQ + chunk * p.csRowQ + static_cast<int64_t>(h) * kD);
+  }
+}
+
+/// The dK/dV kernel's shared memory: K and V (128 rows each), the stages'
+/// Q and dO tiles of 64 rows and their 64 lse and D values, the column
+/// sums' 8 x 64 floats, the barriers.
+struct DkDvLayout {
+  static constexpr int kStages = 3, kRows = 64, kQTile = kRows * kD * 2;
+  static constexpr int k = 0, v = kTile, q = 2 * kTile, dO = q + kStages * kQTile,
+                       lse = dO + kStages * kQTile, dd = lse + kStages * kRows * 4,
+                       sums = dd + kStages * kRows * 4, bars = sums + 8 * kD * 4,
+                       bytes = bars + 64 + 1024;
+};
+
+/// dK and dV (bf16): a block owns 128 keys of one (batch, kv head), two
+/// consumer warpgroups of 64; K and V loaded once; query tiles of 64 rows of
+/// each query head of the kv head's group in turn (Q, dO, and their lse and
+/// D rows: mapL / mapD, 1-D maps over [batch heads tq] f32) in three stages.
+/// Per tile S^T = K Q^T and dP^T = V dO^T (m64n64k16 from shared memory),
+/// P^T = exp(S^T scale - lse) (0 for queries past tq and, causal, where key
+/// > query), dS^T = P^T (dP^T - D), then dV += P^T dO and dK += dS^T Q (P^T
+/// and dS^T as bf16 A fragments in registers, dO and Q as the transposed B).
+/// dK = scale dK and dV stored with their amax (p.amaxOf's bits) and, with
+/// p.csK, the column sums at p.csK / p.csV + (b ceil(tk / 128) + key block)
+/// csRowKV + kvh 64. Grid: ceil(tk / 128) * batch * kvHeads blocks of 384
+/// threads (causal: the first keys, the most query tiles, first).
+__global__ void __launch_bounds__(384, 1)
+    tmaDkDvKernel(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
+                  const __grid_constant__ CUtensorMap mapV,
+                  const __grid_constant__ CUtensorMap mapDO,
+                  const __grid_constant__ CUtensorMap mapL,
+                  const __grid_constant__ CUtensorMap mapD, const FastParams<bf16> p) {
+  using L = DkDvLayout;
+  constexpr int kStages = L::kStages, R = L::kRows;
+  extern __shared__ unsigned char smemRaw[];
+  unsigned char *base = g90::alignedSmem(smemRaw);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(base + L::bars);
+  uint64_t *kvFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
+  const float *sL = reinterpret_cast<const float *>(base + L::lse),
+              *sD = reinterpret_cast<const float *>(base + L::dd);
+  const int BKV = p.batch * p.kvHeads;
+  const int kb = static_cast<int>(blockIdx.x) / BKV, bkv = static_cast<int>(blockIdx.x) % BKV;
+  const int b = bkv / p.kvHeads, kvh = bkv % p.kvHeads, k0 = kb * kBN;
+  const int nQt = (p.tq + R - 1) / R, qt0 = p.causal ? min(k0 / R, nQt) : 0; // causal: q >= key
+  const int per = nQt - qt0, nTiles = per * p.group;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  initBarriers(kvFull, full, empty, kStages);
+  if (wg == 0) {
+    g90::setMaxRegsDec<24>();
+    if (tid == 0) {
+      g90::mbarExpectTx(kvFull, 2 * kTile);
+      tmaLoad4d(base + L::k, &mapK, kvFull, 0, k0, kvh, b);
+      tmaLoad4d(base + L::v, &mapV, kvFull, 0, k0, kvh, b);
+      for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
+        const int hq = kvh * p.group + i / per, q0 = (qt0 + i % per) * R;
+        const int row = (b * p.heads + hq) * p.tq + q0; // of lse and D
+        g90::mbarWait(&empty[s], ph ^ 1);
+        g90::mbarExpectTx(&full[s], 2 * L::kQTile + 2 * R * 4);
+        tmaLoad4d(base + L::q + s * L::kQTile, &mapQ, &full[s], 0, q0, hq, b);
+        tmaLoad4d(base + L::dO + s * L::kQTile, &mapDO, &full[s], 0, q0, hq, b);
+        tmaLoad1d(base + L::lse + s * R * 4, &mapL, &full[s], row);
+        tmaLoad1d(base + L::dd + s * R * 4, &mapD, &full[s], row);
+        if (++s == kStages)
+          s = 0, ph ^= 1;
+      }
+    }
+    return;
+  }
+  g90::setMaxRegsInc<240>();
+  const int g = wg - 1, warp = tid / 32, lane = tid % 32, t4 = lane % 4;
+  const int keyIn = 64 * g + 16 * warp + lane / 4; // this thread's first key in the block (+8)
+  const uint64_t dKd = g90::descSw128(base + L::k + g * 64 * kD * 2),
+                 dVd = g90::descSw128(base + L::v + g * 64 * kD * 2);
+  float adk[32], adv[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i)
+    adk[i] = adv[i] = 0.0f;
+  g90::mbarWait(kvFull, 0); // also when there is no tile: the loads land before the block ends
+  for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
+    g90::mbarWait(&full[s], ph);
+    const int q0 = (qt0 + i % per) * R;
+    const uint64_t dQs = g90::descSw128(base + L::q + s * L::kQTile),
+                   dOs = g90::descSw128(base + L::dO + s * L::kQTile);
+    float st[32], dpt[32];
+    g90::wgmmaFence();
+#pragma unroll
+    for (int k = 0; k < kD / 16; ++k)
+      wgmma64(st, dKd + 2 * k, dQs + 2 * k, k > 0 ? 1 : 0);
+#pragma unroll
+    for (int k = 0; k < kD / 16; ++k)
+      wgmma64(dpt, dVd + 2 * k, dOs + 2 * k, k > 0 ? 1 : 0);
+    g90::wgmmaCommit();
+    g90::wgmmaWait<0>();
+    pin(st);
+    pin(dpt);
+    // Column c (query q0 + c) of key row r is kept when lo[r] <= c < hi:
+    // queries before tq and, causal, at or after the key.
+    const int hi = p.tq - q0;
+    int lo[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      lo[hh] = p.causal ? k0 + keyIn + 8 * hh - q0 : -R;
+    const float *lT = sL + s * R, *dT = sD + s * R;
+    uint32_t pa[4][4], da[4][4];
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      float pv[4], ds[4];
+      const int c = 8 * jj + 2 * t4;
+      const float2 lv = *reinterpret_cast<const float2 *>(lT + c);
+      const float2 dv2 = *reinterpret_cast<const float2 *>(dT + c);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int idx = 4 * jj + e, col = c + (e % 2);
+        const float l2 = (e % 2 ? lv.y : lv.x) * kLog2e, dcol = e % 2 ? dv2.y : dv2.x;
+        const bool keep = col >= lo[e / 2] && col < hi;
+        const float pr = keep ? kern::exp2Ftz(st[idx] * p.scaleLog2 - l2) : 0.0f;
+        pv[e] = pr;
+        ds[e] = pr * (dpt[idx] - dcol);
+      }
+      pa[jj / 2][2 * (jj % 2)] = pack2<bf16>(pv[0], pv[1]);
+      pa[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(pv[2], pv[3]);
+      da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
+      da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
+    }
+    pin(adv);
+    pin(adk);
+    pin(pa);
+    pin(da);
+    g90::wgmmaFence();
+    issuePV(adv, pa, g90::descSw128N(base + L::dO + s * L::kQTile)); // dV += P^T dO
+    issuePV(adk, da, g90::descSw128N(base + L::q + s * L::kQTile));  // dK += dS^T Q
+    g90::wgmmaCommit();
+    g90::wgmmaWait<0>();
+    pin(adv);
+    pin(adk);
+    if (tid == 0)
+      g90::mbarArrive(&empty[s]);
+    if (++s == kStages)
+      s = 0, ph ^= 1;
+  }
+  bool rows[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+    rows[hh] = k0 + keyIn + 8 * hh < p.tk;
+  float amaxK = 0.0f, amaxV = 0.0f;
+  storeTile(p.dk + b * p.dks.batch + kvh * p.dks.head + static_cast<int64_t>(k0) * p.dks.row,
+            p.dks.row, keyIn, rows, adk, p.scale, t4, amaxK);
+  storeTile(p.dv + b * p.dvs.batch + kvh * p.dvs.head + static_cast<int64_t>(k0) * p.dvs.row,
+            p.dvs.row, keyIn, rows, adv, 1.0f, t4, amaxV);
+  const float amax = fmaxf(p.amaxOf & kAmaxOfDk ? amaxK : 0.0f, p.amaxOf & kAmaxOfDv ? amaxV : 0.0f);
+  kern::warpAmax<bf16>(gradAmax(p, kAmaxOfDk | kAmaxOfDv), amax);
+  if (p.csK) {
+    const int64_t chunk = static_cast<int64_t>(b) * ((p.tk + kBN - 1) / kBN) + kb;
+    float *sums = reinterpret_cast<float *>(base + L::sums);
+    columnSums(adk, rows, p.scale, sums, p.csK + chunk * p.csRowKV + static_cast<int64_t>(kvh) * kD);
+    columnSums(adv, rows, 1.0f, sums, p.csV + chunk * p.csRowKV + static_cast<int64_t>(kvh) * kD);
+  }
+}
+
 } // namespace tc::rt::cuda::attn::tma
 
 #endif // TC_RUNTIME_CUDA_KERNELS_ATTENTION_TMA_CUH
