@@ -15,9 +15,17 @@
 //
 // bf16, d == dv == 64, no key mask, scale > 0 (attention.cu's checks); out,
 // lse (natural log, -inf for a row with no key) and out's amax as the flash
-// forward writes them. Taken only with TC_ATTN_TMA=1 (in turn) or 2
-// (overlapped), a measurement knob until measured (bench/RESULTS.md, stop
-// 39: not yet run on a GPU).
+// forward writes them.
+//
+// The backward (tmaBackward), deterministic as the flash one: tmaDqKernel
+// (128 queries a block over the key tiles; D = rowsum(dO out) first, into
+// the scratch) then tmaDkDvKernel (128 keys of a kv head a block over the
+// query tiles of 64 of each head of its group; their lse and D rows by 1-D
+// tensor maps), the gradients' amax and the column sums in their epilogues.
+//
+// Taken only with TC_ATTN_TMA=1 (the forward in turn) or 2 (overlapped),
+// the backward with either: a measurement knob until measured
+// (bench/RESULTS.md, stops 39-40).
 //
 //===----------------------------------------------------------------------===//
 #include <cstdlib>
