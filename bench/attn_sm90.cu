@@ -242,10 +242,10 @@ int main(int argc, char **argv) {
                           TmaLayout<2>::bytes));
   CK(cudaFuncSetAttribute(tmaFwdKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           TmaLayout<3>::bytes));
-  CK(cudaFuncSetAttribute(tmaDqKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          DqLayout::bytes));
-  CK(cudaFuncSetAttribute(tmaDkDvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          DkDvLayout::bytes));
+  for (auto k : {tmaDqKernel<false>, tmaDqKernel<true>})
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, DqLayout::bytes));
+  for (auto k : {tmaDkDvKernel<false>, tmaDkDvKernel<true>})
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, DkDvLayout::bytes));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   bool allOk = true;
@@ -364,30 +364,6 @@ int main(int argc, char **argv) {
       bp.dos = bp.dqs = bp.dks = bp.dvs = fp.qs;
       bp.lse = nullptr, bp.out = nullptr;
       CUtensorMap mdo = map4d(dout, B, H, T);
-      auto launch = [&] {
-        tmaDqKernel<<<(T / BQ) * BH, 384, DqLayout::bytes, s>>>(m4q, m4k, m4v, mdo, bp);
-      };
-      CK(cudaMemset(dq, 0, n * 2));
-      launch();
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
-      bool ok = worstOf(dq, refDq, "dQ (of |ref| + 5% of the largest)");
-      {
-        std::vector<float> a(long(BH) * T), w(long(BH) * T);
-        CK(cudaMemcpy(a.data(), kdd, a.size() * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(w.data(), dd, w.size() * 4, cudaMemcpyDeviceToHost));
-        double worstD = 0.0;
-        for (size_t e = 0; e < a.size(); ++e)
-          worstD = std::max(worstD, std::fabs(double(a[e]) - w[e]) / (1.0 + std::fabs(w[e])));
-        std::printf("  D worst %.2e\n", worstD);
-        ok = ok && worstD < 1e-4;
-      }
-      allOk = allOk && ok;
-      const float us = timeUs(s, 20, launch);
-      const double flop = 6.0 * BH * double(T) * T * D / 2; // S, dP, dQ; causal
-      std::printf("%dx%dx%d d%d causal, backward dQ: %s  %.1f us  %.0f TFLOP/s\n", B, H, T, D,
-                  ok ? "ok" : "MISMATCH", us, flop / us / 1e6);
-      // dK and dV.
       float *refDk, *refDv;
       CK(cudaMalloc(&refDk, n * 4));
       CK(cudaMalloc(&refDv, n * 4));
@@ -396,20 +372,57 @@ int main(int argc, char **argv) {
       CUtensorMap mq64 = map4d(q, B, H, T, DkDvLayout::kRows),
                   mdo64 = map4d(dout, B, H, T, DkDvLayout::kRows),
                   ml = map1d(lse, long(BH) * T), md = map1d(kdd, long(BH) * T);
-      auto launchKV = [&] {
-        tmaDkDvKernel<<<(T / 128) * BH, 384, DkDvLayout::bytes, s>>>(mq64, m4k, m4v, mdo64, ml, md, bp);
-      };
-      CK(cudaMemset(dk, 0, n * 2));
-      CK(cudaMemset(dv, 0, n * 2));
-      launchKV();
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
-      const bool okK = worstOf(dk, refDk, "dK"), okV = worstOf(dv, refDv, "dV");
-      allOk = allOk && okK && okV;
-      const float usKV = timeUs(s, 20, launchKV);
-      const double flopKV = 8.0 * BH * double(T) * T * D / 2; // S^T, dP^T, dV, dK; causal
-      std::printf("%dx%dx%d d%d causal, backward dK/dV: %s  %.1f us  %.0f TFLOP/s\n", B, H, T, D,
-                  okK && okV ? "ok" : "MISMATCH", usKV, flopKV / usKV / 1e6);
+      // Both forms: each product waited for (TC_ATTN_TMA=1), and chained
+      // (=2: a tile's last product and the next tile's first back to back).
+      for (bool chained : {false, true}) {
+        const char *form = chained ? "chained" : "in turn";
+        auto launch = [&] {
+          if (chained)
+            tmaDqKernel<true><<<(T / BQ) * BH, 384, DqLayout::bytes, s>>>(m4q, m4k, m4v, mdo, bp);
+          else
+            tmaDqKernel<false><<<(T / BQ) * BH, 384, DqLayout::bytes, s>>>(m4q, m4k, m4v, mdo, bp);
+        };
+        CK(cudaMemset(dq, 0, n * 2));
+        CK(cudaMemset(kdd, 0, long(BH) * T * 4));
+        launch();
+        CK(cudaGetLastError());
+        CK(cudaStreamSynchronize(s));
+        bool ok = worstOf(dq, refDq, "dQ (of |ref| + 5% of the largest)");
+        {
+          std::vector<float> a(long(BH) * T), w(long(BH) * T);
+          CK(cudaMemcpy(a.data(), kdd, a.size() * 4, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(w.data(), dd, w.size() * 4, cudaMemcpyDeviceToHost));
+          double worstD = 0.0;
+          for (size_t e = 0; e < a.size(); ++e)
+            worstD = std::max(worstD, std::fabs(double(a[e]) - w[e]) / (1.0 + std::fabs(w[e])));
+          std::printf("  D worst %.2e\n", worstD);
+          ok = ok && worstD < 1e-4;
+        }
+        allOk = allOk && ok;
+        const float us = timeUs(s, 20, launch);
+        const double flop = 6.0 * BH * double(T) * T * D / 2; // S, dP, dQ; causal
+        std::printf("%dx%dx%d d%d causal, backward dQ, %s: %s  %.1f us  %.0f TFLOP/s\n", B, H, T,
+                    D, form, ok ? "ok" : "MISMATCH", us, flop / us / 1e6);
+        auto launchKV = [&] {
+          if (chained)
+            tmaDkDvKernel<true><<<(T / 128) * BH, 384, DkDvLayout::bytes, s>>>(
+                mq64, m4k, m4v, mdo64, ml, md, bp);
+          else
+            tmaDkDvKernel<false><<<(T / 128) * BH, 384, DkDvLayout::bytes, s>>>(
+                mq64, m4k, m4v, mdo64, ml, md, bp);
+        };
+        CK(cudaMemset(dk, 0, n * 2));
+        CK(cudaMemset(dv, 0, n * 2));
+        launchKV();
+        CK(cudaGetLastError());
+        CK(cudaStreamSynchronize(s));
+        const bool okK = worstOf(dk, refDk, "dK"), okV = worstOf(dv, refDv, "dV");
+        allOk = allOk && okK && okV;
+        const float usKV = timeUs(s, 20, launchKV);
+        const double flopKV = 8.0 * BH * double(T) * T * D / 2; // S^T, dP^T, dV, dK; causal
+        std::printf("%dx%dx%d d%d causal, backward dK/dV, %s: %s  %.1f us  %.0f TFLOP/s\n", B, H,
+                    T, D, form, okK && okV ? "ok" : "MISMATCH", usKV, flopKV / usKV / 1e6);
+      }
       for (void *p : {(void *)dout, (void *)dq, (void *)dd, (void *)kdd, (void *)refDq, (void *)dk, (void *)dv,
                       (void *)refDk, (void *)refDv})
         CK(cudaFree(p));

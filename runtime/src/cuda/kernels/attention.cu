@@ -242,10 +242,11 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
         if constexpr (std::is_same_v<T, bf16>) // the TMA backward: with the forward's knob
-          if (tmaAttentionForm() && s.d == 64 && s.dv == 64 && !m.keys && aligned16(lse) &&
-              aligned16(dd) && wgmmaAttentionAvailable()) {
+          if (const int form = tmaAttentionForm(); form && s.d == 64 && s.dv == 64 && !m.keys &&
+                                                   aligned16(lse) && aligned16(dd) &&
+                                                   wgmmaAttentionAvailable()) {
             p.csQ = sums.out ? parts : nullptr;
-            return tmaBackward(p, stream, sums);
+            return tmaBackward(p, form, stream, sums);
           }
         if (useWgmma(kernels, s, m))
           return sumsAfter(wgmmaBackward(p, s.d, stream));

@@ -78,9 +78,10 @@ int tmaAttentionForm();
 /// key mask, scale > 0; the caller checks wgmmaAttentionAvailable().
 Status tmaForward(const FastParams<bf16> &p, int form, cudaStream_t stream);
 /// The backward on TMA and wgmma (attention_tma.cu): dQ and D, then dK and
-/// dV, for the forward's cases (any scale); p.dd is D's scratch, and with
-/// sums.out p.csQ the partials' (as flashBackward's).
-Status tmaBackward(const FastParams<bf16> &p, cudaStream_t stream,
+/// dV, for the forward's cases (any scale), in tmaAttentionForm's form;
+/// p.dd is D's scratch, and with sums.out p.csQ the partials' (as
+/// flashBackward's).
+Status tmaBackward(const FastParams<bf16> &p, int form, cudaStream_t stream,
                    const AttentionGradSums &sums = {});
 
 /// The flash path's algorithm on sm_90a warpgroup MMA (attention_wgmma.cu):

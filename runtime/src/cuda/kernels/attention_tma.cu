@@ -23,8 +23,9 @@
 // query tiles of 64 of each head of its group; their lse and D rows by 1-D
 // tensor maps), the gradients' amax and the column sums in their epilogues.
 //
-// Taken only with TC_ATTN_TMA=1 (the forward in turn) or 2 (overlapped),
-// the backward with either: a measurement knob until measured
+// Taken only with TC_ATTN_TMA=1 (every product waited for: the forward and
+// the backward in turn) or 2 (the forward overlapped, the backward's
+// products chained): a measurement knob until measured
 // (bench/RESULTS.md, stops 39-40).
 //
 //===----------------------------------------------------------------------===//
@@ -111,7 +112,8 @@ Status tmaForward(const FastParams<bf16> &p, int form, cudaStream_t stream) {
 }
 
 
-Status tmaBackward(const FastParams<bf16> &p0, cudaStream_t stream, const AttentionGradSums &sums) {
+Status tmaBackward(const FastParams<bf16> &p0, int form, cudaStream_t stream,
+                   const AttentionGradSums &sums) {
   if (!g90::encodeTiled())
     return internalError("attention (TMA): the driver has no cuTensorMapEncodeTiled");
   FastParams<bf16> p = p0;
@@ -138,10 +140,18 @@ Status tmaBackward(const FastParams<bf16> &p0, cudaStream_t stream, const Attent
   TC_RETURN_IF_ERROR(tensorMap1d(&ml, p.lseIn, rows, "lse"));
   TC_RETURN_IF_ERROR(tensorMap1d(&md, p.dd, rows, "D"));
   // dQ and D first: the dK/dV kernel reads D.
-  TC_RETURN_IF_ERROR(launch(tmaDqKernel, DqLayout::bytes, nQ * p.batch * p.heads, stream, mq, mk,
-                            mv, mdo, p));
-  TC_RETURN_IF_ERROR(launch(tmaDkDvKernel, DkDvLayout::bytes, nK * p.batch * p.kvHeads, stream,
-                            mq64, mk, mv, mdo64, ml, md, p));
+  const int64_t dqBlocks = nQ * p.batch * p.heads, kvBlocks = nK * p.batch * p.kvHeads;
+  if (form == 2) {
+    TC_RETURN_IF_ERROR(launch(tmaDqKernel<true>, DqLayout::bytes, dqBlocks, stream, mq, mk, mv,
+                              mdo, p));
+    TC_RETURN_IF_ERROR(launch(tmaDkDvKernel<true>, DkDvLayout::bytes, kvBlocks, stream, mq64, mk,
+                              mv, mdo64, ml, md, p));
+  } else {
+    TC_RETURN_IF_ERROR(launch(tmaDqKernel<false>, DqLayout::bytes, dqBlocks, stream, mq, mk, mv,
+                              mdo, p));
+    TC_RETURN_IF_ERROR(launch(tmaDkDvKernel<false>, DkDvLayout::bytes, kvBlocks, stream, mq64,
+                              mk, mv, mdo64, ml, md, p));
+  }
   if (!sums.out)
     return Status::ok();
   return finishGradSums<bf16>(s, parts, sums, stream);

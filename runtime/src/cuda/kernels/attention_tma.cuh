@@ -392,7 +392,7 @@ __device__ __forceinline__ void columnSums(const float (&acc)[32], const bool (&
 /// The dQ kernel's shared memory: Q and dO (128 rows each), the stages' K
 /// and V tiles, the column sums' 8 x 64 floats, the barriers.
 struct DqLayout {
-  static constexpr int kStages = 2;
+  static constexpr int kStages = 3;
   static constexpr int q = 0, dO = kTile, k = 2 * kTile, v = k + kStages * kTile,
                        sums = v + kStages * kTile, bars = sums + 8 * kD * 4,
                        bytes = bars + 64 + 1024;
@@ -401,14 +401,17 @@ struct DqLayout {
 /// dQ (bf16, p.dq) and D = rowsum(dO out) (f32, p.dd, which the dK/dV
 /// kernel reads): a block owns 128 queries of one (batch, head), two
 /// consumer warpgroups of 64; Q and dO loaded once, K / V tiles of 128 keys
-/// (the head's kv head's) in two stages. Per tile S = Q K^T and dP = dO V^T
+/// (the head's kv head's) in three stages. Per tile S = Q K^T and dP = dO V^T
 /// (m64n128k16 from shared memory), P = exp(S scale - lse) (0 past tk and,
 /// causal, where key > query), dS = P (dP - D), dQ += dS K (dS's bf16 A
 /// fragments in registers, K as the transposed B). dQ = scale dQ stored with
 /// its amax (p.amaxOf's kAmaxOfDq) and, with p.csQ, the column sums of the
 /// block's rows at p.csQ + (b ceil(tq / 128) + query block) csRowQ + h 64.
 /// Grid: ceil(tq / 128) * batch * heads blocks of 384 threads, one an SM
-/// (causal: the last query blocks, the most key tiles, first).
+/// (causal: the last query blocks, the most key tiles, first). Chained:
+/// tile j's dQ product and tile j + 1's S and dP issued back to back; else
+/// each product waited for.
+template <bool Chained>
 __global__ void __launch_bounds__(384, 1)
     tmaDqKernel(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
                 const __grid_constant__ CUtensorMap mapV, const __grid_constant__ CUtensorMap mapDO,
@@ -485,26 +488,28 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
   for (int i = 0; i < 32; ++i)
     acc[i] = 0.0f;
-  g90::mbarWait(qFull, 0);
-  for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-    g90::mbarWait(&full[s], ph);
-    const uint64_t dK = g90::descSw128(base + L::k + s * kTile),
-                   dV = g90::descSw128(base + L::v + s * kTile);
-    float sc[64], dp[64];
-    g90::wgmmaFence();
-    issueScores(sc, dQd, dK);
-    issueScores(dp, dOd, dV);
+  auto dK = [&](int s) { return g90::descSw128(base + L::k + s * kTile); };
+  auto dV = [&](int s) { return g90::descSw128(base + L::v + s * kTile); };
+  auto release = [&](int s) {
+    if (tid == 0)
+      g90::mbarArrive(&empty[s]);
+  };
+  float sc[64], dp[64];
+  // S and dP of the tile in stage s, committed (the caller fences).
+  auto issueSdP = [&](int s) {
+    issueScores(sc, dQd, dK(s));
+    issueScores(dp, dOd, dV(s));
     g90::wgmmaCommit();
-    g90::wgmmaWait<0>();
-    pin(sc);
-    pin(dp);
+  };
+  // dS of tile j from its finished S and dP, as bf16 A fragments of 8
+  // k-steps of 16 keys.
+  auto dsOf = [&](int j, uint32_t(&da)[8][4]) {
     // A row's columns from lim[h] on are masked (past tk, or key > query).
     const int kLim = p.tk - j * kBN, kRel = j * kBN - q0;
     int lim[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
       lim[hh] = p.causal ? min(kLim, rowIn + 8 * hh - kRel + 1) : kLim;
-    uint32_t da[8][4]; // dS as the A fragments of 8 k-steps of 16 keys
 #pragma unroll
     for (int jj = 0; jj < 16; ++jj) {
       float ds[4];
@@ -518,17 +523,67 @@ __global__ void __launch_bounds__(384, 1)
       da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
       da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
     }
-    pin(acc);
-    pin(da);
-    g90::wgmmaFence();
-    issuePV(acc, da, g90::descSw128N(base + L::k + s * kTile)); // dQ += dS K
+  };
+  auto dqOf = [&](int s, uint32_t(&da)[8][4]) { // dQ += dS K, committed
+    issuePV(acc, da, g90::descSw128N(base + L::k + s * kTile));
     g90::wgmmaCommit();
+  };
+  g90::mbarWait(qFull, 0);
+  if constexpr (!Chained) {
+    for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+      g90::mbarWait(&full[s], ph);
+      g90::wgmmaFence();
+      issueSdP(s);
+      g90::wgmmaWait<0>();
+      pin(sc);
+      pin(dp);
+      uint32_t da[8][4];
+      dsOf(j, da);
+      pin(acc);
+      pin(da);
+      g90::wgmmaFence();
+      dqOf(s, da);
+      g90::wgmmaWait<0>();
+      pin(acc);
+      release(s);
+      if (++s == kStages)
+        s = 0, ph ^= 1;
+    }
+  } else {
+    // Tile j's dQ product and tile j + 1's S and dP issued back to back:
+    // the tensor cores go from one to the other without waiting for this
+    // warpgroup's dS of the next tile.
+    g90::mbarWait(&full[0], 0);
+    pin(acc); // zeroed before the pipeline starts
+    g90::wgmmaFence();
+    issueSdP(0);
+#pragma unroll 1
+    for (int j = 0; j < nTiles; ++j) {
+      const int s = j % kStages;
+      g90::wgmmaWait<0>(); // S, dP of tile j; dQ of tile j - 1
+      pin(sc);
+      pin(dp);
+      pin(acc);
+      if (j > 0)
+        release((j - 1) % kStages);
+      uint32_t da[8][4];
+      dsOf(j, da);
+      pin(acc);
+      pin(da);
+      g90::wgmmaFence();
+      dqOf(s, da);
+      if (j + 1 < nTiles) {
+        const int sn = (j + 1) % kStages;
+        g90::mbarWait(&full[sn], ((j + 1) / kStages) & 1);
+        pin(sc);
+        pin(dp);
+        g90::wgmmaFence();
+        issueSdP(sn);
+      }
+    }
     g90::wgmmaWait<0>();
     pin(acc);
-    if (tid == 0)
-      g90::mbarArrive(&empty[s]);
-    if (++s == kStages)
-      s = 0, ph ^= 1;
+    release((nTiles - 1) % kStages);
   }
   float amax = 0.0f;
   storeTile(p.dq + b * p.dqs.batch + h * p.dqs.head + static_cast<int64_t>(q0) * p.dqs.row,
@@ -563,7 +618,9 @@ struct DkDvLayout {
 /// dK = scale dK and dV stored with their amax (p.amaxOf's bits) and, with
 /// p.csK, the column sums at p.csK / p.csV + (b ceil(tk / 128) + key block)
 /// csRowKV + kvh 64. Grid: ceil(tk / 128) * batch * kvHeads blocks of 384
-/// threads (causal: the first keys, the most query tiles, first).
+/// threads (causal: the first keys, the most query tiles, first). Chained
+/// as tmaDqKernel's.
+template <bool Chained>
 __global__ void __launch_bounds__(384, 1)
     tmaDkDvKernel(const __grid_constant__ CUtensorMap mapQ, const __grid_constant__ CUtensorMap mapK,
                   const __grid_constant__ CUtensorMap mapV,
@@ -615,14 +672,15 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
   for (int i = 0; i < 32; ++i)
     adk[i] = adv[i] = 0.0f;
-  g90::mbarWait(kvFull, 0); // also when there is no tile: the loads land before the block ends
-  for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
-    g90::mbarWait(&full[s], ph);
-    const int q0 = (qt0 + i % per) * R;
+  auto release = [&](int s) {
+    if (tid == 0)
+      g90::mbarArrive(&empty[s]);
+  };
+  float st[32], dpt[32];
+  // S^T and dP^T of the tile in stage s, committed (the caller fences).
+  auto issueSdP = [&](int s) {
     const uint64_t dQs = g90::descSw128(base + L::q + s * L::kQTile),
                    dOs = g90::descSw128(base + L::dO + s * L::kQTile);
-    float st[32], dpt[32];
-    g90::wgmmaFence();
 #pragma unroll
     for (int k = 0; k < kD / 16; ++k)
       wgmma64(st, dKd + 2 * k, dQs + 2 * k, k > 0 ? 1 : 0);
@@ -630,9 +688,11 @@ __global__ void __launch_bounds__(384, 1)
     for (int k = 0; k < kD / 16; ++k)
       wgmma64(dpt, dVd + 2 * k, dOs + 2 * k, k > 0 ? 1 : 0);
     g90::wgmmaCommit();
-    g90::wgmmaWait<0>();
-    pin(st);
-    pin(dpt);
+  };
+  // P^T and dS^T of tile i (stage s) from its finished S^T and dP^T, as
+  // bf16 A fragments of 4 k-steps of 16 queries.
+  auto pdsOf = [&](int i, int s, uint32_t(&pa)[4][4], uint32_t(&da)[4][4]) {
+    const int q0 = (qt0 + i % per) * R;
     // Column c (query q0 + c) of key row r is kept when lo[r] <= c < hi:
     // queries before tq and, causal, at or after the key.
     const int hi = p.tq - q0;
@@ -641,7 +701,6 @@ __global__ void __launch_bounds__(384, 1)
     for (int hh = 0; hh < 2; ++hh)
       lo[hh] = p.causal ? k0 + keyIn + 8 * hh - q0 : -R;
     const float *lT = sL + s * R, *dT = sD + s * R;
-    uint32_t pa[4][4], da[4][4];
 #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {
       float pv[4], ds[4];
@@ -662,21 +721,75 @@ __global__ void __launch_bounds__(384, 1)
       da[jj / 2][2 * (jj % 2)] = pack2<bf16>(ds[0], ds[1]);
       da[jj / 2][2 * (jj % 2) + 1] = pack2<bf16>(ds[2], ds[3]);
     }
-    pin(adv);
-    pin(adk);
-    pin(pa);
-    pin(da);
-    g90::wgmmaFence();
-    issuePV(adv, pa, g90::descSw128N(base + L::dO + s * L::kQTile)); // dV += P^T dO
-    issuePV(adk, da, g90::descSw128N(base + L::q + s * L::kQTile));  // dK += dS^T Q
+  };
+  // dV += P^T dO and dK += dS^T Q, committed.
+  auto dkdvOf = [&](int s, uint32_t(&pa)[4][4], uint32_t(&da)[4][4]) {
+    issuePV(adv, pa, g90::descSw128N(base + L::dO + s * L::kQTile));
+    issuePV(adk, da, g90::descSw128N(base + L::q + s * L::kQTile));
     g90::wgmmaCommit();
+  };
+  g90::mbarWait(kvFull, 0); // also when there is no tile: the loads land before the block ends
+  if constexpr (!Chained) {
+    for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
+      g90::mbarWait(&full[s], ph);
+      g90::wgmmaFence();
+      issueSdP(s);
+      g90::wgmmaWait<0>();
+      pin(st);
+      pin(dpt);
+      uint32_t pa[4][4], da[4][4];
+      pdsOf(i, s, pa, da);
+      pin(adv);
+      pin(adk);
+      pin(pa);
+      pin(da);
+      g90::wgmmaFence();
+      dkdvOf(s, pa, da);
+      g90::wgmmaWait<0>();
+      pin(adv);
+      pin(adk);
+      release(s);
+      if (++s == kStages)
+        s = 0, ph ^= 1;
+    }
+  } else if (nTiles > 0) {
+    // Tile i's dV / dK products and tile i + 1's S^T and dP^T back to back.
+    g90::mbarWait(&full[0], 0);
+    pin(adv); // zeroed before the pipeline starts
+    pin(adk);
+    g90::wgmmaFence();
+    issueSdP(0);
+#pragma unroll 1
+    for (int i = 0; i < nTiles; ++i) {
+      const int s = i % kStages;
+      g90::wgmmaWait<0>(); // S^T, dP^T of tile i; dV, dK of tile i - 1
+      pin(st);
+      pin(dpt);
+      pin(adv);
+      pin(adk);
+      if (i > 0)
+        release((i - 1) % kStages);
+      uint32_t pa[4][4], da[4][4];
+      pdsOf(i, s, pa, da);
+      pin(adv);
+      pin(adk);
+      pin(pa);
+      pin(da);
+      g90::wgmmaFence();
+      dkdvOf(s, pa, da);
+      if (i + 1 < nTiles) {
+        const int sn = (i + 1) % kStages;
+        g90::mbarWait(&full[sn], ((i + 1) / kStages) & 1);
+        pin(st);
+        pin(dpt);
+        g90::wgmmaFence();
+        issueSdP(sn);
+      }
+    }
     g90::wgmmaWait<0>();
     pin(adv);
     pin(adk);
-    if (tid == 0)
-      g90::mbarArrive(&empty[s]);
-    if (++s == kStages)
-      s = 0, ph ^= 1;
+    release((nTiles - 1) % kStages);
   }
   bool rows[2];
 #pragma unroll
