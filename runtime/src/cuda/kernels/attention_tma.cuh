@@ -156,6 +156,41 @@ __device__ __forceinline__ void tmaLoad4d(void *dst, const CUtensorMap *map, uin
                : "memory");
 }
 
+/// A block of 128 queries of one (batch, head) and its key tiles: the
+/// forward's and the dQ kernel's grid, ceil(tq / 128) * batch * heads
+/// blocks, causal: the last query blocks (the most key tiles) first.
+struct QueryBlock128 {
+  int nQ, qb, bh, b, h, kvh, q0, nTiles;
+  __device__ explicit QueryBlock128(const FastParams<bf16> &p) {
+    const int BH = p.batch * p.heads, nK = (p.tk + kBN - 1) / kBN;
+    nQ = (p.tq + kBQ - 1) / kBQ;
+    const int qi = static_cast<int>(blockIdx.x) / BH;
+    bh = static_cast<int>(blockIdx.x) % BH;
+    qb = p.causal ? nQ - 1 - qi : qi, b = bh / p.heads, h = bh % p.heads;
+    kvh = h / p.group, q0 = qb * kBQ;
+    nTiles = p.causal ? min(nK, qb + 1) : nK; // causal: keys <= queries
+  }
+};
+
+/// The producer thread's loads of a query block's K and V tiles (its kv
+/// head's), tile j into stage j % Stages of the rings at k and v (kTile
+/// bytes a stage), each stage's full barrier told both tiles' bytes once its
+/// empty barrier has passed.
+template <int Stages>
+__device__ __forceinline__ void loadKeyTiles(unsigned char *k, unsigned char *v,
+                                             const CUtensorMap *mapK, const CUtensorMap *mapV,
+                                             uint64_t *full, uint64_t *empty,
+                                             const QueryBlock128 &qb) {
+  for (int j = 0, s = 0, ph = 0; j < qb.nTiles; ++j) {
+    g90::mbarWait(&empty[s], ph ^ 1);
+    g90::mbarExpectTx(&full[s], 2 * kTile);
+    tmaLoad4d(k + s * kTile, mapK, &full[s], 0, j * kBN, qb.kvh, qb.b);
+    tmaLoad4d(v + s * kTile, mapV, &full[s], 0, j * kBN, qb.kvh, qb.b);
+    if (++s == Stages)
+      s = 0, ph ^= 1;
+  }
+}
+
 /// Grid: ceil(tq / 128) * batch * heads blocks of 384 threads, one an SM;
 /// causal: the blocks of the last query tiles (the most key tiles) first.
 template <bool Overlap>
@@ -168,11 +203,8 @@ __global__ void __launch_bounds__(384, 1)
   unsigned char *base = g90::alignedSmem(smemRaw);
   uint64_t *bars = reinterpret_cast<uint64_t *>(base + L::bars);
   uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
-  const int BH = p.batch * p.heads, nQ = (p.tq + kBQ - 1) / kBQ, nK = (p.tk + kBN - 1) / kBN;
-  const int qi = static_cast<int>(blockIdx.x) / BH, bh = static_cast<int>(blockIdx.x) % BH;
-  const int qb = p.causal ? nQ - 1 - qi : qi, b = bh / p.heads, h = bh % p.heads;
-  const int kvh = h / p.group, q0 = qb * kBQ;
-  const int nTiles = p.causal ? min(nK, qb + 1) : nK; // causal: keys <= queries
+  const QueryBlock128 qbk(p);
+  const int bh = qbk.bh, b = qbk.b, h = qbk.h, q0 = qbk.q0, nTiles = qbk.nTiles;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   initBarriers(qFull, full, empty, kStages);
   if (wg == 0) {
@@ -180,14 +212,7 @@ __global__ void __launch_bounds__(384, 1)
     if (tid == 0) {
       g90::mbarExpectTx(qFull, kTile);
       tmaLoad4d(base + L::q, &mapQ, qFull, 0, q0, h, b);
-      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-        g90::mbarWait(&empty[s], ph ^ 1);
-        g90::mbarExpectTx(&full[s], 2 * kTile);
-        tmaLoad4d(base + L::k + s * kTile, &mapK, &full[s], 0, j * kBN, kvh, b);
-        tmaLoad4d(base + L::v + s * kTile, &mapV, &full[s], 0, j * kBN, kvh, b);
-        if (++s == kStages)
-          s = 0, ph ^= 1;
-      }
+      loadKeyTiles<kStages>(base + L::k, base + L::v, &mapK, &mapV, full, empty, qbk);
     }
     return;
   }
@@ -389,6 +414,71 @@ __device__ __forceinline__ void columnSums(const float (&acc)[32], const bool (&
   }
 }
 
+/// A consumer warpgroup's loop over its block's tiles (tile j in stage j %
+/// Stages of the ring `full`): the first products (first(s): S and dP,
+/// committed), their elementwise step (mid(j, s): P / dS as A fragments),
+/// the second products (second(s), committed, reading those fragments);
+/// release(s) once a stage's products are done. In turn: each product
+/// waited for. Chained: tile j's second products and tile j + 1's first
+/// issued back to back, one wait a tile. The pins keep the compiler's
+/// register reads and writes on their side of each fence and wait:
+/// pinFirst the first products' accumulators, pinAcc the second's,
+/// pinFrags the fragments (never while a second product reads them).
+template <bool Chained, int Stages, class First, class Mid, class Second, class PinFirst,
+          class PinAcc, class PinFrags, class Release>
+__device__ __forceinline__ void tileLoop(int nTiles, uint64_t *full, First first, Mid mid,
+                                         Second second, PinFirst pinFirst, PinAcc pinAcc,
+                                         PinFrags pinFrags, Release release) {
+  if constexpr (!Chained) {
+    for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
+      g90::mbarWait(&full[s], ph);
+      g90::wgmmaFence();
+      first(s);
+      g90::wgmmaWait<0>();
+      pinFirst();
+      mid(j, s);
+      pinAcc();
+      pinFrags();
+      g90::wgmmaFence();
+      second(s);
+      g90::wgmmaWait<0>();
+      pinAcc();
+      release(s);
+      if (++s == Stages)
+        s = 0, ph ^= 1;
+    }
+  } else if (nTiles > 0) {
+    g90::mbarWait(&full[0], 0);
+    pinAcc(); // zeroed before the pipeline starts (ptxas serializes otherwise)
+    g90::wgmmaFence();
+    first(0);
+#pragma unroll 1
+    for (int j = 0; j < nTiles; ++j) {
+      const int s = j % Stages;
+      g90::wgmmaWait<0>(); // tile j's first products; tile j - 1's second
+      pinFirst();
+      pinAcc();
+      if (j > 0)
+        release((j - 1) % Stages);
+      mid(j, s);
+      pinAcc();
+      pinFrags();
+      g90::wgmmaFence();
+      second(s);
+      if (j + 1 < nTiles) {
+        const int sn = (j + 1) % Stages;
+        g90::mbarWait(&full[sn], ((j + 1) / Stages) & 1);
+        pinFirst();
+        g90::wgmmaFence();
+        first(sn);
+      }
+    }
+    g90::wgmmaWait<0>();
+    pinAcc();
+    release((nTiles - 1) % Stages);
+  }
+}
+
 /// The dQ kernel's shared memory: Q and dO (128 rows each), the stages' K
 /// and V tiles, the column sums' 8 x 64 floats, the barriers.
 struct DqLayout {
@@ -422,11 +512,9 @@ __global__ void __launch_bounds__(384, 1)
   unsigned char *base = g90::alignedSmem(smemRaw);
   uint64_t *bars = reinterpret_cast<uint64_t *>(base + L::bars);
   uint64_t *qFull = bars, *full = bars + 1, *empty = bars + 1 + kStages;
-  const int BH = p.batch * p.heads, nQ = (p.tq + kBQ - 1) / kBQ, nK = (p.tk + kBN - 1) / kBN;
-  const int qi = static_cast<int>(blockIdx.x) / BH, bh = static_cast<int>(blockIdx.x) % BH;
-  const int qb = p.causal ? nQ - 1 - qi : qi, b = bh / p.heads, h = bh % p.heads;
-  const int kvh = h / p.group, q0 = qb * kBQ;
-  const int nTiles = p.causal ? min(nK, qb + 1) : nK; // causal: keys <= queries
+  const QueryBlock128 qbk(p);
+  const int nQ = qbk.nQ, qb = qbk.qb, bh = qbk.bh, b = qbk.b, h = qbk.h, q0 = qbk.q0;
+  const int nTiles = qbk.nTiles;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   initBarriers(qFull, full, empty, kStages);
   if (wg == 0) {
@@ -435,14 +523,7 @@ __global__ void __launch_bounds__(384, 1)
       g90::mbarExpectTx(qFull, 2 * kTile);
       tmaLoad4d(base + L::q, &mapQ, qFull, 0, q0, h, b);
       tmaLoad4d(base + L::dO, &mapDO, qFull, 0, q0, h, b);
-      for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-        g90::mbarWait(&empty[s], ph ^ 1);
-        g90::mbarExpectTx(&full[s], 2 * kTile);
-        tmaLoad4d(base + L::k + s * kTile, &mapK, &full[s], 0, j * kBN, kvh, b);
-        tmaLoad4d(base + L::v + s * kTile, &mapV, &full[s], 0, j * kBN, kvh, b);
-        if (++s == kStages)
-          s = 0, ph ^= 1;
-      }
+      loadKeyTiles<kStages>(base + L::k, base + L::v, &mapK, &mapV, full, empty, qbk);
     }
     return;
   }
@@ -529,62 +610,14 @@ __global__ void __launch_bounds__(384, 1)
     g90::wgmmaCommit();
   };
   g90::mbarWait(qFull, 0);
-  if constexpr (!Chained) {
-    for (int j = 0, s = 0, ph = 0; j < nTiles; ++j) {
-      g90::mbarWait(&full[s], ph);
-      g90::wgmmaFence();
-      issueSdP(s);
-      g90::wgmmaWait<0>();
-      pin(sc);
-      pin(dp);
-      uint32_t da[8][4];
-      dsOf(j, da);
-      pin(acc);
-      pin(da);
-      g90::wgmmaFence();
-      dqOf(s, da);
-      g90::wgmmaWait<0>();
-      pin(acc);
-      release(s);
-      if (++s == kStages)
-        s = 0, ph ^= 1;
-    }
-  } else {
-    // Tile j's dQ product and tile j + 1's S and dP issued back to back:
-    // the tensor cores go from one to the other without waiting for this
-    // warpgroup's dS of the next tile.
-    g90::mbarWait(&full[0], 0);
-    pin(acc); // zeroed before the pipeline starts
-    g90::wgmmaFence();
-    issueSdP(0);
-#pragma unroll 1
-    for (int j = 0; j < nTiles; ++j) {
-      const int s = j % kStages;
-      g90::wgmmaWait<0>(); // S, dP of tile j; dQ of tile j - 1
-      pin(sc);
-      pin(dp);
-      pin(acc);
-      if (j > 0)
-        release((j - 1) % kStages);
-      uint32_t da[8][4];
-      dsOf(j, da);
-      pin(acc);
-      pin(da);
-      g90::wgmmaFence();
-      dqOf(s, da);
-      if (j + 1 < nTiles) {
-        const int sn = (j + 1) % kStages;
-        g90::mbarWait(&full[sn], ((j + 1) / kStages) & 1);
+  uint32_t da[8][4];
+  tileLoop<Chained, kStages>(
+      nTiles, full, issueSdP, [&](int j, int) { dsOf(j, da); }, [&](int s) { dqOf(s, da); },
+      [&] {
         pin(sc);
         pin(dp);
-        g90::wgmmaFence();
-        issueSdP(sn);
-      }
-    }
-    g90::wgmmaWait<0>();
-    pin(acc);
-    release((nTiles - 1) % kStages);
-  }
+      },
+      [&] { pin(acc); }, [&] { pin(da); }, release);
   float amax = 0.0f;
   storeTile(p.dq + b * p.dqs.batch + h * p.dqs.head + static_cast<int64_t>(q0) * p.dqs.row,
             p.dqs.row, rowIn, rows, acc, p.scale, t4, amax);
@@ -729,68 +762,23 @@ __global__ void __launch_bounds__(384, 1)
     g90::wgmmaCommit();
   };
   g90::mbarWait(kvFull, 0); // also when there is no tile: the loads land before the block ends
-  if constexpr (!Chained) {
-    for (int i = 0, s = 0, ph = 0; i < nTiles; ++i) {
-      g90::mbarWait(&full[s], ph);
-      g90::wgmmaFence();
-      issueSdP(s);
-      g90::wgmmaWait<0>();
-      pin(st);
-      pin(dpt);
-      uint32_t pa[4][4], da[4][4];
-      pdsOf(i, s, pa, da);
-      pin(adv);
-      pin(adk);
-      pin(pa);
-      pin(da);
-      g90::wgmmaFence();
-      dkdvOf(s, pa, da);
-      g90::wgmmaWait<0>();
-      pin(adv);
-      pin(adk);
-      release(s);
-      if (++s == kStages)
-        s = 0, ph ^= 1;
-    }
-  } else if (nTiles > 0) {
-    // Tile i's dV / dK products and tile i + 1's S^T and dP^T back to back.
-    g90::mbarWait(&full[0], 0);
-    pin(adv); // zeroed before the pipeline starts
-    pin(adk);
-    g90::wgmmaFence();
-    issueSdP(0);
-#pragma unroll 1
-    for (int i = 0; i < nTiles; ++i) {
-      const int s = i % kStages;
-      g90::wgmmaWait<0>(); // S^T, dP^T of tile i; dV, dK of tile i - 1
-      pin(st);
-      pin(dpt);
-      pin(adv);
-      pin(adk);
-      if (i > 0)
-        release((i - 1) % kStages);
-      uint32_t pa[4][4], da[4][4];
-      pdsOf(i, s, pa, da);
-      pin(adv);
-      pin(adk);
-      pin(pa);
-      pin(da);
-      g90::wgmmaFence();
-      dkdvOf(s, pa, da);
-      if (i + 1 < nTiles) {
-        const int sn = (i + 1) % kStages;
-        g90::mbarWait(&full[sn], ((i + 1) / kStages) & 1);
+  uint32_t pa[4][4], da[4][4];
+  tileLoop<Chained, kStages>(
+      nTiles, full, issueSdP, [&](int i, int s) { pdsOf(i, s, pa, da); },
+      [&](int s) { dkdvOf(s, pa, da); },
+      [&] {
         pin(st);
         pin(dpt);
-        g90::wgmmaFence();
-        issueSdP(sn);
-      }
-    }
-    g90::wgmmaWait<0>();
-    pin(adv);
-    pin(adk);
-    release((nTiles - 1) % kStages);
-  }
+      },
+      [&] {
+        pin(adv);
+        pin(adk);
+      },
+      [&] {
+        pin(pa);
+        pin(da);
+      },
+      release);
   bool rows[2];
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh)
