@@ -40,6 +40,11 @@ namespace tc::onnx_import {
 /// constant during import (larger results stay ops: folding them would bloat
 /// the module with attributes nobody needs at compile time).
 constexpr int64_t kMaxFoldElements = 16 * 1024 * 1024;
+/// Most work (elements computed, times a matmul's inner dimension) an op
+/// may cost and still be folded during import: a matmul of constants stays
+/// an op past 2^24 multiply-adds (~1 s on the reference), so that an
+/// import never spends long evaluating one.
+constexpr int64_t kMaxFoldWork = kMaxFoldElements;
 
 /// Most elements any tensor of an imported model may have (2^40, as for
 /// initializer data): the element counts and byte sizes of every type the

@@ -19,6 +19,28 @@ using namespace mlir;
 
 namespace tc::onnx_import {
 
+/// What folding op would cost (see kMaxFoldWork): its results' elements,
+/// times the inner dimension for a matmul; attention is never folded.
+static int64_t foldWork(Operation *op) {
+  if (isa<tc::AttentionOp, tc::AttentionGradOp>(op))
+    return std::numeric_limits<int64_t>::max();
+  int64_t elems = 0;
+  for (Type t : op->getResultTypes())
+    elems += llvm::cast<RankedTensorType>(t).getNumElements();
+  int64_t inner = 1;
+  if (auto mm = dyn_cast<tc::MatmulOp>(op)) {
+    auto lhs = llvm::cast<RankedTensorType>(mm.getLhs().getType());
+    inner = lhs.getDimSize(lhs.getRank() - (mm.getTransposeLhs() ? 2 : 1));
+  } else if (auto sm = dyn_cast<tc::ScaledMatmulOp>(op)) {
+    auto lhs = llvm::cast<RankedTensorType>(sm.getLhs().getType());
+    inner = lhs.getDimSize(sm.getTransposeLhs() ? 0 : 1);
+  }
+  int64_t work = 0;
+  if (__builtin_mul_overflow(elems, std::max<int64_t>(inner, 1), &work))
+    return std::numeric_limits<int64_t>::max();
+  return work;
+}
+
 NodeContext::NodeContext(Importer &importer, const onnx::NodeProto &node, int64_t opset,
                          Location loc, std::vector<const OnnxValue *> inputs)
     : importer_(importer), node_(node), opset_(opset), loc_(loc),
@@ -191,7 +213,7 @@ FailureOr<SmallVector<Value>> NodeContext::finishOp(Operation *op) {
                      });
   bool small = llvm::all_of(op->getResultTypes(), [](Type t) {
     return llvm::cast<RankedTensorType>(t).getNumElements() <= kMaxFoldElements;
-  });
+  }) && foldWork(op) <= kMaxFoldWork;
   if (allConstant && small && !isa<tc::ConstantOp, tc::ParameterOp>(op)) {
     // Exporters repeat constant sub-graphs (HF GPT-2's dynamo export builds
     // its [B, 1, T, T] mask bias once per layer): equal ops on equal

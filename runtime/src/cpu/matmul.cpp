@@ -70,6 +70,8 @@ void batchedMatmul(KernelContext &c, const std::vector<T> &A, const std::vector<
                    const std::vector<int64_t> &bBatch, const std::vector<int64_t> &outBatch,
                    int64_t m, int64_t k, int64_t n, bool ta, bool tb) {
   (void)c;
+  if (m == 0 || n == 0)
+    return; // an empty result, whatever the batch (2^31 empty products took seconds)
   std::vector<T> packA(ta ? m * k : 0), packB(tb ? k * n : 0);
   std::array<const std::vector<int64_t> *, 2> shapes{&aBatch, &bBatch};
   broadcastLoop<2>(outBatch, shapes, [&](int64_t o, const std::array<int64_t, 2> &off) {
