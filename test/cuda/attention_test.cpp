@@ -954,10 +954,11 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
 }
 
 // The TMA/wgmma kernels (attention_tma.cu; TC_ATTN_TMA=1: the forward in
-// turn, 2: overlapped; the backward's dQ and dK/dV with either) on bf16 d 64
-// without a key mask, partial tiles, GQA, tq != tk and the fused
+// turn, 2: overlapped; the backward's dQ and dK/dV in turn or chained) on
+// bf16 d 64 without a key mask, partial tiles, tq != tk and the fused
 // projection's strides: the reference's results and the amaxes of every
-// set of gradients. Then both forms timed at GPT-2 124M's and 350M's
+// set of gradients (the GQA and non-causal cases take the flash kernels
+// while attention.cu's tmaShapeTaken keeps the TMA ones from them). Then both forms timed at GPT-2 124M's and 350M's
 // shapes beside mma.sync, their outputs and gradients within bf16 rounding
 // of its.
 TEST_F(AttentionTest, TmaMatchesReference) {
