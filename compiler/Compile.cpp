@@ -29,6 +29,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -591,6 +592,8 @@ const ExperimentalLever kExperimentalLevers[] = {
     {"gelu-erf", "the exact (erf) GELU and its backward as GEMM epilogues (gelu_erf_aux, "
                  "dgelu_erf): tc's own sm_90a GEMM where the runtime takes it, else the "
                  "product and a GELU kernel"},
+    {"side-stream", "the weight-gradient GEMMs on a second CUDA stream beside the rest of the "
+                    "backward (tcx-schedule-streams; a second cuBLASLt workspace)"},
 };
 } // namespace
 
@@ -628,6 +631,10 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     o.normColSums = llvm::is_contained(opts.experimental, "norm-col-sums");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
+    o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
+    // A measurement knob (bench/RESULTS.md, stop 41), removed once measured.
+    if (const char *w = std::getenv("TC_SIDE_STREAM_WINDOW"))
+      o.sideStreamWindow = std::atoll(w);
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -11,6 +11,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <set>
+
 using namespace mlir;
 
 namespace tc {
@@ -87,11 +89,12 @@ FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *e
   s.narrowCopies = intAttr(fn, "tcx.narrow_bytes");
   s.peakLive = intAttr(fn, "tcx.peak_live_bytes");
   s.arena = intAttr(fn, "tcx.arena_size");
-  bool matmul = false, trains = false;
+  bool trains = false;
   llvm::StringSet<> trainable;
+  std::set<int64_t> matmulStreams; // each has its own cuBLASLt workspace
   fn.walk([&](Operation *op) {
-    if (isa<tcx::MatmulOp>(op))
-      matmul = true;
+    if (auto m = llvm::dyn_cast<tcx::MatmulOp>(op))
+      matmulStreams.insert(m.getStream());
     if (auto p = llvm::dyn_cast<tcx::ParamOp>(op)) {
       if (p.getKind() == "optimizer_state" || p.getKind() == "gradient")
         trains = true;
@@ -107,7 +110,7 @@ FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *e
         trains = true;
   if (!trains || s.persistentGradients > 0)
     s.arenaGradients = 0;
-  s.workspace = matmul ? rt::kCublasLtWorkspaceBytes : 0;
+  s.workspace = static_cast<int64_t>(matmulStreams.size()) * rt::kCublasLtWorkspaceBytes;
   return s;
 }
 

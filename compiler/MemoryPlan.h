@@ -35,7 +35,7 @@ struct MemoryPlanSummary {
   int64_t narrowCopies = 0;    // peak live FP8/FP4 buffers (within activations + backward)
   int64_t peakLive = 0;        // peak live bytes of every alloc
   int64_t arena = 0;           // tcx.arena_size
-  int64_t workspace = 0;       // cuBLASLt workspace (0 without matmuls)
+  int64_t workspace = 0;       // cuBLASLt workspaces, one a stream with matmuls (0 without)
   /// What the runtime allocates on the device for this step.
   int64_t total() const {
     return parameters + modelBuffers + optimizerState + persistentGradients + constants +

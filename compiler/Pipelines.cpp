@@ -119,6 +119,11 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   lower.wgmmaAttention = o.wgmmaAttention;
   pm.addPass(createTcLowerToTcx(lower));
   pm.addPass(tcx::createTcxEliminateDeadWork());
+  if (o.sideStream) {
+    tcx::TcxScheduleStreamsOptions streams;
+    streams.window = o.sideStreamWindow;
+    pm.addNestedPass<func::FuncOp>(tcx::createTcxScheduleStreams(streams));
+  }
   pm.addNestedPass<func::FuncOp>(tcx::createTcxPlanMemory());
   cuda::TcxGenerateCudaOptions codegen;
   codegen.groupSplitRows = o.groupSplitRows;

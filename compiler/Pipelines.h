@@ -184,6 +184,16 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "
                      "(tc-lower-to-tcx; tc-compile --experimental=wgmma-attention)"),
       llvm::cl::init(false)};
+  Option<bool> sideStream{
+      *this, "side-stream",
+      llvm::cl::desc("Weight-gradient matmuls on a second stream beside the backward "
+                     "(tcx-schedule-streams; tc-compile --experimental=side-stream)"),
+      llvm::cl::init(false)};
+  Option<int64_t> sideStreamWindow{
+      *this, "side-stream-window",
+      llvm::cl::desc("tcx-schedule-streams' window: the most stream-0 ops a side matmul runs "
+                     "beside (0: no limit)"),
+      llvm::cl::init(2)};
   Option<bool> groupSplitRows{
       *this, "group-split-rows",
       llvm::cl::desc("Split single-row reductions in grouped launches (tcx-generate-cuda)"),

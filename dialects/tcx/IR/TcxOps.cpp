@@ -486,6 +486,8 @@ static LogicalResult verifyFp8Matmul(MatmulOp op) {
 }
 
 LogicalResult MatmulOp::verify() {
+  if (getStream() < 0 || getStream() > 15)
+    return emitOpError() << "stream " << getStream() << " is not 0..15 (the runtime's streams)";
   if (isFp8()) {
     if (failed(verifyFp8Matmul(*this)))
       return failure();

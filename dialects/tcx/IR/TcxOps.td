@@ -368,6 +368,10 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
     Linear layer from its weight-gradient GEMM (cuBLASLt's BGRADB / BGRADA,
     or the product and a separate sum where cuBLASLt has none).
 
+    `stream` (default 0): the stream it runs on; tcx-schedule-streams puts
+    weight-gradient matmuls on stream 1 between a `tcx.wait` and a
+    `tcx.record` (the runtime gives each stream its own cuBLASLt workspace).
+
     ```mlir
     tcx.matmul ins(%a, %w : !tcx.buffer<32x64xf32>, !tcx.buffer<256x64xf32>)
         outs(%y : !tcx.buffer<32x256xf32>)
@@ -397,7 +401,8 @@ def Tcx_MatmulOp : Tcx_Op<"matmul", [AttrSizedOperandSegments]> {
                    DefaultValuedAttr<I64Attr, "0">:$rhs_blocks,
                    DefaultValuedAttr<BoolAttr, "false">:$device_alpha,
                    DefaultValuedAttr<BoolAttr, "false">:$addend,
-                   DefaultValuedStrAttr<StrAttr, "none">:$bias_grad);
+                   DefaultValuedStrAttr<StrAttr, "none">:$bias_grad,
+                   DefaultValuedAttr<I64Attr, "0">:$stream);
   let assemblyFormat = "`ins` `(` $inputs `:` type($inputs) `)` "
                        "`outs` `(` $out `:` type($out) "
                        "(`bias_grad` $bias_grad_out^ `:` type($bias_grad_out))? "

@@ -1,6 +1,6 @@
 //===- Passes.h - passes of the tcx dialect ---------------------*- C++ -*-===//
 //
-// tcx-eliminate-dead-work and tcx-plan-memory (Passes.td).
+// tcx-eliminate-dead-work, tcx-plan-memory and tcx-schedule-streams (Passes.td).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TC_DIALECTS_TCX_TRANSFORMS_PASSES_H

@@ -47,7 +47,9 @@ def TcxPlanMemory : Pass<"tcx-plan-memory", "mlir::func::FuncOp"> {
   let description = [{
     Liveness over the straight-line function: a `tcx.alloc` lives from its
     first use to its last (uses through `tcx.view`s count; a returned buffer
-    lives to the end). Buffers are placed greedily, largest first (ties:
+    lives to the end; a use by an op on another stream than 0 counts at
+    stream 0's first `tcx.wait` for an event that stream recorded after the
+    op: tcx-schedule-streams' joins). Buffers are placed greedily, largest first (ties:
     earliest first), each at the lowest-waste gap (best fit) among the
     already-placed buffers whose lifetimes overlap its own; offsets and sizes
     are rounded up to `alignment`. Every alloc becomes
@@ -76,6 +78,57 @@ def TcxPlanMemory : Pass<"tcx-plan-memory", "mlir::func::FuncOp"> {
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "Byte alignment of every offset (a power of two)">
+  ];
+  let dependentDialects = ["::tcx::TcxDialect"];
+}
+
+def TcxScheduleStreams : Pass<"tcx-schedule-streams", "mlir::func::FuncOp"> {
+  let summary = "Run weight-gradient matmuls on a second stream beside the backward";
+  let description = [{
+    Every `tcx.matmul` with `transpose_lhs` (a Linear layer's weight
+    gradient dW = X^T dY, its K the tokens) gets `stream = 1`; the rest
+    stays on stream 0, and so does one that would keep more than
+    `max-held-bytes` of allocs it is the last reader of live until its join
+    (before planning: the classifier's weight gradient, the last reader of
+    the logits' gradient). Each starts after the work before it (`tcx.record` on
+    stream 0, `tcx.wait` on stream 1) and records an event after it; stream
+    0 waits for that event right before the first later stream-0 op that
+    reads what the matmul writes or writes what it reads or writes, or
+    after `window` stream-0 ops, or before the return. Before
+    tcx-plan-memory (tc-gpu runs it there) the bytes are the allocs and
+    their views, and the planner keeps a stream-1 op's buffers live until
+    stream 0's wait for it; after planning they are the planned offsets
+    (the plan stays as it is: where it reuses an input's bytes, the join
+    comes first). A matmul the very next stream-0 op would have to wait for
+    stays on stream 0. The function gets
+    `tcx.side_stream_ops` (how many run on stream 1); a function that has
+    records or waits already is left alone.
+
+    Before:
+    ```mlir
+    tcx.matmul ins(%x, %dy : ...) outs(%dw : ...) {transpose_lhs = true, ...}
+    tcx.matmul ins(%dy, %w : ...) outs(%dx : ...) {transpose_rhs = true, ...}
+    tcx.launch @opt ins(%dw : ...) outs(...)
+    ```
+    After:
+    ```mlir
+    %e0 = tcx.record {stream = 0 : i64} : !tcx.event
+    tcx.wait %e0 {stream = 1 : i64}
+    tcx.matmul ins(%x, %dy : ...) outs(%dw : ...) {stream = 1 : i64, transpose_lhs = true, ...}
+    %e1 = tcx.record {stream = 1 : i64} : !tcx.event
+    tcx.matmul ins(%dy, %w : ...) outs(%dx : ...) {transpose_rhs = true, ...}
+    tcx.wait %e1 {stream = 0 : i64}
+    tcx.launch @opt ins(%dw : ...) outs(...)
+    ```
+  }];
+  let options = [
+    Option<"window", "window", "int64_t", /*default=*/"2",
+           "The most stream-0 ops a side matmul runs beside before stream 0 waits "
+           "for it (0: no limit but the bytes it touches; before planning each "
+           "of those ops keeps the matmul's buffers live)">,
+    Option<"maxHeldBytes", "max-held-bytes", "int64_t", /*default=*/"268435456",
+           "Before planning: the most bytes of allocs a side matmul is the last reader "
+           "of (kept live until its join)">
   ];
   let dependentDialects = ["::tcx::TcxDialect"];
 }

@@ -1,8 +1,9 @@
 //===- PlanMemory.cpp - tcx-plan-memory ------------------------------------===//
 //
 // Gives every tcx.alloc of a straight-line function an offset in one arena.
-// Liveness is program order (the step is straight-line and runs on one
-// stream in order); placement is "greedy by size" with best fit (TFLite's
+// Liveness is program order (the step is straight-line and runs in order
+// on stream 0; an op on another stream keeps its buffers live until stream
+// 0 waits for it); placement is "greedy by size" with best fit (TFLite's
 // and ONNX Runtime's planners do the same): the largest buffers are placed
 // first, each in the smallest gap left by the already-placed buffers whose
 // lifetimes overlap its own. The result is deterministic: it depends only on
@@ -78,6 +79,47 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     }
     int64_t last = n - 1;
 
+    // An op on another stream than 0 is done, for stream 0, at stream 0's
+    // first wait for an event that stream recorded after it
+    // (tcx-schedule-streams' joins): its buffers live until then.
+    DenseMap<Operation *, int64_t> doneAt;
+    {
+      DenseMap<int64_t, SmallVector<Operation *>> pending; // stream -> ops not joined
+      DenseMap<Value, std::pair<int64_t, size_t>> recorded; // event -> (stream, ops before it)
+      for (Operation &op : body) {
+        if (auto r = llvm::dyn_cast<tcx::RecordOp>(op)) {
+          recorded[r.getEvent()] = {r.getStream(), pending[r.getStream()].size()};
+          continue;
+        }
+        if (auto w = llvm::dyn_cast<tcx::WaitOp>(op)) {
+          auto it = recorded.find(w.getEvent());
+          if (w.getStream() != 0 || it == recorded.end() || it->second.first == 0)
+            continue;
+          SmallVector<Operation *> &ops = pending[it->second.first];
+          size_t k = std::min(it->second.second, ops.size());
+          for (size_t j = 0; j < k; ++j)
+            doneAt[ops[j]] = index.lookup(&op);
+          ops.erase(ops.begin(), ops.begin() + k);
+          for (auto &[e, rec] : recorded) // what was recorded counts the ops left
+            if (rec.first == it->second.first)
+              rec.second = rec.second > k ? rec.second - k : 0;
+          continue;
+        }
+        auto sid = op.getAttrOfType<IntegerAttr>("stream");
+        if (sid && sid.getInt() != 0)
+          pending[sid.getInt()].push_back(&op);
+      }
+      for (auto &[sid, ops] : pending)
+        for (Operation *op : ops)
+          doneAt[op] = last;
+    }
+    auto usedAt = [&](Operation *user) {
+      if (isa<func::ReturnOp>(user))
+        return last;
+      auto it = doneAt.find(user);
+      return it != doneAt.end() ? it->second : index.lookup(user);
+    };
+
     // Lifetimes: first to last use of the alloc or any view of it.
     SmallVector<Interval> intervals;
     for (auto [i, alloc] : llvm::enumerate(body.getOps<tcx::AllocOp>())) {
@@ -89,8 +131,8 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
       while (!work.empty()) {
         Value v = work.pop_back_val();
         for (Operation *user : v.getUsers()) {
-          int64_t at = isa<func::ReturnOp>(user) ? last : index.lookup(user);
-          iv.start = std::min(iv.start, at);
+          int64_t at = usedAt(user);
+          iv.start = std::min(iv.start, index.lookup(user));
           iv.end = std::max(iv.end, at);
           if (auto view = llvm::dyn_cast<tcx::ViewOp>(user))
             work.push_back(view.getResult());

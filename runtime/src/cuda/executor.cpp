@@ -36,8 +36,9 @@ DeviceExecutor::Impl::~Impl() {
     cudaFree(p.inputBlock);
     cudaFree(p.constBlock);
   }
-  matmul.reset();
-  cudaFree(workspace);
+  matmuls.clear();
+  for (auto &[sid, ws] : workspaces)
+    cudaFree(ws);
   cudaFree(table);
   for (cudaLibrary_t l : libraries)
     cudaLibraryUnload(l);
@@ -327,7 +328,7 @@ Status DeviceExecutor::prepare(const std::string &name) {
   memEpoch_ = impl_->epoch;
   mem_.parameters = impl_->tableBytes + impl_->deviceOnlyBytes;
   mem_.arena = impl_->arena.size();
-  mem_.workspace = impl_->matmul ? Matmul::kDefaultWorkspaceBytes : 0;
+  mem_.workspace = impl_->matmuls.size() * Matmul::kDefaultWorkspaceBytes;
   uint64_t inputs = 0, consts = 0;
   for (auto &[n, q] : impl_->prepared) {
     inputs += q.inputBytes + q.groupBytes; // arguments and grouped-launch tables

@@ -57,6 +57,7 @@ struct Prepared {
   std::vector<uint64_t> constOffsets;
   uint64_t inputBytes = 0, constBytes = 0; // the two blocks' sizes
   std::vector<std::function<Status()>> ops;
+  std::vector<int64_t> opStream;    // per closure: the stream it enqueues on
   std::vector<std::string> opNames; // for errors
   std::vector<size_t> opEnd;         // per closure: one past the last device op it runs
   std::vector<std::string> profileNames;
@@ -87,8 +88,11 @@ struct DeviceExecutor::Impl {
   uint64_t deviceOnlyBytes = 0;
   Status addDeviceOnly(const DeviceFunction &fn);
   DeviceArena arena;
-  std::unique_ptr<Matmul> matmul;
-  void *workspace = nullptr;
+  // One cuBLASLt wrapper and workspace a stream that runs matmuls (two
+  // streams' matmuls may run at once: tcx-schedule-streams).
+  std::map<int64_t, std::unique_ptr<Matmul>> matmuls;
+  std::map<int64_t, void *> workspaces;
+  int64_t buildStream = 0; // the stream of the op buildOp is building
   std::deque<Stream> streams;
   std::map<std::string, Prepared> prepared;
   uint64_t epoch = 0; // bumped when a function is prepared or the arena grows
@@ -145,8 +149,10 @@ struct DeviceExecutor::Impl {
   Status buildNvfp4Gemm(Prepared &p, const DeviceOp &op, const std::string &where,
                         const std::vector<void *> &ins, const std::vector<void *> &outs,
                         cudaStream_t s);
-  /// The cuBLASLt wrapper and its workspace, made on first use.
-  Status ensureMatmul();
+  /// The cuBLASLt wrapper and workspace of stream `sid`, made on first use.
+  Status ensureMatmul(int64_t sid, Matmul **out);
+  /// Waits for every stream (after a failure, before an error is returned).
+  void synchronizeAll();
   Status prepare(const std::string &name, Prepared **out);
   Status resolve(Prepared &p);
   Status findGroup(Prepared &p, size_t first, size_t *end,

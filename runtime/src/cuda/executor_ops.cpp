@@ -148,12 +148,26 @@ Status DeviceExecutor::Impl::buildLibrary(Prepared &p, const DeviceOp &op,
   return Status::ok();
 }
 
-Status DeviceExecutor::Impl::ensureMatmul() {
-  if (matmul)
-    return Status::ok();
-  TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&workspace, Matmul::kDefaultWorkspaceBytes),
-                                "cudaMalloc(cuBLASLt workspace)"));
-  return Matmul::create(&matmul, workspace, Matmul::kDefaultWorkspaceBytes);
+Status DeviceExecutor::Impl::ensureMatmul(int64_t sid, Matmul **out) {
+  std::unique_ptr<Matmul> &mm = matmuls[sid];
+  if (!mm) {
+    void *&ws = workspaces[sid];
+    if (!ws)
+      TC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&ws, Matmul::kDefaultWorkspaceBytes),
+                                    "cudaMalloc(cuBLASLt workspace)"));
+    Status st = Matmul::create(&mm, ws, Matmul::kDefaultWorkspaceBytes);
+    if (!st.isOk()) {
+      matmuls.erase(sid);
+      return st;
+    }
+  }
+  *out = mm.get();
+  return Status::ok();
+}
+
+void DeviceExecutor::Impl::synchronizeAll() {
+  for (Stream &s : streams)
+    cudaStreamSynchronize(s.get());
 }
 
 Status DeviceExecutor::Impl::buildNvfp4Gemm(Prepared &p, const DeviceOp &op,
@@ -180,8 +194,8 @@ Status DeviceExecutor::Impl::buildNvfp4Gemm(Prepared &p, const DeviceOp &op,
   g.rhsTensorScale = static_cast<const float *>(ins[5]);
   g.out = outs[0];
   g.scalars = static_cast<float *>(outs[1]);
-  TC_RETURN_IF_ERROR(ensureMatmul());
-  Matmul *mm = matmul.get();
+  Matmul *mm = nullptr;
+  TC_RETURN_IF_ERROR(ensureMatmul(buildStream, &mm));
   p.profileNames.back() = "matmul nvfp4 M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) +
                           " K=" + std::to_string(g.k);
   p.ops.push_back([=]() -> Status {
@@ -234,7 +248,8 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
                                           "rhs_scale_inv[, bias] and one output"
                                         : ": matmul takes lhs, rhs[, bias][, addend][, alpha] "
                                           "and one output (two with bias_grad or a GELU aux)"));
-  TC_RETURN_IF_ERROR(ensureMatmul());
+  Matmul *mm = nullptr;
+  TC_RETURN_IF_ERROR(ensureMatmul(buildStream, &mm));
   MatmulDesc d;
   d.dtype = bufType(p, op.outs[0]).dtype;
   TC_RETURN_IF_ERROR(checkGpuDtype(where, d.dtype));
@@ -314,7 +329,6 @@ Status DeviceExecutor::Impl::buildMatmul(Prepared &p, const DeviceOp &op, const 
   const void *lhs = ins[0], *rhs = ins[1];
   const void *bias = biasEpi ? ins[biasIndex] : nullptr;
   void *out = outs[0];
-  Matmul *mm = matmul.get();
   if (fp8) {
     // One scale each (per tensor), m and n of them (per row), or block
     // scales (lhs_blocks / rhs_blocks: 1 = 1x128, 2 = 128x128, 3 = 1x32
@@ -363,8 +377,7 @@ Status DeviceExecutor::Impl::buildOp(Prepared &p, const DeviceOp &op, size_t ind
   if (sid < 0 || sid > 15)
     return invalidArgument(where + ": stream " + std::to_string(sid) + " (0..15)");
   TC_RETURN_IF_ERROR(ensureStreams(sid + 1));
-  if (sid != 0)
-    p.capturable = false; // graph capture of forked streams is not wired up
+  buildStream = sid;
   cudaStream_t s = stream(sid);
   std::vector<void *> ins, outs;
   for (int32_t i : op.ins) {
@@ -605,6 +618,7 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
     p.graph = nullptr;
   }
   p.ops.clear();
+  p.opStream.clear();
   p.opEnd.clear();
   p.opNames.clear();
   p.profileNames.clear();
@@ -619,10 +633,14 @@ Status DeviceExecutor::Impl::resolve(Prepared &p) {
     size_t end = i + 1;
     TC_RETURN_IF_ERROR(findGroup(p, i, &end, &classes));
     for (const std::vector<size_t> &c : classes) {
-      if (c.size() >= 2)
+      int64_t sid = 0;
+      if (c.size() >= 2) {
         TC_RETURN_IF_ERROR(buildGroup(p, c));
-      else
+      } else {
         TC_RETURN_IF_ERROR(buildOp(p, p.fn->ops[c.front()], c.front()));
+        sid = buildStream;
+      }
+      p.opStream.resize(p.ops.size(), sid);
     }
     p.opEnd.resize(p.ops.size(), end);
     i = end;

@@ -71,7 +71,7 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
                                     s));
   }
   auto fail = [&](size_t i, const Status &st) {
-    cudaStreamSynchronize(s);
+    im.synchronizeAll();
     cudaGetLastError();
     return Status(st.code(), p->opNames[i] + ": " + st.message());
   };
@@ -132,6 +132,8 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
     TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(im.marks[0], s));
     for (size_t i = 0; i < p->ops.size(); ++i) {
       Status st = p->ops[i]();
+      if (st.isOk() && p->opStream[i] != 0) // its time falls between stream 0's marks
+        st = cudaStatus(cudaStreamSynchronize(im.stream(p->opStream[i])), "cudaStreamSynchronize");
       if (!st.isOk())
         return fail(i, st);
       TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(im.marks[i + 1], s));
@@ -147,10 +149,15 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
       im.profiledMs += ms;
     }
   } else {
+    // The first run (the matmuls' tuning times their candidates) and
+    // checkEachOp run the streams one op at a time: an op on another
+    // stream is waited for before the next op is enqueued.
+    const bool serial = p->runs == 0 || im.opts.checkEachOp;
     for (size_t i = 0; i < p->ops.size(); ++i) {
       Status st = p->ops[i]();
-      if (st.isOk() && im.opts.checkEachOp)
-        st = cudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      const int64_t sid = p->opStream[i];
+      if (st.isOk() && ((serial && sid != 0) || im.opts.checkEachOp))
+        st = cudaStatus(cudaStreamSynchronize(im.stream(sid)), "cudaStreamSynchronize");
       if (!st.isOk())
         return fail(i, st);
     }

@@ -519,3 +519,11 @@ func.func @mm_dgelu_missing(%a: !tcx.buffer<8x16xf32>, %w: !tcx.buffer<16x32xf32
   return
 }
 
+
+// -----
+
+func.func @matmul_stream(%a: !tcx.buffer<4x8xf32>, %b: !tcx.buffer<8x4xf32>, %o: !tcx.buffer<4x4xf32>) {
+  // expected-error @+1 {{stream 16 is not 0..15 (the runtime's streams)}}
+  tcx.matmul ins(%a, %b : !tcx.buffer<4x8xf32>, !tcx.buffer<8x4xf32>) outs(%o : !tcx.buffer<4x4xf32>) {m = 4 : i64, n = 4 : i64, k = 8 : i64, stream = 16 : i64}
+  return
+}

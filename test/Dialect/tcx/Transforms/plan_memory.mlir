@@ -92,3 +92,34 @@ func.func @narrow(%in: !tcx.buffer<64xf32>) -> !tcx.buffer<64xf32> {
   tcx.copy %in, %out : !tcx.buffer<64xf32>, !tcx.buffer<64xf32>
   return %out : !tcx.buffer<64xf32>
 }
+
+// -----
+
+// Tests liveness across streams: the matmul on stream 1 reads %a last, but
+// %a lives until stream 0 waits for the event recorded after the matmul, so
+// %b (filled on stream 0 meanwhile) gets bytes of its own; in program order
+// alone %b would take %a's (offset 0, as %d takes %c's after the wait).
+// CHECK-LABEL: func.func @side_stream
+// CHECK-SAME: tcx.arena_size = 9216 : i64
+// CHECK: %[[A:.+]] = tcx.view %{{.+}}[0] {kind = "activation"} : <9216xi8> -> <64x32xbf16>
+// CHECK: tcx.matmul ins(%[[A]], {{.+}}stream = 1 : i64
+// CHECK: %[[B:.+]] = tcx.view %{{.+}}[4096] {kind = "activation"} : <9216xi8> -> <64x32xbf16>
+// CHECK: tcx.fill %[[B]]
+// CHECK: %[[D:.+]] = tcx.view %{{.+}}[0] {kind = "activation"} : <9216xi8> -> <64x32xbf16>
+// CHECK: tcx.fill %[[D]]
+func.func @side_stream(%dy: !tcx.buffer<64x16xbf16>, %out: !tcx.buffer<32x16xbf16>) {
+  %a = tcx.alloc : !tcx.buffer<64x32xbf16>
+  tcx.fill %a : !tcx.buffer<64x32xbf16>
+  %dw = tcx.alloc : !tcx.buffer<32x16xbf16>
+  %start = tcx.record : !tcx.event
+  tcx.wait %start {stream = 1 : i64}
+  tcx.matmul ins(%a, %dy : !tcx.buffer<64x32xbf16>, !tcx.buffer<64x16xbf16>) outs(%dw : !tcx.buffer<32x16xbf16>) {m = 32 : i64, n = 16 : i64, k = 64 : i64, stream = 1 : i64, transpose_lhs = true}
+  %done = tcx.record {stream = 1 : i64} : !tcx.event
+  %b = tcx.alloc : !tcx.buffer<64x32xbf16>
+  tcx.fill %b : !tcx.buffer<64x32xbf16>
+  tcx.wait %done
+  tcx.copy %dw, %out : !tcx.buffer<32x16xbf16>, !tcx.buffer<32x16xbf16>
+  %d = tcx.alloc : !tcx.buffer<64x32xbf16>
+  tcx.fill %d : !tcx.buffer<64x32xbf16>
+  return
+}
