@@ -13,14 +13,13 @@
 //
 // q, k, v, out: [B, H, T, 64] bf16, contiguous (rows b h T + t); lse: [B H
 // T] f32, the natural log of each row's sum of exp(scale q.k). The forward
-// is the runtime's kernel (tmaFwdKernel, attention_tma.cuh: what
-// TC_ATTN_TMA=1|2 runs), launched as attention_tma.cu launches it: a block
+// is tmaFwdKernel (bench/attention_tma.cuh; what the runtime's TC_ATTN_TMA=1|2
+// ran in stop 40, removed in stop 41), launched as the runtime did: a block
 // owns 128 queries of one (b, h); its key tiles are 128 keys, the diagonal
 // one masked; the blocks of the last query tiles (the most key tiles) run
 // first. Two forms: in turn (a warpgroup waits for each product) and
 // overlapped (FlashAttention-3's intra-warpgroup pipelining). The
-// backward, deterministic as tc's (no atomics), the runtime's kernels too
-// (what TC_ATTN_TMA runs): tmaDqKernel (128 queries a block, over key
+// backward, deterministic as tc's (no atomics): tmaDqKernel (128 queries a block, over key
 // tiles; D = rowsum(dO out) as well) and tmaDkDvKernel (128 keys a block,
 // over query tiles of 64), both from the forward's out and lse and a
 // random dO.
@@ -36,7 +35,7 @@
 #include <vector>
 
 #include "cuda_check.h"
-#include "runtime/src/cuda/kernels/attention_tma.cuh"
+#include "bench/attention_tma.cuh"
 
 namespace {
 

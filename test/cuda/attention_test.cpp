@@ -22,7 +22,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 
 #include "runtime/src/cuda/kernels/attention_wgmma_layout.h"
 #include "runtime/src/cuda/kernels/kernels.h"
@@ -724,12 +723,6 @@ TEST_F(AttentionTest, Deterministic) {
   }
 }
 
-/// Sets TC_ATTN_TMA (attention_tma.cu's measurement knob) for a scope.
-struct TmaKnob {
-  explicit TmaKnob(const char *form) { setenv("TC_ATTN_TMA", form, 1); }
-  ~TmaKnob() { unsetenv("TC_ATTN_TMA"); }
-};
-
 // The gradients' column sums over (batch, t) (AttentionGradSums: the bias
 // gradient of a fused qkv projection), against double sums of the stored
 // gradients: each within twice the rounding of the output (2^-9 relative
@@ -740,14 +733,13 @@ struct TmaKnob {
 // path: the flash kernels (they sum their rows, in one matrix of partials
 // when the output's dq, dk, dv columns are adjacent and tq == tk, else in
 // three; several row blocks, partial ones, GQA, tq != tk; with an amax they
-// are summed after), the wgmma kernels and the generic one (summed after),
-// and the TMA backward (TC_ATTN_TMA; it sums its blocks' rows, amax or not).
+// are summed after), the wgmma kernels and the generic one (summed after).
 TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
-  enum Path { kMma, kWgmma, kTma };
+  enum Path { kMma, kWgmma };
   std::vector<Path> paths = {kMma};
   if (wgmmaAttentionAvailable())
-    paths.insert(paths.end(), {kWgmma, kTma});
-  const char *pathNames[] = {"", " wgmma", " tma"};
+    paths.push_back(kWgmma);
+  const char *pathNames[] = {"", " wgmma"};
   const AttnCase cases[] = {
       AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, // GPT-2's form
       AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, false, true},
@@ -763,9 +755,6 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
     for (int form = 0; form < 3; ++form) // adjacent columns, gaps, adjacent with an amax
       for (const AttnCase &c : cases) {
         kernels = path == kWgmma ? AttentionKernels::Wgmma : AttentionKernels::Mma;
-        std::optional<TmaKnob> knob;
-        if (path == kTma)
-          knob.emplace("2"); // the chained backward (its epilogue is the in-turn one's)
         gradAmaxOff = form != 2;
         const std::string forms[] = {" adjacent", " gaps", " adjacent amax"};
         SCOPED_TRACE(c.str() + pathNames[path] + forms[form]);
@@ -950,50 +939,6 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
     EXPECT_LE(err, 2e-2) << names[i] << " wgmma against mma.sync, d" << d;
     report(std::string("attention wgmma vs mma ") + names[i], DType::BF16, err, 2e-2, -1,
            shapeStr({B, H, T, T, d}));
-  }
-}
-
-// The TMA/wgmma kernels (attention_tma.cu; TC_ATTN_TMA=1: the forward in
-// turn, 2: overlapped; the backward's dQ and dK/dV in turn or chained) on
-// bf16 d 64 without a key mask, partial tiles, tq != tk and the fused
-// projection's strides: the reference's results and the amaxes of every
-// set of gradients (the GQA and non-causal cases take the flash kernels
-// while attention.cu's tmaShapeTaken keeps the TMA ones from them). Then both forms timed at GPT-2 124M's and 350M's
-// shapes beside mma.sync, their outputs and gradients within bf16 rounding
-// of its.
-TEST_F(AttentionTest, TmaMatchesReference) {
-  if (!wgmmaAttentionAvailable())
-    GTEST_SKIP() << "the TMA forward needs an H100/H200 (sm_90)";
-  for (const char *form : {"1", "2"}) {
-    SCOPED_TRACE(std::string("TC_ATTN_TMA=") + form);
-    TmaKnob knob(form);
-    for (bool causal : {false, true}) {
-      checkCase({DType::BF16, 2, 4, 2, 77, 77, 64, 64, causal, false});   // GQA, partial tiles
-      checkCase({DType::BF16, 2, 2, 2, 16, 40, 64, 64, causal, false});   // tq < tk
-      checkCase({DType::BF16, 1, 2, 2, 130, 77, 64, 64, causal, false});  // tq > tk
-      checkCase({DType::BF16, 2, 3, 3, 128, 128, 64, 64, causal, false}); // whole tiles
-      checkCase({DType::BF16, 1, 4, 2, 300, 300, 64, 64, causal, false}); // several blocks
-      checkCase({DType::BF16, 1, 2, 1, 200, 333, 64, 64, causal, false}); // tq < tk, several
-      checkCase({DType::BF16, 1, 2, 1, 333, 200, 64, 64, causal, false}); // tq > tk, several
-      checkCase({DType::BF16, 2, 4, 2, 130, 130, 64, 64, causal, true});  // fused projection
-      checkCase({DType::BF16, 1, 2, 2, 600, 600, 64, 64, causal, true});  // 5 tiles, fused
-    }
-  }
-  for (auto [B, H] : {std::pair<int64_t, int64_t>{16, 12}, {8, 16}}) {
-    std::vector<double> mma[4], tma[4];
-    ASSERT_NO_FATAL_FAILURE(timeShape(stream(), B, H, 1024, 64, true, AttentionKernels::Mma, mma));
-    for (const char *form : {"1", "2"}) {
-      TmaKnob knob(form);
-      ASSERT_NO_FATAL_FAILURE(timeShape(stream(), B, H, 1024, 64, true, AttentionKernels::Mma, tma,
-                                        std::string("tma") + form));
-      const char *names[] = {"out", "dq", "dk", "dv"};
-      for (int i = 0; i < 4; ++i) {
-        const double err = maxAbsErr(tma[i], mma[i]);
-        EXPECT_LE(err, 2e-2) << names[i] << ", TC_ATTN_TMA=" << form << " against mma.sync";
-        report(std::string("attention tma") + form + " vs mma " + names[i], DType::BF16, err,
-               2e-2, -1, shapeStr({B, H, 1024, 1024, 64}));
-      }
-    }
   }
 }
 

@@ -79,16 +79,6 @@ bool useWgmma(AttentionKernels kernels, const AttentionShape &s, const Attention
          wgmmaAttentionAvailable();
 }
 
-/// Where TC_ATTN_TMA's kernels are taken: bf16 (the caller's), d == dv ==
-/// 64, no key mask, an H100/H200, and only causal attention without GQA:
-/// on stop 40's H100 a GQA or non-causal case ended in an illegal
-/// instruction (not yet found; bench/RESULTS.md), while GPT-2's causal
-/// shapes matched the reference and mma.sync.
-bool tmaShapeTaken(const AttentionShape &s, bool causal, const AttentionMask &mask) {
-  return s.d == 64 && s.dv == 64 && !mask.keys && causal && s.kvHeads == s.heads &&
-         wgmmaAttentionAvailable();
-}
-
 /// The key mask's fill: -inf or finite and at most kAttentionMaxFiniteFill.
 Status checkMask(const char *what, const AttentionMask &mask) {
   if (validAttentionMaskFill(mask.fill))
@@ -157,9 +147,6 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os;
         p.amax = amaxBits;
-        if constexpr (std::is_same_v<T, bf16>) // the TMA forward: a measurement knob
-          if (const int form = tmaAttentionForm(); form && tmaShapeTaken(s, causal, m))
-            return tmaForward(p, form, stream);
         return useWgmma(kernels, s, m) ? wgmmaForward(p, s.d, stream)
                                        : flashForward(p, s.d, stream);
       }
@@ -250,12 +237,6 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        if constexpr (std::is_same_v<T, bf16>) // the TMA backward: with the forward's knob
-          if (const int form = tmaAttentionForm();
-              form && tmaShapeTaken(s, causal, m) && aligned16(lse) && aligned16(dd)) {
-            p.csQ = sums.out ? parts : nullptr;
-            return tmaBackward(p, form, stream, sums);
-          }
         if (useWgmma(kernels, s, m))
           return sumsAfter(wgmmaBackward(p, s.d, stream));
         // The flash kernels sum the rows they store, but for those with an

@@ -71,19 +71,6 @@ template <class T>
 Status flashBackward(const FastParams<T> &p, int64_t d, cudaStream_t stream,
                      const AttentionGradSums &sums = {});
 
-/// attention_tma.cu's measurement knob, read on each call: TC_ATTN_TMA=1
-/// (the TMA forward in turn) or 2 (overlapped), else 0 (not taken).
-int tmaAttentionForm();
-/// The forward on TMA and wgmma (attention_tma.cu): bf16, d == dv == 64, no
-/// key mask, scale > 0; the caller checks wgmmaAttentionAvailable().
-Status tmaForward(const FastParams<bf16> &p, int form, cudaStream_t stream);
-/// The backward on TMA and wgmma (attention_tma.cu): dQ and D, then dK and
-/// dV, for the forward's cases (any scale), in tmaAttentionForm's form;
-/// p.dd is D's scratch, and with sums.out p.csQ the partials' (as
-/// flashBackward's).
-Status tmaBackward(const FastParams<bf16> &p, int form, cudaStream_t stream,
-                   const AttentionGradSums &sums = {});
-
 /// The flash path's algorithm on sm_90a warpgroup MMA (attention_wgmma.cu):
 /// head dim d in {64, 128}; the caller checks wgmmaAttentionAvailable().
 template <class T> Status wgmmaForward(const FastParams<T> &p, int64_t d, cudaStream_t stream);

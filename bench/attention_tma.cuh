@@ -1,15 +1,15 @@
 //===- attention_tma.cuh - the TMA/wgmma attention's device pieces -------===//
 //
-// The forward kernel attention_tma.cu launches (bench/attn_sm90.cu times the
-// same kernel) and the device pieces the bench's backward kernels (dQ, dK/dV)
-// share with it: the tile sizes and shared-memory layout, the m64n64k16
+// The TMA + wgmma attention kernels bench/attn_sm90.cu times (forward, dQ,
+// dK/dV; in the runtime behind TC_ATTN_TMA in stop 40, removed in stop 41: +0.6%
+// on GPT-2's step on an H100, bench/RESULTS.md) and the pieces they share: the tile sizes and shared-memory layout, the m64n64k16
 // product with its A operand in registers, the register pins around wgmma
 // fences and waits, the score and PV issues, one tile's online softmax.
 // sm_90a only (wgmma).
 //
 //===----------------------------------------------------------------------===//
-#ifndef TC_RUNTIME_CUDA_KERNELS_ATTENTION_TMA_CUH
-#define TC_RUNTIME_CUDA_KERNELS_ATTENTION_TMA_CUH
+#ifndef TC_BENCH_ATTENTION_TMA_CUH
+#define TC_BENCH_ATTENTION_TMA_CUH
 
 #include "runtime/src/cuda/kernels/attention_tiles.cuh"
 #include "runtime/src/cuda/kernels/gemm_sm90.cuh"
@@ -800,4 +800,4 @@ __global__ void __launch_bounds__(384, 1)
 
 } // namespace tc::rt::cuda::attn::tma
 
-#endif // TC_RUNTIME_CUDA_KERNELS_ATTENTION_TMA_CUH
+#endif // TC_BENCH_ATTENTION_TMA_CUH
