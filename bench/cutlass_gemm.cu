@@ -63,6 +63,20 @@ struct Coop {
   using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
   static constexpr const char *name = "cooperative 128x256";
 };
+struct Coop21 {
+  using Tile = Shape<_128, _256, _64>;
+  using Cluster = Shape<_2, _1, _1>;
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  static constexpr const char *name = "coop 128x256 c2x1";
+};
+struct Coop256 {
+  using Tile = Shape<_256, _128, _64>;
+  using Cluster = Shape<_1, _2, _1>;
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
+  static constexpr const char *name = "coop 256x128 c1x2";
+};
 struct Ping {
   using Tile = Shape<_128, _128, _64>;
   using Cluster = Shape<_1, _2, _1>;
@@ -96,8 +110,11 @@ using DGeluFusion =
     cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<ColMajor, cutlass::epilogue::thread::dGELU,
                                                           bf16, float, bf16, float>;
 
+int gSwizzle = 1; // the persistent scheduler's tile swizzle (L2 locality)
+
 /// Runs `args` once (checked), then times `iters` runs; returns microseconds.
 template <class Op> double run(typename Op::Arguments args, int iters, bool *ok) {
+  args.scheduler.max_swizzle_size = gSwizzle;
   Op op;
   *ok = op.can_implement(args) == cutlass::Status::kSuccess;
   if (!*ok)
@@ -196,7 +213,7 @@ double maxRel(const std::vector<float> &got, const std::vector<float> &want) {
 
 /// One shape: the three forms with schedule S; `check` compares with the
 /// naive references (small shapes), else times them.
-template <class S> void shape(int M, int N, int K, bool check) {
+template <class S> void shape(int M, int N, int K, bool check, bool fused = true) {
   const int iters = check ? 0 : 20;
   // Forward operands: x [M, K], w [N, K], b [N]; outputs d, aux [M, N].
   bf16 *x = devRandom<bf16>((size_t)M * K, 1.f, 1), *w = devRandom<bf16>((size_t)N * K, 0.05f, 2);
@@ -213,8 +230,8 @@ template <class S> void shape(int M, int N, int K, bool check) {
       std::printf("%-22s %-8s %5dx%5dx%5d  %s  max rel err %.2e\n", S::name, form, M, N, K,
                   ok ? "ran" : "REFUSED", err);
     else
-      std::printf("%-22s %-8s %5dx%5dx%5d  %8.1f us  %6.1f TFLOP/s%s\n", S::name, form, M, N, K,
-                  us, flops / us * 1e-6, ok ? "" : "  REFUSED");
+      std::printf("%-22s %-8s %5dx%5dx%5d  %8.1f us  %6.1f TFLOP/s%s swizzle %d\n", S::name, form,
+                  M, N, K, us, flops / us * 1e-6, ok ? "" : "  REFUSED", gSwizzle);
   };
   { // plain: D [M, N] row-major = x [M, K] (row-major) * w^T (w [N, K]: column-major K x N)
     using G = typename Gemm<S, RowMajor, ColMajor, RowMajor, PlainFusion>::Op;
@@ -239,7 +256,7 @@ template <class S> void shape(int M, int N, int K, bool check) {
     }
     report("plain", us, ok, err);
   }
-  { // gelu: aux = x w^T + b, D = gelu(aux)
+  if (fused) { // gelu: aux = x w^T + b, D = gelu(aux)
     using G = typename Gemm<S, RowMajor, ColMajor, RowMajor, GeluFusion>::Op;
     auto sA = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideA{}, make_shape(M, K, 1));
     auto sB = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideB{}, make_shape(N, K, 1));
@@ -268,7 +285,7 @@ template <class S> void shape(int M, int N, int K, bool check) {
     }
     report("gelu+aux", us, ok, err);
   }
-  { // dgelu: the transposed problem D^T [N, M] = w2^T [N, K] * dy^T [K, M]:
+  if (fused) { // dgelu: the transposed problem D^T [N, M] = w2^T [N, K] * dy^T [K, M]:
     // A = w2^T (w2 [K, N] row-major: column-major N x K), B = dy^T (K x M,
     // k contiguous: column-major), D^T and aux^T column-major (= dh, aux
     // [M, N] row-major), dbias per row of D^T (N of them).
@@ -326,7 +343,13 @@ int main() {
   shape<Coop>(1000, 3072, 768, true);
   const int shapes[][3] = {{16384, 3072, 768}, {8192, 4096, 1024}};
   for (auto &s : shapes) {
-    shape<Coop>(s[0], s[1], s[2], false);
+    for (int sw : {1, 2, 4, 8}) {
+      gSwizzle = sw;
+      shape<Coop>(s[0], s[1], s[2], false, sw != 2);
+      shape<Coop21>(s[0], s[1], s[2], false, false);
+      shape<Coop256>(s[0], s[1], s[2], false, false);
+    }
+    gSwizzle = 1;
     shape<Ping>(s[0], s[1], s[2], false);
   }
   return 0;
