@@ -56,32 +56,27 @@ using bf16 = cutlass::bfloat16_t;
 using RowMajor = cutlass::layout::RowMajor;
 using ColMajor = cutlass::layout::ColumnMajor;
 
-struct Coop {
-  using Tile = Shape<_128, _256, _64>;
-  using Cluster = Shape<_1, _2, _1>;
-  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
+/// A kernel schedule: CTA tile, cluster, mainloop and epilogue schedules.
+template <class TileT, class ClusterT, class KernelT, class EpiT> struct Schedule {
+  using Tile = TileT;
+  using Cluster = ClusterT;
+  using Kernel = KernelT;
+  using Epi = EpiT;
+};
+using CoopK = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using CoopE = cutlass::epilogue::TmaWarpSpecializedCooperative;
+struct Coop : Schedule<Shape<_128, _256, _64>, Shape<_1, _2, _1>, CoopK, CoopE> {
   static constexpr const char *name = "cooperative 128x256";
 };
-struct Coop21 {
-  using Tile = Shape<_128, _256, _64>;
-  using Cluster = Shape<_2, _1, _1>;
-  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
+struct Coop21 : Schedule<Shape<_128, _256, _64>, Shape<_2, _1, _1>, CoopK, CoopE> {
   static constexpr const char *name = "coop 128x256 c2x1";
 };
-struct Coop256 {
-  using Tile = Shape<_256, _128, _64>;
-  using Cluster = Shape<_1, _2, _1>;
-  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
+struct Coop256 : Schedule<Shape<_256, _128, _64>, Shape<_1, _2, _1>, CoopK, CoopE> {
   static constexpr const char *name = "coop 256x128 c1x2";
 };
-struct Ping {
-  using Tile = Shape<_128, _128, _64>;
-  using Cluster = Shape<_1, _2, _1>;
-  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-  using Epi = cutlass::epilogue::TmaWarpSpecialized;
+struct Ping : Schedule<Shape<_128, _128, _64>, Shape<_1, _2, _1>,
+                       cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                       cutlass::epilogue::TmaWarpSpecialized> {
   static constexpr const char *name = "ping-pong 128x128";
 };
 

@@ -84,7 +84,7 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     // (tcx-schedule-streams' joins): its buffers live until then.
     DenseMap<Operation *, int64_t> doneAt;
     {
-      DenseMap<int64_t, SmallVector<Operation *>> pending; // stream -> ops not joined
+      DenseMap<int64_t, SmallVector<Operation *>> pending;  // stream -> ops not joined
       DenseMap<Value, std::pair<int64_t, size_t>> recorded; // event -> (stream, ops before it)
       for (Operation &op : body) {
         if (auto r = llvm::dyn_cast<tcx::RecordOp>(op)) {

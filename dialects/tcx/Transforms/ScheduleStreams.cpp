@@ -167,7 +167,7 @@ struct TcxScheduleStreams : tcx::impl::TcxScheduleStreamsBase<TcxScheduleStreams
     Value pending;
     int64_t sideOps = 0;
     SmallVector<std::pair<size_t, Value>> done; // side op index -> its event
-    size_t joined = 0; // side ops [0, joined) of `done` are joined
+    size_t joined = 0;                          // side ops [0, joined) of `done` are joined
     for (size_t i = 0; i < n; ++i) {
       Operation *op = work[i].op;
       if (!work[i].side) {
