@@ -29,7 +29,6 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 using namespace mlir;
@@ -632,9 +631,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.normColSums = llvm::is_contained(opts.experimental, "norm-col-sums");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
-    // A measurement knob (bench/RESULTS.md, stop 41), removed once measured.
-    if (const char *w = std::getenv("TC_SIDE_STREAM_WINDOW"))
-      o.sideStreamWindow = std::atoll(w);
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;
