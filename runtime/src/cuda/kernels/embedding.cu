@@ -94,58 +94,88 @@ __global__ void __launch_bounds__(32)
   }
 }
 
-/// Step 2: thread per id.
+/// Step 2: thread per id. The chunks' counts are read kBatch at a time
+/// before any is written (the writes would otherwise order every load after
+/// the previous store: one memory latency per chunk).
 __global__ void __launch_bounds__(kColumnThreads)
     columnScanKernel(int *__restrict__ counts, int *__restrict__ total, int64_t chunks,
                      int64_t vocab) {
+  constexpr int kBatch = 8;
   int64_t v = static_cast<int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
   if (v >= vocab)
     return;
   int run = 0;
-  for (int64_t c = 0; c < chunks; ++c) {
-    int x = counts[c * vocab + v];
-    counts[c * vocab + v] = run;
-    run += x;
+  for (int64_t c0 = 0; c0 < chunks; c0 += kBatch) {
+    int x[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      x[j] = c0 + j < chunks ? counts[(c0 + j) * vocab + v] : 0;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (c0 + j < chunks) {
+        counts[(c0 + j) * vocab + v] = run;
+        run += x[j];
+      }
   }
   total[v] = run;
 }
 
-/// Step 3: one block; thread t scans a contiguous segment of ids.
+/// Step 3: one block, over tiles of kScanThreads * kScanPer ids: a tile is
+/// read into shared memory coalesced, each thread scans its kScanPer
+/// consecutive ids there after a block-wide exclusive scan of the threads'
+/// sums, and the tile goes back coalesced; the running total carries from
+/// tile to tile.
+constexpr int kScanPer = 8;
 __global__ void __launch_bounds__(kScanThreads)
     vocabScanKernel(const int *__restrict__ total, int *__restrict__ base, int64_t vocab) {
+  constexpr int kTile = kScanThreads * kScanPer;
+  __shared__ int tile[kTile];
   __shared__ int warpTotals[32];
-  int64_t per = (vocab + kScanThreads - 1) / kScanThreads;
-  int64_t s = threadIdx.x * per, e = min(vocab, s + per);
-  int sum = 0;
-  for (int64_t v = s; v < e; ++v)
-    sum += total[v];
-  // Block-wide exclusive scan of `sum`.
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int incl = sum;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int carry = 0;
+  for (int64_t t0 = 0; t0 < vocab; t0 += kTile) {
+    for (int j = threadIdx.x; j < kTile; j += kScanThreads)
+      tile[j] = t0 + j < vocab ? total[t0 + j] : 0;
+    __syncthreads();
+    int *mine = tile + threadIdx.x * kScanPer;
+    int sum = 0;
 #pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    int y = __shfl_up_sync(kFullMask, incl, o);
-    if (lane >= o)
-      incl += y;
-  }
-  if (lane == 31)
-    warpTotals[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int t = warpTotals[lane];
+    for (int j = 0; j < kScanPer; ++j)
+      sum += mine[j];
+    int incl = sum;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      int y = __shfl_up_sync(kFullMask, t, o);
+      int y = __shfl_up_sync(kFullMask, incl, o);
       if (lane >= o)
-        t += y;
+        incl += y;
     }
-    warpTotals[lane] = t; // inclusive over warps
-  }
-  __syncthreads();
-  int run = incl - sum + (warp > 0 ? warpTotals[warp - 1] : 0);
-  for (int64_t v = s; v < e; ++v) {
-    base[v] = run;
-    run += total[v];
+    if (lane == 31)
+      warpTotals[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+      int t = warpTotals[lane];
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(kFullMask, t, o);
+        if (lane >= o)
+          t += y;
+      }
+      warpTotals[lane] = t; // inclusive over warps
+    }
+    __syncthreads();
+    int run = carry + incl - sum + (warp > 0 ? warpTotals[warp - 1] : 0);
+#pragma unroll
+    for (int j = 0; j < kScanPer; ++j) {
+      int x = mine[j];
+      mine[j] = run;
+      run += x;
+    }
+    carry += warpTotals[31];
+    __syncthreads();
+    for (int j = threadIdx.x; j < kTile; j += kScanThreads)
+      if (t0 + j < vocab)
+        base[t0 + j] = tile[j];
+    __syncthreads(); // the tile and warpTotals are refilled next
   }
 }
 
