@@ -34,7 +34,8 @@ inline constexpr int64_t kCublasLtWorkspaceBytes = int64_t(32) << 20;
 
 /// Rows per chunk of the norm backward's deterministic column sums.
 inline constexpr int64_t kNormBackwardChunkRows = 64;
-/// Tokens per warp-built histogram of the embedding backward's counting sort.
+/// Tokens per histogram (a block of as many threads) of the embedding
+/// backward's counting sort.
 inline constexpr int64_t kEmbeddingChunk = 512;
 /// Blocks (and partial sums) of sumSquares' first pass.
 inline constexpr int64_t kMaxNormBlocks = 1024;

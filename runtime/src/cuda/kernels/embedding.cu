@@ -5,17 +5,16 @@
 // Backward (scatter-add of dout rows into dtable rows) without float
 // atomics, so that the result is the same bits on every run. A stable
 // counting sort groups the token indices by id:
-//   1. hist:   one warp per chunk of kEmbeddingChunk tokens walks its chunk
-//              32 tokens at a time; __match_any_sync groups equal ids and the
-//              group's leader adds the group size to counts[chunk, id] (the
-//              warp owns its chunk's row of counts: no races);
+//   1. hist:   a block per chunk of kEmbeddingChunk tokens, a thread per
+//              token, adds 1 to counts[chunk, id] (integer atomics);
 //   2. column: counts[chunk, id] becomes the exclusive prefix over chunks,
 //              total[id] the sum;
-//   3. vocab:  base[id] = exclusive prefix of total over ids (one block);
-//   4. place:  the warps walk their chunks again; a token's slot is
-//              base[id] + counts[chunk, id] + its rank among equal ids earlier
-//              in its 32-token step, so sorted[] lists every id's tokens in
-//              increasing token order;
+//   3. vocab:  base[id] = exclusive prefix of total over ids (one block,
+//              coalesced tiles through shared memory);
+//   4. place:  a block per chunk again; a token's slot is base[id] +
+//              counts[chunk, id] + the tokens of its id before it in its
+//              chunk, so sorted[] lists every id's tokens in increasing token
+//              order;
 //   5. sum:    one block (per tile of columns) owns each vocabulary row and
 //              adds its tokens' dout rows in that order.
 // Memory: (chunks * vocab + 2 vocab + count) int32 of scratch, chunks =
@@ -62,36 +61,40 @@ __global__ void __launch_bounds__(kCopyThreads)
   }
 }
 
-/// Steps 1 (Place false) and 4 (Place true). One warp per chunk.
-template <class I, bool Place>
-__global__ void __launch_bounds__(32)
-    chunkKernel(const I *__restrict__ ids, int64_t count, int64_t vocab, int *__restrict__ counts,
-                const int *__restrict__ base, int *__restrict__ sorted) {
-  int64_t chunk = blockIdx.x;
-  int lane = threadIdx.x;
-  int *cc = counts + chunk * vocab;
-  int64_t start = chunk * kEmbeddingChunk;
-  int64_t end = min(count, start + kEmbeddingChunk);
-  for (int64_t step = start; step < end; step += 32) {
-    int64_t n = step + lane;
-    int id = n < end ? normaliseId(ids[n], vocab) : -1;
-    unsigned group = __match_any_sync(kFullMask, id);
-    bool leader = lane == __ffs(group) - 1;
-    if constexpr (!Place) {
-      if (leader && id >= 0)
-        cc[id] += __popc(group);
-    } else {
-      int cur = id >= 0 ? cc[id] : 0; // the same value for the whole group
-      __syncwarp();
-      if (id >= 0) {
-        int rank = __popc(group & ((1u << lane) - 1u));
-        sorted[base[id] + cur + rank] = static_cast<int>(n);
-        if (leader)
-          cc[id] = cur + __popc(group);
-      }
-    }
-    __syncwarp(); // orders this step's counter updates before the next step's reads
-  }
+/// Step 1: a block per chunk, a thread per token: counts[chunk, id] += 1
+/// (integer atomics: the same counts in any order).
+template <class I>
+__global__ void __launch_bounds__(kEmbeddingChunk)
+    histKernel(const I *__restrict__ ids, int64_t count, int64_t vocab, int *__restrict__ counts) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kEmbeddingChunk + threadIdx.x;
+  if (n >= count)
+    return;
+  const int id = normaliseId(ids[n], vocab);
+  if (id >= 0)
+    atomicAdd(counts + static_cast<int64_t>(blockIdx.x) * vocab + id, 1);
+}
+
+/// Step 4: a block per chunk, a thread per token: its slot is base[id] plus
+/// the tokens of id in the chunks before (counts[chunk, id] after step 2)
+/// plus those before it in its chunk (counted from the chunk's ids in
+/// shared memory), so sorted[] lists every id's tokens in increasing order.
+template <class I>
+__global__ void __launch_bounds__(kEmbeddingChunk)
+    placeKernel(const I *__restrict__ ids, int64_t count, int64_t vocab,
+                const int *__restrict__ counts, const int *__restrict__ base,
+                int *__restrict__ sorted) {
+  __shared__ int chunkIds[kEmbeddingChunk];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kEmbeddingChunk + threadIdx.x;
+  const int id = n < count ? normaliseId(ids[n], vocab) : -1;
+  chunkIds[threadIdx.x] = id;
+  __syncthreads();
+  if (id < 0)
+    return;
+  int rank = 0;
+  for (int j = 0; j < static_cast<int>(threadIdx.x); ++j)
+    rank += chunkIds[j] == id;
+  sorted[base[id] + counts[static_cast<int64_t>(blockIdx.x) * vocab + id] + rank] =
+      static_cast<int>(n);
 }
 
 /// Step 2: thread per id. The chunks' counts are read kBatch at a time
@@ -280,14 +283,14 @@ Status embeddingBackward(DType dt, const void *dout, DType idType, const void *i
       TC_CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(counts, 0, static_cast<size_t>(chunks * vocab) * sizeof(int), stream));
       unsigned nChunks = static_cast<unsigned>(chunks);
-      chunkKernel<I, false><<<nChunks, 32, 0, stream>>>(is, count, vocab, counts, nullptr, nullptr);
+      histKernel<I><<<nChunks, kEmbeddingChunk, 0, stream>>>(is, count, vocab, counts);
       TC_RETURN_IF_ERROR(checkLaunch("embedding_backward_hist"));
       columnScanKernel<<<static_cast<unsigned>(ceilDiv(vocab, kColumnThreads)), kColumnThreads, 0,
                          stream>>>(counts, total, chunks, vocab);
       TC_RETURN_IF_ERROR(checkLaunch("embedding_backward_column_scan"));
       vocabScanKernel<<<1, kScanThreads, 0, stream>>>(total, base, vocab);
       TC_RETURN_IF_ERROR(checkLaunch("embedding_backward_vocab_scan"));
-      chunkKernel<I, true><<<nChunks, 32, 0, stream>>>(is, count, vocab, counts, base, sorted);
+      placeKernel<I><<<nChunks, kEmbeddingChunk, 0, stream>>>(is, count, vocab, counts, base, sorted);
       TC_RETURN_IF_ERROR(checkLaunch("embedding_backward_place"));
       auto *d = static_cast<const T *>(dout);
       auto *out = static_cast<T *>(dtable);

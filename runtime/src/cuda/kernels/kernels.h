@@ -152,9 +152,9 @@ Status embeddingForward(DType dt, const void *table, DType idType, const void *i
 
 /// dtable[vocab, dim] (+)= sum over n with ids[n] == v of dout[n, :].
 /// Deterministic without float atomics: a stable counting sort of the token
-/// indices by id (one warp per chunk of kEmbeddingChunk tokens builds the
-/// per-chunk histograms with __match_any_sync, a column scan and a scan over
-/// the vocabulary give every token its slot), then each vocabulary row is
+/// indices by id (a block per chunk of kEmbeddingChunk tokens builds the
+/// per-chunk histograms, a column scan and a scan over the vocabulary give
+/// every token its slot, with its rank among its chunk's equal ids), then each vocabulary row is
 /// owned by one block that sums its tokens in increasing token order. Rows no
 /// token hits are zeroed (or left alone with `accumulate`). Ids outside
 /// [-vocab, vocab) are skipped. `scratch`: embeddingBackwardScratchBytes.
