@@ -200,7 +200,7 @@ CUtensorMap encodeMap(const bf16 *p, int rank, const cuuint64_t *dims, const cuu
 }
 
 /// A contiguous [B, H, T, 64] operand in boxes of `rows` rows of one (b,
-/// h), as attention_tma.cu encodes the runtime's operands.
+/// h), as the runtime encoded its operands in stop 40.
 CUtensorMap map4d(const bf16 *p, int B, int H, int T, int rows = 128) {
   const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(T), cuuint64_t(H), cuuint64_t(B)};
   const cuuint64_t strides[3] = {cuuint64_t(D) * 2, cuuint64_t(T) * D * 2,
@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
     attnRef<<<BH * T, 128, 0, s>>>(q, k, v, refOut, refLse, T, scale);
     CK(cudaGetLastError());
     // The runtime's forward kernel (attention_tma.cuh) on [B, H, T, 64]:
-    // its parameters and 4-D tensor maps as attention_tma.cu makes them.
+    // its parameters and 4-D tensor maps as the runtime made them in stop 40.
     tc::rt::cuda::attn::FastParams<bf16> fp{};
     fp.q = q, fp.k = k, fp.v = v, fp.out = out, fp.lse = lse;
     fp.qs = fp.ks = fp.vs = fp.os = {long(H) * T * D, long(T) * D, D};
