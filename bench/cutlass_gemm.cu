@@ -107,6 +107,21 @@ using DGeluFusion =
 
 int gSwizzle = 1; // the persistent scheduler's tile swizzle (L2 locality)
 
+/// The arguments of `m x n x k` with packed operands a, b and out (alpha 1,
+/// beta 0, no source); the fusion's own arguments are set by the caller.
+template <class G>
+typename G::Arguments packedArgs(int m, int n, int k, const bf16 *a, const bf16 *b, bf16 *out) {
+  using K = typename G::GemmKernel;
+  auto sA = cutlass::make_cute_packed_stride(typename K::StrideA{}, make_shape(m, k, 1));
+  auto sB = cutlass::make_cute_packed_stride(typename K::StrideB{}, make_shape(n, k, 1));
+  auto sD = cutlass::make_cute_packed_stride(typename K::StrideD{}, make_shape(m, n, 1));
+  typename G::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm, {m, n, k, 1}, {a, sA, b, sB}, {{}, nullptr, sD, out, sD}};
+  args.epilogue.thread.alpha = 1.f;
+  args.epilogue.thread.beta = 0.f;
+  return args;
+}
+
 /// Runs `args` once (checked), then times `iters` runs; returns microseconds.
 template <class Op> double run(typename Op::Arguments args, int iters, bool *ok) {
   args.scheduler.max_swizzle_size = gSwizzle;
@@ -230,15 +245,7 @@ template <class S> void shape(int M, int N, int K, bool check, bool fused = true
   };
   { // plain: D [M, N] row-major = x [M, K] (row-major) * w^T (w [N, K]: column-major K x N)
     using G = typename Gemm<S, RowMajor, ColMajor, RowMajor, PlainFusion>::Op;
-    auto sA = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideA{}, make_shape(M, K, 1));
-    auto sB = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideB{}, make_shape(N, K, 1));
-    auto sD = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideD{}, make_shape(M, N, 1));
-    typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                               {M, N, K, 1},
-                               {x, sA, w, sB},
-                               {{}, nullptr, sD, d, sD}};
-    args.epilogue.thread.alpha = 1.f;
-    args.epilogue.thread.beta = 0.f;
+    auto args = packedArgs<G>(M, N, K, x, w, d);
     bool ok = false;
     double us = run<G>(args, iters, &ok);
     double err = 0;
@@ -253,18 +260,10 @@ template <class S> void shape(int M, int N, int K, bool check, bool fused = true
   }
   if (fused) { // gelu: aux = x w^T + b, D = gelu(aux)
     using G = typename Gemm<S, RowMajor, ColMajor, RowMajor, GeluFusion>::Op;
-    auto sA = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideA{}, make_shape(M, K, 1));
-    auto sB = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideB{}, make_shape(N, K, 1));
-    auto sD = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideD{}, make_shape(M, N, 1));
-    typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                               {M, N, K, 1},
-                               {x, sA, w, sB},
-                               {{}, nullptr, sD, d, sD}};
-    args.epilogue.thread.alpha = 1.f;
-    args.epilogue.thread.beta = 0.f;
+    auto args = packedArgs<G>(M, N, K, x, w, d);
     args.epilogue.thread.bias_ptr = b;
     args.epilogue.thread.aux_ptr = aux;
-    args.epilogue.thread.dAux = sD;
+    args.epilogue.thread.dAux = args.epilogue.dD; // aux is laid out as D
     bool ok = false;
     double us = run<G>(args, iters, &ok);
     double err = 0;
@@ -285,17 +284,9 @@ template <class S> void shape(int M, int N, int K, bool check, bool fused = true
     // k contiguous: column-major), D^T and aux^T column-major (= dh, aux
     // [M, N] row-major), dbias per row of D^T (N of them).
     using G = typename Gemm<S, ColMajor, ColMajor, ColMajor, DGeluFusion>::Op;
-    auto sA = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideA{}, make_shape(N, K, 1));
-    auto sB = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideB{}, make_shape(M, K, 1));
-    auto sD = cutlass::make_cute_packed_stride(typename G::GemmKernel::StrideD{}, make_shape(N, M, 1));
-    typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                               {N, M, K, 1},
-                               {w2, sA, dy, sB},
-                               {{}, nullptr, sD, d, sD}};
-    args.epilogue.thread.alpha = 1.f;
-    args.epilogue.thread.beta = 0.f;
+    auto args = packedArgs<G>(N, M, K, w2, dy, d);
     args.epilogue.thread.aux_ptr = aux; // the forward's pre-activation (random here)
-    args.epilogue.thread.dAux = sD;
+    args.epilogue.thread.dAux = args.epilogue.dD;
     args.epilogue.thread.dbias_ptr = dbias;
     bool ok = false;
     double us = run<G>(args, iters, &ok);

@@ -84,27 +84,23 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     // (tcx-schedule-streams' joins): its buffers live until then.
     DenseMap<Operation *, int64_t> doneAt;
     {
-      DenseMap<int64_t, SmallVector<Operation *>> pending;  // stream -> ops not joined
-      DenseMap<Value, std::pair<int64_t, size_t>> recorded; // event -> (stream, ops before it)
+      DenseMap<int64_t, SmallVector<Operation *>> pending; // stream -> ops not joined, in order
       for (Operation &op : body) {
-        if (auto r = llvm::dyn_cast<tcx::RecordOp>(op)) {
-          recorded[r.getEvent()] = {r.getStream(), pending[r.getStream()].size()};
-          continue;
-        }
-        if (auto w = llvm::dyn_cast<tcx::WaitOp>(op)) {
-          auto it = recorded.find(w.getEvent());
-          if (w.getStream() != 0 || it == recorded.end() || it->second.first == 0)
+        auto w = llvm::dyn_cast<tcx::WaitOp>(op);
+        if (w && w.getStream() == 0) {
+          auto r = w.getEvent().getDefiningOp<tcx::RecordOp>();
+          if (!r || r.getStream() == 0)
             continue;
-          SmallVector<Operation *> &ops = pending[it->second.first];
-          size_t k = std::min(it->second.second, ops.size());
-          for (size_t j = 0; j < k; ++j)
-            doneAt[ops[j]] = index.lookup(&op);
-          ops.erase(ops.begin(), ops.begin() + k);
-          for (auto &[e, rec] : recorded) // what was recorded counts the ops left
-            if (rec.first == it->second.first)
-              rec.second = rec.second > k ? rec.second - k : 0;
+          // Stream r's ops before its record are done here.
+          SmallVector<Operation *> &ops = pending[r.getStream()];
+          auto first = llvm::find_if(ops, [&](Operation *o) { return !o->isBeforeInBlock(r); });
+          for (Operation *o : llvm::make_range(ops.begin(), first))
+            doneAt[o] = index.lookup(&op);
+          ops.erase(ops.begin(), first);
           continue;
         }
+        if (isa<tcx::RecordOp, tcx::WaitOp>(op))
+          continue;
         auto sid = op.getAttrOfType<IntegerAttr>("stream");
         if (sid && sid.getInt() != 0)
           pending[sid.getInt()].push_back(&op);

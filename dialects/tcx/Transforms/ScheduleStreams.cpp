@@ -17,6 +17,7 @@
 #include "dialects/tcx/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace tcx {
@@ -75,34 +76,29 @@ struct TcxScheduleStreams : tcx::impl::TcxScheduleStreamsBase<TcxScheduleStreams
     if (!body.getOps<tcx::RecordOp>().empty() || !body.getOps<tcx::WaitOp>().empty())
       return;
 
+    // The device work and the bytes it reads and writes, from the effects
+    // TcxOps.td declares on each operand (tcx.alloc's allocation aside).
     SmallVector<Work> work;
-    auto ranges = [](ValueRange vs) {
-      SmallVector<Range> r;
-      for (Value v : vs)
-        if (v && llvm::isa<tcx::BufferType>(v.getType()))
-          r.push_back(rangeOf(v));
-      return r;
-    };
     for (Operation &op : body) {
-      Work w{&op, {}, {}, false};
-      if (auto m = llvm::dyn_cast<tcx::MatmulOp>(op)) {
-        w.reads = ranges(m.getInputs());
-        w.writes = ranges({m.getOut(), m.getBiasGradOut(), m.getAuxOut()});
-        w.side = m.getTransposeLhs() && !m.getLhsBatch() && !m.getRhsBatch();
-      } else if (auto l = llvm::dyn_cast<tcx::LaunchOp>(op)) {
-        w.reads = ranges(l.getInputs());
-        w.writes = ranges(l.getOutputs());
-      } else if (auto l = llvm::dyn_cast<tcx::LibraryOp>(op)) {
-        w.reads = ranges(l.getInputs());
-        w.writes = ranges(l.getOutputs());
-      } else if (auto c = llvm::dyn_cast<tcx::CopyOp>(op)) {
-        w.reads = ranges(c.getSource());
-        w.writes = ranges(c.getTarget());
-      } else if (auto f = llvm::dyn_cast<tcx::FillOp>(op)) {
-        w.writes = ranges(f.getTarget());
-      } else {
+      auto effects = llvm::dyn_cast<MemoryEffectOpInterface>(op);
+      if (!effects || isa<tcx::AllocOp>(op))
         continue;
+      Work w{&op, {}, {}, false};
+      SmallVector<MemoryEffects::EffectInstance> list;
+      effects.getEffects(list);
+      for (const MemoryEffects::EffectInstance &e : list) {
+        Value v = e.getValue();
+        if (!v || !llvm::isa<tcx::BufferType>(v.getType()))
+          continue;
+        if (isa<MemoryEffects::Read>(e.getEffect()))
+          w.reads.push_back(rangeOf(v));
+        else if (isa<MemoryEffects::Write>(e.getEffect()))
+          w.writes.push_back(rangeOf(v));
       }
+      if (w.reads.empty() && w.writes.empty())
+        continue; // views, params, constants: no work
+      if (auto m = llvm::dyn_cast<tcx::MatmulOp>(op))
+        w.side = m.getTransposeLhs() && !m.getLhsBatch() && !m.getRhsBatch();
       work.push_back(std::move(w));
     }
 
@@ -163,8 +159,6 @@ struct TcxScheduleStreams : tcx::impl::TcxScheduleStreamsBase<TcxScheduleStreams
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
     Location loc = fn.getLoc();
     Type eventType = tcx::EventType::get(fn.getContext());
-    // Stream 1's last recorded event.
-    Value pending;
     int64_t sideOps = 0;
     SmallVector<std::pair<size_t, Value>> done; // side op index -> its event
     size_t joined = 0;                          // side ops [0, joined) of `done` are joined
@@ -187,14 +181,13 @@ struct TcxScheduleStreams : tcx::impl::TcxScheduleStreamsBase<TcxScheduleStreams
       }
       b.setInsertionPoint(op);
       bool mainBefore = i > 0 && !work[i - 1].side;
-      if (mainBefore || !pending) {
+      if (mainBefore || done.empty()) {
         Value start = tcx::RecordOp::create(b, op->getLoc(), eventType, i64(0)).getEvent();
         tcx::WaitOp::create(b, op->getLoc(), start, i64(1));
       }
       op->setAttr("stream", i64(1));
       b.setInsertionPointAfter(op);
-      pending = tcx::RecordOp::create(b, op->getLoc(), eventType, i64(1)).getEvent();
-      done.push_back({i, pending});
+      done.push_back({i, tcx::RecordOp::create(b, op->getLoc(), eventType, i64(1)).getEvent()});
       ++sideOps;
     }
     if (joined < done.size()) {
