@@ -36,6 +36,7 @@ BIN="${3:-}"
 [ -n "$cmd" ] && [ -n "$OUT" ] || { sed -n '2,25p' "$0"; exit 2; }
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
+. "$ROOT/scripts/cudnn-env.sh" # cuDNN for tc-run's optional plugin
 
 # name  exporters  batch
 MODELS="gpt2-124m:dynamo,torchscript:16 llama-125m:dynamo,torchscript:16 pythia-160m:dynamo:16 gpt2-350m:dynamo:8"

@@ -63,6 +63,11 @@ if [ ! -x "$BIN" ]; then
   exit 2
 fi
 
+# cuDNN for the optional plugin (PyTorch's wheels' libraries where the system
+# has none); the tests open the plugin beside tc-run.
+. "$ROOT/scripts/cudnn-env.sh"
+[ -f "$BUILD/bin/libtc_cudnn.so" ] && export TC_CUDNN_PLUGIN="$BUILD/bin/libtc_cudnn.so"
+
 echo "== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader

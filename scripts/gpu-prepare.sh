@@ -58,8 +58,9 @@ if [ ! -f "$CB/build.ninja" ]; then
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
     -DMLIR_LINK_MLIR_DYLIB=ON -DTC_ENABLE_CUDA=ON >/dev/null
 fi
+# tc_cudnn: the optional cuDNN plugin, a target where CMake found cuDNN.
 ninja -C "$CB" -j"$JOBS" tc-compile tc-run tc-cuda-codegen tc_cuda_tests run_generated \
-  capi_train_check
+  capi_train_check $(ninja -C "$CB" -t query tc_cudnn >/dev/null 2>&1 && echo tc_cudnn)
 
 # The fixtures are made afresh: a row a newer tree no longer makes (a renamed
 # fixture) must not stay behind and be checked with an old compiler's artifact.
@@ -67,6 +68,8 @@ rm -rf "$OUT/fixtures"
 mkdir -p "$OUT/bin" "$OUT/test/cuda" "$OUT/test/codegen" "$OUT/test/runtime" "$OUT/fixtures" \
   "$OUT/bench"
 cp "$CB/bin/tc-run" "$OUT/bin/"
+# The optional cuDNN plugin beside tc-run, where it was built.
+[ -f "$CB/bin/libtc_cudnn.so" ] && cp "$CB/bin/libtc_cudnn.so" "$OUT/bin/"
 cp "$CB/test/runtime/capi_train_check" "$OUT/test/runtime/"
 cp "$CB/test/cuda/tc_cuda_tests" "$OUT/test/cuda/"
 cp "$CB/test/codegen/run_generated" "$OUT/test/codegen/"

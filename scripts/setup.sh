@@ -49,4 +49,8 @@ fi
 
 if [ ! -d /usr/local/cuda ]; then
   echo "setup: note: no CUDA toolkit in /usr/local/cuda; building the CPU reference only"
+elif [ -f /usr/local/cuda/include/cudnn.h ]; then
+  # cudnn_frontend's headers for the optional cuDNN plugin (libtc_cudnn.so).
+  bash "$(dirname "$0")/fetch-cudnn-frontend.sh" >/dev/null ||
+    echo "setup: note: could not fetch cudnn_frontend (PyPI); building without the cuDNN plugin"
 fi

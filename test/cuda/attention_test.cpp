@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/src/cuda/cudnn/loader.h"
 #include "runtime/src/cuda/kernels/attention_wgmma_layout.h"
 #include "runtime/src/cuda/kernels/kernels.h"
 
@@ -304,9 +305,9 @@ protected:
     auto at = [&](const DevBuf &b, const Operand &o) {
       return static_cast<char *>(b.p) + o.offset * eb;
     };
-    ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st,
-                               at(dQkv, L.v), L.v.st, dO.p, L.o.st, dLse.as<float>(), scale,
-                               c.causal, stream(), dAmax.as<float>(), kernels, mask));
+    ASSERT_OK(attentionForward(c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st, at(dQkv, L.v),
+                               L.v.st, dO.p, L.o.st, dLse.as<float>(), scale, c.causal, stream(),
+                               outAmaxOff ? nullptr : dAmax.as<float>(), kernels, mask));
     ASSERT_OK(attentionBackward(
         c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st, at(dQkv, L.v), L.v.st, dO.p, L.o.st,
         dDout.p, L.o.st, dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
@@ -359,6 +360,8 @@ protected:
   int64_t sumOffsets[3] = {0, 0, 0}, sumCols = 0;
   /// The backward without an amax (the flash kernels sum in-kernel only then).
   bool gradAmaxOff = false;
+  /// The forward without an amax (cuDNN's forward takes only such calls).
+  bool outAmaxOff = false;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -385,7 +388,8 @@ protected:
           m = std::max(m, std::fabs(e));
       return m;
     };
-    EXPECT_EQ(r.outAmax, amaxOfValues(gather(outD, L.o, c.batch))) << "amax of out";
+    if (!outAmaxOff)
+      EXPECT_EQ(r.outAmax, amaxOfValues(gather(outD, L.o, c.batch))) << "amax of out";
     double gradAmax = 0;
     const Operand *gradOps[3] = {&L.q, &L.k, &L.v};
     for (int j = 0; j < 3; ++j)
@@ -506,6 +510,47 @@ TEST_F(AttentionTest, WgmmaPathMatchesReference) {
       checkCase({dt, 2, 4, 4, 77, 77, 128, 128, causal, true});
     }
   }
+}
+
+// cuDNN's fused attention forward (AttentionKernels::Cudnn, the optional
+// plugin) where it is installed: every case it takes (d 64 and 128, causal
+// with tq == tk, full with any tq / tk, GQA, MQA, q / k / v out of a fused
+// projection) against the reference, and the backward (tc's kernels) from
+// its out and lse; a case it must not take (d 32, causal tq != tk, an amax)
+// runs tc's kernels. Skipped, saying why, without cuDNN.
+TEST_F(AttentionTest, CudnnForwardMatchesReference) {
+  const std::string status = cudnnStatusLine();
+  if (status.rfind("cuDNN ", 0) != 0)
+    GTEST_SKIP() << "cuDNN's attention is " << status;
+  std::printf("attention through %s\n", status.c_str());
+  kernels = AttentionKernels::Cudnn;
+  outAmaxOff = true;
+  auto expectTaken = [&](const AttnCase &c, bool taken) {
+    int64_t before = cudnnAttentionForwardCount();
+    ASSERT_NO_FATAL_FAILURE(checkCase(c));
+    EXPECT_EQ(cudnnAttentionForwardCount() - before, taken ? 1 : 0)
+        << c.str() << (taken ? " should run on cuDNN" : " should run tc's kernels");
+  };
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (bool causal : {false, true}) {
+      expectTaken({dt, 2, 4, 2, 77, 77, 64, 64, causal, false},
+                  true); // GQA, partial tiles
+      expectTaken({dt, 1, 4, 1, 130, 130, 128, 128, causal, false},
+                  true); // MQA
+      expectTaken({dt, 2, 3, 3, 128, 128, 64, 64, causal, false},
+                  true); // whole tiles
+      expectTaken({dt, 1, 4, 2, 300, 300, 64, 64, causal, false},
+                  true); // several row blocks
+      expectTaken({dt, 2, 4, 2, 130, 130, 64, 64, causal, true},
+                  true); // fused projection
+      expectTaken({dt, 2, 4, 4, 77, 77, 128, 128, causal, true}, true);
+      expectTaken({dt, 1, 2, 1, 200, 333, 64, 64, causal, false},
+                  !causal);                                              // tq < tk
+      expectTaken({dt, 1, 2, 2, 130, 77, 32, 32, causal, false}, false); // d 32
+    }
+  }
+  outAmaxOff = false; // an amax keeps the forward on tc's kernels
+  expectTaken({DType::BF16, 2, 4, 2, 77, 77, 64, 64, true, false}, false);
 }
 
 // A scale <= 0 (an ONNX Attention's scale attribute may be anything): the
@@ -700,14 +745,19 @@ TEST_F(AttentionTest, Deterministic) {
   std::vector<AttentionKernels> paths = {AttentionKernels::Mma};
   if (wgmmaAttentionAvailable())
     paths.push_back(AttentionKernels::Wgmma);
+  if (cudnnStatusLine().rfind("cuDNN ", 0) == 0)
+    paths.push_back(AttentionKernels::Cudnn);
   const AttnCase cases[] = {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false},
                             AttnCase{DType::BF16, 1, 4, 1, 77, 77, 128, 128, false, true},
                             AttnCase{DType::F16, 2, 4, 2, 130, 130, 64, 64, true, false},
                             AttnCase{DType::F32, 1, 4, 2, 77, 77, 48, 48, true, false}};
   for (AttentionKernels path : paths) {
     kernels = path;
+    outAmaxOff = path == AttentionKernels::Cudnn; // cuDNN takes no amax
     for (const AttnCase &c : cases) {
-      SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma ? " wgmma" : ""));
+      SCOPED_TRACE(c.str() + (path == AttentionKernels::Wgmma   ? " wgmma"
+                              : path == AttentionKernels::Cudnn ? " cudnn"
+                                                                : ""));
       Layout L = layoutOf(c);
       HostTensor qkv, dout;
       inputs(c, L, &qkv, &dout);
@@ -925,21 +975,70 @@ void timeShape(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d, 
   }
 }
 
-/// Times a shape on the mma.sync kernels and, on an H100/H200, the wgmma
-/// ones, whose results must match the mma.sync kernels' at this size.
+/// Times a shape on the mma.sync kernels and, where cuDNN is installed, its
+/// forward (tc's backward after it), and on an H100/H200 the wgmma kernels,
+/// whose results must match the mma.sync kernels' at this size.
 void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
-  std::vector<double> mma[4], wg[4];
+  std::vector<double> mma[4], wg[4], dnn[4];
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, mma));
+  const char *names[] = {"out", "dq", "dk", "dv"};
+  if (cudnnStatusLine().rfind("cuDNN ", 0) == 0) {
+    ASSERT_NO_FATAL_FAILURE(
+        timeShape(stream, B, H, T, d, true, AttentionKernels::Cudnn, dnn, "cudnn"));
+    for (int i = 0; i < 4; ++i) {
+      double err = maxAbsErr(dnn[i], mma[i]);
+      EXPECT_LE(err, 2e-2) << names[i] << " cuDNN's forward against mma.sync, d" << d;
+      report(std::string("attention cudnn vs mma ") + names[i], DType::BF16, err, 2e-2, -1,
+             shapeStr({B, H, T, T, d}));
+    }
+  }
   if (!wgmmaAttentionAvailable())
     return;
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Wgmma, wg));
-  const char *names[] = {"out", "dq", "dk", "dv"};
   for (int i = 0; i < 4; ++i) {
     double err = maxAbsErr(wg[i], mma[i]);
     EXPECT_LE(err, 2e-2) << names[i] << " wgmma against mma.sync, d" << d;
     report(std::string("attention wgmma vs mma ") + names[i], DType::BF16, err, 2e-2, -1,
            shapeStr({B, H, T, T, d}));
   }
+}
+
+// cuDNN's forward at GPT-2 124M's shape (q, k, v out of the fused
+// projection) gives the same out and lse bits call after call.
+TEST_F(AttentionTest, CudnnForwardSameBitsAtGpt2Shape) {
+  const std::string status = cudnnStatusLine();
+  if (status.rfind("cuDNN ", 0) != 0)
+    GTEST_SKIP() << "cuDNN's attention is " << status;
+  const int64_t B = 16, H = 12, T = 1024, d = 64, W = 3 * H * d, n = B * H * T * d;
+  AttentionShape s;
+  s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;
+  AttentionStrides fused{T * W, d, W}, os{T * H * d, d, H * d};
+  DevBuf qkv, o, lse;
+  std::vector<uint16_t> x = randomBf16(3 * n, 11);
+  ASSERT_OK(devAlloc(3 * n * 2, &qkv));
+  ASSERT_OK(cudaStatus(cudaMemcpy(qkv.p, x.data(), 3 * n * 2, cudaMemcpyHostToDevice), "copy"));
+  ASSERT_OK(devZeros(n * 2, &o, stream()));
+  ASSERT_OK(devZeros(B * H * T * 4, &lse, stream()));
+  char *base = static_cast<char *>(qkv.p);
+  std::vector<uint16_t> out0(n), out(n);
+  std::vector<float> lse0(B * H * T), lseN(B * H * T);
+  const int64_t before = cudnnAttentionForwardCount();
+  for (int rep = 0; rep < 40; ++rep) {
+    ASSERT_OK(attentionForward(DType::BF16, s, base, fused, base + H * d * 2, fused,
+                               base + 2 * H * d * 2, fused, o.p, os, lse.as<float>(), 0.125f, true,
+                               stream(), nullptr, AttentionKernels::Cudnn));
+    ASSERT_EQ(cudaStreamSynchronize(stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(rep ? out.data() : out0.data(), o.p, n * 2, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpy(rep ? lseN.data() : lse0.data(), lse.p, B * H * T * 4, cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    if (rep) {
+      ASSERT_EQ(out, out0) << "out differs at call " << rep;
+      ASSERT_EQ(lseN, lse0) << "lse differs at call " << rep;
+    }
+  }
+  EXPECT_EQ(cudnnAttentionForwardCount() - before, 40);
 }
 
 // What the column sums (AttentionGradSums) cost the backward at GPT-2 124M's

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "runtime/src/base/host_tensor.h"
+#include "runtime/src/cuda/cudnn/loader.h"
 #include "runtime/src/cuda/executor_impl.h"
 #include "runtime/src/cuda/kernels/kernels.h"
 
@@ -167,6 +168,17 @@ Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
   return Status::ok();
 }
 
+namespace {
+/// Whether any device function of the artifact calls the library launcher `name`.
+bool usesLibraryCall(const Artifact &a, const std::string &name) {
+  for (const DeviceFunction &f : a.deviceFunctions)
+    for (const DeviceOp &op : f.ops)
+      if (op.kind == "library" && op.name == name)
+        return true;
+  return false;
+}
+} // namespace
+
 DeviceExecutor::DeviceExecutor() : impl_(std::make_unique<Impl>()) {}
 DeviceExecutor::~DeviceExecutor() = default;
 
@@ -175,6 +187,10 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
   TC_RETURN_IF_ERROR(requireGpu());
   TC_RETURN_IF_ERROR(selectDevice(opts.device));
   std::unique_ptr<DeviceExecutor> ex(new DeviceExecutor());
+  // cuDNN's plugin (cudnn/loader.h) opens before the card's memory is read,
+  // so that its handle counts with the CUDA context, as cuBLASLt's does.
+  if (usesLibraryCall(*artifact, "attention_fwd"))
+    ex->attentionLibrary_ = cudnnStatusLine();
   TC_RETURN_IF_ERROR(memInfo(&ex->freeAtCreate_, &ex->cardTotal_));
   Impl &im = *ex->impl_;
   im.artifact = artifact;
@@ -301,7 +317,7 @@ Status DeviceExecutor::entryType(const std::string &name, TensorType *out) const
 
 DeviceMemoryReport DeviceExecutor::memory() const {
   DeviceMemoryReport r;
-  r.device = info_.toString();
+  r.device = deviceName();
   r.parameters = mem_.parameters;
   r.constants = mem_.constants;
   r.inputs = mem_.inputs;

@@ -88,7 +88,12 @@ public:
   ~DeviceExecutor() override;
 
   const DeviceInfo &deviceInfo() const { return info_; }
-  std::string deviceName() const override { return info_.toString(); }
+  /// The GPU and, for an artifact with attention, whether its forward runs on
+  /// cuDNN ("; attention forward: cuDNN 9.19.0 (PATH)" or why not).
+  std::string deviceName() const override {
+    return info_.toString() +
+           (attentionLibrary_.empty() ? "" : "; attention forward: " + attentionLibrary_);
+  }
   bool onDevice() const override { return true; }
   bool hasFunction(const std::string &name) const override;
   const DeviceFunction *function(const std::string &name) const;
@@ -129,6 +134,7 @@ private:
   DeviceInfo info_;
   DeviceMemoryUse mem_;
   uint64_t memEpoch_ = ~0ull; // Impl::epoch mem_ was computed at
+  std::string attentionLibrary_;            // cudnnStatusLine() when the artifact has attention
   size_t freeAtCreate_ = 0, cardTotal_ = 0; // cudaMemGetInfo before create() allocated
 };
 

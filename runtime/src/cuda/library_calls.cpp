@@ -197,7 +197,7 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   sh.dv = c.integer("dv");
   float scale = static_cast<float>(c.a.realOr("scale", 0.0));
   bool causal = c.flag("causal");
-  AttentionKernels kernels = c.flag("wgmma") ? AttentionKernels::Wgmma : AttentionKernels::Mma;
+  AttentionKernels kernels = c.flag("wgmma") ? AttentionKernels::Wgmma : AttentionKernels::Cudnn;
   // Per operand [batch, head, row] element strides ("q_strides", ...;
   // contiguous when absent): the compiler reads q/k/v out of [B, T, H, D]
   // projections and writes results into their transposes in place.

@@ -22,6 +22,7 @@
 #include <string>
 #include <type_traits>
 
+#include "runtime/src/cuda/cudnn/loader.h"
 #include "runtime/src/cuda/kernels/attention.cuh"
 
 namespace tc::rt::cuda {
@@ -77,6 +78,31 @@ bool fastHeadDim(const AttentionShape &s) {
 bool useWgmma(AttentionKernels kernels, const AttentionShape &s, const AttentionMask &mask) {
   return kernels == AttentionKernels::Wgmma && (s.d == 64 || s.d == 128) && !mask.keys &&
          wgmmaAttentionAvailable();
+}
+
+/// Whether the forward goes to cuDNN first (AttentionKernels::Cudnn's cases;
+/// the caller has checked the fast path's dtype, alignment and scale).
+bool useCudnn(AttentionKernels kernels, const AttentionShape &s, const AttentionMask &mask,
+              const float *amax, bool causal) {
+  return kernels == AttentionKernels::Cudnn && (s.d == 64 || s.d == 128) && s.dv == s.d &&
+         !mask.keys && !amax && (!causal || s.tq == s.tk);
+}
+
+TcCudnnAttentionForward cudnnForwardArgs(int dtype, const AttentionShape &s, const void *q,
+                                         AttentionStrides qs, const void *k, AttentionStrides ks,
+                                         const void *v, AttentionStrides vs, void *out,
+                                         AttentionStrides os, float *lse, float scale,
+                                         bool causal) {
+  TcCudnnAttentionForward a{};
+  a.dtype = dtype, a.causal = causal ? 1 : 0;
+  a.batch = s.batch, a.heads = s.heads, a.kvHeads = s.kvHeads, a.tq = s.tq, a.tk = s.tk;
+  a.d = s.d, a.scale = scale;
+  const AttentionStrides *from[4] = {&qs, &ks, &vs, &os};
+  int64_t *to[4] = {a.qStride, a.kStride, a.vStride, a.oStride};
+  for (int i = 0; i < 4; ++i)
+    to[i][0] = from[i]->batch, to[i][1] = from[i]->head, to[i][2] = from[i]->row;
+  a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
+  return a;
 }
 
 /// The key mask's fill: -inf or finite and at most kAttentionMaxFiniteFill.
@@ -142,6 +168,15 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
       if (s.tk > 0 && fastHeadDim(s) && scale > 0.0f && aligned16Strides(q, qs) &&
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
           hasMma16()) {
+        if (useCudnn(kernels, s, m, amax, causal)) {
+          bool taken = false;
+          TC_RETURN_IF_ERROR(cudnnAttentionForward(
+              cudnnForwardArgs(std::is_same_v<T, bf16> ? 0 : 1, s, q, qs, k, ks, v, vs, out, os,
+                               lse, scale, causal),
+              stream, &taken));
+          if (taken)
+            return Status::ok();
+        }
         FastParams<T> p = fastParams<T>(s, scale, causal, m);
         p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
         p.v = static_cast<const T *>(v), p.out = static_cast<T *>(out), p.lse = lse;

@@ -438,8 +438,13 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 /// The tensor-core kernels attentionForward / attentionBackward run for bf16
 /// and f16: Mma, FlashAttention-2 on mma.sync (sm_80+), or Wgmma, the same
 /// algorithm, tiles and results to rounding on sm_90a's warpgroup MMA, taken
-/// where the GPU is an H100/H200 and d == dv is 64 or 128 (Mma otherwise).
-enum class AttentionKernels { Mma, Wgmma };
+/// where the GPU is an H100/H200 and d == dv is 64 or 128 (Mma otherwise), or
+/// Cudnn: the forward through cuDNN's fused flash attention (the optional
+/// plugin, cudnn/loader.h) where it is installed and takes the case (bf16 or
+/// f16, d == dv in {64, 128}, no key mask, no amax, causal only with tq ==
+/// tk; its lse is the same natural-log statistic), Mma for everything else
+/// and for the backward.
+enum class AttentionKernels { Mma, Wgmma, Cudnn };
 /// True when the current GPU runs the Wgmma kernels (compute capability 9.0:
 /// H100, H200).
 bool wgmmaAttentionAvailable();

@@ -1,0 +1,114 @@
+//===- loader.cpp - opens libtc_cudnn.so once, forwards to it -------------===//
+#include "runtime/src/cuda/cudnn/loader.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace tc::rt::cuda {
+namespace {
+
+struct Plugin {
+  TcCudnnAttentionForwardFn forward = nullptr;
+  std::string status; // cudnnStatusLine()
+};
+
+/// The directory of the module (executable or shared library) holding this
+/// code.
+std::string ownDirectory() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void *>(&ownDirectory), &info) || !info.dli_fname)
+    return ".";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+Plugin open() {
+  Plugin p;
+  const char *off = std::getenv("TC_CUDNN");
+  if (off && std::string(off) == "0") {
+    p.status = "off (TC_CUDNN=0)";
+    return p;
+  }
+  std::vector<std::string> candidates;
+  if (const char *path = std::getenv("TC_CUDNN_PLUGIN"); path && *path) {
+    candidates.push_back(path);
+  } else {
+    std::string dir = ownDirectory();
+    candidates = {dir + "/libtc_cudnn.so", dir + "/../lib/libtc_cudnn.so"};
+  }
+  void *handle = nullptr;
+  std::string path, why;
+  for (const std::string &c : candidates) {
+    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) {
+      path = c;
+      break;
+    }
+    const char *err = dlerror();
+    // A plugin that is there but cannot load (no libcudnn.so.9) says so;
+    // a missing one only that it is missing.
+    if (why.empty() || why.find("No such file") != std::string::npos)
+      why = err ? err : ("cannot open " + c);
+  }
+  if (!handle) {
+    p.status = "not used: " + why;
+    return p;
+  }
+  auto abi = reinterpret_cast<TcCudnnAbiFn>(dlsym(handle, TC_CUDNN_ABI_SYMBOL));
+  auto version = reinterpret_cast<TcCudnnVersionFn>(dlsym(handle, TC_CUDNN_VERSION_SYMBOL));
+  auto forward =
+      reinterpret_cast<TcCudnnAttentionForwardFn>(dlsym(handle, TC_CUDNN_ATTENTION_FORWARD_SYMBOL));
+  if (!abi || !version || !forward || abi() != TC_CUDNN_PLUGIN_ABI) {
+    p.status = "not used: " + path + " is not a tc cuDNN plugin of ABI " +
+               std::to_string(TC_CUDNN_PLUGIN_ABI);
+    return p;
+  }
+  char err[256] = {0};
+  size_t v = version(err, sizeof err);
+  if (v == 0) {
+    p.status = std::string("not used: ") + err;
+    return p;
+  }
+  p.forward = forward;
+  p.status = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+             std::to_string(v % 100) + " (" + path + ")";
+  return p;
+}
+
+const Plugin &plugin() {
+  static std::once_flag once;
+  static Plugin *p = nullptr;
+  std::call_once(once, [] { p = new Plugin(open()); });
+  return *p;
+}
+
+std::atomic<int64_t> gForwards{0};
+
+} // namespace
+
+Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, bool *taken) {
+  *taken = false;
+  const Plugin &p = plugin();
+  if (!p.forward)
+    return Status::ok();
+  char err[512] = {0};
+  int rc = p.forward(&args, stream, err, sizeof err);
+  if (rc == TC_CUDNN_UNSUPPORTED)
+    return Status::ok();
+  if (rc != TC_CUDNN_OK)
+    return internalError(err[0] ? err : "cuDNN attention forward failed");
+  *taken = true;
+  gForwards.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+std::string cudnnStatusLine() { return plugin().status; }
+
+int64_t cudnnAttentionForwardCount() { return gForwards.load(std::memory_order_relaxed); }
+
+} // namespace tc::rt::cuda
