@@ -516,13 +516,12 @@ TEST_F(AttentionTest, WgmmaPathMatchesReference) {
 // plugin) where it is installed: every case it takes (d 64 and 128, causal
 // with tq == tk, full with any tq / tk, GQA, MQA, q / k / v out of a fused
 // projection) against the reference, and the backward (tc's kernels) from
-// its out and lse; a case it must not take (d 32, causal tq != tk, an amax)
-// runs tc's kernels. Skipped, saying why, without cuDNN.
+// its out and lse; a case it must not take (d 32, causal tq != tk, an f16
+// amax) runs tc's kernels. Skipped, saying why, without cuDNN.
 TEST_F(AttentionTest, CudnnForwardMatchesReference) {
-  const std::string status = cudnnStatusLine();
-  if (status.rfind("cuDNN ", 0) != 0)
-    GTEST_SKIP() << "cuDNN's attention is " << status;
-  std::printf("attention through %s\n", status.c_str());
+  if (!cudnnAvailable())
+    GTEST_SKIP() << cudnnStatusLine();
+  std::printf("attention through %s\n", cudnnStatusLine().c_str());
   kernels = AttentionKernels::Cudnn;
   outAmaxOff = true;
   auto expectTaken = [&](const AttnCase &c, bool taken) {
@@ -549,8 +548,12 @@ TEST_F(AttentionTest, CudnnForwardMatchesReference) {
       expectTaken({dt, 1, 2, 2, 130, 77, 32, 32, causal, false}, false); // d 32
     }
   }
-  outAmaxOff = false; // an amax keeps the forward on tc's kernels
-  expectTaken({DType::BF16, 2, 4, 2, 77, 77, 64, 64, true, false}, false);
+  // With an amax: bf16 on cuDNN (the amax taken after it, checked exactly by
+  // checkCase), f16 on tc's kernels.
+  outAmaxOff = false;
+  expectTaken({DType::BF16, 2, 4, 2, 77, 77, 64, 64, true, false}, true);
+  expectTaken({DType::BF16, 2, 4, 2, 130, 130, 128, 128, true, true}, true);
+  expectTaken({DType::F16, 2, 4, 2, 77, 77, 64, 64, true, false}, false);
 }
 
 // A scale <= 0 (an ONNX Attention's scale attribute may be anything): the
@@ -745,7 +748,7 @@ TEST_F(AttentionTest, Deterministic) {
   std::vector<AttentionKernels> paths = {AttentionKernels::Mma};
   if (wgmmaAttentionAvailable())
     paths.push_back(AttentionKernels::Wgmma);
-  if (cudnnStatusLine().rfind("cuDNN ", 0) == 0)
+  if (cudnnAvailable())
     paths.push_back(AttentionKernels::Cudnn);
   const AttnCase cases[] = {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false},
                             AttnCase{DType::BF16, 1, 4, 1, 77, 77, 128, 128, false, true},
@@ -982,7 +985,7 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
   std::vector<double> mma[4], wg[4], dnn[4];
   ASSERT_NO_FATAL_FAILURE(timeShape(stream, B, H, T, d, true, AttentionKernels::Mma, mma));
   const char *names[] = {"out", "dq", "dk", "dv"};
-  if (cudnnStatusLine().rfind("cuDNN ", 0) == 0) {
+  if (cudnnAvailable()) {
     ASSERT_NO_FATAL_FAILURE(
         timeShape(stream, B, H, T, d, true, AttentionKernels::Cudnn, dnn, "cudnn"));
     for (int i = 0; i < 4; ++i) {
@@ -1006,9 +1009,8 @@ void timeBoth(cudaStream_t stream, int64_t B, int64_t H, int64_t T, int64_t d) {
 // cuDNN's forward at GPT-2 124M's shape (q, k, v out of the fused
 // projection) gives the same out and lse bits call after call.
 TEST_F(AttentionTest, CudnnForwardSameBitsAtGpt2Shape) {
-  const std::string status = cudnnStatusLine();
-  if (status.rfind("cuDNN ", 0) != 0)
-    GTEST_SKIP() << "cuDNN's attention is " << status;
+  if (!cudnnAvailable())
+    GTEST_SKIP() << cudnnStatusLine();
   const int64_t B = 16, H = 12, T = 1024, d = 64, W = 3 * H * d, n = B * H * T * d;
   AttentionShape s;
   s.batch = B, s.heads = H, s.kvHeads = H, s.tq = T, s.tk = T, s.d = d, s.dv = d;

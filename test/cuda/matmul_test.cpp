@@ -1,9 +1,11 @@
 //===- matmul_test.cpp - the cuBLASLt wrapper against tc.matmul -----------===//
 #include "test/cuda/cuda_test_util.h"
 
+#include <array>
 #include <cmath>
 
 #include "runtime/src/cuda/cublaslt.h"
+#include "runtime/src/cuda/cudnn/loader.h"
 
 namespace tc::rt::cuda {
 namespace {
@@ -646,6 +648,87 @@ TEST_F(CudaMatmul, ExactGeluEpiloguesMatchReference) {
     check("matmul +dgelu(erf)", dt, hostTensorToDoubles(got), want,
           dt == DType::F32 ? 1e-4 : tolFor(dt));
   }
+}
+
+// cuDNN's runtime-fused GEMM for the tanh GELU + aux epilogue (the optional
+// plugin, Matmul's Library path), forced: out = gelu(lhs rhs + bias) and aux
+// = the pre-activation against a double reference, rhs stored [n, k] and [k,
+// n], with and without the bias; then at GPT-2's c_fc shape, timed beside
+// cuBLASLt's epilogue, and the path an untied Matmul's first call takes.
+// Skipped, saying why, without cuDNN.
+TEST_F(CudaMatmul, CudnnGeluAuxMatchesReference) {
+  if (!cudnnAvailable())
+    GTEST_SKIP() << cudnnStatusLine();
+  const DType dt = DType::BF16;
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{64, 96, 128}, {256, 384, 256}})
+    for (bool kMajor : {true, false}) {
+      SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                   (kMajor ? " rhs [n, k]" : " rhs [k, n]"));
+      HostTensor A = randomTensor(ty(dt, {m, k}), rng);
+      HostTensor B = randomTensor(
+          ty(dt, kMajor ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}), rng);
+      HostTensor Bias = randomTensor(ty(dt, {n}), rng);
+      std::vector<double> a = hostTensorToDoubles(A), b = hostTensorToDoubles(B),
+                          bias = hostTensorToDoubles(Bias);
+      DevBuf dA, dB, dBias, dOut, dAux;
+      ASSERT_OK(upload(A, &dA, stream()));
+      ASSERT_OK(upload(B, &dB, stream()));
+      ASSERT_OK(upload(Bias, &dBias, stream()));
+      ASSERT_OK(devZeros(m * n * 2, &dOut, stream()));
+      ASSERT_OK(devZeros(m * n * 2, &dAux, stream()));
+      std::unique_ptr<Matmul> lib;
+      ASSERT_OK(Matmul::create(&lib));
+      lib->forceLibraryEpilogues(true);
+      MatmulDesc d;
+      d.dtype = dt;
+      d.transposeRhs = kMajor;
+      d.m = m, d.n = n, d.k = k;
+      for (bool withBias : {true, false}) {
+        d.epilogue = withBias ? MatmulEpilogue::BiasGeluAux : MatmulEpilogue::GeluAux;
+        ASSERT_OK(lib->run(d, dA.p, dB.p, dOut.p, stream(), dBias.p, dAux.p));
+        EXPECT_EQ(lib->epiloguePath(d), Matmul::EpiloguePath::Library);
+        std::vector<double> pre(m * n), out(m * n);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double p = withBias ? bias[j] : 0.0;
+            for (int64_t l = 0; l < k; ++l)
+              p += a[i * k + l] * (kMajor ? b[j * k + l] : b[l * n + j]);
+            pre[i * n + j] = p;
+            double u = std::sqrt(2.0 / M_PI) * (p + 0.044715 * p * p * p);
+            out[i * n + j] = 0.5 * p * (1 + std::tanh(u));
+          }
+        HostTensor got, gotAux;
+        ASSERT_OK(download(dOut.p, ty(dt, {m, n}), &got, stream()));
+        ASSERT_OK(download(dAux.p, ty(dt, {m, n}), &gotAux, stream()));
+        std::string name = std::string("matmul cudnn +") + (withBias ? "bias+" : "") + "gelu+aux";
+        check(name, dt, hostTensorToDoubles(got), out, tolFor(dt));
+        check(name + " (aux)", dt, hostTensorToDoubles(gotAux), pre, tolFor(dt));
+      }
+    }
+  // GPT-2 124M's c_fc, [16384, 768] x [3072, 768]^T + bias, GELU + aux.
+  const int64_t M = 16384, K = 768, N = 3072;
+  DevBuf a, b, bias, out, aux;
+  ASSERT_OK(devZeros(M * K * 2, &a, stream()));
+  ASSERT_OK(devZeros(N * K * 2, &b, stream()));
+  ASSERT_OK(devZeros(N * 2, &bias, stream()));
+  ASSERT_OK(devZeros(M * N * 2, &out, stream()));
+  ASSERT_OK(devZeros(M * N * 2, &aux, stream()));
+  MatmulDesc d;
+  d.dtype = dt, d.transposeRhs = true, d.m = M, d.n = N, d.k = K;
+  d.epilogue = MatmulEpilogue::BiasGeluAux;
+  std::unique_ptr<Matmul> lib, any;
+  ASSERT_OK(Matmul::create(&lib));
+  ASSERT_OK(Matmul::create(&any));
+  lib->forceLibraryEpilogues(true);
+  double libUs =
+      timeUs(stream(), 20, [&] { return lib->run(d, a.p, b.p, out.p, stream(), bias.p, aux.p); });
+  double anyUs =
+      timeUs(stream(), 20, [&] { return any->run(d, a.p, b.p, out.p, stream(), bias.p, aux.p); });
+  const char *paths[] = {"unknown", "cuBLASLt's epilogue", "separate", "tc's own", "cuDNN"};
+  std::printf("matmul %s: cuDNN %.1f us; the timed choice (%s) %.1f us\n", d.toString().c_str(),
+              libUs, paths[static_cast<int>(any->epiloguePath(d))], anyUs);
+  report("matmul +bias+gelu+aux cudnn (timing)", dt, 0, tolFor(dt), libUs, shapeStr({M, K, N}));
+  report("matmul +bias+gelu+aux chosen (timing)", dt, 0, tolFor(dt), anyUs, shapeStr({M, K, N}));
 }
 
 TEST_F(CudaMatmul, GptShapesTiming) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/src/cuda/cudnn/loader.h"
 #include "runtime/src/cuda/device.h"
 #include "runtime/src/cuda/kernels/kernels.h"
 
@@ -579,7 +580,8 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
   if (hasAux(d.epilogue)) {
     const bool erf = isErf(d.epilogue);
     std::function<Status()> own = ownForm(d, lhs, rhs, out, bias, aux, stream);
-    if (erf || own) {
+    std::function<Status()> library = libraryForm(d, lhs, rhs, out, bias, aux, stream);
+    if (erf || own || library) {
       // The exact GELU's separate form: the product (+ bias) as aux, then
       // out = gelu(aux).
       std::function<Status()> separate;
@@ -599,7 +601,7 @@ Status Matmul::run(const MatmulDesc &d, const void *lhs, const void *rhs, void *
         Plan *plan = nullptr;
         return !erf && getPlan(d, lhs, rhs, out, bias, aux, &plan).isOk() ? plan : nullptr;
       };
-      return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out, own);
+      return epilogueOrSeparate(d, epiloguePlan, separate, stream, lhs, rhs, out, own, library);
     }
   }
   Strides st = resolveStrides(d);
@@ -658,10 +660,38 @@ std::function<Status()> Matmul::ownForm(const MatmulDesc &d, const void *lhs, co
   return [g, stream] { return ownGemm(g, stream); };
 }
 
+std::function<Status()> Matmul::libraryForm(const MatmulDesc &d, const void *lhs, const void *rhs,
+                                            void *out, const void *bias, void *aux,
+                                            cudaStream_t stream) {
+  if (d.dtype != DType::BF16 || d.fp8 || d.nvfp4 || d.batch != 1 || d.transposeLhs ||
+      d.alpha != 1.0f || d.beta != 0.0f || d.addend || d.deviceAlpha || out == aux ||
+      (d.epilogue != MatmulEpilogue::GeluAux && d.epilogue != MatmulEpilogue::BiasGeluAux))
+    return {};
+  TcCudnnMatmulGeluAux g{};
+  g.m = d.m, g.n = d.n, g.k = d.k;
+  g.rhsKMajor = d.transposeRhs ? 1 : 0; // rhs stored [n, k]
+  g.lhs = lhs, g.rhs = rhs, g.out = out, g.aux = aux;
+  g.bias = hasBias(d.epilogue) ? bias : nullptr;
+  const void *pointers[] = {g.lhs, g.rhs, g.bias, g.aux, g.out};
+  for (const void *p : pointers)
+    if (p && alignmentOf(p) < 16)
+      return {};
+  bool ready = false;
+  if (!cudnnMatmulGeluAux(g, stream, /*prepareOnly=*/true, &ready).isOk() || !ready)
+    return {};
+  return [g, stream]() -> Status {
+    bool taken = false;
+    TC_RETURN_IF_ERROR(cudnnMatmulGeluAux(g, stream, false, &taken));
+    return taken ? Status::ok()
+                 : internalError("cuDNN's GEMM + GELU plan went missing after it was built");
+  };
+}
+
 Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan *()> &planOf,
                                   const std::function<Status()> &separate, cudaStream_t stream,
                                   const void *lhs, const void *rhs, void *out,
-                                  const std::function<Status()> &own) {
+                                  const std::function<Status()> &own,
+                                  const std::function<Status()> &library) {
   auto epilogue = [&](Plan *plan) -> Status {
     if (!plan->tuned)
       TC_RETURN_IF_ERROR(tune(d, plan, lhs, rhs, out, stream));
@@ -678,6 +708,8 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
     std::vector<std::pair<EpiloguePath, std::function<Status()>>> ways;
     if (forceOwn_ && own) {
       ways.emplace_back(EpiloguePath::Own, own);
+    } else if (forceLibrary_ && library) {
+      ways.emplace_back(EpiloguePath::Library, library);
     } else if (forceSeparate_ && separate) {
       ways.emplace_back(EpiloguePath::Separate, separate);
     } else {
@@ -687,6 +719,8 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
         ways.emplace_back(EpiloguePath::Separate, separate);
       if (own)
         ways.emplace_back(EpiloguePath::Own, own);
+      if (library)
+        ways.emplace_back(EpiloguePath::Library, library);
     }
     if (ways.empty())
       return unimplemented("cuBLASLt has no algorithm for " + d.toString() +
@@ -729,6 +763,8 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
   }
   if (path == EpiloguePath::Own && own)
     return own();
+  if (path == EpiloguePath::Library && library)
+    return library();
   if (path == EpiloguePath::Separate && separate)
     return separate();
   // The epilogue; or where this call cannot run the way taken (the same
@@ -740,6 +776,8 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
     return separate();
   if (own)
     return own();
+  if (library)
+    return library();
   return unimplemented("cuBLASLt has no algorithm for " + d.toString() +
                        " and it has no other form here");
 }

@@ -227,14 +227,17 @@ public:
   /// gradients: the plain product and a sum of the operand, a GEMM of a ones
   /// vector by it; DGELU: the plain product and the GELU backward kernel;
   /// GELU + aux and DGELU: tc's own sm_90a GEMM, ownGemm in kernels.h, where
-  /// it takes the problem and is enabled): cuBLASLt's epilogue, the separate
-  /// form or tc's own kernel, whichever the first eager call timed fastest
-  /// (the others where cuBLASLt has no algorithm for the epilogue). Unknown
-  /// before that first call.
-  enum class EpiloguePath : uint8_t { Unknown, Epilogue, Separate, Own };
+  /// it takes the problem and is enabled; GELU + aux: cuDNN's runtime-fused
+  /// GEMM, where the optional cuDNN plugin is installed and takes it):
+  /// cuBLASLt's epilogue, the separate form, tc's own kernel or cuDNN's,
+  /// whichever the first eager call timed fastest (the others where cuBLASLt
+  /// has no algorithm for the epilogue). Unknown before that first call.
+  enum class EpiloguePath : uint8_t { Unknown, Epilogue, Separate, Own, Library };
   EpiloguePath epiloguePath(const MatmulDesc &d) const;
   /// Tests: take the separate form of every such problem.
   void forceSeparateEpilogues(bool on) { forceSeparate_ = on; }
+  /// Tests: take cuDNN's form of every problem it takes, without timing.
+  void forceLibraryEpilogues(bool on) { forceLibrary_ = on; }
   /// Whether tc's own GEMM is a candidate for the problems it takes (bf16,
   /// batch 1, lhs not transposed, alpha 1, beta 0, no addend, m % 128, n %
   /// 256, k % 64, 16-byte aligned pointers, an H100/H200). Off by default
@@ -276,16 +279,22 @@ private:
   /// its pointers set for this call; null where cuBLASLt has none) or
   /// `separate`, by d's EpiloguePath (timing both on the first eager call).
   ///
-  /// `separate` may be empty (no separate form); `own` is tc's own kernel,
-  /// empty where it does not take the problem.
+  /// `separate` may be empty (no separate form); `own` is tc's own kernel
+  /// and `library` cuDNN's, each empty where it does not take the problem.
   Status epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan *()> &plan,
                             const std::function<Status()> &separate, cudaStream_t stream,
                             const void *lhs, const void *rhs, void *out,
-                            const std::function<Status()> &own = {});
+                            const std::function<Status()> &own = {},
+                            const std::function<Status()> &library = {});
   /// tc's own GEMM for `d` (ownGemm), or an empty function where it is off
   /// or does not take the problem.
   std::function<Status()> ownForm(const MatmulDesc &d, const void *lhs, const void *rhs, void *out,
                                   const void *bias, void *aux, cudaStream_t stream);
+  /// cuDNN's GEMM with the GELU + aux epilogue for `d` (cudnn/loader.h), or an
+  /// empty function where the plugin is absent or does not take the problem
+  /// (its plan is built here, on an eager call).
+  std::function<Status()> libraryForm(const MatmulDesc &d, const void *lhs, const void *rhs,
+                                      void *out, const void *bias, void *aux, cudaStream_t stream);
   /// A device vector of at least k ones of `dtype` (grown on an eager call).
   Status ones(DType dtype, int64_t k, const void **out, cudaStream_t stream);
 
@@ -299,6 +308,7 @@ private:
   /// Problems with a separate form (MatmulDesc::toString) -> their path.
   std::unordered_map<std::string, EpiloguePath> epiloguePaths_;
   bool forceSeparate_ = false;
+  bool forceLibrary_ = false;
   bool ownGemm_ = false, forceOwn_ = false;
   bool ownAvailable_ = false; // ownGemmAvailable() on this Matmul's device (create)
   struct Ones {

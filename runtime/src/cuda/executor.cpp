@@ -169,12 +169,18 @@ Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
 }
 
 namespace {
-/// Whether any device function of the artifact calls the library launcher `name`.
-bool usesLibraryCall(const Artifact &a, const std::string &name) {
+/// Whether any device op of the artifact may run on cuDNN (cudnn/loader.h):
+/// an attention forward or a GEMM with the tanh GELU + aux epilogue.
+bool mayUseCudnn(const Artifact &a) {
   for (const DeviceFunction &f : a.deviceFunctions)
-    for (const DeviceOp &op : f.ops)
-      if (op.kind == "library" && op.name == name)
+    for (const DeviceOp &op : f.ops) {
+      if (op.kind == "library" && op.name == "attention_fwd")
         return true;
+      auto epi = op.attrs.find("epilogue");
+      if (op.kind == "matmul" && epi != op.attrs.end() && epi->second.kind == Attr::Kind::String &&
+          (epi->second.s == "gelu_aux" || epi->second.s == "bias_gelu_aux"))
+        return true;
+    }
   return false;
 }
 } // namespace
@@ -189,8 +195,8 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
   std::unique_ptr<DeviceExecutor> ex(new DeviceExecutor());
   // cuDNN's plugin (cudnn/loader.h) opens before the card's memory is read,
   // so that its handle counts with the CUDA context, as cuBLASLt's does.
-  if (usesLibraryCall(*artifact, "attention_fwd"))
-    ex->attentionLibrary_ = cudnnStatusLine();
+  if (mayUseCudnn(*artifact))
+    ex->cudnnStatus_ = cudnnStatusLine();
   TC_RETURN_IF_ERROR(memInfo(&ex->freeAtCreate_, &ex->cardTotal_));
   Impl &im = *ex->impl_;
   im.artifact = artifact;

@@ -88,11 +88,11 @@ public:
   ~DeviceExecutor() override;
 
   const DeviceInfo &deviceInfo() const { return info_; }
-  /// The GPU and, for an artifact with attention, whether its forward runs on
-  /// cuDNN ("; attention forward: cuDNN 9.19.0 (PATH)" or why not).
+  /// The GPU and, for an artifact with ops cuDNN may run (the attention
+  /// forward, GELU + aux GEMMs), whether cuDNN is there ("; cuDNN 9.19.0
+  /// (PATH)" or why not).
   std::string deviceName() const override {
-    return info_.toString() +
-           (attentionLibrary_.empty() ? "" : "; attention forward: " + attentionLibrary_);
+    return info_.toString() + (cudnnStatus_.empty() ? "" : "; " + cudnnStatus_);
   }
   bool onDevice() const override { return true; }
   bool hasFunction(const std::string &name) const override;
@@ -134,7 +134,7 @@ private:
   DeviceInfo info_;
   DeviceMemoryUse mem_;
   uint64_t memEpoch_ = ~0ull; // Impl::epoch mem_ was computed at
-  std::string attentionLibrary_;            // cudnnStatusLine() when the artifact has attention
+  std::string cudnnStatus_;   // cudnnStatusLine(), for artifacts cuDNN may run
   size_t freeAtCreate_ = 0, cardTotal_ = 0; // cudaMemGetInfo before create() allocated
 };
 

@@ -13,6 +13,7 @@ namespace {
 
 struct Plugin {
   TcCudnnAttentionForwardFn forward = nullptr;
+  TcCudnnMatmulGeluAuxFn matmulGeluAux = nullptr;
   std::string status; // cudnnStatusLine()
 };
 
@@ -31,7 +32,7 @@ Plugin open() {
   Plugin p;
   const char *off = std::getenv("TC_CUDNN");
   if (off && std::string(off) == "0") {
-    p.status = "off (TC_CUDNN=0)";
+    p.status = "cuDNN off (TC_CUDNN=0)";
     return p;
   }
   std::vector<std::string> candidates;
@@ -56,25 +57,28 @@ Plugin open() {
       why = err ? err : ("cannot open " + c);
   }
   if (!handle) {
-    p.status = "not used: " + why;
+    p.status = "cuDNN not used: " + why;
     return p;
   }
   auto abi = reinterpret_cast<TcCudnnAbiFn>(dlsym(handle, TC_CUDNN_ABI_SYMBOL));
   auto version = reinterpret_cast<TcCudnnVersionFn>(dlsym(handle, TC_CUDNN_VERSION_SYMBOL));
   auto forward =
       reinterpret_cast<TcCudnnAttentionForwardFn>(dlsym(handle, TC_CUDNN_ATTENTION_FORWARD_SYMBOL));
-  if (!abi || !version || !forward || abi() != TC_CUDNN_PLUGIN_ABI) {
-    p.status = "not used: " + path + " is not a tc cuDNN plugin of ABI " +
+  auto matmulGeluAux =
+      reinterpret_cast<TcCudnnMatmulGeluAuxFn>(dlsym(handle, TC_CUDNN_MATMUL_GELU_AUX_SYMBOL));
+  if (!abi || !version || !forward || !matmulGeluAux || abi() != TC_CUDNN_PLUGIN_ABI) {
+    p.status = "cuDNN not used: " + path + " is not a tc cuDNN plugin of ABI " +
                std::to_string(TC_CUDNN_PLUGIN_ABI);
     return p;
   }
   char err[256] = {0};
   size_t v = version(err, sizeof err);
   if (v == 0) {
-    p.status = std::string("not used: ") + err;
+    p.status = std::string("cuDNN not used: ") + err;
     return p;
   }
   p.forward = forward;
+  p.matmulGeluAux = matmulGeluAux;
   p.status = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
              std::to_string(v % 100) + " (" + path + ")";
   return p;
@@ -107,7 +111,25 @@ Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, 
   return Status::ok();
 }
 
+Status cudnnMatmulGeluAux(const TcCudnnMatmulGeluAux &args, void *stream, bool prepareOnly,
+                          bool *taken) {
+  *taken = false;
+  const Plugin &p = plugin();
+  if (!p.matmulGeluAux)
+    return Status::ok();
+  char err[512] = {0};
+  int rc = p.matmulGeluAux(&args, stream, prepareOnly ? 1 : 0, err, sizeof err);
+  if (rc == TC_CUDNN_UNSUPPORTED)
+    return Status::ok();
+  if (rc != TC_CUDNN_OK)
+    return internalError(err[0] ? err : "cuDNN GEMM + GELU failed");
+  *taken = true;
+  return Status::ok();
+}
+
 std::string cudnnStatusLine() { return plugin().status; }
+
+bool cudnnAvailable() { return plugin().forward != nullptr; }
 
 int64_t cudnnAttentionForwardCount() { return gForwards.load(std::memory_order_relaxed); }
 

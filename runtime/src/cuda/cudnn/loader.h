@@ -25,9 +25,17 @@ namespace tc::rt::cuda {
 /// Status when cuDNN took the case and its launch failed.
 Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, bool *taken);
 
+/// The GEMM with the GELU epilogue (plugin.h) through cuDNN: *taken as
+/// above; with prepareOnly its plan is built (or found) and nothing runs.
+Status cudnnMatmulGeluAux(const TcCudnnMatmulGeluAux &args, void *stream, bool prepareOnly,
+                          bool *taken);
+
 /// One line for logs: "cuDNN 9.19.0 (PATH)" when the plugin is open, else
-/// why not ("no libtc_cudnn.so beside ...", dlopen's message, TC_CUDNN=0).
+/// why not ("cuDNN not used: " dlopen's message, "cuDNN off (TC_CUDNN=0)").
 std::string cudnnStatusLine();
+
+/// Whether the plugin is open and cuDNN usable (opens it on the first call).
+bool cudnnAvailable();
 
 /// How many forwards cuDNN has run in this process (tests check that a
 /// case they meant for cuDNN went there).

@@ -1,7 +1,8 @@
 //===- plugin.cpp - libtc_cudnn.so: cuDNN's fused attention for tc --------===//
 //
-// The plugin plugin.h declares. Each distinct case (sizes, strides, scale,
-// causal, dtype, whether statistics are made) is one cudnn_frontend graph,
+// The plugin plugin.h declares. Each distinct case (attention: sizes,
+// strides, scale, causal, dtype, whether statistics are made; the GEMM: its
+// sizes, rhs layout, bias) is one cudnn_frontend graph,
 // built on its first eager call (cuDNN's heuristic mode A picks the engine;
 // a case with no engine is remembered as unsupported) and kept for the life
 // of the process, with one cuDNN handle and one workspace per device.
@@ -26,27 +27,32 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kLhs, kRhs, kBias, kAux, kOut };
 
 void setError(char *error, size_t bytes, const std::string &msg) {
   if (error && bytes > 0)
     std::snprintf(error, bytes, "%s", msg.c_str());
 }
 
-/// Everything of a case but its pointers, and the device.
-using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       std::vector<int64_t>, uint32_t, bool>;
-
-Key keyOf(const TcCudnnAttentionForward &a) {
-  std::vector<int64_t> st;
-  for (const int64_t *s : {a.qStride, a.kStride, a.vStride, a.oStride})
-    st.insert(st.end(), s, s + 3);
+/// Everything of an attention case but its pointers.
+std::string keyOf(const TcCudnnAttentionForward &a) {
+  std::string k = "attention";
   uint32_t scaleBits;
   std::memcpy(&scaleBits, &a.scale, 4);
-  int device = 0;
-  cudaGetDevice(&device);
-  return {device, a.dtype, a.causal != 0, a.batch, a.heads,   a.kvHeads,
-          a.tq,   a.tk,    a.d,           st,      scaleBits, a.lse != nullptr};
+  for (int64_t v : {int64_t(a.dtype), int64_t(a.causal != 0), a.batch, a.heads, a.kvHeads, a.tq,
+                    a.tk, a.d, int64_t(scaleBits), int64_t(a.lse != nullptr)})
+    k += " " + std::to_string(v);
+  for (const int64_t *st : {a.qStride, a.kStride, a.vStride, a.oStride})
+    for (int i = 0; i < 3; ++i)
+      k += " " + std::to_string(st[i]);
+  return k;
+}
+
+std::string keyOf(const TcCudnnMatmulGeluAux &a) {
+  std::string k = "matmul_gelu_aux";
+  for (int64_t v : {a.m, a.n, a.k, int64_t(a.rhsKMajor), int64_t(a.bias != nullptr)})
+    k += " " + std::to_string(v);
+  return k;
 }
 
 struct Plan {
@@ -58,17 +64,35 @@ struct Device {
   cudnnHandle_t handle = nullptr;
   void *workspace = nullptr;
   int64_t workspaceBytes = 0;
+  /// Workspaces a larger one replaced: never freed (a CUDA graph captured
+  /// earlier may still read them).
+  std::vector<void *> retired;
+  std::map<std::string, Plan> plans; // by keyOf
 };
 
 struct State {
   std::mutex mu;
   std::map<int, Device> devices;
-  std::map<Key, Plan> plans;
 };
 
 State &state() {
   static State *s = new State; // never destroyed: plans outlive static destruction order
   return *s;
+}
+
+/// Builds g with cuDNN's heuristic (mode A) and keeps its first plan; a null
+/// graph (and `why`) when cuDNN has no engine for it.
+Plan finish(cudnnHandle_t handle, const std::shared_ptr<fe::graph::Graph> &g, std::string &why) {
+  Plan plan;
+  fe::error_object e = g->build(handle, {fe::HeurMode_t::A});
+  if (e.is_good())
+    e = g->get_workspace_size(plan.workspace);
+  if (!e.is_good()) {
+    why = e.get_message();
+    return plan;
+  }
+  plan.graph = g;
+  return plan;
 }
 
 fe::graph::Tensor_attributes operand(const char *name, int64_t uid, int64_t batch, int64_t heads,
@@ -80,7 +104,7 @@ fe::graph::Tensor_attributes operand(const char *name, int64_t uid, int64_t batc
       .set_stride({stride[0], stride[1], stride[2], 1});
 }
 
-/// The case's graph, or a null graph (and `why`) when cuDNN has none.
+/// The attention case's graph, or a null graph (and `why`) when cuDNN has none.
 Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &why) {
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(a.dtype == 0 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
@@ -106,19 +130,109 @@ Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &
         .set_dim({a.batch, a.heads, a.tq, 1})
         .set_stride({a.heads * a.tq, a.tq, 1, 1})
         .set_data_type(fe::DataType_t::FLOAT);
-  Plan plan;
-  fe::error_object e = g->build(handle, {fe::HeurMode_t::A});
-  if (!e.is_good()) {
-    why = e.get_message();
-    return plan;
+  return finish(handle, g, why);
+}
+
+/// The GEMM's graph: out = gelu(lhs rhs (+ bias)), aux = the pre-activation.
+Plan build(cudnnHandle_t handle, const TcCudnnMatmulGeluAux &a, std::string &why) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto matrix = [](const char *name, int64_t uid, int64_t rows, int64_t cols, bool colMajor) {
+    return fe::graph::Tensor_attributes()
+        .set_name(name)
+        .set_uid(uid)
+        .set_dim({1, rows, cols})
+        .set_stride(colMajor ? std::vector<int64_t>{rows * cols, 1, rows}
+                             : std::vector<int64_t>{rows * cols, cols, 1})
+        .set_data_type(fe::DataType_t::BFLOAT16);
+  };
+  auto lhs = g->tensor(matrix("lhs", kLhs, a.m, a.k, false));
+  auto rhs = g->tensor(matrix("rhs", kRhs, a.k, a.n, a.rhsKMajor != 0));
+  auto pw = [](fe::PointwiseMode_t mode) {
+    return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(
+        fe::DataType_t::FLOAT);
+  };
+  auto pre = g->matmul(
+      lhs, rhs,
+      fe::graph::Matmul_attributes().set_name("mm").set_compute_data_type(fe::DataType_t::FLOAT));
+  pre->set_data_type(fe::DataType_t::FLOAT);
+  if (a.bias) {
+    auto bias = g->tensor(fe::graph::Tensor_attributes()
+                              .set_name("bias")
+                              .set_uid(kBias)
+                              .set_dim({1, 1, a.n})
+                              .set_stride({a.n, a.n, 1})
+                              .set_data_type(fe::DataType_t::BFLOAT16));
+    pre = g->pointwise(pre, bias, pw(fe::PointwiseMode_t::ADD));
   }
-  e = g->get_workspace_size(plan.workspace);
-  if (!e.is_good()) {
-    why = e.get_message();
-    return plan;
+  pre->set_output(true).set_uid(kAux).set_data_type(fe::DataType_t::BFLOAT16);
+  auto out = g->pointwise(pre, pw(fe::PointwiseMode_t::GELU_APPROX_TANH_FWD));
+  out->set_output(true).set_uid(kOut).set_data_type(fe::DataType_t::BFLOAT16);
+  return finish(handle, g, why);
+}
+
+/// Runs (or with prepareOnly, only readies) the plan of `key` on `stream`:
+/// built by `make` on its first eager call, the workspace grown outside
+/// captures.
+template <class Make>
+int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void *> pack,
+            cudaStream_t stream, bool prepareOnly, const char *what, char *error,
+            size_t errorBytes) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    setError(error, errorBytes, "cudaGetDevice failed");
+    return TC_CUDNN_ERROR;
   }
-  plan.graph = g;
-  return plan;
+  Device &dev = s.devices[device];
+  if (!dev.handle)
+    return TC_CUDNN_UNSUPPORTED; // tc_cudnn_version was not called or failed
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+    setError(error, errorBytes, "cudaStreamIsCapturing failed");
+    return TC_CUDNN_ERROR;
+  }
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  auto it = dev.plans.find(key);
+  if (it == dev.plans.end()) {
+    if (capturing)
+      return TC_CUDNN_UNSUPPORTED;
+    std::string why;
+    it = dev.plans.emplace(key, make(dev.handle, why)).first;
+  }
+  Plan &plan = it->second;
+  if (!plan.graph)
+    return TC_CUDNN_UNSUPPORTED;
+  if (plan.workspace > dev.workspaceBytes) {
+    if (capturing)
+      return TC_CUDNN_UNSUPPORTED;
+    void *ws = nullptr;
+    if (cudaMalloc(&ws, plan.workspace) != cudaSuccess) {
+      cudaGetLastError();
+      setError(error, errorBytes,
+               "cudaMalloc of cuDNN's " + std::to_string(plan.workspace) + "-byte workspace");
+      return TC_CUDNN_ERROR;
+    }
+    if (dev.workspace)
+      dev.retired.push_back(dev.workspace);
+    dev.workspace = ws, dev.workspaceBytes = plan.workspace;
+  }
+  if (prepareOnly)
+    return TC_CUDNN_OK;
+  cudnnStatus_t st = cudnnSetStream(dev.handle, stream);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    setError(error, errorBytes, std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
+    return TC_CUDNN_ERROR;
+  }
+  fe::error_object e = plan.graph->execute(dev.handle, pack, dev.workspace);
+  if (!e.is_good()) {
+    setError(error, errorBytes, std::string(what) + ": " + e.get_message());
+    return TC_CUDNN_ERROR;
+  }
+  return TC_CUDNN_OK;
 }
 
 } // namespace
@@ -149,69 +263,32 @@ __attribute__((visibility("default"))) size_t tc_cudnn_version(char *error, size
 }
 
 __attribute__((visibility("default"))) int
-tc_cudnn_attention_forward(const TcCudnnAttentionForward *a, void *streamPtr, char *error,
+tc_cudnn_attention_forward(const TcCudnnAttentionForward *a, void *stream, char *error,
                            size_t errorBytes) {
-  auto stream = static_cast<cudaStream_t>(streamPtr);
-  State &s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    setError(error, errorBytes, "cudaGetDevice failed");
-    return TC_CUDNN_ERROR;
-  }
-  Device &dev = s.devices[device];
-  if (!dev.handle)
-    return TC_CUDNN_UNSUPPORTED; // tc_cudnn_version was not called or failed
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
-    setError(error, errorBytes, "cudaStreamIsCapturing failed");
-    return TC_CUDNN_ERROR;
-  }
-  bool capturing = capture != cudaStreamCaptureStatusNone;
-  Key key = keyOf(*a);
-  auto it = s.plans.find(key);
-  if (it == s.plans.end()) {
-    if (capturing)
-      return TC_CUDNN_UNSUPPORTED;
-    std::string why;
-    it = s.plans.emplace(key, build(dev.handle, *a, why)).first;
-  }
-  Plan &plan = it->second;
-  if (!plan.graph)
-    return TC_CUDNN_UNSUPPORTED;
-  if (plan.workspace > dev.workspaceBytes) {
-    if (capturing)
-      return TC_CUDNN_UNSUPPORTED;
-    void *ws = nullptr;
-    if (cudaMalloc(&ws, plan.workspace) != cudaSuccess) {
-      cudaGetLastError();
-      setError(error, errorBytes,
-               "cudaMalloc of cuDNN's " + std::to_string(plan.workspace) + "-byte workspace");
-      return TC_CUDNN_ERROR;
-    }
-    if (dev.workspace) {
-      cudaDeviceSynchronize(); // the old workspace may still be in use
-      cudaFree(dev.workspace);
-    }
-    dev.workspace = ws, dev.workspaceBytes = plan.workspace;
-  }
-  cudnnStatus_t st = cudnnSetStream(dev.handle, stream);
-  if (st != CUDNN_STATUS_SUCCESS) {
-    setError(error, errorBytes, std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
-    return TC_CUDNN_ERROR;
-  }
   std::unordered_map<int64_t, void *> pack = {{kQ, const_cast<void *>(a->q)},
                                               {kK, const_cast<void *>(a->k)},
                                               {kV, const_cast<void *>(a->v)},
                                               {kO, a->out}};
   if (a->lse)
     pack[kStats] = a->lse;
-  fe::error_object e = plan.graph->execute(dev.handle, pack, dev.workspace);
-  if (!e.is_good()) {
-    setError(error, errorBytes, "cuDNN attention forward: " + e.get_message());
-    return TC_CUDNN_ERROR;
-  }
-  return TC_CUDNN_OK;
+  return runPlan(
+      keyOf(*a), [a](cudnnHandle_t h, std::string &why) { return build(h, *a, why); }, pack,
+      static_cast<cudaStream_t>(stream), false, "cuDNN attention forward", error, errorBytes);
+}
+
+__attribute__((visibility("default"))) int tc_cudnn_matmul_gelu_aux(const TcCudnnMatmulGeluAux *a,
+                                                                    void *stream, int prepareOnly,
+                                                                    char *error,
+                                                                    size_t errorBytes) {
+  std::unordered_map<int64_t, void *> pack = {{kLhs, const_cast<void *>(a->lhs)},
+                                              {kRhs, const_cast<void *>(a->rhs)},
+                                              {kAux, a->aux},
+                                              {kOut, a->out}};
+  if (a->bias)
+    pack[kBias] = const_cast<void *>(a->bias);
+  return runPlan(
+      keyOf(*a), [a](cudnnHandle_t h, std::string &why) { return build(h, *a, why); }, pack,
+      static_cast<cudaStream_t>(stream), prepareOnly != 0, "cuDNN GEMM + GELU", error, errorBytes);
 }
 
 } // extern "C"

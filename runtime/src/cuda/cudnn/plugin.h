@@ -21,7 +21,7 @@ extern "C" {
 
 /// Bumped whenever a struct or signature below changes; the loader refuses
 /// a plugin of another version.
-#define TC_CUDNN_PLUGIN_ABI 1
+#define TC_CUDNN_PLUGIN_ABI 2
 
 /// One causal or full attention forward, as tc's attentionForward takes it:
 /// q [batch, heads, tq, d], k / v [batch, kvHeads, tk, d], out [batch,
@@ -39,6 +39,18 @@ typedef struct {
   float *lse;
 } TcCudnnAttentionForward;
 
+/// out [m, n] = lhs [m, k] rhs (+ bias [n]), with a GELU epilogue (tanh
+/// form): aux [m, n] = the pre-activation, out = gelu(aux). bf16, packed
+/// row-major, rhs stored [n, k] (rhsKMajor: nn.Linear's weight) or [k, n];
+/// f32 accumulation. cuDNN's runtime-fused GEMM (measured faster than
+/// cuBLASLt's GELU_AUX_BIAS epilogue at GPT-2's MLP shapes on an H100).
+typedef struct {
+  int64_t m, n, k;
+  int32_t rhsKMajor;
+  const void *lhs, *rhs, *bias; ///< bias may be null
+  void *out, *aux;
+} TcCudnnMatmulGeluAux;
+
 /// Status codes of the calls below.
 enum { TC_CUDNN_OK = 0, TC_CUDNN_UNSUPPORTED = 1, TC_CUDNN_ERROR = 2 };
 
@@ -55,7 +67,14 @@ typedef size_t (*TcCudnnVersionFn)(char *error, size_t errorBytes);
 typedef int (*TcCudnnAttentionForwardFn)(const TcCudnnAttentionForward *args, void *stream,
                                          char *error, size_t errorBytes);
 
+/// The GEMM above on `stream`; with `prepareOnly` only builds (or finds) its
+/// plan and launches nothing. TC_CUDNN_UNSUPPORTED when cuDNN has no engine
+/// for it, or when its plan is not built and the stream is being captured.
+typedef int (*TcCudnnMatmulGeluAuxFn)(const TcCudnnMatmulGeluAux *args, void *stream,
+                                      int prepareOnly, char *error, size_t errorBytes);
+
 #define TC_CUDNN_ABI_SYMBOL "tc_cudnn_abi"
+#define TC_CUDNN_MATMUL_GELU_AUX_SYMBOL "tc_cudnn_matmul_gelu_aux"
 #define TC_CUDNN_VERSION_SYMBOL "tc_cudnn_version"
 #define TC_CUDNN_ATTENTION_FORWARD_SYMBOL "tc_cudnn_attention_forward"
 

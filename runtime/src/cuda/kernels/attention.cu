@@ -83,9 +83,26 @@ bool useWgmma(AttentionKernels kernels, const AttentionShape &s, const Attention
 /// Whether the forward goes to cuDNN first (AttentionKernels::Cudnn's cases;
 /// the caller has checked the fast path's dtype, alignment and scale).
 bool useCudnn(AttentionKernels kernels, const AttentionShape &s, const AttentionMask &mask,
-              const float *amax, bool causal) {
+              bool causal) {
   return kernels == AttentionKernels::Cudnn && (s.d == 64 || s.d == 128) && s.dv == s.d &&
-         !mask.keys && !amax && (!causal || s.tq == s.tk);
+         !mask.keys && (!causal || s.tq == s.tk);
+}
+
+/// Whether [batch, heads, t, d] with strides st fills batch heads t d
+/// consecutive elements (in any order of its dims): amaxFp8 can then take its
+/// amax over the whole buffer.
+bool denseOperand(AttentionStrides st, int64_t batch, int64_t heads, int64_t t, int64_t d) {
+  std::pair<int64_t, int64_t> dims[3] = {{st.batch, batch}, {st.head, heads}, {st.row, t}};
+  std::sort(dims, dims + 3);
+  int64_t expect = d;
+  for (auto [stride, size] : dims) {
+    if (size == 1)
+      continue;
+    if (stride != expect)
+      return false;
+    expect *= size;
+  }
+  return true;
 }
 
 TcCudnnAttentionForward cudnnForwardArgs(int dtype, const AttentionShape &s, const void *q,
@@ -168,12 +185,19 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
       if (s.tk > 0 && fastHeadDim(s) && scale > 0.0f && aligned16Strides(q, qs) &&
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
           hasMma16()) {
-        if (useCudnn(kernels, s, m, amax, causal)) {
+        // cuDNN computes no amax: with one asked for, amaxFp8 takes it over
+        // the stored out afterwards (bf16, out dense), the same bits.
+        const bool amaxAfter =
+            std::is_same_v<T, bf16> && denseOperand(os, s.batch, s.heads, s.tq, s.dv);
+        if (useCudnn(kernels, s, m, causal) && (!amax || amaxAfter)) {
           bool taken = false;
           TC_RETURN_IF_ERROR(cudnnAttentionForward(
               cudnnForwardArgs(std::is_same_v<T, bf16> ? 0 : 1, s, q, qs, k, ks, v, vs, out, os,
                                lse, scale, causal),
               stream, &taken));
+          if (taken && amax)
+            return amaxFp8(DType::BF16, out, amax, 1, s.batch * s.heads * s.tq * s.dv,
+                           Fp8Scaling::Tensor, stream);
           if (taken)
             return Status::ok();
         }
