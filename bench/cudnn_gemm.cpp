@@ -11,6 +11,8 @@
 //   gelu       aux = X W^T + b, out = gelu(aux)     the MLP's up-projection forward
 //   gelu-only  out = gelu(X W^T + b)                (no aux: what a recomputing step needs)
 //   dgelu      out = (dY W2) * gelu'(aux)           dY [M, K], W2 [K, N]: its backward
+//   dgelu+dbias  and dbias [N] = the column sums of out (f32): the up-projection's
+//              bias gradient, which tc now takes from c_fc's weight-gradient GEMM (BGRAD)
 // each with the tanh GELU and the exact (erf) one. Each form is checked on a
 // small shape against a double-precision CPU reference, then timed.
 //
@@ -36,9 +38,9 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-enum Form { kPlain, kGelu, kGeluOnly, kDgelu };
-const char *kFormNames[] = {"plain", "gelu+aux", "gelu", "dgelu"};
-enum Uid : int64_t { kA = 1, kB, kBias, kAux, kOut };
+enum Form { kPlain, kGelu, kGeluOnly, kDgelu, kDgeluBgrad };
+const char *kFormNames[] = {"plain", "gelu+aux", "gelu", "dgelu", "dgelu+dbias"};
+enum Uid : int64_t { kA = 1, kB, kBias, kAux, kOut, kDbias };
 
 struct Gemm {
   int64_t m, n, k;
@@ -65,7 +67,8 @@ std::shared_ptr<fe::graph::Graph> build(cudnnHandle_t h, Form f, bool erf, const
       .set_compute_data_type(fe::DataType_t::FLOAT);
   // forward: A = X [M, K], B = W^T (W [N, K]); dgelu: A = dY [M, K], B = W2 [K, N]
   auto a = gr->tensor(matrix("a", kA, g.m, g.k, false));
-  auto b = gr->tensor(matrix("b", kB, g.k, g.n, f != kDgelu));
+  const bool dgelu = f == kDgelu || f == kDgeluBgrad;
+  auto b = gr->tensor(matrix("b", kB, g.k, g.n, !dgelu));
   auto c = gr->matmul(
       a, b,
       fe::graph::Matmul_attributes().set_name("mm").set_compute_data_type(fe::DataType_t::FLOAT));
@@ -89,13 +92,20 @@ std::shared_ptr<fe::graph::Graph> build(cudnnHandle_t h, Form f, bool erf, const
       pre->set_data_type(fe::DataType_t::FLOAT);
     out = gr->pointwise(
         pre, pw(erf ? fe::PointwiseMode_t::GELU_FWD : fe::PointwiseMode_t::GELU_APPROX_TANH_FWD));
-  } else if (f == kDgelu) {
+  } else if (dgelu) {
     auto aux = gr->tensor(matrix("aux", kAux, g.m, g.n, false));
     out = gr->pointwise(
         c, aux,
         pw(erf ? fe::PointwiseMode_t::GELU_BWD : fe::PointwiseMode_t::GELU_APPROX_TANH_BWD));
   }
   out->set_output(true).set_uid(kOut).set_data_type(fe::DataType_t::BFLOAT16);
+  if (f == kDgeluBgrad) {
+    auto db = gr->reduction(out, fe::graph::Reduction_attributes()
+                                     .set_mode(fe::ReductionMode_t::ADD)
+                                     .set_compute_data_type(fe::DataType_t::FLOAT));
+    db->set_output(true).set_uid(kDbias).set_dim({1, 1, g.n}).set_stride({g.n, g.n, 1});
+    db->set_data_type(fe::DataType_t::FLOAT);
+  }
   fe::error_object e = gr->validate();
   if (e.is_good())
     e = gr->build_operation_graph(h);
@@ -114,6 +124,7 @@ std::shared_ptr<fe::graph::Graph> build(cudnnHandle_t h, Form f, bool erf, const
 
 struct Buffers {
   __nv_bfloat16 *a = nullptr, *b = nullptr, *bias = nullptr, *aux = nullptr, *out = nullptr;
+  float *dbias = nullptr;
   void *ws = nullptr;
   std::vector<float> ha, hb, hbias, haux;
   Buffers(const Gemm &g, uint32_t seed) {
@@ -134,9 +145,11 @@ struct Buffers {
     up(&bias, hbias, g.n, 0.5f);
     up(&aux, haux, g.m * g.n, 1.0f);
     CK(cudaMalloc(&out, g.m * g.n * 2));
+    CK(cudaMalloc(&dbias, g.n * 4));
   }
   ~Buffers() {
     cudaFree(a), cudaFree(b), cudaFree(bias), cudaFree(aux), cudaFree(out), cudaFree(ws);
+    cudaFree(dbias);
   }
 };
 
@@ -144,8 +157,10 @@ void run(cudnnHandle_t h, fe::graph::Graph &gr, Buffers &bf, Form f) {
   std::unordered_map<int64_t, void *> pack = {{kA, bf.a}, {kB, bf.b}, {kOut, bf.out}};
   if (f == kGelu || f == kGeluOnly)
     pack[kBias] = bf.bias;
-  if (f == kGelu || f == kDgelu)
+  if (f == kGelu || f == kDgelu || f == kDgeluBgrad)
     pack[kAux] = bf.aux; // gelu writes it, dgelu reads it
+  if (f == kDgeluBgrad)
+    pack[kDbias] = bf.dbias;
   fe::error_object e = gr.execute(h, pack, bf.ws);
   if (!e.is_good()) {
     std::fprintf(stderr, "execute: %s\n", e.get_message().c_str());
@@ -171,13 +186,29 @@ double geluGradRef(double x, bool erf) {
 double check(const Gemm &g, Buffers &bf, Form f, bool erf) {
   std::vector<__nv_bfloat16> out(g.m * g.n), aux(g.m * g.n);
   CK(cudaMemcpy(out.data(), bf.out, out.size() * 2, cudaMemcpyDeviceToHost));
+  if (f == kDgeluBgrad) { // dbias against the column sums of the stored out
+    std::vector<float> db(g.n);
+    CK(cudaMemcpy(db.data(), bf.dbias, g.n * 4, cudaMemcpyDeviceToHost));
+    double e = 0;
+    for (int64_t j = 0; j < g.n; ++j) {
+      double sum = 0, abs = 0;
+      for (int64_t i = 0; i < g.m; ++i) {
+        double v = __bfloat162float(out[i * g.n + j]);
+        sum += v, abs += std::fabs(v);
+      }
+      e = std::max(e, std::fabs(db[j] - sum) / (abs + 1e-6));
+    }
+    if (e > 1e-2)
+      return e;
+  }
   CK(cudaMemcpy(aux.data(), bf.aux, aux.size() * 2, cudaMemcpyDeviceToHost));
   double err = 0, big = 0;
   for (int64_t i = 0; i < g.m; ++i)
     for (int64_t j = 0; j < g.n; ++j) {
       double c = 0;
       for (int64_t p = 0; p < g.k; ++p) // dgelu: B = W2 [K, N]; forward: B = W^T, W [N, K]
-        c += double(bf.ha[i * g.k + p]) * (f == kDgelu ? bf.hb[p * g.n + j] : bf.hb[j * g.k + p]);
+        c += double(bf.ha[i * g.k + p]) *
+             (f == kDgelu || f == kDgeluBgrad ? bf.hb[p * g.n + j] : bf.hb[j * g.k + p]);
       double want = c, wantAux = 0;
       if (f == kGelu || f == kGeluOnly) {
         double pre = c + bf.hbias[j];
@@ -189,7 +220,7 @@ double check(const Gemm &g, Buffers &bf, Form f, bool erf) {
           double ea = std::fabs(__bfloat162float(aux[i * g.n + j]) - wantAux);
           err = std::max(err, ea / (std::fabs(wantAux) + 1.0));
         }
-      } else if (f == kDgelu) {
+      } else if (f == kDgelu || f == kDgeluBgrad) {
         want = c * geluGradRef(bf.haux[i * g.n + j], erf);
       }
       double e = std::fabs(__bfloat162float(out[i * g.n + j]) - want);
@@ -218,7 +249,7 @@ int main(int argc, char **argv) {
   bool ok = true;
   const Gemm small{256, 384, 128};
   for (bool erf : {false, true})
-    for (Form f : {kPlain, kGelu, kGeluOnly, kDgelu}) {
+    for (Form f : {kPlain, kGelu, kGeluOnly, kDgelu, kDgeluBgrad}) {
       if (f == kPlain && erf)
         continue;
       std::string name = std::string(kFormNames[f]) + (f == kPlain ? "" : erf ? " erf" : " tanh");
@@ -267,8 +298,10 @@ int main(int argc, char **argv) {
           std::unordered_map<int64_t, void *> pack = {{kA, big.a}, {kB, big.b}, {kOut, big.out}};
           if (f == kGelu || f == kGeluOnly)
             pack[kBias] = big.bias;
-          if (f == kGelu || f == kDgelu)
+          if (f == kGelu || f == kDgelu || f == kDgeluBgrad)
             pack[kAux] = big.aux;
+          if (f == kDgeluBgrad)
+            pack[kDbias] = big.dbias;
           if (!gg->execute_plan_at_index(h, pack, big.ws, p).is_good())
             continue;
           float us = timeUs(0, 20, [&] { (void)gg->execute_plan_at_index(h, pack, big.ws, p); });
