@@ -722,6 +722,18 @@ TEST_F(CudaMatmul, CudnnGeluAuxMatchesReference) {
   lib->forceLibraryEpilogues(true);
   double libUs =
       timeUs(stream(), 20, [&] { return lib->run(d, a.p, b.p, out.p, stream(), bias.p, aux.p); });
+  // The same bits call after call (no split-K atomics): random operands, two runs.
+  {
+    HostTensor A = randomTensor(ty(dt, {M, K}), rng), B = randomTensor(ty(dt, {N, K}), rng);
+    ASSERT_OK(upload(A, &a, stream()));
+    ASSERT_OK(upload(B, &b, stream()));
+    HostTensor first, again;
+    ASSERT_OK(lib->run(d, a.p, b.p, out.p, stream(), bias.p, aux.p));
+    ASSERT_OK(download(out.p, ty(dt, {M, N}), &first, stream()));
+    ASSERT_OK(lib->run(d, a.p, b.p, out.p, stream(), bias.p, aux.p));
+    ASSERT_OK(download(out.p, ty(dt, {M, N}), &again, stream()));
+    EXPECT_EQ(first.data, again.data) << "cuDNN's GEMM + GELU gave other bits on a second call";
+  }
   double anyUs =
       timeUs(stream(), 20, [&] { return any->run(d, a.p, b.p, out.p, stream(), bias.p, aux.p); });
   const char *paths[] = {"unknown", "cuBLASLt's epilogue", "separate", "tc's own", "cuDNN"};

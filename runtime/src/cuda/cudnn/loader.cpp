@@ -14,6 +14,7 @@ namespace {
 struct Plugin {
   TcCudnnAttentionForwardFn forward = nullptr;
   TcCudnnMatmulGeluAuxFn matmulGeluAux = nullptr;
+  TcCudnnAttentionBackwardFn backward = nullptr;
   std::string status; // cudnnStatusLine()
 };
 
@@ -66,7 +67,9 @@ Plugin open() {
       reinterpret_cast<TcCudnnAttentionForwardFn>(dlsym(handle, TC_CUDNN_ATTENTION_FORWARD_SYMBOL));
   auto matmulGeluAux =
       reinterpret_cast<TcCudnnMatmulGeluAuxFn>(dlsym(handle, TC_CUDNN_MATMUL_GELU_AUX_SYMBOL));
-  if (!abi || !version || !forward || !matmulGeluAux || abi() != TC_CUDNN_PLUGIN_ABI) {
+  auto backward = reinterpret_cast<TcCudnnAttentionBackwardFn>(
+      dlsym(handle, TC_CUDNN_ATTENTION_BACKWARD_SYMBOL));
+  if (!abi || !version || !forward || !matmulGeluAux || !backward || abi() != TC_CUDNN_PLUGIN_ABI) {
     p.status = "cuDNN not used: " + path + " is not a tc cuDNN plugin of ABI " +
                std::to_string(TC_CUDNN_PLUGIN_ABI);
     return p;
@@ -79,6 +82,7 @@ Plugin open() {
   }
   p.forward = forward;
   p.matmulGeluAux = matmulGeluAux;
+  p.backward = backward;
   p.status = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
              std::to_string(v % 100) + " (" + path + ")";
   return p;
@@ -91,7 +95,7 @@ const Plugin &plugin() {
   return *p;
 }
 
-std::atomic<int64_t> gForwards{0};
+std::atomic<int64_t> gForwards{0}, gBackwards{0};
 
 } // namespace
 
@@ -108,6 +112,23 @@ Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, 
     return internalError(err[0] ? err : "cuDNN attention forward failed");
   *taken = true;
   gForwards.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status cudnnAttentionBackward(const TcCudnnAttentionBackward &args, void *stream,
+                              int64_t maxWorkspaceBytes, bool *taken) {
+  *taken = false;
+  const Plugin &p = plugin();
+  if (!p.backward)
+    return Status::ok();
+  char err[512] = {0};
+  int rc = p.backward(&args, stream, maxWorkspaceBytes, err, sizeof err);
+  if (rc == TC_CUDNN_UNSUPPORTED)
+    return Status::ok();
+  if (rc != TC_CUDNN_OK)
+    return internalError(err[0] ? err : "cuDNN attention backward failed");
+  *taken = true;
+  gBackwards.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -132,5 +153,7 @@ std::string cudnnStatusLine() { return plugin().status; }
 bool cudnnAvailable() { return plugin().forward != nullptr; }
 
 int64_t cudnnAttentionForwardCount() { return gForwards.load(std::memory_order_relaxed); }
+
+int64_t cudnnAttentionBackwardCount() { return gBackwards.load(std::memory_order_relaxed); }
 
 } // namespace tc::rt::cuda

@@ -25,6 +25,11 @@ namespace tc::rt::cuda {
 /// Status when cuDNN took the case and its launch failed.
 Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, bool *taken);
 
+/// The attention backward (plugin.h) through cuDNN's deterministic
+/// algorithm, its workspace at most maxWorkspaceBytes: *taken as above.
+Status cudnnAttentionBackward(const TcCudnnAttentionBackward &args, void *stream,
+                              int64_t maxWorkspaceBytes, bool *taken);
+
 /// The GEMM with the GELU epilogue (plugin.h) through cuDNN: *taken as
 /// above; with prepareOnly its plan is built (or found) and nothing runs.
 Status cudnnMatmulGeluAux(const TcCudnnMatmulGeluAux &args, void *stream, bool prepareOnly,
@@ -40,6 +45,8 @@ bool cudnnAvailable();
 /// How many forwards cuDNN has run in this process (tests check that a
 /// case they meant for cuDNN went there).
 int64_t cudnnAttentionForwardCount();
+/// How many backward calls (chunks) cuDNN has run in this process.
+int64_t cudnnAttentionBackwardCount();
 
 } // namespace tc::rt::cuda
 

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <cudnn_frontend.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -27,7 +28,22 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kLhs, kRhs, kBias, kAux, kOut };
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kLhs,
+  kRhs,
+  kBias,
+  kAux,
+  kOut,
+  kDO,
+  kDQ,
+  kDK,
+  kDV
+};
 
 void setError(char *error, size_t bytes, const std::string &msg) {
   if (error && bytes > 0)
@@ -43,6 +59,20 @@ std::string keyOf(const TcCudnnAttentionForward &a) {
                     a.tk, a.d, int64_t(scaleBits), int64_t(a.lse != nullptr)})
     k += " " + std::to_string(v);
   for (const int64_t *st : {a.qStride, a.kStride, a.vStride, a.oStride})
+    for (int i = 0; i < 3; ++i)
+      k += " " + std::to_string(st[i]);
+  return k;
+}
+
+std::string keyOf(const TcCudnnAttentionBackward &a) {
+  std::string k = "attention_backward";
+  uint32_t scaleBits;
+  std::memcpy(&scaleBits, &a.scale, 4);
+  for (int64_t v : {int64_t(a.dtype), int64_t(a.causal != 0), a.batch, a.heads, a.kvHeads, a.tq,
+                    a.tk, a.d, int64_t(scaleBits)})
+    k += " " + std::to_string(v);
+  for (const int64_t *st :
+       {a.qStride, a.kStride, a.vStride, a.oStride, a.doStride, a.dqStride, a.dkStride, a.dvStride})
     for (int i = 0; i < 3; ++i)
       k += " " + std::to_string(st[i]);
   return k;
@@ -133,6 +163,43 @@ Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &
   return finish(handle, g, why);
 }
 
+/// The attention backward's graph (cuDNN's deterministic algorithm).
+Plan build(cudnnHandle_t handle, const TcCudnnAttentionBackward &a, std::string &why) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(a.dtype == 0 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto q = g->tensor(operand("q", kQ, a.batch, a.heads, a.tq, a.d, a.qStride));
+  auto k = g->tensor(operand("k", kK, a.batch, a.kvHeads, a.tk, a.d, a.kStride));
+  auto v = g->tensor(operand("v", kV, a.batch, a.kvHeads, a.tk, a.d, a.vStride));
+  auto o = g->tensor(operand("o", kO, a.batch, a.heads, a.tq, a.d, a.oStride));
+  auto dO = g->tensor(operand("do", kDO, a.batch, a.heads, a.tq, a.d, a.doStride));
+  auto stats = g->tensor(fe::graph::Tensor_attributes()
+                             .set_name("stats")
+                             .set_uid(kStats)
+                             .set_dim({a.batch, a.heads, a.tq, 1})
+                             .set_stride({a.heads * a.tq, a.tq, 1, 1})
+                             .set_data_type(fe::DataType_t::FLOAT));
+  auto opts = fe::graph::SDPA_backward_attributes()
+                  .set_name("tc_attention_backward")
+                  .set_attn_scale(a.scale)
+                  .set_deterministic_algorithm(true);
+  if (a.causal)
+    opts.set_causal_mask(true);
+  auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, opts);
+  auto result = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t, int64_t uid,
+                    int64_t heads, int64_t rows, const int64_t *st) {
+    t->set_output(true)
+        .set_uid(uid)
+        .set_dim({a.batch, heads, rows, a.d})
+        .set_stride({st[0], st[1], st[2], 1});
+  };
+  result(dq, kDQ, a.heads, a.tq, a.dqStride);
+  result(dk, kDK, a.kvHeads, a.tk, a.dkStride);
+  result(dv, kDV, a.kvHeads, a.tk, a.dvStride);
+  return finish(handle, g, why);
+}
+
 /// The GEMM's graph: out = gelu(lhs rhs (+ bias)), aux = the pre-activation.
 Plan build(cudnnHandle_t handle, const TcCudnnMatmulGeluAux &a, std::string &why) {
   auto g = std::make_shared<fe::graph::Graph>();
@@ -178,8 +245,8 @@ Plan build(cudnnHandle_t handle, const TcCudnnMatmulGeluAux &a, std::string &why
 /// captures.
 template <class Make>
 int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void *> pack,
-            cudaStream_t stream, bool prepareOnly, const char *what, char *error,
-            size_t errorBytes) {
+            cudaStream_t stream, bool prepareOnly, const char *what, char *error, size_t errorBytes,
+            int64_t maxWorkspaceBytes = INT64_MAX) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   int device = 0;
@@ -204,7 +271,7 @@ int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void 
     it = dev.plans.emplace(key, make(dev.handle, why)).first;
   }
   Plan &plan = it->second;
-  if (!plan.graph)
+  if (!plan.graph || plan.workspace > maxWorkspaceBytes)
     return TC_CUDNN_UNSUPPORTED;
   if (plan.workspace > dev.workspaceBytes) {
     if (capturing)
@@ -274,6 +341,24 @@ tc_cudnn_attention_forward(const TcCudnnAttentionForward *a, void *stream, char 
   return runPlan(
       keyOf(*a), [a](cudnnHandle_t h, std::string &why) { return build(h, *a, why); }, pack,
       static_cast<cudaStream_t>(stream), false, "cuDNN attention forward", error, errorBytes);
+}
+
+__attribute__((visibility("default"))) int
+tc_cudnn_attention_backward(const TcCudnnAttentionBackward *a, void *stream,
+                            int64_t maxWorkspaceBytes, char *error, size_t errorBytes) {
+  std::unordered_map<int64_t, void *> pack = {{kQ, const_cast<void *>(a->q)},
+                                              {kK, const_cast<void *>(a->k)},
+                                              {kV, const_cast<void *>(a->v)},
+                                              {kO, const_cast<void *>(a->out)},
+                                              {kDO, const_cast<void *>(a->dout)},
+                                              {kStats, const_cast<float *>(a->lse)},
+                                              {kDQ, a->dq},
+                                              {kDK, a->dk},
+                                              {kDV, a->dv}};
+  return runPlan(
+      keyOf(*a), [a](cudnnHandle_t h, std::string &why) { return build(h, *a, why); }, pack,
+      static_cast<cudaStream_t>(stream), false, "cuDNN attention backward", error, errorBytes,
+      maxWorkspaceBytes);
 }
 
 __attribute__((visibility("default"))) int tc_cudnn_matmul_gelu_aux(const TcCudnnMatmulGeluAux *a,

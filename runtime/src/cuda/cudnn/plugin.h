@@ -21,7 +21,7 @@ extern "C" {
 
 /// Bumped whenever a struct or signature below changes; the loader refuses
 /// a plugin of another version.
-#define TC_CUDNN_PLUGIN_ABI 2
+#define TC_CUDNN_PLUGIN_ABI 3
 
 /// One causal or full attention forward, as tc's attentionForward takes it:
 /// q [batch, heads, tq, d], k / v [batch, kvHeads, tk, d], out [batch,
@@ -38,6 +38,22 @@ typedef struct {
   void *out;
   float *lse;
 } TcCudnnAttentionForward;
+
+/// The gradients of that forward, cuDNN's deterministic algorithm: dq, dk,
+/// dv (overwritten; GQA's dk / dv summed over the group) from q, k, v, out,
+/// dout and the forward's lse, each operand with its strides. Its workspace
+/// ([batch, heads, tq, tk] bf16 and a little) is the plugin's own.
+typedef struct {
+  int32_t dtype; ///< 0 bf16, 1 f16
+  int32_t causal;
+  int64_t batch, heads, kvHeads, tq, tk, d;
+  int64_t qStride[3], kStride[3], vStride[3], oStride[3], doStride[3];
+  int64_t dqStride[3], dkStride[3], dvStride[3];
+  float scale;
+  const void *q, *k, *v, *out, *dout;
+  const float *lse;
+  void *dq, *dk, *dv;
+} TcCudnnAttentionBackward;
 
 /// out [m, n] = lhs [m, k] rhs (+ bias [n]), with a GELU epilogue (tanh
 /// form): aux [m, n] = the pre-activation, out = gelu(aux). bf16, packed
@@ -67,6 +83,13 @@ typedef size_t (*TcCudnnVersionFn)(char *error, size_t errorBytes);
 typedef int (*TcCudnnAttentionForwardFn)(const TcCudnnAttentionForward *args, void *stream,
                                          char *error, size_t errorBytes);
 
+/// The backward on `stream`, as the forward's entry (TC_CUDNN_UNSUPPORTED
+/// when cuDNN has no deterministic engine for the case or its workspace would
+/// pass `maxWorkspaceBytes`; nothing launched then).
+typedef int (*TcCudnnAttentionBackwardFn)(const TcCudnnAttentionBackward *args, void *stream,
+                                          int64_t maxWorkspaceBytes, char *error,
+                                          size_t errorBytes);
+
 /// The GEMM above on `stream`; with `prepareOnly` only builds (or finds) its
 /// plan and launches nothing. TC_CUDNN_UNSUPPORTED when cuDNN has no engine
 /// for it, or when its plan is not built and the stream is being captured.
@@ -75,6 +98,7 @@ typedef int (*TcCudnnMatmulGeluAuxFn)(const TcCudnnMatmulGeluAux *args, void *st
 
 #define TC_CUDNN_ABI_SYMBOL "tc_cudnn_abi"
 #define TC_CUDNN_MATMUL_GELU_AUX_SYMBOL "tc_cudnn_matmul_gelu_aux"
+#define TC_CUDNN_ATTENTION_BACKWARD_SYMBOL "tc_cudnn_attention_backward"
 #define TC_CUDNN_VERSION_SYMBOL "tc_cudnn_version"
 #define TC_CUDNN_ATTENTION_FORWARD_SYMBOL "tc_cudnn_attention_forward"
 

@@ -88,6 +88,21 @@ bool useCudnn(AttentionKernels kernels, const AttentionShape &s, const Attention
          !mask.keys && (!causal || s.tq == s.tk);
 }
 
+/// cuDNN's deterministic backward needs a [batch, heads, tq, tk] bf16
+/// workspace of its own (outside the memory plan): the batch runs in chunks
+/// whose workspace stays under this.
+constexpr int64_t kCudnnBackwardWorkspaceBytes = int64_t(128) << 20;
+
+/// Whether the backward goes to cuDNN first: head dim 128 only (at 64 tc's
+/// kernels are as fast: bench/RESULTS.md, stop 42), no key mask, no amax,
+/// causal only with tq == tk, and one batch's workspace under the cap.
+bool useCudnnBackward(AttentionKernels kernels, const AttentionShape &s, const AttentionMask &mask,
+                      bool causal, const float *amax) {
+  return kernels == AttentionKernels::Cudnn && s.d == 128 && s.dv == 128 && !mask.keys && !amax &&
+         (!causal || s.tq == s.tk) &&
+         s.heads * s.tq * s.tk * 2 + (int64_t(16) << 20) <= kCudnnBackwardWorkspaceBytes;
+}
+
 /// Whether [batch, heads, t, d] with strides st fills batch heads t d
 /// consecutive elements (in any order of its dims): amaxFp8 can then take its
 /// amax over the whole buffer.
@@ -296,6 +311,34 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
+        if (useCudnnBackward(kernels, s, m, causal, amax)) {
+          // Batches in chunks (kCudnnBackwardWorkspaceBytes); where cuDNN
+          // does not take a chunk, tc's kernels below redo the whole call.
+          const int64_t chunk = std::max<int64_t>(
+              1, (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2));
+          bool all = true;
+          for (int64_t b0 = 0; b0 < s.batch && all; b0 += chunk) {
+            TcCudnnAttentionBackward a{};
+            a.dtype = std::is_same_v<T, bf16> ? 0 : 1, a.causal = causal ? 1 : 0;
+            a.batch = std::min(chunk, s.batch - b0), a.heads = s.heads, a.kvHeads = s.kvHeads;
+            a.tq = s.tq, a.tk = s.tk, a.d = s.d, a.scale = scale;
+            const AttentionStrides *st[8] = {&qs, &ks, &vs, &os, &dos, &dqs, &dks, &dvs};
+            int64_t *to[8] = {a.qStride,  a.kStride,  a.vStride,  a.oStride,
+                              a.doStride, a.dqStride, a.dkStride, a.dvStride};
+            for (int i = 0; i < 8; ++i)
+              to[i][0] = st[i]->batch, to[i][1] = st[i]->head, to[i][2] = st[i]->row;
+            a.q = g.q + b0 * qs.batch, a.k = g.k + b0 * ks.batch, a.v = g.v + b0 * vs.batch;
+            a.out = g.o + b0 * os.batch, a.dout = g.dout + b0 * dos.batch;
+            a.lse = lse + b0 * s.heads * s.tq;
+            a.dq = g.dq + b0 * dqs.batch, a.dk = g.dk + b0 * dks.batch, a.dv = g.dv + b0 * dvs.batch;
+            bool taken = false;
+            TC_RETURN_IF_ERROR(
+                cudnnAttentionBackward(a, stream, kCudnnBackwardWorkspaceBytes, &taken));
+            all = taken;
+          }
+          if (all)
+            return sumsAfter(Status::ok());
+        }
         if (useWgmma(kernels, s, m))
           return sumsAfter(wgmmaBackward(p, s.d, stream));
         // The flash kernels sum the rows they store, but for those with an
