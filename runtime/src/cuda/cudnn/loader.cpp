@@ -97,6 +97,19 @@ const Plugin &plugin() {
 
 std::atomic<int64_t> gForwards{0}, gBackwards{0};
 
+/// A plugin call's return code as the loader's functions answer it.
+Status outcome(int rc, const char *err, const char *what, bool *taken,
+               std::atomic<int64_t> *count = nullptr) {
+  if (rc == TC_CUDNN_UNSUPPORTED)
+    return Status::ok();
+  if (rc != TC_CUDNN_OK)
+    return internalError(err[0] ? err : std::string(what) + " failed");
+  *taken = true;
+  if (count)
+    count->fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
 } // namespace
 
 Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, bool *taken) {
@@ -106,13 +119,7 @@ Status cudnnAttentionForward(const TcCudnnAttentionForward &args, void *stream, 
     return Status::ok();
   char err[512] = {0};
   int rc = p.forward(&args, stream, err, sizeof err);
-  if (rc == TC_CUDNN_UNSUPPORTED)
-    return Status::ok();
-  if (rc != TC_CUDNN_OK)
-    return internalError(err[0] ? err : "cuDNN attention forward failed");
-  *taken = true;
-  gForwards.fetch_add(1, std::memory_order_relaxed);
-  return Status::ok();
+  return outcome(rc, err, "cuDNN attention forward", taken, &gForwards);
 }
 
 Status cudnnAttentionBackward(const TcCudnnAttentionBackward &args, void *stream,
@@ -123,13 +130,7 @@ Status cudnnAttentionBackward(const TcCudnnAttentionBackward &args, void *stream
     return Status::ok();
   char err[512] = {0};
   int rc = p.backward(&args, stream, maxWorkspaceBytes, err, sizeof err);
-  if (rc == TC_CUDNN_UNSUPPORTED)
-    return Status::ok();
-  if (rc != TC_CUDNN_OK)
-    return internalError(err[0] ? err : "cuDNN attention backward failed");
-  *taken = true;
-  gBackwards.fetch_add(1, std::memory_order_relaxed);
-  return Status::ok();
+  return outcome(rc, err, "cuDNN attention backward", taken, &gBackwards);
 }
 
 Status cudnnMatmulGeluAux(const TcCudnnMatmulGeluAux &args, void *stream, bool prepareOnly,
@@ -140,12 +141,7 @@ Status cudnnMatmulGeluAux(const TcCudnnMatmulGeluAux &args, void *stream, bool p
     return Status::ok();
   char err[512] = {0};
   int rc = p.matmulGeluAux(&args, stream, prepareOnly ? 1 : 0, err, sizeof err);
-  if (rc == TC_CUDNN_UNSUPPORTED)
-    return Status::ok();
-  if (rc != TC_CUDNN_OK)
-    return internalError(err[0] ? err : "cuDNN GEMM + GELU failed");
-  *taken = true;
-  return Status::ok();
+  return outcome(rc, err, "cuDNN GEMM + GELU", taken);
 }
 
 std::string cudnnStatusLine() { return plugin().status; }

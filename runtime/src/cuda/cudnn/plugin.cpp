@@ -134,8 +134,13 @@ fe::graph::Tensor_attributes operand(const char *name, int64_t uid, int64_t batc
       .set_stride({stride[0], stride[1], stride[2], 1});
 }
 
-/// The attention case's graph, or a null graph (and `why`) when cuDNN has none.
-Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &why) {
+/// A graph of the attention's types (A: the forward's or the backward's
+/// arguments) and its q, k, v operands.
+template <class A>
+std::tuple<std::shared_ptr<fe::graph::Graph>, std::shared_ptr<fe::graph::Tensor_attributes>,
+           std::shared_ptr<fe::graph::Tensor_attributes>,
+           std::shared_ptr<fe::graph::Tensor_attributes>>
+attentionGraph(const A &a) {
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(a.dtype == 0 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -143,6 +148,12 @@ Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &
   auto q = g->tensor(operand("q", kQ, a.batch, a.heads, a.tq, a.d, a.qStride));
   auto k = g->tensor(operand("k", kK, a.batch, a.kvHeads, a.tk, a.d, a.kStride));
   auto v = g->tensor(operand("v", kV, a.batch, a.kvHeads, a.tk, a.d, a.vStride));
+  return {g, q, k, v};
+}
+
+/// The attention case's graph, or a null graph (and `why`) when cuDNN has none.
+Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &why) {
+  auto [g, q, k, v] = attentionGraph(a);
   auto opts = fe::graph::SDPA_attributes()
                   .set_name("tc_attention_forward")
                   .set_generate_stats(a.lse != nullptr)
@@ -165,13 +176,7 @@ Plan build(cudnnHandle_t handle, const TcCudnnAttentionForward &a, std::string &
 
 /// The attention backward's graph (cuDNN's deterministic algorithm).
 Plan build(cudnnHandle_t handle, const TcCudnnAttentionBackward &a, std::string &why) {
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(a.dtype == 0 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = g->tensor(operand("q", kQ, a.batch, a.heads, a.tq, a.d, a.qStride));
-  auto k = g->tensor(operand("k", kK, a.batch, a.kvHeads, a.tk, a.d, a.kStride));
-  auto v = g->tensor(operand("v", kV, a.batch, a.kvHeads, a.tk, a.d, a.vStride));
+  auto [g, q, k, v] = attentionGraph(a);
   auto o = g->tensor(operand("o", kO, a.batch, a.heads, a.tq, a.d, a.oStride));
   auto dO = g->tensor(operand("do", kDO, a.batch, a.heads, a.tq, a.d, a.doStride));
   auto stats = g->tensor(fe::graph::Tensor_attributes()
