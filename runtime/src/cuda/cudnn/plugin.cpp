@@ -1,4 +1,4 @@
-//===- plugin.cpp - libtc_cudnn.so: cuDNN's fused attention for tc --------===//
+//===- plugin.cpp - libtc_cudnn.so: cuDNN's attention and GEMMs for tc ----===//
 //
 // The plugin plugin.h declares. Each distinct case (attention: sizes,
 // strides, scale, causal, dtype, whether statistics are made; the GEMM: its
@@ -92,6 +92,7 @@ struct Plan {
 
 struct Device {
   cudnnHandle_t handle = nullptr;
+  bool noHandle = false; // cudnnCreate failed here: cuDNN stays off this device
   void *workspace = nullptr;
   int64_t workspaceBytes = 0;
   /// Workspaces a larger one replaced: never freed (a CUDA graph captured
@@ -260,14 +261,20 @@ int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void 
     return TC_CUDNN_ERROR;
   }
   Device &dev = s.devices[device];
-  if (!dev.handle)
-    return TC_CUDNN_UNSUPPORTED; // tc_cudnn_version was not called or failed
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
     setError(error, errorBytes, "cudaStreamIsCapturing failed");
     return TC_CUDNN_ERROR;
   }
   const bool capturing = capture != cudaStreamCaptureStatusNone;
+  // A device other than the one tc_cudnn_version opened: its handle now
+  // (on an eager call; cuDNN's kernels stay off it where that fails).
+  if (!dev.handle && (dev.noHandle || capturing))
+    return TC_CUDNN_UNSUPPORTED;
+  if (!dev.handle && cudnnCreate(&dev.handle) != CUDNN_STATUS_SUCCESS) {
+    dev.handle = nullptr, dev.noHandle = true;
+    return TC_CUDNN_UNSUPPORTED;
+  }
   auto it = dev.plans.find(key);
   if (it == dev.plans.end()) {
     if (capturing)
