@@ -513,6 +513,19 @@ TEST_F(AttentionTest, WgmmaPathMatchesReference) {
   }
 }
 
+// The loader's one line (tc-run's device line carries it), with or without a
+// GPU: "cuDNN X.Y.Z (PATH)" when the plugin and cuDNN are usable, else
+// "cuDNN not used: " and why, or "cuDNN off (TC_CUDNN=0)".
+TEST(CudnnLoader, StatusLineSaysWhichOrWhy) {
+  const std::string line = cudnnStatusLine();
+  std::printf("%s\n", line.c_str());
+  ASSERT_EQ(line.rfind("cuDNN ", 0), 0u) << line;
+  const bool why = line.rfind("cuDNN not used: ", 0) == 0 || line == "cuDNN off (TC_CUDNN=0)";
+  EXPECT_NE(cudnnAvailable(), why) << line;
+  if (why)
+    EXPECT_GT(line.size(), std::string("cuDNN not used: ").size()) << "a reason";
+}
+
 // cuDNN's fused attention (AttentionKernels::Cudnn, the optional plugin)
 // where it is installed: every case its forward takes (d 64 and 128, causal
 // with tq == tk, full with any tq / tk, GQA, MQA, q / k / v out of a fused

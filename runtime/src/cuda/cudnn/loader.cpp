@@ -2,6 +2,7 @@
 #include "runtime/src/cuda/cudnn/loader.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -44,18 +45,20 @@ Plugin open() {
     candidates = {dir + "/libtc_cudnn.so", dir + "/../lib/libtc_cudnn.so"};
   }
   void *handle = nullptr;
-  std::string path, why;
+  std::string path, why = "no libtc_cudnn.so at";
   for (const std::string &c : candidates) {
-    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      path = c;
-      break;
+    if (access(c.c_str(), F_OK) != 0) {
+      why += " " + c;
+      continue;
     }
-    const char *err = dlerror();
-    // A plugin that is there but cannot load (no libcudnn.so.9) says so;
-    // a missing one only that it is missing.
-    if (why.empty() || why.find("No such file") != std::string::npos)
+    // A plugin that is there but cannot load (no libcudnn.so.9) says why.
+    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char *err = dlerror();
       why = err ? err : ("cannot open " + c);
+    }
+    path = c;
+    break;
   }
   if (!handle) {
     p.status = "cuDNN not used: " + why;
