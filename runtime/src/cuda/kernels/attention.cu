@@ -93,14 +93,21 @@ bool useCudnn(AttentionKernels kernels, const AttentionShape &s, const Attention
 /// whose workspace stays under this.
 constexpr int64_t kCudnnBackwardWorkspaceBytes = int64_t(128) << 20;
 
-/// Whether the backward goes to cuDNN first: head dim 128 only (at 64 tc's
-/// kernels are as fast: bench/RESULTS.md, stop 42), no key mask, no amax,
-/// causal only with tq == tk, and one batch's workspace under the cap.
-bool useCudnnBackward(AttentionKernels kernels, const AttentionShape &s, const AttentionMask &mask,
-                      bool causal, const float *amax) {
-  return kernels == AttentionKernels::Cudnn && s.d == 128 && s.dv == 128 && !mask.keys && !amax &&
-         (!causal || s.tq == s.tk) &&
-         s.heads * s.tq * s.tk * 2 + (int64_t(16) << 20) <= kCudnnBackwardWorkspaceBytes;
+/// The batches a chunk of the backward on cuDNN takes (their [heads, tq, tk]
+/// bf16 workspaces and 16 MiB besides under the cap), or 0 where the backward
+/// does not go to cuDNN: head dim 128 only (at 64 tc's kernels are as fast:
+/// bench/RESULTS.md, stop 42), no key mask, no amax, causal only with tq == tk.
+int64_t cudnnBackwardChunk(AttentionKernels kernels, const AttentionShape &s,
+                           const AttentionMask &mask, bool causal, const float *amax) {
+  if (kernels != AttentionKernels::Cudnn || s.d != 128 || s.dv != 128 || mask.keys || amax ||
+      (causal && s.tq != s.tk))
+    return 0;
+  return (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2);
+}
+
+/// tc's [batch, head, row] strides as the plugin's arrays.
+void cudnnStrides(const AttentionStrides &st, int64_t *to) {
+  to[0] = st.batch, to[1] = st.head, to[2] = st.row;
 }
 
 /// Whether [batch, heads, t, d] with strides st fills batch heads t d
@@ -129,10 +136,8 @@ TcCudnnAttentionForward cudnnForwardArgs(int dtype, const AttentionShape &s, con
   a.dtype = dtype, a.causal = causal ? 1 : 0;
   a.batch = s.batch, a.heads = s.heads, a.kvHeads = s.kvHeads, a.tq = s.tq, a.tk = s.tk;
   a.d = s.d, a.scale = scale;
-  const AttentionStrides *from[4] = {&qs, &ks, &vs, &os};
-  int64_t *to[4] = {a.qStride, a.kStride, a.vStride, a.oStride};
-  for (int i = 0; i < 4; ++i)
-    to[i][0] = from[i]->batch, to[i][1] = from[i]->head, to[i][2] = from[i]->row;
+  cudnnStrides(qs, a.qStride), cudnnStrides(ks, a.kStride);
+  cudnnStrides(vs, a.vStride), cudnnStrides(os, a.oStride);
   a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
   return a;
 }
@@ -311,22 +316,19 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        if (useCudnnBackward(kernels, s, m, causal, amax)) {
+        if (const int64_t chunk = cudnnBackwardChunk(kernels, s, m, causal, amax)) {
           // Batches in chunks (kCudnnBackwardWorkspaceBytes); where cuDNN
           // does not take a chunk, tc's kernels below redo the whole call.
-          const int64_t chunk = std::max<int64_t>(
-              1, (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2));
           bool all = true;
           for (int64_t b0 = 0; b0 < s.batch && all; b0 += chunk) {
             TcCudnnAttentionBackward a{};
             a.dtype = std::is_same_v<T, bf16> ? 0 : 1, a.causal = causal ? 1 : 0;
             a.batch = std::min(chunk, s.batch - b0), a.heads = s.heads, a.kvHeads = s.kvHeads;
             a.tq = s.tq, a.tk = s.tk, a.d = s.d, a.scale = scale;
-            const AttentionStrides *st[8] = {&qs, &ks, &vs, &os, &dos, &dqs, &dks, &dvs};
-            int64_t *to[8] = {a.qStride,  a.kStride,  a.vStride,  a.oStride,
-                              a.doStride, a.dqStride, a.dkStride, a.dvStride};
-            for (int i = 0; i < 8; ++i)
-              to[i][0] = st[i]->batch, to[i][1] = st[i]->head, to[i][2] = st[i]->row;
+            cudnnStrides(qs, a.qStride), cudnnStrides(ks, a.kStride);
+            cudnnStrides(vs, a.vStride), cudnnStrides(os, a.oStride);
+            cudnnStrides(dos, a.doStride), cudnnStrides(dqs, a.dqStride);
+            cudnnStrides(dks, a.dkStride), cudnnStrides(dvs, a.dvStride);
             a.q = g.q + b0 * qs.batch, a.k = g.k + b0 * ks.batch, a.v = g.v + b0 * vs.batch;
             a.out = g.o + b0 * os.batch, a.dout = g.dout + b0 * dos.batch;
             a.lse = lse + b0 * s.heads * s.tq;
