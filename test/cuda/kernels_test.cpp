@@ -335,9 +335,11 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
     for (DType dt : kFloatTypes) {
       std::string name = rms ? "rms_norm" : "layer_norm";
       std::vector<double> gotF, wantF, gotB, wantB;
-      // The fused backward (cols <= 1024, a multiple of 8): several chunks of
+      // The fused backward (cols <= 4096, a multiple of 8): several chunks of
       // 64 rows, the last partial, a partial last stretch of 256 (520, 200);
-      // the other path: cols not a multiple of 8 (204, 100) or > 1024.
+      // a row over 2 warps (2048, 1280: the second warp's last stretches past
+      // the row, 2000: fewer rows than the block's groups) or 4 (4096, 3000);
+      // the other path: cols not a multiple of 8 (204, 100) or > 4096 (4104).
       for (auto [rows, cols, affine] : {std::tuple<int64_t, int64_t, bool>{150, 768, true},
                                         {130, 1024, true},
                                         {100, 520, false},
@@ -345,7 +347,12 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
                                         {90, 204, true},
                                         {33, 100, true},
                                         {20, 64, false},
-                                        {3, 2000, true}}) {
+                                        {3, 2000, true},
+                                        {130, 2048, true},
+                                        {70, 1280, true},
+                                        {66, 4096, false},
+                                        {9, 3000, true},
+                                        {5, 4104, true}}) {
         SCOPED_TRACE(name + " " + dtypeName(dt) + " " + std::to_string(rows) + "x" +
                      std::to_string(cols));
         normCase(*this, rms, dt, dt, rows, cols, affine, &gotF, &wantF, &gotB, &wantB);
@@ -395,6 +402,27 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
       std::printf("%s backward %s [%lld, %lld] with dresidual: %.1f us, and dx's column sums: "
                   "%.1f us\n",
                   name.c_str(), dtypeName(dt), (long long)rows, (long long)cols, usRes, usCol);
+      {
+        // A row over two warps, at the ~1B configuration's [8192, 2048].
+        const int64_t wr = 8192, wc = 2048;
+        DevBuf wx, wdy, wdx, ww, wdw, wdb, wmean, wrstd, wscratch;
+        for (DevBuf *d : {&wx, &wdy, &wdx})
+          ASSERT_OK(devZeros(wr * wc * bytesOf(dt), d, stream()));
+        for (DevBuf *d : {&ww, &wdw, &wdb})
+          ASSERT_OK(devZeros(wc * bytesOf(dt), d, stream()));
+        ASSERT_OK(devZeros(wr * 4, &wmean, stream()));
+        ASSERT_OK(devZeros(wr * 4, &wrstd, stream()));
+        ASSERT_OK(devZeros(normBackwardScratchBytes(wr, wc), &wscratch, stream()));
+        double us = timeUs(stream(), 20, [&] {
+          return rms ? rmsNormBackward(dt, wdy.p, wx.p, ww.p, wrstd.as<float>(), wdx.p, wdw.p,
+                                       wscratch.p, wr, wc, false, stream())
+                     : layerNormBackward(dt, wdy.p, wx.p, ww.p, wmean.as<float>(),
+                                         wrstd.as<float>(), wdx.p, wdw.p, wdb.p, wscratch.p, wr, wc,
+                                         false, stream());
+        });
+        std::printf("%s backward %s [%lld, %lld]: %.1f us\n", name.c_str(), dtypeName(dt),
+                    (long long)wr, (long long)wc, us);
+      }
       check(name + " forward", dt, gotF, wantF, tolFor(dt), usF, shapeStr({rows, cols}));
       check(name + " backward", dt, gotB, wantB, tolFor(dt), usB, shapeStr({rows, cols}));
     }

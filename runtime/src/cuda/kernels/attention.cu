@@ -96,10 +96,11 @@ constexpr int64_t kCudnnBackwardWorkspaceBytes = int64_t(128) << 20;
 /// The batches a chunk of the backward on cuDNN takes (their [heads, tq, tk]
 /// bf16 workspaces and 16 MiB besides under the cap), or 0 where the backward
 /// does not go to cuDNN: head dim 128 only (at 64 tc's kernels are as fast:
-/// bench/RESULTS.md, stop 42), no key mask, no amax, causal only with tq == tk.
+/// bench/RESULTS.md, stop 42), no key mask, causal only with tq == tk. (An
+/// amax of the gradients is taken after it, gradAmax.)
 int64_t cudnnBackwardChunk(AttentionKernels kernels, const AttentionShape &s,
-                           const AttentionMask &mask, bool causal, const float *amax) {
-  if (kernels != AttentionKernels::Cudnn || s.d != 128 || s.dv != 128 || mask.keys || amax ||
+                           const AttentionMask &mask, bool causal) {
+  if (kernels != AttentionKernels::Cudnn || s.d != 128 || s.dv != 128 || mask.keys ||
       (causal && s.tq != s.tk))
     return 0;
   return (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2);
@@ -316,7 +317,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        if (const int64_t chunk = cudnnBackwardChunk(kernels, s, m, causal, amax)) {
+        if (const int64_t chunk = cudnnBackwardChunk(kernels, s, m, causal)) {
           // Batches in chunks (kCudnnBackwardWorkspaceBytes); where cuDNN
           // does not take a chunk, tc's kernels below redo the whole call.
           bool all = true;
@@ -338,8 +339,23 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                 cudnnAttentionBackward(a, stream, kCudnnBackwardWorkspaceBytes, &taken));
             all = taken;
           }
-          if (all)
+          if (all) {
+            // cuDNN takes no amax: over the stored gradients amaxOf names,
+            // the same bits as tc's kernels take as they store them.
+            const struct {
+              int bit;
+              const T *x;
+              AttentionStrides st;
+              int64_t heads, t, d;
+            } grads[] = {{1, g.dq, dqs, s.heads, s.tq, s.d},
+                         {2, g.dk, dks, s.kvHeads, s.tk, s.d},
+                         {4, g.dv, dvs, s.kvHeads, s.tk, s.dv}};
+            for (const auto &gr : grads)
+              if (amax && (amaxOf & gr.bit))
+                TC_RETURN_IF_ERROR(gradAmax(gr.x, gr.st, s.batch, gr.heads, gr.t, gr.d, amax,
+                                            stream));
             return sumsAfter(Status::ok());
+          }
         }
         if (useWgmma(kernels, s, m))
           return sumsAfter(wgmmaBackward(p, s.d, stream));

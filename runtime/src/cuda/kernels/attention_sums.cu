@@ -1,4 +1,4 @@
-//===- attention_sums.cu - the column sums of attention's gradients ------===//
+//===- attention_sums.cu - column sums and amaxes of attention's gradients ===//
 //
 // AttentionGradSums (kernels.h): the bias gradient of a fused qkv
 // projection is the column sum over (batch, t) of the gradient dq, dk and
@@ -7,7 +7,8 @@
 // them; the other paths (generic, wgmma) sum the stored gradients here in
 // chunks of kAttentionColumnSumRows rows after them. Either way each
 // column's partials are then added in a fixed order (column_sum.cu's
-// sumColumnPartials): the same bits every run.
+// sumColumnPartials): the same bits every run. gradAmax takes the amax of a
+// stored gradient for the path that computes none (cuDNN's backward).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/attention.cuh"
@@ -36,7 +37,49 @@ __global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int t, int 
   }
 }
 
+constexpr int kAmaxRows = 32; // rows of one (batch, head) per block of gradAmaxKernel
+
+/// Grid (ceil(t / 32), heads, batch), 256 threads: the max |x| over the
+/// block's rows as stored, 8 elements a load (x and its strides 16-byte
+/// aligned, d % 8 == 0), folded into *amax by atomicMax on the bits.
+template <class T>
+__global__ void __launch_bounds__(256)
+    gradAmaxKernel(const T *x, AttentionStrides st, int t, int d, unsigned *amax) {
+  const int vecs = d / kVec, r0 = blockIdx.x * kAmaxRows;
+  const T *base = x + blockIdx.z * st.batch + blockIdx.y * st.head;
+  unsigned m = 0;
+  for (int i = threadIdx.x; i < kAmaxRows * vecs; i += blockDim.x) {
+    const int r = r0 + i / vecs;
+    if (r >= t)
+      break;
+    float v[kVec];
+    load8(base + static_cast<int64_t>(r) * st.row + (i % vecs) * kVec, v);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      m = max(m, absBits(v[j]));
+  }
+  blockAtomicMaxBits(amax, m);
+}
+
 } // namespace
+
+template <class T>
+Status gradAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+                int64_t d, float *amax, cudaStream_t stream) {
+  if (batch == 0 || heads == 0 || t == 0 || d == 0)
+    return Status::ok();
+  if (d % kVec != 0 || !aligned16(x) || st.batch % kVec != 0 || st.head % kVec != 0 ||
+      st.row % kVec != 0)
+    return invalidArgument("attentionBackward: the gradient amax after cuDNN needs 16-byte "
+                           "aligned rows");
+  if (batch > 65535 || heads > 65535 || (t + kAmaxRows - 1) / kAmaxRows > INT32_MAX)
+    return invalidArgument("attentionBackward: too many rows or heads for the gradient amax");
+  dim3 grid(static_cast<unsigned>((t + kAmaxRows - 1) / kAmaxRows), static_cast<unsigned>(heads),
+            static_cast<unsigned>(batch));
+  gradAmaxKernel<T><<<grid, 256, 0, stream>>>(x, st, static_cast<int>(t), static_cast<int>(d),
+                                              reinterpret_cast<unsigned *>(amax));
+  return checkLaunch("attention_grad_amax");
+}
 
 template <class T>
 Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
@@ -104,7 +147,9 @@ Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
   template Status gradChunkSums(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,   \
                                 float *, int64_t, cudaStream_t);                                   \
   template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                 \
-                                    const AttentionGradSums &, cudaStream_t);
+                                    const AttentionGradSums &, cudaStream_t);                      \
+  template Status gradAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,       \
+                           float *, cudaStream_t);
 TC_ATTN_SUMS(float)
 TC_ATTN_SUMS(bf16)
 TC_ATTN_SUMS(f16)

@@ -7,14 +7,21 @@
 // (weight, bias and their gradients) each have a storage type: both f32, both
 // bf16, or bf16 rows with f32 parameters (mixed precision: bf16 activations,
 // f32 master weights, no f32 copy of the rows).
-// Backward of rows of at most 1024 columns that are vectorisable (cols % 8
+// Backward of rows of at most 4096 columns that are vectorisable (cols % 8
 // == 0, 16-byte aligned): one fused kernel, a 256-thread block per chunk of
-// kNormBackwardChunkRows rows. Warp w takes rows w, w + 8, ... of the chunk,
-// reads each row's x and dy once (held packed in registers across the row's
-// two reductions), writes dx, and adds dy * xhat and dy to its lanes' column
-// sums in row order; the 8 warps' sums are added in warp order (shared
-// memory) into scratch[chunk, col] (dweight) and scratch[chunks + chunk, col]
-// (dbias). Other rows: a dx kernel (one warp per row, as the forward) and a
+// kNormBackwardChunkRows rows. A row of at most 1024 columns is one warp's:
+// warp w takes rows w, w + 8, ... of the chunk, reads each row's x and dy
+// once (held packed in registers across the row's two reductions), writes
+// dx, and adds dy * xhat and dy to its lanes' column sums in row order; the
+// 8 warps' sums are added in warp order (shared memory) into scratch[chunk,
+// col] (dweight) and scratch[chunks + chunk, col] (dbias). A wider row is
+// split over P = 2 or 4 warps (1024 columns each, a group of P warps per
+// row: rows g, g + 8 / P, ... of the chunk for group g), the row's two sums
+// added over the group's warps in warp order through shared memory (a named
+// barrier per group), the column sums over the groups in group order. (At
+// d 2048 the other path took 104 us a call where the bytes take ~30: a
+// dx kernel and a column kernel each reading x and dy.) Other rows: a dx
+// kernel (one warp per row, as the forward) and a
 // partial kernel giving each (chunk, column) pair to one thread, which sums
 // its chunk in row order into the same scratch. Then one kernel sums a
 // column's chunks in a fixed order (runs of chunks, each in order, then the
@@ -37,7 +44,8 @@ using namespace kern;
 constexpr int kRowsPerBlock = 8;    // one warp per row
 constexpr int kColThreads = 256;    // threads per block of normBackwardPartialKernel
 constexpr int kStretch = 32 * kVec; // elements of a row one warp covers per step
-constexpr int kMaxStretches = 4;    // the fused backward: cols <= 4 * kStretch
+constexpr int kMaxStretches = 4;    // the fused backward: cols <= 4 * kStretch a warp
+constexpr int kMaxRowWarps = 4;     // ... and a row over at most 4 warps
 constexpr int kFusedWarps = 8;      // warps per chunk of the fused backward
 constexpr int kSumWarps = 8;        // warps per 32 columns of sumChunksKernel
 
@@ -131,19 +139,22 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 
 static_assert(kFusedWarps * 32 == kStretch, "storeChunkSums: a thread per column of a stretch");
 
-/// out[c] = sum over the block's warps, in warp order, of their lanes' part
-/// (laid out as normBackwardFusedKernel holds a row) for c < cols; thread t
-/// sums columns t, t + kStretch, ... Every thread of the block calls it.
-template <int S>
+/// out[c] = sum over the block's warps that hold column c, in warp order, of
+/// their lanes' part (laid out as normBackwardFusedKernel holds a row: with
+/// P warps a row, warp w holds columns [(w % P) S kStretch, + S kStretch))
+/// for c < cols; thread t sums columns t, t + kStretch, ... Every thread of
+/// the block calls it.
+template <int S, int P>
 __device__ __forceinline__ void storeChunkSums(float (&sums)[kFusedWarps][S * kStretch],
                                                const float (&part)[S][8], float *out,
                                                int64_t cols) {
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t base = static_cast<int64_t>(warp % P) * S * kStretch;
   __syncthreads(); // sums may still be read by a previous call
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     int64_t i = s * kStretch + lane * 8;
-    if (i < cols) {
+    if (base + i < cols) {
       float *p = &sums[warp][i];
       *reinterpret_cast<float4 *>(p) = make_float4(part[s][0], part[s][1], part[s][2], part[s][3]);
       *reinterpret_cast<float4 *>(p + 4) =
@@ -152,13 +163,14 @@ __device__ __forceinline__ void storeChunkSums(float (&sums)[kFusedWarps][S * kS
   }
   __syncthreads();
 #pragma unroll
-  for (int s = 0; s < S; ++s) {
+  for (int s = 0; s < P * S; ++s) {
     int64_t c = s * kStretch + threadIdx.x;
+    int owner = s / S, at = (s % S) * kStretch + threadIdx.x; // the owner's warp in group 0
     if (c < cols) {
-      float t = sums[0][c];
+      float t = sums[owner][at];
 #pragma unroll
-      for (int w = 1; w < kFusedWarps; ++w)
-        t += sums[w][c];
+      for (int g = 1; g < kFusedWarps / P; ++g)
+        t += sums[g * P + owner][at];
       out[c] = t;
     }
   }
@@ -294,25 +306,35 @@ template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
 /// of layer_norm (Rms false) or rms_norm, the math of normBackwardDxKernel and
 /// normBackwardPartialKernel: dx (when non-null) and the chunk's dweight /
 /// dbias partials. Rows are vectorisable (cols % 8 == 0, 16-byte aligned) with
-/// cols <= S * kStretch; HasW: weight is non-null. Lane l holds elements
-/// [8 l, 8 l + 8) of each of the S stretches of a row (none at or past cols
-/// are loaded or stored) and its column sums over the warp's rows. ColSum:
+/// cols <= P * S * kStretch; HasW: weight is non-null. A row is P warps'
+/// (a group: warps g P .. g P + P - 1 take rows g, g + 8 / P, ...); warp
+/// part p of a group holds columns [p S kStretch, (p + 1) S kStretch): lane l
+/// elements [8 l, 8 l + 8) of each of its S stretches (none at or past cols
+/// are loaded or stored) and its column sums over the group's rows. ColSum:
 /// also the chunk's column sums of dx as stored (the bias gradient of the
 /// Linear layer dx flows into) at scratch[2 chunks + chunk, col].
-template <class T, class W, int S, bool Rms, bool HasW, bool ColSum>
+template <class T, class W, int S, int P, bool Rms, bool HasW, bool ColSum>
 __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>())
     normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
                             const W *__restrict__ weight, const float *__restrict__ meanIn,
                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
                             int64_t rows, int64_t cols, int64_t chunks, const T *addTo, bool wantW,
                             bool wantB) {
+  static_assert(P == 1 || P == 2 || P == 4, "a row over 1, 2 or 4 warps");
+  constexpr int kGroups = kFusedWarps / P; // rows the block works on at once
   __shared__ __align__(16) float sums[kFusedWarps][S * kStretch]; // one quantity per warp
+  // A row's two sums, one pair per warp, double-buffered by row parity: a
+  // warp writes row n's pair only after every warp of its group has passed
+  // row n - 1's barrier, so after they read row n - 2's.
+  __shared__ float2 rowSums[P > 1 ? 2 : 1][kFusedWarps];
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = warp / P;
+  const int64_t base = static_cast<int64_t>(warp % P) * S * kStretch; // the warp's first column
   int64_t chunk = blockIdx.x;
   int64_t r0 = chunk * kNormBackwardChunkRows;
   int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
   wantB = wantB && !Rms;
-  float dw[S][8], db[S][8]; // the lane's column sums over the warp's rows
+  float dw[S][8], db[S][8]; // the lane's column sums over the group's rows
   // ColSum: the lane's sums of dx as stored, kept in its own slots of `sums`
   // (idle until storeChunkSums; registers for them would halve the blocks an
   // SM holds: 178 registers a thread for bf16 layer_norm at 768).
@@ -328,7 +350,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
   // Stretch s of a held row: xhat, g = dy * w and dy (g and dy 0 past cols).
   auto rowAt = [&](const Packed8<T> &xp, const Packed8<T> &dyp, int s, float mean, float rstd,
                    float (&xhat)[8], float (&g)[8], float (&d)[8]) {
-    int64_t i = s * kStretch + lane * 8;
+    int64_t i = base + s * kStretch + lane * 8;
     float w[8] = {}; // 0 past cols: g must be 0 there (0 * an unset register can be NaN)
     unpack8(xp, xhat);
     unpack8(dyp, d);
@@ -340,14 +362,15 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
       g[j] = HasW ? d[j] * w[j] : d[j];
     }
   };
+  int parity = 0;
 #pragma unroll 1
-  for (int64_t r = r0 + warp; r < r1; r += kFusedWarps) {
+  for (int64_t r = r0 + group; r < r1; r += kGroups) {
     const T *xr = x + r * cols, *dyr = dy + r * cols;
     float mean = Rms ? 0.0f : meanIn[r], rstd = rstdIn[r];
     Packed8<T> xp[S], dyp[S];
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      int64_t i = s * kStretch + lane * 8;
+      int64_t i = base + s * kStretch + lane * 8;
       if (i < cols) {
         loadPacked8(xr + i, xp[s]);
         loadPacked8(dyr + i, dyp[s]);
@@ -376,7 +399,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     if (addTo)
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        int64_t i = s * kStretch + lane * 8;
+        int64_t i = base + s * kStretch + lane * 8;
         if (i < cols)
           loadPacked8(addTo + r * cols + i, dxp[s]);
       }
@@ -385,11 +408,26 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
       launder(xp[s]);
       launder(dyp[s]);
     }
-    float meanG = Rms ? 0.0f : warpSum(sumG) / static_cast<float>(cols);
-    float meanGX = warpSum(sumGX) / static_cast<float>(cols);
+    float rowG = Rms ? 0.0f : warpSum(sumG), rowGX = warpSum(sumGX);
+    if constexpr (P > 1) {
+      // The group's warps' sums, added in warp order.
+      if (lane == 0)
+        rowSums[parity][warp] = make_float2(rowG, rowGX);
+      asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(P * 32) : "memory");
+      float2 t = rowSums[parity][group * P];
+#pragma unroll
+      for (int w = 1; w < P; ++w) {
+        float2 u = rowSums[parity][group * P + w];
+        t.x += u.x, t.y += u.y;
+      }
+      rowG = t.x, rowGX = t.y;
+      parity ^= 1;
+    }
+    float meanG = Rms ? 0.0f : rowG / static_cast<float>(cols);
+    float meanGX = rowGX / static_cast<float>(cols);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      int64_t i = s * kStretch + lane * 8;
+      int64_t i = base + s * kStretch + lane * 8;
       if (i >= cols)
         continue;
       float xhat[8], g[8], d[8], o[8];
@@ -426,11 +464,11 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
       for (int j = 0; j < 8; ++j)
         ds[s][j] = dsAcc[warp][s * kStretch + lane * 8 + j];
   if (wantW)
-    storeChunkSums<S>(sums, dw, scratch + chunk * cols, cols);
+    storeChunkSums<S, P>(sums, dw, scratch + chunk * cols, cols);
   if (wantB)
-    storeChunkSums<S>(sums, db, scratch + (chunks + chunk) * cols, cols);
+    storeChunkSums<S, P>(sums, db, scratch + (chunks + chunk) * cols, cols);
   if constexpr (ColSum)
-    storeChunkSums<S>(sums, ds, scratch + (2 * chunks + chunk) * cols, cols);
+    storeChunkSums<S, P>(sums, ds, scratch + (2 * chunks + chunk) * cols, cols);
 }
 
 /// scratch[chunk, col] = sum over the chunk's rows of dy * xhat (and, for
@@ -497,13 +535,18 @@ __global__ void __launch_bounds__(kSumWarps * 32)
   out[col] = fromF<T>(s);
 }
 
-/// normBackwardFusedKernel for `stretches` (1 to kMaxStretches) per lane.
+/// normBackwardFusedKernel for a row of `stretches` (1 to kMaxRowWarps *
+/// kMaxStretches): one warp's up to kMaxStretches, else 2 or 4 warps of
+/// kMaxStretches each.
 template <class T, class W, bool Rms, bool HasW, bool ColSum>
 auto fusedBackwardKernel(int64_t stretches) {
-  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, Rms, HasW, ColSum>
-         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, Rms, HasW, ColSum>
-         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, Rms, HasW, ColSum>
-                          : normBackwardFusedKernel<T, W, 4, Rms, HasW, ColSum>;
+  return stretches == 1   ? normBackwardFusedKernel<T, W, 1, 1, Rms, HasW, ColSum>
+         : stretches == 2 ? normBackwardFusedKernel<T, W, 2, 1, Rms, HasW, ColSum>
+         : stretches == 3 ? normBackwardFusedKernel<T, W, 3, 1, Rms, HasW, ColSum>
+         : stretches == 4 ? normBackwardFusedKernel<T, W, 4, 1, Rms, HasW, ColSum>
+         : stretches <= 2 * kMaxStretches
+             ? normBackwardFusedKernel<T, W, kMaxStretches, 2, Rms, HasW, ColSum>
+             : normBackwardFusedKernel<T, W, kMaxStretches, 4, Rms, HasW, ColSum>;
 }
 
 /// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
@@ -594,7 +637,7 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
   bool vec = rowsVectorisable(cols, {dy, x, weight, dx, dresidual});
   int64_t stretches = ceilDiv(cols, kStretch);
-  bool fused = vec && stretches <= kMaxStretches;
+  bool fused = vec && stretches <= kMaxRowWarps * kMaxStretches;
   return dispatchNorm(dt, pt, what, [&](auto tag, auto ptag) -> Status {
     using T = decltype(tag);
     using W = decltype(ptag);
