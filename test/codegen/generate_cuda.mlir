@@ -38,6 +38,25 @@ func.func @t(%x: !tcx.buffer<4x8xf32>, %y: !tcx.buffer<8x4xf32>, %z: !tcx.buffer
 
 // -----
 
+// Tests that a transpose whose planes are at least 32 x 32 moves through
+// shared-memory tiles: one block per 32 x 32 tile (n = tiles: 3 x 2 of the
+// [70, 33] plane), reading the input's rows and writing the output's.
+// CHECK: tcx.cuda_source @[[TILE:tc_transpose_[0-9a-f]+]] "{{.*}}__shared__ float tile_[32][32 + 1];{{.*}}tile_[j_][tx_] = in0[s_ + ai_ * 33u + bi_];{{.*}}out0[d_ + bi_ * 70u + ai_] = tile_[tx_][j_];
+// CHECK: tcx.kernel @p_transpose_0 kind("transpose") attributes {cuda_kernel = @[[TILE]]}
+// CHECK-LABEL: func.func @p
+// CHECK: tcx.launch @p_transpose_0 {{.+}} {block = array<i64: 256>, elements = 2310 : i64, grid = array<i64: 6>, meta = array<i64: 32>, n = 6 : i64}
+tcx.kernel @p_transpose_0 kind("transpose") {
+^bb0(%a: tensor<70x33xf32>):
+  %0 = tc.transpose %a {permutation = array<i64: 1, 0>} : tensor<70x33xf32> -> tensor<33x70xf32>
+  tcx.yield %0 : tensor<33x70xf32>
+}
+func.func @p(%x: !tcx.buffer<70x33xf32>, %y: !tcx.buffer<33x70xf32>) {
+  tcx.launch @p_transpose_0 ins(%x : !tcx.buffer<70x33xf32>) outs(%y : !tcx.buffer<33x70xf32>) {elements = 2310 : i64}
+  return
+}
+
+// -----
+
 // Tests that a kernel codegen has no template for (an integer matmul) keeps
 // no cuda_kernel and its launch no launch parameters: the device program
 // marks it as missing, and a runtime refuses the step.

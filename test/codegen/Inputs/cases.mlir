@@ -337,3 +337,18 @@ func.func @index_gathers(%m: tensor<32xi1>, %p: tensor<2x1x1x16xi64>, %x: tensor
   %c = tc.gather %y, %i {axis = 0 : i64} : tensor<10x3xi64>, tensor<4x2xi64> -> tensor<4x2x3xi64>
   return %a, %b, %c : tensor<2x1x1x16xi1>, tensor<3x4x2x5xf32>, tensor<4x2x3xi64>
 }
+
+// Transposes through shared-memory tiles (both sides of the plane >= 32):
+// planes indexed by a leading dim, partial tiles on both sides (bf16 [3, 40,
+// 72] -> [3, 72, 40], f32 [70, 33]); a 4-D permutation whose planes are
+// [36, 40] with two plane dims around them; an fp8 plane of 100 x 200.
+func.func @transposes(%x: tensor<3x40x72xbf16>, %y: tensor<70x33xf32>, %z: tensor<2x40x3x36xf32>,
+                      %w: tensor<100x200xf32>)
+    -> (tensor<3x72x40xbf16>, tensor<33x70xf32>, tensor<2x3x36x40xf32>, tensor<200x100xf8E5M2>) {
+  %t = tc.transpose %x {permutation = array<i64: 0, 2, 1>} : tensor<3x40x72xbf16> -> tensor<3x72x40xbf16>
+  %u = tc.transpose %y {permutation = array<i64: 1, 0>} : tensor<70x33xf32> -> tensor<33x70xf32>
+  %v = tc.transpose %z {permutation = array<i64: 0, 2, 3, 1>} : tensor<2x40x3x36xf32> -> tensor<2x3x36x40xf32>
+  %q = tc.cast %w : tensor<100x200xf32> to tensor<100x200xf8E5M2>
+  %r = tc.transpose %q {permutation = array<i64: 1, 0>} : tensor<100x200xf8E5M2> -> tensor<200x100xf8E5M2>
+  return %t, %u, %v, %r : tensor<3x72x40xbf16>, tensor<33x70xf32>, tensor<2x3x36x40xf32>, tensor<200x100xf8E5M2>
+}
