@@ -356,13 +356,10 @@ FailureOr<KernelSource> rotaryInPlaceKernel(tc::RotaryOp op, Signature sig, int6
   std::string ct = computeType(e);
   auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
   std::string s = header(sig);
-  // Pair index i -> (bb, sq, hh, k), heads next to the pairs: neighbouring
-  // threads rotate the heads of one position, which lie together in a
-  // projection's row (a partial rotary touches 32 bytes of each head's 128:
-  // along the positions a warp's sectors were 32 rows apart).
+  // Pair index i -> (bb, hh, sq, k); the row of (bb, hh, sq) in out0.
   auto pairIndex = [&](const std::string &ix, const std::string &i) {
     return "      const " + ix + " e_ = (" + ix + ")" + i + ", k = e_ % half, q = e_ / half, "
-           "hh = q % H, hq = q / H, sq = hq % S, bb = hq / S;\n";
+           "sq = q % S, hq = q / S, hh = hq % H, bb = hq / H;\n";
   };
   const std::string ix = n < (int64_t(1) << 31) ? "unsigned" : "long long";
   const std::string rows = "const long long orow = (long long)bb * meta.v[8] + (long long)hh * "
