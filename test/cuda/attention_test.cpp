@@ -562,20 +562,20 @@ TEST_F(AttentionTest, CudnnMatchesReference) {
       expectTaken({dt, 1, 2, 2, 130, 77, 32, 32, causal, false}, false, false); // d 32
     }
   }
-  // With amaxes (checked exactly by checkCase): the bf16 forward on cuDNN
-  // (the amax taken after it), f16's on tc's kernels; the d-128 backward on
-  // cuDNN with the amax of the gradients amaxOf names taken after it (the
-  // cases step through amaxOf 1..7: dq, dk, dv alone and together, fused
-  // and separate, GQA).
+  // With amaxes (checked exactly by checkCase): the forward on cuDNN with
+  // the amax of out taken after it, the d-128 backward on cuDNN with the
+  // amax of the gradients amaxOf names taken after it (the cases step
+  // through amaxOf 1..7: dq, dk, dv alone and together, fused and separate,
+  // GQA).
   outAmaxOff = false;
   gradAmaxOff = false;
-  expectTaken({DType::BF16, 2, 4, 2, 77, 77, 64, 64, true, false}, true, false);
-  expectTaken({DType::F16, 2, 4, 2, 77, 77, 64, 64, true, false}, false, false);
-  for (DType dt : {DType::BF16, DType::F16})
+  for (DType dt : {DType::BF16, DType::F16}) {
+    expectTaken({dt, 2, 4, 2, 77, 77, 64, 64, true, false}, true, false);
     for (bool fused : {false, true}) {
-      expectTaken({dt, 2, 4, 2, 130, 130, 128, 128, true, fused}, dt == DType::BF16, true);
-      expectTaken({dt, 1, 4, 4, 77, 77, 128, 128, false, fused}, dt == DType::BF16, true);
+      expectTaken({dt, 2, 4, 2, 130, 130, 128, 128, true, fused}, true, true);
+      expectTaken({dt, 1, 4, 4, 77, 77, 128, 128, false, fused}, true, true);
     }
+  }
 }
 
 // A scale <= 0 (an ONNX Attention's scale attribute may be anything): the

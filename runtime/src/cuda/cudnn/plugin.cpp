@@ -50,38 +50,43 @@ void setError(char *error, size_t bytes, const std::string &msg) {
     std::snprintf(error, bytes, "%s", msg.c_str());
 }
 
-/// Everything of an attention case but its pointers.
-std::string keyOf(const TcCudnnAttentionForward &a) {
-  std::string k = "attention";
+/// Appends each value to a plan's key, space-separated.
+void append(std::string &key, std::initializer_list<int64_t> values) {
+  for (int64_t v : values)
+    key += " " + std::to_string(v);
+}
+
+/// An attention case's sizes, scale and strides (`strides`: its operands'
+/// [batch, head, row] arrays) after `kind`.
+template <class A>
+std::string attentionKey(const char *kind, const A &a,
+                         std::initializer_list<const int64_t *> strides) {
+  std::string k = kind;
   uint32_t scaleBits;
   std::memcpy(&scaleBits, &a.scale, 4);
-  for (int64_t v : {int64_t(a.dtype), int64_t(a.causal != 0), a.batch, a.heads, a.kvHeads, a.tq,
-                    a.tk, a.d, int64_t(scaleBits), int64_t(a.lse != nullptr)})
-    k += " " + std::to_string(v);
-  for (const int64_t *st : {a.qStride, a.kStride, a.vStride, a.oStride})
-    for (int i = 0; i < 3; ++i)
-      k += " " + std::to_string(st[i]);
+  append(k, {int64_t(a.dtype), int64_t(a.causal != 0), a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d,
+             int64_t(scaleBits)});
+  for (const int64_t *st : strides)
+    append(k, {st[0], st[1], st[2]});
+  return k;
+}
+
+/// Everything of a case but its pointers.
+std::string keyOf(const TcCudnnAttentionForward &a) {
+  std::string k = attentionKey("attention", a, {a.qStride, a.kStride, a.vStride, a.oStride});
+  append(k, {int64_t(a.lse != nullptr)});
   return k;
 }
 
 std::string keyOf(const TcCudnnAttentionBackward &a) {
-  std::string k = "attention_backward";
-  uint32_t scaleBits;
-  std::memcpy(&scaleBits, &a.scale, 4);
-  for (int64_t v : {int64_t(a.dtype), int64_t(a.causal != 0), a.batch, a.heads, a.kvHeads, a.tq,
-                    a.tk, a.d, int64_t(scaleBits)})
-    k += " " + std::to_string(v);
-  for (const int64_t *st :
-       {a.qStride, a.kStride, a.vStride, a.oStride, a.doStride, a.dqStride, a.dkStride, a.dvStride})
-    for (int i = 0; i < 3; ++i)
-      k += " " + std::to_string(st[i]);
-  return k;
+  return attentionKey(
+      "attention_backward", a,
+      {a.qStride, a.kStride, a.vStride, a.oStride, a.doStride, a.dqStride, a.dkStride, a.dvStride});
 }
 
 std::string keyOf(const TcCudnnMatmulGeluAux &a) {
   std::string k = "matmul_gelu_aux";
-  for (int64_t v : {a.m, a.n, a.k, int64_t(a.rhsKMajor), int64_t(a.bias != nullptr)})
-    k += " " + std::to_string(v);
+  append(k, {a.m, a.n, a.k, int64_t(a.rhsKMajor), int64_t(a.bias != nullptr)});
   return k;
 }
 
@@ -105,6 +110,19 @@ struct State {
   std::mutex mu;
   std::map<int, Device> devices;
 };
+
+/// d's cuDNN handle, created on first use; cudnnCreate's status (and no
+/// second try on this device) where it fails.
+cudnnStatus_t ensureHandle(Device &d) {
+  if (d.handle)
+    return CUDNN_STATUS_SUCCESS;
+  if (d.noHandle)
+    return CUDNN_STATUS_NOT_INITIALIZED;
+  cudnnStatus_t st = cudnnCreate(&d.handle);
+  if (st != CUDNN_STATUS_SUCCESS)
+    d.handle = nullptr, d.noHandle = true;
+  return st;
+}
 
 State &state() {
   static State *s = new State; // never destroyed: plans outlive static destruction order
@@ -269,12 +287,8 @@ int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void 
   const bool capturing = capture != cudaStreamCaptureStatusNone;
   // A device other than the one tc_cudnn_version opened: its handle now
   // (on an eager call; cuDNN's kernels stay off it where that fails).
-  if (!dev.handle && (dev.noHandle || capturing))
+  if (!dev.handle && (capturing || ensureHandle(dev) != CUDNN_STATUS_SUCCESS))
     return TC_CUDNN_UNSUPPORTED;
-  if (!dev.handle && cudnnCreate(&dev.handle) != CUDNN_STATUS_SUCCESS) {
-    dev.handle = nullptr, dev.noHandle = true;
-    return TC_CUDNN_UNSUPPORTED;
-  }
   auto it = dev.plans.find(key);
   if (it == dev.plans.end()) {
     if (capturing)
@@ -329,14 +343,10 @@ __attribute__((visibility("default"))) size_t tc_cudnn_version(char *error, size
     setError(error, errorBytes, "no CUDA device");
     return 0;
   }
-  Device &d = s.devices[device];
-  if (!d.handle) {
-    cudnnStatus_t st = cudnnCreate(&d.handle);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      d.handle = nullptr;
-      setError(error, errorBytes, std::string("cudnnCreate: ") + cudnnGetErrorString(st));
-      return 0;
-    }
+  cudnnStatus_t st = ensureHandle(s.devices[device]);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    setError(error, errorBytes, std::string("cudnnCreate: ") + cudnnGetErrorString(st));
+    return 0;
   }
   return cudnnGetVersion();
 }

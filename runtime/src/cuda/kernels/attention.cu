@@ -97,7 +97,7 @@ constexpr int64_t kCudnnBackwardWorkspaceBytes = int64_t(128) << 20;
 /// bf16 workspaces and 16 MiB besides under the cap), or 0 where the backward
 /// does not go to cuDNN: head dim 128 only (at 64 tc's kernels are as fast:
 /// bench/RESULTS.md, stop 42), no key mask, causal only with tq == tk. (An
-/// amax of the gradients is taken after it, gradAmax.)
+/// amax of the gradients is taken after it, storedAmax.)
 int64_t cudnnBackwardChunk(AttentionKernels kernels, const AttentionShape &s,
                            const AttentionMask &mask, bool causal) {
   if (kernels != AttentionKernels::Cudnn || s.d != 128 || s.dv != 128 || mask.keys ||
@@ -109,23 +109,6 @@ int64_t cudnnBackwardChunk(AttentionKernels kernels, const AttentionShape &s,
 /// tc's [batch, head, row] strides as the plugin's arrays.
 void cudnnStrides(const AttentionStrides &st, int64_t *to) {
   to[0] = st.batch, to[1] = st.head, to[2] = st.row;
-}
-
-/// Whether [batch, heads, t, d] with strides st fills batch heads t d
-/// consecutive elements (in any order of its dims): amaxFp8 can then take its
-/// amax over the whole buffer.
-bool denseOperand(AttentionStrides st, int64_t batch, int64_t heads, int64_t t, int64_t d) {
-  std::pair<int64_t, int64_t> dims[3] = {{st.batch, batch}, {st.head, heads}, {st.row, t}};
-  std::sort(dims, dims + 3);
-  int64_t expect = d;
-  for (auto [stride, size] : dims) {
-    if (size == 1)
-      continue;
-    if (stride != expect)
-      return false;
-    expect *= size;
-  }
-  return true;
 }
 
 TcCudnnAttentionForward cudnnForwardArgs(int dtype, const AttentionShape &s, const void *q,
@@ -206,21 +189,18 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
       if (s.tk > 0 && fastHeadDim(s) && scale > 0.0f && aligned16Strides(q, qs) &&
           aligned16Strides(k, ks) && aligned16Strides(v, vs) && aligned16Strides(out, os) &&
           hasMma16()) {
-        // cuDNN computes no amax: with one asked for, amaxFp8 takes it over
-        // the stored out afterwards (bf16, out dense), the same bits.
-        const bool amaxAfter =
-            std::is_same_v<T, bf16> && denseOperand(os, s.batch, s.heads, s.tq, s.dv);
-        if (useCudnn(kernels, s, m, causal) && (!amax || amaxAfter)) {
+        if (useCudnn(kernels, s, m, causal)) {
           bool taken = false;
           TC_RETURN_IF_ERROR(cudnnAttentionForward(
               cudnnForwardArgs(std::is_same_v<T, bf16> ? 0 : 1, s, q, qs, k, ks, v, vs, out, os,
                                lse, scale, causal),
               stream, &taken));
-          if (taken && amax)
-            return amaxFp8(DType::BF16, out, amax, 1, s.batch * s.heads * s.tq * s.dv,
-                           Fp8Scaling::Tensor, stream);
+          // cuDNN computes no amax: one asked for is taken over the stored
+          // out afterwards, the same bits as tc's kernels take.
           if (taken)
-            return Status::ok();
+            return amax ? storedAmax(static_cast<const T *>(out), os, s.batch, s.heads, s.tq,
+                                     s.dv, amax, stream)
+                        : Status::ok();
         }
         FastParams<T> p = fastParams<T>(s, scale, causal, m);
         p.q = static_cast<const T *>(q), p.k = static_cast<const T *>(k);
@@ -320,16 +300,17 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         if (const int64_t chunk = cudnnBackwardChunk(kernels, s, m, causal)) {
           // Batches in chunks (kCudnnBackwardWorkspaceBytes); where cuDNN
           // does not take a chunk, tc's kernels below redo the whole call.
+          TcCudnnAttentionBackward a{};
+          a.dtype = std::is_same_v<T, bf16> ? 0 : 1, a.causal = causal ? 1 : 0;
+          a.heads = s.heads, a.kvHeads = s.kvHeads;
+          a.tq = s.tq, a.tk = s.tk, a.d = s.d, a.scale = scale;
+          cudnnStrides(qs, a.qStride), cudnnStrides(ks, a.kStride);
+          cudnnStrides(vs, a.vStride), cudnnStrides(os, a.oStride);
+          cudnnStrides(dos, a.doStride), cudnnStrides(dqs, a.dqStride);
+          cudnnStrides(dks, a.dkStride), cudnnStrides(dvs, a.dvStride);
           bool all = true;
           for (int64_t b0 = 0; b0 < s.batch && all; b0 += chunk) {
-            TcCudnnAttentionBackward a{};
-            a.dtype = std::is_same_v<T, bf16> ? 0 : 1, a.causal = causal ? 1 : 0;
-            a.batch = std::min(chunk, s.batch - b0), a.heads = s.heads, a.kvHeads = s.kvHeads;
-            a.tq = s.tq, a.tk = s.tk, a.d = s.d, a.scale = scale;
-            cudnnStrides(qs, a.qStride), cudnnStrides(ks, a.kStride);
-            cudnnStrides(vs, a.vStride), cudnnStrides(os, a.oStride);
-            cudnnStrides(dos, a.doStride), cudnnStrides(dqs, a.dqStride);
-            cudnnStrides(dks, a.dkStride), cudnnStrides(dvs, a.dvStride);
+            a.batch = std::min(chunk, s.batch - b0);
             a.q = g.q + b0 * qs.batch, a.k = g.k + b0 * ks.batch, a.v = g.v + b0 * vs.batch;
             a.out = g.o + b0 * os.batch, a.dout = g.dout + b0 * dos.batch;
             a.lse = lse + b0 * s.heads * s.tq;
@@ -347,13 +328,13 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
               const T *x;
               AttentionStrides st;
               int64_t heads, t, d;
-            } grads[] = {{1, g.dq, dqs, s.heads, s.tq, s.d},
-                         {2, g.dk, dks, s.kvHeads, s.tk, s.d},
-                         {4, g.dv, dvs, s.kvHeads, s.tk, s.dv}};
+            } grads[] = {{kAmaxOfDq, g.dq, dqs, s.heads, s.tq, s.d},
+                         {kAmaxOfDk, g.dk, dks, s.kvHeads, s.tk, s.d},
+                         {kAmaxOfDv, g.dv, dvs, s.kvHeads, s.tk, s.dv}};
             for (const auto &gr : grads)
               if (amax && (amaxOf & gr.bit))
-                TC_RETURN_IF_ERROR(gradAmax(gr.x, gr.st, s.batch, gr.heads, gr.t, gr.d, amax,
-                                            stream));
+                TC_RETURN_IF_ERROR(storedAmax(gr.x, gr.st, s.batch, gr.heads, gr.t, gr.d, amax,
+                                              stream));
             return sumsAfter(Status::ok());
           }
         }

@@ -99,9 +99,9 @@ Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t hea
                      int64_t d, float *part, int64_t row, cudaStream_t stream);
 /// Folds the max |x| of x [batch, heads, t, d] (strides st) as stored into
 /// *amax (zeroed before, combined by atomicMax on the bits, as the kernels'
-/// own amaxes): for a backward path that takes none (cuDNN's).
+/// own amaxes): for the paths that take none (cuDNN's out and gradients).
 template <class T>
-Status gradAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
                 int64_t d, float *amax, cudaStream_t stream);
 /// AttentionGradSums' output from the partials `parts`: each column's chunks
 /// added in a fixed order (sumColumnPartials), rounded to T; 0 for no rows.

@@ -7,8 +7,9 @@
 // them; the other paths (generic, wgmma) sum the stored gradients here in
 // chunks of kAttentionColumnSumRows rows after them. Either way each
 // column's partials are then added in a fixed order (column_sum.cu's
-// sumColumnPartials): the same bits every run. gradAmax takes the amax of a
-// stored gradient for the path that computes none (cuDNN's backward).
+// sumColumnPartials): the same bits every run. storedAmax takes the amax of a
+// stored operand for the paths that compute none (cuDNN's forward and
+// backward).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/attention.cuh"
@@ -37,14 +38,14 @@ __global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int t, int 
   }
 }
 
-constexpr int kAmaxRows = 32; // rows of one (batch, head) per block of gradAmaxKernel
+constexpr int kAmaxRows = 32; // rows of one (batch, head) per block of storedAmaxKernel
 
 /// Grid (ceil(t / 32), heads, batch), 256 threads: the max |x| over the
 /// block's rows as stored, 8 elements a load (x and its strides 16-byte
 /// aligned, d % 8 == 0), folded into *amax by atomicMax on the bits.
 template <class T>
 __global__ void __launch_bounds__(256)
-    gradAmaxKernel(const T *x, AttentionStrides st, int t, int d, unsigned *amax) {
+    storedAmaxKernel(const T *x, AttentionStrides st, int t, int d, unsigned *amax) {
   const int vecs = d / kVec, r0 = blockIdx.x * kAmaxRows;
   const T *base = x + blockIdx.z * st.batch + blockIdx.y * st.head;
   unsigned m = 0;
@@ -64,21 +65,20 @@ __global__ void __launch_bounds__(256)
 } // namespace
 
 template <class T>
-Status gradAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
                 int64_t d, float *amax, cudaStream_t stream) {
   if (batch == 0 || heads == 0 || t == 0 || d == 0)
     return Status::ok();
   if (d % kVec != 0 || !aligned16(x) || st.batch % kVec != 0 || st.head % kVec != 0 ||
       st.row % kVec != 0)
-    return invalidArgument("attentionBackward: the gradient amax after cuDNN needs 16-byte "
-                           "aligned rows");
+    return invalidArgument("attention: the amax after cuDNN needs 16-byte aligned rows");
   if (batch > 65535 || heads > 65535 || (t + kAmaxRows - 1) / kAmaxRows > INT32_MAX)
-    return invalidArgument("attentionBackward: too many rows or heads for the gradient amax");
+    return invalidArgument("attention: too many rows or heads for the amax after cuDNN");
   dim3 grid(static_cast<unsigned>((t + kAmaxRows - 1) / kAmaxRows), static_cast<unsigned>(heads),
             static_cast<unsigned>(batch));
-  gradAmaxKernel<T><<<grid, 256, 0, stream>>>(x, st, static_cast<int>(t), static_cast<int>(d),
+  storedAmaxKernel<T><<<grid, 256, 0, stream>>>(x, st, static_cast<int>(t), static_cast<int>(d),
                                               reinterpret_cast<unsigned *>(amax));
-  return checkLaunch("attention_grad_amax");
+  return checkLaunch("attention_stored_amax");
 }
 
 template <class T>
@@ -148,8 +148,8 @@ Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
                                 float *, int64_t, cudaStream_t);                                   \
   template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                 \
                                     const AttentionGradSums &, cudaStream_t);                      \
-  template Status gradAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,       \
-                           float *, cudaStream_t);
+  template Status storedAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,     \
+                             float *, cudaStream_t);
 TC_ATTN_SUMS(float)
 TC_ATTN_SUMS(bf16)
 TC_ATTN_SUMS(f16)

@@ -441,11 +441,11 @@ AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d)
 /// where the GPU is an H100/H200 and d == dv is 64 or 128 (Mma otherwise), or
 /// Cudnn: the forward through cuDNN's fused flash attention (the optional
 /// plugin, cudnn/loader.h) where it is installed and takes the case (bf16 or
-/// f16, d == dv in {64, 128}, no key mask, causal only with tq == tk; an
-/// amax only for bf16 with out dense, taken after it by amaxFp8; its lse is
-/// the same natural-log statistic) and the backward through cuDNN's
-/// deterministic algorithm at head dim 128 (no key mask, no amax; batches in
-/// chunks of a bounded workspace), Mma for everything else.
+/// f16, d == dv in {64, 128}, no key mask, causal only with tq == tk; its lse
+/// is the same natural-log statistic) and the backward through cuDNN's
+/// deterministic algorithm at head dim 128 (no key mask; batches in chunks of
+/// a bounded workspace), an FP8 amax of either taken after it over the stored
+/// values; Mma for everything else.
 enum class AttentionKernels { Mma, Wgmma, Cudnn };
 /// True when the current GPU runs the Wgmma kernels (compute capability 9.0:
 /// H100, H200).
