@@ -611,6 +611,305 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Fast path: the backward in one kernel (rt::attentionAccumulatesDq)
+//===----------------------------------------------------------------------===//
+
+/// D = rowsum(dout * out) of every (batch, head, query) into p.dd (8 threads
+/// a row of 64, each 8 columns, then a fixed butterfly: the same bits run to
+/// run), and the dq accumulator's turn counters zeroed. Grid: ceil(rows /
+/// 32) blocks of 256.
+template <class T>
+__global__ void __launch_bounds__(256) rowsumDoutOutKernel(FastParams<T> p, int64_t turns) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  if (i < turns)
+    p.dqTurns[i] = 0;
+  const int64_t row = i / 8, rows = static_cast<int64_t>(p.batch) * p.heads * p.tq;
+  const int col = static_cast<int>(i % 8) * 8;
+  float acc = 0.0f;
+  if (row < rows) {
+    const int64_t bh = row / p.tq, q = row % p.tq, b = bh / p.heads, h = bh % p.heads;
+    float x[8], y[8];
+    load8(p.o + b * p.os.batch + h * p.os.head + q * p.os.row + col, x);
+    load8(p.dout + b * p.dos.batch + h * p.dos.head + q * p.dos.row + col, y);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      acc = fmaf(x[j], y[j], acc);
+  }
+#pragma unroll
+  for (int off = 1; off < 8; off *= 2)
+    acc += __shfl_xor_sync(kFullMask, acc, off);
+  if (row < rows && col == 0)
+    p.dd[row] = acc;
+}
+
+/// The turn counter of a query tile: acquire-load (thread 0 waits on it).
+__device__ __forceinline__ int loadTurn(const int *turn) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(turn) : "memory");
+  return v;
+}
+__device__ __forceinline__ void storeTurn(int *turn, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(turn), "r"(v) : "memory");
+}
+
+/// Shared bytes of the fused kernel: the dK/dV kernel's, then dS^T for two
+/// sub-tiles ([2][BK][SUB + 8], T).
+template <int D, int MW, int BQ, int SUB> constexpr int fusedSmemBytes() {
+  return dkdvSmemBytes<D, MW, BQ>() + 2 * 4 * 16 * MW * (SUB + kPad) * 2;
+}
+
+/// The dK/dV kernel (Amax / ColSums as there, no key mask, K and V read from
+/// shared memory) that also makes dq: per SUB-query sub-tile each warp
+/// stores its dS^T (rounded to T, as dK's product takes it) into shared
+/// memory, then warp w computes dQ's columns [16 w, 16 w + 16) of the
+/// sub-tile over the block's BK keys, dS (ldmatrix.trans of dS^T) times K.
+/// Those parts meet in p.dqAcc, f32, in key-block order: the block of key
+/// block 0 stores its part, the next ones add theirs (red.add) once the
+/// tile's turn counter says the block before has, and the last block that
+/// visits the tile adds the accumulator to its part and stores dq (scale,
+/// rounded to T; its amax and column sums). Query tiles are visited last
+/// first, so the blocks of a head reach a tile together and take their
+/// turns in the order they were launched (key block 0 first: a block waits
+/// only on blocks launched before it, which run or have run).
+template <class T, int D, int MW, int BQ, int SUB, int MinBlocks, bool Amax, bool ColSums>
+__global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdFusedKernel(FastParams<T> p) {
+  constexpr int WK = 16 * MW, BK = 4 * WK, S = D + kPad, SS = SUB + kPad;
+  static_assert(BQ % SUB == 0 && SUB % 16 == 0 && D == 64 && BQ == kAttentionDqTileRows,
+                "fused tiles");
+  extern __shared__ __align__(16) unsigned char smRaw[];
+  T *sK = reinterpret_cast<T *>(smRaw);                   // [BK][S]
+  T *sV = sK + BK * S;                                    // [BK][S]
+  T *sQ = sV + BK * S;                                    // [2][BQ][S]
+  T *sO = sQ + 2 * BQ * S;                                // [2][BQ][S]
+  float *sL = reinterpret_cast<float *>(sO + 2 * BQ * S); // [2][BQ]
+  float *sD = sL + 2 * BQ;                                // [2][BQ]
+  T *sDS = reinterpret_cast<T *>(sD + 2 * BQ);            // [2][BK][SS]
+
+  const KeyBlock blk(p);
+  const int b = blk.b, kvh = blk.kvh, kb = blk.kb;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k0 = kb * BK, kw = k0 + warp * WK, nKB = (p.tk + BK - 1) / BK;
+  const int nQT = (p.tq + BQ - 1) / BQ, qtStart = p.causal ? min(k0 / BQ, nQT) : 0;
+  const int perHead = nQT - qtStart, nIt = p.group * perHead;
+
+  const T *k = p.k + b * p.ks.batch + kvh * p.ks.head;
+  const T *v = p.v + b * p.vs.batch + kvh * p.vs.head;
+  loadTile<BK, D>(sK, k, p.ks.row, k0, p.tk);
+  loadTile<BK, D>(sV, v, p.vs.row, k0, p.tk);
+  // Iteration it visits head kvh group + it / perHead, query tile nQT - 1 -
+  // it % perHead (the last tiles first).
+  int issueHead = 0, issueTile = 0; // of the next tile to issue
+  auto issue = [&](int buf) {
+    int h = kvh * p.group + issueHead, q0 = (nQT - 1 - issueTile) * BQ;
+    if (++issueTile == perHead)
+      issueTile = 0, ++issueHead;
+    loadTile<BQ, D>(sQ + buf * BQ * S, p.q + b * p.qs.batch + h * p.qs.head, p.qs.row, q0, p.tq);
+    loadTile<BQ, D>(sO + buf * BQ * S, p.dout + b * p.dos.batch + h * p.dos.head, p.dos.row, q0,
+                    p.tq);
+    int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+    loadVec<BQ>(sL + buf * BQ, p.lseIn + bh * p.tq, q0, p.tq);
+    loadVec<BQ>(sD + buf * BQ, p.dd + bh * p.tq, q0, p.tq);
+  };
+  if (nIt > 0)
+    issue(0);
+  cpAsyncCommit();
+
+  float dk[MW][D / 8][4], dv[MW][D / 8][4];
+#pragma unroll
+  for (int m = 0; m < MW; ++m) {
+    zero(dk[m]);
+    zero(dv[m]);
+  }
+  float amax = 0.0f;
+  const bool amaxQ = Amax && gradAmax(p, kAmaxOfDq);
+  int head = 0, tile = 0, sub = 0; // iteration it's head in the group and tile, less nQT - 1
+  for (int it = 0; it < nIt; ++it) {
+    const int buf = it & 1;
+    cpAsyncWaitAll();
+    __syncthreads();
+    if (it + 1 < nIt)
+      issue(buf ^ 1);
+    cpAsyncCommit();
+    const int qt = nQT - 1 - tile, q0 = qt * BQ, h = kvh * p.group + head;
+    if (++tile == perHead)
+      tile = 0, ++head;
+    const int64_t bh = static_cast<int64_t>(b) * p.heads + h;
+    // The blocks that add to this tile: key blocks 0 .. last (the causal
+    // ones whose first tile, k0 / BQ, is at most qt).
+    const int last = p.causal ? min(nKB - 1, ((qt + 1) * BQ - 1) / BK) : nKB - 1;
+    int *turn = p.dqTurns + bh * nQT + qt;
+    const T *qT = sQ + buf * BQ * S, *oT = sO + buf * BQ * S;
+    const float *lseT = sL + buf * BQ, *ddT = sD + buf * BQ;
+    float cs[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; // ColSums: this thread's columns of dq
+#pragma unroll 1
+    for (int sq = 0; sq < BQ; sq += SUB, ++sub) {
+      const int qs = q0 + sq; // queries [qs, qs + SUB)
+      if (qs >= p.tq)
+        break;
+      T *ds = sDS + (sub & 1) * BK * SS; // this sub-tile's dS^T [BK][SS]
+      if (p.causal && kw > qs + SUB - 1) {
+        // Every key of this warp is right of every query: dS^T = 0.
+#pragma unroll
+        for (int r = 0; r < WK; ++r)
+          if (lane < SUB / 2)
+            reinterpret_cast<uint32_t *>(ds + (warp * WK + r) * SS)[lane] = 0u;
+      } else {
+        const T *q = qT + sq * S, *dO = oT + sq * S;
+        float l2[SUB / 8][2], dd[SUB / 8][2]; // lse * log2(e) and D of this thread's columns
+#pragma unroll
+        for (int j = 0; j < SUB / 8; ++j) {
+          int c = sq + j * 8 + 2 * t;
+          float2 lv = *reinterpret_cast<const float2 *>(lseT + c);
+          float2 dvv = *reinterpret_cast<const float2 *>(ddT + c);
+          l2[j][0] = lv.x * kLog2e, l2[j][1] = lv.y * kLog2e;
+          dd[j][0] = dvv.x, dd[j][1] = dvv.y;
+        }
+        float s[MW][SUB / 8][4]; // S^T: this warp's keys x the sub-tile's queries
+#pragma unroll
+        for (int m = 0; m < MW; ++m)
+          zero(s[m]);
+        mmaTileABt<D, SUB, MW, S>(s, sK, warp * WK, q);
+        float dp[MW][SUB / 8][4]; // dP^T = V dO^T, issued before the exps
+#pragma unroll
+        for (int m = 0; m < MW; ++m)
+          zero(dp[m]);
+        mmaTileABt<D, SUB, MW, S>(dp, sV, warp * WK, dO);
+        const bool mask = qs + SUB > p.tq || kw + WK > p.tk || (p.causal && qs < kw + WK - 1);
+        maskAndExp<MW, SUB, true>(s, l2, p, mask, kw, qs, g, t);
+        if (kw + WK > p.tk) // P^T = 0 for keys past tk too: their dS^T feeds dQ
+#pragma unroll
+          for (int m = 0; m < MW; ++m)
+#pragma unroll
+            for (int j = 0; j < SUB / 8; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                if (kw + m * 16 + g + (e >> 1) * 8 >= p.tk)
+                  s[m][j][e] = 0.0f;
+        dsFromP<MW, SUB, true>(dp, s, dd);
+        mmaTilePV<SUB, D, MW, S>(dv, s, dO); // dV += P^T dO
+        mmaTilePV<SUB, D, MW, S>(dk, dp, q); // dK += dS^T Q
+        // dS^T rounded to T, as the product above took it.
+#pragma unroll
+        for (int m = 0; m < MW; ++m)
+#pragma unroll
+          for (int j = 0; j < SUB / 8; ++j)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+              *reinterpret_cast<uint32_t *>(ds + (warp * WK + m * 16 + g + 8 * hf) * SS + j * 8 +
+                                            2 * t) =
+                  pack2<T>(dp[m][j][2 * hf], dp[m][j][2 * hf + 1]);
+      }
+      __syncthreads(); // the sub-tile's dS^T complete
+      // dQ [SUB][16 w, 16 w + 16) = dS K over the keys left of the
+      // sub-tile's last query (the rest of dS^T is 0).
+      const int keys = min(p.tk - k0, p.causal ? qs + SUB - k0 : BK);
+      float dq[SUB / 16][2][4];
+#pragma unroll
+      for (int m = 0; m < SUB / 16; ++m)
+        zero(dq[m]);
+#pragma unroll 2
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        if (kk * 16 >= keys)
+          break;
+        uint32_t bf[4];
+        ldsm4t(bf, btAddr<S>(sK, kk * 16, warp * 16));
+#pragma unroll
+        for (int m = 0; m < SUB / 16; ++m) {
+          uint32_t af[4];
+          ldsm4t(af, bAddr<SS>(ds, kk * 16, m * 16));
+          mma16816<T>(dq[m][0], af, bf[0], bf[1]);
+          mma16816<T>(dq[m][1], af, bf[2], bf[3]);
+        }
+      }
+      // The tile's turn: key block kb adds after key blocks 0 .. kb - 1.
+      if (sq == 0 && kb > 0) {
+        if (threadIdx.x == 0)
+          while (loadTurn(turn) != kb)
+            __nanosleep(64);
+        __syncthreads();
+      }
+      float *acc = p.dqAcc + (bh * p.tq + qs) * D + warp * 16 + 2 * t;
+#pragma unroll
+      for (int m = 0; m < SUB / 16; ++m)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = m * 16 + g + 8 * hf;
+          if (qs + r >= p.tq)
+            continue;
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            float2 x = make_float2(dq[m][n][2 * hf], dq[m][n][2 * hf + 1]);
+            float2 *a = reinterpret_cast<float2 *>(acc + r * D + n * 8);
+            if (kb == last) {
+              if (kb > 0) {
+                const float2 y = __ldcg(a);
+                x.x += y.x, x.y += y.y;
+              }
+              if constexpr (ColSums)
+                cs[n][0] += x.x, cs[n][1] += x.y;
+              const float u = x.x * p.scale, w = x.y * p.scale;
+              *reinterpret_cast<uint32_t *>(p.dq + b * p.dqs.batch + h * p.dqs.head +
+                                            static_cast<int64_t>(qs + r) * p.dqs.row +
+                                            warp * 16 + n * 8 + 2 * t) = pack2<T>(u, w);
+              if (amaxQ)
+                amax = fmaxf(amax, fmaxf(fabsf(u), fabsf(w)));
+            } else if (kb == 0) {
+              __stcg(a, x);
+            } else {
+              atomicAdd(a, x);
+            }
+          }
+        }
+    }
+    if (kb != last) { // the next key block's turn once every part is in
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0)
+        storeTurn(turn, kb + 1);
+    }
+    if constexpr (ColSums) {
+      if (kb == last) { // the column sums of the tile's rows, warp w's 16 columns
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+#pragma unroll
+            for (int x = 4; x < 32; x *= 2)
+              cs[n][e] += __shfl_xor_sync(0xffffffffu, cs[n][e], x);
+          }
+        if (g == 0)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            float *o = p.csQ + (static_cast<int64_t>(b) * nQT + qt) * p.csRowQ + h * D +
+                       warp * 16 + n * 8 + 2 * t;
+            o[0] = cs[n][0] * p.scale, o[1] = cs[n][1] * p.scale;
+          }
+      }
+    }
+  }
+  cpAsyncWaitAll();
+  const bool amaxK = Amax && gradAmax(p, kAmaxOfDk), amaxV = Amax && gradAmax(p, kAmaxOfDv);
+#pragma unroll
+  for (int m = 0; m < MW; ++m) {
+    int key = kw + m * 16 + g;
+    storeRows<D>(p.dk + b * p.dks.batch + kvh * p.dks.head, p.dks.row, key, p.tk, dk[m], p.scale,
+                 p.scale, amaxK ? &amax : nullptr);
+    storeRows<D>(p.dv + b * p.dvs.batch + kvh * p.dvs.head, p.dvs.row, key, p.tk, dv[m], 1.0f,
+                 1.0f, amaxV ? &amax : nullptr);
+  }
+  if constexpr (Amax)
+    blockAmax<T>(gradAmax(p, kAmaxOfDq | kAmaxOfDk | kAmaxOfDv), amax);
+  if constexpr (ColSums) { // the bias gradient's partials of these keys (AttentionGradSums)
+    const KeyBlock at(p, freshBlockIdx());
+    const int64_t part =
+        (static_cast<int64_t>(at.b) * ((p.tk + BK - 1) / BK) + at.kb) * p.csRowKV + at.kvh * D;
+    float *sm = reinterpret_cast<float *>(smRaw);
+    blockColumnSums<D, MW>(dk, p.scale, kw, p.tk, sm, p.csK + part);
+    blockColumnSums<D, MW>(dv, 1.0f, kw, p.tk, sm, p.csV + part);
+  }
+}
+
 template <int D, int MW, int BK, bool KeyMask, class T>
 Status launchFwd(const FastParams<T> &p, cudaStream_t stream) {
   int64_t blocks = ceilDiv(p.tq, 64 * MW) * p.batch * p.heads;
@@ -665,6 +964,23 @@ Status launchDkDv(const FastParams<T> &p, cudaStream_t stream) {
                     stream);
 }
 
+/// D and the turn counters, then the fused kernel (rt::attentionAccumulatesDq).
+template <int D, int MW, int BQ, int SUB, int MinBlocks, class T>
+Status launchFused(const FastParams<T> &p, cudaStream_t stream) {
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads * p.tq;
+  const int64_t turns = static_cast<int64_t>(p.batch) * p.heads * ceilDiv(p.tq, BQ);
+  rowsumDoutOutKernel<T>
+      <<<static_cast<unsigned>(ceilDiv(std::max(rows * 8, turns), 256)), 256, 0, stream>>>(p, turns);
+  TC_RETURN_IF_ERROR(checkLaunch("attention_backward_rowsum"));
+  int64_t blocks = ceilDiv(p.tk, 64 * MW) * p.batch * p.kvHeads;
+  const bool amax = gradAmax(p, kAmaxOfDq | kAmaxOfDk | kAmaxOfDv);
+  auto kernel = p.csQ    ? flashBwdFusedKernel<T, D, MW, BQ, SUB, MinBlocks, false, true>
+                : amax ? flashBwdFusedKernel<T, D, MW, BQ, SUB, MinBlocks, true, false>
+                       : flashBwdFusedKernel<T, D, MW, BQ, SUB, MinBlocks, false, false>;
+  return launchFast(kernel, "attention_backward_fused", blocks, fusedSmemBytes<D, MW, BQ, SUB>(),
+                    p, stream);
+}
+
 /// dQ (and D) first: the dK/dV kernel reads D from scratch. Tilings measured
 /// on an H200 (causal, T = 1024): d <= 64 takes MW = 2 (32 rows per warp) in
 /// both kernels; d = 128 keeps MW = 1, its accumulators filling the
@@ -676,8 +992,10 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
   constexpr int MW = D == 128 ? 1 : 2; // m16 tiles a warp, both kernels
   FastParams<T> p = p0;
   const AttentionShape s{p.batch, p.heads, p.kvHeads, p.tq, p.tk, D, D};
-  const GradSumParts parts =
-      gradSumParts(s, p.csQ, ceilDiv(p.tq, 64 * MW), ceilDiv(p.tk, 64 * MW), sums);
+  // One kernel for the three gradients where the scratch has dq's accumulator.
+  const bool fused = D == 64 && p.dqAcc && !p.keys;
+  const GradSumParts parts = gradSumParts(
+      s, p.csQ, ceilDiv(p.tq, fused ? kAttentionDqTileRows : 64 * MW), ceilDiv(p.tk, 64 * MW), sums);
   if (sums.out) { // a chunk is a block's rows
     p.csK = parts.k, p.csV = parts.v;
     p.csRowQ = static_cast<int>(parts.rowQ), p.csRowKV = static_cast<int>(parts.rowK);
@@ -688,6 +1006,10 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
     TC_RETURN_IF_ERROR((launchDq<32, MW, 64, 32, true, 2>(p, stream)));
     TC_RETURN_IF_ERROR((launchDkDv<32, MW, 64, 32, true, 2>(p, stream)));
   } else if constexpr (D == 64) {
+    if (fused) {
+      TC_RETURN_IF_ERROR((launchFused<64, MW, kAttentionDqTileRows, 32, 2>(p, stream)));
+      return sums.out ? finishGradSums<T>(s, parts, sums, stream) : Status::ok();
+    }
     TC_RETURN_IF_ERROR((launchDq<64, MW, 64, 16, true, 2>(p, stream)));
     TC_RETURN_IF_ERROR((launchDkDv<64, MW, 64, 32, false, 2>(p, stream)));
   } else {
