@@ -55,33 +55,6 @@ TEST(LibraryAbi, ScratchBytes) {
                 ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
                                 {"tk", 70}, {"d", 64}, {"dv", 32}, {"has_col_sum", 1}}),
             attentionBackwardScratchBytes(2, 4, 130) + 9216u);
-  // Head dim 64 without a key mask: then dq's f32 accumulator (2 x 4 x 130 x
-  // 64 floats = 266240 bytes) and the turn counters (2 x 4 x ceil(130 / 64)
-  // = 24 ints: one granule); with a key mask or another head dim neither.
-  EXPECT_TRUE(attentionAccumulatesDq(64, 64, false));
-  EXPECT_FALSE(attentionAccumulatesDq(64, 64, true));
-  EXPECT_FALSE(attentionAccumulatesDq(128, 128, false));
-  EXPECT_FALSE(attentionAccumulatesDq(64, 32, false));
-  const AttentionScratchLayout acc =
-      attentionBackwardScratchLayout(2, 4, 2, 130, 70, 64, 64, true, false);
-  const size_t sums64 = 2 * (3 * 4 * 64 + 2 * 2 * 128) * 4; // 10240: 40 granules
-  EXPECT_EQ(acc.colSums, attentionBackwardScratchBytes(2, 4, 130));
-  EXPECT_EQ(acc.dqAccumulator, acc.colSums + sums64);
-  EXPECT_EQ(acc.dqTurns, acc.dqAccumulator + 266240u);
-  EXPECT_EQ(acc.total, acc.dqTurns + 256u);
-  EXPECT_EQ(attentionBackwardScratchBytes(2, 4, 2, 130, 70, 64, 64, true, true),
-            acc.colSums + sums64);
-  EXPECT_EQ(attentionBackwardScratchLayout(2, 4, 2, 130, 70, 64, 64, false, false).dqAccumulator,
-            attentionBackwardScratchBytes(2, 4, 130));
-  EXPECT_EQ(findLibraryCallee("attention_bwd")
-                ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
-                                {"tk", 70}, {"d", 64}, {"dv", 64}, {"has_col_sum", 1}}),
-            acc.total);
-  EXPECT_EQ(findLibraryCallee("attention_bwd")
-                ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
-                                {"tk", 70}, {"d", 64}, {"dv", 64}, {"has_col_sum", 1},
-                                {"has_key_mask", 1}}),
-            acc.colSums + sums64);
   EXPECT_EQ(sumSquaresScratchBytes(), static_cast<size_t>(kMaxNormBlocks) * 4);
   const LibraryCallee *ce = findLibraryCallee("cross_entropy_fwd");
   ASSERT_NE(ce, nullptr);

@@ -43,41 +43,17 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
   return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
 }
 
-bool attentionAccumulatesDq(int64_t d, int64_t dv, bool keyMask) {
-  return d == 64 && dv == 64 && !keyMask;
-}
-
-AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads,
-                                                      int64_t kvHeads, int64_t tq, int64_t tk,
-                                                      int64_t d, int64_t dv, bool colSums,
-                                                      bool keyMask) {
-  auto nonneg = [](int64_t v) { return std::max<int64_t>(0, v); };
-  auto granules = [](int64_t bytes) { return static_cast<size_t>(ceilDiv(bytes, 256) * 256); };
-  AttentionScratchLayout l;
-  l.total = attentionBackwardScratchBytes(batch, heads, tq);
-  if (colSums) {
-    int64_t parts =
-        nonneg(batch) *
-        (ceilDiv(nonneg(tq), kAttentionColumnSumRows) * nonneg(heads) * nonneg(d) +
-         ceilDiv(nonneg(tk), kAttentionColumnSumRows) * nonneg(kvHeads) * (nonneg(d) + nonneg(dv)));
-    l.colSums = l.total;
-    l.total += granules(parts * 4);
-  }
-  if (attentionAccumulatesDq(d, dv, keyMask)) {
-    const int64_t bh = nonneg(batch) * nonneg(heads);
-    l.dqAccumulator = l.total;
-    l.total += granules(bh * nonneg(tq) * nonneg(d) * 4);
-    l.dqTurns = l.total;
-    l.total += granules(bh * ceilDiv(nonneg(tq), kAttentionDqTileRows) * 4);
-  }
-  return l;
-}
-
 size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
-                                     int64_t tk, int64_t d, int64_t dv, bool colSums,
-                                     bool keyMask) {
-  return attentionBackwardScratchLayout(batch, heads, kvHeads, tq, tk, d, dv, colSums, keyMask)
-      .total;
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums) {
+  size_t bytes = attentionBackwardScratchBytes(batch, heads, tq);
+  if (!colSums)
+    return bytes;
+  auto nonneg = [](int64_t v) { return std::max<int64_t>(0, v); };
+  int64_t parts =
+      nonneg(batch) *
+      (ceilDiv(nonneg(tq), kAttentionColumnSumRows) * nonneg(heads) * nonneg(d) +
+       ceilDiv(nonneg(tk), kAttentionColumnSumRows) * nonneg(kvHeads) * (nonneg(d) + nonneg(dv)));
+  return bytes + static_cast<size_t>(ceilDiv(parts * 4, 256) * 256);
 }
 
 size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
@@ -167,8 +143,7 @@ size_t embeddingScratch(const LibraryInts &a) {
 size_t attentionScratch(const LibraryInts &a) {
   return attentionBackwardScratchBytes(intOf(a, "batch"), intOf(a, "heads"), intOf(a, "kv_heads"),
                                        intOf(a, "tq"), intOf(a, "tk"), intOf(a, "d"),
-                                       intOf(a, "dv"), intOf(a, "has_col_sum"),
-                                       intOf(a, "has_key_mask"));
+                                       intOf(a, "dv"), intOf(a, "has_col_sum"));
 }
 size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
 size_t fp8QuantizeScratch(const LibraryInts &a) {

@@ -58,29 +58,8 @@ inline constexpr int64_t kAttentionColumnSumRows = 64;
 /// above, then the f32 partial sums of every chunk of kAttentionColumnSumRows
 /// rows (at most): [batch][ceil(tq / 64)][heads * d] of dq, then
 /// [batch][ceil(tk / 64)][kvHeads * d] of dk and [...][kvHeads * dv] of dv.
-/// With attentionAccumulatesDq (keyMask: the call has a key mask), then an
-/// f32 [batch, heads, tq, d] dq accumulator and one int32 turn counter per
-/// kAttentionDqTileRows query rows of each (batch, head): the flash kernel
-/// that makes dk and dv adds each key block's part of dq into it, key block
-/// by key block in order (deterministic).
 size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
-                                     int64_t tk, int64_t d, int64_t dv, bool colSums,
-                                     bool keyMask = false);
-/// Whether attentionBackward's flash path (16-bit operands) computes dq in
-/// its dK/dV kernel through the accumulator above, not in a kernel of its
-/// own that recomputes the scores: head dim 64 (dv == d), no key mask.
-bool attentionAccumulatesDq(int64_t d, int64_t dv, bool keyMask);
-/// The query rows of one turn counter of that accumulator.
-inline constexpr int64_t kAttentionDqTileRows = 64;
-/// Where attentionBackward's parts lie in its scratch (byte offsets; 0 for
-/// the parts the call does not have), and its size.
-struct AttentionScratchLayout {
-  size_t colSums = 0, dqAccumulator = 0, dqTurns = 0, total = 0;
-};
-AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads,
-                                                      int64_t kvHeads, int64_t tq, int64_t tk,
-                                                      int64_t d, int64_t dv, bool colSums,
-                                                      bool keyMask);
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums);
 /// sumSquares: kMaxNormBlocks partial sums.
 size_t sumSquaresScratchBytes();
 /// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale

@@ -297,13 +297,6 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.qs = qs, p.ks = ks, p.vs = vs, p.os = os, p.dos = dos;
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
-        if (rt::attentionAccumulatesDq(s.d, s.dv, m.keys != nullptr)) {
-          const rt::AttentionScratchLayout at = rt::attentionBackwardScratchLayout(
-              s.batch, s.heads, s.kvHeads, s.tq, s.tk, s.d, s.dv, sums.out != nullptr, false);
-          char *base = static_cast<char *>(scratch);
-          p.dqAcc = reinterpret_cast<float *>(base + at.dqAccumulator);
-          p.dqTurns = reinterpret_cast<int *>(base + at.dqTurns);
-        }
         if (const int64_t chunk = cudnnBackwardChunk(kernels, s, m, causal)) {
           // Batches in chunks (kCudnnBackwardWorkspaceBytes); where cuDNN
           // does not take a chunk, tc's kernels below redo the whole call.

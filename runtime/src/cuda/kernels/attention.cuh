@@ -52,11 +52,6 @@ template <class T> struct FastParams {
   /// [batch chunks][heads d + 2 kvHeads d] (fastBackward lays them out).
   float *csQ, *csK, *csV;
   int csRowQ, csRowKV;
-  /// rt::attentionAccumulatesDq's f32 dq accumulator [batch, heads, tq, d]
-  /// and turn counters [batch, heads, ceil(tq / kAttentionDqTileRows)] in
-  /// the scratch (null: dq has a kernel of its own).
-  float *dqAcc;
-  int *dqTurns;
 };
 
 /// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.

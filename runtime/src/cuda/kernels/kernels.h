@@ -487,14 +487,12 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
                         AttentionKernels kernels = AttentionKernels::Mma,
                         const AttentionMask &mask = {});
 
-/// Bytes of scratch attentionBackward needs (at least batch*heads*tq floats for
-/// D = rowsum(dout * out); rt::attentionBackwardScratchLayout); never 0.
-/// keyMask: the call passes a key mask (a call without one needs more).
+/// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
+/// D = rowsum(dout * out)); never 0.
 using rt::attentionBackwardScratchBytes;
-inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSums = false,
-                                            bool keyMask = false) {
+inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSums = false) {
   return rt::attentionBackwardScratchBytes(s.batch, s.heads, s.kvHeads, s.tq, s.tk, s.d, s.dv,
-                                           colSums, keyMask);
+                                           colSums);
 }
 
 /// The column sums over (batch, t) of attentionBackward's gradients (the
@@ -517,13 +515,9 @@ struct AttentionGradSums {
 /// Gradients of attentionForward given dout (strides dos) and the forward's out and lse:
 /// dq [batch, heads, tq, d], dk [batch, kvHeads, tk, d], dv [batch, kvHeads, tk, dv]
 /// (overwritten, not accumulated; with GQA dk/dv sum over the query heads of the group).
-/// Deterministic: every sum in a fixed order. The fast path runs one kernel
-/// for dq iterating over key blocks (which also writes D = rowsum(dout *
-/// out) to scratch), then one for dk/dv iterating over query blocks; where
-/// rt::attentionAccumulatesDq, D first, then one kernel for all three that
-/// adds each key block's part of dq into the scratch's f32 accumulator in
-/// key-block order (a turn counter per query tile), the last block of a
-/// tile storing dq.
+/// Deterministic: no float atomics (one kernel for dq iterating over key
+/// blocks, which on the fast path also writes D = rowsum(dout * out) to
+/// scratch, then one for dk/dv iterating over query blocks).
 /// Same paths as the forward (the fast one also needs out/dout/dq/dk/dv aligned).
 /// tq == 0 gives dk = dv = 0; tk == 0 gives dq = 0. lse and scratch may be
 /// null only then. amax[1] (when non-null; f32) gets max |x| over the stored values
