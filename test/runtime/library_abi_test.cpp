@@ -71,14 +71,27 @@ TEST(LibraryAbi, ScratchBytes) {
   EXPECT_EQ(l.libraryWorkspace, l.colSums + sums128);
   EXPECT_EQ(l.total, l.libraryWorkspace + (ws + 255) / 256 * 256);
   EXPECT_EQ(findLibraryCallee("attention_bwd")
-                ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
-                                {"tk", 130}, {"d", 128}, {"dv", 128}, {"has_col_sum", 1},
+                ->scratchBytes({{"batch", 2},
+                                {"heads", 4},
+                                {"kv_heads", 2},
+                                {"tq", 130},
+                                {"tk", 130},
+                                {"d", 128},
+                                {"dv", 128},
+                                {"has_col_sum", 1},
                                 {"causal", 1}}),
             l.total);
   EXPECT_EQ(findLibraryCallee("attention_bwd")
-                ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
-                                {"tk", 130}, {"d", 128}, {"dv", 128}, {"has_col_sum", 1},
-                                {"causal", 1}, {"has_key_mask", 1}}),
+                ->scratchBytes({{"batch", 2},
+                                {"heads", 4},
+                                {"kv_heads", 2},
+                                {"tq", 130},
+                                {"tk", 130},
+                                {"d", 128},
+                                {"dv", 128},
+                                {"has_col_sum", 1},
+                                {"causal", 1},
+                                {"has_key_mask", 1}}),
             l.libraryWorkspace);
   EXPECT_EQ(sumSquaresScratchBytes(), static_cast<size_t>(kMaxNormBlocks) * 4);
   const LibraryCallee *ce = findLibraryCallee("cross_entropy_fwd");

@@ -51,10 +51,9 @@ int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq,
   return batch * heads * tq * tk * 2 + (int64_t(16) << 20);
 }
 
-AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads,
-                                                      int64_t kvHeads, int64_t tq, int64_t tk,
-                                                      int64_t d, int64_t dv, bool colSums,
-                                                      bool keyMask, bool causal) {
+AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads, int64_t kvHeads,
+                                                      int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                                                      bool colSums, bool keyMask, bool causal) {
   auto nonneg = [](int64_t v) { return std::max<int64_t>(0, v); };
   auto granules = [](int64_t bytes) { return static_cast<size_t>(ceilDiv(bytes, 256) * 256); };
   AttentionScratchLayout l;
@@ -75,8 +74,8 @@ AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t hea
 }
 
 size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
-                                     int64_t tk, int64_t d, int64_t dv, bool colSums,
-                                     bool keyMask, bool causal) {
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums, bool keyMask,
+                                     bool causal) {
   return attentionBackwardScratchLayout(batch, heads, kvHeads, tq, tk, d, dv, colSums, keyMask,
                                         causal)
       .total;

@@ -76,10 +76,9 @@ int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq,
 struct AttentionScratchLayout {
   size_t colSums = 0, libraryWorkspace = 0, total = 0;
 };
-AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads,
-                                                      int64_t kvHeads, int64_t tq, int64_t tk,
-                                                      int64_t d, int64_t dv, bool colSums,
-                                                      bool keyMask, bool causal);
+AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads, int64_t kvHeads,
+                                                      int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                                                      bool colSums, bool keyMask, bool causal);
 /// sumSquares: kMaxNormBlocks partial sums.
 size_t sumSquaresScratchBytes();
 /// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale
