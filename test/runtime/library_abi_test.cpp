@@ -64,6 +64,11 @@ TEST(LibraryAbi, ScratchBytes) {
   EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 70, 128, 128, false, true), 0);
   EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 128, 128, true, true), 0);
   EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 64, 64, false, true), 0);
+  // The ~1B step's 8 x 16 x 1024: 272 MiB; one of 32 heads at T = 4096 (1 GiB) is
+  // past kMaxPlannedAttentionWorkspaceBytes: not planned.
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(8, 16, 1024, 1024, 128, 128, false, true),
+            int64_t(272) << 20);
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(1, 32, 4096, 4096, 128, 128, false, true), 0);
   const AttentionScratchLayout l =
       attentionBackwardScratchLayout(2, 4, 2, 130, 130, 128, 128, true, false, true);
   const size_t sums128 = 2 * (3 * 4 * 128 + 3 * 2 * 256) * 4; // 15360: 60 granules

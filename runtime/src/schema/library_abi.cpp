@@ -48,7 +48,8 @@ int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq,
   if (d != 128 || dv != 128 || keyMask || (causal && tq != tk) || batch <= 0 || heads <= 0 ||
       tq <= 0 || tk <= 0)
     return 0;
-  return batch * heads * tq * tk * 2 + (int64_t(16) << 20);
+  const int64_t bytes = batch * heads * tq * tk * 2 + (int64_t(16) << 20);
+  return bytes <= kMaxPlannedAttentionWorkspaceBytes ? bytes : 0;
 }
 
 AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads, int64_t kvHeads,
