@@ -17,6 +17,9 @@
 #       fits in one 10-minute device call.
 #   bench/hf.sh table OUT   the table from whatever OUT/run holds (run ends with it).
 #
+# TC_TORCH_PROFILE=1 (run): each PyTorch mode also writes its GPU time per
+# kernel (hf_torch.py --profile) to OUT/run/NAME.MODE.torch-profile.txt.
+#
 # TC_EXPERIMENTAL=LIST (prepare): also compile each model's dynamo export with
 # tc-compile --experimental=LIST into OUT/NAME.exp.tca, which run and the table
 # take as one more row (tc exp): the levers not yet checked on a GPU, measured
@@ -114,7 +117,10 @@ run() {
       : >"$OUT/run/$name.torch.jsonl"
       for mode in eager compile compile-ro; do
         echo "torch $name ($mode)"
+        local prof=()
+        [ -n "${TC_TORCH_PROFILE:-}" ] && prof=(--profile "$OUT/run/$name.$mode.torch-profile.txt")
         python3 "$ROOT/bench/hf_torch.py" "$ROOT/bench/hf/$name.json" --mode "$mode" --batch "$batch" \
+          "${prof[@]}" \
           >>"$OUT/run/$name.torch.jsonl" 2>"$OUT/run/$name.$mode.torch.log" ||
           echo "  torch failed: $(tail -2 "$OUT/run/$name.$mode.torch.log")"
       done

@@ -24,6 +24,11 @@ reservation is still held at a step's end; tc-run reports the same quantity),
 and torch's own max_memory_allocated / max_memory_reserved beside it, MFU
 (6N + 12LTd per token, N the parameters without the embeddings that are only
 gathered, over the dense bf16 peak: 989.4 TFLOP/s on H100/H200 SXM).
+
+--profile FILE: after the timed steps, two more under torch.profiler, and FILE
+gets PyTorch's GPU time per kernel (ms a step, share, launches a step), the
+counterpart of tc-run's TC_CUDA_PROFILE=1 table, to set the two side by side
+op by op.
 """
 
 import argparse
@@ -76,6 +81,36 @@ def model_flops_per_token(cfg, model, seq):
     return 6.0 * n + 12.0 * layers * seq * width, n
 
 
+def profile_steps(a, fn, batches, model, opt, steps=2):
+    """Two training steps under torch.profiler; a.profile gets each CUDA kernel's GPU time a step."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(steps):
+            if a.mode == "compile-ro":
+                torch.compiler.cudagraph_mark_step_begin()
+            loss = fn(batches[i % len(batches)])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+    rows = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
+            t, n = rows.get(e.name, (0.0, 0))
+            rows[e.name] = (t + e.device_time, n + 1)  # us
+    total = sum(t for t, _ in rows.values())
+    with open(a.profile, "w") as f:
+        f.write(f"torch {a.mode} profile ({os.path.basename(a.config)}, batch {a.batch} x {a.seq}): "
+                f"{total / 1e3 / steps:.2f} ms of GPU time a step in kernels; by kernel "
+                "(ms a step, share, launches a step):\n")
+        for name, (t, n) in sorted(rows.items(), key=lambda kv: -kv[1][0]):
+            f.write(f"  {t / 1e3 / steps:9.3f} {100 * t / max(total, 1e-9):6.1f}% {n / steps:7.1f}  "
+                    f"{name[:160]}\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
@@ -85,6 +120,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--peak", type=float, default=989.4e12, help="dense bf16 FLOP/s of the card")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="GPU time per kernel of two more steps into FILE")
     a = ap.parse_args()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -135,6 +172,8 @@ def main():
                 warm = e - t0
             if i >= 3:
                 times.append(e - s)
+    if a.profile:
+        profile_steps(a, fn, batches, model, opt)
     times.sort()
     med = times[len(times) // 2]
     tps = a.batch * a.seq / med
