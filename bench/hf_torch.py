@@ -81,6 +81,18 @@ def model_flops_per_token(cfg, model, seq):
     return 6.0 * n + 12.0 * layers * seq * width, n
 
 
+def train_step(a, fn, model, opt, x):
+    """One training step as the benchmark times it; the loss (a tensor)."""
+    if a.mode == "compile-ro":
+        torch.compiler.cudagraph_mark_step_begin()
+    loss = fn(x)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
 def profile_steps(a, fn, batches, model, opt, steps=2):
     """Two training steps under torch.profiler; a.profile gets each CUDA kernel's GPU time a step."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -88,13 +100,7 @@ def profile_steps(a, fn, batches, model, opt, steps=2):
     torch.cuda.synchronize()
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), profile(activities=[ProfilerActivity.CUDA]) as prof:
         for i in range(steps):
-            if a.mode == "compile-ro":
-                torch.compiler.cudagraph_mark_step_begin()
-            loss = fn(batches[i % len(batches)])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            train_step(a, fn, model, opt, batches[i % len(batches)])
         torch.cuda.synchronize()
     rows = {}
     for e in prof.events():
@@ -156,13 +162,7 @@ def main():
         for i in range(a.steps + 3):
             torch.cuda.synchronize()
             s = time.time()
-            if a.mode == "compile-ro":
-                torch.compiler.cudagraph_mark_step_begin()
-            loss = fn(batches[i % len(batches)])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loss = train_step(a, fn, model, opt, batches[i % len(batches)])
             torch.cuda.synchronize()
             e = time.time()
             free, _ = torch.cuda.mem_get_info()
