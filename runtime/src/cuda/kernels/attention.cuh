@@ -102,7 +102,7 @@ Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t hea
 /// own amaxes): for the paths that take none (cuDNN's out and gradients).
 template <class T>
 Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
-                int64_t d, float *amax, cudaStream_t stream);
+                  int64_t d, float *amax, cudaStream_t stream);
 /// AttentionGradSums' output from the partials `parts`: each column's chunks
 /// added in a fixed order (sumColumnPartials), rounded to T; 0 for no rows.
 template <class T>

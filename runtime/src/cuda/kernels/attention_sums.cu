@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(256)
 
 template <class T>
 Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
-                int64_t d, float *amax, cudaStream_t stream) {
+                  int64_t d, float *amax, cudaStream_t stream) {
   if (batch == 0 || heads == 0 || t == 0 || d == 0)
     return Status::ok();
   if (d % kVec != 0 || !aligned16(x) || st.batch % kVec != 0 || st.head % kVec != 0 ||
@@ -77,7 +77,7 @@ Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads,
   dim3 grid(static_cast<unsigned>((t + kAmaxRows - 1) / kAmaxRows), static_cast<unsigned>(heads),
             static_cast<unsigned>(batch));
   storedAmaxKernel<T><<<grid, 256, 0, stream>>>(x, st, static_cast<int>(t), static_cast<int>(d),
-                                              reinterpret_cast<unsigned *>(amax));
+                                                reinterpret_cast<unsigned *>(amax));
   return checkLaunch("attention_stored_amax");
 }
 
@@ -146,9 +146,9 @@ Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
 #define TC_ATTN_SUMS(T)                                                                            \
   template Status gradChunkSums(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,   \
                                 float *, int64_t, cudaStream_t);                                   \
-  template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                 \
+  template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                  \
                                     const AttentionGradSums &, cudaStream_t);                      \
-  template Status storedAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,     \
+  template Status storedAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,      \
                              float *, cudaStream_t);
 TC_ATTN_SUMS(float)
 TC_ATTN_SUMS(bf16)
