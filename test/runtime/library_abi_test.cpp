@@ -55,6 +55,49 @@ TEST(LibraryAbi, ScratchBytes) {
                 ->scratchBytes({{"batch", 2}, {"heads", 4}, {"kv_heads", 2}, {"tq", 130},
                                 {"tk", 70}, {"d", 64}, {"dv", 32}, {"has_col_sum", 1}}),
             attentionBackwardScratchBytes(2, 4, 130) + 9216u);
+  // Head dim 128 without a key mask (causal only with tq == tk): then cuDNN's
+  // backward workspace, [2, 4, 130, 130] bf16 + 16 MiB, after the column sums.
+  const int64_t ws = 2 * 4 * 130 * 130 * 2 + (int64_t(16) << 20);
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 128, 128, false, true), ws);
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 70, 128, 128, false, false),
+            2 * 4 * 130 * 70 * 2 + (int64_t(16) << 20));
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 70, 128, 128, false, true), 0);
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 128, 128, true, true), 0);
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 64, 64, false, true), 0);
+  // The ~1B step's 8 x 16 x 1024: 272 MiB; one of 32 heads at T = 4096 (1 GiB) is
+  // past kMaxPlannedAttentionWorkspaceBytes: not planned.
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(8, 16, 1024, 1024, 128, 128, false, true),
+            int64_t(272) << 20);
+  EXPECT_EQ(attentionLibraryWorkspaceBytes(1, 32, 4096, 4096, 128, 128, false, true), 0);
+  const AttentionScratchLayout l =
+      attentionBackwardScratchLayout(2, 4, 2, 130, 130, 128, 128, true, false, true);
+  const size_t sums128 = 2 * (3 * 4 * 128 + 3 * 2 * 256) * 4; // 15360: 60 granules
+  EXPECT_EQ(l.colSums, attentionBackwardScratchBytes(2, 4, 130));
+  EXPECT_EQ(l.libraryWorkspace, l.colSums + sums128);
+  EXPECT_EQ(l.total, l.libraryWorkspace + (ws + 255) / 256 * 256);
+  EXPECT_EQ(findLibraryCallee("attention_bwd")
+                ->scratchBytes({{"batch", 2},
+                                {"heads", 4},
+                                {"kv_heads", 2},
+                                {"tq", 130},
+                                {"tk", 130},
+                                {"d", 128},
+                                {"dv", 128},
+                                {"has_col_sum", 1},
+                                {"causal", 1}}),
+            l.total);
+  EXPECT_EQ(findLibraryCallee("attention_bwd")
+                ->scratchBytes({{"batch", 2},
+                                {"heads", 4},
+                                {"kv_heads", 2},
+                                {"tq", 130},
+                                {"tk", 130},
+                                {"d", 128},
+                                {"dv", 128},
+                                {"has_col_sum", 1},
+                                {"causal", 1},
+                                {"has_key_mask", 1}}),
+            l.libraryWorkspace);
   EXPECT_EQ(sumSquaresScratchBytes(), static_cast<size_t>(kMaxNormBlocks) * 4);
   const LibraryCallee *ce = findLibraryCallee("cross_entropy_fwd");
   ASSERT_NE(ce, nullptr);

@@ -43,17 +43,43 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
   return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
 }
 
-size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
-                                     int64_t tk, int64_t d, int64_t dv, bool colSums) {
-  size_t bytes = attentionBackwardScratchBytes(batch, heads, tq);
-  if (!colSums)
-    return bytes;
+int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq, int64_t tk,
+                                       int64_t d, int64_t dv, bool keyMask, bool causal) {
+  if (d != 128 || dv != 128 || keyMask || (causal && tq != tk) || batch <= 0 || heads <= 0 ||
+      tq <= 0 || tk <= 0)
+    return 0;
+  const int64_t bytes = batch * heads * tq * tk * 2 + (int64_t(16) << 20);
+  return bytes <= kMaxPlannedAttentionWorkspaceBytes ? bytes : 0;
+}
+
+AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads, int64_t kvHeads,
+                                                      int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                                                      bool colSums, bool keyMask, bool causal) {
   auto nonneg = [](int64_t v) { return std::max<int64_t>(0, v); };
-  int64_t parts =
-      nonneg(batch) *
-      (ceilDiv(nonneg(tq), kAttentionColumnSumRows) * nonneg(heads) * nonneg(d) +
-       ceilDiv(nonneg(tk), kAttentionColumnSumRows) * nonneg(kvHeads) * (nonneg(d) + nonneg(dv)));
-  return bytes + static_cast<size_t>(ceilDiv(parts * 4, 256) * 256);
+  auto granules = [](int64_t bytes) { return static_cast<size_t>(ceilDiv(bytes, 256) * 256); };
+  AttentionScratchLayout l;
+  l.total = attentionBackwardScratchBytes(batch, heads, tq);
+  if (colSums) {
+    int64_t parts =
+        nonneg(batch) *
+        (ceilDiv(nonneg(tq), kAttentionColumnSumRows) * nonneg(heads) * nonneg(d) +
+         ceilDiv(nonneg(tk), kAttentionColumnSumRows) * nonneg(kvHeads) * (nonneg(d) + nonneg(dv)));
+    l.colSums = l.total;
+    l.total += granules(parts * 4);
+  }
+  if (int64_t ws = attentionLibraryWorkspaceBytes(batch, heads, tq, tk, d, dv, keyMask, causal)) {
+    l.libraryWorkspace = l.total;
+    l.total += granules(ws);
+  }
+  return l;
+}
+
+size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums, bool keyMask,
+                                     bool causal) {
+  return attentionBackwardScratchLayout(batch, heads, kvHeads, tq, tk, d, dv, colSums, keyMask,
+                                        causal)
+      .total;
 }
 
 size_t sumSquaresScratchBytes() { return kMaxNormBlocks * sizeof(float); }
@@ -143,7 +169,8 @@ size_t embeddingScratch(const LibraryInts &a) {
 size_t attentionScratch(const LibraryInts &a) {
   return attentionBackwardScratchBytes(intOf(a, "batch"), intOf(a, "heads"), intOf(a, "kv_heads"),
                                        intOf(a, "tq"), intOf(a, "tk"), intOf(a, "d"),
-                                       intOf(a, "dv"), intOf(a, "has_col_sum"));
+                                       intOf(a, "dv"), intOf(a, "has_col_sum"),
+                                       intOf(a, "has_key_mask"), intOf(a, "causal"));
 }
 size_t sumSquaresScratch(const LibraryInts &) { return sumSquaresScratchBytes(); }
 size_t fp8QuantizeScratch(const LibraryInts &a) {

@@ -58,8 +58,32 @@ inline constexpr int64_t kAttentionColumnSumRows = 64;
 /// above, then the f32 partial sums of every chunk of kAttentionColumnSumRows
 /// rows (at most): [batch][ceil(tq / 64)][heads * d] of dq, then
 /// [batch][ceil(tk / 64)][kvHeads * d] of dk and [...][kvHeads * dv] of dv.
+/// Then, where attentionLibraryWorkspaceBytes is not 0, the workspace of
+/// cuDNN's deterministic backward (its kernels run the call where cuDNN is
+/// installed: planned, so the whole batch runs in one call and the memory
+/// plan holds every byte; unused without cuDNN).
 size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHeads, int64_t tq,
-                                     int64_t tk, int64_t d, int64_t dv, bool colSums);
+                                     int64_t tk, int64_t d, int64_t dv, bool colSums,
+                                     bool keyMask = false, bool causal = false);
+/// The most attentionLibraryWorkspaceBytes plans: a larger workspace would
+/// grow the step's memory for a little speed (the batch then runs in chunks
+/// of 128 MiB of the plugin's own, where one batch element fits).
+inline constexpr int64_t kMaxPlannedAttentionWorkspaceBytes = int64_t(512) << 20;
+/// The bytes the scratch reserves for cuDNN's attention backward: head dim
+/// 128 (dv == d), no key mask, causal only with tq == tk (the cases the
+/// runtime sends to it); [batch, heads, tq, tk] bf16 and 16 MiB, what its
+/// deterministic plans ask (cuDNN 9.x on sm_90), where that is at most
+/// kMaxPlannedAttentionWorkspaceBytes; else 0.
+int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq, int64_t tk,
+                                       int64_t d, int64_t dv, bool keyMask, bool causal);
+/// Where attentionBackward's parts lie in its scratch (byte offsets; 0 for
+/// those the call does not have) and its size.
+struct AttentionScratchLayout {
+  size_t colSums = 0, libraryWorkspace = 0, total = 0;
+};
+AttentionScratchLayout attentionBackwardScratchLayout(int64_t batch, int64_t heads, int64_t kvHeads,
+                                                      int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                                                      bool colSums, bool keyMask, bool causal);
 /// sumSquares: kMaxNormBlocks partial sums.
 size_t sumSquaresScratchBytes();
 /// amaxFp8 / quantizeFp8 ("quantize_fp8"): the f32 amaxes, one per scale

@@ -270,7 +270,8 @@ Plan build(cudnnHandle_t handle, const TcCudnnMatmulGeluAux &a, std::string &why
 template <class Make>
 int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void *> pack,
             cudaStream_t stream, bool prepareOnly, const char *what, char *error, size_t errorBytes,
-            int64_t maxWorkspaceBytes = INT64_MAX) {
+            int64_t maxWorkspaceBytes = INT64_MAX, void *callerWorkspace = nullptr,
+            int64_t callerWorkspaceBytes = 0) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   int device = 0;
@@ -297,9 +298,13 @@ int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void 
     it = dev.plans.emplace(key, make(dev.handle, why)).first;
   }
   Plan &plan = it->second;
-  if (!plan.graph || plan.workspace > maxWorkspaceBytes)
+  if (!plan.graph)
     return TC_CUDNN_UNSUPPORTED;
-  if (plan.workspace > dev.workspaceBytes) {
+  // The caller's workspace where it holds the plan's, else the plugin's own.
+  const bool caller = callerWorkspace && plan.workspace <= callerWorkspaceBytes;
+  if (!caller && plan.workspace > maxWorkspaceBytes)
+    return TC_CUDNN_UNSUPPORTED;
+  if (!caller && plan.workspace > dev.workspaceBytes) {
     if (capturing)
       return TC_CUDNN_UNSUPPORTED;
     void *ws = nullptr;
@@ -320,7 +325,8 @@ int runPlan(const std::string &key, Make make, std::unordered_map<int64_t, void 
     setError(error, errorBytes, std::string("cudnnSetStream: ") + cudnnGetErrorString(st));
     return TC_CUDNN_ERROR;
   }
-  fe::error_object e = plan.graph->execute(dev.handle, pack, dev.workspace);
+  fe::error_object e =
+      plan.graph->execute(dev.handle, pack, caller ? callerWorkspace : dev.workspace);
   if (!e.is_good()) {
     setError(error, errorBytes, std::string(what) + ": " + e.get_message());
     return TC_CUDNN_ERROR;
@@ -380,7 +386,7 @@ tc_cudnn_attention_backward(const TcCudnnAttentionBackward *a, void *stream,
   return runPlan(
       keyOf(*a), [a](cudnnHandle_t h, std::string &why) { return build(h, *a, why); }, pack,
       static_cast<cudaStream_t>(stream), false, "cuDNN attention backward", error, errorBytes,
-      maxWorkspaceBytes);
+      maxWorkspaceBytes, a->workspace, a->workspaceBytes);
 }
 
 __attribute__((visibility("default"))) int tc_cudnn_matmul_gelu_aux(const TcCudnnMatmulGeluAux *a,

@@ -21,7 +21,7 @@ extern "C" {
 
 /// Bumped whenever a struct or signature below changes; the loader refuses
 /// a plugin of another version.
-#define TC_CUDNN_PLUGIN_ABI 3
+#define TC_CUDNN_PLUGIN_ABI 4
 
 /// One causal or full attention forward, as tc's attentionForward takes it:
 /// q [batch, heads, tq, d], k / v [batch, kvHeads, tk, d], out [batch,
@@ -42,7 +42,9 @@ typedef struct {
 /// The gradients of that forward, cuDNN's deterministic algorithm: dq, dk,
 /// dv (overwritten; GQA's dk / dv summed over the group) from q, k, v, out,
 /// dout and the forward's lse, each operand with its strides. Its workspace
-/// ([batch, heads, tq, tk] bf16 and a little) is the plugin's own.
+/// ([batch, heads, tq, tk] bf16 and a little): the caller's `workspace`
+/// where its `workspaceBytes` hold what the plan asks (tc's memory plan
+/// reserves it in the op's scratch), else the plugin's own.
 typedef struct {
   int32_t dtype; ///< 0 bf16, 1 f16
   int32_t causal;
@@ -53,6 +55,8 @@ typedef struct {
   const void *q, *k, *v, *out, *dout;
   const float *lse;
   void *dq, *dk, *dv;
+  void *workspace; ///< may be null
+  int64_t workspaceBytes;
 } TcCudnnAttentionBackward;
 
 /// out [m, n] = lhs [m, k] rhs (+ bias [n]), with a GELU epilogue (tanh
@@ -84,8 +88,9 @@ typedef int (*TcCudnnAttentionForwardFn)(const TcCudnnAttentionForward *args, vo
                                          char *error, size_t errorBytes);
 
 /// The backward on `stream`, as the forward's entry (TC_CUDNN_UNSUPPORTED
-/// when cuDNN has no deterministic engine for the case or its workspace would
-/// pass `maxWorkspaceBytes`; nothing launched then).
+/// when cuDNN has no deterministic engine for the case, or its workspace is
+/// larger than the caller's and would pass `maxWorkspaceBytes` of the
+/// plugin's own; nothing launched then).
 typedef int (*TcCudnnAttentionBackwardFn)(const TcCudnnAttentionBackward *args, void *stream,
                                           int64_t maxWorkspaceBytes, char *error,
                                           size_t errorBytes);

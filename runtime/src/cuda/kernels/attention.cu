@@ -89,21 +89,26 @@ bool useCudnn(AttentionKernels kernels, const AttentionShape &s, const Attention
 }
 
 /// cuDNN's deterministic backward needs a [batch, heads, tq, tk] bf16
-/// workspace of its own (outside the memory plan): the batch runs in chunks
-/// whose workspace stays under this.
+/// workspace: the scratch's (rt::attentionLibraryWorkspaceBytes, planned)
+/// for the whole batch where it holds what the plan asks; else the plugin's
+/// own, outside the memory plan, the batch in chunks whose workspace stays
+/// under this.
 constexpr int64_t kCudnnBackwardWorkspaceBytes = int64_t(128) << 20;
 
-/// The batches a chunk of the backward on cuDNN takes (their [heads, tq, tk]
-/// bf16 workspaces and 16 MiB besides under the cap), or 0 where the backward
-/// does not go to cuDNN: head dim 128 only (at 64 tc's kernels are as fast:
-/// bench/RESULTS.md, stop 42), no key mask, causal only with tq == tk. (An
+/// The batches a chunk of the backward on cuDNN takes without the scratch's
+/// workspace (their [heads, tq, tk] bf16 workspaces and 16 MiB besides under
+/// the cap; at least 1, which the plugin refuses where one passes it), or 0
+/// where the backward does not go to cuDNN: head dim 128 only (at 64 tc's
+/// kernels are as fast: bench/RESULTS.md, stop 42), no key mask, causal only
+/// with tq == tk, the cases rt::attentionLibraryWorkspaceBytes plans. (An
 /// amax of the gradients is taken after it, storedAmax.)
 int64_t cudnnBackwardChunk(AttentionKernels kernels, const AttentionShape &s,
                            const AttentionMask &mask, bool causal) {
   if (kernels != AttentionKernels::Cudnn || s.d != 128 || s.dv != 128 || mask.keys ||
       (causal && s.tq != s.tk))
     return 0;
-  return (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2);
+  return std::max<int64_t>(
+      1, (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2));
 }
 
 /// tc's [batch, head, row] strides as the plugin's arrays.
@@ -298,8 +303,9 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         p.dqs = dqs, p.dks = dks, p.dvs = dvs;
         p.amax = g.amax, p.amaxOf = g.amaxOf;
         if (const int64_t chunk = cudnnBackwardChunk(kernels, s, m, causal)) {
-          // Batches in chunks (kCudnnBackwardWorkspaceBytes); where cuDNN
-          // does not take a chunk, tc's kernels below redo the whole call.
+          // The whole batch with the scratch's workspace; else batches in
+          // chunks (kCudnnBackwardWorkspaceBytes). Where cuDNN does not take
+          // a chunk, tc's kernels below redo the whole call.
           TcCudnnAttentionBackward a{};
           a.dtype = std::is_same_v<T, bf16> ? 0 : 1, a.causal = causal ? 1 : 0;
           a.heads = s.heads, a.kvHeads = s.kvHeads;
@@ -308,17 +314,30 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
           cudnnStrides(vs, a.vStride), cudnnStrides(os, a.oStride);
           cudnnStrides(dos, a.doStride), cudnnStrides(dqs, a.dqStride);
           cudnnStrides(dks, a.dkStride), cudnnStrides(dvs, a.dvStride);
-          bool all = true;
-          for (int64_t b0 = 0; b0 < s.batch && all; b0 += chunk) {
-            a.batch = std::min(chunk, s.batch - b0);
-            a.q = g.q + b0 * qs.batch, a.k = g.k + b0 * ks.batch, a.v = g.v + b0 * vs.batch;
-            a.out = g.o + b0 * os.batch, a.dout = g.dout + b0 * dos.batch;
-            a.lse = lse + b0 * s.heads * s.tq;
-            a.dq = g.dq + b0 * dqs.batch, a.dk = g.dk + b0 * dks.batch, a.dv = g.dv + b0 * dvs.batch;
-            bool taken = false;
-            TC_RETURN_IF_ERROR(
-                cudnnAttentionBackward(a, stream, kCudnnBackwardWorkspaceBytes, &taken));
-            all = taken;
+          const rt::AttentionScratchLayout at = rt::attentionBackwardScratchLayout(
+              s.batch, s.heads, s.kvHeads, s.tq, s.tk, s.d, s.dv, sums.out != nullptr,
+              m.keys != nullptr, causal);
+          if (at.libraryWorkspace) {
+            a.workspace = static_cast<char *>(scratch) + at.libraryWorkspace;
+            a.workspaceBytes = static_cast<int64_t>(at.total - at.libraryWorkspace);
+          }
+          bool all = false;
+          for (const int64_t step : {at.libraryWorkspace ? s.batch : int64_t(0), chunk}) {
+            if (all || step == 0)
+              continue;
+            all = true;
+            for (int64_t b0 = 0; b0 < s.batch && all; b0 += step) {
+              a.batch = std::min(step, s.batch - b0);
+              a.q = g.q + b0 * qs.batch, a.k = g.k + b0 * ks.batch, a.v = g.v + b0 * vs.batch;
+              a.out = g.o + b0 * os.batch, a.dout = g.dout + b0 * dos.batch;
+              a.lse = lse + b0 * s.heads * s.tq;
+              a.dq = g.dq + b0 * dqs.batch, a.dk = g.dk + b0 * dks.batch;
+              a.dv = g.dv + b0 * dvs.batch;
+              bool taken = false;
+              TC_RETURN_IF_ERROR(
+                  cudnnAttentionBackward(a, stream, kCudnnBackwardWorkspaceBytes, &taken));
+              all = taken;
+            }
           }
           if (all) {
             // cuDNN takes no amax: over the stored gradients amaxOf names,

@@ -487,12 +487,15 @@ Status attentionForward(DType dt, const AttentionShape &s, const void *q, Attent
                         AttentionKernels kernels = AttentionKernels::Mma,
                         const AttentionMask &mask = {});
 
-/// Bytes of fp32 scratch attentionBackward needs (at least batch*heads*tq floats for
-/// D = rowsum(dout * out)); never 0.
+/// Bytes of scratch attentionBackward needs (at least batch*heads*tq floats for
+/// D = rowsum(dout * out); rt::attentionBackwardScratchLayout); never 0.
+/// Without keyMask, as for a call without a key mask, causal or not (the
+/// most such a call needs).
 using rt::attentionBackwardScratchBytes;
-inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSums = false) {
+inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSums = false,
+                                            bool keyMask = false) {
   return rt::attentionBackwardScratchBytes(s.batch, s.heads, s.kvHeads, s.tq, s.tk, s.d, s.dv,
-                                           colSums);
+                                           colSums, keyMask, /*causal=*/false);
 }
 
 /// The column sums over (batch, t) of attentionBackward's gradients (the
