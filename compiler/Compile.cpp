@@ -586,8 +586,6 @@ struct ExperimentalLever {
 const ExperimentalLever kExperimentalLevers[] = {
     {"wgmma-attention", "bf16/f16 attention with head dim 64 or 128 on sm_90a's warpgroup "
                         "MMA (wgmma) on an H100/H200, FlashAttention-2 on mma.sync elsewhere"},
-    {"norm-col-sums", "the bias gradient of a Linear layer fed by a norm's dx summed by the "
-                      "norm backward, its weight-gradient GEMM a plain product (no BGRAD)"},
     {"gelu-erf", "the exact (erf) GELU and its backward as GEMM epilogues (gelu_erf_aux, "
                  "dgelu_erf): tc's own sm_90a GEMM where the runtime takes it, else the "
                  "product and a GELU kernel"},
@@ -628,7 +626,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     GpuPipelineOptions o;
     o.tf32 = opts.tf32;
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
-    o.normColSums = llvm::is_contained(opts.experimental, "norm-col-sums");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
     PassManager pm(ctx);

@@ -155,9 +155,8 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
   Option<bool> normColSums{
       *this, "norm-col-sums",
       llvm::cl::desc("Norm backward calls sum the dx they write for the bias gradient of the "
-                     "Linear layer it feeds (tc-fuse-bias-grad norm-col-sums; tc-compile "
-                     "--experimental=norm-col-sums)"),
-      llvm::cl::init(false)};
+                     "Linear layer it feeds (tc-fuse-bias-grad norm-col-sums)"),
+      llvm::cl::init(true)};
   Option<bool> attentionColSums{
       *this, "attention-col-sums",
       llvm::cl::desc("Attention backward calls sum the dq / dk / dv they write for the bias "

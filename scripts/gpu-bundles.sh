@@ -21,7 +21,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-LEVERS="${1:-wgmma-attention,norm-col-sums,side-stream}"
+LEVERS="${1:-wgmma-attention,side-stream}"
 CB="${TC_CUDA_BUILD_DIR:-build-cuda}"
 
 TC_HF=1 TC_HF_MODELS="${TC_HF_MODELS:-gpt2 llama neox phi}" TC_EXPERIMENTAL="$LEVERS" \

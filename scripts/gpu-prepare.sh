@@ -158,7 +158,7 @@ cpu_reference gpt2.accum2.fp32 "$FX/gpt2"
 # all of them on, so that one gpu-check run says whether they keep the GPU
 # step equal to the CPU reference (M.E.exp.P; the precision stays the last
 # part of the name for gpu-check's tolerance).
-EXP="${TC_EXPERIMENTAL-wgmma-attention,norm-col-sums,side-stream}"
+EXP="${TC_EXPERIMENTAL-wgmma-attention,side-stream}"
 if [ -n "$EXP" ]; then
   for m in gpt2 llama; do
     for e in ts dynamo; do

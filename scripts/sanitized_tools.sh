@@ -114,7 +114,7 @@ for m in "$ROOT"/test/fixtures/*.onnx; do
   # The levers not (yet) the default (tc-compile --experimental), all of them.
   check "tc-compile --train --target sm_90 --bf16 --experimental=... test/fixtures/$f.onnx" "0 2" \
     "$BIN/tc-compile" "$m" "${shapes[@]}" --train --target sm_90 --bf16 \
-    --experimental=wgmma-attention,norm-col-sums,side-stream --report memory --no-batch-search
+    --experimental=wgmma-attention,side-stream --report memory --no-batch-search
 done
 
 # --- 2. artifacts ---------------------------------------------------------------

@@ -15,7 +15,7 @@
 // tc.col_sum): the attention backward sums the gradients as it stores them,
 // and the weight-gradient GEMM of the projection stays a plain product.
 //
-// With gemm-epilogue and norm-col-sums (tc-compile --experimental), a
+// With gemm-epilogue and norm-col-sums (both on for GPU targets), a
 // column sum no quantize took of the dx a norm gradient writes
 // (tc.layer_norm_grad / tc.rms_norm_grad over the last axis, its residual
 // add included) is paired with that gradient (the same tc.col_sum): the norm

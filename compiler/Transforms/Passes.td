@@ -904,7 +904,7 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
            "Pair column sums with the weight-gradient GEMMs that contract the same bytes">,
     Option<"normColSums", "norm-col-sums", "bool", /*default=*/"false",
            "With gemm-epilogue: first pair column sums of a norm gradient's dx with that "
-           "gradient (tc-compile --experimental=norm-col-sums)">,
+           "gradient (GPU targets' default)">,
     Option<"attentionColSums", "attention-col-sums", "bool", /*default=*/"false",
            "With gemm-epilogue: first pair column sums of the concat an attention "
            "gradient's dq / dk / dv form with that gradient (GPU targets' default)">,

@@ -140,9 +140,7 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
   --experimental=LIST    GPU targets: turn on levers written but not (yet)
                          faster on a GPU (comma-separated; bench/RESULTS.md
                          has their numbers): wgmma-attention (attention on
-                         sm_90a's warpgroup MMA on an H100/H200),
-                         norm-col-sums (a norm backward sums the dx it writes
-                         for the next Linear layer's bias gradient), gelu-erf
+                         sm_90a's warpgroup MMA on an H100/H200), gelu-erf
                          (the exact GELU and its backward as GEMM epilogues),
                          side-stream (weight-gradient GEMMs on a second
                          CUDA stream beside the backward)
