@@ -377,13 +377,9 @@ struct FusionGen {
 
   /// The 16-byte vector path over [0, end): every input dense or a scalar,
   /// every result but the reduction stored densely, V elements per thread
-  /// and step. Where a step loads at most 32 bytes a thread, two steps'
-  /// loads are issued before either is computed (with one 16-byte load a
-  /// thread in flight, kernels of one or two inputs moved ~2.4 TB/s on an
-  /// H100); kernels reading more (the optimizers' updates) have enough in
-  /// flight and keep their registers. `perElement` (given the names of the
-  /// element's values) adds to each element's code. Opens `if (aligned) {`
-  /// and the loop, and closes the loop only.
+  /// and step; `perElement` (given the names of the element's values) adds
+  /// to each element's code. Opens `if (aligned) {` and the loop, and
+  /// closes the loop only.
   LogicalResult vectorLoop(std::string &s, int64_t V, const std::string &end,
                            std::function<std::string(llvm::DenseMap<Value, std::string> &)> perElement) {
     std::string VS = std::to_string(V), align;
@@ -394,33 +390,16 @@ struct FusionGen {
     for (auto [i, v] : llvm::enumerate(yielded))
       if (stored(v))
         align += " | (unsigned long long)out" + std::to_string(i);
-    int64_t stepBytes = 0;
-    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
-      if (argModes[j] == ArgMode::Full)
-        stepBytes += V * storageBytes(eltOf(arg));
-    const int64_t U = stepBytes <= 32 ? 2 : 1;
-    const std::string US = std::to_string(U);
-    s += "  // 16-byte vector path (" + VS + " elements per thread and step" +
-         (U > 1 ? ", two steps' loads\n  // in flight together).\n" : ").\n");
+    s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
     s += "  if (((0ull" + align + ") & 15) == 0) {\n";
-    s += "    for (long long b0_ = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
-         "; b0_ < " + end + "; b0_ += stride * " + std::to_string(U * V) + ") {\n";
-    std::string loads, views;
+    s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+         "; b < " + end + "; b += stride * " + VS + ") {\n";
     for (auto [j, arg] : llvm::enumerate(body.getArguments()))
       if (argModes[j] == ArgMode::Full) {
-        std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">",
-                    js = std::to_string(j);
-        s += "      " + t + " a" + js + "_[" + US + "];\n";
-        loads +=
-            "        a" + js + "_[u_] = *reinterpret_cast<const " + t + "*>(in" + js + " + b);\n";
-        views += "      const " + t + " &a" + js + " = a" + js + "_[u_];\n";
+        std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">";
+        s += "      const " + t + " a" + std::to_string(j) + " = *reinterpret_cast<const " + t +
+             "*>(in" + std::to_string(j) + " + b);\n";
       }
-    s += "#pragma unroll\n      for (int u_ = 0; u_ < " + US + "; ++u_) {\n";
-    s += "        const long long b = b0_ + u_ * stride * " + VS + ";\n";
-    s += "        if (b >= " + end + ") break;\n" + loads + "      }\n";
-    s += "#pragma unroll\n      for (int u_ = 0; u_ < " + US + "; ++u_) {\n";
-    s += "      const long long b = b0_ + u_ * stride * " + VS + ";\n";
-    s += "      if (b >= " + end + ") break;\n" + views;
     for (auto [i, v] : llvm::enumerate(yielded))
       if (stored(v))
         s += "      TcVec<" + storageType(eltOf(v)) + ", " + VS + "> o" + std::to_string(i) + ";\n";
@@ -443,7 +422,7 @@ struct FusionGen {
       s += "      *reinterpret_cast<" + t + "*>(out" + std::to_string(i) + " + b) = o" +
            std::to_string(i) + ";\n";
     }
-    s += "      }\n    }\n";
+    s += "    }\n";
     return success();
   }
 

@@ -347,15 +347,11 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
 }
 
 /// The in-place form of rotaryKernel: n = B H S R/2 pairs, each read and
-/// written through out0 (with the strides of meta[8..10]) by one thread, V
+/// written through out0 (with the strides of meta[5..7]) by one thread, V
 /// pairs a thread on the vector path (rotate_half: x[k .. k+V) and
-/// x[k+R/2 .. k+R/2+V)); features past R are not touched. The dims and
-/// strides are the kernel's constants (meta keeps them for the launch): a
-/// thread's pair index takes five divisions, which by constants are
-/// multiplications (with them read from meta the kernel, one pass of
-/// latency, took 13.7 us for Pythia's q at 35% of DRAM's bandwidth).
+/// x[k+R/2 .. k+R/2+V)); features past R are not touched.
 FailureOr<KernelSource> rotaryInPlaceKernel(tc::RotaryOp op, Signature sig, int64_t n, bool vec,
-                                            int64_t V, const std::vector<int64_t> &meta) {
+                                            int64_t V) {
   Type e = eltOf(op.getInput()), te = eltOf(op.getCos());
   std::string ct = computeType(e);
   auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
@@ -366,12 +362,10 @@ FailureOr<KernelSource> rotaryInPlaceKernel(tc::RotaryOp op, Signature sig, int6
            "sq = q % S, hq = q / S, hh = hq % H, bb = hq / H;\n";
   };
   const std::string ix = n < (int64_t(1) << 31) ? "unsigned" : "long long";
-  auto ll = [&](int64_t k) { return std::to_string(meta[k]) + "ll"; };
-  const std::string rows = "const long long orow = (long long)bb * " + ll(8) +
-                           " + (long long)hh * " + ll(9) + " + (long long)sq * " + ll(10) + ";\n";
-  const std::string dims = "    constexpr " + ix + " half = " + std::to_string(meta[4]) +
-                           ", S = " + std::to_string(meta[2]) + ", H = " + std::to_string(meta[1]) +
-                           ";\n";
+  const std::string rows = "const long long orow = (long long)bb * meta.v[8] + (long long)hh * "
+                           "meta.v[9] + (long long)sq * meta.v[10];\n";
+  const std::string dims = "    const " + ix +
+                           " half = meta.v[4], S = meta.v[2], H = meta.v[1];\n";
   const std::string table = "      const long long t = ((long long)bb * S + sq) * half + k;\n";
   const std::string rot1 = "c * x1 - sn * x2", rot2 = "sn * x1 + c * x2";
   if (vec) {
@@ -481,7 +475,7 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   for (const std::vector<int64_t> &st : strides)
     vec = vec && llvm::all_of(st, [&](int64_t x) { return x % V == 0; });
   if (inPlace)
-    return rotaryInPlaceKernel(op, std::move(sig), n, vec, V, meta);
+    return rotaryInPlaceKernel(op, std::move(sig), n, vec, V);
   if (vec) {
     std::string VS = std::to_string(V), X = "TcVec<" + storageType(e) + ", " + VS + ">",
                 T = "TcVec<" + storageType(te) + ", " + VS + ">";

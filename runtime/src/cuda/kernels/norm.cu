@@ -363,41 +363,22 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     }
   };
   int parity = 0;
-  // Row r's x and dy (0 past cols) and its statistics.
-  auto loadRow = [&](int64_t r, Packed8<T>(&xq)[S], Packed8<T>(&dq)[S], float &mean,
-                     float &rstd) {
+#pragma unroll 1
+  for (int64_t r = r0 + group; r < r1; r += kGroups) {
     const T *xr = x + r * cols, *dyr = dy + r * cols;
-    mean = Rms ? 0.0f : meanIn[r], rstd = rstdIn[r];
+    float mean = Rms ? 0.0f : meanIn[r], rstd = rstdIn[r];
+    Packed8<T> xp[S], dyp[S];
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       int64_t i = base + s * kStretch + lane * 8;
       if (i < cols) {
-        loadPacked8(xr + i, xq[s]);
-        loadPacked8(dyr + i, dq[s]);
+        loadPacked8(xr + i, xp[s]);
+        loadPacked8(dyr + i, dyp[s]);
       } else {
-        zeroPacked8(xq[s]);
-        zeroPacked8(dq[s]);
+        zeroPacked8(xp[s]);
+        zeroPacked8(dyp[s]);
       }
     }
-  };
-  // With one block an SM (8 warps; 16-bit rows of 1024 columns and more),
-  // the group's next row is loaded while this one is computed: a warp's rows
-  // follow one another, and with one row's loads at a time the warps waited
-  // on each. (With two blocks an SM, 128 registers, the second row spills.)
-  constexpr bool kPrefetch = sizeof(T) == 2 && fusedBlocksPerSm<T, S, Rms>() == 1;
-  Packed8<T> xp[S], dyp[S];
-  float mean = 0.0f, rstd = 0.0f;
-  if (kPrefetch && r0 + group < r1)
-    loadRow(r0 + group, xp, dyp, mean, rstd);
-#pragma unroll 1
-  for (int64_t r = r0 + group; r < r1; r += kGroups) {
-    Packed8<T> xn[S], dyn[S];
-    float meanN = 0.0f, rstdN = 0.0f;
-    const bool more = kPrefetch && r + kGroups < r1;
-    if (more)
-      loadRow(r + kGroups, xn, dyn, meanN, rstdN);
-    if constexpr (!kPrefetch)
-      loadRow(r, xp, dyp, mean, rstd);
     float sumG = 0.0f, sumGX = 0.0f;
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -411,7 +392,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
         sumGX += g[j] * xhat[j];
       }
     }
-    if (dx) {
+    if (!dx)
+      continue;
     T *dxr = dx + r * cols;
     Packed8<T> dxp[S]; // the row to add to, loaded before the reductions wait
     if (addTo)
@@ -472,13 +454,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
         acc[0] = a;
         acc[1] = b;
       }
-    }
-    }
-    if (more) {
-#pragma unroll
-      for (int s = 0; s < S; ++s)
-        xp[s] = xn[s], dyp[s] = dyn[s];
-      mean = meanN, rstd = rstdN;
     }
   }
   float ds[ColSum ? S : 1][8]; // read back before storeChunkSums writes `sums`

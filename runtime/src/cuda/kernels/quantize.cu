@@ -55,20 +55,8 @@ __global__ void __launch_bounds__(kAmaxThreads)
   int64_t tid = static_cast<int64_t>(blockIdx.x) * kAmaxThreads + threadIdx.x;
   int64_t scalarFrom = 0;
   if (vec) {
-    // Four groups of 8 a thread in flight together, then the rest.
-    int64_t groups = n / kVec, g = tid;
-    for (; g + 3 * stride < groups; g += 4 * stride) {
-      float v[4][8];
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        load8(x + (g + u * stride) * kVec, v[u]);
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          m = max(m, absBits(v[u][j]));
-    }
-    for (; g < groups; g += stride) {
+    int64_t groups = n / kVec;
+    for (int64_t g = tid; g < groups; g += stride) {
       float v[8];
       load8(x + g * kVec, v);
 #pragma unroll
@@ -230,28 +218,17 @@ __global__ void __launch_bounds__(kVecThreads)
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kVecCols;
   const int c8 = (threadIdx.x % kVecThreadsPerRow) * kVec;
   const int64_t col = col0 + c8;
-  // The thread's rows of the tile are all loaded before any is converted:
-  // its loads are in flight together (one at a time, a load waiting behind
-  // the previous row's q store it might alias, moved ~2.4 TB/s on an H100).
-  constexpr int kPasses = kVecRows / kVecRowsPerPass;
-  const int r0 = threadIdx.x / kVecThreadsPerRow;
-  float v[kPasses][kVec];
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int64_t row = row0 + r0 + p * kVecRowsPerPass;
-    if (row < rows && col < cols)
-      load8(x + row * cols + col, v[p]);
-  }
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int r = r0 + p * kVecRowsPerPass;
-    const int64_t row = row0 + r;
+#pragma unroll 4
+  for (int r = threadIdx.x / kVecThreadsPerRow; r < kVecRows; r += kVecRowsPerPass) {
+    int64_t row = row0 + r;
     if (row >= rows || col >= cols)
       break;
+    float v[kVec];
+    load8(x + row * cols + col, v);
     uint8_t b[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j)
-      b[j] = toFp8<E5M2>(__fmul_rn(v[p][j], s));
+      b[j] = toFp8<E5M2>(__fmul_rn(v[j], s));
     uint2 packed;
     memcpy(&packed, b, sizeof packed);
     *reinterpret_cast<uint2 *>(q + row * cols + col) = packed;
@@ -262,7 +239,7 @@ __global__ void __launch_bounds__(kVecThreads)
     if (ColSum)
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        acc[j] += v[p][j];
+        acc[j] += v[j];
   }
   if (ColSum) {
     // This tile's 64 rows of each of its 128 columns: the 16 row groups in
