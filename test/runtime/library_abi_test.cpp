@@ -64,6 +64,13 @@ TEST(LibraryAbi, ScratchBytes) {
   EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 70, 128, 128, false, true), 0);
   EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 128, 128, true, true), 0);
   EXPECT_EQ(attentionLibraryWorkspaceBytes(2, 4, 130, 130, 64, 64, false, true), 0);
+  // The runtime's routing and the plan's workspace read one condition.
+  EXPECT_TRUE(attentionBackwardOnLibrary(130, 130, 128, 128, false, true));
+  EXPECT_TRUE(attentionBackwardOnLibrary(130, 70, 128, 128, false, false));
+  EXPECT_FALSE(attentionBackwardOnLibrary(130, 70, 128, 128, false, true));
+  EXPECT_FALSE(attentionBackwardOnLibrary(130, 130, 128, 128, true, true));
+  EXPECT_FALSE(attentionBackwardOnLibrary(130, 130, 128, 64, false, true));
+  EXPECT_FALSE(attentionBackwardOnLibrary(130, 130, 64, 64, false, true));
   // The ~1B step's 8 x 16 x 1024: 272 MiB; one of 32 heads at T = 4096 (1 GiB) is
   // past kMaxPlannedAttentionWorkspaceBytes: not planned.
   EXPECT_EQ(attentionLibraryWorkspaceBytes(8, 16, 1024, 1024, 128, 128, false, true),

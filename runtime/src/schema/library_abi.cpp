@@ -43,9 +43,14 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t tq) {
   return static_cast<size_t>(ceilDiv(rows * 4, 256) * 256);
 }
 
+bool attentionBackwardOnLibrary(int64_t tq, int64_t tk, int64_t d, int64_t dv, bool keyMask,
+                                bool causal) {
+  return d == 128 && dv == 128 && !keyMask && (!causal || tq == tk);
+}
+
 int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq, int64_t tk,
                                        int64_t d, int64_t dv, bool keyMask, bool causal) {
-  if (d != 128 || dv != 128 || keyMask || (causal && tq != tk) || batch <= 0 || heads <= 0 ||
+  if (!attentionBackwardOnLibrary(tq, tk, d, dv, keyMask, causal) || batch <= 0 || heads <= 0 ||
       tq <= 0 || tk <= 0)
     return 0;
   const int64_t bytes = batch * heads * tq * tk * 2 + (int64_t(16) << 20);

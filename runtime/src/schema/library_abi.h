@@ -69,10 +69,14 @@ size_t attentionBackwardScratchBytes(int64_t batch, int64_t heads, int64_t kvHea
 /// grow the step's memory for a little speed (the batch then runs in chunks
 /// of 128 MiB of the plugin's own, where one batch element fits).
 inline constexpr int64_t kMaxPlannedAttentionWorkspaceBytes = int64_t(512) << 20;
-/// The bytes the scratch reserves for cuDNN's attention backward: head dim
-/// 128 (dv == d), no key mask, causal only with tq == tk (the cases the
-/// runtime sends to it); [batch, heads, tq, tk] bf16 and 16 MiB, what its
-/// deterministic plans ask (cuDNN 9.x on sm_90), where that is at most
+/// Whether the runtime sends an attention backward to cuDNN where the plugin
+/// is loaded: head dim 128 (dv == d), no key mask, causal only with tq == tk
+/// (at 64 tc's kernels are as fast: bench/RESULTS.md, stop 42).
+bool attentionBackwardOnLibrary(int64_t tq, int64_t tk, int64_t d, int64_t dv, bool keyMask,
+                                bool causal);
+/// The bytes the scratch reserves for cuDNN's attention backward where
+/// attentionBackwardOnLibrary: [batch, heads, tq, tk] bf16 and 16 MiB, what
+/// its deterministic plans ask (cuDNN 9.x on sm_90), where that is at most
 /// kMaxPlannedAttentionWorkspaceBytes; else 0.
 int64_t attentionLibraryWorkspaceBytes(int64_t batch, int64_t heads, int64_t tq, int64_t tk,
                                        int64_t d, int64_t dv, bool keyMask, bool causal);

@@ -100,12 +100,13 @@ constexpr int64_t kCudnnBackwardWorkspaceBytes = int64_t(128) << 20;
 /// the cap; at least 1, which the plugin refuses where one passes it), or 0
 /// where the backward does not go to cuDNN: head dim 128 only (at 64 tc's
 /// kernels are as fast: bench/RESULTS.md, stop 42), no key mask, causal only
-/// with tq == tk, the cases rt::attentionLibraryWorkspaceBytes plans. (An
-/// amax of the gradients is taken after it, storedAmax.)
+/// with tq == tk (rt::attentionBackwardOnLibrary, the cases
+/// rt::attentionLibraryWorkspaceBytes plans). (An amax of the gradients is
+/// taken after it, storedAmax.)
 int64_t cudnnBackwardChunk(AttentionKernels kernels, const AttentionShape &s,
                            const AttentionMask &mask, bool causal) {
-  if (kernels != AttentionKernels::Cudnn || s.d != 128 || s.dv != 128 || mask.keys ||
-      (causal && s.tq != s.tk))
+  if (kernels != AttentionKernels::Cudnn ||
+      !rt::attentionBackwardOnLibrary(s.tq, s.tk, s.d, s.dv, mask.keys != nullptr, causal))
     return 0;
   return std::max<int64_t>(
       1, (kCudnnBackwardWorkspaceBytes - (int64_t(16) << 20)) / (s.heads * s.tq * s.tk * 2));
