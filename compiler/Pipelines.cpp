@@ -109,6 +109,7 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   biasGrad.gemmEpilogue = o.biasGradEpilogue;
   biasGrad.normColSums = o.normColSums;
   biasGrad.attentionColSums = o.attentionColSums;
+  biasGrad.fusionColSums = o.fusionColSums;
   pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad(biasGrad));
   pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
   TcFuseAttentionViewsOptions views;

@@ -54,13 +54,14 @@ bool perTensorWithoutAmax(QuantizeOp q) {
 }
 
 /// Whether `v` is a result of a fusion in `block` that can take its amax:
-/// one without a reduction, every result of v's shape.
+/// one without a reduction (column sums included), every result of v's
+/// shape.
 bool fusionCanTakeAmax(Value v, Block &block) {
   auto fusion = v.getDefiningOp<FusionOp>();
   if (!fusion || fusion->getBlock() != &block)
     return false;
   for (Operation &op : fusion.getBody().front().without_terminator())
-    if (isTrailingReduction(&op) || isLastAxisSoftmax(&op))
+    if (isTrailingReduction(&op) || isLastAxisSoftmax(&op) || isLeadingColumnSum(&op))
       return false;
   ArrayRef<int64_t> shape = tensorTypeOf(v).getShape();
   return llvm::all_of(fusion.getResultTypes(), [&](Type t) {

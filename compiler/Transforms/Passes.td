@@ -891,6 +891,14 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     norm backward call sums dx as it writes it ("col_sum", has_col_sum) and
     the weight-gradient GEMM reading dx stays a plain product.
 
+    With `fusion-col-sums`, a column sum no quantize took of a floating-point
+    result of an elementwise tc.fusion (or of a reshape of it keeping the
+    last axis) moves into the fusion: its body sums the yielded value over
+    every axis but the last and yields the sums as one more result (the
+    generated kernel sums what it stores), which replaces the reduce_sum
+    (through a tc.reshape when the sum's shape differs); a weight-gradient
+    GEMM reading the same bytes stays a plain product.
+
     With `attention-col-sums` too, a column sum of the [B, T, N] concat an
     attention gradient's dq / dk / dv form (gradConcat: a fused qkv
     projection's gradient, which tc-fuse-attention-views has the call write in
@@ -908,6 +916,8 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     Option<"attentionColSums", "attention-col-sums", "bool", /*default=*/"false",
            "With gemm-epilogue: first pair column sums of the concat an attention "
            "gradient's dq / dk / dv form with that gradient (GPU targets' default)">,
+    Option<"fusionColSums", "fusion-col-sums", "bool", /*default=*/"false",
+           "Move column sums of an elementwise fusion's results into the fusion">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }

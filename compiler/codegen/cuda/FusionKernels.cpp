@@ -22,6 +22,7 @@ struct FusionGen {
   Block &body;       // its body: one argument per input
   ValueRange yielded; // the body's results, one per output
   Operation *red = nullptr; // final reduction / softmax
+  Operation *colRed = nullptr; // or final column sums (tc::isLeadingColumnSum)
   std::string globals;      // module-scope declarations the kernel needs
   SmallVector<int64_t> iter;
   int64_t numel = 0, rows = 1, rowLen = 1;
@@ -54,9 +55,14 @@ struct FusionGen {
         options(options) {}
 
   LogicalResult analyse() {
-    for (Operation &op : body.without_terminator())
+    for (Operation &op : body.without_terminator()) {
       if (tc::isTrailingReduction(&op) || tc::isLastAxisSoftmax(&op))
         red = &op;
+      if (tc::isLeadingColumnSum(&op))
+        colRed = &op;
+    }
+    if (red && colRed)
+      return colRed->emitOpError() << "CUDA codegen: a fusion with two reductions";
     for (Operation &op : body.without_terminator()) {
       // FP8 values are read exactly; only a saturating cast writes them
       // (PTX's FP8 conversions saturate), or a broadcast passes them on.
@@ -83,6 +89,9 @@ struct FusionGen {
       rowDims = k;
       rows = product(ArrayRef(iter).drop_back(k));
       meta.push_back(rowLen);
+    } else if (colRed) {
+      // Column sums: the space is the summed value's, [rows, cols] flat.
+      iter.assign(shapeOf(colRed->getOperand(0)).begin(), shapeOf(colRed->getOperand(0)).end());
     } else {
       // The iteration space: the broadcast of every yielded shape.
       SmallVector<int64_t> s;
@@ -108,7 +117,8 @@ struct FusionGen {
     }
     for (Value v : yielded) {
       outGuard.emplace_back();
-      if (v.getDefiningOp() == red && red && !tc::isLastAxisSoftmax(red)) {
+      if ((v.getDefiningOp() == red && red && !tc::isLastAxisSoftmax(red)) ||
+          (colRed && v.getDefiningOp() == colRed)) {
         outMeta.push_back(-1);
         continue;
       }
@@ -240,7 +250,7 @@ struct FusionGen {
     }
     unsigned n = 0;
     for (Operation &op : body.without_terminator()) {
-      if (&op == red)
+      if (&op == red || &op == colRed)
         continue;
       Value r = op.getResult(0);
       std::string var = "v" + std::to_string(n++);
@@ -267,7 +277,7 @@ struct FusionGen {
   std::string storeCode(const std::string &ind, llvm::DenseMap<Value, std::string> &names, bool skipRed) {
     std::string s;
     for (auto [k, v] : llvm::enumerate(yielded)) {
-      if (skipRed && v.getDefiningOp() == red)
+      if ((skipRed && v.getDefiningOp() == red) || (colRed && v.getDefiningOp() == colRed))
         continue;
       std::string ks = std::to_string(k);
       std::string st = storeExpr(eltOf(v), names.lookup(v));
@@ -306,7 +316,11 @@ struct FusionGen {
     if (readsOrWritesFp8())
       src += kFp8Prelude;
     std::string bodyText;
-    if (!red) {
+    if (colRed) {
+      sig.tail(numel, meta);
+      if (failed(columnSumKernel(bodyText, k)))
+        return failure();
+    } else if (!red) {
       sig.tail(numel, meta);
       if (failed(elementwise(bodyText, k)))
         return failure();
@@ -324,7 +338,7 @@ struct FusionGen {
         return failure();
     }
     src += globals;
-    if ((!red || smallRow() || splitRow()) && !needIdx) {
+    if ((!red || smallRow() || splitRow()) && !needIdx && !colRed) {
       // Elementwise kernels without index arithmetic also get a grouped entry
       // point, NAME_group: one launch over many same-kernel problems (the
       // per-parameter optimizer updates: one AdamW launch for every
@@ -366,13 +380,44 @@ struct FusionGen {
       src += "  const TcGroupItem_" + std::to_string(nptr) + " it_ = items[lo_];\n";
       src += "  @KERNEL@_body(" + casts + ", it_.n, meta, (long long)blockIdx.x - it_.firstBlock, it_.blocks);\n}\n";
     } else {
-      src += "\nextern \"C\" __global__ void __launch_bounds__(256) @KERNEL@(\n    " + sig.text +
-             ") {\n" + bodyText + "}\n";
+      // Column sums: five blocks an SM at most 51 registers (their grid is
+      // one wave of them, kColumnSumBlocks).
+      src += std::string("\nextern \"C\" __global__ void __launch_bounds__(") +
+             (colRed ? "256, 5" : "256") + ") @KERNEL@(\n    " + sig.text + ") {\n" + bodyText +
+             "}\n";
     }
     k.source = std::move(src);
     k.params = std::move(sig.params);
     finalize(k, red ? (tc::isLastAxisSoftmax(red) ? "softmax" : "reduce") : "fusion");
     return k;
+  }
+
+  /// Whether yielded `v` is stored element by element (not the result of
+  /// the final reduction, red or colRed).
+  bool storedPerElement(Value v) const {
+    Operation *d = v.getDefiningOp();
+    return !d || (d != red && d != colRed);
+  }
+
+  /// The elements a thread and step of the 16-byte vector path: 16 bytes of
+  /// the widest value it loads or stores (at most 8), when every input is
+  /// dense over the space or a scalar, every result but the reduction's is
+  /// stored densely and `extent` (what the vectors tile) divides by it; else
+  /// 1 (no vector path).
+  int64_t vectorWidth(int64_t extent) const {
+    bool dense = llvm::all_of(argModes, [](ArgMode m) { return m != ArgMode::Strided; });
+    int64_t maxBytes = 1;
+    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
+      if (argModes[j] == ArgMode::Full)
+        maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
+    for (auto [i, v] : llvm::enumerate(yielded)) {
+      if (!storedPerElement(v))
+        continue;
+      dense = dense && outMeta[i] < 0;
+      maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
+    }
+    const int64_t V = std::min<int64_t>(8, 16 / maxBytes);
+    return dense && V > 1 && extent % V == 0 ? V : 1;
   }
 
   /// The 16-byte vector path over [0, end): every input dense or a scalar,
@@ -382,8 +427,24 @@ struct FusionGen {
   /// closes the loop only.
   LogicalResult vectorLoop(std::string &s, int64_t V, const std::string &end,
                            std::function<std::string(llvm::DenseMap<Value, std::string> &)> perElement) {
+    std::string VS = std::to_string(V);
+    return vectorPath(
+        s, V,
+        "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
+            "; b < " + end + "; b += stride * " + VS + ") {\n",
+        perElement);
+  }
+
+  /// The vector path with the loop `loopHead` opens (it defines the first
+  /// element's flat index b of each step): `if (aligned) {`, the loop, V
+  /// elements a step (each Full input one TcVec load, each stored result one
+  /// TcVec store; `perElement` adds to each element's code); closes the
+  /// loop only.
+  LogicalResult
+  vectorPath(std::string &s, int64_t V, const std::string &loopHead,
+             std::function<std::string(llvm::DenseMap<Value, std::string> &)> perElement) {
     std::string VS = std::to_string(V), align;
-    auto stored = [&](Value v) { return !red || v.getDefiningOp() != red; };
+    auto stored = [&](Value v) { return storedPerElement(v); };
     for (auto [j, arg] : llvm::enumerate(body.getArguments()))
       if (argModes[j] == ArgMode::Full)
         align += " | (unsigned long long)in" + std::to_string(j);
@@ -392,8 +453,7 @@ struct FusionGen {
         align += " | (unsigned long long)out" + std::to_string(i);
     s += "  // 16-byte vector path (" + VS + " elements per thread and step).\n";
     s += "  if (((0ull" + align + ") & 15) == 0) {\n";
-    s += "    for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * " + VS +
-         "; b < " + end + "; b += stride * " + VS + ") {\n";
+    s += loopHead;
     for (auto [j, arg] : llvm::enumerate(body.getArguments()))
       if (argModes[j] == ArgMode::Full) {
         std::string t = "TcVec<" + storageType(eltOf(arg)) + ", " + VS + ">";
@@ -426,18 +486,93 @@ struct FusionGen {
     return success();
   }
 
+  /// An elementwise fusion that also sums one of its values over every axis
+  /// but the last (colRed: a bias gradient, the column sums of the dY the
+  /// fusion writes). The space as [rows, cols]: a block's 8 warps go down
+  /// a chunk of rows, each lane over W adjacent columns of a 32 * W column
+  /// tile (16-byte loads and stores where every value is dense and
+  /// aligned), summing the stored values in row order; the warps' sums
+  /// combine in the block in warp order, then each block's partial goes to
+  /// module memory and the last block of a tile to finish (a counter) adds
+  /// the R partials of its columns in order: deterministic, the values read
+  /// once, no second kernel.
+  LogicalResult columnSumKernel(std::string &s, KernelSource &k) {
+    Value x = colRed->getOperand(0), sums = colRed->getResult(0);
+    Type xe = eltOf(x);
+    if (!isFloat(xe))
+      return colRed->emitOpError() << "CUDA codegen: column sums of " << xe << " are not supported";
+    const std::string acc = computeType(xe);
+    const int64_t cols = iter.back(), rowsN = numel / cols;
+    const int64_t W = vectorWidth(cols);
+    const bool vec = W > 1;
+    const int64_t tiles = (cols + 32 * W - 1) / (32 * W);
+    // One wave of blocks on an H100 / H200 (kColumnSumBlocks), each chunk
+    // at least 64 rows; at most 128 partials a column (the last block of a
+    // tile reads them one by one: reduce_cols' bound) and 16 MB of them.
+    const int64_t R = std::max<int64_t>(1, std::min({kColumnSumBlocks / tiles, int64_t(128),
+                                                     rowsN / 64, (int64_t(1) << 22) / cols}));
+    const std::string Ws = std::to_string(W), Rs = std::to_string(R), Cs = std::to_string(cols),
+                      Ts = std::to_string(tiles), RN = std::to_string(rowsN);
+    k.launch.block = 256;
+    k.launch.grid = tiles * R;
+    globals += "__device__ " + acc + " tc_cpart_[" + std::to_string(R * cols) +
+               "];\n__device__ unsigned int tc_cdone_[" + Ts + "];\n";
+    auto addSum = [&](llvm::DenseMap<Value, std::string> &names, const std::string &k) {
+      // The value as stored (rounded to its type), summed in f32 / f64.
+      return "cs_[" + k + "] += " + loadExpr(xe, storeExpr(xe, names.lookup(x))) + ";\n";
+    };
+    s += "  __shared__ " + acc + " part_[256 * " + Ws + "];\n  __shared__ bool last_;\n";
+    s += "  const int lane = threadIdx.x % 32, grp = threadIdx.x / 32;\n";
+    s += "  const long long tile_ = blockIdx.x % " + Ts + ", rpart_ = blockIdx.x / " + Ts + ";\n";
+    s += "  const long long c0_ = (tile_ * 32 + lane) * " + Ws + ";\n";
+    s += "  const long long chunk_ = (" + RN + "ll + " + Rs + " - 1) / " + Rs +
+         ", r0_ = rpart_ * chunk_;\n";
+    s += "  const long long r1_ = " + RN + "ll < r0_ + chunk_ ? " + RN + "ll : r0_ + chunk_;\n";
+    s += "  " + acc + " cs_[" + Ws + "];\n";
+    s += "#pragma unroll\n  for (int k = 0; k < " + Ws + "; ++k) cs_[k] = 0;\n";
+    s += "  if (c0_ < " + Cs + ") {\n";
+    if (vec) {
+      if (failed(vectorPath(
+              s, W,
+              "    for (long long r = r0_ + grp; r < r1_; r += 8) {\n"
+              "      const long long b = r * " +
+                  Cs + "ll + c0_;\n",
+              [&](llvm::DenseMap<Value, std::string> &names) { return addSum(names, "k"); })))
+        return failure();
+      s += "  } else {\n";
+    }
+    s += "    for (long long r = r0_ + grp; r < r1_; r += 8) {\n";
+    s += "      for (int k = 0; k < " + Ws + "; ++k) {\n";
+    s += "        const long long i = r * " + Cs + "ll + c0_ + k;\n";
+    s += idxCode("        ");
+    {
+      llvm::DenseMap<Value, std::string> names;
+      std::string eval;
+      if (failed(evalCode("        ", false, names, eval)))
+        return failure();
+      s += eval + storeCode("        ", names, false) + "        " + addSum(names, "k");
+    }
+    s += "      }\n    }\n";
+    if (vec)
+      s += "  }\n";
+    s += "  }\n";
+    // The block's warps in order, a partial of its rows, the tile's last
+    // block adding them.
+    auto add = [](const std::string &a, const std::string &x) { return a + " + " + x; };
+    s += tileColumnPartials("cs_", "c0_", "c0_ < " + Cs, W, Cs + "ll", R, add);
+    s += tileColumnTotals(acc, "0", W, Cs + "ll", R, add);
+    for (auto [i, v] : llvm::enumerate(yielded))
+      if (v.getDefiningOp() == colRed)
+        s += "    out" + std::to_string(i) + "[col_] = " + storeExpr(eltOf(sums), "a_") + ";\n";
+    s += "  }\n";
+    s += "  if (threadIdx.x == 0) tc_cdone_[tile_] = 0;\n";
+    return success();
+  }
+
   LogicalResult elementwise(std::string &s, KernelSource &k) {
     // Vector path: every pointer dense over the whole space (or a scalar).
-    bool vec = llvm::all_of(argModes, [](ArgMode m) { return m != ArgMode::Strided; }) &&
-               llvm::all_of(outMeta, [](int64_t m) { return m < 0; });
-    int64_t maxBytes = 1;
-    for (auto [j, arg] : llvm::enumerate(body.getArguments()))
-      if (argModes[j] == ArgMode::Full)
-        maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
-    for (Value v : yielded)
-      maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
-    int64_t V = std::min<int64_t>(8, 16 / maxBytes);
-    vec = vec && V > 1 && numel % V == 0;
+    const int64_t V = vectorWidth(numel);
+    const bool vec = V > 1;
     k.launch.block = 256;
     k.launch.grid = gridFor(vec ? numel / V : numel, 256);
     s += "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
@@ -464,6 +599,11 @@ struct FusionGen {
   /// does not depend on the order. Results other than the reduction must
   /// span the whole space (stored densely) for the vector path.
   static constexpr int64_t kFullReductionBlocks = 1056; // 132 SMs x 8 blocks of 256
+  /// The column-sum kernels' blocks: 132 SMs x 5 (their launch bounds; the
+  /// 8 sums a lane and the 16-byte vectors take Pythia's erf-GELU backward
+  /// to 48 registers, five blocks an SM): one wave, no second wave of a
+  /// few blocks (1056 blocks of it ran as 1.6 waves).
+  static constexpr int64_t kColumnSumBlocks = 660;
   /// A sum / max / min of one row shorter than the long rows rowKernel
   /// splits (2^15) without index arithmetic: one block, the row's length its
   /// n (groupable).
@@ -496,21 +636,8 @@ struct FusionGen {
         fl ? floatLiteral(max ? -INFINITY : INFINITY, dbl)
            : max ? (isU64(xe) ? "0ull" : "(-9223372036854775807ll - 1)")
                  : (isU64(xe) ? "~0ull" : "9223372036854775807ll");
-    int64_t maxBytes = 1;
-    bool vec = true;
-    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
-      vec = vec && argModes[j] != ArgMode::Strided;
-      if (argModes[j] == ArgMode::Full)
-        maxBytes = std::max(maxBytes, storageBytes(eltOf(arg)));
-    }
-    for (auto [i, v] : llvm::enumerate(yielded)) {
-      if (v.getDefiningOp() == red)
-        continue;
-      vec = vec && outMeta[i] < 0;
-      maxBytes = std::max(maxBytes, storageBytes(eltOf(v)));
-    }
-    const int64_t V = std::min<int64_t>(8, 16 / maxBytes);
-    vec = vec && V > 1 && numel % V == 0;
+    const int64_t V = vectorWidth(numel);
+    const bool vec = V > 1;
     k.launch.block = 256;
     // At most kFullReductionBlocks blocks (about one wave on an H200): each
     // block's tail (its reduction, a fence and the counter) then runs once

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,56 @@ inline std::string outIdx(int64_t rank, int64_t dimsAt, int64_t total = INT64_MA
     s += "    const long long o" + std::to_string(d) + " = (long long)(rem_ % " + dim + "); rem_ /= " +
          dim + ";\n";
   }
+  return s;
+}
+
+/// Column reductions over tiles of 32 * W columns and R row parts (a block
+/// each: tile_ = its index % tiles, rpart_ = / tiles; 8 warps, lane `lane`
+/// holding W sums `accs`[0..W) of the columns from `first` when `valid`):
+/// the block combines its warps in order (`comb`(a, x): C code of a
+/// combined with x) into __shared__ part_, warp 0 stores the part's
+/// partials into tc_cpart_[rpart_ * cols + column], and every block but the
+/// last of its tile (counter tc_cdone_[tile_], R arrivals; __shared__ bool
+/// last_) returns. Then the caller's code runs in the tile's last block
+/// (tileColumnTotals: the tile's columns, each the R partials in order).
+inline std::string
+tileColumnPartials(const std::string &accs, const std::string &first, const std::string &valid,
+                   int64_t W, const std::string &cols, int64_t R,
+                   const std::function<std::string(std::string, std::string)> &comb) {
+  const std::string Ws = std::to_string(W);
+  std::string s = "#pragma unroll\n  for (int j_ = 0; j_ < " + Ws + "; ++j_) part_[threadIdx.x * " +
+                  Ws + " + j_] = " + accs + "[j_];\n";
+  s += "  __syncthreads();\n";
+  s += "  if (grp == 0 && " + valid +
+       ") {\n    for (int g_ = 1; g_ < 8; ++g_)\n#pragma unroll\n"
+       "      for (int j_ = 0; j_ < " +
+       Ws + "; ++j_) " + accs +
+       "[j_] = " + comb(accs + "[j_]", "part_[(g_ * 32 + lane) * " + Ws + " + j_]") + ";\n";
+  s += "#pragma unroll\n    for (int j_ = 0; j_ < " + Ws + "; ++j_) tc_cpart_[rpart_ * " + cols +
+       " + " + first + " + j_] = " + accs + "[j_];\n  }\n";
+  s += "  __threadfence();\n  __syncthreads();\n";
+  s += "  if (threadIdx.x == 0) last_ = atomicAdd(&tc_cdone_[tile_], 1u) == " + std::to_string(R) +
+       " - 1;\n";
+  s += "  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
+  return s;
+}
+
+/// In the last block of a tile (after tileColumnPartials): opens a loop
+/// over the tile's columns col_ < `cols`, one a thread, each with a_ (type
+/// `acc`, from `init`) the combination of its R partials in part order
+/// (__ldcg: from L2, where the other blocks wrote them, and free to be
+/// issued ahead, unlike volatile loads). The caller stores a_ and closes it.
+inline std::string
+tileColumnTotals(const std::string &acc, const std::string &init, int64_t W,
+                 const std::string &cols, int64_t R,
+                 const std::function<std::string(std::string, std::string)> &comb) {
+  const std::string Ws = std::to_string(W);
+  std::string s = "  for (long long c_ = threadIdx.x; c_ < 32 * " + Ws + "; c_ += 256) {\n";
+  s += "    const long long col_ = tile_ * 32 * " + Ws + " + c_;\n    if (col_ >= " + cols +
+       ") break;\n";
+  s += "    " + acc + " a_ = " + init + ";\n";
+  s += "#pragma unroll 16\n    for (int p_ = 0; p_ < " + std::to_string(R) +
+       "; ++p_)\n      a_ = " + comb("a_", "__ldcg(&tc_cpart_[p_ * " + cols + " + col_])") + ";\n";
   return s;
 }
 

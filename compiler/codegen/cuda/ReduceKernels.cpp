@@ -149,24 +149,11 @@ FailureOr<KernelSource> reduceKernel(Operation *op) {
       s += "      acc[0] = TC_COMB(acc[0], " + loadExpr(e, "in0[off]") + ");\n";
     }
     s += "    }\n  }\n";
-    s += "  for (int j_ = 0; j_ < " + Vs + "; ++j_) part_[threadIdx.x * " + Vs + " + j_] = acc[j_];\n";
-    s += "  __syncthreads();\n";
-    s += "  if (grp == 0) {\n    for (int g_ = 1; g_ < 8; ++g_)\n      for (int j_ = 0; j_ < " + Vs +
-         "; ++j_) acc[j_] = TC_COMB(acc[j_], part_[(g_ * 32 + lane) * " + Vs + " + j_]);\n";
-    s += "    if (i < n)\n      for (int j_ = 0; j_ < " + Vs + "; ++j_) tc_cpart_[rpart_ * " + Ns +
-         " + i + j_] = acc[j_];\n  }\n";
-    s += "  __threadfence();\n  __syncthreads();\n";
-    s += "  if (threadIdx.x == 0) last_ = atomicAdd(&tc_cdone_[tile_], 1u) == " + Rs + " - 1;\n";
-    s += "  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
-    // The tile's 32 V columns over the block's threads, each summing its
-    // column's R partials in order.
-    s += "  for (long long c_ = threadIdx.x; c_ < 32 * " + Vs + "; c_ += 256) {\n";
-    s += "    const long long col_ = tile_ * 32 * " + Vs + " + c_;\n    if (col_ >= n) break;\n";
-    s += "    " + acc + " a_ = " + init + ";\n";
-    // __ldcg: from L2, where the other blocks' partials are (not a stale
-    // L1 line), and free to be issued ahead, unlike volatile loads.
-    s += "#pragma unroll 16\n    for (int p_ = 0; p_ < " + Rs + "; ++p_)\n      a_ = TC_COMB(a_, __ldcg(&tc_cpart_[p_ * " +
-         Ns + " + col_]));\n";
+    auto combine = [&](const std::string &a, const std::string &x) {
+      return "TC_COMB(" + a + ", " + x + ")";
+    };
+    s += tileColumnPartials("acc", "i", "i < n", V, Ns, R, combine);
+    s += tileColumnTotals(acc, init, V, Ns, R, combine);
     if (llvm::isa<tc::ReduceMeanOp>(op))
       s += "    a_ = a_ / (" + acc + ")" + m + ";\n";
     s += "    out0[col_] = " + storeExpr(eltOf(out), "a_") + ";\n  }\n";

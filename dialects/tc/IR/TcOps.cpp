@@ -1074,6 +1074,19 @@ bool tc::isTrailingReduction(Operation *op) {
   return true;
 }
 
+bool tc::isLeadingColumnSum(Operation *op) {
+  if (!llvm::isa<ReduceSumOp>(op))
+    return false;
+  auto axes = llvm::cast<DenseI64ArrayAttr>(op->getAttr("axes")).asArrayRef();
+  int64_t rank = tensorType(op->getOperand(0)).getRank();
+  if (rank < 2 || (int64_t)axes.size() != rank - 1)
+    return false;
+  for (auto [i, a] : llvm::enumerate(axes))
+    if (a != (int64_t)i)
+      return false;
+  return true;
+}
+
 Value tc::otherOperand(Operation *op, Value v) {
   if (op->getNumOperands() != 2)
     return {};
@@ -1132,7 +1145,8 @@ LogicalResult FusionOp::verifyRegions() {
                            << r.getType();
   Operation *reduction = nullptr;
   for (Operation &op : body.without_terminator()) {
-    bool isReduction = isTrailingReduction(&op) || isLastAxisSoftmax(&op);
+    bool isReduction =
+        isTrailingReduction(&op) || isLastAxisSoftmax(&op) || isLeadingColumnSum(&op);
     auto constant = llvm::dyn_cast<ConstantOp>(op);
     if (constant) {
       auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
@@ -1144,7 +1158,7 @@ LogicalResult FusionOp::verifyRegions() {
       return op.emitOpError()
              << "cannot be fused: a tc.fusion body holds elementwise ops, "
                 "broadcasts, splat constants and one final reduction over "
-                "trailing axes (or last-axis softmax)";
+                "trailing axes (or last-axis softmax, or a sum over every axis but the last)";
     if (!isReduction)
       continue;
     if (reduction)

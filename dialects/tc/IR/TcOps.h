@@ -35,6 +35,11 @@ inline bool isDataMovement(mlir::Operation *op) { return op->hasTrait<traits::Da
 /// reduce_sum / reduce_mean / reduce_max / reduce_min over the trailing axes
 /// [rank-k, rank) of its input, k >= 1 (the reductions a fusion may end in).
 bool isTrailingReduction(mlir::Operation *op);
+/// reduce_sum over every axis but the last of an input of rank >= 2 (keepdims
+/// or not): the column sums of the input seen as a [rows, cols] matrix, a
+/// Linear layer's bias gradient. A fusion may end in one instead of a
+/// trailing reduction (tc-fuse-bias-grad's fusion pairing).
+bool isLeadingColumnSum(mlir::Operation *op);
 /// softmax / log_softmax over the last axis (a fusion may end in one).
 bool isLastAxisSoftmax(mlir::Operation *op);
 /// The value of a tc.constant of float type whose elements are all equal

@@ -944,7 +944,9 @@ def TC_FusionOp : TC_Op<"fusion", [IsolatedFromAbove, SingleBlock,
     ops are elementwise ops (unary, binary with broadcasting, select, cast,
     comparisons, predicates, gelu), `tc.broadcast`, splat `tc.constant`s, and
     at most one reduction over trailing axes (reduce_sum / reduce_mean /
-    reduce_max / reduce_min) or last-axis softmax / log_softmax, whose result
+    reduce_max / reduce_min) or last-axis softmax / log_softmax, or one
+    reduce_sum over every axis but the last (column sums: a bias gradient
+    that tc-fuse-bias-grad put into the fusion writing its dY), whose result
     may only be yielded. The op exists only in the GPU pipeline (tc-fuse runs
     after the reference program is built), so the CPU reference executor
     never sees it. CUDA codegen (compiler/codegen/cuda) turns each one into

@@ -412,15 +412,45 @@ func.func @fusion_reduction_use(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Tests that a reduction over a leading axis is not fusible.
+// Tests that a max over a leading axis is not fusible (of the reductions over
+// leading axes only column sums are).
 func.func @fusion_leading_axis(%x: tensor<4x8xf32>) -> tensor<8xf32> {
   %r = tc.fusion (%x) : (tensor<4x8xf32>) -> tensor<8xf32> {
   ^bb0(%a: tensor<4x8xf32>):
     // expected-error @+1 {{cannot be fused}}
-    %0 = tc.reduce_sum %a {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+    %0 = tc.reduce_max %a {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
     tc.yield %0 : tensor<8xf32>
   }
   return %r : tensor<8xf32>
+}
+
+// -----
+
+// Tests that a sum over a middle axis is not fusible (not every axis but the
+// last: no column sum).
+func.func @fusion_middle_axis(%x: tensor<2x4x8xf32>) -> tensor<2x8xf32> {
+  %r = tc.fusion (%x) : (tensor<2x4x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    // expected-error @+1 {{cannot be fused}}
+    %0 = tc.reduce_sum %a {axes = array<i64: 1>} : tensor<2x4x8xf32> -> tensor<2x8xf32>
+    tc.yield %0 : tensor<2x8xf32>
+  }
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that a fusion holds one reduction: a column sum beside a row sum is a
+// second one.
+func.func @fusion_column_and_row_sums(%x: tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4xf32>) {
+  %r:2 = tc.fusion (%x) : (tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4x8xf32>):
+    %0 = tc.reduce_sum %a {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+    // expected-error @+1 {{is a second reduction in one tc.fusion}}
+    %1 = tc.reduce_sum %a {axes = array<i64: 1>} : tensor<4x8xf32> -> tensor<4xf32>
+    tc.yield %0, %1 : tensor<8xf32>, tensor<4xf32>
+  }
+  return %r#0, %r#1 : tensor<8xf32>, tensor<4xf32>
 }
 
 // -----

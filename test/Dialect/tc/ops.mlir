@@ -236,6 +236,24 @@ func.func @fusion(%x: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> (tensor<4x8xbf16>
 
 // -----
 
+// Tests that a tc.fusion ending in column sums (a reduce_sum over every axis
+// but the last, keepdims or not) of a value it also yields prints and parses
+// back unchanged.
+// CHECK-LABEL: func.func @fusion_column_sum
+// CHECK: tc.fusion(%{{.*}}, %{{.*}}) : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<1x1x8xbf16>)
+// CHECK: tc.reduce_sum %{{.*}} {axes = array<i64: 0, 1>, keepdims = true}
+func.func @fusion_column_sum(%x: tensor<2x4x8xbf16>, %g: tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<1x1x8xbf16>) {
+  %r:2 = tc.fusion (%x, %g) : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<1x1x8xbf16>) {
+  ^bb0(%a: tensor<2x4x8xbf16>, %b: tensor<2x4x8xbf16>):
+    %0 = tc.mul %a, %b : tensor<2x4x8xbf16>, tensor<2x4x8xbf16> -> tensor<2x4x8xbf16>
+    %1 = tc.reduce_sum %0 {axes = array<i64: 0, 1>, keepdims = true} : tensor<2x4x8xbf16> -> tensor<1x1x8xbf16>
+    tc.yield %0, %1 : tensor<2x4x8xbf16>, tensor<1x1x8xbf16>
+  }
+  return %r#0, %r#1 : tensor<2x4x8xbf16>, tensor<1x1x8xbf16>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @attention
 // CHECK: %{{.+}}, %[[L:.+]] = tc.attention %arg0, %arg1, %arg1 {causal = true, scale = 1.250000e-01 : f64} : (tensor<1x4x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x4x4x8xbf16>, tensor<1x4x4xf32>)
 // CHECK: tc.attention_grad %arg0, %arg1, %arg1, %{{.+}}, %[[L]], %arg0 {causal = true, scale = 1.250000e-01 : f64}

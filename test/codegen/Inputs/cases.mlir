@@ -352,3 +352,33 @@ func.func @transposes(%x: tensor<3x40x72xbf16>, %y: tensor<70x33xf32>, %z: tenso
   %r = tc.transpose %q {permutation = array<i64: 1, 0>} : tensor<100x200xf8E5M2> -> tensor<200x100xf8E5M2>
   return %t, %u, %v, %r : tensor<3x72x40xbf16>, tensor<33x70xf32>, tensor<2x3x36x40xf32>, tensor<200x100xf8E5M2>
 }
+
+// Column sums of an elementwise chain's result (a Linear layer's bias
+// gradient; with --experimental=fusion-col-sums they move into the fusion
+// writing the values): bf16 through a reshape to [tokens, cols] (one column
+// tile, 16-byte vectors); f16 over three column tiles, the last partial,
+// keepdims; f32 with a broadcast operand (strided loads: a column a lane).
+func.func @col_sum_bf16(%x: tensor<4x64x96xbf16>, %g: tensor<4x64x96xbf16>)
+    -> (tensor<4x64x96xbf16>, tensor<96xbf16>) {
+  %e = tc.erf %x : tensor<4x64x96xbf16>
+  %d = tc.mul %e, %g : tensor<4x64x96xbf16>, tensor<4x64x96xbf16> -> tensor<4x64x96xbf16>
+  %m = tc.reshape %d : tensor<4x64x96xbf16> to tensor<256x96xbf16>
+  %s = tc.reduce_sum %m {axes = array<i64: 0>} : tensor<256x96xbf16> -> tensor<96xbf16>
+  return %d, %s : tensor<4x64x96xbf16>, tensor<96xbf16>
+}
+
+func.func @col_sum_tiles(%x: tensor<512x600xf16>, %y: tensor<512x600xf16>)
+    -> (tensor<512x600xf16>, tensor<1x600xf16>) {
+  %a = tc.add %x, %y : tensor<512x600xf16>, tensor<512x600xf16> -> tensor<512x600xf16>
+  %t = tc.tanh %a : tensor<512x600xf16>
+  %s = tc.reduce_sum %t {axes = array<i64: 0>, keepdims = true} : tensor<512x600xf16> -> tensor<1x600xf16>
+  return %t, %s : tensor<512x600xf16>, tensor<1x600xf16>
+}
+
+func.func @col_sum_strided(%x: tensor<300x40xf32>, %b: tensor<40xf32>)
+    -> (tensor<300x40xf32>, tensor<40xf32>) {
+  %a = tc.add %x, %b : tensor<300x40xf32>, tensor<40xf32> -> tensor<300x40xf32>
+  %e = tc.exp %a : tensor<300x40xf32>
+  %s = tc.reduce_sum %e {axes = array<i64: 0>} : tensor<300x40xf32> -> tensor<40xf32>
+  return %e, %s : tensor<300x40xf32>, tensor<40xf32>
+}
