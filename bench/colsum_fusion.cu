@@ -61,18 +61,38 @@ __device__ __forceinline__ float geluBwd(float x, float g) {
   return g * v6 + v9 * v13 * 0x1.6a13cep-1f;
 }
 
+/// dY at 8 adjacent elements (16-byte loads of x and g), stored at out.
+__device__ __forceinline__ Bf8 geluBwd8(unsigned short *__restrict__ out,
+                                       const unsigned short *__restrict__ x,
+                                       const unsigned short *__restrict__ g) {
+  const Bf8 a = *reinterpret_cast<const Bf8 *>(x), c = *reinterpret_cast<const Bf8 *>(g);
+  Bf8 o;
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    o.v[k] = f2bf(geluBwd(bf2f(a.v[k]), bf2f(c.v[k])));
+  *reinterpret_cast<Bf8 *>(out) = o;
+  return o;
+}
+
+/// Adds the stored values o to a thread's 8 sums: its slots of shared
+/// memory `part` (SMEM) or registers `cs`.
+template <bool SMEM>
+__device__ __forceinline__ void addSums(const Bf8 &o, float *part, float (&cs)[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    if (SMEM)
+      part[threadIdx.x * 8 + k] += bf2f(o.v[k]);
+    else
+      cs[k] += bf2f(o.v[k]);
+  }
+}
+
 __global__ void __launch_bounds__(256) plainKernel(unsigned short *__restrict__ out,
                                                    const unsigned short *__restrict__ x,
                                                    const unsigned short *__restrict__ g, long long n) {
   const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8; b < n; b += stride * 8) {
-    const Bf8 a = *reinterpret_cast<const Bf8 *>(x + b), c = *reinterpret_cast<const Bf8 *>(g + b);
-    Bf8 o;
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      o.v[k] = f2bf(geluBwd(bf2f(a.v[k]), bf2f(c.v[k])));
-    *reinterpret_cast<Bf8 *>(out + b) = o;
-  }
+  for (long long b = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8; b < n; b += stride * 8)
+    geluBwd8(out + b, x + b, g + b);
 }
 
 constexpr int kMaxParts = 1 << 23;
@@ -102,17 +122,7 @@ __global__ void __launch_bounds__(256, MINB)
   if (c0_ < cols) {
     for (long long r = r0_ + grp; r < r1_; r += 8) {
       const long long b = r * cols + c0_;
-      const Bf8 a = *reinterpret_cast<const Bf8 *>(x + b), c = *reinterpret_cast<const Bf8 *>(g + b);
-      Bf8 o;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        o.v[k] = f2bf(geluBwd(bf2f(a.v[k]), bf2f(c.v[k])));
-        if (SMEM)
-          part_[threadIdx.x * 8 + k] += bf2f(o.v[k]);
-        else
-          cs_[k] += bf2f(o.v[k]);
-      }
-      *reinterpret_cast<Bf8 *>(out + b) = o;
+      addSums<SMEM>(geluBwd8(out + b, x + b, g + b), part_, cs_);
     }
   }
   if (!SMEM) {
@@ -173,19 +183,8 @@ __global__ void __launch_bounds__(256, MINB) strideKernel(unsigned short *__rest
     if (SMEM)
       part_[threadIdx.x * 8 + k] = 0;
   }
-  for (long long b = b0; b < n; b += stride * 8) {
-    const Bf8 a = *reinterpret_cast<const Bf8 *>(x + b), c = *reinterpret_cast<const Bf8 *>(g + b);
-    Bf8 o;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      o.v[k] = f2bf(geluBwd(bf2f(a.v[k]), bf2f(c.v[k])));
-      if (SMEM)
-        part_[threadIdx.x * 8 + k] += bf2f(o.v[k]);
-      else
-        cs_[k] += bf2f(o.v[k]);
-    }
-    *reinterpret_cast<Bf8 *>(out + b) = o;
-  }
+  for (long long b = b0; b < n; b += stride * 8)
+    addSums<SMEM>(geluBwd8(out + b, x + b, g + b), part_, cs_);
 #pragma unroll
   for (int k = 0; k < 8; ++k)
     gPart[b0 + k] = SMEM ? part_[threadIdx.x * 8 + k] : cs_[k];

@@ -129,19 +129,27 @@ bool pairWithGemm(MatmulOp mm, int64_t id, DenseSet<Operation *> &paired) {
 /// Pairs `op`, a library call that can write the column sums of the values
 /// it writes, with the first unpaired column sum (of `cols` columns) of one
 /// of `views` in its block (the same tc.col_sum). Whether it did.
-bool pairColumnSum(Operation *op, ArrayRef<Value> views, int64_t cols, int64_t id,
-                   DenseSet<Operation *> &paired) {
-  if (op->hasAttr(kColSumAttr))
-    return false;
+/// The first column sum (of `cols` columns) of one of `views` in `block`
+/// in program order that nothing paired yet, or null.
+ReduceSumOp firstUnpairedColumnSum(Block *block, ArrayRef<Value> views, int64_t cols,
+                                   const DenseSet<Operation *> &paired) {
   ReduceSumOp best;
   for (Value v : views)
     for (Operation *u : v.getUsers()) {
       auto r = llvm::dyn_cast<ReduceSumOp>(u);
-      if (r && r->getBlock() == op->getBlock() && !paired.contains(r) &&
-          !r->hasAttr(kColSumAttr) && !r->hasAttr(kBiasGradAttr) && isColumnSum(r, v, cols) &&
+      if (r && r->getBlock() == block && !paired.contains(r) && !r->hasAttr(kColSumAttr) &&
+          !r->hasAttr(kBiasGradAttr) && isColumnSum(r, v, cols) &&
           (!best || r->isBeforeInBlock(best)))
         best = r;
     }
+  return best;
+}
+
+bool pairColumnSum(Operation *op, ArrayRef<Value> views, int64_t cols, int64_t id,
+                   DenseSet<Operation *> &paired) {
+  if (op->hasAttr(kColSumAttr))
+    return false;
+  ReduceSumOp best = firstUnpairedColumnSum(op->getBlock(), views, cols, paired);
   if (!best)
     return false;
   auto attr = IntegerAttr::get(IntegerType::get(op->getContext(), 64), id);
@@ -211,16 +219,12 @@ bool pairWithFusion(FusionOp f, DenseSet<Operation *> &paired) {
     auto t = llvm::cast<RankedTensorType>(res.getType());
     if (!llvm::isa<FloatType>(t.getElementType()))
       continue;
-    for (Value v : lastAxisViews(res))
-      for (Operation *u : v.getUsers()) {
-        auto r = llvm::dyn_cast<ReduceSumOp>(u);
-        if (r && r->getBlock() == f->getBlock() && !paired.contains(r) &&
-            !r->hasAttr(kColSumAttr) && !r->hasAttr(kBiasGradAttr) &&
-            isColumnSum(r, v, t.getShape().back()) && (!best || r->isBeforeInBlock(best))) {
-          best = r;
-          index = k;
-        }
-      }
+    ReduceSumOp r =
+        firstUnpairedColumnSum(f->getBlock(), lastAxisViews(res), t.getShape().back(), paired);
+    if (r && (!best || r->isBeforeInBlock(best))) {
+      best = r;
+      index = k;
+    }
   }
   if (!best)
     return false;
