@@ -346,6 +346,10 @@ fi
 # Checkpoints through the device: 4 steps, save, resume to 8 in a new process;
 # steps 5..8 must equal an uninterrupted 8-step run exactly (cuBLASLt's
 # heuristic choice, TC_MATMUL_TUNE=0, so both processes use the same kernels).
+# The run loop enqueues step N + 1 before it reads step N (pipelined): 8 steps
+# with --save-every 3 (the loop pauses at steps 3 and 6) and 8 steps waited
+# for one by one (TC_CUDA_PIPELINE=0) must give the same losses and the same
+# final checkpoint, byte for byte.
 resume_line="resume: not run"
 RFX="$FIXT/gpt2.ts.fp32.tca"
 if [ -x "$TCRUN" ] && [ -f "$RFX" ]; then
@@ -357,19 +361,31 @@ if [ -x "$TCRUN" ] && [ -f "$RFX" ]; then
     --log-every 0 >>"$OUT/resume/log" 2>&1 &&
   TC_MATMUL_TUNE=0 "$TCRUN" "$RFX" --device cuda --steps 8 "${feeds[@]}" --resume "$OUT/resume/ck" \
     --metrics "$OUT/resume/resumed.jsonl" --log-every 0 >>"$OUT/resume/log" 2>&1
+  TC_MATMUL_TUNE=0 "$TCRUN" "$RFX" --device cuda --steps 8 "${feeds[@]}" --save "$OUT/resume/piped" \
+    --save-every 3 --metrics "$OUT/resume/piped.jsonl" --log-every 0 >>"$OUT/resume/log" 2>&1
+  TC_MATMUL_TUNE=0 TC_CUDA_PIPELINE=0 "$TCRUN" "$RFX" --device cuda --steps 8 "${feeds[@]}" \
+    --save "$OUT/resume/serial" --save-every 3 --metrics "$OUT/resume/serial.jsonl" --log-every 0 \
+    >>"$OUT/resume/log" 2>&1
   resume_line="resume: $(python3 - "$OUT/resume" <<'PY'
 import json, sys
 d = sys.argv[1]
 try:
     full = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/full.jsonl"))}
     res = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/resumed.jsonl"))}
+    piped = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/piped.jsonl"))}
+    serial = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/serial.jsonl"))}
+    states = [open(f"{d}/{k}/{f}", "rb").read() for k in ("piped", "serial")
+              for f in ("model.safetensors", "optimizer.safetensors")]
 except OSError as e:
     print(f"FAIL ({e})"); sys.exit(0)
 same = sorted(res) == [5, 6, 7, 8] and all(res[s] == full[s] for s in res)
-print(("PASS" if same else "FAIL") + ": steps " + ", ".join(f"{s}: {res[s]:.9g} vs {full.get(s, float('nan')):.9g}" for s in sorted(res)))
+steps = list(range(1, 9))
+piped_ok = sorted(piped) == steps and piped == full and serial == full and states[:2] == states[2:]
+print(("PASS" if same and piped_ok else "FAIL") + ": steps " + ", ".join(f"{s}: {res[s]:.9g} vs {full.get(s, float('nan')):.9g}" for s in sorted(res))
+      + f"; pipelined / serial (--save-every 3) {'equal' if piped_ok else 'DIFFER'} to the bit")
 PY
 )"
-  rm -rf "$OUT/resume/ck"
+  rm -rf "$OUT/resume/ck" "$OUT/resume/piped" "$OUT/resume/serial"
   echo "   $resume_line"
 fi
 

@@ -1,6 +1,6 @@
 //===- tc-run.cpp - run a compiled tc artifact ----------------------------===//
 //
-// Thin: parses flags, reads the environment (TC_CUDA_GRAPHS,
+// Thin: parses flags, reads the environment (TC_CUDA_GRAPHS, TC_CUDA_PIPELINE,
 // TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE, TC_MATMUL_TUNE: the CUDA options),
 // installs the signal handlers and prints; the work is the runtime's, through
 // its public C API only (tc/runtime.h: tc_run_train, tc_run_eval,
@@ -525,6 +525,8 @@ tc_cuda_options_t cudaOptionsFromEnv() {
     c.profile = std::string(v) == "1";
   if (const char *v = std::getenv("TC_MATMUL_TUNE"))
     c.matmul_tune = std::string(v) != "0";
+  if (const char *v = std::getenv("TC_CUDA_PIPELINE"))
+    c.pipeline = std::string(v) != "0";
   return c;
 }
 

@@ -303,14 +303,17 @@ int tc_cuda_built(void);
 tc_status_t *tc_cuda_check(void);
 
 /* How the CUDA backend runs. The runtime reads no environment variables:
- * tc-run sets these from TC_CUDA_GRAPHS, TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE
- * and TC_MATMUL_TUNE. */
+ * tc-run sets these from TC_CUDA_GRAPHS, TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE,
+ * TC_MATMUL_TUNE and TC_CUDA_PIPELINE. */
 typedef struct tc_cuda_options_t {
   int graphs;        /* 1 (default): replay functions as CUDA graphs after their first run */
   int check_each_op; /* 1: synchronise and check after every op (slow; names the op) */
   int profile;       /* 1: time every op; a profile goes to stderr at the end */
   int matmul_tune;   /* 1 (default): time the cuBLASLt candidates of each matmul once and
                         keep the fastest; 0: the heuristic's first choice, reproducibly */
+  int pipeline;      /* 1 (default): a training run enqueues step N + 1 (a replayed graph) before
+                        it waits for step N's results, so the GPU does not wait for the host
+                        between steps; 0: each step is waited for before the next is enqueued */
 } tc_cuda_options_t;
 
 typedef enum tc_ref_precision_t {

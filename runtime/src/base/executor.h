@@ -14,6 +14,7 @@
 #define TC_RUNTIME_BASE_EXECUTOR_H
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <set>
 #include <string>
@@ -25,12 +26,16 @@
 namespace tc::rt {
 
 /// How the CUDA backend runs (the C API's tc_cuda_options_t; tc-run sets it
-/// from TC_CUDA_GRAPHS, TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE, TC_MATMUL_TUNE).
+/// from TC_CUDA_GRAPHS, TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE, TC_MATMUL_TUNE,
+/// TC_CUDA_PIPELINE).
 struct CudaOptions {
   bool graphs = true;       ///< replay functions as CUDA graphs after their first run
   bool checkEachOp = false; ///< synchronise and check after every op
   bool profile = false;     ///< time every op; print the profile at the end
   bool matmulTune = true;   ///< time cuBLASLt's candidates once per matmul, keep the fastest
+  /// Executor::submit enqueues a replayed graph and returns (off: it runs
+  /// and waits, as run() does; tc-run: TC_CUDA_PIPELINE=0).
+  bool pipeline = true;
 };
 
 /// What a traced run (Executor::runTraced) hands out: value `key` as soon as
@@ -76,6 +81,27 @@ public:
   virtual Status run(const std::string &name, const std::vector<HostTensor> &inputs,
                      std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) = 0;
 
+  /// Enqueues a run of `name` and, where the backend can, returns before it
+  /// finishes (the CUDA backend, for a function it replays as a CUDA graph:
+  /// the inputs are staged at once, so the caller may reuse them; the results
+  /// in `want` are copied back behind the run). Its results are handed out by
+  /// collect(*ticket). Runs are collected in the order submitted, and at most
+  /// kMaxSubmitted are submitted and not yet collected. The default, and the
+  /// CUDA backend where it cannot defer, runs it now (run()) and keeps the
+  /// results for collect(). Any other call on the executor waits for the
+  /// submitted runs to finish first (their results stay for collect()).
+  static constexpr size_t kMaxSubmitted = 2;
+  virtual Status submit(const std::string &name, const std::vector<HostTensor> &inputs,
+                        const std::vector<bool> *want, uint64_t *ticket);
+  /// Waits for the oldest submitted run, `ticket`, and hands out its results
+  /// as run() would have (a failure of the run is reported here).
+  virtual Status collect(uint64_t ticket, std::vector<HostTensor> *outputs);
+  /// Submitted runs not yet collected.
+  virtual size_t submitted() const { return finished_.size(); }
+  /// Whether submit() of `name` would return before the run ends (else it
+  /// runs it then and there).
+  virtual bool defers(const std::string &name) const { return false; }
+
   /// run(), handing every value whose key is in `keys` to `sink` as soon as
   /// it is written (see TraceSink; the GPU runs op by op, without graphs).
   virtual Status runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
@@ -90,6 +116,19 @@ public:
   virtual Status setEntry(const std::string &name, const HostTensor &value) = 0;
 
   virtual DeviceMemoryReport memory() const { return DeviceMemoryReport(); }
+
+protected:
+  /// The tickets handed out by submit() so far.
+  uint64_t tickets_ = 0;
+
+private:
+  /// The default submit()'s runs: done, their results kept for collect().
+  struct Finished {
+    uint64_t ticket = 0;
+    Status status;
+    std::vector<HostTensor> outputs;
+  };
+  std::deque<Finished> finished_;
 };
 
 } // namespace tc::rt

@@ -24,6 +24,7 @@
 namespace tc::rt::cuda {
 
 DeviceExecutor::Impl::~Impl() {
+  finishSubmitted();
   reportProfile();
   for (cudaEvent_t e : marks)
     cudaEventDestroy(e);
@@ -36,6 +37,11 @@ DeviceExecutor::Impl::~Impl() {
       cudaFree(t);
     cudaFree(p.inputBlock);
     cudaFree(p.constBlock);
+    for (int k = 0; k < 2; ++k) {
+      cudaFreeHost(p.stage[k]);
+      if (p.staged[k])
+        cudaEventDestroy(p.staged[k]);
+    }
   }
   matmuls.clear();
   for (auto &[sid, ws] : workspaces)
@@ -303,6 +309,7 @@ ExecutorOptions executorOptions(int device, uint64_t seed, const CudaOptions &cu
   o.checkEachOp = cuda.checkEachOp;
   o.profile = cuda.profile;
   o.matmulTune = cuda.matmulTune;
+  o.pipeline = cuda.pipeline;
   return o;
 }
 
@@ -343,6 +350,7 @@ const DeviceFunction *DeviceExecutor::function(const std::string &name) const {
 }
 
 Status DeviceExecutor::prepare(const std::string &name) {
+  impl_->finishSubmitted();
   Prepared *p = nullptr;
   TC_RETURN_IF_ERROR(impl_->prepare(name, &p));
   if (memEpoch_ == impl_->epoch)
@@ -362,6 +370,7 @@ Status DeviceExecutor::prepare(const std::string &name) {
 }
 
 Status DeviceExecutor::setEntry(const std::string &name, const HostTensor &value) {
+  impl_->finishSubmitted();
   auto it = impl_->entries.find(name);
   if (it == impl_->entries.end())
     return notFound("no parameter or state entry '" + name + "'");
@@ -377,6 +386,7 @@ Status DeviceExecutor::setEntry(const std::string &name, const HostTensor &value
 }
 
 Status DeviceExecutor::getEntry(const std::string &name, HostTensor *out) {
+  impl_->finishSubmitted();
   auto it = impl_->entries.find(name);
   if (it == impl_->entries.end())
     return notFound("no parameter or state entry '" + name + "'");

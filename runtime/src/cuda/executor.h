@@ -68,6 +68,8 @@ struct ExecutorOptions {
   /// Time cuBLASLt's candidates on a matmul's first eager call and keep the
   /// fastest (off: the heuristic's first choice, reproducibly).
   bool matmulTune = true;
+  /// submit() enqueues a replayed graph and returns (CudaOptions::pipeline).
+  bool pipeline = true;
   /// Seed of the parameter initialisers (tc-compile --init-params).
   uint64_t seed = 1337;
 };
@@ -117,6 +119,16 @@ public:
   /// stay empty tensors of the right type).
   Status run(const std::string &name, const std::vector<HostTensor> &inputs,
              std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) override;
+  /// Enqueues `name` and returns (a function replayed as a CUDA graph, with
+  /// ExecutorOptions::pipeline): its arguments staged in pinned memory and
+  /// copied in, the graph launched and the results in `want` copied back
+  /// into the staging behind it. Otherwise it runs now (Executor::submit).
+  Status submit(const std::string &name, const std::vector<HostTensor> &inputs,
+                const std::vector<bool> *want, uint64_t *ticket) override;
+  Status collect(uint64_t ticket, std::vector<HostTensor> *outputs) override;
+  size_t submitted() const override;
+  bool defers(const std::string &name) const override;
+
   /// run() op by op (no graph), copying each buffer in `keys` to the host
   /// for `sink` after the op that writes it.
   Status runTraced(const std::string &name, const std::vector<HostTensor> &inputs,

@@ -68,6 +68,27 @@ struct Prepared {
   cudaGraphExec_t graph = nullptr;
   std::vector<void *> groupTables; // device item tables of grouped launches
   uint64_t groupBytes = 0;
+  // submit()'s pinned staging, two slots used in turn: the arguments laid out
+  // as inputBlock, then every result at 16-byte alignment (resultOffsets);
+  // `staged` is recorded after a slot's copies back.
+  char *stage[2] = {nullptr, nullptr};
+  cudaEvent_t staged[2] = {nullptr, nullptr};
+  std::vector<uint64_t> resultOffsets;
+  uint64_t stageBytes = 0;
+  uint64_t submits = 0;
+};
+
+/// A run DeviceExecutor::submit enqueued (slot >= 0: its copies back land in
+/// the function's staging slot) or ran at once (slot -1: status, outputs).
+struct Submitted {
+  uint64_t ticket = 0;
+  Prepared *p = nullptr;
+  std::string name;
+  int slot = -1;
+  bool hasWant = false; // else every result is wanted
+  std::vector<bool> want;
+  Status status;
+  std::vector<HostTensor> outputs;
 };
 
 struct DeviceExecutor::Impl {
@@ -95,6 +116,13 @@ struct DeviceExecutor::Impl {
   int64_t buildStream = 0; // the stream of the op buildOp is building
   std::deque<Stream> streams;
   std::map<std::string, Prepared> prepared;
+  std::deque<Submitted> submitted; // oldest first
+  /// Waits for every enqueued submitted run (what it reports stays for
+  /// collect): before any call that could change what they use.
+  void finishSubmitted();
+  /// `name`'s prepared function where submit() can enqueue it and return
+  /// (Executor::defers), else null.
+  Prepared *deferrable(const std::string &name);
   uint64_t epoch = 0; // bumped when a function is prepared or the arena grows
   std::deque<Event> events; // deque: closures hold pointers to them
   // ExecutorOptions::profile (tc-run: TC_CUDA_PROFILE=1): per-op GPU time

@@ -4,12 +4,15 @@
 // by one (checked after each with checkEachOp, timed with profile) or, from
 // the second run of a capturable function, captured once into a CUDA graph
 // and replayed; then the results copied out. The profile's report too.
+// submit / collect: a replayed graph enqueued behind the previous one, its
+// arguments staged in pinned memory and its results copied back behind it.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/executor_impl.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 namespace tc::rt::cuda {
 
@@ -45,6 +48,7 @@ Status DeviceExecutor::runTraced(const std::string &name, const std::vector<Host
 Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
                            std::vector<HostTensor> *outputs, const std::vector<bool> *want) {
   Impl &im = *impl_;
+  im.finishSubmitted();
   TC_RETURN_IF_ERROR(prepare(name));
   Prepared *p = nullptr;
   TC_RETURN_IF_ERROR(im.prepare(name, &p)); // found: no work
@@ -177,6 +181,140 @@ Status DeviceExecutor::run(const std::string &name, const std::vector<HostTensor
     void *src = nullptr;
     TC_RETURN_IF_ERROR(im.pointer(*p, b, &src, "@" + name + " result #" + std::to_string(r)));
     TC_RETURN_IF_ERROR(copyToHost(src, t, &(*outputs)[r], s));
+  }
+  return Status::ok();
+}
+
+void DeviceExecutor::Impl::finishSubmitted() {
+  for (Submitted &r : submitted)
+    if (r.slot >= 0)
+      cudaEventSynchronize(r.p->staged[r.slot]); // its error is collect's
+}
+
+Prepared *DeviceExecutor::Impl::deferrable(const std::string &name) {
+  // One graph launch on memory that stays put: a function prepared, captured
+  // and not re-resolved since (the arena as it was), no tracing, profiling
+  // or per-op checks.
+  const DeviceFunction *fn = artifact->findDeviceFunction(name);
+  auto it = fn ? prepared.find(fn->name) : prepared.end();
+  if (!opts.pipeline || it == prepared.end() || profile || opts.checkEachOp)
+    return nullptr;
+  Prepared &p = it->second;
+  return p.graph && p.arenaBase == arena.base() ? &p : nullptr;
+}
+
+bool DeviceExecutor::defers(const std::string &name) const {
+  return impl_->deferrable(name) != nullptr;
+}
+
+size_t DeviceExecutor::submitted() const { return impl_->submitted.size(); }
+
+Status DeviceExecutor::submit(const std::string &name, const std::vector<HostTensor> &inputs,
+                              const std::vector<bool> *want, uint64_t *ticket) {
+  Impl &im = *impl_;
+  if (im.submitted.size() >= kMaxSubmitted)
+    return failedPrecondition("submit of @" + name + ": " + std::to_string(kMaxSubmitted) +
+                              " runs are submitted and not collected");
+  Submitted r;
+  r.ticket = ++tickets_;
+  r.name = name;
+  Prepared *p = im.deferrable(name);
+  const DeviceFunction *fn = p ? p->fn : nullptr;
+  bool defer = p && inputs.size() == fn->inputNames.size();
+  for (size_t i = 0; defer && i < inputs.size(); ++i)
+    defer = p->argBytes[i] == 0 || inputs[i].data.size() == p->argBytes[i];
+  for (const std::string &e : defer ? p->paramsRead : std::set<std::string>())
+    defer = defer && im.entries.at(e).set;
+  if (defer && !p->stage[0]) {
+    // The staging: the argument block, then every result (16-byte aligned).
+    uint64_t at = (p->inputBytes + 15) / 16 * 16;
+    p->resultOffsets.clear();
+    for (int32_t b : fn->outputs) {
+      p->resultOffsets.push_back(at);
+      if (b >= 0 && static_cast<size_t>(b) < fn->buffers.size())
+        at += (static_cast<uint64_t>(storageBytes(fn->buffers[b].type)) + 15) / 16 * 16;
+    }
+    p->stageBytes = std::max<uint64_t>(at, 16);
+    for (int k = 0; k < 2; ++k) {
+      TC_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void **>(&p->stage[k]),
+                                             p->stageBytes));
+      std::memset(p->stage[k], 0, p->stageBytes);
+      TC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&p->staged[k], cudaEventDisableTiming));
+    }
+  }
+  if (!defer) {
+    r.status = run(name, inputs, &r.outputs, want);
+    im.submitted.push_back(std::move(r));
+    *ticket = im.submitted.back().ticket;
+    return Status::ok();
+  }
+  r.p = p;
+  r.slot = static_cast<int>(p->submits++ % 2);
+  if (want) {
+    r.hasWant = true;
+    r.want = *want;
+  }
+  char *stage = p->stage[r.slot];
+  // The slot's previous run was collected (at most two are submitted), so
+  // its copies are done; wait anyway rather than overwrite them.
+  TC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(p->staged[r.slot]));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (p->argBytes[i] != 0)
+      std::memcpy(stage + p->inputOffsets[i], inputs[i].data.data(), p->argBytes[i]);
+  cudaStream_t s = im.stream(0);
+  if (p->inputBytes != 0)
+    TC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(p->inputBlock, stage, p->inputBytes, cudaMemcpyHostToDevice, s));
+  TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
+  ++p->runs;
+  for (size_t k = 0; k < fn->outputs.size(); ++k) {
+    if (want && (k >= want->size() || !(*want)[k]))
+      continue;
+    int32_t b = fn->outputs[k];
+    if (b < 0 || static_cast<size_t>(b) >= fn->buffers.size())
+      return invalidArgument("@" + name + " result #" + std::to_string(k) + " has no buffer");
+    void *src = nullptr;
+    TC_RETURN_IF_ERROR(im.pointer(*p, b, &src, "@" + name + " result #" + std::to_string(k)));
+    size_t bytes = static_cast<size_t>(storageBytes(fn->buffers[b].type));
+    if (bytes != 0)
+      TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(stage + p->resultOffsets[k], src, bytes,
+                                              cudaMemcpyDeviceToHost, s));
+  }
+  TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(p->staged[r.slot], s));
+  *ticket = r.ticket;
+  im.submitted.push_back(std::move(r));
+  return Status::ok();
+}
+
+Status DeviceExecutor::collect(uint64_t ticket, std::vector<HostTensor> *outputs) {
+  Impl &im = *impl_;
+  if (im.submitted.empty() || im.submitted.front().ticket != ticket)
+    return failedPrecondition(
+        "collect of run " + std::to_string(ticket) + ": runs are collected in the order submitted" +
+        (im.submitted.empty() ? std::string(" (none is submitted)")
+                              : ", the oldest is " + std::to_string(im.submitted.front().ticket)));
+  Submitted r = std::move(im.submitted.front());
+  im.submitted.pop_front();
+  if (r.slot < 0) {
+    *outputs = std::move(r.outputs);
+    return r.status;
+  }
+  const Prepared &p = *r.p;
+  cudaError_t e = cudaEventSynchronize(p.staged[r.slot]);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return internalError("@" + r.name + " (a submitted run): " + cudaGetErrorString(e));
+  }
+  const DeviceFunction &fn = *p.fn;
+  const char *stage = p.stage[r.slot];
+  outputs->assign(fn.outputs.size(), HostTensor());
+  for (size_t k = 0; k < fn.outputs.size(); ++k) {
+    HostTensor &t = (*outputs)[k];
+    t.type = fn.buffers[static_cast<size_t>(fn.outputs[k])].type;
+    if (r.hasWant && (k >= r.want.size() || !r.want[k]))
+      continue;
+    t.data.assign(stage + p.resultOffsets[k],
+                  stage + p.resultOffsets[k] + static_cast<size_t>(storageBytes(t.type)));
   }
   return Status::ok();
 }

@@ -21,6 +21,7 @@
 #ifndef TC_RUNTIME_SESSION_RUN_H
 #define TC_RUNTIME_SESSION_RUN_H
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -216,6 +217,25 @@ private:
   Status validate(int64_t step, bool *inputError);
   Status record(int64_t step, double lr, double seconds, const StepResult &r, StepRecord *rec);
   Status finishStep(int64_t step, bool *inputError);
+  /// Whether finishStep validates / saves after `step`.
+  bool validatesAfter(int64_t step) const;
+  bool savesAfter(int64_t step) const;
+  using Clock = std::chrono::steady_clock;
+  /// A step submitted to the trainer and not yet completed.
+  struct InFlight {
+    int64_t step = 0;
+    double lr = 0;
+    uint64_t ticket = 0;
+    Clock::time_point submitted;
+  };
+  /// The step after those in flight, enqueued (Trainer::submitStep).
+  Status submitStep(const std::vector<std::vector<HostTensor>> &micro, InFlight *f);
+  /// Waits for `f` and makes its records (as stepWith); its time counts
+  /// from its submission or `previousDone`, the later.
+  Status completeStep(const InFlight &f, Clock::time_point previousDone, StepRecord *rec,
+                      bool *inputError);
+  int64_t inFlight_ = 0;
+  Clock::time_point lastDone_; ///< when the last completeStep's step ended
   /// The next step's micro-batches from the run's data or feeds.
   Status nextMicroBatches(std::vector<std::vector<HostTensor>> *micro, bool *inputError);
 };

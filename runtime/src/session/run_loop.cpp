@@ -68,29 +68,49 @@ Status TrainRun::nextMicroBatches(std::vector<std::vector<HostTensor>> *micro, b
 
 Status TrainRun::stepWith(const std::vector<std::vector<HostTensor>> &micro, StepRecord *rec,
                           bool *userError) {
-  State &S = *s_;
   *userError = false;
+  InFlight f;
+  TC_RETURN_IF_ERROR(submitStep(micro, &f));
+  return completeStep(f, Clock::time_point(), rec, userError);
+}
+
+Status TrainRun::submitStep(const std::vector<std::vector<HostTensor>> &micro, InFlight *f) {
+  State &S = *s_;
   if (!S.started) {
     S.started = true;
-    S.t0 = std::chrono::steady_clock::now();
+    S.t0 = Clock::now();
   }
-  int64_t step = step_ + 1;
-  double lr = learningRateAt(step);
-  auto clock = std::chrono::steady_clock::now;
-  auto ts = clock();
-  StepResult r;
-  Status st = trainer_.step(step, lr, micro, &r);
+  f->step = step_ + 1 + inFlight_;
+  f->lr = learningRateAt(f->step);
+  f->submitted = Clock::now();
+  Status st = trainer_.submitStep(f->step, f->lr, micro, &f->ticket);
   if (!st.isOk())
-    return Status(st.code(), "step " + std::to_string(step) + ": " + st.message());
-  double dt = std::chrono::duration<double>(clock() - ts).count();
+    return Status(st.code(), "step " + std::to_string(f->step) + ": " + st.message());
+  ++inFlight_;
+  return Status::ok();
+}
+
+Status TrainRun::completeStep(const InFlight &f, Clock::time_point previousDone, StepRecord *rec,
+                              bool *userError) {
+  *userError = false;
+  StepResult r;
+  Status st = trainer_.collectStep(f.ticket, &r);
+  --inFlight_;
+  Clock::time_point done = Clock::now();
+  lastDone_ = done;
+  if (!st.isOk())
+    return Status(st.code(), "step " + std::to_string(f.step) + ": " + st.message());
+  // The step's time: from its submission, or from the previous step's end
+  // where it was enqueued behind that step (the GPU's time between them).
+  double dt = std::chrono::duration<double>(done - std::max(f.submitted, previousDone)).count();
   // A step that loss scaling skipped made no update: its loss may be inf
   // (an f16 overflow in the forward), as torch's GradScaler allows.
   if (!std::isfinite(r.loss) && !r.skipped)
     return internalError(std::string("loss is ") + (std::isnan(r.loss) ? "nan" : "inf") +
-                         " at step " + std::to_string(step));
-  step_ = step;
-  TC_RETURN_IF_ERROR(record(step, lr, dt, r, rec));
-  return finishStep(step, userError);
+                         " at step " + std::to_string(f.step));
+  step_ = f.step;
+  TC_RETURN_IF_ERROR(record(f.step, f.lr, dt, r, rec));
+  return finishStep(f.step, userError);
 }
 
 Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
@@ -152,12 +172,19 @@ Status TrainRun::record(int64_t step, double lr, double dt, const StepResult &r,
   return Status::ok();
 }
 
+bool TrainRun::validatesAfter(int64_t step) const {
+  return !run_.valData.path.empty() && run_.evalEvery > 0 &&
+         (step % run_.evalEvery == 0 || step == run_.steps);
+}
+
+bool TrainRun::savesAfter(int64_t step) const {
+  return !s_->saveDir.empty() && s_->o.saveEvery > 0 && step % s_->o.saveEvery == 0;
+}
+
 Status TrainRun::finishStep(int64_t step, bool *userError) {
-  State &S = *s_;
-  if (!run_.valData.path.empty() && run_.evalEvery > 0 &&
-      (step % run_.evalEvery == 0 || step == run_.steps))
+  if (validatesAfter(step))
     TC_RETURN_IF_ERROR(validate(step, userError));
-  if (!S.saveDir.empty() && S.o.saveEvery > 0 && step % S.o.saveEvery == 0)
+  if (savesAfter(step))
     TC_RETURN_IF_ERROR(save(step));
   return Status::ok();
 }
@@ -174,17 +201,80 @@ Status TrainRun::run(TrainSummary *summary, bool *userError, const std::function
   }
   summary->first = step_ + 1;
   summary->last = step_;
+  // Pipelined: while step N runs, step N + 1's batch is made and the step
+  // enqueued behind it (where the trainer defers steps: on the GPU, a
+  // replayed graph), so the GPU does not wait for the host between steps.
+  // Not past a step that validates or saves after it (their reads and the
+  // checkpoint are step N's), nor past the last, nor once a stop is asked.
+  auto pauses = [&](int64_t step) {
+    return step >= run_.steps || validatesAfter(step) || savesAfter(step) ||
+           !trainer_.defersSteps();
+  };
+  InFlight cur, next;
+  bool haveCur = false, haveNext = false;
+  Clock::time_point previousDone;
+  // The step behind `cur`, if it is not collected (an error ends the run
+  // after `cur`'s; the executor must not hold a step nobody collects).
+  auto drain = [&]() {
+    if (haveNext) {
+      StepResult ignored;
+      trainer_.collectStep(next.ticket, &ignored);
+      --inFlight_;
+      haveNext = false;
+    }
+  };
+  // A stop asked for (the callbacks clear what they report: kept here),
+  // looked at before the next step is enqueued and after each step.
+  int why = 0;
+  auto pollStop = [&]() {
+    if (!why && S.o.stop)
+      why = S.o.stop();
+    if (!why && stop)
+      why = stop();
+    return why;
+  };
+  std::vector<std::vector<HostTensor>> micro;
   while (step_ < run_.steps) {
+    if (!haveCur) {
+      TC_RETURN_IF_ERROR(nextMicroBatches(&micro, userError));
+      TC_RETURN_IF_ERROR(submitStep(micro, &cur));
+      haveCur = true;
+      previousDone = Clock::time_point();
+    }
+    Status ahead = Status::ok();
+    bool aheadUserError = false;
+    if (!pauses(cur.step) && !pollStop()) {
+      ahead = nextMicroBatches(&micro, &aheadUserError);
+      if (ahead.isOk()) {
+        ahead = submitStep(micro, &next);
+        haveNext = ahead.isOk();
+      }
+    }
     StepRecord rec;
-    TC_RETURN_IF_ERROR(step(&rec, userError));
+    Status st = completeStep(cur, previousDone, &rec, userError);
+    if (!st.isOk()) {
+      drain();
+      return st;
+    }
+    previousDone = lastDone_;
+    haveCur = haveNext;
+    cur = next;
+    haveNext = false;
     if (summary->last < summary->first)
       summary->firstLoss = rec.loss;
     summary->last = rec.step;
     summary->lastLoss = rec.loss;
-    int why = S.o.stop ? S.o.stop() : 0;
-    if (!why && stop)
-      why = stop();
-    if (why != 0 && step_ < run_.steps) {
+    if (!ahead.isOk()) { // the next batch's failure, after this step's record
+      *userError = aheadUserError;
+      return ahead;
+    }
+    if (pollStop() != 0 && step_ < run_.steps) {
+      if (haveCur) { // the step already enqueued ends the run
+        TC_RETURN_IF_ERROR(completeStep(cur, previousDone, &rec, userError));
+        haveCur = false;
+        summary->last = rec.step;
+        summary->lastLoss = rec.loss;
+      }
       summary->interrupted = why;
       if (!S.saveDir.empty() && S.savedAt != step_)
         TC_RETURN_IF_ERROR(save(step_));

@@ -619,16 +619,10 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
     if (!exec_->hasFunction("train_step"))
       return failedPrecondition("the artifact has no " + std::string(onDevice() ? "GPU " : "") +
                                 "train_step");
-    std::vector<HostTensor> inputs = micro[0];
-    inputs.push_back(scalar(lr));
-    inputs.push_back(scalar(static_cast<double>(step)));
-    std::vector<bool> want = wantOnly(exec_->outputNames("train_step"),
-                                      {config_.loss, "grad_norm", "skipped", "loss_scale", "fp8_saturated"});
-    TC_RETURN_IF_ERROR(exec_->run("train_step", inputs, &outputs, &want));
-    TC_RETURN_IF_ERROR(scalarResult("train_step", config_.loss, 0, outputs, &out->loss));
-    TC_RETURN_IF_ERROR(scalarResult("train_step", "grad_norm", 1, outputs, &out->gradNorm));
-    TC_RETURN_IF_ERROR(fp8SaturatedResult("train_step", outputs, &out->fp8Saturated));
-    return lossScaleResults("train_step", outputs, out);
+    std::vector<bool> want = trainStepWant();
+    TC_RETURN_IF_ERROR(
+        exec_->run("train_step", trainStepInputs(step, lr, micro[0]), &outputs, &want));
+    return trainStepResults(outputs, out);
   }
   // Gradient accumulation through the host: grad_step per micro-batch, the
   // gradients averaged in double, then apply_step. With loss scaling the
@@ -648,6 +642,66 @@ Status Trainer::step(int64_t step, double lr, const std::vector<std::vector<Host
   TC_RETURN_IF_ERROR(exec_->run("apply_step", inputs, &outputs, &want));
   TC_RETURN_IF_ERROR(scalarResult("apply_step", "grad_norm", 0, outputs, &out->gradNorm));
   return lossScaleResults("apply_step", outputs, out);
+}
+
+std::vector<HostTensor> Trainer::trainStepInputs(int64_t step, double lr,
+                                                 const std::vector<HostTensor> &batch) const {
+  std::vector<HostTensor> inputs = batch;
+  inputs.push_back(scalar(lr));
+  inputs.push_back(scalar(static_cast<double>(step)));
+  return inputs;
+}
+
+std::vector<bool> Trainer::trainStepWant() const {
+  return wantOnly(exec_->outputNames("train_step"),
+                  {config_.loss, "grad_norm", "skipped", "loss_scale", "fp8_saturated"});
+}
+
+Status Trainer::trainStepResults(const std::vector<HostTensor> &outputs, StepResult *out) const {
+  TC_RETURN_IF_ERROR(scalarResult("train_step", config_.loss, 0, outputs, &out->loss));
+  TC_RETURN_IF_ERROR(scalarResult("train_step", "grad_norm", 1, outputs, &out->gradNorm));
+  TC_RETURN_IF_ERROR(fp8SaturatedResult("train_step", outputs, &out->fp8Saturated));
+  return lossScaleResults("train_step", outputs, out);
+}
+
+Status Trainer::submitStep(int64_t step, double lr,
+                           const std::vector<std::vector<HostTensor>> &micro, uint64_t *ticket) {
+  if (submitted_.size() >= Executor::kMaxSubmitted)
+    return failedPrecondition("step " + std::to_string(step) + " submitted while " +
+                              std::to_string(submitted_.size()) + " steps are not collected");
+  Submitted sub;
+  sub.ticket = ++tickets_;
+  if (config_.gradAccum == 1 && static_cast<int64_t>(micro.size()) == 1 && exec_ &&
+      exec_->hasFunction("train_step")) {
+    std::vector<bool> want = trainStepWant();
+    TC_RETURN_IF_ERROR(
+        exec_->submit("train_step", trainStepInputs(step, lr, micro[0]), &want, &sub.execTicket));
+    sub.exec = true;
+  } else {
+    sub.status = this->step(step, lr, micro, &sub.result);
+  }
+  *ticket = sub.ticket;
+  submitted_.push_back(std::move(sub));
+  return Status::ok();
+}
+
+bool Trainer::defersSteps() const {
+  return config_.gradAccum == 1 && exec_ && exec_->defers("train_step");
+}
+
+Status Trainer::collectStep(uint64_t ticket, StepResult *out) {
+  if (submitted_.empty() || submitted_.front().ticket != ticket)
+    return failedPrecondition("collect of step ticket " + std::to_string(ticket) +
+                              ": steps are collected in the order submitted");
+  Submitted sub = std::move(submitted_.front());
+  submitted_.pop_front();
+  if (!sub.exec) {
+    *out = sub.result;
+    return sub.status;
+  }
+  std::vector<HostTensor> outputs;
+  TC_RETURN_IF_ERROR(exec_->collect(sub.execTicket, &outputs));
+  return trainStepResults(outputs, out);
 }
 
 Status Trainer::fp8SaturatedResult(const std::string &fn, const std::vector<HostTensor> &outputs,

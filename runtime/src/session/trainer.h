@@ -21,6 +21,7 @@
 #define TC_RUNTIME_SESSION_TRAINER_H
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -250,6 +251,19 @@ public:
   /// One optimizer step: `micro` holds config().gradAccum micro-batches.
   Status step(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
               StepResult *out);
+  /// step() in two halves, so that a loop can enqueue the next step before
+  /// it reads this one's results: submitStep enqueues the step (one
+  /// train_step through Executor::submit: on the GPU a replayed graph runs
+  /// behind the previous one; with gradient accumulation, or on the CPU, the
+  /// step runs now) and collectStep waits for it and reads its results.
+  /// Steps are collected in the order submitted, at most
+  /// Executor::kMaxSubmitted uncollected.
+  Status submitStep(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
+                    uint64_t *ticket);
+  Status collectStep(uint64_t ticket, StepResult *out);
+  /// Whether submitStep returns before the step ends (one train_step the
+  /// executor defers: Executor::defers).
+  bool defersSteps() const;
 
   /// Replaces the model entries (parameters and buffers) by those of a
   /// safetensors file; names and shapes must match exactly (the error lists
@@ -294,6 +308,13 @@ private:
   /// "skipped" and "loss_scale" of `fn` into `out`, when it has them.
   Status lossScaleResults(const std::string &fn, const std::vector<HostTensor> &outputs,
                           StepResult *out) const;
+  /// train_step's inputs: the micro-batch, lr and step; and the results
+  /// a step reads.
+  std::vector<HostTensor> trainStepInputs(int64_t step, double lr,
+                                          const std::vector<HostTensor> &batch) const;
+  std::vector<bool> trainStepWant() const;
+  /// A train_step's results into `out`.
+  Status trainStepResults(const std::vector<HostTensor> &outputs, StepResult *out) const;
   /// Gradient accumulation: runs grad_step on every micro-batch and makes
   /// apply_step's inputs (the averaged gradients, lr, step) and the mean loss.
   Status accumulate(int64_t step, double lr, const std::vector<std::vector<HostTensor>> &micro,
@@ -309,6 +330,16 @@ private:
   std::vector<TensorType> dataTypes_;
   std::set<std::string> leftOut_; ///< notInStateDict(*artifact_)
   std::unique_ptr<Executor> exec_;
+  /// submitStep's steps not yet collected: through the executor (`exec`:
+  /// its ticket), or run at once (their status and result).
+  struct Submitted {
+    uint64_t ticket = 0, execTicket = 0;
+    bool exec = false;
+    Status status;
+    StepResult result;
+  };
+  std::deque<Submitted> submitted_;
+  uint64_t tickets_ = 0;
 };
 
 } // namespace tc::rt
