@@ -349,17 +349,23 @@ FailureOr<KernelSource> insertSliceKernel(tc::InsertSliceOp op) {
 /// The in-place form of rotaryKernel: n = B H S R/2 pairs, each read and
 /// written through out0 (with the strides of meta[5..7]) by one thread, V
 /// pairs a thread on the vector path (rotate_half: x[k .. k+V) and
-/// x[k+R/2 .. k+R/2+V)); features past R are not touched.
+/// x[k+R/2 .. k+R/2+V)); features past R are not touched. Consecutive
+/// threads take the pairs of one row of one head, then (headsInner, where a
+/// head's rows are further apart than the heads of a row: q / k viewed in
+/// their projection, [B, S, H, D]) the same row of the next heads, else the
+/// head's next rows: neighbouring threads touch neighbouring memory (a
+/// partial rotary's 32 bytes a head: Pythia's 16 of 64 features).
 FailureOr<KernelSource> rotaryInPlaceKernel(tc::RotaryOp op, Signature sig, int64_t n, bool vec,
-                                            int64_t V) {
+                                            int64_t V, bool headsInner) {
   Type e = eltOf(op.getInput()), te = eltOf(op.getCos());
   std::string ct = computeType(e);
   auto load = [&](Type t, const std::string &raw) { return loadExpr(t, raw); };
   std::string s = header(sig);
   // Pair index i -> (bb, hh, sq, k); the row of (bb, hh, sq) in out0.
   auto pairIndex = [&](const std::string &ix, const std::string &i) {
-    return "      const " + ix + " e_ = (" + ix + ")" + i + ", k = e_ % half, q = e_ / half, "
-           "sq = q % S, hq = q / S, hh = hq % H, bb = hq / H;\n";
+    return "      const " + ix + " e_ = (" + ix + ")" + i + ", k = e_ % half, q = e_ / half, " +
+           (headsInner ? "hh = q % H, sb = q / H, sq = sb % S, bb = sb / S;\n"
+                       : "sq = q % S, hq = q / S, hh = hq % H, bb = hq / H;\n");
   };
   const std::string ix = n < (int64_t(1) << 31) ? "unsigned" : "long long";
   const std::string rows = "const long long orow = (long long)bb * meta.v[8] + (long long)hh * "
@@ -475,7 +481,8 @@ FailureOr<KernelSource> rotaryKernel(tc::RotaryOp op) {
   for (const std::vector<int64_t> &st : strides)
     vec = vec && llvm::all_of(st, [&](int64_t x) { return x % V == 0; });
   if (inPlace)
-    return rotaryInPlaceKernel(op, std::move(sig), n, vec, V);
+    return rotaryInPlaceKernel(op, std::move(sig), n, vec, V,
+                               /*headsInner=*/strides[1][1] < strides[1][2]);
   if (vec) {
     std::string VS = std::to_string(V), X = "TcVec<" + storageType(e) + ", " + VS + ">",
                 T = "TcVec<" + storageType(te) + ", " + VS + ">";
