@@ -199,6 +199,46 @@ TEST(Trainer, StepsUpdateStateAndAccumulate) {
   }
 }
 
+// Steps submitted ahead (the run loop's pipelining): the same results and
+// state as step() one at a time, collected in order; a read of the state
+// sees every submitted step; more than Executor::kMaxSubmitted in flight, or
+// a collect out of order, is refused.
+TEST(Trainer, SubmittedStepsEqualStepsInOrder) {
+  Artifact a = tinyTrainArtifact(1);
+  Trainer serial, ahead;
+  ASSERT_TRUE(serial.init(&a, {}).isOk());
+  ASSERT_TRUE(ahead.init(&a, {}).isOk());
+  EXPECT_TRUE(ahead.defersSteps());
+  auto batch = [](double v) {
+    return std::vector<std::vector<HostTensor>>{{tensor(f32({2}), {v, 2 * v})}};
+  };
+  std::vector<double> want;
+  for (int s = 1; s <= 3; ++s) {
+    StepResult r;
+    ASSERT_TRUE(serial.step(s, 0.5, batch(s), &r).isOk());
+    want.push_back(r.loss);
+  }
+  uint64_t t1 = 0, t2 = 0, t3 = 0;
+  ASSERT_TRUE(ahead.submitStep(1, 0.5, batch(1), &t1).isOk());
+  ASSERT_TRUE(ahead.submitStep(2, 0.5, batch(2), &t2).isOk());
+  EXPECT_EQ(ahead.submitStep(3, 0.5, batch(3), &t3).code(), StatusCode::FailedPrecondition);
+  StepResult r;
+  EXPECT_EQ(ahead.collectStep(t2, &r).code(), StatusCode::FailedPrecondition);
+  ASSERT_TRUE(ahead.collectStep(t1, &r).isOk());
+  EXPECT_EQ(r.loss, want[0]);
+  // Reading the state runs what is submitted: w after step 2.
+  HostTensor w;
+  ASSERT_TRUE(ahead.getEntry("count:w", &w).isOk());
+  EXPECT_DOUBLE_EQ(at(w, 0), 2.0);
+  ASSERT_TRUE(ahead.submitStep(3, 0.5, batch(3), &t3).isOk());
+  ASSERT_TRUE(ahead.collectStep(t2, &r).isOk());
+  EXPECT_EQ(r.loss, want[1]);
+  ASSERT_TRUE(ahead.collectStep(t3, &r).isOk());
+  EXPECT_EQ(r.loss, want[2]);
+  EXPECT_EQ(hostTensorToDoubles(entry(ahead, "w")), hostTensorToDoubles(entry(serial, "w")));
+  EXPECT_EQ(ahead.collectStep(t3, &r).code(), StatusCode::FailedPrecondition); // none left
+}
+
 TEST(Trainer, F64StateIsNotRounded) {
   Artifact a = tinyTrainArtifact(1);
   Trainer t;

@@ -81,26 +81,26 @@ public:
   virtual Status run(const std::string &name, const std::vector<HostTensor> &inputs,
                      std::vector<HostTensor> *outputs, const std::vector<bool> *want = nullptr) = 0;
 
-  /// Enqueues a run of `name` and, where the backend can, returns before it
-  /// finishes (the CUDA backend, for a function it replays as a CUDA graph:
-  /// the inputs are staged at once, so the caller may reuse them; the results
-  /// in `want` are copied back behind the run). Its results are handed out by
-  /// collect(*ticket). Runs are collected in the order submitted, and at most
-  /// kMaxSubmitted are submitted and not yet collected. The default, and the
-  /// CUDA backend where it cannot defer, runs it now (run()) and keeps the
-  /// results for collect(). Any other call on the executor waits for the
-  /// submitted runs to finish first (their results stay for collect()).
+  /// Enqueues a run of `name` and returns before it runs: the CUDA backend
+  /// launches a function it replays as a CUDA graph behind the work already
+  /// enqueued (the inputs staged at once, the results in `want` copied back
+  /// behind it) and runs any other function now; the default keeps the run
+  /// (its inputs copied) and runs it when it is collected, or before any
+  /// other call on the executor. Runs are collected by collect(*ticket) in
+  /// the order submitted, at most kMaxSubmitted uncollected. Any other call
+  /// on the executor sees the state after every submitted run (their results
+  /// stay for collect()).
   static constexpr size_t kMaxSubmitted = 2;
   virtual Status submit(const std::string &name, const std::vector<HostTensor> &inputs,
                         const std::vector<bool> *want, uint64_t *ticket);
-  /// Waits for the oldest submitted run, `ticket`, and hands out its results
-  /// as run() would have (a failure of the run is reported here).
+  /// Waits for (or runs) the oldest submitted run, `ticket`, and hands out
+  /// its results as run() would have (a failure of the run is reported here).
   virtual Status collect(uint64_t ticket, std::vector<HostTensor> *outputs);
   /// Submitted runs not yet collected.
-  virtual size_t submitted() const { return finished_.size(); }
-  /// Whether submit() of `name` would return before the run ends (else it
-  /// runs it then and there).
-  virtual bool defers(const std::string &name) const { return false; }
+  virtual size_t submitted() const { return pending_.size(); }
+  /// Whether submit() of `name` returns before the run (the CUDA backend:
+  /// only for a function it replays as a CUDA graph).
+  virtual bool defers(const std::string &name) const { return true; }
 
   /// run(), handing every value whose key is in `keys` to `sink` as soon as
   /// it is written (see TraceSink; the GPU runs op by op, without graphs).
@@ -120,15 +120,25 @@ public:
 protected:
   /// The tickets handed out by submit() so far.
   uint64_t tickets_ = 0;
+  /// The default submit()'s runs not yet run, in order, through `ticket`
+  /// (all: 0): every call of a backend that keeps them runs this first.
+  void runSubmitted(uint64_t through = 0);
 
 private:
-  /// The default submit()'s runs: done, their results kept for collect().
-  struct Finished {
+  /// The default submit()'s runs: kept until collected; run (`ran`) when
+  /// collected or before another call.
+  struct Pending {
     uint64_t ticket = 0;
+    std::string name;
+    std::vector<HostTensor> inputs;
+    bool hasWant = false;
+    std::vector<bool> want;
+    bool ran = false;
     Status status;
     std::vector<HostTensor> outputs;
   };
-  std::deque<Finished> finished_;
+  std::deque<Pending> pending_;
+  bool runningSubmitted_ = false; ///< runSubmitted's runs call run(), which calls it
 };
 
 } // namespace tc::rt

@@ -254,12 +254,14 @@ const std::vector<std::string> *CpuExecutor::outputNames(const std::string &name
 
 Status CpuExecutor::run(const std::string &name, const std::vector<HostTensor> &inputs,
                         std::vector<HostTensor> *outputs, const std::vector<bool> *) {
+  runSubmitted();
   return runWith(name, inputs, outputs, opts_);
 }
 
 Status CpuExecutor::runTraced(const std::string &name, const std::vector<HostTensor> &inputs,
                               std::vector<HostTensor> *outputs, const std::set<int32_t> &keys,
                               const TraceSink &sink) {
+  runSubmitted();
   ExecOptions o = opts_;
   o.traceKeys = &keys;
   o.trace = &sink;
@@ -305,6 +307,7 @@ Status CpuExecutor::entryType(const std::string &name, TensorType *out) const {
 }
 
 Status CpuExecutor::getEntry(const std::string &name, HostTensor *out) {
+  runSubmitted();
   std::shared_lock<std::shared_mutex> lock(mutex_);
   auto it = state_.find(name);
   if (it == state_.end())
@@ -314,6 +317,7 @@ Status CpuExecutor::getEntry(const std::string &name, HostTensor *out) {
 }
 
 Status CpuExecutor::setEntry(const std::string &name, const HostTensor &value) {
+  runSubmitted();
   std::unique_lock<std::shared_mutex> lock(mutex_);
   auto it = state_.find(name);
   if (it == state_.end())

@@ -236,8 +236,8 @@ Status DeviceExecutor::submit(const std::string &name, const std::vector<HostTen
     }
     p->stageBytes = std::max<uint64_t>(at, 16);
     for (int k = 0; k < 2; ++k) {
-      TC_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void **>(&p->stage[k]),
-                                             p->stageBytes));
+      TC_CUDA_RETURN_IF_ERROR(
+          cudaMallocHost(reinterpret_cast<void **>(&p->stage[k]), p->stageBytes));
       std::memset(p->stage[k], 0, p->stageBytes);
       TC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&p->staged[k], cudaEventDisableTiming));
     }
@@ -255,6 +255,24 @@ Status DeviceExecutor::submit(const std::string &name, const std::vector<HostTen
     r.want = *want;
   }
   char *stage = p->stage[r.slot];
+  // The results' device pointers first: nothing is enqueued for a run that
+  // cannot hand out what it was asked for.
+  struct Back {
+    void *src;
+    uint64_t offset, bytes;
+  };
+  std::vector<Back> back;
+  for (size_t k = 0; k < fn->outputs.size(); ++k) {
+    if (want && (k >= want->size() || !(*want)[k]))
+      continue;
+    int32_t b = fn->outputs[k];
+    if (b < 0 || static_cast<size_t>(b) >= fn->buffers.size())
+      return invalidArgument("@" + name + " result #" + std::to_string(k) + " has no buffer");
+    Back c{nullptr, p->resultOffsets[k],
+           static_cast<uint64_t>(storageBytes(fn->buffers[static_cast<size_t>(b)].type))};
+    TC_RETURN_IF_ERROR(im.pointer(*p, b, &c.src, "@" + name + " result #" + std::to_string(k)));
+    back.push_back(c);
+  }
   // The slot's previous run was collected (at most two are submitted), so
   // its copies are done; wait anyway rather than overwrite them.
   TC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(p->staged[r.slot]));
@@ -267,19 +285,10 @@ Status DeviceExecutor::submit(const std::string &name, const std::vector<HostTen
         cudaMemcpyAsync(p->inputBlock, stage, p->inputBytes, cudaMemcpyHostToDevice, s));
   TC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(p->graph, s));
   ++p->runs;
-  for (size_t k = 0; k < fn->outputs.size(); ++k) {
-    if (want && (k >= want->size() || !(*want)[k]))
-      continue;
-    int32_t b = fn->outputs[k];
-    if (b < 0 || static_cast<size_t>(b) >= fn->buffers.size())
-      return invalidArgument("@" + name + " result #" + std::to_string(k) + " has no buffer");
-    void *src = nullptr;
-    TC_RETURN_IF_ERROR(im.pointer(*p, b, &src, "@" + name + " result #" + std::to_string(k)));
-    size_t bytes = static_cast<size_t>(storageBytes(fn->buffers[b].type));
-    if (bytes != 0)
-      TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(stage + p->resultOffsets[k], src, bytes,
-                                              cudaMemcpyDeviceToHost, s));
-  }
+  for (const Back &c : back)
+    if (c.bytes != 0)
+      TC_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(stage + c.offset, c.src, c.bytes, cudaMemcpyDeviceToHost, s));
   TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(p->staged[r.slot], s));
   *ticket = r.ticket;
   im.submitted.push_back(std::move(r));

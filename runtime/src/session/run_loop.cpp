@@ -213,12 +213,14 @@ Status TrainRun::run(TrainSummary *summary, bool *userError, const std::function
   InFlight cur, next;
   bool haveCur = false, haveNext = false;
   Clock::time_point previousDone;
-  // The step behind `cur`, if it is not collected (an error ends the run
-  // after `cur`'s; the executor must not hold a step nobody collects).
+  // The step behind `cur` when `cur` fails: it was enqueued (on the GPU it
+  // runs regardless), so it is collected and counted, unrecorded: the state
+  // and currentStep() stay in agreement.
   auto drain = [&]() {
     if (haveNext) {
       StepResult ignored;
-      trainer_.collectStep(next.ticket, &ignored);
+      if (trainer_.collectStep(next.ticket, &ignored).isOk())
+        step_ = next.step;
       --inFlight_;
       haveNext = false;
     }
