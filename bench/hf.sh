@@ -16,6 +16,11 @@
 #       three PyTorch modes of each model (OUT/run/*.torch.jsonl); each part
 #       fits in one 10-minute device call.
 #   bench/hf.sh table OUT   the table from whatever OUT/run holds (run ends with it).
+#   bench/hf.sh ab OUT TC_BIN VAR=VALUE [MODEL,...]   on the GPU machine: a
+#       runtime switch measured: each model's dynamo artifact run by tc-run
+#       with VAR=VALUE in the environment and without it, alternating twice
+#       (30 steps, median of 6-30), the tok/s of each run, the ratio of the
+#       medians and whether the losses agree to the bit (OUT/ab/*).
 #
 # TC_TORCH_PROFILE=1 (run): each PyTorch mode also writes its GPU time per
 # kernel (hf_torch.py --profile) to OUT/run/NAME.MODE.torch-profile.txt.
@@ -193,9 +198,60 @@ for m in models:
 PY
 }
 
+ab() {
+  local setting="$1" only="${2:-}"
+  [[ "$setting" == *=* ]] || { echo "ab needs VAR=VALUE, got '$setting'"; exit 2; }
+  mkdir -p "$OUT/ab"
+  for m in $MODELS; do
+    IFS=: read -r name exps batch <<<"$m"
+    [ -n "$only" ] && [[ ",$only," != *",$name,"* ]] && continue
+    [ -f "$OUT/$name.dynamo.tca" ] || continue
+    local vocab
+    vocab=$(python3 -c "import json; print(json.load(open('$ROOT/bench/hf/$name.json'))['vocab_size'])")
+    python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, $vocab, size=$batch*1025*64).astype(np.uint16).tofile('/tmp/hf-$name.bin')"
+    for i in 1 2; do
+      for side in set unset; do
+        local f="$OUT/ab/$name.$side.$i"
+        if [ "$side" = set ]; then
+          env "$setting" "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda --steps 30 \
+            --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1
+        else
+          env -u "${setting%%=*}" "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda --steps 30 \
+            --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1
+        fi || echo "  tc-run failed: $(tail -2 "$f.log")"
+      done
+    done
+  done
+  python3 - "$OUT/ab" "$setting" <<'PY'
+import glob, json, os, statistics, sys
+d, setting = sys.argv[1], sys.argv[2]
+names = sorted({os.path.basename(f).split(".")[0] for f in glob.glob(f"{d}/*.jsonl")})
+print(f"== A/B of {setting}: tok/s (median of steps 6-30), two runs each side, alternating")
+for n in names:
+    tps, loss = {}, {}
+    for side in ("set", "unset"):
+        for i in (1, 2):
+            try:
+                rows = [json.loads(l) for l in open(f"{d}/{n}.{side}.{i}.jsonl") if l.strip()]
+            except OSError:
+                continue
+            rows = [r for r in rows if "tokens_per_s" in r]
+            tps.setdefault(side, []).append(statistics.median(r["tokens_per_s"] for r in rows[5:]))
+            loss.setdefault(side, []).append([r["loss"] for r in rows])
+    if len(tps) < 2:
+        print(f"{n:<13} incomplete"); continue
+    a, b = statistics.median(tps["set"]), statistics.median(tps["unset"])
+    same = all(x == loss["unset"][0] for x in loss["set"] + loss["unset"])
+    print(f"{n:<13} with {setting}: " + " / ".join(f"{x:.0f}" for x in tps["set"]) +
+          f"; without: " + " / ".join(f"{x:.0f}" for x in tps["unset"]) +
+          f"; ratio {a / b:.4f}; losses {'equal to the bit' if same else 'DIFFER'}")
+PY
+}
+
 case "$cmd" in
   prepare) [ -n "$BIN" ] || { echo "prepare needs TC_BIN (a folder with tc-compile)"; exit 2; }; prepare ;;
   run) [ -n "$BIN" ] || { echo "run needs TC_BIN (a folder with tc-run)"; exit 2; }; run "${4:-tc,torch}" "${5:-}" ;;
   table) table ;;
+  ab) [ -n "$BIN" ] && [ -n "${4:-}" ] || { echo "ab needs TC_BIN and VAR=VALUE"; exit 2; }; ab "$4" "${5:-}" ;;
   *) sed -n '2,25p' "$0"; exit 2 ;;
 esac
