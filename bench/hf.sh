@@ -30,8 +30,10 @@
 # take as one more row (tc exp): the levers not yet checked on a GPU, measured
 # beside the default step in the same call.
 #
-# The table: tokens/s (median of the timed steps), the ratio to the faster
-# torch.compile mode (target >= 1.25x), MFU (6N + 12LTd), peak device memory
+# The table: tokens/s (tc: median of the timed steps; torch: the faster of the
+# median step waited for alone and the same steps run back to back, one
+# synchronisation at the end), the ratio to the faster torch.compile mode
+# (target >= 1.25x), MFU (6N + 12LTd), peak device memory
 # of the process (cudaMemGetInfo total - free, CUDA context included, both
 # sides; target <= 0.9x torch.compile's) with torch's max_memory_allocated /
 # reserved beside it, the compiler's prediction (plan + measured context) and
@@ -145,7 +147,7 @@ if os.path.exists(f"{out}/compile.tsv"):
         comp[(n, e)] = (float(c), float(r))
 GiB = 2**30
 print("== HF bench: tc vs PyTorch (torch.compile = the faster of default and reduce-overhead); "
-      "tokens/s median of timed steps; memory = process device peak (cudaMemGetInfo, context included)")
+      "tokens/s: tc the median timed step, torch the faster of its median step and its steps back to back; memory = process device peak (cudaMemGetInfo, context included)")
 print(f"{'model':<13}{'side':<17}{'tok/s':>9}{'vs compile':>11}{'MFU':>7}{'peak GiB':>10}"
       f"{'vs compile':>11}  notes")
 for m in models:
@@ -194,7 +196,9 @@ for m in models:
         print(f"{name:<13}{r['framework']:<17}{r['tokens_per_s']:>9.0f}{vs:>11}{r['mfu']:>7.1%}"
               f"{r['peak_device_bytes'] / GiB:>10.2f}{vm:>11}  allocated "
               f"{r['max_memory_allocated'] / GiB:.2f} / reserved {r['max_memory_reserved'] / GiB:.2f} GiB,"
-              f" warm-up {r['warmup_s']} s, loss {r['loss_first']} -> {r['loss_last']}")
+              f" warm-up {r['warmup_s']} s, loss {r['loss_first']} -> {r['loss_last']}"
+              + (f"; synced / streamed {r['tokens_per_s_synced']} / {r['tokens_per_s_streamed']}"
+                 if "tokens_per_s_streamed" in r else ""))
 PY
 }
 
