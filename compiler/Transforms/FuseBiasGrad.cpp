@@ -228,36 +228,26 @@ bool pairWithFusion(FusionOp f, DenseSet<Operation *> &paired) {
   }
   if (!best)
     return false;
-  OpBuilder b(f);
   Location loc = best.getLoc();
-  auto yield = llvm::cast<YieldOp>(f.getBody().front().getTerminator());
-  Value x = yield.getOperand(index);
-  auto xt = llvm::cast<RankedTensorType>(x.getType());
+  auto xt = llvm::cast<RankedTensorType>(f.getResult(index).getType());
   auto sumType = llvm::cast<RankedTensorType>(best.getResult().getType());
   // Over the fusion's own shape: the sum's type when it sums that shape,
   // else [cols] (a reshape outside gives the sum's type back).
   bool same = best.getInput() == f.getResult(index);
   bool keepdims = same && best.getKeepdims();
   auto inner = same ? sumType : RankedTensorType::get({xt.getShape().back()}, xt.getElementType());
-  SmallVector<Type> types(f.getResultTypes());
-  types.push_back(inner);
-  auto grown = FusionOp::create(b, f.getLoc(), types, f.getInputs());
-  grown.getBody().takeBody(f.getBody());
-  {
-    OpBuilder bb(yield);
+  FusionOp grown = growFusion(f, inner, [&](OpBuilder &bb, ValueRange yielded) -> Value {
     SmallVector<int64_t> axes;
     for (int64_t d = 0; d + 1 < xt.getRank(); ++d)
       axes.push_back(d);
-    auto sum = ReduceSumOp::create(bb, loc, inner, x, bb.getDenseI64ArrayAttr(axes), keepdims);
+    auto sum = ReduceSumOp::create(bb, loc, inner, yielded[index], bb.getDenseI64ArrayAttr(axes),
+                                   keepdims);
     if (Attribute tag = best->getAttr(kReferenceValueAttr); tag && same)
       sum->setAttr(kReferenceValueAttr, tag); // the reference value it is
-    SmallVector<Value> yielded(yield.getOperands());
-    yielded.push_back(sum);
-    YieldOp::create(bb, yield.getLoc(), yielded);
-    yield.erase();
-  }
-  for (auto [from, to] : llvm::zip(f.getResults(), grown.getResults()))
-    from.replaceAllUsesWith(to);
+    return sum;
+  });
+  OpBuilder b(grown->getContext());
+  b.setInsertionPointAfter(grown);
   Value sums = grown.getResults().back();
   if (inner != sumType) {
     auto reshape = ReshapeOp::create(b, loc, sumType, sums);
@@ -267,7 +257,6 @@ bool pairWithFusion(FusionOp f, DenseSet<Operation *> &paired) {
   }
   best.getResult().replaceAllUsesWith(sums);
   best.erase();
-  f.erase();
   return true;
 }
 

@@ -72,36 +72,25 @@ bool fusionCanTakeAmax(Value v, Block &block) {
 /// Rebuilds `fusion` with the amax of its result `index` as one more
 /// result (the last), which it returns.
 Value addFusionAmax(FusionOp fusion, unsigned index) {
-  OpBuilder b(fusion);
   Location loc = fusion.getLoc();
-  Type f32 = b.getF32Type();
+  Type f32 = Float32Type::get(fusion.getContext());
   auto scalar = RankedTensorType::get({}, f32);
-  SmallVector<Type> types(fusion.getResultTypes());
-  types.push_back(scalar);
-  auto grown = FusionOp::create(b, loc, types, fusion.getInputs());
-  grown.getBody().takeBody(fusion.getBody());
-  auto yield = llvm::cast<YieldOp>(grown.getBody().front().getTerminator());
-  Value x = yield.getOperand(index);
-  auto t = tensorTypeOf(x);
-  auto f32Of = RankedTensorType::get(t.getShape(), f32);
-  OpBuilder bb(yield);
-  Value xf = t.getElementType().isF32() ? x : CastOp::create(bb, loc, f32Of, x, false).getResult();
-  Value mag = AbsOp::create(bb, loc, f32Of, xf);
-  Value nan = IsNanOp::create(bb, loc, RankedTensorType::get(t.getShape(), bb.getI1Type()), mag);
-  Value zero =
-      ConstantOp::create(bb, loc, DenseElementsAttr::get(f32Of, bb.getF32FloatAttr(0.0f)));
-  Value kept = SelectOp::create(bb, loc, f32Of, nan, zero, mag);
-  SmallVector<int64_t> axes;
-  for (int64_t d = 0; d < t.getRank(); ++d)
-    axes.push_back(d);
-  Value amax = ReduceMaxOp::create(bb, loc, scalar, kept, bb.getDenseI64ArrayAttr(axes), false);
-  SmallVector<Value> yielded(yield.getOperands());
-  yielded.push_back(amax);
-  YieldOp::create(bb, loc, yielded);
-  yield.erase();
-  for (auto [from, to] : llvm::zip(fusion.getResults(), grown.getResults()))
-    from.replaceAllUsesWith(to);
-  fusion.erase();
+  FusionOp grown = growFusion(fusion, scalar, [&](OpBuilder &bb, ValueRange yielded) -> Value {
+    Value x = yielded[index];
+    auto t = tensorTypeOf(x);
+    auto f32Of = RankedTensorType::get(t.getShape(), f32);
+    Value xf =
+        t.getElementType().isF32() ? x : CastOp::create(bb, loc, f32Of, x, false).getResult();
+    Value mag = AbsOp::create(bb, loc, f32Of, xf);
+    Value nan = IsNanOp::create(bb, loc, RankedTensorType::get(t.getShape(), bb.getI1Type()), mag);
+    Value zero =
+        ConstantOp::create(bb, loc, DenseElementsAttr::get(f32Of, bb.getF32FloatAttr(0.0f)));
+    Value kept = SelectOp::create(bb, loc, f32Of, nan, zero, mag);
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      axes.push_back(d);
+    return ReduceMaxOp::create(bb, loc, scalar, kept, bb.getDenseI64ArrayAttr(axes), false);
+  });
   return grown.getResults().back();
 }
 

@@ -1087,6 +1087,25 @@ bool tc::isLeadingColumnSum(Operation *op) {
   return true;
 }
 
+FusionOp tc::growFusion(FusionOp fusion, Type type,
+                        llvm::function_ref<Value(OpBuilder &, ValueRange)> make) {
+  OpBuilder b(fusion);
+  SmallVector<Type> types(fusion.getResultTypes());
+  types.push_back(type);
+  auto grown = FusionOp::create(b, fusion.getLoc(), types, fusion.getInputs());
+  grown.getBody().takeBody(fusion.getBody());
+  auto yield = llvm::cast<YieldOp>(grown.getBody().front().getTerminator());
+  OpBuilder bb(yield);
+  SmallVector<Value> yielded(yield.getOperands());
+  yielded.push_back(make(bb, yield.getOperands()));
+  YieldOp::create(bb, yield.getLoc(), yielded);
+  yield.erase();
+  for (auto [from, to] : llvm::zip(fusion.getResults(), grown.getResults()))
+    from.replaceAllUsesWith(to);
+  fusion.erase();
+  return grown;
+}
+
 Value tc::otherOperand(Operation *op, Value v) {
   if (op->getNumOperands() != 2)
     return {};

@@ -48,6 +48,14 @@ std::optional<double> splatFloatValue(mlir::Value v);
 /// The operand of binary `op` that is not `v`; null when both are `v` or
 /// neither is (the recognizers' walk along a written-out chain).
 mlir::Value otherOperand(mlir::Operation *op, mlir::Value v);
+/// Rebuilds `fusion` with one more result, of `type`: `make` builds, before
+/// the body's yield (the builder's insertion point), the value yielded last
+/// from the values the body yields. The old results' uses move to the new
+/// fusion's and `fusion` is erased; returns the new fusion (its last result
+/// the added one). tc-fuse-bias-grad (a column sum) and tc-fuse-fp8-amax (an
+/// amax) grow fusions this way.
+FusionOp growFusion(FusionOp fusion, mlir::Type type,
+                    llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::ValueRange)> make);
 /// Registers the tc dialect with a registry.
 void registerTcDialect(mlir::DialectRegistry &registry);
 } // namespace tc
