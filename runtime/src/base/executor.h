@@ -96,8 +96,6 @@ public:
   /// Waits for (or runs) the oldest submitted run, `ticket`, and hands out
   /// its results as run() would have (a failure of the run is reported here).
   virtual Status collect(uint64_t ticket, std::vector<HostTensor> *outputs);
-  /// Submitted runs not yet collected.
-  virtual size_t submitted() const { return pending_.size(); }
   /// Whether submit() of `name` returns before the run (the CUDA backend:
   /// only for a function it replays as a CUDA graph).
   virtual bool defers(const std::string &name) const { return true; }

@@ -126,7 +126,6 @@ public:
   Status submit(const std::string &name, const std::vector<HostTensor> &inputs,
                 const std::vector<bool> *want, uint64_t *ticket) override;
   Status collect(uint64_t ticket, std::vector<HostTensor> *outputs) override;
-  size_t submitted() const override;
   bool defers(const std::string &name) const override;
 
   /// run() op by op (no graph), copying each buffer in `keys` to the host

@@ -207,8 +207,6 @@ bool DeviceExecutor::defers(const std::string &name) const {
   return impl_->deferrable(name) != nullptr;
 }
 
-size_t DeviceExecutor::submitted() const { return impl_->submitted.size(); }
-
 Status DeviceExecutor::submit(const std::string &name, const std::vector<HostTensor> &inputs,
                               const std::vector<bool> *want, uint64_t *ticket) {
   Impl &im = *impl_;
