@@ -116,7 +116,7 @@ tcx.kernel @s_fusion_0 kind("fusion") {
 // the stored values summed in f32, a partial a block in module memory, the
 // last block of a tile adding the partials in order; [16384, 3072]: 12 tiles
 // of 256 columns, 55 row chunks (660 blocks: five an SM by the launch bounds, one wave), the launch's n the elements.
-// CHECK: tcx.cuda_source @[[CS:tc_fusion_[0-9a-f]+]] "{{.*}}__device__ float tc_cpart_[168960];{{.*}}__device__ unsigned int tc_cdone_[12];{{.*}}__launch_bounds__(256, 5){{.*}}const long long tile_ = blockIdx.x % 12, rpart_ = blockIdx.x / 12;{{.*}}TcVec<unsigned short, 8> a0 = {{.*}}cs_[k] += tc_bf16_f32(tc_f32_bf16(v1));{{.*}}last_ = atomicAdd(&tc_cdone_[tile_], 1u) == 55 - 1;{{.*}}a_ = a_ + __ldcg(&tc_cpart_[p_ * 3072ll + col_]);{{.*}}out1[col_] = tc_f32_bf16(a_);
+// CHECK: tcx.cuda_source @[[CS:tc_fusion_[0-9a-f]+]] "{{.*}}__device__ float tc_cpart_[168960];{{.*}}__device__ unsigned int tc_cdone_[12];{{.*}}__launch_bounds__(256, 5){{.*}}const long long tile_ = blockIdx.x % 12, rpart_ = blockIdx.x / 12;{{.*}}TcVec<unsigned short, 8> a0 = {{.*}}cs_[k] += tc_bf16_f32(tc_f32_bf16(v1));{{.*}}tc_st_vec(reinterpret_cast<TcVec<unsigned short, 8>*>(out0 + b), o0);{{.*}}last_ = atomicAdd(&tc_cdone_[tile_], 1u) == 55 - 1;{{.*}}a_ = a_ + __ldcg(&tc_cpart_[p_ * 3072ll + col_]);{{.*}}out1[col_] = tc_f32_bf16(a_);
 // CHECK: tcx.kernel @b_fusion_0 kind("fusion") attributes {cuda_kernel = @[[CS]]}
 // CHECK-LABEL: func.func @b
 // CHECK: tcx.launch @b_fusion_0 {{.+}} {block = array<i64: 256>, elements = 50331648 : i64, grid = array<i64: 660>, meta = array<i64: 0>, n = 50331648 : i64}
