@@ -20,7 +20,10 @@
 #       runtime switch measured: each model's dynamo artifact run by tc-run
 #       with VAR=VALUE in the environment and without it, alternating twice
 #       (30 steps, median of 6-30), the tok/s of each run, the ratio of the
-#       medians and whether the losses agree to the bit (OUT/ab/*).
+#       medians and whether the losses agree to the bit: of the timed runs,
+#       and of 6 steps a side with TC_MATMUL_TUNE=0 (a tuned run keeps the
+#       matmul algorithms it timed fastest: two processes may differ in the
+#       bits where two candidates time alike) (OUT/ab/*).
 #
 # TC_TORCH_PROFILE=1 (run): each PyTorch mode also writes its GPU time per
 # kernel (hf_torch.py --profile) to OUT/run/NAME.MODE.torch-profile.txt.
@@ -43,7 +46,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cmd="${1:-}"
 OUT="${2:-}"
 BIN="${3:-}"
-[ -n "$cmd" ] && [ -n "$OUT" ] || { sed -n '2,25p' "$0"; exit 2; }
+[ -n "$cmd" ] && [ -n "$OUT" ] || { sed -n '2,26p' "$0"; exit 2; }
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 . "$ROOT/scripts/cudnn-env.sh" # cuDNN for tc-run's optional plugin
@@ -225,6 +228,21 @@ ab() {
         fi || echo "  tc-run failed: $(tail -2 "$f.log")"
       done
     done
+    # The bits: 6 steps a side with the heuristic's first matmul algorithm
+    # (TC_MATMUL_TUNE=0): a tuned run times its candidates in each process,
+    # and two processes can keep different algorithms (other summation
+    # orders) where two candidates time alike.
+    for side in set unset; do
+      local f="$OUT/ab/$name.$side.bits"
+      if [ "$side" = set ]; then
+        env "$setting" TC_MATMUL_TUNE=0 "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda \
+          --steps 6 --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1
+      else
+        env -u "${setting%%=*}" TC_MATMUL_TUNE=0 "$BIN/tc-run" "$OUT/$name.dynamo.tca" \
+          --device cuda --steps 6 --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 \
+          >"$f.log" 2>&1
+      fi || echo "  tc-run failed: $(tail -2 "$f.log")"
+    done
   done
   python3 - "$OUT/ab" "$setting" <<'PY'
 import glob, json, os, statistics, sys
@@ -246,9 +264,18 @@ for n in names:
         print(f"{n:<13} incomplete"); continue
     a, b = statistics.median(tps["set"]), statistics.median(tps["unset"])
     same = all(x == loss["unset"][0] for x in loss["set"] + loss["unset"])
+    bits = []
+    for side in ("set", "unset"):
+        try:
+            bits.append([json.loads(l)["loss"] for l in open(f"{d}/{n}.{side}.bits.jsonl")
+                         if '"loss"' in l])
+        except OSError:
+            pass
+    untuned = ("untuned: n/a" if len(bits) < 2 else
+               "untuned losses " + ("equal to the bit" if bits[0] == bits[1] else "DIFFER"))
     print(f"{n:<13} with {setting}: " + " / ".join(f"{x:.0f}" for x in tps["set"]) +
           f"; without: " + " / ".join(f"{x:.0f}" for x in tps["unset"]) +
-          f"; ratio {a / b:.4f}; losses {'equal to the bit' if same else 'DIFFER'}")
+          f"; ratio {a / b:.4f}; tuned losses {'equal' if same else 'differ'}; {untuned}")
 PY
 }
 
@@ -257,5 +284,5 @@ case "$cmd" in
   run) [ -n "$BIN" ] || { echo "run needs TC_BIN (a folder with tc-run)"; exit 2; }; run "${4:-tc,torch}" "${5:-}" ;;
   table) table ;;
   ab) [ -n "$BIN" ] && [ -n "${4:-}" ] || { echo "ab needs TC_BIN and VAR=VALUE"; exit 2; }; ab "$4" "${5:-}" ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac
