@@ -383,7 +383,12 @@ private:
   /// rms_norm kept in f32 whose input is bf16 data cast up and whose every
   /// reader casts its output down computes the same statistics in f32 when
   /// it reads and writes bf16 rows (its f32 weights stay f32), with one
-  /// rounding of the output and no f32 copy of the rows.
+  /// rounding of the output and no f32 copy of the rows. So does a norm of
+  /// f32 rows that the plan also rounds to bf16 for another reader (the
+  /// first layer's norm of the embeddings, which the residual add reads in
+  /// bf16): it reads that bf16 copy, as every later layer's norm reads the
+  /// bf16 residual stream, and the step keeps no f32 rows for it (nor for
+  /// its backward: the copy's gradient is one bf16 sum, cast up once).
   void narrowNorms() {
     if (!low.isBF16()) // the norm kernels read f32 or bf16 rows
       return;
@@ -394,8 +399,14 @@ private:
     });
     for (Operation *op : norms) {
       Value x = op->getOperand(0), y = op->getResult(0);
-      auto up = x.getDefiningOp<CastOp>();
-      if (!up || elementTypeOf(up.getInput()) != low || elementTypeOf(x) != f32 || y.use_empty())
+      if (elementTypeOf(x) != f32 || y.use_empty())
+        continue;
+      Value rows; // the bf16 rows the norm reads instead of x
+      if (auto up = x.getDefiningOp<CastOp>(); up && elementTypeOf(up.getInput()) == low)
+        rows = up.getInput();
+      else
+        rows = roundedCopy(x, op);
+      if (!rows)
         continue;
       SmallVector<CastOp> downs;
       for (Operation *u : y.getUsers()) {
@@ -406,7 +417,7 @@ private:
       }
       if (downs.size() != static_cast<size_t>(std::distance(y.use_begin(), y.use_end())))
         continue;
-      op->setOperand(0, up.getInput());
+      op->setOperand(0, rows);
       y.setType(withElement(y.getType(), low));
       for (CastOp c : downs) {
         c.getResult().replaceAllUsesWith(y);
@@ -414,6 +425,25 @@ private:
       }
       annotate(op, "bf16", "norm: bf16 rows, f32 statistics and weights");
     }
+  }
+
+  /// The plan's rounding of f32 `x` to the low type (a tc.cast of x to it,
+  /// as castTo makes), placed before `user`; null when there is none.
+  Value roundedCopy(Value x, Operation *user) {
+    for (Operation *u : x.getUsers()) {
+      auto c = llvm::dyn_cast<CastOp>(u);
+      if (!c || c == user || elementTypeOf(c.getResult()) != low ||
+          c->getBlock() != user->getBlock())
+        continue;
+      if (!c->isBeforeInBlock(user)) { // its one operand x is defined before `user`
+        if (Operation *def = x.getDefiningOp())
+          c->moveAfter(def);
+        else
+          c->moveBefore(&c->getBlock()->front());
+      }
+      return c.getResult();
+    }
+    return nullptr;
   }
 
   /// Removes exact round trips (bf16->f32->bf16) and casts nobody reads.
