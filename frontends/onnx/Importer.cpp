@@ -97,6 +97,11 @@ std::string tooLarge(ArrayRef<int64_t> s) {
   return "shape " + joinShape(s) + " has more than 2^40 elements";
 }
 
+std::string shapeStr(ArrayRef<int64_t> s) {
+  return "[" + llvm::join(llvm::map_range(s, [](int64_t d) { return std::to_string(d); }), ", ") +
+         "]";
+}
+
 int64_t boundedNumElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -56,6 +56,9 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 /// count exceeds kMaxTensorElements (computed without overflowing).
 int64_t boundedNumElements(llvm::ArrayRef<int64_t> shape);
 
+/// "[2, 3, 4]": a shape in diagnostics.
+std::string shapeStr(llvm::ArrayRef<int64_t> shape);
+
 /// What an ONNX value name stands for.
 struct OnnxValue {
   mlir::Value value; ///< a tensor (null for sequences)

@@ -110,9 +110,13 @@ LogicalResult softmaxLike(NodeContext &nc, StringRef kind) {
   Value v = *x;
   if (legacy) {
     // Opset < 13: the input is coerced to 2-D [prod(:axis), prod(axis:)].
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < t.getRank(); ++d)
-      (d < axis ? outer : inner) *= t.getDimSize(d);
+    // An empty input's other dims can be anything the model says: the two
+    // products are bounded (kMaxTensorElements), not trusted.
+    int64_t outer = boundedNumElements(t.getShape().take_front(axis));
+    int64_t inner = boundedNumElements(t.getShape().drop_front(axis));
+    if (outer < 0 || inner < 0)
+      return nc.fail("input of shape " + shapeStr(t.getShape()) + " coerced to 2-D at axis " +
+                     Twine(axis) + " has a side of more than 2^40 elements");
     v = ch(nc.reshape(v, {outer, inner}));
     axis = 1;
   }

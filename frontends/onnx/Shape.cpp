@@ -30,10 +30,6 @@ LogicalResult out0(NodeContext &nc, FailureOr<Value> v) {
   return nc.setOutput(0, *v);
 }
 
-std::string shapeStr(ArrayRef<int64_t> s) {
-  return "[" + llvm::join(llvm::map_range(s, [](int64_t d) { return std::to_string(d); }), ", ") + "]";
-}
-
 LogicalResult reshapeOp(NodeContext &nc) {
   auto x = nc.requiredInput(0);
   if (failed(x))
