@@ -92,6 +92,14 @@ template <int U, int Mode> void run(const char *name, V8 *a, V8 *b, V8 *o, long 
   std::printf("%-9s U=%d grid %6d: %7.1f us  %.2f TB/s\n", name, U, grid, us, bytes / us / 1e6);
 }
 
+/// Every mode at U vectors a thread a step.
+template <int U> void runModes(V8 *a, V8 *b, V8 *o, long long n, int grid) {
+  run<U, 0>("copy", a, b, o, n, grid);
+  run<U, 1>("gelu", a, b, o, n, grid);
+  run<U, 2>("gelu-bwd", a, b, o, n, grid);
+  run<U, 3>("gelubwd-f", a, b, o, n, grid);
+}
+
 int main() {
   long long n = 16384LL * 3072 / 8; // Pythia's [16384, 3072] bf16 in 16-byte vectors
   V8 *a, *b, *o;
@@ -104,17 +112,8 @@ int main() {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   int grids[] = {8192, sms * 8, sms * 16, sms * 32, (int)((n + 255) / 256)};
   for (int g : grids) {
-    run<1, 0>("copy", a, b, o, n, g);
-    run<1, 1>("gelu", a, b, o, n, g);
-    run<1, 2>("gelu-bwd", a, b, o, n, g);
-    run<1, 3>("gelubwd-f", a, b, o, n, g);
-    run<2, 0>("copy", a, b, o, n, g);
-    run<2, 1>("gelu", a, b, o, n, g);
-    run<2, 2>("gelu-bwd", a, b, o, n, g);
-    run<2, 3>("gelubwd-f", a, b, o, n, g);
-    run<4, 0>("copy", a, b, o, n, g);
-    run<4, 1>("gelu", a, b, o, n, g);
-    run<4, 2>("gelu-bwd", a, b, o, n, g);
-    run<4, 3>("gelubwd-f", a, b, o, n, g);
+    runModes<1>(a, b, o, n, g);
+    runModes<2>(a, b, o, n, g);
+    runModes<4>(a, b, o, n, g);
   }
 }

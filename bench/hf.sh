@@ -205,6 +205,19 @@ for m in models:
 PY
 }
 
+# ab_tc_run SIDE VAR=VALUE NAME F STEPS [VAR2=VALUE2...]: STEPS steps of NAME's dynamo
+# artifact with VAR=VALUE set (SIDE set) or VAR unset (SIDE unset), and VAR2=VALUE2...,
+# metrics into F.jsonl, its output into F.log.
+ab_tc_run() {
+  local side="$1" setting="$2" name="$3" f="$4" steps="$5"
+  shift 5
+  local envs=(-u "${setting%%=*}")
+  [ "$side" = set ] && envs=("$setting")
+  env "${envs[@]}" "$@" "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda --steps "$steps" \
+    --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1 ||
+    echo "  tc-run failed: $(tail -2 "$f.log")"
+}
+
 ab() {
   local setting="$1" only="${2:-}"
   [[ "$setting" == *=* ]] || { echo "ab needs VAR=VALUE, got '$setting'"; exit 2; }
@@ -218,14 +231,7 @@ ab() {
     python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, $vocab, size=$batch*1025*64).astype(np.uint16).tofile('/tmp/hf-$name.bin')"
     for i in 1 2; do
       for side in set unset; do
-        local f="$OUT/ab/$name.$side.$i"
-        if [ "$side" = set ]; then
-          env "$setting" "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda --steps 30 \
-            --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1
-        else
-          env -u "${setting%%=*}" "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda --steps 30 \
-            --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1
-        fi || echo "  tc-run failed: $(tail -2 "$f.log")"
+        ab_tc_run "$side" "$setting" "$name" "$OUT/ab/$name.$side.$i" 30
       done
     done
     # The bits: 6 steps a side with the heuristic's first matmul algorithm
@@ -233,15 +239,7 @@ ab() {
     # and two processes can keep different algorithms (other summation
     # orders) where two candidates time alike.
     for side in set unset; do
-      local f="$OUT/ab/$name.$side.bits"
-      if [ "$side" = set ]; then
-        env "$setting" TC_MATMUL_TUNE=0 "$BIN/tc-run" "$OUT/$name.dynamo.tca" --device cuda \
-          --steps 6 --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 >"$f.log" 2>&1
-      else
-        env -u "${setting%%=*}" TC_MATMUL_TUNE=0 "$BIN/tc-run" "$OUT/$name.dynamo.tca" \
-          --device cuda --steps 6 --data "/tmp/hf-$name.bin" --metrics "$f.jsonl" --log-every 0 \
-          >"$f.log" 2>&1
-      fi || echo "  tc-run failed: $(tail -2 "$f.log")"
+      ab_tc_run "$side" "$setting" "$name" "$OUT/ab/$name.$side.bits" 6 TC_MATMUL_TUNE=0
     done
   done
   python3 - "$OUT/ab" "$setting" <<'PY'
