@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Cache.h"
 
+#include "runtime/src/base/file_io.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -98,13 +100,7 @@ KeyBuilder &KeyBuilder::add(llvm::StringRef tag, int64_t v) {
 
 Key KeyBuilder::finish() const { return Key{digest(digests_)}; }
 
-std::string defaultDir() {
-  if (const char *d = std::getenv("TC_CACHE_DIR"); d && *d)
-    return d;
-  if (const char *h = std::getenv("HOME"); h && *h)
-    return std::string(h) + "/.cache/tc";
-  return "";
-}
+std::string defaultDir() { return tc::rt::defaultCacheDir(); }
 
 std::string Store::entryPath(llvm::StringRef kind, const Key &key) const {
   std::string hex = key.hex();

@@ -56,8 +56,8 @@ private:
   std::vector<uint8_t> digests_;
 };
 
-/// The cache folder: $TC_CACHE_DIR when set and not empty, else
-/// $HOME/.cache/tc; empty when neither is there (no cache).
+/// The cache folder: tc::rt::defaultCacheDir() ($TC_CACHE_DIR when set and
+/// not empty, else $HOME/.cache/tc; empty when neither is there: no cache).
 std::string defaultDir();
 
 /// One cache folder. A Store with an empty folder is off: get misses and put

@@ -3,6 +3,9 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
 
 #include "runtime/src/cuda/cublaslt.h"
 #include "runtime/src/cuda/cudnn/loader.h"
@@ -741,6 +744,136 @@ TEST_F(CudaMatmul, CudnnGeluAuxMatchesReference) {
               libUs, paths[static_cast<int>(any->epiloguePath(d))], anyUs);
   report("matmul +bias+gelu+aux cudnn (timing)", dt, 0, tolFor(dt), libUs, shapeStr({M, K, N}));
   report("matmul +bias+gelu+aux chosen (timing)", dt, 0, tolFor(dt), anyUs, shapeStr({M, K, N}));
+}
+
+/// The tuning record (Matmul::setTuningRecord): a tuned problem's choice is
+/// written to the file; a later Matmul with a record of the same file takes
+/// it without timing (so the same algorithm, the same bits), a stale choice
+/// (another candidate count) is timed again and replaced, and an epilogue's
+/// way is kept the same way.
+TEST_F(CudaMatmul, TuningRecordKeepsChoicesAcrossProcesses) {
+  std::string dir = ::testing::TempDir() + "/tc_matmul_tuning_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+  std::string identity;
+  ASSERT_OK(Matmul::tuningIdentity(&identity));
+  EXPECT_NE(identity.find(" sm_"), std::string::npos) << identity;
+  EXPECT_NE(identity.find(" cuBLASLt "), std::string::npos) << identity;
+  const std::string path = dir + "/matmul/" + TuningRecord::fileNameOf(identity) + ".tsv";
+  auto fresh = [&](std::unique_ptr<Matmul> *out) {
+    ASSERT_OK(Matmul::create(out));
+    (*out)->setTuningRecord(std::make_shared<TuningRecord>(path, identity));
+  };
+  // The file's line for a key starting with `prefix`: key and value.
+  auto lineOf = [&](const std::string &prefix, std::string *key, std::string *value) {
+    std::ifstream f(path);
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind(prefix, 0) == 0) {
+        size_t tab = line.find('\t');
+        *key = line.substr(0, tab);
+        *value = line.substr(tab + 1);
+        return true;
+      }
+    return false;
+  };
+
+  const int64_t m = 1024, n = 768, k = 3072;
+  HostTensor A = randomTensor(ty(DType::BF16, {m, k}), rng);
+  HostTensor B = randomTensor(ty(DType::BF16, {k, n}), rng);
+  DevBuf dA, dB, dC1, dC2;
+  ASSERT_OK(upload(A, &dA, stream()));
+  ASSERT_OK(upload(B, &dB, stream()));
+  ASSERT_OK(devZeros(m * n * 2, &dC1, stream()));
+  ASSERT_OK(devZeros(m * n * 2, &dC2, stream()));
+  MatmulDesc d;
+  d.dtype = DType::BF16;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+
+  std::unique_ptr<Matmul> first;
+  fresh(&first);
+  ASSERT_OK(first->run(d, dA.p, dB.p, dC1.p, stream()));
+  std::string key, value;
+  ASSERT_TRUE(lineOf("algo " + d.toString() + " ", &key, &value))
+      << "no choice for " << d.toString() << " in " << path;
+  size_t of = value.find(" of ");
+  ASSERT_NE(of, std::string::npos) << value;
+  int count = std::stoi(value.substr(of + 4));
+  EXPECT_EQ(std::stoi(value), first->chosenCandidate(d)) << value;
+  if (count < 2)
+    GTEST_SKIP() << "cuBLASLt offers one algorithm for " << d.toString() << ": nothing to choose";
+
+  // Another candidate put in the record: a later Matmul takes it, untimed.
+  const int other = count - 1 == first->chosenCandidate(d) ? 0 : count - 1;
+  ASSERT_TRUE(TuningRecord(path, identity)
+                  .put(key, std::to_string(other) + " of " + std::to_string(count))
+                  .isOk());
+  std::unique_ptr<Matmul> second;
+  fresh(&second);
+  ASSERT_OK(second->run(d, dA.p, dB.p, dC2.p, stream()));
+  EXPECT_EQ(second->chosenCandidate(d), other);
+
+  // The same choice, the same bits: a third Matmul reading the record again.
+  std::unique_ptr<Matmul> third;
+  fresh(&third);
+  ASSERT_OK(third->run(d, dA.p, dB.p, dC1.p, stream()));
+  EXPECT_EQ(third->chosenCandidate(d), other);
+  HostTensor r2, r3;
+  ASSERT_OK(download(dC2.p, ty(DType::BF16, {m, n}), &r2, stream()));
+  ASSERT_OK(download(dC1.p, ty(DType::BF16, {m, n}), &r3, stream()));
+  EXPECT_EQ(r2.data, r3.data) << "two Matmuls with one recorded algorithm differ in the bits";
+
+  // A stale choice (another candidate count) is timed again and replaced.
+  ASSERT_TRUE(TuningRecord(path, identity).put(key, "0 of 99").isOk());
+  std::unique_ptr<Matmul> fourth;
+  fresh(&fourth);
+  ASSERT_OK(fourth->run(d, dA.p, dB.p, dC1.p, stream()));
+  ASSERT_TRUE(lineOf(key, &key, &value));
+  EXPECT_EQ(value, std::to_string(fourth->chosenCandidate(d)) + " of " + std::to_string(count));
+
+  // Without tuning the record is neither read nor written: the heuristic's first.
+  setMatmulTuning(false);
+  std::unique_ptr<Matmul> untuned;
+  fresh(&untuned);
+  ASSERT_TRUE(TuningRecord(path, identity)
+                  .put(key, std::to_string(other) + " of " + std::to_string(count))
+                  .isOk());
+  Status st = untuned->run(d, dA.p, dB.p, dC1.p, stream());
+  setMatmulTuning(true);
+  ASSERT_OK(st);
+  EXPECT_EQ(untuned->chosenCandidate(d), 0);
+
+  // An epilogue's way: the separate form put in the record is taken.
+  MatmulDesc g;
+  g.dtype = DType::BF16;
+  g.transposeLhs = true;
+  g.m = 768;
+  g.n = 256;
+  g.k = 1024;
+  g.epilogue = MatmulEpilogue::BiasGradRhs;
+  DevBuf x, y, w, db;
+  ASSERT_OK(upload(randomTensor(ty(DType::BF16, {g.k, g.m}), rng), &x, stream()));
+  ASSERT_OK(upload(randomTensor(ty(DType::BF16, {g.k, g.n}), rng), &y, stream()));
+  ASSERT_OK(devZeros(g.m * g.n * 2, &w, stream()));
+  ASSERT_OK(devZeros(g.n * 2, &db, stream()));
+  std::unique_ptr<Matmul> timed;
+  fresh(&timed);
+  ASSERT_OK(timed->run(g, x.p, y.p, w.p, stream(), db.p));
+  ASSERT_TRUE(lineOf("path " + g.toString(), &key, &value)) << "no way kept for " << g.toString();
+  for (const char *way : {"separate", "epilogue"}) {
+    ASSERT_TRUE(TuningRecord(path, identity).put(key, way).isOk());
+    std::unique_ptr<Matmul> later;
+    fresh(&later);
+    Status st2 = later->run(g, x.p, y.p, w.p, stream(), db.p);
+    if (std::string(way) == "epilogue" && !st2.isOk())
+      continue; // no BGRAD algorithm here: the separate form only
+    ASSERT_OK(st2);
+    Matmul::EpiloguePath p = later->epiloguePath(g);
+    EXPECT_EQ(p, std::string(way) == "separate" ? Matmul::EpiloguePath::Separate
+                                                : Matmul::EpiloguePath::Epilogue)
+        << way;
+  }
 }
 
 TEST_F(CudaMatmul, GptShapesTiming) {

@@ -1,7 +1,8 @@
 //===- tc-run.cpp - run a compiled tc artifact ----------------------------===//
 //
 // Thin: parses flags, reads the environment (TC_CUDA_GRAPHS, TC_CUDA_PIPELINE,
-// TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE, TC_MATMUL_TUNE: the CUDA options),
+// TC_CUDA_CHECK_OPS, TC_CUDA_PROFILE, TC_MATMUL_TUNE: the CUDA options;
+// TC_CACHE_DIR: where the matmul tunings' choices are kept),
 // installs the signal handlers and prints; the work is the runtime's, through
 // its public C API only (tc/runtime.h: tc_run_train, tc_run_eval,
 // tc_run_generate, sessions for --eval with feeds).
@@ -525,6 +526,10 @@ tc_cuda_options_t cudaOptionsFromEnv() {
     c.profile = std::string(v) == "1";
   if (const char *v = std::getenv("TC_MATMUL_TUNE"))
     c.matmul_tune = std::string(v) != "0";
+  // The tunings' choices are kept in tc's cache folder (the same bits from
+  // every run on this device, resumed or not); none without one.
+  if (*tc_cache_dir())
+    c.matmul_tune_dir = tc_cache_dir();
   if (const char *v = std::getenv("TC_CUDA_PIPELINE"))
     c.pipeline = std::string(v) != "0";
   return c;

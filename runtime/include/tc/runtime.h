@@ -61,6 +61,13 @@ extern "C" {
  * "written by" of checkpoints and artifacts. */
 const char *tc_version(void);
 
+/* tc's cache folder, the one place it is decided: $TC_CACHE_DIR when set
+ * and not empty, else $HOME/.cache/tc, else "" (no cache); read once, static
+ * storage. tc-compile keeps kernels and artifacts there, tc-run the matmul
+ * tuning record (tc_cuda_options_t.matmul_tune_dir). A helper for the
+ * tools: sessions themselves read no environment variables. */
+const char *tc_cache_dir(void);
+
 /*===-------------------------------- status -----------------------------===*/
 
 typedef enum tc_status_code_t {
@@ -314,6 +321,12 @@ typedef struct tc_cuda_options_t {
   int pipeline;      /* 1 (default): a training run enqueues step N + 1 (a replayed graph) before
                         it waits for step N's results, so the GPU does not wait for the host
                         between steps; 0: each step is waited for before the next is enqueued */
+  const char *matmul_tune_dir; /* NULL (default): each process times its own matmuls, and two
+                        processes may keep different algorithms where two time alike (other
+                        bits); a folder: the choices are kept in <folder>/matmul/<device,
+                        cuBLASLt and tc version>.tsv and every later process takes them (the
+                        same bits run to run and across a resume; tc-run: tc's cache folder).
+                        Read when the session is created */
 } tc_cuda_options_t;
 
 typedef enum tc_ref_precision_t {

@@ -33,6 +33,9 @@ struct CudaOptions {
   bool checkEachOp = false; ///< synchronise and check after every op
   bool profile = false;     ///< time every op; print the profile at the end
   bool matmulTune = true;   ///< time cuBLASLt's candidates once per matmul, keep the fastest
+  /// Where the tunings' choices are kept for later processes
+  /// (ExecutorOptions::matmulTuneDir; tc-run: tc's cache folder).
+  std::string matmulTuneDir;
   /// Executor::submit enqueues a replayed graph and returns (off: it runs
   /// and waits, as run() does; tc-run: TC_CUDA_PIPELINE=0).
   bool pipeline = true;

@@ -2,6 +2,7 @@
 #include "runtime/src/base/file_io.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -162,6 +163,14 @@ Status makeDirectories(const std::string &dir) {
     if (end == std::string::npos)
       return Status::ok();
   }
+}
+
+std::string defaultCacheDir() {
+  if (const char *d = std::getenv("TC_CACHE_DIR"); d && *d)
+    return d;
+  if (const char *h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/tc";
+  return "";
 }
 
 } // namespace tc::rt

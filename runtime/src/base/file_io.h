@@ -32,6 +32,12 @@ Status writeFileAtomic(const std::string &path,
 /// made, or InvalidArgument when `dir` (or a parent) exists and is no directory.
 Status makeDirectories(const std::string &dir);
 
+/// tc's cache folder (tc-compile's kernels and artifacts, tc-run's matmul
+/// tuning record): $TC_CACHE_DIR when set and not empty, else
+/// $HOME/.cache/tc, else "" (no cache). For the tools: the runtime's library
+/// itself reads no environment variables.
+std::string defaultCacheDir();
+
 } // namespace tc::rt
 
 #endif // TC_RUNTIME_BASE_FILE_IO_H

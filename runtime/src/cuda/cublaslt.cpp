@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,6 +11,7 @@
 #include "runtime/src/cuda/cudnn/loader.h"
 #include "runtime/src/cuda/device.h"
 #include "runtime/src/cuda/kernels/kernels.h"
+#include "runtime/src/schema/version.h"
 
 namespace tc::rt::cuda {
 
@@ -119,6 +121,51 @@ std::string MatmulDesc::toString() const {
 namespace {
 
 std::atomic<bool> gMatmulTuning{true};
+
+/// Two timings within this fraction of the fastest are a tie, which the
+/// earlier way or candidate (the heuristic's order) wins: fewer processes
+/// keep different algorithms for noise alone.
+constexpr float kTimingTie = 0.01f;
+
+/// The index of the way to keep: the first within kTimingTie of the fastest
+/// of `ms` (negative: could not run); -1 when none ran.
+int pickTimed(const std::vector<float> &ms) {
+  float best = -1.0f;
+  for (float t : ms)
+    if (t >= 0.0f && (best < 0.0f || t < best))
+      best = t;
+  if (best < 0.0f)
+    return -1;
+  for (size_t i = 0; i < ms.size(); ++i)
+    if (ms[i] >= 0.0f && ms[i] <= best * (1.0f + kTimingTie))
+      return static_cast<int>(i);
+  return -1;
+}
+
+uint64_t fnv1a(const std::string &bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+const char *epiloguePathName(Matmul::EpiloguePath p) {
+  switch (p) {
+  case Matmul::EpiloguePath::Epilogue:
+    return "epilogue";
+  case Matmul::EpiloguePath::Separate:
+    return "separate";
+  case Matmul::EpiloguePath::Own:
+    return "own";
+  case Matmul::EpiloguePath::Library:
+    return "library";
+  case Matmul::EpiloguePath::Unknown:
+    break;
+  }
+  return "unknown";
+}
 
 bool isBiasGrad(MatmulEpilogue e) {
   return e == MatmulEpilogue::BiasGradLhs || e == MatmulEpilogue::BiasGradRhs;
@@ -288,6 +335,9 @@ struct Matmul::Plan {
   /// times them and keeps the fastest in `algo`.
   std::vector<cublasLtMatmulAlgo_t> candidates;
   bool tuned = false;
+  /// The problem (MatmulDesc::toString) and its key in the tuning record:
+  /// "algo <problem> <hash of the plan's key>" (the alignments, strides).
+  std::string desc, recordKey;
   ~Plan() {
     if (op)
       cublasLtMatmulDescDestroy(op);
@@ -509,6 +559,10 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
   for (int i = 0; i < returned; ++i)
     if (heur[i].state == CUBLAS_STATUS_SUCCESS)
       plan->candidates.push_back(heur[i].algo);
+  plan->desc = d.toString();
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(keyBytes)));
+  plan->recordKey = "algo " + plan->desc + " " + hash;
   *result = plan.get();
   plans_.emplace(std::move(keyBytes), std::move(plan));
   return Status::ok();
@@ -729,12 +783,24 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
     // The first eager call times every way (each twice after a warm-up:
     // cuBLASLt's epilogue kernels can be slower than the product and the
     // separate pass, as its DGELU_BGRAD is on the H200) and keeps the
-    // fastest; the first way where tuning is off or a graph is captured.
+    // fastest (the earliest of a tie); the first way where tuning is off or
+    // a graph is captured. A way the tuning record holds for the problem is
+    // taken without timing, where this call has it.
+    const std::string recordKey = "path " + d.toString();
+    bool recorded = false;
+    bool tuning = ways.size() > 1 && gMatmulTuning.load(std::memory_order_relaxed);
+    if (tuning && record_) {
+      if (std::optional<std::string> v = record_->get(recordKey))
+        for (auto &[way, run] : ways)
+          if (*v == epiloguePathName(way)) {
+            path = way;
+            recorded = true;
+          }
+    }
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-    if (ways.size() > 1 && gMatmulTuning.load(std::memory_order_relaxed) &&
-        capture == cudaStreamCaptureStatusNone) {
-      float best = -1.0f;
+    if (tuning && !recorded && capture == cudaStreamCaptureStatusNone) {
+      std::vector<float> times;
       for (auto &[way, run] : ways) {
         cudaEvent_t start = nullptr, stop = nullptr;
         TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
@@ -754,10 +820,13 @@ Status Matmul::epilogueOrSeparate(const MatmulDesc &d, const std::function<Plan 
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
         TC_RETURN_IF_ERROR(st);
-        if (best < 0.0f || ms < best) {
-          best = ms;
-          path = way;
-        }
+        times.push_back(ms);
+      }
+      int pick = pickTimed(times);
+      if (pick >= 0) {
+        path = ways[static_cast<size_t>(pick)].first;
+        if (record_)
+          (void)record_->put(recordKey, epiloguePathName(path));
       }
     }
   }
@@ -969,22 +1038,40 @@ Status Matmul::tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void
   // The heuristic's first choice is sometimes several times slower than its
   // runners-up (seen: bf16 16384x2304x768 with rhs^T on the H200), so the
   // first eager call of a plan times every candidate (2 runs each after a
-  // warm-up) and keeps the fastest. Not while a stream is captured into a
-  // graph, not when the call accumulates into `out` (beta != 0), and not with
-  // setMatmulTuning(false) (tc-run: TC_MATMUL_TUNE=0; then the heuristic's
-  // first choice, reproducibly).
+  // warm-up) and keeps the fastest (the earliest of a tie: pickTimed). Not
+  // while a stream is captured into a graph, not when the call accumulates
+  // into `out` (beta != 0), and not with setMatmulTuning(false) (tc-run:
+  // TC_MATMUL_TUNE=0; then the heuristic's first choice, reproducibly). A
+  // choice the tuning record holds for the plan is taken without timing.
   plan->tuned = true;
   bool enabled = gMatmulTuning.load(std::memory_order_relaxed);
+  if (!enabled || plan->candidates.size() < 2 || d.beta != 0.0f)
+    return Status::ok();
+  const std::string count = std::to_string(plan->candidates.size());
+  if (record_) {
+    // "<index> of <count>": the heuristic lists the same candidates for the
+    // same problem, device and library; another count is a stale choice.
+    if (std::optional<std::string> v = record_->get(plan->recordKey)) {
+      size_t sp = v->find(" of ");
+      if (sp != std::string::npos && v->substr(sp + 4) == count) {
+        char *end = nullptr;
+        long i = std::strtol(v->c_str(), &end, 10);
+        if (end == v->c_str() + sp && i >= 0 && i < static_cast<long>(plan->candidates.size())) {
+          plan->algo = plan->candidates[static_cast<size_t>(i)];
+          return Status::ok();
+        }
+      }
+    }
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   TC_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-  if (!enabled || plan->candidates.size() < 2 || d.beta != 0.0f ||
-      capture != cudaStreamCaptureStatusNone)
+  if (capture != cudaStreamCaptureStatusNone)
     return Status::ok();
   cudaEvent_t start = nullptr, stop = nullptr;
   TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   TC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  float alpha = d.alpha, beta = 0.0f, best = -1.0f;
-  cublasLtMatmulAlgo_t bestAlgo = plan->algo;
+  float alpha = d.alpha, beta = 0.0f;
+  std::vector<float> times;
   for (const cublasLtMatmulAlgo_t &algo : plan->candidates) {
     bool ok = true;
     for (int rep = 0; rep < 3 && ok; ++rep) {
@@ -998,17 +1085,44 @@ Status Matmul::tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void
     float ms = 0;
     if (!ok || cudaEventSynchronize(stop) != cudaSuccess ||
         cudaEventElapsedTime(&ms, start, stop) != cudaSuccess)
-      continue;
-    if (best < 0 || ms < best) {
-      best = ms;
-      bestAlgo = algo;
-    }
+      ms = -1.0f;
+    times.push_back(ms);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaGetLastError();
-  plan->algo = bestAlgo;
+  int pick = pickTimed(times);
+  if (pick < 0)
+    return Status::ok(); // none ran: the heuristic's first choice
+  plan->algo = plan->candidates[static_cast<size_t>(pick)];
+  // The record is a cache: a folder that cannot be written costs later
+  // processes a timing, never this run.
+  if (record_)
+    (void)record_->put(plan->recordKey, std::to_string(pick) + " of " + count);
   return Status::ok();
+}
+
+Status Matmul::tuningIdentity(std::string *out) {
+  int dev = 0;
+  TC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  DeviceInfo info;
+  TC_RETURN_IF_ERROR(queryDevice(dev, &info));
+  *out = info.name + " " + info.smName() + " " + std::to_string(info.smCount) + " SMs cuBLASLt " +
+         std::to_string(cublasLtGetVersion()) + " tc " + kTcVersion;
+  return Status::ok();
+}
+
+int Matmul::chosenCandidate(const MatmulDesc &d) const {
+  std::string desc = d.toString();
+  for (const auto &[key, plan] : plans_) {
+    if (plan->desc != desc)
+      continue;
+    for (size_t i = 0; i < plan->candidates.size(); ++i)
+      if (std::memcmp(&plan->candidates[i], &plan->algo, sizeof plan->algo) == 0)
+        return static_cast<int>(i);
+    return -1;
+  }
+  return -1;
 }
 
 Status planBatches(const std::vector<int64_t> &lhsBatch, const std::vector<int64_t> &rhsBatch,

@@ -44,6 +44,7 @@
 
 #include "runtime/src/base/dtype.h"
 #include "runtime/src/base/status.h"
+#include "runtime/src/base/tuning_record.h"
 #include "runtime/src/schema/library_abi.h"
 
 namespace tc::rt::cuda {
@@ -249,6 +250,20 @@ public:
     forceOwn_ = on && force;
   }
 
+  /// Where the tunings' choices are kept across processes (null: in this
+  /// Matmul only; shared by the executor's Matmuls). A problem the record has
+  /// a choice for takes it without timing (also while a graph is captured),
+  /// where the choice still applies (the same number of candidates; a way
+  /// this call has); any other is timed and its choice put in the record.
+  void setTuningRecord(std::shared_ptr<TuningRecord> record) { record_ = std::move(record); }
+  /// The record's identity for the current device: its name and sm, its SM
+  /// count, cuBLASLt's version and tc's ("NVIDIA H200 sm_90 132 SMs cuBLASLt
+  /// 130100 tc 0.3.0"): a choice made on one is kept for that one only.
+  static Status tuningIdentity(std::string *out);
+  /// Tests: the index among cuBLASLt's candidates of the algorithm a plan of
+  /// `d` runs (the first such plan: a test makes one); -1 without a plan.
+  int chosenCandidate(const MatmulDesc &d) const;
+
   /// Number of cached (problem, alignment) -> algorithm entries.
   size_t cachedPlans() const { return plans_.size(); }
   size_t workspaceBytes() const { return workspaceBytes_; }
@@ -305,6 +320,7 @@ private:
   /// Device f32 {0, 1}: beta of device-alpha calls.
   float *consts_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans_;
+  std::shared_ptr<TuningRecord> record_;
   /// Problems with a separate form (MatmulDesc::toString) -> their path.
   std::unordered_map<std::string, EpiloguePath> epiloguePaths_;
   bool forceSeparate_ = false;

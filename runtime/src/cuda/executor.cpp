@@ -210,6 +210,12 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
   im.profile = opts.profile;
   setMatmulTuning(opts.matmulTune);
   TC_RETURN_IF_ERROR(queryDevice(opts.device, &ex->info_));
+  if (opts.matmulTune && !opts.matmulTuneDir.empty()) {
+    std::string identity;
+    TC_RETURN_IF_ERROR(Matmul::tuningIdentity(&identity));
+    im.tuningRecord = std::make_shared<TuningRecord>(
+        opts.matmulTuneDir + "/matmul/" + TuningRecord::fileNameOf(identity) + ".tsv", identity);
+  }
   if (artifact->deviceFunctions.empty())
     return invalidArgument("the artifact was compiled for '" + artifact->target +
                            "' and has no GPU program: compile it with --target " +
@@ -309,6 +315,7 @@ ExecutorOptions executorOptions(int device, uint64_t seed, const CudaOptions &cu
   o.checkEachOp = cuda.checkEachOp;
   o.profile = cuda.profile;
   o.matmulTune = cuda.matmulTune;
+  o.matmulTuneDir = cuda.matmulTuneDir;
   o.pipeline = cuda.pipeline;
   return o;
 }

@@ -68,6 +68,11 @@ struct ExecutorOptions {
   /// Time cuBLASLt's candidates on a matmul's first eager call and keep the
   /// fastest (off: the heuristic's first choice, reproducibly).
   bool matmulTune = true;
+  /// With matmulTune: the folder of the tuning record (Matmul::setTuningRecord:
+  /// <dir>/matmul/<identity>.tsv), so that every process on this device takes
+  /// the choices the first one timed (the same bits run to run, and when a
+  /// run resumes in a new process); empty: each process times its own.
+  std::string matmulTuneDir;
   /// submit() enqueues a replayed graph and returns (CudaOptions::pipeline).
   bool pipeline = true;
   /// Seed of the parameter initialisers (tc-compile --init-params).

@@ -112,6 +112,9 @@ struct DeviceExecutor::Impl {
   // One cuBLASLt wrapper and workspace a stream that runs matmuls (two
   // streams' matmuls may run at once: tcx-schedule-streams).
   std::map<int64_t, std::unique_ptr<Matmul>> matmuls;
+  /// The matmul tunings' choices, shared by every Matmul (ExecutorOptions::
+  /// matmulTuneDir; null: each Matmul times its own).
+  std::shared_ptr<TuningRecord> tuningRecord;
   std::map<int64_t, void *> workspaces;
   int64_t buildStream = 0; // the stream of the op buildOp is building
   std::deque<Stream> streams;

@@ -160,6 +160,7 @@ Status DeviceExecutor::Impl::ensureMatmul(int64_t sid, Matmul **out) {
       matmuls.erase(sid);
       return st;
     }
+    mm->setTuningRecord(tuningRecord);
   }
   *out = mm.get();
   return Status::ok();

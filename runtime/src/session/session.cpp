@@ -182,6 +182,7 @@ CudaOptions cudaOptionsOf(const tc_cuda_options_t &c) {
   o.checkEachOp = c.check_each_op != 0;
   o.profile = c.profile != 0;
   o.matmulTune = c.matmul_tune != 0;
+  o.matmulTuneDir = c.matmul_tune_dir ? c.matmul_tune_dir : "";
   o.pipeline = c.pipeline != 0;
   return o;
 }
@@ -191,6 +192,7 @@ void initializeCudaOptions(tc_cuda_options_t *c) {
   c->check_each_op = 0;
   c->profile = 0;
   c->matmul_tune = 1;
+  c->matmul_tune_dir = nullptr;
   c->pipeline = 1;
 }
 
