@@ -13,7 +13,8 @@
 #     nonzero on the same steps, the totals within 2 or 10%), and
 #     each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
-#   - --eval on the GPU vs the CPU, a checkpoint resumed through the device,
+#   - --eval on the GPU vs the CPU, a checkpoint resumed through the device
+#     (untuned, and tuned through a fresh matmul tuning record: the same bits),
 #     the C API's trainer against tc-run's losses (test/runtime/capi_train_check),
 #     compute-sanitizer memcheck and racecheck on two fixtures (exit clean),
 #     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
@@ -389,6 +390,44 @@ PY
   echo "   $resume_line"
 fi
 
+# The same with matmul tuning on, as tc-run runs by default: the first process
+# times cuBLASLt's candidates and keeps its choices in a fresh tuning record
+# (TC_CACHE_DIR), a second uninterrupted run and a resume in a new process
+# take them: both equal to the first to the bit (Llama's bf16 fixture: GQA's
+# narrow projections and the SwiGLU give several shapes where candidates tie).
+tuned_line="tuned resume: not run"
+TFX="$FIXT/fresh-llama.dynamo-op23.bf16.tca"
+if [ -x "$TCRUN" ] && [ -f "$TFX" ]; then
+  T="$OUT/tuned"
+  rm -rf "$T" && mkdir -p "$T"
+  tuned_run() {
+    TC_CACHE_DIR="$T/cache" "$TCRUN" "$TFX" --device cuda --feed "input_ids=$FIXT/fresh-llama.input_ids.npy" \
+      --feed "labels=$FIXT/fresh-llama.labels.npy" --log-every 0 "$@" >>"$T/log" 2>&1
+  }
+  tuned_run --steps 8 --metrics "$T/first.jsonl" && tuned_run --steps 8 --metrics "$T/second.jsonl" &&
+    tuned_run --steps 4 --save "$T/ck" && tuned_run --steps 8 --resume "$T/ck" --metrics "$T/resumed.jsonl"
+  tuned_line="tuned resume: $(python3 - "$T" <<'PY'
+import glob, json, sys
+d = sys.argv[1]
+try:
+    first = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/first.jsonl"))}
+    second = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/second.jsonl"))}
+    res = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/resumed.jsonl"))}
+except OSError as e:
+    print(f"FAIL ({e})"); sys.exit(0)
+records = glob.glob(f"{d}/cache/matmul/*.tsv")
+choices = sum(1 for f in records for l in open(f) if l.startswith(("algo ", "path ")))
+ok = (len(first) == 8 and second == first and sorted(res) == [5, 6, 7, 8] and
+      all(res[s] == first[s] for s in res) and choices > 0)
+print(("PASS" if ok else "FAIL") + f": {choices} choices recorded; second run "
+      f"{'equal' if second == first else 'DIFFERS'}, resumed steps 5-8 "
+      f"{'equal' if all(res.get(s) == first.get(s) for s in range(5, 9)) else 'DIFFER'} to the bit "
+      f"(last loss {first.get(8, float('nan')):.9g})")
+PY
+)"
+  echo "   $tuned_line"
+fi
+
 # The C API's trainer on the GPU (test/runtime/capi_train_check: tc/runtime.h
 # only): 8 steps on the resume check's feeds must equal tc-run's uninterrupted
 # run (resume/full.jsonl) to the bit, and its own save at step 4 resumed by a
@@ -570,13 +609,14 @@ echo "gpu-check: $gen_line"
 echo "gpu-check: $tiny_line"
 echo "gpu-check: $loop_line"
 echo "gpu-check: $resume_line"
+echo "gpu-check: $tuned_line"
 echo "gpu-check: $capi_line"
 echo "gpu-check: $eval_line"
 echo "gpu-check: $check_line"
 echo "gpu-check: $errors_line"
 echo "gpu-check: $sanitizer_line"
 extra_rc=0
-for line in "$resume_line" "$capi_line" "$eval_line" "$check_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
+for line in "$resume_line" "$tuned_line" "$capi_line" "$eval_line" "$check_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
   case "$line" in *FAIL*) extra_rc=1 ;; esac
 done
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&
