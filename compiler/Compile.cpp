@@ -591,9 +591,6 @@ const ExperimentalLever kExperimentalLevers[] = {
                  "product and a GELU kernel"},
     {"side-stream", "the weight-gradient GEMMs on a second CUDA stream beside the rest of the "
                     "backward (tcx-schedule-streams; a second cuBLASLt workspace)"},
-    {"fusion-col-sums", "a bias gradient summed by the generated elementwise kernel that writes "
-                        "its dY (Pythia's erf-GELU backward) instead of the weight-gradient "
-                        "GEMM's BGRAD epilogue (tc-fuse-bias-grad fusion-col-sums)"},
 };
 } // namespace
 
@@ -631,7 +628,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
-    o.fusionColSums = llvm::is_contained(opts.experimental, "fusion-col-sums");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -166,9 +166,8 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
   Option<bool> fusionColSums{
       *this, "fusion-col-sums",
       llvm::cl::desc("Generated elementwise kernels sum the dY they write for the bias gradient "
-                     "of the Linear layer it feeds (tc-fuse-bias-grad fusion-col-sums; "
-                     "tc-compile --experimental=fusion-col-sums)"),
-      llvm::cl::init(false)};
+                     "of the Linear layer it feeds (tc-fuse-bias-grad fusion-col-sums)"),
+      llvm::cl::init(true)};
   Option<bool> geluAux{
       *this, "gelu-aux",
       llvm::cl::desc("A GEMM's GELU_AUX epilogue computes the GELU a training step's backward "

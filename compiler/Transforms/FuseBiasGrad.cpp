@@ -8,7 +8,7 @@
 // kernel already reads every element of dY, and tc-lower-to-tcx gives its
 // "quantize_fp8" call the column sums as an extra output instead.
 //
-// With fusion-col-sums (on for GPU targets once measured), a column sum no
+// With fusion-col-sums (on for GPU targets since stop 49), a column sum no
 // quantize took of a result of an elementwise tc.fusion (or of a reshape of
 // it keeping the last axis) moves into that fusion as its one reduction (a
 // tc.reduce_sum over every axis but the last, yielded as one more result):

@@ -354,7 +354,7 @@ func.func @transposes(%x: tensor<3x40x72xbf16>, %y: tensor<70x33xf32>, %z: tenso
 }
 
 // Column sums of an elementwise chain's result (a Linear layer's bias
-// gradient; with --experimental=fusion-col-sums they move into the fusion
+// gradient; tc-fuse-bias-grad fusion-col-sums moves them into the fusion
 // writing the values): bf16 through a reshape to [tokens, cols] (one column
 // tile, 16-byte vectors); f16 over three column tiles, the last partial,
 // keepdims; f32 with a broadcast operand (strided loads: a column a lane).
