@@ -21,9 +21,9 @@
 #       with VAR=VALUE in the environment and without it, alternating twice
 #       (30 steps, median of 6-30), the tok/s of each run, the ratio of the
 #       medians and whether the losses agree to the bit: of the timed runs,
-#       and of 6 steps a side with TC_MATMUL_TUNE=0 (a tuned run keeps the
-#       matmul algorithms it timed fastest: two processes may differ in the
-#       bits where two candidates time alike) (OUT/ab/*).
+#       and of 6 steps a side with TC_MATMUL_TUNE=0 (the tuned runs take the
+#       matmul choices of the tuning record in $TC_CACHE_DIR, so they agree
+#       too; the untuned ones check the same without it) (OUT/ab/*).
 #
 # TC_TORCH_PROFILE=1 (run): each PyTorch mode also writes its GPU time per
 # kernel (hf_torch.py --profile) to OUT/run/NAME.MODE.torch-profile.txt.
@@ -235,9 +235,9 @@ ab() {
       done
     done
     # The bits: 6 steps a side with the heuristic's first matmul algorithm
-    # (TC_MATMUL_TUNE=0): a tuned run times its candidates in each process,
-    # and two processes can keep different algorithms (other summation
-    # orders) where two candidates time alike.
+    # (TC_MATMUL_TUNE=0), independent of the tuning record the timed runs
+    # share (without one, two processes can keep different algorithms where
+    # two candidates time alike).
     for side in set unset; do
       ab_tc_run "$side" "$setting" "$name" "$OUT/ab/$name.$side.bits" 6 TC_MATMUL_TUNE=0
     done
