@@ -754,8 +754,11 @@ TEST_F(CudaMatmul, CudnnGeluAuxMatchesReference) {
 TEST_F(CudaMatmul, TuningRecordKeepsChoicesAcrossProcesses) {
   std::string dir = ::testing::TempDir() + "/tc_matmul_tuning_" + std::to_string(::getpid());
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
-  std::string identity;
-  ASSERT_OK(Matmul::tuningIdentity(&identity));
+  int dev = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  DeviceInfo info;
+  ASSERT_OK(queryDevice(dev, &info));
+  std::string identity = Matmul::tuningIdentity(info);
   EXPECT_NE(identity.find(" sm_"), std::string::npos) << identity;
   EXPECT_NE(identity.find(" cuBLASLt "), std::string::npos) << identity;
   const std::string path = dir + "/matmul/" + TuningRecord::fileNameOf(identity) + ".tsv";

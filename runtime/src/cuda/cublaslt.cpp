@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/src/base/init_rng.h"
 #include "runtime/src/cuda/cudnn/loader.h"
 #include "runtime/src/cuda/device.h"
 #include "runtime/src/cuda/kernels/kernels.h"
@@ -140,15 +141,6 @@ int pickTimed(const std::vector<float> &ms) {
     if (ms[i] >= 0.0f && ms[i] <= best * (1.0f + kTimingTie))
       return static_cast<int>(i);
   return -1;
-}
-
-uint64_t fnv1a(const std::string &bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 const char *epiloguePathName(Matmul::EpiloguePath p) {
@@ -561,7 +553,9 @@ Status Matmul::getPlan(const MatmulDesc &d, const void *lhs, const void *rhs, vo
       plan->candidates.push_back(heur[i].algo);
   plan->desc = d.toString();
   char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(keyBytes)));
+  std::snprintf(
+      hash, sizeof hash, "%016llx",
+      static_cast<unsigned long long>(initrng::fnv1a64(keyBytes.data(), keyBytes.size())));
   plan->recordKey = "algo " + plan->desc + " " + hash;
   *result = plan.get();
   plans_.emplace(std::move(keyBytes), std::move(plan));
@@ -1102,14 +1096,9 @@ Status Matmul::tune(const MatmulDesc &d, Plan *plan, const void *lhs, const void
   return Status::ok();
 }
 
-Status Matmul::tuningIdentity(std::string *out) {
-  int dev = 0;
-  TC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  DeviceInfo info;
-  TC_RETURN_IF_ERROR(queryDevice(dev, &info));
-  *out = info.name + " " + info.smName() + " " + std::to_string(info.smCount) + " SMs cuBLASLt " +
+std::string Matmul::tuningIdentity(const DeviceInfo &info) {
+  return info.name + " " + info.smName() + " " + std::to_string(info.smCount) + " SMs cuBLASLt " +
          std::to_string(cublasLtGetVersion()) + " tc " + kTcVersion;
-  return Status::ok();
 }
 
 int Matmul::chosenCandidate(const MatmulDesc &d) const {

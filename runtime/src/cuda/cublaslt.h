@@ -45,6 +45,7 @@
 #include "runtime/src/base/dtype.h"
 #include "runtime/src/base/status.h"
 #include "runtime/src/base/tuning_record.h"
+#include "runtime/src/cuda/device.h"
 #include "runtime/src/schema/library_abi.h"
 
 namespace tc::rt::cuda {
@@ -256,10 +257,10 @@ public:
   /// where the choice still applies (the same number of candidates; a way
   /// this call has); any other is timed and its choice put in the record.
   void setTuningRecord(std::shared_ptr<TuningRecord> record) { record_ = std::move(record); }
-  /// The record's identity for the current device: its name and sm, its SM
-  /// count, cuBLASLt's version and tc's ("NVIDIA H200 sm_90 132 SMs cuBLASLt
-  /// 130100 tc 0.3.0"): a choice made on one is kept for that one only.
-  static Status tuningIdentity(std::string *out);
+  /// The record's identity for device `info` (queryDevice): its name and sm,
+  /// its SM count, cuBLASLt's version and tc's ("NVIDIA H200 sm_90 132 SMs
+  /// cuBLASLt 130100 tc 0.3.0"): a choice made on one is kept for that one.
+  static std::string tuningIdentity(const DeviceInfo &info);
   /// Tests: the index among cuBLASLt's candidates of the algorithm a plan of
   /// `d` runs (the first such plan: a test makes one); -1 without a plan.
   int chosenCandidate(const MatmulDesc &d) const;

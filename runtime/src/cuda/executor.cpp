@@ -211,8 +211,7 @@ Status DeviceExecutor::create(const Artifact *artifact, const ExecutorOptions &o
   setMatmulTuning(opts.matmulTune);
   TC_RETURN_IF_ERROR(queryDevice(opts.device, &ex->info_));
   if (opts.matmulTune && !opts.matmulTuneDir.empty()) {
-    std::string identity;
-    TC_RETURN_IF_ERROR(Matmul::tuningIdentity(&identity));
+    std::string identity = Matmul::tuningIdentity(ex->info_);
     im.tuningRecord = std::make_shared<TuningRecord>(
         opts.matmulTuneDir + "/matmul/" + TuningRecord::fileNameOf(identity) + ".tsv", identity);
   }
