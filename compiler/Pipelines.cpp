@@ -115,6 +115,8 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   TcFuseAttentionViewsOptions views;
   views.rotaryInPlace = o.rotaryInPlace;
   pm.addNestedPass<func::FuncOp>(createTcFuseAttentionViews(views));
+  if (o.attentionRotary)
+    pm.addNestedPass<func::FuncOp>(createTcFuseAttentionRotary());
   TcLowerToTcxOptions lower;
   lower.tf32 = o.tf32;
   lower.wgmmaAttention = o.wgmmaAttention;

@@ -1074,6 +1074,41 @@ def TcFuseAttentionViews : Pass<"tc-fuse-attention-views", "mlir::func::FuncOp">
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcFuseAttentionRotary : Pass<"tc-fuse-attention-rotary", "mlir::func::FuncOp"> {
+  let summary = "Let the attention backward rotate the dq / dk it stores (the backward's rotaries)";
+  let description = [{
+    For each top-level tc.attention_grad that tc-fuse-attention-views marked
+    `tc.grads_through_rotary` (dq / dk written where the backward's rotary,
+    marked `tc.rotary_in_place`, rotates them in place), without an FP8
+    amax: the rotaries of the marked gradients (not interleaved, cos / sin
+    [B, T, R/2] of the gradient's element type, one pair of tables for both)
+    are taken by the call, `tc.attention_rotary = array<i1: dq, dk>`.
+    tc-lower-to-tcx then gives the "attention_bwd" call the tables
+    (`rot_cos`, `rot_sin`, `has_rotary`, `rotary_of`): it rotates the
+    gradients before it stores them, and the rotaries make no kernel (each
+    gradient written once, not written, read and written again). An op
+    that makes a table after the attention backward (the backward's -sin)
+    moves before it when what it reads is there already; otherwise the call
+    is left alone.
+
+    Before:
+    ```mlir
+    %dq, %dk, %dv = tc.attention_grad ... {tc.grads_through_rotary = array<i1: true, true, false>, ...}
+    %ns = tc.neg %sin ...
+    %dqr = tc.rotary %dq, %cos, %ns {tc.out_transposed, tc.rotary_in_place} : ...
+    %dkr = tc.rotary %dk, %cos, %ns {tc.out_transposed, tc.rotary_in_place} : ...
+    ```
+    After:
+    ```mlir
+    %ns = tc.neg %sin ...
+    %dq, %dk, %dv = tc.attention_grad ... {tc.attention_rotary = array<i1: true, true>, tc.grads_through_rotary = array<i1: true, true, false>, ...}
+    %dqr = tc.rotary %dq, %cos, %ns {tc.out_transposed, tc.rotary_in_place} : ...
+    %dkr = tc.rotary %dk, %cos, %ns {tc.out_transposed, tc.rotary_in_place} : ...
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcxMemoryReport : Pass<"tcx-memory-report", "mlir::ModuleOp"> {
   let summary = "Print the memory report of planned tcx functions";
   let description = [{

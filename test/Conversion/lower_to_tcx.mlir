@@ -896,3 +896,37 @@ func.func @grads_through_rotary(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2x
   %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
   return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
 }
+
+// -----
+
+// Tests the backward's rotaries taken by the call (tc.attention_rotary,
+// tc-fuse-attention-rotary): "attention_bwd" reads the tables (rot_cos,
+// rot_sin after its other inputs) and stores dq and dk rotated where the
+// rotaries would have rotated them; the rotaries make no kernel.
+// CHECK-LABEL: func.func @attention_rotary
+// CHECK: %[[G:.+]] = tcx.alloc {kind = "output"} : <2x16x4x24xbf16>
+// CHECK: %[[DQ:.+]] = tcx.view %[[G]][0] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: %[[DK:.+]] = tcx.view %[[G]][16] : <2x16x4x24xbf16> -> <2x4x16x8xbf16>
+// CHECK: tcx.library "attention_bwd" ins(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %arg1, %arg2 : {{.+}}) outs(%[[DQ]], %[[DK]], {{.+}} has_rotary = true, {{.+}} rotary_of = 3 : i64
+// CHECK-NOT: tcx.launch
+// CHECK: return %{{.+}}, %[[G]]
+func.func @attention_rotary(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>,
+                                %ns: tensor<2x16x2xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>) {
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %q, %k, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.attention_rotary = array<i1: true, true>, tc.grads_through_rotary = array<i1: true, true, false>, tc.grads_transposed = array<i1: false, false, true>}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqr = tc.rotary %dq, %c, %ns {tc.out_transposed, tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %dkr = tc.rotary %dk, %c, %ns {tc.out_transposed, tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %cat = tc.concat %dqr, %dkr, %dv {axis = 3 : i64} : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16> -> tensor<2x4x16x24xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
+  return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
+}

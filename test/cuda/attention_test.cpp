@@ -292,6 +292,14 @@ protected:
       sums.out = dSums.p;
       std::copy(sumOffsets, sumOffsets + 3, sums.offsets);
     }
+    // The backward's rotary (AttentionGradRotary) of the gradients rotOf names.
+    AttentionGradRotary rot;
+    DevBuf dCos, dSin;
+    if (rotOf) {
+      ASSERT_OK(upload(rotCos, &dCos, stream()));
+      ASSERT_OK(upload(rotSin, &dSin, stream()));
+      rot.cos = dCos.p, rot.sin = dSin.p, rot.half = rotCos.type.shape[2], rot.of = rotOf;
+    }
     AttentionMask mask;
     DevBuf dKeys;
     if (keyMask) {
@@ -312,7 +320,7 @@ protected:
         c.dt, s, at(dQkv, L.q), L.q.st, at(dQkv, L.k), L.k.st, at(dQkv, L.v), L.v.st, dO.p, L.o.st,
         dDout.p, L.o.st, dLse.as<float>(), at(dGrad, L.q), L.q.st, at(dGrad, L.k), L.k.st,
         at(dGrad, L.v), L.v.st, dScratch.p, scale, c.causal, stream(),
-        gradAmaxOff ? nullptr : dAmax.as<float>() + 1, amaxOf, kernels, mask, sums));
+        gradAmaxOff ? nullptr : dAmax.as<float>() + 1, amaxOf, kernels, mask, sums, rot));
     HostTensor amaxes;
     ASSERT_OK(download(dAmax.p, ty(DType::F32, {2}), &amaxes, stream()));
     r->outAmax = hostTensorToDoubles(amaxes)[0];
@@ -362,6 +370,10 @@ protected:
   bool gradAmaxOff = false;
   /// The forward without an amax (cuDNN's forward takes only such calls).
   bool outAmaxOff = false;
+  /// With rotOf (1 dq, 2 dk) the backward stores those gradients rotated by
+  /// rotCos / rotSin [batch, t, half] (AttentionGradRotary).
+  int rotOf = 0;
+  HostTensor rotCos, rotSin;
 
   /// Forward and backward of one case against the reference.
   void checkCase(const AttnCase &c) {
@@ -879,6 +891,125 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
       }
   withSums = false;
   gradAmaxOff = false;
+}
+
+// The backward's rotary of dq / dk (AttentionGradRotary): the gradients a
+// call stores rotated against the same call's plain gradients rotated on the
+// host (tc.rotary's math in double), on each path: the flash kernels rotate
+// their accumulators (half a multiple of 8: Pythia's 8, Llama's 32, d 128's
+// 64), the other paths (half 4 and 12, f32's generic kernel, wgmma, cuDNN's
+// d-128 backward) rotate the stored gradients after them. dv and the
+// features past the rotary are the plain call's bits.
+TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
+  struct RotCase {
+    AttnCase c;
+    int64_t half;
+    AttentionKernels kernels;
+  };
+  std::vector<RotCase> cases = {
+      {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false}, 32, AttentionKernels::Mma},
+      {AttnCase{DType::F16, 1, 4, 4, 77, 77, 64, 64, false, true}, 16, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 1, 2, 1, 200, 200, 128, 128, true, false}, 64, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 2, 2, 2, 77, 77, 32, 32, true, false}, 8, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 2, 4, 4, 130, 130, 64, 64, true, true}, 4, AttentionKernels::Mma},
+      {AttnCase{DType::F32, 2, 3, 3, 77, 77, 48, 48, true, false}, 12, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 1, 2, 1, 200, 200, 128, 128, true, false}, 64,
+       AttentionKernels::Cudnn},
+  };
+  if (wgmmaAttentionAvailable())
+    cases.push_back(
+        {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Wgmma});
+  const char *kernelNames[] = {" mma", " wgmma", " cudnn"};
+  outAmaxOff = gradAmaxOff = true;
+  for (const RotCase &rc : cases)
+    for (int of : {3, 1, 2}) {
+      const AttnCase &c = rc.c;
+      kernels = rc.kernels;
+      SCOPED_TRACE(c.str() + kernelNames[static_cast<int>(rc.kernels)] + " half " +
+                   std::to_string(rc.half) + " of " + std::to_string(of));
+      Layout L = layoutOf(c);
+      HostTensor qkv, dout;
+      inputs(c, L, &qkv, &dout);
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      std::vector<double> cs(c.batch * c.tq * rc.half), sn(cs.size());
+      for (size_t i = 0; i < cs.size(); ++i) {
+        double a = 3.0 * u(rng);
+        cs[i] = std::cos(a), sn[i] = std::sin(a);
+      }
+      rotCos = makeHostTensor(ty(c.dt, {c.batch, c.tq, rc.half}), cs);
+      rotSin = makeHostTensor(ty(c.dt, {c.batch, c.tq, rc.half}), sn);
+      cs = hostTensorToDoubles(rotCos), sn = hostTensorToDoubles(rotSin); // as rounded
+      Run rotated, plain;
+      rotOf = of;
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &rotated));
+      rotOf = 0;
+      ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &plain));
+      std::vector<double> got = hostTensorToDoubles(rotated.dqkv);
+      std::vector<double> base = hostTensorToDoubles(plain.dqkv);
+      const double tol = c.dt == DType::F32 ? 1e-5 : c.dt == DType::F16 ? 2e-3 : 1e-2;
+      const Operand *ops[3] = {&L.q, &L.k, &L.v};
+      for (int j = 0; j < 3; ++j) {
+        const Operand &o = *ops[j];
+        const bool rot = j < 2 && (of & (1 << j));
+        std::vector<double> want, have;
+        int64_t sameBits = 0, elems = 0;
+        for (int64_t b = 0; b < c.batch; ++b)
+          for (int64_t h = 0; h < o.heads; ++h)
+            for (int64_t i = 0; i < o.t; ++i)
+              for (int64_t e = 0; e < o.d; ++e) {
+                const double x = base[o.index(b, h, i, e)], y = got[o.index(b, h, i, e)];
+                if (!rot || e >= 2 * rc.half) {
+                  ++elems;
+                  sameBits += x == y || (std::isnan(x) && std::isnan(y));
+                  continue;
+                }
+                const int64_t k = e % rc.half, at = (b * o.t + i) * rc.half + k;
+                const double x1 = base[o.index(b, h, i, k)],
+                             x2 = base[o.index(b, h, i, k + rc.half)];
+                want.push_back(e < rc.half ? cs[at] * x1 - sn[at] * x2 : sn[at] * x1 + cs[at] * x2);
+                have.push_back(y);
+              }
+        EXPECT_EQ(sameBits, elems) << "gradient " << j << ": the elements no rotary touches "
+                                   << "differ from the plain call's";
+        if (rot) {
+          const double err = maxAbsErr(have, want);
+          EXPECT_LE(err, tol) << "gradient " << j << " rotated";
+          report("attention rotary d" + std::to_string(j) + " " + c.str() +
+                     kernelNames[static_cast<int>(rc.kernels)] + " half " + std::to_string(rc.half),
+                 c.dt, err, tol, -1, "");
+        }
+      }
+    }
+  // What the call refuses: gradients other than dq / dk, no tables, a half
+  // past d / 2, an amax or column sums beside it.
+  const AttnCase c{DType::BF16, 1, 2, 2, 16, 16, 64, 64, true, false};
+  DevBuf buf, scratch, amax;
+  ASSERT_OK(devZeros(1 << 20, &buf, stream()));
+  ASSERT_OK(devZeros(attentionBackwardScratchBytes(c.shape(), true), &scratch, stream()));
+  ASSERT_OK(devZeros(16, &amax, stream()));
+  const AttentionStrides st = contiguousAttentionStrides(2, 16, 64);
+  auto call = [&](AttentionGradRotary r, bool withAmax, bool withSums) {
+    AttentionGradSums sums;
+    if (withSums)
+      sums.out = buf.p;
+    return attentionBackward(c.dt, c.shape(), buf.p, st, buf.p, st, buf.p, st, buf.p, st, buf.p, st,
+                             buf.as<float>(), buf.p, st, buf.p, st, buf.p, st, scratch.p, 0.125f,
+                             true, stream(), withAmax ? amax.as<float>() : nullptr, 1,
+                             AttentionKernels::Mma, {}, sums, r);
+  };
+  auto refused = [&](AttentionGradRotary r, bool withAmax, bool withSums, const char *why) {
+    Status st = call(r, withAmax, withSums);
+    EXPECT_EQ(st.code(), StatusCode::InvalidArgument) << st.toString();
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.toString();
+  };
+  refused({buf.p, buf.p, 8, 4}, false, false, "dq (1) and / or dk");
+  refused({nullptr, buf.p, 8, 1}, false, false, "cos / sin tables");
+  refused({buf.p, buf.p, 33, 1}, false, false, "2 half <= d");
+  refused({buf.p, buf.p, 8, 1}, true, false, "with an amax");
+  refused({buf.p, buf.p, 8, 1}, false, true, "column sums");
+  outAmaxOff = gradAmaxOff = false;
+  rotOf = 0;
 }
 
 TEST_F(AttentionTest, RejectsBadArguments) {

@@ -247,9 +247,44 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
       call.attrs.push_back(
           rewriter.getNamedAttr("col_sum_offsets", rewriter.getDenseI64ArrayAttr(offsets)));
     }
+    // tc-fuse-attention-rotary's: the call rotates the gradients it stores
+    // with their rotaries' tables, and those rotaries make no kernel.
+    Value rotCos, rotSin;
+    int64_t rotaryOf = 0;
+    if (auto rot = ag->getAttrOfType<DenseBoolArrayAttr>(kAttentionRotaryAttr)) {
+      if (rot.size() != 2)
+        return rewriter.notifyMatchFailure(ag, "tc.attention_rotary needs one flag per dq, dk");
+      for (int j = 0; j < 2; ++j) {
+        if (!rot[j])
+          continue;
+        if (!viaRotary[j])
+          return rewriter.notifyMatchFailure(ag, "tc.attention_rotary on a gradient that does "
+                                                 "not go through its rotary in place");
+        auto r = llvm::cast<RotaryOp>(*grads[j].getUsers().begin());
+        Value cs = buffers.bufferOf(rewriter, r.getCos()),
+              sn = buffers.bufferOf(rewriter, r.getSin());
+        if (!cs || !sn || (rotCos && (cs != rotCos || sn != rotSin)))
+          return rewriter.notifyMatchFailure(ag, "tc.attention_rotary without one pair of "
+                                                 "tables made before the call");
+        rotCos = cs, rotSin = sn;
+        rotaryOf |= int64_t(1) << j;
+      }
+    }
+    if (rotaryOf) {
+      call.attrs.push_back(rewriter.getNamedAttr("has_rotary", rewriter.getBoolAttr(true)));
+      call.attrs.push_back(
+          rewriter.getNamedAttr("rotary_of", rewriter.getI64IntegerAttr(rotaryOf)));
+    }
     SmallVector<Value> ins{qkv[0], qkv[1], qkv[2], o, buffers.bufferOf(rewriter, ag.getLse()),
                            dout};
     appendKeyMask(call, ag, ins);
+    if (rotaryOf) {
+      ins.push_back(rotCos);
+      ins.push_back(rotSin);
+      for (int j = 0; j < 2; ++j)
+        if (rotaryOf & (int64_t(1) << j))
+          buffers.rotatedByAttention.insert(grads[j]);
+    }
     buffers.library(rewriter, ag.getLoc(), "attention_bwd", ins, outs, call.attrs);
     if (cat) {
       rewriter.replaceOp(cat->concat, catBuf);

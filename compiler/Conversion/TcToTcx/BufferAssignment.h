@@ -103,6 +103,9 @@ public:
   /// A last-axis concat whose pieces are written in place into the head
   /// transpose that reads it -> that transpose's buffer (writeThrough).
   llvm::DenseMap<mlir::Operation *, mlir::Value> transposedConcats;
+  /// Gradients an "attention_bwd" call stored rotated (kAttentionRotaryAttr):
+  /// their rotary (in place, where the call wrote them) makes no kernel.
+  llvm::DenseSet<mlir::Value> rotatedByAttention;
   /// A tc.quantize result -> the buffer of its transposed copy [cols, rows],
   /// which the tc.scaled_matmuls that read it transposed use.
   llvm::DenseMap<mlir::Value, mlir::Value> transposedFp8;

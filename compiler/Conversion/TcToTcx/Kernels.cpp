@@ -55,11 +55,11 @@ tcx::KernelOp kernelOf(Operation *op, StringRef kind, BufferAssignment &buffers,
   Operation *clone = rewriter.clone(*op);
   clone->setOperands(entry->getArguments());
   // A marked op that no library call took computes only itself.
-  for (StringRef mark : {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
-                         kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr,
-                         kGradsIntoConcatAttr, kColSumAttr, kBiasGradAttr, kGeluAuxAttr,
-                         kCopySliceAttr, kDGeluAttr, kGeluGradAttr, kRotaryInPlaceAttr,
-                         kGradsThroughRotaryAttr})
+  for (StringRef mark :
+       {kEpilogueAttr, kEpilogueAddendAttr, kFoldBatchSumAttr, kFusedGradAttr, kBf16LogitsAttr,
+        kNormStatsAttr, kOutTransposedAttr, kGradsTransposedAttr, kGradsIntoConcatAttr, kColSumAttr,
+        kBiasGradAttr, kGeluAuxAttr, kCopySliceAttr, kDGeluAttr, kGeluGradAttr, kRotaryInPlaceAttr,
+        kGradsThroughRotaryAttr, kAttentionRotaryAttr})
     clone->removeAttr(mark);
   if (edit)
     edit(clone);

@@ -121,6 +121,12 @@ constexpr llvm::StringLiteral kRotaryInPlaceAttr = "tc.rotary_in_place";
 /// there and the rotary rotates it in place (BufferAssignment::stridedAttention
 /// holds the view).
 constexpr llvm::StringLiteral kGradsThroughRotaryAttr = "tc.grads_through_rotary";
+/// On a tc.attention_grad (tc-fuse-attention-rotary): which of dq, dk
+/// (array<i1: dq, dk>, a subset of kGradsThroughRotaryAttr's) the call
+/// rotates before it stores them, with the tables of their rotaries (one
+/// pair for both): "attention_bwd" gets rot_cos / rot_sin and rotary_of, and
+/// those rotaries make no kernel (BufferAssignment::rotatedByAttention).
+constexpr llvm::StringLiteral kAttentionRotaryAttr = "tc.attention_rotary";
 /// On a tc.attention_grad (tc-fuse-attention-views): which of dq, dk, dv are
 /// written straight into their transposedDestination (the head transpose
 /// that is their only reader, or their piece of a concat that one reads).

@@ -101,6 +101,12 @@ struct RotaryLowering : TcxPattern<RotaryOp> {
       // this rotary writes (tc.grads_through_rotary).
       view = found->second.first;
       strides = found->second.second;
+      if (buffers.rotatedByAttention.contains(op.getInput())) {
+        // The call stored it rotated (tc-fuse-attention-rotary): no kernel.
+        buffers.stridedAttention[op.getResult()] = {view, strides};
+        rewriter.replaceOp(op, view);
+        return success();
+      }
     } else if (std::optional<HeadSplitSource> src = headSplitSource(op.getInput())) {
       Value whole = buffers.bufferOf(rewriter, src->whole);
       if (!whole)

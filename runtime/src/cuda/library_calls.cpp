@@ -285,9 +285,37 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
       sums.offsets[i] = off[i];
     }
   }
+  // rot_cos / rot_sin (has_rotary): the backward's rotary tables [batch, t,
+  // half] of the gradients' type; rotary_of: the gradients stored rotated.
+  AttentionGradRotary rotary;
+  if (c.has(false, "rot_cos")) {
+    rotary.of = static_cast<int>(c.a.integerOr("rotary_of", 0));
+    if (rotary.of < 1 || rotary.of > 3)
+      return invalidArgument(c.a.where +
+                             ": \"attention_bwd\" with has_rotary needs rotary_of, "
+                             "1 (dq), 2 (dk) or 3 (both), got " +
+                             std::to_string(rotary.of));
+    const TensorType &ct = c.args.inTypes[c.inPos("rot_cos")];
+    const TensorType &st2 = c.args.inTypes[c.inPos("rot_sin")];
+    const int64_t t = rotary.of & 1 ? sh.tq : sh.tk;
+    if (ct.dtype != dt || st2.dtype != dt || ct.shape != st2.shape || ct.shape.size() != 3 ||
+        ct.shape[0] != sh.batch || ct.shape[1] != t || ((rotary.of & 2) && sh.tk != t) ||
+        ct.shape[2] <= 0 || 2 * ct.shape[2] > sh.d)
+      return invalidArgument(
+          c.a.where + ": \"attention_bwd\": rot_cos / rot_sin must both be [" +
+          std::to_string(sh.batch) + ", " + std::to_string(t) +
+          ", half] of the gradients' type with 0 < 2 half <= d = " + std::to_string(sh.d) +
+          ", got " + typeToString(ct) + " and " + typeToString(st2));
+    if (amax || sums.out)
+      return invalidArgument(c.a.where + ": \"attention_bwd\": has_rotary with has_amax or "
+                                         "has_col_sum is not supported");
+    rotary.cos = c.in("rot_cos"), rotary.sin = c.in("rot_sin");
+    rotary.half = ct.shape[2];
+  }
   *out = [=]() {
     return attentionBackward(dt, sh, q, qs, k, ks, v, vs, o, os, dout, dos, lse, dq, dqs, dk, dks,
-                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels, mask, sums);
+                             dv, dvs, scratch, scale, causal, s, amax, amaxOf, kernels, mask, sums,
+                             rotary);
   };
   return Status::ok();
 }

@@ -248,8 +248,16 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // [cols] of dx's type, the column sums of dx as written (the bias
       // gradient of the Linear layer dx flows into; tc-fuse-bias-grad).
       {"layer_norm_bwd",
-       {{"dy"}, {"x"}, {"weight", "has_weight"}, {"mean"}, {"rstd"}, {"dresidual", "has_dresidual"}},
-       {{"dx"}, {"dweight", "has_weight"}, {"dbias", "has_bias"}, {"col_sum", "has_col_sum"},
+       {{"dy"},
+        {"x"},
+        {"weight", "has_weight"},
+        {"mean"},
+        {"rstd"},
+        {"dresidual", "has_dresidual"}},
+       {{"dx"},
+        {"dweight", "has_weight"},
+        {"dbias", "has_bias"},
+        {"col_sum", "has_col_sum"},
         {"scratch"}},
        {kRows, kCols, kHasWeight, kHasBias, kHasDResidual, kHasColSum},
        normBackwardScratch},
@@ -297,12 +305,26 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // kvh dv + d: the bias gradient of the fused qkv projection whose
       // gradient dq / dk / dv form (tc-fuse-bias-grad's tc.col_sum).
       {"attention_bwd",
-       {{"q"}, {"k"}, {"v"}, {"out"}, {"lse"}, {"dout"}, {"key_mask", "has_key_mask"}},
+       // rot_cos / rot_sin (has_rotary): the backward's rotary tables [batch,
+       // t, R/2] of the gradients' type; the call stores the gradients
+       // rotary_of names (1 dq, 2 dk) rotated by them (attentionBackward's
+       // AttentionGradRotary).
+       {{"q"},
+        {"k"},
+        {"v"},
+        {"out"},
+        {"lse"},
+        {"dout"},
+        {"key_mask", "has_key_mask"},
+        {"rot_cos", "has_rotary"},
+        {"rot_sin", "has_rotary"}},
        {{"dq"}, {"dk"}, {"dv"}, {"amax", "has_amax"}, {"col_sum", "has_col_sum"}, {"scratch"}},
        cat(kAttentionAttrs, cat(kAttentionGradStrides, {kHasAmax,
                                                         {"amax_of", K::Int, false},
                                                         kHasColSum,
-                                                        {"col_sum_offsets", K::Ints, false}})),
+                                                        {"col_sum_offsets", K::Ints, false},
+                                                        {"has_rotary", K::Bool, false},
+                                                        {"rotary_of", K::Int, false}})),
        attentionScratch},
       {"gelu_fwd", {{"x"}}, {{"y"}}, {kElements}},
       {"gelu_bwd", {{"x"}, {"dy"}}, {{"dx"}}, {kElements}},

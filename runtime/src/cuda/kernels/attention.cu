@@ -233,10 +233,24 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          void *dk, AttentionStrides dks, void *dv, AttentionStrides dvs,
                          void *scratch, float scale, bool causal, cudaStream_t stream,
                          float *amax, int amaxOf, AttentionKernels kernels,
-                         const AttentionMask &mask, const AttentionGradSums &sums) {
+                         const AttentionMask &mask, const AttentionGradSums &sums,
+                         const AttentionGradRotary &rotary) {
   bool empty = false;
   TC_RETURN_IF_ERROR(checkShape("attentionBackward", s, &empty));
   TC_RETURN_IF_ERROR(checkMask("attentionBackward", mask));
+  if (rotary.of) {
+    if (rotary.of & ~(kAmaxOfDq | kAmaxOfDk))
+      return invalidArgument("attentionBackward: the rotary's gradients must be dq (1) and / or "
+                             "dk (2), got " +
+                             std::to_string(rotary.of));
+    if (!rotary.cos || !rotary.sin || rotary.half <= 0 || 2 * rotary.half > s.d)
+      return invalidArgument("attentionBackward: the rotary needs cos / sin tables and 0 < 2 "
+                             "half <= d (half " +
+                             std::to_string(rotary.half) + ", d " + std::to_string(s.d) + ")");
+    if (amax || sums.out)
+      return invalidArgument("attentionBackward: a rotary of the gradients with an amax or "
+                             "column sums is not supported");
+  }
   if (amax && !rt::validAmaxOf(amaxOf))
     return invalidArgument("attentionBackward: amaxOf must name gradients (bits 1 dq, 2 dk, 4 "
                            "dv), got " +
@@ -284,6 +298,19 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dv), dvs, s.batch, s.kvHeads, s.tk,
                                        s.dv, at.v, at.rowV, stream));
       return finishGradSums<T>(s, at, sums, stream);
+    };
+    // The paths whose kernels do not rotate: the stored gradients rotated
+    // after them.
+    auto rotateAfter = [&](Status st) -> Status {
+      TC_RETURN_IF_ERROR(st);
+      const T *cs = static_cast<const T *>(rotary.cos), *sn = static_cast<const T *>(rotary.sin);
+      if ((rotary.of & kAmaxOfDq) && rowsQ && rowsK)
+        TC_RETURN_IF_ERROR(rotateStored(static_cast<T *>(dq), dqs, s.batch, s.heads, s.tq, cs, sn,
+                                        rotary.half, stream));
+      if ((rotary.of & kAmaxOfDk) && rowsQ && rowsK)
+        TC_RETURN_IF_ERROR(rotateStored(static_cast<T *>(dk), dks, s.batch, s.kvHeads, s.tk, cs,
+                                        sn, rotary.half, stream));
+      return Status::ok();
     };
     GenericParams<T> g = genericParams<T>(s, scale, causal, m);
     g.q = static_cast<const T *>(q), g.k = static_cast<const T *>(k);
@@ -355,11 +382,18 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
               if (amax && (amaxOf & gr.bit))
                 TC_RETURN_IF_ERROR(storedAmax(gr.x, gr.st, s.batch, gr.heads, gr.t, gr.d, amax,
                                               stream));
-            return sumsAfter(Status::ok());
+            return rotateAfter(sumsAfter(Status::ok()));
           }
         }
         if (useWgmma(kernels, s, m))
-          return sumsAfter(wgmmaBackward(p, s.d, stream));
+          return rotateAfter(sumsAfter(wgmmaBackward(p, s.d, stream)));
+        if (rotary.of) { // no sums, no amax (above)
+          if (rotary.half % 8 != 0)
+            return rotateAfter(flashBackward(p, s.d, stream));
+          p.rotCos = static_cast<const T *>(rotary.cos), p.rotSin = static_cast<const T *>(rotary.sin);
+          p.rotHalf = static_cast<int>(rotary.half), p.rotOf = rotary.of;
+          return flashBackward(p, s.d, stream);
+        }
         // The flash kernels sum the rows they store, but for those with an
         // amax or a key mask (no such instance: summed after them).
         if (!sums.out || amax || m.keys)
@@ -368,7 +402,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         return flashBackward(p, s.d, stream, sums);
       }
     }
-    return sumsAfter(genericBackward(g, stream));
+    return rotateAfter(sumsAfter(genericBackward(g, stream)));
   });
 }
 

@@ -52,6 +52,11 @@ template <class T> struct FastParams {
   /// [batch chunks][heads d + 2 kvHeads d] (fastBackward lays them out).
   float *csQ, *csK, *csV;
   int csRowQ, csRowKV;
+  /// AttentionGradRotary's, taken by the flash backward kernels (rotHalf a
+  /// multiple of 8): the gradients rotOf names (kAmaxOfDq, kAmaxOfDk bits)
+  /// rotated by rotCos / rotSin [batch, t, rotHalf] before they are stored.
+  const T *rotCos, *rotSin;
+  int rotHalf, rotOf;
 };
 
 /// The amax of the gradients of p.amaxOf's `bits` (any of them), or null.
@@ -105,6 +110,11 @@ Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads,
                   int64_t d, float *amax, cudaStream_t stream);
 /// AttentionGradSums' output from the partials `parts`: each column's chunks
 /// added in a fixed order (sumColumnPartials), rounded to T; 0 for no rows.
+/// Rotates the stored gradient x [batch, heads, t, d] (strides st) in place
+/// as AttentionGradRotary says (the paths whose kernels do not rotate).
+template <class T>
+Status rotateStored(T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+                    const T *cos, const T *sin, int64_t half, cudaStream_t stream);
 template <class T>
 Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
                       const AttentionGradSums &sums, cudaStream_t stream);

@@ -459,6 +459,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   cpAsyncWaitAll();
   float amax = 0.0f;
   const bool amaxK = Amax && gradAmax(p, kAmaxOfDk), amaxV = Amax && gradAmax(p, kAmaxOfDv);
+  // The backward's rotary of dk (AttentionGradRotary; never with an amax or
+  // column sums, whose instances carry no code for it).
+  if constexpr (!Amax && !ColSums)
+    if (p.rotOf & kAmaxOfDk)
+#pragma unroll
+      for (int m = 0; m < MW; ++m)
+        rotateRows<D>(dk[m], p.rotCos, p.rotSin, p.rotHalf, static_cast<int64_t>(b) * p.tk,
+                      kw + m * 16 + g, p.tk);
 #pragma unroll
   for (int m = 0; m < MW; ++m) {
     int key = kw + m * 16 + g;
@@ -596,6 +604,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   }
   cpAsyncWaitAll();
   float amax = 0.0f;
+  // The backward's rotary of dq (as dk's above).
+  if constexpr (!Amax && !ColSums)
+    if (p.rotOf & kAmaxOfDq)
+#pragma unroll
+      for (int m = 0; m < MW; ++m)
+        rotateRows<D>(dq[m], p.rotCos, p.rotSin, p.rotHalf, static_cast<int64_t>(b) * p.tq,
+                      qw + m * 16 + g, p.tq);
 #pragma unroll
   for (int m = 0; m < MW; ++m)
     storeRows<D>(p.dq + b * p.dqs.batch + h * p.dqs.head, p.dqs.row, qw + m * 16 + g, p.tq, dq[m],

@@ -9,7 +9,8 @@
 // column's partials are then added in a fixed order (column_sum.cu's
 // sumColumnPartials): the same bits every run. storedAmax takes the amax of a
 // stored operand for the paths that compute none (cuDNN's forward and
-// backward).
+// backward); rotateStored rotates a stored gradient in place for the paths
+// that do not rotate it as they store it (AttentionGradRotary).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/attention.cuh"
@@ -62,7 +63,37 @@ __global__ void __launch_bounds__(256)
   blockAtomicMaxBits(amax, m);
 }
 
+/// One thread a rotated pair (b, h, row, k): x[k] and x[k + half] of the
+/// row as stored, rotated in f32 by cos / sin[b, row, k] and rounded back.
+template <class T>
+__global__ void __launch_bounds__(256)
+    rotateStoredKernel(T *x, AttentionStrides st, int64_t heads, int64_t t, const T *cos,
+                       const T *sin, int64_t half, int64_t pairs) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < pairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = i % half, row = (i / half) % t, h = (i / half / t) % heads,
+                  b = i / half / t / heads;
+    T *r = x + b * st.batch + h * st.head + row * st.row;
+    const int64_t at = (b * t + row) * half + k;
+    const float c = toF(cos[at]), sn = toF(sin[at]), x1 = toF(r[k]), x2 = toF(r[k + half]);
+    r[k] = fromF<T>(c * x1 - sn * x2);
+    r[k + half] = fromF<T>(sn * x1 + c * x2);
+  }
+}
+
 } // namespace
+
+template <class T>
+Status rotateStored(T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
+                    const T *cos, const T *sin, int64_t half, cudaStream_t stream) {
+  const int64_t pairs = batch * heads * t * half;
+  if (pairs == 0)
+    return Status::ok();
+  const int64_t blocks = std::min<int64_t>((pairs + 255) / 256, int64_t(1) << 20);
+  rotateStoredKernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, st, heads, t, cos,
+                                                                          sin, half, pairs);
+  return checkLaunch("attention_backward_rotary");
+}
 
 template <class T>
 Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
@@ -149,7 +180,9 @@ Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
   template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                  \
                                     const AttentionGradSums &, cudaStream_t);                      \
   template Status storedAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,      \
-                             float *, cudaStream_t);
+                             float *, cudaStream_t);                                               \
+  template Status rotateStored(T *, AttentionStrides, int64_t, int64_t, int64_t, const T *,        \
+                               const T *, int64_t, cudaStream_t);
 TC_ATTN_SUMS(float)
 TC_ATTN_SUMS(bf16)
 TC_ATTN_SUMS(f16)

@@ -126,6 +126,43 @@ __device__ __forceinline__ void storeRows(T *g, int64_t rs, int r, int rows,
   }
 }
 
+/// AttentionGradRotary in registers (FastParams::rotOf): rotates rows r and
+/// r + 8 (C fragment layout, 16 x D; rows at or past `rows` are left) by
+/// the tables cos / sin [batch, rows, 8 H8], their rows from tableRow0 (b
+/// rows): the pair (k, k + 8 H8) with k in n-tile j (columns 8 j + 2 t, + 1)
+/// has its partner in the same thread's n-tile j + H8.
+template <int D, int H8, class T>
+__device__ __forceinline__ void rotateRowsBy(float (&c)[D / 8][4], const T *cos, const T *sin,
+                                             int64_t tableRow0, int r, int rows) {
+  static_assert(2 * 8 * H8 <= D, "the rotated pairs fit the head");
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int row = r + hr * 8;
+    if (row >= rows)
+      continue;
+    const int64_t base = (tableRow0 + row) * (8 * H8) + 2 * t;
+#pragma unroll
+    for (int j = 0; j < H8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float cs = kern::toF(cos[base + 8 * j + e]), sn = kern::toF(sin[base + 8 * j + e]);
+        const float x1 = c[j][2 * hr + e], x2 = c[j + H8][2 * hr + e];
+        c[j][2 * hr + e] = cs * x1 - sn * x2;
+        c[j + H8][2 * hr + e] = sn * x1 + cs * x2;
+      }
+  }
+}
+/// rotateRowsBy for half = 8 H8 (a multiple of 8, 2 half <= D).
+template <int D, int H8 = 1, class T>
+__device__ __forceinline__ void rotateRows(float (&c)[D / 8][4], const T *cos, const T *sin,
+                                           int half, int64_t tableRow0, int r, int rows) {
+  if (half == 8 * H8)
+    rotateRowsBy<D, H8>(c, cos, sin, tableRow0, r, rows);
+  else if constexpr (2 * 8 * (H8 + 1) <= D)
+    rotateRows<D, H8 + 1>(c, cos, sin, half, tableRow0, r, rows);
+}
+
 /// blockIdx.x and threadIdx.x read afresh where called (volatile: neither
 /// hoisted nor kept live across the kernel's loops): an epilogue that needs
 /// them costs the main loop no registers.

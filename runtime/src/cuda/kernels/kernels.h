@@ -515,6 +515,23 @@ struct AttentionGradSums {
   int64_t offsets[3] = {0, 0, 0};
 };
 
+/// The backward's rotary (RoPE, rotate_half layout) of the gradients
+/// attentionBackward stores: the gradient `of` names (1 dq, 2 dk) leaves the
+/// call rotated, per row (b, h, t) the pairs (x[k], x[k + half]), k < half,
+/// becoming (cos x1 - sin x2, sin x1 + cos x2) with cos / sin [batch, t,
+/// half] (the tables' row of the gradient's token; t = tq for dq, tk for
+/// dk) of the gradients' type, features from 2 half on as they are: what
+/// tc.rotary of the stored gradient gives (the compiler passes the backward's
+/// tables, -sin). The flash kernels rotate their f32 accumulators before
+/// rounding where half is a multiple of 8 (the pairs in one thread's
+/// fragments); the other paths rotate the stored gradients after them. Not
+/// with an amax or column sums. of == 0: none.
+struct AttentionGradRotary {
+  const void *cos = nullptr, *sin = nullptr;
+  int64_t half = 0;
+  int of = 0;
+};
+
 /// Gradients of attentionForward given dout (strides dos) and the forward's out and lse:
 /// dq [batch, heads, tq, d], dk [batch, kvHeads, tk, d], dv [batch, kvHeads, tk, dv]
 /// (overwritten, not accumulated; with GQA dk/dv sum over the query heads of the group).
@@ -533,7 +550,8 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                          void *scratch, float scale, bool causal, cudaStream_t stream,
                          float *amax = nullptr, int amaxOf = 0,
                          AttentionKernels kernels = AttentionKernels::Mma,
-                         const AttentionMask &mask = {}, const AttentionGradSums &sums = {});
+                         const AttentionMask &mask = {}, const AttentionGradSums &sums = {},
+                         const AttentionGradRotary &rotary = {});
 
 //===----------------------------------------------------------------------===//
 // gemm_sm90.cu: tc's own sm_90a GEMM with the GELU epilogues
