@@ -591,9 +591,6 @@ const ExperimentalLever kExperimentalLevers[] = {
                  "product and a GELU kernel"},
     {"side-stream", "the weight-gradient GEMMs on a second CUDA stream beside the rest of the "
                     "backward (tcx-schedule-streams; a second cuBLASLt workspace)"},
-    {"attention-rotary", "the attention backward rotates the dq / dk it stores (the backward's "
-                         "rotaries, GPT-NeoX / Llama: no rotary kernels of their own; "
-                         "tc-fuse-attention-rotary)"},
 };
 } // namespace
 
@@ -629,7 +626,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     GpuPipelineOptions o;
     o.tf32 = opts.tf32;
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
-    o.attentionRotary = llvm::is_contained(opts.experimental, "attention-rotary");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
     PassManager pm(ctx);

@@ -186,9 +186,8 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
   Option<bool> attentionRotary{
       *this, "attention-rotary",
       llvm::cl::desc("Attention backward calls rotate the dq / dk they store: the backward's "
-                     "rotaries make no kernel (tc-fuse-attention-rotary; tc-compile "
-                     "--experimental=attention-rotary)"),
-      llvm::cl::init(false)};
+                     "rotaries make no kernel (tc-fuse-attention-rotary)"),
+      llvm::cl::init(true)};
   Option<bool> wgmmaAttention{
       *this, "wgmma-attention",
       llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "
