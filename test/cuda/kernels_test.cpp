@@ -336,9 +336,10 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
       std::string name = rms ? "rms_norm" : "layer_norm";
       std::vector<double> gotF, wantF, gotB, wantB;
       // The fused backward (cols <= 4096, a multiple of 8): several chunks of
-      // 64 rows, the last partial, a partial last stretch of 256 (520, 200);
-      // a row over 2 warps (2048, 1280: the second warp's last stretches past
-      // the row, 2000: fewer rows than the block's groups) or 4 (4096, 3000);
+      // 64 rows (32 past 768 columns), the last partial, a partial last
+      // stretch of 256 (520, 200); a row over 2 warps (1024) or 4 of 2
+      // stretches (2048, 1280: the last warp past the row, 2000: fewer rows
+      // than the block's groups) or 4 of 4 (4096, 3000);
       // the other path: cols not a multiple of 8 (204, 100) or > 4096 (4104).
       for (auto [rows, cols, affine] : {std::tuple<int64_t, int64_t, bool>{150, 768, true},
                                         {130, 1024, true},
@@ -402,9 +403,10 @@ TEST_F(CudaKernels, LayerNormAndRmsNormMatchReference) {
       std::printf("%s backward %s [%lld, %lld] with dresidual: %.1f us, and dx's column sums: "
                   "%.1f us\n",
                   name.c_str(), dtypeName(dt), (long long)rows, (long long)cols, usRes, usCol);
-      {
-        // A row over two warps, at the ~1B configuration's [8192, 2048].
-        const int64_t wr = 8192, wc = 2048;
+      for (int64_t wc : {1024, 2048}) {
+        // Rows over 2 and 4 warps, at GPT-2 350M's [8192, 1024] and the ~1B
+        // configuration's [8192, 2048].
+        const int64_t wr = 8192;
         DevBuf wx, wdy, wdx, ww, wdw, wdb, wmean, wrstd, wscratch;
         for (DevBuf *d : {&wx, &wdy, &wdx})
           ASSERT_OK(devZeros(wr * wc * bytesOf(dt), d, stream()));

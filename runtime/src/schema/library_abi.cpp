@@ -20,7 +20,7 @@ int64_t intOf(const LibraryInts &ints, const char *name) {
 size_t normBackwardScratchBytes(int64_t rows, int64_t cols, bool colSum) {
   if (rows <= 0 || cols <= 0)
     return 0;
-  return static_cast<size_t>((colSum ? 3 : 2) * ceilDiv(rows, kNormBackwardChunkRows) * cols) *
+  return static_cast<size_t>((colSum ? 3 : 2) * ceilDiv(rows, normBackwardChunkRows(cols)) * cols) *
          sizeof(float);
 }
 

@@ -32,16 +32,23 @@ namespace tc::rt {
 /// matmuls (runtime/src/cuda/cublaslt.h); the compiler's memory plan counts it.
 inline constexpr int64_t kCublasLtWorkspaceBytes = int64_t(32) << 20;
 
-/// Rows per chunk of the norm backward's deterministic column sums.
-inline constexpr int64_t kNormBackwardChunkRows = 64;
+/// Rows per chunk of the norm backward's deterministic column sums, by the
+/// row's width (the shape alone, never the GPU: the sums' order is the
+/// chunking's): 64 for rows of at most 768 columns, whose fused kernel holds
+/// a row in one warp and runs two 8-warp blocks an SM; 32 for wider rows,
+/// which it spreads over 2 or 4 warps of at most 512 columns each (two blocks
+/// an SM as well: at 8192 rows, 256 chunks fill an H100's or H200's 132 SMs
+/// twice, where 64-row chunks would leave half of each SM's slots idle).
+constexpr int64_t normBackwardChunkRows(int64_t cols) { return cols <= 768 ? 64 : 32; }
 /// Tokens per histogram (a block of as many threads) of the embedding
 /// backward's counting sort.
 inline constexpr int64_t kEmbeddingChunk = 512;
 /// Blocks (and partial sums) of sumSquares' first pass.
 inline constexpr int64_t kMaxNormBlocks = 1024;
 
-/// layerNormBackward / rmsNormBackward: 2 * ceil(rows / 64) * cols floats,
-/// 3 * ... with dx's column sums (has_col_sum).
+/// layerNormBackward / rmsNormBackward: 2 * ceil(rows /
+/// normBackwardChunkRows(cols)) * cols floats, 3 * ... with dx's column sums
+/// (has_col_sum).
 size_t normBackwardScratchBytes(int64_t rows, int64_t cols, bool colSum = false);
 /// crossEntropyForwardBackward: a count and the per-row losses (64 + rows floats).
 size_t crossEntropyScratchBytes(int64_t rows);

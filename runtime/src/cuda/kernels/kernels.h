@@ -74,7 +74,7 @@ inline Status layerNormForward(DType dt, const void *x, const void *weight, cons
 ///   what dx/dweight/dbias hold (gradient accumulation, a residual's second
 ///   use); otherwise they are overwritten. dx may be null (parameter grads
 ///   only). dweight/dbias are summed over rows in fixed chunks of
-///   kNormBackwardChunkRows rows (deterministic), through `scratch`
+///   normBackwardChunkRows(cols) rows (deterministic), through `scratch`
 ///   (normBackwardScratchBytes(rows, cols, colSum != nullptr) bytes).
 ///   `dresidual` (rows of dx's type, with a dx and without accumulate): dx =
 ///   its rows + the norm's gradient (the residual stream's gradient summed

@@ -9,18 +9,20 @@
 // f32 master weights, no f32 copy of the rows).
 // Backward of rows of at most 4096 columns that are vectorisable (cols % 8
 // == 0, 16-byte aligned): one fused kernel, a 256-thread block per chunk of
-// kNormBackwardChunkRows rows. A row of at most 1024 columns is one warp's:
-// warp w takes rows w, w + 8, ... of the chunk, reads each row's x and dy
-// once (held packed in registers across the row's two reductions), writes
-// dx, and adds dy * xhat and dy to its lanes' column sums in row order; the
-// 8 warps' sums are added in warp order (shared memory) into scratch[chunk,
-// col] (dweight) and scratch[chunks + chunk, col] (dbias). A wider row is
-// split over P = 2 or 4 warps (1024 columns each, a group of P warps per
-// row: rows g, g + 8 / P, ... of the chunk for group g), the row's two sums
-// added over the group's warps in warp order through shared memory (a named
-// barrier per group), the column sums over the groups in group order. (At
-// d 2048 the other path took 104 us a call where the bytes take ~30: a
-// dx kernel and a column kernel each reading x and dy.) Other rows: a dx
+// normBackwardChunkRows(cols) rows (library_abi.h). A row of at most 768
+// columns is one warp's: warp w takes rows w, w + 8, ... of the chunk, reads
+// each row's x and dy once (held packed in registers across the row's two
+// reductions), writes dx, and adds dy * xhat and dy to its lanes' column
+// sums in row order; the 8 warps' sums are added in warp order (shared
+// memory) into scratch[chunk, col] (dweight) and scratch[chunks + chunk,
+// col] (dbias). A wider row is split over P = 2 warps (up to 1024 columns,
+// 512 each) or 4 (up to 2048, 512 each; up to 4096, 1024 each), a group of
+// P warps per row: rows g, g + 8 / P, ... of the chunk for group g; the
+// row's two sums added over the group's warps in warp order through shared
+// memory (a named barrier per group), the column sums over the groups in
+// group order. (At d 2048 the other path took 104 us a call where the bytes
+// take ~30: a dx kernel and a column kernel each reading x and dy. A row of
+// 1024 in one warp held 204 registers a thread: one block an SM.) Other rows: a dx
 // kernel (one warp per row, as the forward) and a
 // partial kernel giving each (chunk, column) pair to one thread, which sums
 // its chunk in row order into the same scratch. Then one kernel sums a
@@ -302,7 +304,7 @@ template <class T, int S, bool Rms> constexpr int fusedBlocksPerSm() {
   return packed + colSums <= 96 ? 2 : 1;
 }
 
-/// The whole backward of one chunk of kNormBackwardChunkRows rows (blockIdx.x)
+/// The whole backward of one chunk of chunkRows rows (blockIdx.x)
 /// of layer_norm (Rms false) or rms_norm, the math of normBackwardDxKernel and
 /// normBackwardPartialKernel: dx (when non-null) and the chunk's dweight /
 /// dbias partials. Rows are vectorisable (cols % 8 == 0, 16-byte aligned) with
@@ -318,8 +320,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
     normBackwardFusedKernel(const T *__restrict__ dy, const T *__restrict__ x,
                             const W *__restrict__ weight, const float *__restrict__ meanIn,
                             const float *__restrict__ rstdIn, T *dx, float *__restrict__ scratch,
-                            int64_t rows, int64_t cols, int64_t chunks, const T *addTo, bool wantW,
-                            bool wantB) {
+                            int64_t rows, int64_t cols, int64_t chunks, int64_t chunkRows,
+                            const T *addTo, bool wantW, bool wantB) {
   static_assert(P == 1 || P == 2 || P == 4, "a row over 1, 2 or 4 warps");
   constexpr int kGroups = kFusedWarps / P; // rows the block works on at once
   __shared__ __align__(16) float sums[kFusedWarps][S * kStretch]; // one quantity per warp
@@ -331,8 +333,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, fusedBlocksPerSm<T, S, Rms>(
   const int group = warp / P;
   const int64_t base = static_cast<int64_t>(warp % P) * S * kStretch; // the warp's first column
   int64_t chunk = blockIdx.x;
-  int64_t r0 = chunk * kNormBackwardChunkRows;
-  int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
+  int64_t r0 = chunk * chunkRows;
+  int64_t r1 = min(rows, r0 + chunkRows);
   wantB = wantB && !Rms;
   float dw[S][8], db[S][8]; // the lane's column sums over the group's rows
   // ColSum: the lane's sums of dx as stored, kept in its own slots of `sums`
@@ -478,13 +480,13 @@ __global__ void __launch_bounds__(kColThreads)
     normBackwardPartialKernel(const T *__restrict__ dy, const T *__restrict__ x,
                               const float *__restrict__ meanIn, const float *__restrict__ rstdIn,
                               float *__restrict__ scratch, int64_t rows, int64_t cols,
-                              int64_t chunks, bool wantW, bool wantB) {
+                              int64_t chunks, int64_t chunkRows, bool wantW, bool wantB) {
   int64_t col = static_cast<int64_t>(blockIdx.x) * kColThreads + threadIdx.x;
   int64_t chunk = blockIdx.y;
   if (col >= cols)
     return;
-  int64_t r0 = chunk * kNormBackwardChunkRows;
-  int64_t r1 = min(rows, r0 + kNormBackwardChunkRows);
+  int64_t r0 = chunk * chunkRows;
+  int64_t r1 = min(rows, r0 + chunkRows);
   float sw = 0.0f, sb = 0.0f;
   for (int64_t r = r0; r < r1; ++r) {
     float g = toF(dy[r * cols + col]);
@@ -536,17 +538,18 @@ __global__ void __launch_bounds__(kSumWarps * 32)
 }
 
 /// normBackwardFusedKernel for a row of `stretches` (1 to kMaxRowWarps *
-/// kMaxStretches): one warp's up to kMaxStretches, else 2 or 4 warps of
-/// kMaxStretches each.
+/// kMaxStretches): one warp's up to 3 (the rows of 64-row chunks,
+/// normBackwardChunkRows), else 2 warps of 2 stretches (4), 4 of 2 (up to 8:
+/// two blocks an SM, where 4 stretches a warp hold ~205 registers a thread)
+/// or 4 of kMaxStretches.
 template <class T, class W, bool Rms, bool HasW, bool ColSum>
 auto fusedBackwardKernel(int64_t stretches) {
   return stretches == 1   ? normBackwardFusedKernel<T, W, 1, 1, Rms, HasW, ColSum>
          : stretches == 2 ? normBackwardFusedKernel<T, W, 2, 1, Rms, HasW, ColSum>
          : stretches == 3 ? normBackwardFusedKernel<T, W, 3, 1, Rms, HasW, ColSum>
-         : stretches == 4 ? normBackwardFusedKernel<T, W, 4, 1, Rms, HasW, ColSum>
-         : stretches <= 2 * kMaxStretches
-             ? normBackwardFusedKernel<T, W, kMaxStretches, 2, Rms, HasW, ColSum>
-             : normBackwardFusedKernel<T, W, kMaxStretches, 4, Rms, HasW, ColSum>;
+         : stretches == 4 ? normBackwardFusedKernel<T, W, 2, 2, Rms, HasW, ColSum>
+         : stretches <= 8 ? normBackwardFusedKernel<T, W, 2, 4, Rms, HasW, ColSum>
+                          : normBackwardFusedKernel<T, W, kMaxStretches, 4, Rms, HasW, ColSum>;
 }
 
 /// Calls f(T{}, W{}) for the row / parameter storage pairs the kernels are
@@ -632,7 +635,8 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
   if ((wantW || wantB || colSum) && !scratch)
     return invalidArgument(std::string(what) +
                            ": parameter gradients and column sums need scratch");
-  int64_t chunks = ceilDiv(rows, kNormBackwardChunkRows);
+  const int64_t chunkRows = normBackwardChunkRows(cols);
+  int64_t chunks = ceilDiv(rows, chunkRows);
   if (chunks > 65535)
     return invalidArgument(std::string(what) + ": more than 65535 chunks of rows");
   bool vec = rowsVectorisable(cols, {dy, x, weight, dx, dresidual});
@@ -655,7 +659,7 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
                            : (weight ? fusedBackwardKernel<T, W, Rms, true, false>(stretches)
                                      : fusedBackwardKernel<T, W, Rms, false, false>(stretches));
       kernel<<<static_cast<unsigned>(chunks), kFusedWarps * 32, 0, stream>>>(
-          dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, addTo, wantW, wantB);
+          dys, xs, ws, mean, rstd, dxs, part, rows, cols, chunks, chunkRows, addTo, wantW, wantB);
       TC_RETURN_IF_ERROR(checkLaunch(Rms ? "rms_norm_backward" : "layer_norm_backward"));
       if (colSum)
         TC_RETURN_IF_ERROR(sumColumnPartials(dt, sumPart, chunks, cols, colSum, stream));
@@ -678,7 +682,7 @@ Status normBackward(const char *what, DType dt, DType pt, const void *dy, const 
         unsigned colBlocks = static_cast<unsigned>(ceilDiv(cols, kColThreads));
         normBackwardPartialKernel<T, Rms>
             <<<dim3(colBlocks, static_cast<unsigned>(chunks)), kColThreads, 0, stream>>>(
-                dys, xs, mean, rstd, part, rows, cols, chunks, wantW, wantB);
+                dys, xs, mean, rstd, part, rows, cols, chunks, chunkRows, wantW, wantB);
         TC_RETURN_IF_ERROR(checkLaunch("norm_backward_partial"));
       }
     }
