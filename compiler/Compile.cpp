@@ -58,6 +58,9 @@ struct DiagnosticCollector {
           if (!text.empty())
             text += "\n";
           text += d.str();
+          // The notes say where (an internal error's live user, ...).
+          for (Diagnostic &n : d.getNotes())
+            text += "\n  note: " + n.str();
           return success();
         }) {}
   std::string text;
@@ -591,6 +594,9 @@ const ExperimentalLever kExperimentalLevers[] = {
                  "product and a GELU kernel"},
     {"side-stream", "the weight-gradient GEMMs on a second CUDA stream beside the rest of the "
                     "backward (tcx-schedule-streams; a second cuBLASLt workspace)"},
+    {"weight-shadows", "the bf16/f16 copies of the fp32 weights kept across steps and written "
+                       "by the optimizer, instead of cast at each step's start "
+                       "(tc-shadow-parameter-casts)"},
 };
 } // namespace
 
@@ -628,6 +634,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
+    o.weightShadows = llvm::is_contained(opts.experimental, "weight-shadows");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

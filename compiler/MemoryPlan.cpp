@@ -82,6 +82,7 @@ FailureOr<MemoryPlanSummary> summarizeMemoryPlan(func::FuncOp fn, std::string *e
   s.modelBuffers = intAttr(fn, "tcx.buffer_bytes");
   s.optimizerState = intAttr(fn, "tcx.state_bytes");
   s.persistentGradients = intAttr(fn, "tcx.grad_bytes");
+  s.weightCopies = intAttr(fn, "tcx.shadow_bytes");
   s.constants = intAttr(fn, "tcx.const_bytes");
   s.inputs = intAttr(fn, "tcx.input_bytes");
   s.activations = intAttr(fn, "tcx.activation_bytes");
@@ -135,6 +136,8 @@ std::string memoryReport(const MemoryPlanSummary &s, StringRef target,
   else
     line("gradients", s.arenaGradients, s.arenaGradients ? "in the arena (one per trainable parameter)" : "");
   line("optimizer state", s.optimizerState, "persistent");
+  if (s.weightCopies)
+    line("16-bit weight copies", s.weightCopies, "persistent, written by the optimizer");
   if (s.constants)
     line("constants", s.constants, "persistent, read-only");
   line("inputs", s.inputs, "step arguments");
@@ -192,9 +195,9 @@ std::string memoryReportJson(const MemoryPlanSummary &s, StringRef target,
      << ", \"model_buffers\": " << s.modelBuffers
      << ", \"gradients\": " << (s.persistentGradients ? s.persistentGradients : s.arenaGradients)
      << ", \"gradients_in_arena\": " << (s.persistentGradients ? "false" : "true")
-     << ", \"optimizer_state\": " << s.optimizerState << ", \"constants\": " << s.constants
-     << ", \"inputs\": " << s.inputs << ", \"activations_peak\": " << s.activations
-     << ", \"backward_peak\": " << s.backward
+     << ", \"optimizer_state\": " << s.optimizerState << ", \"weight_copies\": " << s.weightCopies
+     << ", \"constants\": " << s.constants << ", \"inputs\": " << s.inputs
+     << ", \"activations_peak\": " << s.activations << ", \"backward_peak\": " << s.backward
      << ", \"narrow_copies_peak\": " << s.narrowCopies << ", \"workspace\": " << s.workspace
      << ", \"arena\": " << s.arena << ", \"peak_live\": " << s.peakLive
      << "}, \"total\": " << s.total() << ", \"cards\": [";

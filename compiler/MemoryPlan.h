@@ -27,6 +27,7 @@ struct MemoryPlanSummary {
   int64_t modelBuffers = 0;    // kind "buffer" (non-trainable model tensors)
   int64_t optimizerState = 0;  // kind "optimizer_state"
   int64_t persistentGradients = 0; // kind "gradient" (@grad_step results)
+  int64_t weightCopies = 0;        // kind "shadow" (tc-shadow-parameter-casts)
   int64_t arenaGradients = 0;  // trainable parameters' bytes: their gradients, in the arena
   int64_t constants = 0;       // tcx.const
   int64_t inputs = 0;          // function arguments (bound by the runtime)
@@ -38,8 +39,8 @@ struct MemoryPlanSummary {
   int64_t workspace = 0;       // cuBLASLt workspaces, one a stream with matmuls (0 without)
   /// What the runtime allocates on the device for this step.
   int64_t total() const {
-    return parameters + modelBuffers + optimizerState + persistentGradients + constants +
-           inputs + arena + workspace;
+    return parameters + modelBuffers + optimizerState + persistentGradients + weightCopies +
+           constants + inputs + arena + workspace;
   }
 };
 

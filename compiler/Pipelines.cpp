@@ -96,6 +96,8 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcTagReferenceValues());
   pm.addNestedPass<func::FuncOp>(createTcFoldTransposes());
   pm.addNestedPass<func::FuncOp>(createTcHoistParameterCasts());
+  if (o.weightShadows)
+    pm.addPass(createTcShadowParameterCasts());
   TcFuseOptions fuse;
   fuse.geluAux = o.geluAux;
   fuse.geluErf = o.geluErf;

@@ -188,6 +188,12 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Attention backward calls rotate the dq / dk they store: the backward's "
                      "rotaries make no kernel (tc-fuse-attention-rotary)"),
       llvm::cl::init(true)};
+  Option<bool> weightShadows{
+      *this, "weight-shadows",
+      llvm::cl::desc("The 16-bit copies of the weights persist across steps, written by the "
+                     "optimizer (tc-shadow-parameter-casts; tc-compile "
+                     "--experimental=weight-shadows)"),
+      llvm::cl::init(false)};
   Option<bool> wgmmaAttention{
       *this, "wgmma-attention",
       llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "

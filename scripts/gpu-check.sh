@@ -14,7 +14,8 @@
 #     each one's device memory against the
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device
-#     (untuned, and tuned through a fresh matmul tuning record: the same bits),
+#     (untuned, tuned through a fresh matmul tuning record: the same bits, and
+#     the --experimental bf16 fixture: its levers, weight-shadows among them),
 #     the C API's trainer against tc-run's losses (test/runtime/capi_train_check),
 #     compute-sanitizer memcheck and racecheck on two fixtures (exit clean),
 #     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
@@ -310,7 +311,7 @@ if [ -x "$TCRUN" ] && [ -f "$FIXT/gpt2.ts.bf16.tca" ]; then
   ok=PASS
   parts=""
   for fx in gpt2.ts.fp32 gpt2.ts.bf16 gpt2.ts.fp16 gpt2.ts.fp8 gpt2.ts.fp8-block128 llama.dynamo.fp8 \
-    llama.dynamo.bf16 gpt2.ts.nvfp4 gpt2.ts.bf16-pad96 llama.dynamo.bf16-pad96; do
+    llama.dynamo.bf16 gpt2.ts.nvfp4 gpt2.ts.bf16-pad96 llama.dynamo.bf16-pad96 gpt2.ts.exp.bf16; do
     [ -f "$FIXT/$fx.tca" ] || continue
     m=${fx%%.*}
     "$TCRUN" "$FIXT/$fx.tca" --device cuda --check --feed "input_ids=$FIXT/$m.input_ids.npy" \
@@ -426,6 +427,39 @@ print(("PASS" if ok else "FAIL") + f": {choices} choices recorded; second run "
 PY
 )"
   echo "   $tuned_line"
+fi
+
+# The same through the levers of tc-compile --experimental (the bf16 fixture
+# gpu-prepare compiled with TC_EXPERIMENTAL): with weight-shadows the resumed
+# process's 16-bit weight copies come from the loaded weights (the executor's
+# setEntry), so steps 5..8 equal the uninterrupted run only if they do.
+exp_resume_line="exp resume: not run"
+XFX="$FIXT/gpt2.ts.exp.bf16.tca"
+if [ -x "$TCRUN" ] && [ -f "$XFX" ]; then
+  X="$OUT/exp-resume"
+  rm -rf "$X" && mkdir -p "$X"
+  feeds=(--feed "input_ids=$FIXT/gpt2.input_ids.npy" --feed "labels=$FIXT/gpt2.labels.npy")
+  TC_MATMUL_TUNE=0 "$TCRUN" "$XFX" --device cuda --steps 8 "${feeds[@]}" --metrics "$X/full.jsonl" \
+    --log-every 0 >"$X/log" 2>&1 &&
+  TC_MATMUL_TUNE=0 "$TCRUN" "$XFX" --device cuda --steps 4 "${feeds[@]}" --save "$X/ck" \
+    --log-every 0 >>"$X/log" 2>&1 &&
+  TC_MATMUL_TUNE=0 "$TCRUN" "$XFX" --device cuda --steps 8 "${feeds[@]}" --resume "$X/ck" \
+    --metrics "$X/resumed.jsonl" --log-every 0 >>"$X/log" 2>&1
+  exp_resume_line="exp resume ($(basename "$XFX")): $(python3 - "$X" <<'PY'
+import json, sys
+d = sys.argv[1]
+try:
+    full = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/full.jsonl"))}
+    res = {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/resumed.jsonl"))}
+except OSError as e:
+    print(f"FAIL ({e})"); sys.exit(0)
+same = len(full) == 8 and sorted(res) == [5, 6, 7, 8] and all(res[s] == full[s] for s in res)
+print(("PASS" if same else "FAIL") + ": steps " +
+      ", ".join(f"{s}: {res[s]:.9g} vs {full.get(s, float('nan')):.9g}" for s in sorted(res)))
+PY
+)"
+  rm -rf "$X/ck"
+  echo "   $exp_resume_line"
 fi
 
 # The C API's trainer on the GPU (test/runtime/capi_train_check: tc/runtime.h
@@ -610,13 +644,14 @@ echo "gpu-check: $tiny_line"
 echo "gpu-check: $loop_line"
 echo "gpu-check: $resume_line"
 echo "gpu-check: $tuned_line"
+echo "gpu-check: $exp_resume_line"
 echo "gpu-check: $capi_line"
 echo "gpu-check: $eval_line"
 echo "gpu-check: $check_line"
 echo "gpu-check: $errors_line"
 echo "gpu-check: $sanitizer_line"
 extra_rc=0
-for line in "$resume_line" "$tuned_line" "$capi_line" "$eval_line" "$check_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
+for line in "$resume_line" "$tuned_line" "$exp_resume_line" "$capi_line" "$eval_line" "$check_line" "$errors_line" "$sanitizer_line" "$loop_line"; do
   case "$line" in *FAIL*) extra_rc=1 ;; esac
 done
 [ "$py_rc" -eq 0 ] && [ "$gen_rc" -eq 0 ] && [ "$fx_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] &&

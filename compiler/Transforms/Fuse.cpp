@@ -607,6 +607,15 @@ struct FusePass : tc::impl::TcFuseBase<FusePass> {
             }))
           outputs.push_back(r);
     }
+    if (outputs.empty()) {
+      // Nothing outside reads the group (its root, a widening cast, went
+      // into the kernels that read the narrow value and widen it
+      // themselves): no kernel; what nothing reads goes.
+      for (Operation *op : llvm::reverse(body))
+        if (op->use_empty())
+          op->erase();
+      return;
+    }
     OpBuilder b(g.root);
     SmallVector<Type> resultTypes;
     for (Value v : outputs)

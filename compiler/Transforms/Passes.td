@@ -982,6 +982,45 @@ def TcHoistParameterCasts : Pass<"tc-hoist-parameter-casts", "mlir::func::FuncOp
   }];
 }
 
+def TcShadowParameterCasts : Pass<"tc-shadow-parameter-casts", "mlir::ModuleOp"> {
+  let summary = "Keep the 16-bit copies of the weights across steps: the optimizer writes them";
+  let description = [{
+    GPU pipeline, after tc-hoist-parameter-casts, before tc-fuse (tc-compile
+    --experimental=weight-shadows). A tc.cast of an fp32 tc.parameter `p`
+    (not optimizer state) to bf16 or f16 reads tc.parameter "shadow:p"
+    instead (rt::kShadowPrefix: a device-only entry of the cast's type), and
+    every function with an "update:p" result also returns
+    "update:shadow:p", that value cast, which tc-lower-to-tcx writes in place
+    (tc-fuse makes the cast a further output of the optimizer's kernel). The
+    CUDA executor fills "shadow:p" from `p` when it makes the entry and
+    after every write of `p` from outside a step, so it always holds `p`
+    cast: each step reads 2 bytes a weight instead of casting (4 read, 2
+    written), the optimizer writes 2 more. A parameter cast to two types, a
+    "shadow:" name already taken or an update whose function a call reads
+    keeps its casts.
+
+    Before:
+    ```mlir
+    func.func @train_step(...) -> (..., tensor<8x8xf32> {tc.name = "update:w"}) {
+      %w = tc.parameter "w" {trainable} : tensor<8x8xf32>
+      %wb = tc.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+      ...
+      return ..., %w2
+    ```
+    After:
+    ```mlir
+    func.func @train_step(...) -> (..., tensor<8x8xf32> {tc.name = "update:w"},
+                                   tensor<8x8xbf16> {tc.name = "update:shadow:w"}) {
+      %w = tc.parameter "w" {trainable} : tensor<8x8xf32>
+      %wb = tc.parameter "shadow:w" : tensor<8x8xbf16>
+      ...
+      %c = tc.cast %w2 : tensor<8x8xf32> to tensor<8x8xbf16>
+      return ..., %w2, %c
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect", "::mlir::func::FuncDialect"];
+}
+
 def TcFoldTransposes : Pass<"tc-fold-transposes", "mlir::func::FuncOp"> {
   let summary = "Let the GEMMs read 2-D transposes (weights, their gradients) transposed";
   let description = [{

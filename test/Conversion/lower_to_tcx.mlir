@@ -500,6 +500,30 @@ func.func @update() -> (tensor<4xf32> {tc.name = "update:w"}, tensor<4xf32> {tc.
 
 // -----
 
+// Tests that a weight's 16-bit copy (tc-shadow-parameter-casts) is a
+// persistent "shadow" buffer the matmul reads and "update:shadow:" writes in
+// place, after the read.
+// CHECK-LABEL: func.func @shadow
+// CHECK-DAG: %[[W:.+]] = tcx.param "w" {trainable} : <8x8xf32>
+// CHECK-DAG: %[[S:.+]] = tcx.param "shadow:w" {kind = "shadow"} : <8x8xbf16>
+// CHECK: tcx.matmul ins(%arg0, %[[S]] :
+// CHECK: tcx.launch @shadow_sub_{{[0-9]+}} ins(%[[W]], %arg1 : {{.+}}) outs(%[[W]] : !tcx.buffer<8x8xf32>)
+// CHECK: tcx.launch @shadow_cast_{{[0-9]+}} ins(%[[W]] : !tcx.buffer<8x8xf32>) outs(%[[S]] : !tcx.buffer<8x8xbf16>)
+// CHECK-NOT: tcx.copy
+// CHECK: return %{{.+}}, %[[W]], %[[S]]
+func.func @shadow(%x: tensor<4x8xbf16>, %g: tensor<8x8xf32>)
+    -> (tensor<4x8xbf16> {tc.name = "y"}, tensor<8x8xf32> {tc.name = "update:w"},
+        tensor<8x8xbf16> {tc.name = "update:shadow:w"}) {
+  %w = tc.parameter "w" {trainable} : tensor<8x8xf32>
+  %s = tc.parameter "shadow:w" : tensor<8x8xbf16>
+  %y = tc.matmul %x, %s : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+  %w2 = tc.sub %w, %g : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %c = tc.cast %w2 : tensor<8x8xf32> to tensor<8x8xbf16>
+  return %y, %w2, %c : tensor<4x8xbf16>, tensor<8x8xf32>, tensor<8x8xbf16>
+}
+
+// -----
+
 // Tests that a tc.fusion becomes one kernel with the fusion's body.
 // CHECK-LABEL: tcx.kernel @fused_fusion_0 kind("fusion")
 // CHECK: tc.tanh

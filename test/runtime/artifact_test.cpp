@@ -348,6 +348,22 @@ TEST(Artifact, DeviceProgramValidation) {
   a = deviceArtifact();
   a.deviceFunctions[0].buffers[1].offset = 12; // 16-byte view of a 16-byte param
   rejects(a, "parameter 'w'");
+  // The 16-bit copy of an f32 entry (kShadowPrefix): bf16 or f16 of as many
+  // elements; of nothing, as f32, or past its elements, refused.
+  auto shadowed = [&](TensorType t, uint64_t offset, const std::string &name) {
+    Artifact s = deviceArtifact();
+    DeviceBuffer &b = s.deviceFunctions[0].buffers[1];
+    b.name = name;
+    b.type = t;
+    b.offset = offset;
+    b.bytes = static_cast<uint64_t>(t.numElements()) * dtypeStorageBytes(t.dtype);
+    return s;
+  };
+  EXPECT_TRUE(validateArtifact(shadowed({DType::BF16, {2, 2}}, 0, "shadow:w")).isOk());
+  EXPECT_TRUE(validateArtifact(shadowed({DType::F16, {2}}, 4, "shadow:w")).isOk());
+  rejects(shadowed({DType::BF16, {2, 2}}, 0, "shadow:nope"), "unknown parameter 'shadow:nope'");
+  rejects(shadowed({DType::F32, {2, 2}}, 0, "shadow:w"), "a copy is bf16 or f16 of an f32 entry");
+  rejects(shadowed({DType::BF16, {2, 2}}, 2, "shadow:w"), "parameter 'shadow:w'");
   a = deviceArtifact();
   a.deviceFunctions[0].buffers[2].index = 5;
   rejects(a, "constant #5");

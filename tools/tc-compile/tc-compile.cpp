@@ -143,7 +143,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          sm_90a's warpgroup MMA on an H100/H200), gelu-erf
                          (the exact GELU and its backward as GEMM epilogues),
                          side-stream (weight-gradient GEMMs on a second
-                         CUDA stream beside the backward)
+                         CUDA stream beside the backward), weight-shadows
+                         (the 16-bit weight copies kept across steps,
+                         written by the optimizer)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights

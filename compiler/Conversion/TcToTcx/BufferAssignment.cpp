@@ -8,6 +8,7 @@
 #include "compiler/Conversion/TcToTcx/BufferAssignment.h"
 #include "compiler/Conversion/TcToTcx/Patterns.h"
 #include "dialects/tc/Eval/Program.h"
+#include "runtime/src/schema/program.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -84,7 +85,11 @@ void BufferAssignment::plan(OpBuilder &b, Operation *entry) {
           state = p->hasAttr("tc.optimizer_state");
           trainable = p.getTrainable();
         }
-      target = paramBuffer(b, n, type, state ? "optimizer_state" : "parameter", trainable);
+      target = paramBuffer(b, n, type,
+                           n.starts_with(rt::kShadowPrefix) ? "shadow"
+                           : state                          ? "optimizer_state"
+                                                            : "parameter",
+                           trainable);
     } else {
       target = paramBuffer(b, ("grad:" + n).str(), type, "gradient", false);
     }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/Patterns.h"
+#include "runtime/src/schema/program.h"
 
 using namespace mlir;
 
@@ -57,6 +58,7 @@ struct ParameterLowering : TcxPattern<ParameterOp> {
   LogicalResult matchAndRewrite(ParameterOp p, OpAdaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     StringRef kind = p->hasAttr("tc.optimizer_state")                     ? "optimizer_state"
+                     : p.getName().starts_with(rt::kShadowPrefix)         ? "shadow"
                      : llvm::isa<FloatType>(p.getType().getElementType()) ? "parameter"
                                                                           : "buffer";
     Value buf = buffers.paramBuffer(rewriter, p.getName(), p.getType(), kind, p.getTrainable());

@@ -127,8 +127,8 @@ std::string joined(ArrayRef<StringRef> options) {
 // Storage ops
 //===----------------------------------------------------------------------===//
 
-static constexpr StringRef kParamKinds[] = {"parameter", "buffer", "optimizer_state",
-                                            "gradient"};
+static constexpr StringRef kParamKinds[] = {"parameter", "buffer", "optimizer_state", "gradient",
+                                            "shadow"};
 static constexpr StringRef kAllocKinds[] = {"activation", "backward", "scratch", "output"};
 
 LogicalResult ParamOp::verify() {

@@ -94,7 +94,8 @@ def Tcx_ParamOp : Tcx_Op<"param", [Pure]> {
     The buffer of the artifact's parameter-table entry `name`, allocated once
     by the runtime outside the arena and kept across steps. `kind` is one of
     "parameter" (model weights), "buffer" (non-trainable model tensors),
-    "optimizer_state" or "gradient" (persistent gradients of @grad_step).
+    "optimizer_state", "gradient" (persistent gradients of @grad_step) or
+    "shadow" (a weight's 16-bit copy, "shadow:<p>": tc-shadow-parameter-casts).
     Ops may write it in place (the optimizer's "update:<p>" results).
 
     ```mlir

@@ -61,7 +61,8 @@ def TcxPlanMemory : Pass<"tcx-plan-memory", "mlir::func::FuncOp"> {
     the arena), `tcx.activation_bytes` and `tcx.backward_bytes` (the most
     bytes of that alloc kind live at one op), `tcx.param_bytes`,
     `tcx.buffer_bytes` (non-trainable model tensors), `tcx.state_bytes`
-    (optimizer state), `tcx.grad_bytes` (persistent gradients),
+    (optimizer state), `tcx.grad_bytes` (persistent gradients), `tcx.shadow_bytes`
+    (the weights' persistent 16-bit copies),
     `tcx.const_bytes`, `tcx.input_bytes` (the arguments).
 
     Before:

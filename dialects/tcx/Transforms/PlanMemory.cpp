@@ -220,17 +220,18 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     }
 
     // Persistent buffers, once per name.
-    int64_t paramBytes = 0, bufferBytes = 0, stateBytes = 0, gradBytes = 0, constBytes = 0,
-            inputBytes = 0;
+    int64_t paramBytes = 0, bufferBytes = 0, stateBytes = 0, gradBytes = 0, shadowBytes = 0,
+            constBytes = 0, inputBytes = 0;
     llvm::StringSet<> seen;
     for (auto p : body.getOps<tcx::ParamOp>()) {
       if (!seen.insert(p.getName()).second)
         continue;
       int64_t bytes = llvm::cast<tcx::BufferType>(p.getType()).getSizeInBytes();
       StringRef kind = p.getKind();
-      (kind == "parameter" ? paramBytes
-       : kind == "buffer"  ? bufferBytes
+      (kind == "parameter"  ? paramBytes
+       : kind == "buffer"   ? bufferBytes
        : kind == "gradient" ? gradBytes
+       : kind == "shadow"   ? shadowBytes
                             : stateBytes) += bytes;
     }
     for (auto c : body.getOps<tcx::ConstOp>())
@@ -249,6 +250,7 @@ struct TcxPlanMemory : tcx::impl::TcxPlanMemoryBase<TcxPlanMemory> {
     set("tcx.buffer_bytes", bufferBytes);
     set("tcx.state_bytes", stateBytes);
     set("tcx.grad_bytes", gradBytes);
+    set("tcx.shadow_bytes", shadowBytes);
     set("tcx.const_bytes", constBytes);
     set("tcx.input_bytes", inputBytes);
   }

@@ -89,7 +89,29 @@ Status DeviceExecutor::Impl::addDeviceOnly(const DeviceFunction &fn) {
     e.set = true;
     entries.emplace(q.name, e);
   }
+  // The weights' 16-bit copies (kShadowPrefix) start as their weights cast.
+  for (auto &[q, offset] : added) {
+    if (q.name.rfind(kShadowPrefix, 0) != 0)
+      continue;
+    std::string source = q.name.substr(std::string(kShadowPrefix).size());
+    auto it = entries.find(source);
+    if (it == entries.end() || it->second.param->type.dtype != DType::F32 ||
+        it->second.param->type.numElements() != q.type.numElements())
+      return invalidArgument("@" + fn.name + " reads '" + q.name + "', the " +
+                             typeToString(q.type) + " copy of an f32 entry '" + source +
+                             "' of as many elements, which the artifact does not have");
+    shadows[source].push_back(q.name);
+    TC_RETURN_IF_ERROR(refreshShadow(q.name, source));
+  }
+  TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream(0)));
   return Status::ok();
+}
+
+Status DeviceExecutor::Impl::refreshShadow(const std::string &shadow, const std::string &source) {
+  const Entry &s = entries.at(shadow), &p = entries.at(source);
+  return castBuffer(DType::F32, static_cast<const char *>(p.block) + p.offset, s.param->type.dtype,
+                    static_cast<char *>(s.block) + s.offset, s.param->type.numElements(),
+                    stream(0));
 }
 
 Status DeviceExecutor::Impl::prepare(const std::string &name, Prepared **out) {
@@ -381,11 +403,20 @@ Status DeviceExecutor::setEntry(const std::string &name, const HostTensor &value
   if (it == impl_->entries.end())
     return notFound("no parameter or state entry '" + name + "'");
   const Parameter &p = *it->second.param;
+  if (name.rfind(kShadowPrefix, 0) == 0 && !impl_->artifact->findParam(name))
+    return invalidArgument("entry '" + name + "' is the copy of '" +
+                           name.substr(std::string(kShadowPrefix).size()) +
+                           "' the executor keeps equal to it cast: set that entry instead");
   if (value.type != p.type)
     return invalidArgument("entry '" + name + "' is " + typeToString(p.type) + ", got " +
                            typeToString(value.type));
   void *dst = static_cast<char *>(it->second.block) + it->second.offset;
   TC_RETURN_IF_ERROR(copyToDevice(value, dst, it->second.bytes, impl_->stream(0)));
+  // Its 16-bit copies follow it.
+  auto sh = impl_->shadows.find(name);
+  if (sh != impl_->shadows.end())
+    for (const std::string &s : sh->second)
+      TC_RETURN_IF_ERROR(impl_->refreshShadow(s, name));
   TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream(0)));
   it->second.set = true;
   return Status::ok();

@@ -107,7 +107,12 @@ struct DeviceExecutor::Impl {
   std::deque<Parameter> deviceOnly;
   std::vector<void *> deviceOnlyBlocks;
   uint64_t deviceOnlyBytes = 0;
+  /// Entry name -> its 16-bit copies ("shadow:<name>", kShadowPrefix), which
+  /// setEntry refreshes.
+  std::map<std::string, std::vector<std::string>> shadows;
   Status addDeviceOnly(const DeviceFunction &fn);
+  /// Casts f32 entry `source` into its copy `shadow` (stream 0, not waited for).
+  Status refreshShadow(const std::string &shadow, const std::string &source);
   DeviceArena arena;
   // One cuBLASLt wrapper and workspace a stream that runs matmuls (two
   // streams' matmuls may run at once: tcx-schedule-streams).

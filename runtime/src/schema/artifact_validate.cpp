@@ -97,16 +97,27 @@ Status validateDeviceFunction(const DeviceFunction &f, const Artifact &a) {
       TC_RETURN_IF_ERROR(inside(f.arenaBytes, "the arena"));
       break;
     case DeviceBuffer::Space::Param: {
-      // A parameter-table entry, or the persistent gradient "grad:<entry>"
-      // (allocated by the runtime like the entry).
+      // A parameter-table entry, the persistent gradient "grad:<entry>"
+      // (allocated by the runtime like the entry) or the 16-bit copy
+      // "shadow:<entry>" of an f32 entry (kShadowPrefix).
       const Parameter *p = a.findParam(b.name);
+      const std::string shadowPrefix = kShadowPrefix;
+      bool shadow = !p && b.name.rfind(shadowPrefix, 0) == 0;
       if (!p && b.name.rfind("grad:", 0) == 0)
         p = a.findParam(b.name.substr(5));
+      if (shadow)
+        p = a.findParam(b.name.substr(shadowPrefix.size()));
       if (!p)
         return invalidArgument(what + " names unknown parameter '" + b.name + "'");
+      if (shadow && (p->type.dtype != DType::F32 ||
+                     (b.type.dtype != DType::BF16 && b.type.dtype != DType::F16)))
+        return invalidArgument(what + " '" + b.name + "' is the 16-bit copy of " +
+                               typeToString(p->type) + " '" + p->name + "' as " +
+                               typeToString(b.type) + ": a copy is bf16 or f16 of an f32 entry");
       int64_t pn;
       TC_RETURN_IF_ERROR(checkedNumElements(p->type.shape, &pn).withPrefix(what));
-      TC_RETURN_IF_ERROR(inside(static_cast<uint64_t>(pn) * dtypeStorageBytes(p->type.dtype),
+      TC_RETURN_IF_ERROR(inside(static_cast<uint64_t>(pn) *
+                                    dtypeStorageBytes(shadow ? b.type.dtype : p->type.dtype),
                                 "parameter '" + b.name + "'"));
       break;
     }

@@ -37,7 +37,7 @@ func.func @arena_type() {
 
 // Tests that parameter kinds are checked.
 func.func @param_kind() {
-  // expected-error @+1 {{kind "weights" of 'w' is not one of "parameter", "buffer", "optimizer_state", "gradient"}}
+  // expected-error @+1 {{kind "weights" of 'w' is not one of "parameter", "buffer", "optimizer_state", "gradient", "shadow"}}
   %w = tcx.param "w" {kind = "weights"} : !tcx.buffer<4xf32>
   return
 }

@@ -156,9 +156,9 @@ Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaS
     return invalidArgument("castBuffer: null pointer");
   bool vec = aligned16(x) && aligned16(y);
   unsigned grid = gridFor(n);
-  return dispatchFloat(from, "castBuffer", [&](auto inTag) {
+  return dispatchFloat16(from, "castBuffer", [&](auto inTag) {
     using In = decltype(inTag);
-    return dispatchFloat(to, "castBuffer", [&](auto outTag) -> Status {
+    return dispatchFloat16(to, "castBuffer", [&](auto outTag) -> Status {
       using Out = decltype(outTag);
       if (from == to) {
         TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(In),

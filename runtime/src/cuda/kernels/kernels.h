@@ -178,8 +178,8 @@ Status geluForward(DType dt, GeluApprox approx, const void *x, void *y, int64_t 
 Status geluBackward(DType dt, GeluApprox approx, const void *x, const void *dy, void *dx, int64_t n,
                     cudaStream_t stream);
 
-/// y[n] = x[n] converted from `from` to `to` (F32 <-> BF16, round to nearest
-/// even; the same dtype copies).
+/// y[n] = x[n] converted from `from` to `to` (F32, BF16, F16; round to
+/// nearest even; the same dtype copies).
 Status castBuffer(DType from, const void *x, DType to, void *y, int64_t n, cudaStream_t stream);
 
 /// y[i] = the element whose bytes are the low `elementBytes` (1, 2, 4 or 8)
