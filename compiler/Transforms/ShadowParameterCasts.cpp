@@ -102,7 +102,15 @@ struct TcShadowParameterCasts : tc::impl::TcShadowParameterCastsBase<TcShadowPar
         StringRef n = updated(fn, i);
         if (n.empty() || !shadow.count(n) || refused.contains(n))
           continue;
-        Value copy = CastOp::create(b, ret.getLoc(), shadow[n], ret.getOperand(i), true);
+        // Right after the update, so that tc-fuse puts the optimizer's
+        // kernel where it was (made at the end, the kernels of equal shapes
+        // sat side by side, and sibling fusion, which merges neighbours
+        // that share an input, a scalar too, made one of 24 of Llama's).
+        Value v = ret.getOperand(i);
+        OpBuilder at(ret);
+        if (Operation *def = v.getDefiningOp())
+          at.setInsertionPointAfter(def);
+        Value copy = CastOp::create(at, ret.getLoc(), shadow[n], v, true);
         added.push_back({"update:" + shadowName(n), copy});
       }
       for (auto &[name, v] : added) {
