@@ -50,14 +50,18 @@ func.func @infer(%x: tensor<4x8xbf16>) -> (tensor<4x8xbf16> {tc.name = "y"}) {
 }
 
 // A function that updates the parameter without reading its copy (an
-// apply_step) writes the copy too.
+// apply_step) writes the copy too, cast right after the update (where
+// tc-fuse then puts the optimizer's kernel), not before the return.
 // CHECK-LABEL: func.func @apply_step
 // CHECK-SAME: tensor<8x8xbf16> {tc.name = "update:shadow:w"})
 // CHECK: %[[U:.+]] = tc.sub
-// CHECK: %[[UC:.+]] = tc.cast %[[U]] : tensor<8x8xf32> to tensor<8x8xbf16>
-// CHECK: return %[[U]], %[[UC]]
-func.func @apply_step(%g: tensor<8x8xf32>) -> (tensor<8x8xf32> {tc.name = "update:w"}) {
+// CHECK-NEXT: %[[UC:.+]] = tc.cast %[[U]] : tensor<8x8xf32> to tensor<8x8xbf16>
+// CHECK-NEXT: tc.mul %arg0, %arg0
+// CHECK: return %[[U]], %{{.+}}, %[[UC]]
+func.func @apply_step(%g: tensor<8x8xf32>)
+    -> (tensor<8x8xf32> {tc.name = "update:w"}, tensor<8x8xf32> {tc.name = "g2"}) {
   %w = tc.parameter "w" {trainable} : tensor<8x8xf32>
   %w2 = tc.sub %w, %g : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
-  return %w2 : tensor<8x8xf32>
+  %g2 = tc.mul %g, %g : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  return %w2, %g2 : tensor<8x8xf32>, tensor<8x8xf32>
 }
