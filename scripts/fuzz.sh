@@ -107,6 +107,7 @@ for t in artifact safetensors npy json onnx; do
   mkdir -p "$corpus" "$reg"
   log="$OUT/fuzz_$t.log"
   ok=1
+  touch "$OUT/.start_$t" # the inputs libFuzzer writes from here on are this run's
   # 1. the regression inputs (and seeds too large to mutate), each once
   if [ -n "$(ls -A "$reg")" ] || [ ${#once[@]} -gt 0 ]; then
     "$bin" -rss_limit_mb=2048 -timeout=10 "$reg"/* "${once[@]}" >"$log.regressions" 2>&1 || ok=0
@@ -120,8 +121,24 @@ for t in artifact safetensors npy json onnx; do
     echo "fuzz_$t: ok ($(ls "$reg" | wc -l) regression inputs, $runs runs)"
     pass=$((pass + 1))
   else
-    echo "fuzz_$t: FAILED (log: $log; the input is in $OUT/crash-* or $OUT/leak-*)"
-    grep -m3 -E "ERROR|runtime error|SUMMARY" "$log" "$log.regressions" 2>/dev/null
+    echo "fuzz_$t: FAILED (log: $log; libFuzzer writes the input to $OUT/crash-*, leak-*, timeout-* or oom-*)"
+    # What went wrong, where the summary of a CI run shows it: the
+    # sanitizer's or libFuzzer's error lines, else the log's last lines (a
+    # process killed from outside prints none), and the input itself when
+    # it is small enough to paste (base64) into a regression file.
+    if ! grep -h -m3 -E "ERROR|runtime error|SUMMARY|Slow unit" "$log.regressions" "$log" 2>/dev/null |
+        sed "s/^/fuzz_$t: error: /"; then
+      tail -n 3 "$log" 2>/dev/null | sed "s/^/fuzz_$t: error: (no error line; the log ends) /"
+    fi
+    for f in "$OUT"/crash-* "$OUT"/leak-* "$OUT"/timeout-* "$OUT"/oom-* "$OUT"/slow-unit-*; do
+      [ "$f" -nt "$OUT/.start_$t" ] || continue
+      sz=$(stat -c %s "$f")
+      if [ "$sz" -le 6144 ]; then
+        echo "fuzz_$t: error: input $(basename "$f") ($sz bytes), base64: $(base64 -w0 "$f")"
+      else
+        echo "fuzz_$t: error: input $(basename "$f") ($sz bytes, too large to print)"
+      fi
+    done
     fail=$((fail + 1))
   fi
 done

@@ -126,7 +126,7 @@ script_suite() {
 # regression inputs, then a fixed number of mutations per target
 # (scripts/fuzz.sh).
 TC_FUZZ_DIR="$BUILD/fuzz" TC_ASAN_DIR="$BUILD/asan" bash "$ROOT/scripts/fuzz.sh" >"$LOGS/fuzz.log" 2>&1
-script_suite fuzz "$LOGS/fuzz.log" 'FAILED|not found|build failed'
+script_suite fuzz "$LOGS/fuzz.log" 'FAILED|not found|build failed|^fuzz_[a-z]+: error: '
 
 # --- sanitized tools: tc-compile / tc-run of build/asan over the corpus ---------
 # Every fuzz regression input, the models of test/ and the fixtures through

@@ -364,6 +364,12 @@ TEST(Artifact, DeviceProgramValidation) {
   rejects(shadowed({DType::BF16, {2, 2}}, 0, "shadow:nope"), "unknown parameter 'shadow:nope'");
   rejects(shadowed({DType::F32, {2, 2}}, 0, "shadow:w"), "a copy is bf16 or f16 of an f32 entry");
   rejects(shadowed({DType::BF16, {2, 2}}, 2, "shadow:w"), "parameter 'shadow:w'");
+  rejects(shadowed({DType::BF16, {2, 2}}, 0, "shadow:"), "unknown parameter 'shadow:'");
+  EXPECT_EQ(shadowSourceOf("shadow:w"), "w");
+  EXPECT_EQ(shadowSourceOf("shadow:grad:w"), "grad:w");
+  EXPECT_TRUE(shadowSourceOf("shadow:").empty());
+  EXPECT_TRUE(shadowSourceOf("shadowed").empty());
+  EXPECT_TRUE(shadowSourceOf("w").empty());
   a = deviceArtifact();
   a.deviceFunctions[0].buffers[2].index = 5;
   rejects(a, "constant #5");

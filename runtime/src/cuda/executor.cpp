@@ -91,9 +91,9 @@ Status DeviceExecutor::Impl::addDeviceOnly(const DeviceFunction &fn) {
   }
   // The weights' 16-bit copies (kShadowPrefix) start as their weights cast.
   for (auto &[q, offset] : added) {
-    if (q.name.rfind(kShadowPrefix, 0) != 0)
+    std::string source(shadowSourceOf(q.name));
+    if (source.empty())
       continue;
-    std::string source = q.name.substr(std::string(kShadowPrefix).size());
     auto it = entries.find(source);
     if (it == entries.end() || it->second.param->type.dtype != DType::F32 ||
         it->second.param->type.numElements() != q.type.numElements())
@@ -403,9 +403,9 @@ Status DeviceExecutor::setEntry(const std::string &name, const HostTensor &value
   if (it == impl_->entries.end())
     return notFound("no parameter or state entry '" + name + "'");
   const Parameter &p = *it->second.param;
-  if (name.rfind(kShadowPrefix, 0) == 0 && !impl_->artifact->findParam(name))
-    return invalidArgument("entry '" + name + "' is the copy of '" +
-                           name.substr(std::string(kShadowPrefix).size()) +
+  std::string_view source = shadowSourceOf(name);
+  if (!source.empty() && !impl_->artifact->findParam(name))
+    return invalidArgument("entry '" + name + "' is the copy of '" + std::string(source) +
                            "' the executor keeps equal to it cast: set that entry instead");
   if (value.type != p.type)
     return invalidArgument("entry '" + name + "' is " + typeToString(p.type) + ", got " +

@@ -101,12 +101,12 @@ Status validateDeviceFunction(const DeviceFunction &f, const Artifact &a) {
       // (allocated by the runtime like the entry) or the 16-bit copy
       // "shadow:<entry>" of an f32 entry (kShadowPrefix).
       const Parameter *p = a.findParam(b.name);
-      const std::string shadowPrefix = kShadowPrefix;
-      bool shadow = !p && b.name.rfind(shadowPrefix, 0) == 0;
+      std::string_view source = shadowSourceOf(b.name);
+      bool shadow = !p && !source.empty();
       if (!p && b.name.rfind("grad:", 0) == 0)
         p = a.findParam(b.name.substr(5));
       if (shadow)
-        p = a.findParam(b.name.substr(shadowPrefix.size()));
+        p = a.findParam(std::string(source));
       if (!p)
         return invalidArgument(what + " names unknown parameter '" + b.name + "'");
       if (shadow && (p->type.dtype != DType::F32 ||

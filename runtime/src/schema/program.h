@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/src/base/dtype.h"
@@ -28,6 +29,14 @@ namespace tc::rt {
 /// and after every setEntry of <p>, and refuses a setEntry of it, so it
 /// always equals <p> cast. Never in the parameter table or a checkpoint.
 inline constexpr char kShadowPrefix[] = "shadow:";
+
+/// The entry whose 16-bit copy `name` names ("shadow:<p>" -> "<p>"), or an
+/// empty view when `name` does not start with kShadowPrefix. Whether <p> is
+/// an f32 entry of as many elements is the caller's check.
+inline std::string_view shadowSourceOf(std::string_view name) {
+  constexpr std::string_view prefix = kShadowPrefix;
+  return name.substr(0, prefix.size()) == prefix ? name.substr(prefix.size()) : std::string_view();
+}
 
 /// A statically shaped tensor type. Rank 0 is a scalar.
 struct TensorType {
