@@ -112,6 +112,9 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   biasGrad.normColSums = o.normColSums;
   biasGrad.attentionColSums = o.attentionColSums;
   biasGrad.fusionColSums = o.fusionColSums;
+  // The sums of GPT-NeoX's form are of the rotated gradients: only where
+  // tc-fuse-attention-rotary runs (it undoes the pairings it cannot honour).
+  biasGrad.attentionHeadColSums = o.attentionHeadColSums && o.attentionRotary;
   pm.addNestedPass<func::FuncOp>(createTcFuseBiasGrad(biasGrad));
   pm.addNestedPass<func::FuncOp>(createTcFuseFp8Amax());
   TcFuseAttentionViewsOptions views;

@@ -188,6 +188,12 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Attention backward calls rotate the dq / dk they store: the backward's "
                      "rotaries make no kernel (tc-fuse-attention-rotary)"),
       llvm::cl::init(true)};
+  Option<bool> attentionHeadColSums{
+      *this, "attention-head-col-sums",
+      llvm::cl::desc("With attention-col-sums and attention-rotary, GPT-NeoX's qkv bias gradient "
+                     "too (heads interleaved; tc-fuse-bias-grad attention-head-col-sums; "
+                     "tc-compile --experimental=attention-head-col-sums)"),
+      llvm::cl::init(false)};
   Option<bool> weightShadows{
       *this, "weight-shadows",
       llvm::cl::desc("The 16-bit copies of the weights persist across steps, written by the "

@@ -6,7 +6,7 @@
 #
 #   build-gpu.txz  scripts/gpu-prepare.sh build-gpu with TC_HF=1 (tiny HF gpt2,
 #                  llama, neox, phi; TC_HF_MODELS overrides), TC_EXPERIMENTAL =
-#                  LEVERS (default: every lever tc-compile --experimental takes) and
+#                  LEVERS (default: wgmma-attention,side-stream) and
 #                  TC_BENCH=0 (the bench's GPT-2 is in build-hf), its programs
 #                  stripped: what TC_BENCH=0 scripts/gpu-check.sh build-gpu.txz runs
 #   build-hf.txz   bench/hf.sh prepare build-hf (the HF benchmark exports, default

@@ -6,7 +6,9 @@
 // them itself before it stores them (tc.attention_rotary) and the rotaries
 // make no kernel. A gradient is then written once instead of written, read
 // and written again (GPT-NeoX's partial rotary: ~17 us a call on an H100,
-// two a layer, bound by the bytes it touches).
+// two a layer, bound by the bytes it touches). GPT-NeoX's qkv bias gradient
+// summed by the call (tc-fuse-bias-grad attention-head-col-sums) needs
+// those rotaries taken: where they are not, the pairing is undone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +96,28 @@ void fuse(AttentionGradOp ag) {
   ag->setAttr(kAttentionRotaryAttr, DenseBoolArrayAttr::get(ag.getContext(), taken));
 }
 
+/// Undoes tc-fuse-bias-grad's pairing of GPT-NeoX's column sums
+/// (gradHeadConcat) with `ag` where a rotary on the way to them is not
+/// taken by the call: the call would sum dq / dk before the rotary's kernel
+/// rotates them. The sum then stays a generated kernel.
+void keepHeadColumnSumsRotated(AttentionGradOp ag) {
+  if (!ag->hasAttr(kColSumAttr) || gradConcat(ag))
+    return;
+  std::optional<GradHeadConcat> heads = gradHeadConcat(ag);
+  if (!heads)
+    return;
+  auto taken = ag->getAttrOfType<DenseBoolArrayAttr>(kAttentionRotaryAttr);
+  bool rotated = true;
+  for (int j = 0; j < 2; ++j)
+    if (heads->rotaries[j] && !(taken && taken.size() == 2 && taken[j]))
+      rotated = false;
+  if (rotated)
+    return;
+  if (ReduceSumOp sum = pairedColumnSum(ag, lastAxisViews(heads->whole)))
+    sum->removeAttr(kColSumAttr);
+  ag->removeAttr(kColSumAttr);
+}
+
 struct TcFuseAttentionRotary : impl::TcFuseAttentionRotaryBase<TcFuseAttentionRotary> {
   void runOnOperation() override {
     SmallVector<AttentionGradOp> grads;
@@ -102,8 +126,10 @@ struct TcFuseAttentionRotary : impl::TcFuseAttentionRotaryBase<TcFuseAttentionRo
         if (auto ag = llvm::dyn_cast<AttentionGradOp>(op);
             ag && attentionForm(ag.getQuery(), ag.getLse()))
           grads.push_back(ag);
-    for (AttentionGradOp ag : grads)
+    for (AttentionGradOp ag : grads) {
       fuse(ag);
+      keepHeadColumnSumsRotated(ag);
+    }
   }
 };
 

@@ -24,6 +24,13 @@
 // tc.col_sum): the attention backward sums the gradients as it stores them,
 // and the weight-gradient GEMM of the projection stays a plain product.
 //
+// With attention-head-col-sums too (tc-compile --experimental=
+// neox-qkv-col-sums), GPT-NeoX's qkv gradient likewise: its heads
+// interleave ([heads][q k v] a token), dq and dk go through the backward's
+// rotaries on the way, which the call must then take (tc-fuse-attention-
+// rotary undoes the pairing where it does not: Pythia's qkv weight gradient
+// with BGRAD cost 126 us a layer on an H100 against ~88 plain).
+//
 // With gemm-epilogue and norm-col-sums (both on for GPU targets), a
 // column sum no quantize took of the dx a norm gradient writes
 // (tc.layer_norm_grad / tc.rms_norm_grad over the last axis, its residual
@@ -177,12 +184,18 @@ bool pairWithNormGrad(Operation *grad, int64_t id, DenseSet<Operation *> &paired
 /// axis): the projection's bias gradient, which the attention backward then
 /// sums as it stores the gradients, so that the weight-gradient GEMM reading
 /// the concat stays a plain product (cuBLASLt's BGRAD epilogue cost GPT-2's
-/// qkv weight gradient ~40 us a layer on an H100). Whether it did.
-bool pairWithAttentionGrad(AttentionGradOp ag, int64_t id, DenseSet<Operation *> &paired) {
+/// qkv weight gradient ~40 us a layer on an H100). With headsInterleaved,
+/// GPT-NeoX's form too (gradHeadConcat). Whether it did.
+bool pairWithAttentionGrad(AttentionGradOp ag, int64_t id, DenseSet<Operation *> &paired,
+                           bool headsInterleaved) {
   std::optional<GradConcat> cat = gradConcat(ag);
-  if (!cat)
+  Value whole = cat ? cat->concat.getResult() : Value();
+  // GPT-NeoX's: the sums' columns of a head interleaved (gradHeadConcat).
+  if (!cat && headsInterleaved && !ag.getAmax())
+    if (std::optional<GradHeadConcat> heads = gradHeadConcat(ag))
+      whole = heads->whole;
+  if (!whole)
     return false;
-  Value whole = cat->concat.getResult();
   return pairColumnSum(ag, lastAxisViews(whole),
                        llvm::cast<RankedTensorType>(whole.getType()).getShape().back(), id,
                        paired);
@@ -298,8 +311,8 @@ struct TcFuseBiasGrad : impl::TcFuseBiasGradBase<TcFuseBiasGrad> {
       for (Block &block : getOperation().getBody())
         for (Operation &op : block)
           if (auto ag = llvm::dyn_cast<AttentionGradOp>(op);
-            ag && pairWithAttentionGrad(ag, next, paired))
-          ++next;
+              ag && pairWithAttentionGrad(ag, next, paired, attentionHeadColSums))
+            ++next;
     if (normColSums)
       for (Block &block : getOperation().getBody())
         for (Operation &op : block)

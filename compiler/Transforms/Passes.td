@@ -905,7 +905,13 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
     place), or of a reshape of it keeping the last axis, pairs first with that
     tc.attention_grad: the attention backward sums the gradients as it stores
     them ("col_sum", has_col_sum, each gradient's offset in the concat) and
-    the projection's weight-gradient GEMM stays a plain product.
+    the projection's weight-gradient GEMM stays a plain product. With
+    `attention-head-col-sums` too, likewise GPT-NeoX's form, heads
+    interleaved (gradHeadConcat: dq and dk, each through the backward's
+    rotary or not, and dv concatenated per head, head-transposed and
+    reshaped to [B, T, H W]; "col_sum_head_stride" W); tc-fuse-attention-rotary
+    undoes the pairing where the call does not take those rotaries (the
+    sums must be of the rotated gradients).
   }];
   let options = [
     Option<"gemmEpilogue", "gemm-epilogue", "bool", /*default=*/"false",
@@ -918,6 +924,9 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
            "gradient's dq / dk / dv form with that gradient (GPU targets' default)">,
     Option<"fusionColSums", "fusion-col-sums", "bool", /*default=*/"false",
            "Move column sums of an elementwise fusion's results into the fusion">,
+    Option<"attentionHeadColSums", "attention-head-col-sums", "bool", /*default=*/"false",
+           "With attention-col-sums: GPT-NeoX's qkv gradient too, heads interleaved "
+           "(needs tc-fuse-attention-rotary after it)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }
@@ -1144,6 +1153,11 @@ def TcFuseAttentionRotary : Pass<"tc-fuse-attention-rotary", "mlir::func::FuncOp
     %dqr = tc.rotary %dq, %cos, %ns {tc.out_transposed, tc.rotary_in_place} : ...
     %dkr = tc.rotary %dk, %cos, %ns {tc.out_transposed, tc.rotary_in_place} : ...
     ```
+
+    A call whose gradients' column sums tc-fuse-bias-grad paired in
+    GPT-NeoX's form (gradHeadConcat) with a rotary on the way that the call
+    does not take loses that pairing (tc.col_sum on it and its reduce_sum):
+    the sums must be of the rotated gradients.
   }];
   let dependentDialects = ["::tc::TCDialect"];
 }

@@ -954,3 +954,42 @@ func.func @attention_rotary(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16
   %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
   return %o, %ct : tensor<2x4x16x8xbf16>, tensor<2x16x4x24xbf16>
 }
+
+// -----
+
+// Tests GPT-NeoX's qkv bias gradient summed by the call (tc-fuse-bias-grad
+// attention-head-col-sums), heads interleaved: col_sum with each
+// gradient's offset in a head's 24 columns and col_sum_head_stride 24,
+// beside the rotaries the call takes; the reduce_sum becomes the call's
+// output and no kernel sums the gradient.
+// CHECK-LABEL: func.func @attention_head_col_sums
+// CHECK: %[[CS:.+]] = tcx.alloc {kind = "output"} : <1x1x96xbf16>
+// CHECK: tcx.library "attention_bwd" ins({{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}}, %[[CS]], %{{[0-9]+}} :
+// CHECK-SAME: col_sum_head_stride = 24 : i64, col_sum_offsets = array<i64: 0, 8, 16>
+// CHECK-SAME: has_col_sum = true
+// CHECK-SAME: has_rotary = true
+// CHECK-SAME: rotary_of = 3 : i64
+// CHECK-NOT: tcx.launch
+// CHECK: return %{{.+}}, %{{.+}}, %[[CS]]
+func.func @attention_head_col_sums(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16x2xbf16>,
+                                   %ns: tensor<2x16x2xbf16>, %gt: tensor<2x4x16x8xbf16>)
+    -> (tensor<2x4x16x8xbf16>, tensor<2x16x96xbf16>, tensor<1x1x96xbf16>) {
+  %t = tc.transpose %qkv {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x24xbf16> -> tensor<2x4x16x24xbf16>
+  %q = tc.slice %t {starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %k = tc.slice %t {starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %v = tc.slice %t {starts = array<i64: 0, 0, 0, 16>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x16x24xbf16> to tensor<2x4x16x8xbf16>
+  %o, %lse = tc.attention %q, %k, %v {scale = 0.35 : f64, causal = true}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = tc.attention_grad %q, %k, %v, %o, %lse, %gt {scale = 0.35 : f64, causal = true, tc.attention_rotary = array<i1: true, true>, tc.col_sum = 0 : i64, tc.grads_through_rotary = array<i1: true, true, false>, tc.grads_transposed = array<i1: false, false, true>}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>,
+         tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
+  %dqr = tc.rotary %dq, %c, %ns {tc.out_transposed, tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %dkr = tc.rotary %dk, %c, %ns {tc.out_transposed, tc.rotary_in_place} : (tensor<2x4x16x8xbf16>, tensor<2x16x2xbf16>, tensor<2x16x2xbf16>) -> tensor<2x4x16x8xbf16>
+  %cat = tc.concat %dqr, %dkr, %dv {axis = 3 : i64} : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16> -> tensor<2x4x16x24xbf16>
+  %ct = tc.transpose %cat {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x24xbf16> -> tensor<2x16x4x24xbf16>
+  %g = tc.reshape %ct : tensor<2x16x4x24xbf16> to tensor<2x16x96xbf16>
+  %bias = tc.reduce_sum %g {axes = array<i64: 0, 1>, keepdims = true, tc.col_sum = 0 : i64} : tensor<2x16x96xbf16> -> tensor<1x1x96xbf16>
+  return %o, %g, %bias : tensor<2x4x16x8xbf16>, tensor<2x16x96xbf16>, tensor<1x1x96xbf16>
+}

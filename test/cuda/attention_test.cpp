@@ -291,6 +291,7 @@ protected:
       ASSERT_EQ(cudaMemsetAsync(dSums.p, 0xFF, sumCols * elemBytes(c.dt), stream()), cudaSuccess);
       sums.out = dSums.p;
       std::copy(sumOffsets, sumOffsets + 3, sums.offsets);
+      sums.headStride = sumHeadStride;
     }
     // The backward's rotary (AttentionGradRotary) of the gradients rotOf names.
     AttentionGradRotary rot;
@@ -354,6 +355,60 @@ protected:
     *dout = randomTensor(ty(c.dt, {L.oElems}), rng);
   }
 
+  /// Runs the case twice with the column sums (withSums, sumOffsets,
+  /// sumHeadStride) and once without, and checks them: the same bits both
+  /// runs, the gradients the bits of the run without sums, and each sum
+  /// against the double sum of the stored gradients over (batch, t) within
+  /// twice the rounding of the output (bf16 5e-3, f16 1.3e-3, f32 2e-5) of
+  /// its column's sum of |x|. The worst relative error and the tolerance.
+  void checkColumnSums(const AttnCase &c, const Layout &L, const HostTensor &qkv,
+                       const HostTensor &dout, double *worst, double *tol) {
+    Run a, b, plain;
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &a));
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &b));
+    withSums = false;
+    ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &plain));
+    withSums = true;
+    EXPECT_EQ(a.sums.data, b.sums.data) << "column sums differ run to run";
+    EXPECT_EQ(a.dqkv.data, plain.dqkv.data) << "the gradients changed with the sums";
+    std::vector<double> grad = hostTensorToDoubles(a.dqkv), got = hostTensorToDoubles(a.sums);
+    *tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1.3e-3 : 5e-3;
+    const Operand *ops[3] = {&L.q, &L.k, &L.v};
+    *worst = 0;
+    for (int j = 0; j < 3; ++j) {
+      const Operand &o = *ops[j];
+      const int64_t headStride = sumHeadStride ? sumHeadStride : o.d;
+      for (int64_t h = 0; h < o.heads; ++h)
+        for (int64_t e = 0; e < o.d; ++e) {
+          double want = 0, mag = 0;
+          for (int64_t bb = 0; bb < c.batch; ++bb)
+            for (int64_t i = 0; i < o.t; ++i) {
+              double x = grad[o.index(bb, h, i, e)];
+              want += x, mag += std::fabs(x);
+            }
+          double g = got[sumOffsets[j] + h * headStride + e];
+          double err = std::fabs(g - want) / std::max(mag, 1e-30);
+          if (!(err <= *tol) && !(g == 0 && want == 0))
+            ADD_FAILURE() << "gradient " << j << " head " << h << " column " << e << ": got " << g
+                          << ", want " << want << " (sum of |x| " << mag << ")";
+          *worst = std::max(*worst, mag > 0 ? err : 0.0);
+        }
+    }
+  }
+
+  /// Random rotary tables rotCos / rotSin [batch, tq, half] of the case's
+  /// type: cos and sin of one random angle an element.
+  void makeRotaryTables(const AttnCase &c, int64_t half) {
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<double> cs(c.batch * c.tq * half), sn(cs.size());
+    for (size_t i = 0; i < cs.size(); ++i) {
+      double a = 3.0 * u(rng);
+      cs[i] = std::cos(a), sn[i] = std::sin(a);
+    }
+    rotCos = makeHostTensor(ty(c.dt, {c.batch, c.tq, half}), cs);
+    rotSin = makeHostTensor(ty(c.dt, {c.batch, c.tq, half}), sn);
+  }
+
   int amaxCases = 0;
   /// The tensor-core kernels the calls ask for.
   AttentionKernels kernels = AttentionKernels::Mma;
@@ -366,6 +421,8 @@ protected:
   /// (AttentionGradSums) into sumCols elements at sumOffsets (dq, dk, dv).
   bool withSums = false;
   int64_t sumOffsets[3] = {0, 0, 0}, sumCols = 0;
+  /// Non-zero: the sums' heads interleave (AttentionGradSums::headStride).
+  int64_t sumHeadStride = 0;
   /// The backward without an amax (the flash kernels sum in-kernel only then).
   bool gradAmaxOff = false;
   /// The forward without an amax (cuDNN's forward takes only such calls).
@@ -856,36 +913,8 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
         sumCols = sumOffsets[2] + cv + gap;
         HostTensor qkv, dout;
         inputs(c, L, &qkv, &dout);
-        Run a, b, plain;
-        ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &a));
-        ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &b));
-        withSums = false;
-        ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &plain));
-        withSums = true;
-        EXPECT_EQ(a.sums.data, b.sums.data) << "column sums differ run to run";
-        EXPECT_EQ(a.dqkv.data, plain.dqkv.data) << "the gradients changed with the sums";
-        std::vector<double> grad = hostTensorToDoubles(a.dqkv), got = hostTensorToDoubles(a.sums);
-        const double tol = c.dt == DType::F32 ? 2e-5 : c.dt == DType::F16 ? 1.3e-3 : 5e-3;
-        const Operand *ops[3] = {&L.q, &L.k, &L.v};
-        double worst = 0;
-        for (int j = 0; j < 3; ++j) {
-          const Operand &o = *ops[j];
-          for (int64_t h = 0; h < o.heads; ++h)
-            for (int64_t e = 0; e < o.d; ++e) {
-              double want = 0, mag = 0;
-              for (int64_t bb = 0; bb < c.batch; ++bb)
-                for (int64_t i = 0; i < o.t; ++i) {
-                  double x = grad[o.index(bb, h, i, e)];
-                  want += x, mag += std::fabs(x);
-                }
-              double g = got[sumOffsets[j] + h * o.d + e];
-              double err = std::fabs(g - want) / std::max(mag, 1e-30);
-              if (!(err <= tol) && !(g == 0 && want == 0))
-                ADD_FAILURE() << "gradient " << j << " head " << h << " column " << e << ": got "
-                              << g << ", want " << want << " (sum of |x| " << mag << ")";
-              worst = std::max(worst, mag > 0 ? err : 0.0);
-            }
-        }
+        double worst = 0, tol = 0;
+        ASSERT_NO_FATAL_FAILURE(checkColumnSums(c, L, qkv, dout, &worst, &tol));
         report("attention column sums " + c.str() + pathNames[path] + forms[form],
                c.dt, worst, tol, -1, "");
       }
@@ -931,15 +960,8 @@ TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
       Layout L = layoutOf(c);
       HostTensor qkv, dout;
       inputs(c, L, &qkv, &dout);
-      std::uniform_real_distribution<double> u(-1.0, 1.0);
-      std::vector<double> cs(c.batch * c.tq * rc.half), sn(cs.size());
-      for (size_t i = 0; i < cs.size(); ++i) {
-        double a = 3.0 * u(rng);
-        cs[i] = std::cos(a), sn[i] = std::sin(a);
-      }
-      rotCos = makeHostTensor(ty(c.dt, {c.batch, c.tq, rc.half}), cs);
-      rotSin = makeHostTensor(ty(c.dt, {c.batch, c.tq, rc.half}), sn);
-      cs = hostTensorToDoubles(rotCos), sn = hostTensorToDoubles(rotSin); // as rounded
+      makeRotaryTables(c, rc.half);
+      std::vector<double> cs = hostTensorToDoubles(rotCos), sn = hostTensorToDoubles(rotSin);
       Run rotated, plain;
       rotOf = of;
       ASSERT_NO_FATAL_FAILURE(runCase(c, L, qkv, dout, 0.125f, &rotated));
@@ -982,7 +1004,8 @@ TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
       }
     }
   // What the call refuses: gradients other than dq / dk, no tables, a half
-  // past d / 2, an amax or column sums beside it.
+  // past d / 2, an amax beside it (column sums are of the rotated gradients:
+  // GradColumnSumsOfInterleavedHeadsAndRotaries).
   const AttnCase c{DType::BF16, 1, 2, 2, 16, 16, 64, 64, true, false};
   DevBuf buf, scratch, amax;
   ASSERT_OK(devZeros(1 << 20, &buf, stream()));
@@ -1007,7 +1030,101 @@ TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
   refused({nullptr, buf.p, 8, 1}, false, false, "cos / sin tables");
   refused({buf.p, buf.p, 33, 1}, false, false, "2 half <= d");
   refused({buf.p, buf.p, 8, 1}, true, false, "with an amax");
-  refused({buf.p, buf.p, 8, 1}, false, true, "column sums");
+  outAmaxOff = gradAmaxOff = false;
+  rotOf = 0;
+}
+
+// GPT-NeoX's qkv bias gradient (AttentionGradSums::headStride): the heads'
+// columns interleave ([heads][q k v], in any order of the three), and the
+// sums are of the gradients as stored, rotated where the call rotates them
+// (AttentionGradRotary): against double sums of the stored gradients within
+// GradColumnSumsMatchStoredGradients' tolerances; the same bits run to run;
+// the gradients the bits of the same call without sums. Every path: the
+// flash kernels summing the rows they rotate and store (half a multiple of
+// 8), rotated and summed after them (half 4), without a rotary, f32's
+// generic kernel, wgmma and cuDNN's d-128 backward (summed after). Then what
+// the call refuses: interleaved heads with GQA, with tq != tk, or whose
+// columns do not tile the head stride.
+TEST_F(AttentionTest, GradColumnSumsOfInterleavedHeadsAndRotaries) {
+  struct SumCase {
+    AttnCase c;
+    int64_t half; // 0: no rotary
+    AttentionKernels kernels;
+  };
+  std::vector<SumCase> cases = {
+      {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 4, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 2, 4, 4, 130, 130, 64, 64, false, true}, 0, AttentionKernels::Mma},
+      {AttnCase{DType::F16, 1, 4, 4, 77, 77, 128, 128, true, true}, 64, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 2, 2, 2, 77, 77, 32, 32, true, false}, 8, AttentionKernels::Mma},
+      {AttnCase{DType::F32, 2, 3, 3, 77, 77, 48, 48, true, true}, 12, AttentionKernels::Mma},
+      {AttnCase{DType::BF16, 1, 2, 2, 200, 200, 128, 128, true, false}, 64,
+       AttentionKernels::Cudnn},
+  };
+  if (wgmmaAttentionAvailable())
+    cases.push_back(
+        {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Wgmma});
+  const char *kernelNames[] = {" mma", " wgmma", " cudnn"};
+  outAmaxOff = gradAmaxOff = true;
+  withSums = true;
+  for (const SumCase &sc : cases)
+    for (int order = 0; order < 2; ++order) { // q k v, or k v q, in a head's columns
+      const AttnCase &c = sc.c;
+      kernels = sc.kernels;
+      SCOPED_TRACE(c.str() + kernelNames[static_cast<int>(sc.kernels)] + " half " +
+                   std::to_string(sc.half) + (order ? " k v q" : " q k v"));
+      const int64_t W = 2 * c.d + c.dv, base = 3;
+      if (order == 0)
+        sumOffsets[0] = base, sumOffsets[1] = base + c.d, sumOffsets[2] = base + 2 * c.d;
+      else
+        sumOffsets[1] = base, sumOffsets[2] = base + c.d, sumOffsets[0] = base + c.d + c.dv;
+      sumHeadStride = W;
+      sumCols = base + c.heads * W + 2;
+      Layout L = layoutOf(c);
+      HostTensor qkv, dout;
+      inputs(c, L, &qkv, &dout);
+      rotOf = 0;
+      if (sc.half) {
+        makeRotaryTables(c, sc.half);
+        rotOf = 3;
+      }
+      double worst = 0, tol = 0;
+      ASSERT_NO_FATAL_FAILURE(checkColumnSums(c, L, qkv, dout, &worst, &tol));
+      report("attention interleaved column sums " + c.str() +
+                 kernelNames[static_cast<int>(sc.kernels)] + " half " + std::to_string(sc.half),
+             c.dt, worst, tol, -1, "");
+    }
+  // The refusals, before any launch.
+  DevBuf buf, scratch;
+  ASSERT_OK(devZeros(1 << 20, &buf, stream()));
+  ASSERT_OK(devZeros(1 << 20, &scratch, stream()));
+  auto call = [&](AttentionShape s, AttentionGradSums sums) {
+    const AttentionStrides st = contiguousAttentionStrides(s.heads, std::max(s.tq, s.tk), s.d);
+    sums.out = buf.p;
+    return attentionBackward(DType::BF16, s, buf.p, st, buf.p, st, buf.p, st, buf.p, st, buf.p, st,
+                             buf.as<float>(), buf.p, st, buf.p, st, buf.p, st, scratch.p, 0.125f,
+                             true, stream(), nullptr, 0, AttentionKernels::Mma, {}, sums, {});
+  };
+  auto refused = [&](AttentionShape s, AttentionGradSums sums) {
+    Status st = call(s, sums);
+    EXPECT_EQ(st.code(), StatusCode::InvalidArgument) << st.toString();
+    EXPECT_NE(st.message().find("interleaved heads"), std::string::npos) << st.toString();
+  };
+  AttentionGradSums ok;
+  ok.offsets[0] = 0, ok.offsets[1] = 64, ok.offsets[2] = 128, ok.headStride = 192;
+  refused(AttentionShape{1, 4, 2, 16, 16, 64, 64}, ok); // GQA
+  refused(AttentionShape{1, 2, 2, 16, 32, 64, 64}, ok); // tq != tk
+  AttentionGradSums gap = ok;
+  gap.offsets[2] = 129; // a gap before dv
+  refused(AttentionShape{1, 2, 2, 16, 16, 64, 64}, gap);
+  AttentionGradSums overlap = ok;
+  overlap.offsets[1] = 0; // dq and dk on the same columns
+  refused(AttentionShape{1, 2, 2, 16, 16, 64, 64}, overlap);
+  AttentionGradSums wide = ok;
+  wide.headStride = 200; // past the three's columns
+  refused(AttentionShape{1, 2, 2, 16, 16, 64, 64}, wide);
+  withSums = false;
+  sumHeadStride = 0;
   outAmaxOff = gradAmaxOff = false;
   rotOf = 0;
 }

@@ -145,7 +145,9 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          side-stream (weight-gradient GEMMs on a second
                          CUDA stream beside the backward), weight-shadows
                          (the 16-bit weight copies kept across steps,
-                         written by the optimizer)
+                         written by the optimizer), attention-head-col-sums
+                         (GPT-NeoX's qkv bias gradient summed by the
+                         attention backward)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights

@@ -231,10 +231,16 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
     // tc-fuse-bias-grad's column sum of the concat the gradients form: the
     // call's col_sum, each gradient's columns at its piece's offset, which
     // the paired reduce_sum becomes (PairedColumnSumLowering).
+    // GPT-NeoX's (heads interleaved, gradHeadConcat): each gradient's
+    // columns at its offset in a head's, head h at + h col_sum_head_stride;
+    // of the gradients as the call stores them, so any rotary on the way
+    // must be the call's (checked below, once rotary_of is known).
+    std::optional<GradHeadConcat> heads;
     if (ag->hasAttr(kColSumAttr)) {
-      if (!cat)
+      if (!cat && !(heads = gradHeadConcat(ag)))
         return rewriter.notifyMatchFailure(ag, "tc.col_sum without the gradients' concat");
-      ReduceSumOp sum = pairedColumnSum(ag, lastAxisViews(cat->concat.getResult()));
+      ReduceSumOp sum =
+          pairedColumnSum(ag, lastAxisViews(cat ? cat->concat.getResult() : heads->whole));
       if (!sum)
         return rewriter.notifyMatchFailure(ag, "tc.col_sum without its reduce_sum");
       outs.push_back(buffers.outBuffer(rewriter, sum.getResult()));
@@ -242,10 +248,14 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
       SmallVector<int64_t> offsets;
       for (int j = 0; j < 3; ++j)
         offsets.push_back(
-            offsetInLastAxis(cat->concat.getInputs(), cat->chain[2 * j + 1]->getResult(0)));
+            cat ? offsetInLastAxis(cat->concat.getInputs(), cat->chain[2 * j + 1]->getResult(0))
+                : heads->offsets[j]);
       call.attrs.push_back(rewriter.getNamedAttr("has_col_sum", rewriter.getBoolAttr(true)));
       call.attrs.push_back(
           rewriter.getNamedAttr("col_sum_offsets", rewriter.getDenseI64ArrayAttr(offsets)));
+      if (heads)
+        call.attrs.push_back(rewriter.getNamedAttr("col_sum_head_stride",
+                                                   rewriter.getI64IntegerAttr(heads->headStride)));
     }
     // tc-fuse-attention-rotary's: the call rotates the gradients it stores
     // with their rotaries' tables, and those rotaries make no kernel.
@@ -270,6 +280,12 @@ struct AttentionGradLowering : TcxPattern<AttentionGradOp> {
         rotaryOf |= int64_t(1) << j;
       }
     }
+    if (heads)
+      for (int j = 0; j < 2; ++j)
+        if (heads->rotaries[j] && !(rotaryOf & (int64_t(1) << j)))
+          return rewriter.notifyMatchFailure(ag, "tc.col_sum of heads interleaved with a rotary "
+                                                 "the call does not take (tc-fuse-attention-"
+                                                 "rotary undoes such pairings)");
     if (rotaryOf) {
       call.attrs.push_back(rewriter.getNamedAttr("has_rotary", rewriter.getBoolAttr(true)));
       call.attrs.push_back(

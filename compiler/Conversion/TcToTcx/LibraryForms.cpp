@@ -774,6 +774,55 @@ std::optional<GradConcat> gradConcat(AttentionGradOp grad) {
   return gc;
 }
 
+std::optional<GradHeadConcat> gradHeadConcat(AttentionGradOp grad) {
+  GradHeadConcat gc;
+  Value pieces[3];
+  Value grads[3] = {grad.getDquery(), grad.getDkey(), grad.getDvalue()};
+  for (int j = 0; j < 3; ++j) {
+    Value g = grads[j];
+    if (!g.hasOneUse())
+      return std::nullopt;
+    Operation *u = *g.getUsers().begin();
+    if (auto r = llvm::dyn_cast<RotaryOp>(u); r && j < 2 && r.getInput() == g) {
+      gc.rotaries[j] = r;
+      g = r.getResult();
+      if (!g.hasOneUse())
+        return std::nullopt;
+      u = *g.getUsers().begin();
+    }
+    auto c = llvm::dyn_cast<ConcatOp>(u);
+    if (!c || (gc.concat && c != gc.concat))
+      return std::nullopt;
+    gc.concat = c;
+    pieces[j] = g;
+  }
+  ConcatOp c = gc.concat;
+  auto ct = tensorType(c.getResult());
+  auto qt = tensorType(grad.getDquery());
+  if (ct.getRank() != 4 || c.getAxis() != 3 || c.getInputs().size() != 3 ||
+      ct.getShape().take_front(3) != qt.getShape().take_front(3) || !c.getResult().hasOneUse())
+    return std::nullopt;
+  for (int j = 0; j < 3; ++j) {
+    if (llvm::count(c.getInputs(), pieces[j]) != 1)
+      return std::nullopt;
+    gc.offsets[j] = offsetInLastAxis(c.getInputs(), pieces[j]);
+  }
+  Operation *tr = *c.getResult().getUsers().begin();
+  if (!isHeadTranspose(tr))
+    return std::nullopt;
+  auto rs = soleUser<ReshapeOp>(tr->getResult(0));
+  if (!rs)
+    return std::nullopt;
+  auto wt = tensorType(rs.getResult());
+  if (wt.getRank() != 3 || wt.getDimSize(0) != ct.getDimSize(0) ||
+      wt.getDimSize(1) != ct.getDimSize(2) ||
+      wt.getDimSize(2) != ct.getDimSize(1) * ct.getDimSize(3))
+    return std::nullopt;
+  gc.whole = rs.getResult();
+  gc.headStride = ct.getDimSize(3);
+  return gc;
+}
+
 bool isLoneCast(Operation *op, Type from, Type to) {
   if (!op || !llvm::isa<FusionOp>(op) || op->getNumOperands() != 1 ||
       op->getNumResults() != 1 || op->getNumRegions() != 1)

@@ -354,6 +354,21 @@ struct GradConcat {
 };
 std::optional<GradConcat> gradConcat(AttentionGradOp grad);
 
+/// GPT-NeoX's fused qkv gradient, heads interleaved: dq and dk (each
+/// itself or through the backward's rotary, its only reader, of it) and dv
+/// are the three inputs of one concat along the last axis of [B, H, T, W],
+/// whose only reader is a head transpose, whose only reader is a reshape to
+/// [B, T, H W] (`whole`): gradient j's column (h, c) lies at column
+/// offsets[j] + h W + c of `whole`. rotaries: dq's and dk's (null: none).
+struct GradHeadConcat {
+  ConcatOp concat;
+  mlir::Value whole;
+  RotaryOp rotaries[2];
+  int64_t offsets[3] = {0, 0, 0};
+  int64_t headStride = 0;
+};
+std::optional<GradHeadConcat> gradHeadConcat(AttentionGradOp grad);
+
 /// A tc.fusion that is one cast of its only input from `from` to `to`
 /// element type (what tc-fuse makes of a lone precision cast).
 bool isLoneCast(mlir::Operation *op, mlir::Type from, mlir::Type to);

@@ -263,7 +263,8 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
   const float *lse = static_cast<const float *>(c.in("lse"));
   void *dq = c.out("dq"), *dk = c.out("dk"), *dv = c.out("dv"), *scratch = c.out("scratch");
   // col_sum (has_col_sum): the gradients' column sums, of their type, dq's
-  // at col_sum_offsets[0] (+ h d + c), dk's at [1], dv's at [2].
+  // at col_sum_offsets[0] (+ h d + c), dk's at [1], dv's at [2]; with
+  // col_sum_head_stride (heads interleaved, AttentionGradSums) at + h stride + c.
   AttentionGradSums sums;
   if (c.has(true, "col_sum")) {
     sums.out = c.out("col_sum");
@@ -275,7 +276,17 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
       return invalidArgument(c.a.where + ": \"attention_bwd\" with has_col_sum needs "
                                          "col_sum_offsets, 3 offsets (dq, dk, dv)");
     int64_t cols = c.args.outTypes[c.outPos("col_sum")].numElements();
-    const int64_t widths[3] = {sh.heads * sh.d, sh.kvHeads * sh.d, sh.kvHeads * sh.dv};
+    sums.headStride = c.a.integerOr("col_sum_head_stride", 0);
+    if (sums.headStride < 0 || sums.headStride > cols ||
+        (sums.headStride && sh.heads != sh.kvHeads))
+      return invalidArgument(c.a.where + ": \"attention_bwd\": col_sum_head_stride " +
+                             std::to_string(sums.headStride) + " must be 0 or at most col_sum's " +
+                             std::to_string(cols) + " with as many query as key / value heads");
+    // The columns past a gradient's offset that its sums reach.
+    const int64_t hs = sums.headStride, lastHead = std::max<int64_t>(sh.heads - 1, 0);
+    const int64_t widths[3] = {hs ? lastHead * hs + sh.d : sh.heads * sh.d,
+                               hs ? lastHead * hs + sh.d : sh.kvHeads * sh.d,
+                               hs ? lastHead * hs + sh.dv : sh.kvHeads * sh.dv};
     for (int i = 0; i < 3; ++i) {
       if (off[i] < 0 || off[i] + widths[i] > cols)
         return invalidArgument(c.a.where + ": \"attention_bwd\": col_sum_offsets[" +
@@ -306,9 +317,9 @@ Status attention(Call &c, cudaStream_t s, Launch *out) {
           std::to_string(sh.batch) + ", " + std::to_string(t) +
           ", half] of the gradients' type with 0 < 2 half <= d = " + std::to_string(sh.d) +
           ", got " + typeToString(ct) + " and " + typeToString(st2));
-    if (amax || sums.out)
-      return invalidArgument(c.a.where + ": \"attention_bwd\": has_rotary with has_amax or "
-                                         "has_col_sum is not supported");
+    if (amax)
+      return invalidArgument(c.a.where + ": \"attention_bwd\": has_rotary with has_amax is not "
+                                         "supported");
     rotary.cos = c.in("rot_cos"), rotary.sin = c.in("rot_sin");
     rotary.half = ct.shape[2];
   }

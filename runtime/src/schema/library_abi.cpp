@@ -303,7 +303,9 @@ const std::vector<LibraryCallee> &libraryCallees() {
       // gradients as stored, of their type, dq's column (h, d) at
       // col_sum_offsets[0] + h d + d, dk's at [1] + kvh d + d, dv's at [2] +
       // kvh dv + d: the bias gradient of the fused qkv projection whose
-      // gradient dq / dk / dv form (tc-fuse-bias-grad's tc.col_sum).
+      // gradient dq / dk / dv form (tc-fuse-bias-grad's tc.col_sum); with
+      // col_sum_head_stride s (GPT-NeoX's heads interleaved: [heads][q k v]
+      // a token) head h's columns at + h s instead (AttentionGradSums).
       {"attention_bwd",
        // rot_cos / rot_sin (has_rotary): the backward's rotary tables [batch,
        // t, R/2] of the gradients' type; the call stores the gradients
@@ -323,6 +325,7 @@ const std::vector<LibraryCallee> &libraryCallees() {
                                                         {"amax_of", K::Int, false},
                                                         kHasColSum,
                                                         {"col_sum_offsets", K::Ints, false},
+                                                        {"col_sum_head_stride", K::Int, false},
                                                         {"has_rotary", K::Bool, false},
                                                         {"rotary_of", K::Int, false}})),
        attentionScratch},

@@ -167,6 +167,32 @@ FastParams<T> fastParams(const AttentionShape &s, float scale, bool causal,
   return f;
 }
 
+/// AttentionGradSums' interleaved heads (headStride): heads == kvHeads,
+/// tq == tk (the partials of dq, dk and dv in one matrix) and the three
+/// gradients' columns of a head tiling [0, headStride) from the least offset.
+Status checkInterleavedSums(const AttentionShape &s, const AttentionGradSums &sums) {
+  const int64_t widths[3] = {s.d, s.d, s.dv};
+  const int64_t base = std::min({sums.offsets[0], sums.offsets[1], sums.offsets[2]});
+  int order[3] = {0, 1, 2};
+  std::sort(order, order + 3, [&](int a, int b) { return sums.offsets[a] < sums.offsets[b]; });
+  int64_t end = base;
+  for (int j : order) {
+    if (sums.offsets[j] != end)
+      break;
+    end += widths[j];
+  }
+  if (s.heads != s.kvHeads || s.tq != s.tk || end - base != sums.headStride)
+    return invalidArgument(
+        "attentionBackward: column sums with interleaved heads (head stride " +
+        std::to_string(sums.headStride) + ") need heads == kvHeads (" + std::to_string(s.heads) +
+        ", " + std::to_string(s.kvHeads) + "), tq == tk (" + std::to_string(s.tq) + ", " +
+        std::to_string(s.tk) + ") and dq, dk, dv's columns (offsets " +
+        std::to_string(sums.offsets[0]) + ", " + std::to_string(sums.offsets[1]) + ", " +
+        std::to_string(sums.offsets[2]) + "; widths " + std::to_string(s.d) + ", " +
+        std::to_string(s.d) + ", " + std::to_string(s.dv) + ") to tile the head stride");
+  return Status::ok();
+}
+
 } // namespace
 
 AttentionStrides contiguousAttentionStrides(int64_t heads, int64_t t, int64_t d) {
@@ -247,9 +273,9 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       return invalidArgument("attentionBackward: the rotary needs cos / sin tables and 0 < 2 "
                              "half <= d (half " +
                              std::to_string(rotary.half) + ", d " + std::to_string(s.d) + ")");
-    if (amax || sums.out)
-      return invalidArgument("attentionBackward: a rotary of the gradients with an amax or "
-                             "column sums is not supported");
+    if (amax)
+      return invalidArgument("attentionBackward: a rotary of the gradients with an amax is not "
+                             "supported");
   }
   if (amax && !rt::validAmaxOf(amaxOf))
     return invalidArgument("attentionBackward: amaxOf must name gradients (bits 1 dq, 2 dk, 4 "
@@ -257,6 +283,8 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
                            std::to_string(amaxOf));
   if (sums.out && (sums.offsets[0] < 0 || sums.offsets[1] < 0 || sums.offsets[2] < 0))
     return invalidArgument("attentionBackward: negative column-sum offsets");
+  if (sums.out && sums.headStride)
+    TC_RETURN_IF_ERROR(checkInterleavedSums(s, sums));
   TC_RETURN_IF_ERROR(zeroAmax(amax, stream));
   bool rowsQ = s.tq > 0, rowsK = s.tk > 0;
   if (empty) { // the column sums of no rows: 0
@@ -292,15 +320,15 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
       const GradSumParts at =
           gradSumParts(s, parts, ceilDiv(s.tq, rowsPart), ceilDiv(s.tk, rowsPart), sums);
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dq), dqs, s.batch, s.heads, s.tq, s.d,
-                                       at.q, at.rowQ, stream));
+                                       at.q, at.rowQ, at.headQ, stream));
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dk), dks, s.batch, s.kvHeads, s.tk,
-                                       s.d, at.k, at.rowK, stream));
+                                       s.d, at.k, at.rowK, at.headK, stream));
       TC_RETURN_IF_ERROR(gradChunkSums(static_cast<const T *>(dv), dvs, s.batch, s.kvHeads, s.tk,
-                                       s.dv, at.v, at.rowV, stream));
+                                       s.dv, at.v, at.rowV, at.headV, stream));
       return finishGradSums<T>(s, at, sums, stream);
     };
     // The paths whose kernels do not rotate: the stored gradients rotated
-    // after them.
+    // after them (and summed after that: sumsAfter(rotateAfter(...))).
     auto rotateAfter = [&](Status st) -> Status {
       TC_RETURN_IF_ERROR(st);
       const T *cs = static_cast<const T *>(rotary.cos), *sn = static_cast<const T *>(rotary.sin);
@@ -382,17 +410,22 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
               if (amax && (amaxOf & gr.bit))
                 TC_RETURN_IF_ERROR(storedAmax(gr.x, gr.st, s.batch, gr.heads, gr.t, gr.d, amax,
                                               stream));
-            return rotateAfter(sumsAfter(Status::ok()));
+            return sumsAfter(rotateAfter(Status::ok()));
           }
         }
         if (useWgmma(kernels, s, m))
-          return rotateAfter(sumsAfter(wgmmaBackward(p, s.d, stream)));
-        if (rotary.of) { // no sums, no amax (above)
+          return sumsAfter(rotateAfter(wgmmaBackward(p, s.d, stream)));
+        if (rotary.of) { // no amax (above)
           if (rotary.half % 8 != 0)
-            return rotateAfter(flashBackward(p, s.d, stream));
+            return sumsAfter(rotateAfter(flashBackward(p, s.d, stream)));
           p.rotCos = static_cast<const T *>(rotary.cos), p.rotSin = static_cast<const T *>(rotary.sin);
           p.rotHalf = static_cast<int>(rotary.half), p.rotOf = rotary.of;
-          return flashBackward(p, s.d, stream);
+          // The kernels sum the rows they rotate and store, but for those
+          // with a key mask (no such instance: summed after them).
+          if (!sums.out || m.keys)
+            return sumsAfter(flashBackward(p, s.d, stream));
+          p.csQ = parts;
+          return flashBackward(p, s.d, stream, sums);
         }
         // The flash kernels sum the rows they store, but for those with an
         // amax or a key mask (no such instance: summed after them).
@@ -402,7 +435,7 @@ Status attentionBackward(DType dt, const AttentionShape &s, const void *q, Atten
         return flashBackward(p, s.d, stream, sums);
       }
     }
-    return rotateAfter(sumsAfter(genericBackward(g, stream)));
+    return sumsAfter(rotateAfter(genericBackward(g, stream)));
   });
 }
 

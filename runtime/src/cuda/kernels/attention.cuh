@@ -47,11 +47,13 @@ template <class T> struct FastParams {
   /// AttentionGradSums' partials (null: none): the flash backward kernels
   /// write the f32 column sums of the rows each block stores, the block of
   /// batch b, row chunk c (its rows) and head h at csQ (dq) or csK / csV (dk,
-  /// dv) + (b chunks + c) csRow{Q,KV} + h d: rows of [heads][d] (dq) and
+  /// dv) + (b chunks + c) csRow{Q,KV} + h csHead: rows of [heads][d] (dq) and
   /// [kvHeads][d] (dk, dv) in matrices of their own, or of one matrix
-  /// [batch chunks][heads d + 2 kvHeads d] (fastBackward lays them out).
+  /// [batch chunks][heads d + 2 kvHeads d] whose columns lie as the output's
+  /// do (csHead d, or 3 d with the heads interleaved; gradSumParts lays them
+  /// out).
   float *csQ, *csK, *csV;
-  int csRowQ, csRowKV;
+  int csRowQ, csRowKV, csHead;
   /// AttentionGradRotary's, taken by the flash backward kernels (rotHalf a
   /// multiple of 8): the gradients rotOf names (kAmaxOfDq, kAmaxOfDk bits)
   /// rotated by rotCos / rotSin [batch, t, rotHalf] before they are stored.
@@ -84,12 +86,16 @@ template <class T> Status wgmmaBackward(const FastParams<T> &p, int64_t d, cudaS
 /// Where AttentionGradSums' f32 partials lie in the scratch: rows of
 /// row chunks (chunksQ a batch for dq, chunksK for dk / dv) of dq's [heads d],
 /// dk's [kvHeads d] and dv's [kvHeads dv] columns. Packed when the chunks
-/// agree and the output's dq, dk, dv columns are adjacent in that order: one
-/// matrix whose rows hold all three (summed in one launch); else three
-/// matrices one after the other.
+/// agree and the output's columns of the three gradients tile one range
+/// (adjacent in the order dq, dk, dv, or heads interleaved, headStride): one
+/// matrix whose rows hold all three as the output does from column `base`
+/// (summed in one launch); else three matrices one after the other. Head h
+/// of a gradient at + h head{Q,K,V}.
 struct GradSumParts {
   float *q, *k, *v;
   int64_t rowQ, rowK, rowV; // row strides, floats
+  int64_t headQ, headK, headV; // head strides, floats
+  int64_t base;             // packed: the output column of a row's first
   int64_t chunksQ, chunksK;
   bool packed;
 };
@@ -98,10 +104,10 @@ GradSumParts gradSumParts(const AttentionShape &s, float *part, int64_t chunksQ,
 /// The partials of the paths whose kernels do not sum (attention_sums.cu):
 /// the column sums of every chunk of kAttentionColumnSumRows rows of x
 /// [batch, heads, t, d] (strides st) as stored, chunk c of batch b's head h
-/// at part + (b ceil(t / 64) + c) row + h d.
+/// at part + (b ceil(t / 64) + c) row + h head.
 template <class T>
 Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
-                     int64_t d, float *part, int64_t row, cudaStream_t stream);
+                     int64_t d, float *part, int64_t row, int64_t head, cudaStream_t stream);
 /// Folds the max |x| of x [batch, heads, t, d] (strides st) as stored into
 /// *amax (zeroed before, combined by atomicMax on the bits, as the kernels'
 /// own amaxes): for the paths that take none (cuDNN's out and gradients).

@@ -459,9 +459,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
   cpAsyncWaitAll();
   float amax = 0.0f;
   const bool amaxK = Amax && gradAmax(p, kAmaxOfDk), amaxV = Amax && gradAmax(p, kAmaxOfDv);
-  // The backward's rotary of dk (AttentionGradRotary; never with an amax or
-  // column sums, whose instances carry no code for it).
-  if constexpr (!Amax && !ColSums)
+  // The backward's rotary of dk (AttentionGradRotary; never with an amax,
+  // whose instances carry no code for it); the column sums below are of the
+  // rotated values.
+  if constexpr (!Amax)
     if (p.rotOf & kAmaxOfDk)
 #pragma unroll
       for (int m = 0; m < MW; ++m)
@@ -481,7 +482,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDkDvKernel(FastPa
     // The block's batch, kv head and key block from blockIdx read afresh.
     const KeyBlock at(p, freshBlockIdx());
     const int64_t part =
-        (static_cast<int64_t>(at.b) * ((p.tk + BK - 1) / BK) + at.kb) * p.csRowKV + at.kvh * D;
+        (static_cast<int64_t>(at.b) * ((p.tk + BK - 1) / BK) + at.kb) * p.csRowKV +
+        static_cast<int64_t>(at.kvh) * p.csHead;
     float *sm = reinterpret_cast<float *>(smRaw);
     blockColumnSums<D, MW>(dk, p.scale, kw, p.tk, sm, p.csK + part);
     blockColumnSums<D, MW>(dv, 1.0f, kw, p.tk, sm, p.csV + part);
@@ -605,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
   cpAsyncWaitAll();
   float amax = 0.0f;
   // The backward's rotary of dq (as dk's above).
-  if constexpr (!Amax && !ColSums)
+  if constexpr (!Amax)
     if (p.rotOf & kAmaxOfDq)
 #pragma unroll
       for (int m = 0; m < MW; ++m)
@@ -622,7 +624,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) flashBwdDqKernel(FastPara
     const QueryBlock at(p, BQ, freshBlockIdx());
     const int64_t chunk = static_cast<int64_t>(at.b) * ((p.tq + BQ - 1) / BQ) + at.q0 / BQ;
     blockColumnSums<D, MW>(dq, p.scale, qw, p.tq, reinterpret_cast<float *>(smRaw),
-                           p.csQ + chunk * p.csRowQ + at.h * D);
+                           p.csQ + chunk * p.csRowQ + static_cast<int64_t>(at.h) * p.csHead);
   }
 }
 
@@ -696,6 +698,7 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
   if (sums.out) { // a chunk is a block's rows
     p.csK = parts.k, p.csV = parts.v;
     p.csRowQ = static_cast<int>(parts.rowQ), p.csRowKV = static_cast<int>(parts.rowK);
+    p.csHead = static_cast<int>(parts.headQ); // headK, headV alike: dv == d here
   } else {
     p.csQ = p.csK = p.csV = nullptr;
   }

@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/src/cuda/kernels/attention.cuh"
 
+#include <algorithm>
+
 namespace tc::rt::cuda::attn {
 
 using namespace kern;
@@ -27,7 +29,7 @@ constexpr int kChunk = static_cast<int>(kAttentionColumnSumRows);
 /// column c (and c + blockDim.x, ...) of the chunk's rows as stored.
 template <class T>
 __global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int t, int d, int chunks,
-                                    float *part, int64_t row) {
+                                    float *part, int64_t row, int64_t head) {
   const int bc = blockIdx.x, h = blockIdx.y, b = bc / chunks, ch = bc % chunks;
   const int r0 = ch * kChunk, r1 = min(t, r0 + kChunk);
   const T *base = x + b * st.batch + h * st.head;
@@ -35,7 +37,7 @@ __global__ void gradChunkSumsKernel(const T *x, AttentionStrides st, int t, int 
     float s = 0.0f;
     for (int r = r0; r < r1; ++r)
       s += toF(base[static_cast<int64_t>(r) * st.row + c]);
-    part[bc * row + h * d + c] = s;
+    part[bc * row + h * head + c] = s;
   }
 }
 
@@ -114,7 +116,7 @@ Status storedAmax(const T *x, AttentionStrides st, int64_t batch, int64_t heads,
 
 template <class T>
 Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t heads, int64_t t,
-                     int64_t d, float *part, int64_t row, cudaStream_t stream) {
+                     int64_t d, float *part, int64_t row, int64_t head, cudaStream_t stream) {
   int64_t chunks = (t + kChunk - 1) / kChunk;
   if (batch * chunks == 0 || heads == 0 || d == 0)
     return Status::ok();
@@ -124,7 +126,7 @@ Status gradChunkSums(const T *x, AttentionStrides st, int64_t batch, int64_t hea
   int threads = static_cast<int>(std::min<int64_t>(d, 256));
   gradChunkSumsKernel<T><<<grid, threads, 0, stream>>>(x, st, static_cast<int>(t),
                                                        static_cast<int>(d),
-                                                       static_cast<int>(chunks), part, row);
+                                                       static_cast<int>(chunks), part, row, head);
   return checkLaunch("attention_grad_chunk_sums");
 }
 
@@ -133,6 +135,18 @@ GradSumParts gradSumParts(const AttentionShape &s, float *part, int64_t chunksQ,
   const int64_t cq = s.heads * s.d, ck = s.kvHeads * s.d, cv = s.kvHeads * s.dv;
   GradSumParts g;
   g.chunksQ = chunksQ, g.chunksK = chunksK;
+  if (sums.headStride) { // heads interleaved: checked to tile (attentionBackward)
+    g.packed = true;
+    g.rowQ = g.rowK = g.rowV = cq + ck + cv;
+    g.headQ = g.headK = g.headV = sums.headStride;
+    g.base = std::min({sums.offsets[0], sums.offsets[1], sums.offsets[2]});
+    g.q = part ? part + (sums.offsets[0] - g.base) : nullptr;
+    g.k = part ? part + (sums.offsets[1] - g.base) : nullptr;
+    g.v = part ? part + (sums.offsets[2] - g.base) : nullptr;
+    return g;
+  }
+  g.headQ = g.headK = s.d, g.headV = s.dv;
+  g.base = sums.offsets[0];
   g.packed = chunksQ == chunksK && sums.offsets[1] == sums.offsets[0] + cq &&
              sums.offsets[2] == sums.offsets[1] + ck;
   g.q = part;
@@ -156,8 +170,16 @@ Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
                                              : DType::F16;
   T *out = static_cast<T *>(sums.out);
   const int64_t rowsQ = s.batch * parts.chunksQ, rowsK = s.batch * parts.chunksK;
-  if (parts.packed && rowsQ > 0) // dq, dk, dv adjacent in rows and in the output
-    return sumColumnPartials(dt, parts.q, rowsQ, parts.rowQ, out + sums.offsets[0], stream);
+  if (parts.packed) { // dq, dk, dv laid out in the rows as in the output, from column base
+    const int64_t cols = parts.rowQ;
+    if (rowsQ == 0) { // no rows: the sums are 0
+      if (cols > 0)
+        TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out + parts.base, 0, cols * sizeof(T), stream));
+      return Status::ok();
+    }
+    return sumColumnPartials(dt, std::min({parts.q, parts.k, parts.v}), rowsQ, cols,
+                             out + parts.base, stream);
+  }
   const struct {
     const float *part;
     int64_t rows, cols;
@@ -176,7 +198,7 @@ Status finishGradSums(const AttentionShape &s, const GradSumParts &parts,
 
 #define TC_ATTN_SUMS(T)                                                                            \
   template Status gradChunkSums(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,   \
-                                float *, int64_t, cudaStream_t);                                   \
+                                float *, int64_t, int64_t, cudaStream_t);                          \
   template Status finishGradSums<T>(const AttentionShape &, const GradSumParts &,                  \
                                     const AttentionGradSums &, cudaStream_t);                      \
   template Status storedAmax(const T *, AttentionStrides, int64_t, int64_t, int64_t, int64_t,      \

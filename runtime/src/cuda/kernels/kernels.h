@@ -510,9 +510,18 @@ inline size_t attentionBackwardScratchBytes(const AttentionShape &s, bool colSum
 /// then each column's chunks in order. Either is within the gradients'
 /// rounding of the stored values' sums. Needs attentionBackwardScratchBytes(s,
 /// true) bytes of scratch.
+///
+/// headStride 0: each gradient's heads are adjacent (GPT-2's [q | k | v]).
+/// Else the heads interleave (GPT-NeoX's qkv, [heads][q k v] per token):
+/// gradient j's column (h, c) at offsets[j] + h headStride + c, which needs
+/// heads == kvHeads, tq == tk and the three column ranges [offsets[j],
+/// offsets[j] + width) (widths d, d, dv) to tile [0, headStride) exactly.
+/// With a rotary (AttentionGradRotary) the sums are of the rotated values,
+/// as stored.
 struct AttentionGradSums {
   void *out = nullptr;
   int64_t offsets[3] = {0, 0, 0};
+  int64_t headStride = 0;
 };
 
 /// The backward's rotary (RoPE, rotate_half layout) of the gradients
@@ -524,8 +533,8 @@ struct AttentionGradSums {
 /// tc.rotary of the stored gradient gives (the compiler passes the backward's
 /// tables, -sin). The flash kernels rotate their f32 accumulators before
 /// rounding where half is a multiple of 8 (the pairs in one thread's
-/// fragments); the other paths rotate the stored gradients after them. Not
-/// with an amax or column sums. of == 0: none.
+/// fragments); the other paths rotate the stored gradients after them (and
+/// sum them after that). Not with an amax. of == 0: none.
 struct AttentionGradRotary {
   const void *cos = nullptr, *sin = nullptr;
   int64_t half = 0;
