@@ -25,7 +25,7 @@
 // and the weight-gradient GEMM of the projection stays a plain product.
 //
 // With attention-head-col-sums too (tc-compile --experimental=
-// neox-qkv-col-sums), GPT-NeoX's qkv gradient likewise: its heads
+// attention-head-col-sums), GPT-NeoX's qkv gradient likewise: its heads
 // interleave ([heads][q k v] a token), dq and dk go through the backward's
 // rotaries on the way, which the call must then take (tc-fuse-attention-
 // rotary undoes the pairing where it does not: Pythia's qkv weight gradient

@@ -929,13 +929,25 @@ TEST_F(AttentionTest, GradColumnSumsMatchStoredGradients) {
 // 64), the other paths (half 4 and 12, f32's generic kernel, wgmma, cuDNN's
 // d-128 backward) rotate the stored gradients after them. dv and the
 // features past the rotary are the plain call's bits.
+/// A case of the backward with a rotary of half `half` (0: none) on the
+/// kernels `kernels` asks for; kRotaryKernelNames names them.
+struct RotaryCase {
+  AttnCase c;
+  int64_t half;
+  AttentionKernels kernels;
+};
+const char *const kRotaryKernelNames[] = {" mma", " wgmma", " cudnn"};
+
+/// `cases` and, where the GPU has wgmma, GPT-2's shape (half 8) on it.
+std::vector<RotaryCase> withWgmmaCase(std::vector<RotaryCase> cases) {
+  if (wgmmaAttentionAvailable())
+    cases.push_back(
+        {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Wgmma});
+  return cases;
+}
+
 TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
-  struct RotCase {
-    AttnCase c;
-    int64_t half;
-    AttentionKernels kernels;
-  };
-  std::vector<RotCase> cases = {
+  const std::vector<RotaryCase> cases = withWgmmaCase({
       {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Mma},
       {AttnCase{DType::BF16, 2, 4, 2, 130, 130, 64, 64, true, false}, 32, AttentionKernels::Mma},
       {AttnCase{DType::F16, 1, 4, 4, 77, 77, 64, 64, false, true}, 16, AttentionKernels::Mma},
@@ -945,17 +957,13 @@ TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
       {AttnCase{DType::F32, 2, 3, 3, 77, 77, 48, 48, true, false}, 12, AttentionKernels::Mma},
       {AttnCase{DType::BF16, 1, 2, 1, 200, 200, 128, 128, true, false}, 64,
        AttentionKernels::Cudnn},
-  };
-  if (wgmmaAttentionAvailable())
-    cases.push_back(
-        {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Wgmma});
-  const char *kernelNames[] = {" mma", " wgmma", " cudnn"};
+  });
   outAmaxOff = gradAmaxOff = true;
-  for (const RotCase &rc : cases)
+  for (const RotaryCase &rc : cases)
     for (int of : {3, 1, 2}) {
       const AttnCase &c = rc.c;
       kernels = rc.kernels;
-      SCOPED_TRACE(c.str() + kernelNames[static_cast<int>(rc.kernels)] + " half " +
+      SCOPED_TRACE(c.str() + kRotaryKernelNames[static_cast<int>(rc.kernels)] + " half " +
                    std::to_string(rc.half) + " of " + std::to_string(of));
       Layout L = layoutOf(c);
       HostTensor qkv, dout;
@@ -998,7 +1006,8 @@ TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
           const double err = maxAbsErr(have, want);
           EXPECT_LE(err, tol) << "gradient " << j << " rotated";
           report("attention rotary d" + std::to_string(j) + " " + c.str() +
-                     kernelNames[static_cast<int>(rc.kernels)] + " half " + std::to_string(rc.half),
+                     kRotaryKernelNames[static_cast<int>(rc.kernels)] + " half " +
+                     std::to_string(rc.half),
                  c.dt, err, tol, -1, "");
         }
       }
@@ -1046,12 +1055,7 @@ TEST_F(AttentionTest, RotaryGradientsMatchRotatedPlainGradients) {
 // the call refuses: interleaved heads with GQA, with tq != tk, or whose
 // columns do not tile the head stride.
 TEST_F(AttentionTest, GradColumnSumsOfInterleavedHeadsAndRotaries) {
-  struct SumCase {
-    AttnCase c;
-    int64_t half; // 0: no rotary
-    AttentionKernels kernels;
-  };
-  std::vector<SumCase> cases = {
+  const std::vector<RotaryCase> cases = withWgmmaCase({
       {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Mma},
       {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 4, AttentionKernels::Mma},
       {AttnCase{DType::BF16, 2, 4, 4, 130, 130, 64, 64, false, true}, 0, AttentionKernels::Mma},
@@ -1060,18 +1064,14 @@ TEST_F(AttentionTest, GradColumnSumsOfInterleavedHeadsAndRotaries) {
       {AttnCase{DType::F32, 2, 3, 3, 77, 77, 48, 48, true, true}, 12, AttentionKernels::Mma},
       {AttnCase{DType::BF16, 1, 2, 2, 200, 200, 128, 128, true, false}, 64,
        AttentionKernels::Cudnn},
-  };
-  if (wgmmaAttentionAvailable())
-    cases.push_back(
-        {AttnCase{DType::BF16, 2, 4, 4, 300, 300, 64, 64, true, true}, 8, AttentionKernels::Wgmma});
-  const char *kernelNames[] = {" mma", " wgmma", " cudnn"};
+  });
   outAmaxOff = gradAmaxOff = true;
   withSums = true;
-  for (const SumCase &sc : cases)
+  for (const RotaryCase &sc : cases)
     for (int order = 0; order < 2; ++order) { // q k v, or k v q, in a head's columns
       const AttnCase &c = sc.c;
       kernels = sc.kernels;
-      SCOPED_TRACE(c.str() + kernelNames[static_cast<int>(sc.kernels)] + " half " +
+      SCOPED_TRACE(c.str() + kRotaryKernelNames[static_cast<int>(sc.kernels)] + " half " +
                    std::to_string(sc.half) + (order ? " k v q" : " q k v"));
       const int64_t W = 2 * c.d + c.dv, base = 3;
       if (order == 0)
@@ -1091,7 +1091,8 @@ TEST_F(AttentionTest, GradColumnSumsOfInterleavedHeadsAndRotaries) {
       double worst = 0, tol = 0;
       ASSERT_NO_FATAL_FAILURE(checkColumnSums(c, L, qkv, dout, &worst, &tol));
       report("attention interleaved column sums " + c.str() +
-                 kernelNames[static_cast<int>(sc.kernels)] + " half " + std::to_string(sc.half),
+                 kRotaryKernelNames[static_cast<int>(sc.kernels)] + " half " +
+                 std::to_string(sc.half),
              c.dt, worst, tol, -1, "");
     }
   // The refusals, before any launch.
