@@ -524,6 +524,14 @@ bool compile(MLIRContext &ctx, CompileInput input, const CompileOptions &opts,
     error->message = "--train: no parameter is trainable (check --trainable/--freeze)";
     return false;
   }
+  if (opts.memoryPlanOnly) {
+    if (!isGpuTarget(opts.target)) {
+      error->kind = CompileErrorKind::Internal;
+      error->message = "a memory-plan-only compile needs a GPU target, not " + opts.target;
+      return false;
+    }
+    return runGpuPipeline(*result->module, opts, result, error);
+  }
   for (auto fn : result->module->getOps<func::FuncOp>()) {
     std::string name = fn.getName().str();
     auto program = lowerToProgram(fn, name, &msg);
@@ -653,7 +661,7 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     k.source = src.getSource().str();
     sources.push_back(std::move(k));
   }
-  if (opts.compileKernels) {
+  if (opts.compileKernels && !opts.memoryPlanOnly) {
     if (!tc::cuda::haveNvrtc())
       return fail("CUDA code generation",
                   "this tc-compile was built without NVRTC, so it cannot compile kernels "
@@ -671,10 +679,12 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
       result->kernels.push_back({k.name, k.source, "", "", {}});
   }
   std::string err;
-  auto report = memoryReport(*fused, opts.target, /*function=*/"", &err);
-  if (failed(report))
-    return fail("memory report", err);
-  result->artifact.reports["memory"] = *report;
+  if (!opts.memoryPlanOnly) {
+    auto report = memoryReport(*fused, opts.target, /*function=*/"", &err);
+    if (failed(report))
+      return fail("memory report", err);
+    result->artifact.reports["memory"] = *report;
+  }
   {
     func::FuncOp shown = fused->lookupSymbol<func::FuncOp>("train_step");
     if (!shown || !shown->hasAttr("tcx.arena_size")) {
@@ -691,6 +701,8 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
       if (auto p = summarizeMemoryPlan(shown, nullptr); succeeded(p))
         result->memoryPlan = *p;
   }
+  if (opts.memoryPlanOnly)
+    return true;
   std::vector<std::pair<std::string, std::vector<ReferenceBuffer>>> references;
   for (auto fn : fused->getOps<func::FuncOp>()) {
     references.emplace_back(fn.getName().str(), std::vector<ReferenceBuffer>());
@@ -726,6 +738,7 @@ BatchFit largestFittingBatch(const CompileOptions &opts, int64_t batch, int64_t 
                              const ImportAtBatch &importAt) {
   CompileOptions planOnly = opts;
   planOnly.compileKernels = false;
+  planOnly.memoryPlanOnly = true;
   BatchFit fit;
   std::map<int64_t, std::string> failures; // batches that did not compile, and why
   (*planned)[batch] = plannedTotal;

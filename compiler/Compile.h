@@ -114,6 +114,11 @@ struct CompileOptions {
   int64_t padVocab = -1;
   /// GPU targets: compile the generated kernels with NVRTC (cubin + PTX).
   bool compileKernels = true;
+  /// GPU targets: stop once the memory plan is known (result->memoryPlan):
+  /// no kernels, no reference or device programs, no reports. For
+  /// largestFittingBatch, whose batches can be in the hundreds of thousands
+  /// (programs holding batch-sized constants would cost minutes and GBs).
+  bool memoryPlanOnly = false;
   /// Trainability (tc-mark-trainable): regexes on the parameter names; empty
   /// `trainable` means every floating-point parameter.
   std::vector<std::string> trainable, freeze;
