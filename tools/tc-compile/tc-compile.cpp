@@ -126,7 +126,7 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          the compiler's FLOP count of a step; the target's
                          dense peaks)
   --no-batch-search      --report memory without the largest batch (each
-                         re-plan costs about one compile)
+                         re-plan costs a compile up to its memory plan)
   --json                 print the --report as JSON (every op, every card)
   --emit=KIND            print instead of writing: mlir (the imported module),
                          tc (after the compiler pipeline), program (the
