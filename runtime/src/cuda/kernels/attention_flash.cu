@@ -696,7 +696,7 @@ Status fastBackward(const FastParams<T> &p0, cudaStream_t stream, const Attentio
   const GradSumParts parts =
       gradSumParts(s, p.csQ, ceilDiv(p.tq, 64 * MW), ceilDiv(p.tk, 64 * MW), sums);
   if (sums.out) { // a chunk is a block's rows
-    p.csK = parts.k, p.csV = parts.v;
+    p.csQ = parts.q, p.csK = parts.k, p.csV = parts.v;
     p.csRowQ = static_cast<int>(parts.rowQ), p.csRowKV = static_cast<int>(parts.rowK);
     p.csHead = static_cast<int>(parts.headQ); // headK, headV alike: dv == d here
   } else {
