@@ -602,12 +602,6 @@ const ExperimentalLever kExperimentalLevers[] = {
                  "product and a GELU kernel"},
     {"side-stream", "the weight-gradient GEMMs on a second CUDA stream beside the rest of the "
                     "backward (tcx-schedule-streams; a second cuBLASLt workspace)"},
-    {"weight-shadows", "the bf16/f16 copies of the fp32 weights kept across steps and written "
-                       "by the optimizer, instead of cast at each step's start "
-                       "(tc-shadow-parameter-casts)"},
-    {"attention-head-col-sums", "GPT-NeoX's qkv bias gradient (heads interleaved, through the "
-                                "rotaries) summed by the attention backward as it stores the "
-                                "gradients, not by the weight-gradient GEMM's BGRAD epilogue"},
 };
 } // namespace
 
@@ -645,8 +639,6 @@ bool runGpuPipeline(ModuleOp module, const CompileOptions &opts, CompileResult *
     o.wgmmaAttention = llvm::is_contained(opts.experimental, "wgmma-attention");
     o.geluErf = llvm::is_contained(opts.experimental, "gelu-erf");
     o.sideStream = llvm::is_contained(opts.experimental, "side-stream");
-    o.weightShadows = llvm::is_contained(opts.experimental, "weight-shadows");
-    o.attentionHeadColSums = llvm::is_contained(opts.experimental, "attention-head-col-sums");
     PassManager pm(ctx);
     buildGpuPipeline(pm, o);
     std::string msg;

@@ -191,15 +191,13 @@ struct GpuPipelineOptions : mlir::PassPipelineOptions<GpuPipelineOptions> {
   Option<bool> attentionHeadColSums{
       *this, "attention-head-col-sums",
       llvm::cl::desc("With attention-col-sums and attention-rotary, GPT-NeoX's qkv bias gradient "
-                     "too (heads interleaved; tc-fuse-bias-grad attention-head-col-sums; "
-                     "tc-compile --experimental=attention-head-col-sums)"),
-      llvm::cl::init(false)};
+                     "too (heads interleaved; tc-fuse-bias-grad attention-head-col-sums)"),
+      llvm::cl::init(true)};
   Option<bool> weightShadows{
       *this, "weight-shadows",
       llvm::cl::desc("The 16-bit copies of the weights persist across steps, written by the "
-                     "optimizer (tc-shadow-parameter-casts; tc-compile "
-                     "--experimental=weight-shadows)"),
-      llvm::cl::init(false)};
+                     "optimizer (tc-shadow-parameter-casts)"),
+      llvm::cl::init(true)};
   Option<bool> wgmmaAttention{
       *this, "wgmma-attention",
       llvm::cl::desc("Attention calls take the sm_90a (wgmma) kernels where the GPU has them "

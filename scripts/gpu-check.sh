@@ -15,7 +15,7 @@
 #     compiler's plan and cudaMemGetInfo;
 #   - --eval on the GPU vs the CPU, a checkpoint resumed through the device
 #     (untuned, tuned through a fresh matmul tuning record: the same bits, and
-#     the --experimental bf16 fixture: its levers, weight-shadows among them),
+#     the --experimental bf16 fixture: its levers),
 #     the C API's trainer against tc-run's losses (test/runtime/capi_train_check),
 #     compute-sanitizer memcheck and racecheck on two fixtures (exit clean),
 #     the refusals (wrong architecture, missing GPU), the main job's tiny GPT;
@@ -430,9 +430,10 @@ PY
 fi
 
 # The same through the levers of tc-compile --experimental (the bf16 fixture
-# gpu-prepare compiled with TC_EXPERIMENTAL): with weight-shadows the resumed
-# process's 16-bit weight copies come from the loaded weights (the executor's
-# setEntry), so steps 5..8 equal the uninterrupted run only if they do.
+# gpu-prepare compiled with TC_EXPERIMENTAL). (The resumes above run the
+# default weight shadows: the resumed process's 16-bit weight copies come from
+# the loaded weights (the executor's setEntry), so steps 5..8 equal the
+# uninterrupted run only if they do.)
 exp_resume_line="exp resume: not run"
 XFX="$FIXT/gpt2.ts.exp.bf16.tca"
 if [ -x "$TCRUN" ] && [ -f "$XFX" ]; then

@@ -24,8 +24,8 @@
 // tc.col_sum): the attention backward sums the gradients as it stores them,
 // and the weight-gradient GEMM of the projection stays a plain product.
 //
-// With attention-head-col-sums too (tc-compile --experimental=
-// attention-head-col-sums), GPT-NeoX's qkv gradient likewise: its heads
+// With attention-head-col-sums too (on for GPU targets with attention-
+// rotary), GPT-NeoX's qkv gradient likewise: its heads
 // interleave ([heads][q k v] a token), dq and dk go through the backward's
 // rotaries on the way, which the call must then take (tc-fuse-attention-
 // rotary undoes the pairing where it does not: Pythia's qkv weight gradient

@@ -926,7 +926,7 @@ def TcFuseBiasGrad : Pass<"tc-fuse-bias-grad", "mlir::func::FuncOp"> {
            "Move column sums of an elementwise fusion's results into the fusion">,
     Option<"attentionHeadColSums", "attention-head-col-sums", "bool", /*default=*/"false",
            "With attention-col-sums: GPT-NeoX's qkv gradient too, heads interleaved "
-           "(needs tc-fuse-attention-rotary after it)">,
+           "(needs tc-fuse-attention-rotary after it; GPU targets' default)">,
   ];
   let dependentDialects = ["::tc::TCDialect"];
 }
@@ -994,8 +994,8 @@ def TcHoistParameterCasts : Pass<"tc-hoist-parameter-casts", "mlir::func::FuncOp
 def TcShadowParameterCasts : Pass<"tc-shadow-parameter-casts", "mlir::ModuleOp"> {
   let summary = "Keep the 16-bit copies of the weights across steps: the optimizer writes them";
   let description = [{
-    GPU pipeline, after tc-hoist-parameter-casts, before tc-fuse (tc-compile
-    --experimental=weight-shadows). A tc.cast of an fp32 tc.parameter `p`
+    GPU pipeline (GPU targets' default), after tc-hoist-parameter-casts,
+    before tc-fuse. A tc.cast of an fp32 tc.parameter `p`
     (not optimizer state) to bf16 or f16 reads tc.parameter "shadow:p"
     instead (rt::kShadowPrefix: a device-only entry of the cast's type), and
     every function with an "update:p" result also returns

@@ -143,11 +143,7 @@ constexpr const char *kUsage = R"(usage: tc-compile MODEL.onnx [options]
                          sm_90a's warpgroup MMA on an H100/H200), gelu-erf
                          (the exact GELU and its backward as GEMM epilogues),
                          side-stream (weight-gradient GEMMs on a second
-                         CUDA stream beside the backward), weight-shadows
-                         (the 16-bit weight copies kept across steps,
-                         written by the optimizer), attention-head-col-sums
-                         (GPT-NeoX's qkv bias gradient summed by the
-                         attention backward)
+                         CUDA stream beside the backward)
   --no-cache             compile cold: neither read nor write the compile cache
                          ($TC_CACHE_DIR, default ~/.cache/tc: kernels and
                          artifacts keyed by the model's bytes (weights

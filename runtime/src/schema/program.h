@@ -23,7 +23,7 @@ namespace tc::rt {
 
 /// The device-only entry "shadow:<p>" holds parameter <p> (f32) cast to the
 /// entry's bf16 or f16 type, round to nearest even (tc-shadow-parameter-casts,
-/// tc-compile --experimental=weight-shadows): the device functions read it
+/// on for GPU targets): the device functions read it
 /// where the reference program casts <p>, and those that update <p> update it
 /// ("update:shadow:<p>"). The CUDA executor fills it from <p> when it makes it
 /// and after every setEntry of <p>, and refuses a setEntry of it, so it
