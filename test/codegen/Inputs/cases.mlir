@@ -353,6 +353,21 @@ func.func @transposes(%x: tensor<3x40x72xbf16>, %y: tensor<70x33xf32>, %z: tenso
   return %t, %u, %v, %r : tensor<3x72x40xbf16>, tensor<33x70xf32>, tensor<2x3x36x40xf32>, tensor<200x100xf8E5M2>
 }
 
+// Transposes by 32-bit words (1- and 2-byte elements whose sizes and strides
+// are multiples of the word): fp8 planes of a batch over full and partial
+// 128 x 128 tiles, bf16 over 64 x 64 tiles, and an fp8 whose 70 columns
+// take the element tiles.
+func.func @transposes_words(%x: tensor<2x260x136xf32>, %y: tensor<130x68xbf16>,
+                            %z: tensor<33x70xf32>)
+    -> (tensor<2x136x260xf8E4M3FN>, tensor<68x130xbf16>, tensor<70x33xf8E5M2>) {
+  %q = tc.cast %x : tensor<2x260x136xf32> to tensor<2x260x136xf8E4M3FN>
+  %t = tc.transpose %q {permutation = array<i64: 0, 2, 1>} : tensor<2x260x136xf8E4M3FN> -> tensor<2x136x260xf8E4M3FN>
+  %u = tc.transpose %y {permutation = array<i64: 1, 0>} : tensor<130x68xbf16> -> tensor<68x130xbf16>
+  %c = tc.cast %z : tensor<33x70xf32> to tensor<33x70xf8E5M2>
+  %v = tc.transpose %c {permutation = array<i64: 1, 0>} : tensor<33x70xf8E5M2> -> tensor<70x33xf8E5M2>
+  return %t, %u, %v : tensor<2x136x260xf8E4M3FN>, tensor<68x130xbf16>, tensor<70x33xf8E5M2>
+}
+
 // Column sums of an elementwise chain's result (a Linear layer's bias
 // gradient; tc-fuse-bias-grad fusion-col-sums moves them into the fusion
 // writing the values): bf16 through a reshape to [tokens, cols] (one column
