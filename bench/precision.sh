@@ -22,7 +22,8 @@
 #     python3 bench/plot_precision.py OUT.png bf16=OUT/acc-bf16.jsonl fp8=... (the
 #     eighth run's is bench/precision-loss.png).
 #   bench/precision.sh BUILD_DIR speed
-#     tokens/s (median of timed steps) of tc-bf16 and tc-fp8 beside
+#     tokens/s (median of timed steps) of tc-bf16 and tc-fp8 (and, at ~1B,
+#     tc-fp8 with --fp8-scaling delayed) beside
 #     torch.compile bf16 (bench/gpt2_torch.py), at GPT-2 124M (batch 16) and a
 #     ~1B configuration (18 layers, d 2048, 16 heads, vocab 50304: 1.01B
 #     parameters, batch 8), random tokens.
@@ -77,7 +78,7 @@ speed)
   echo "== precision speed (logs: $OUT)"
   python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 50257, size=16*1025*64).astype(np.uint16).tofile('/tmp/tc-bench-tokens.bin')"
   for cfg in 124m 1b; do
-    for m in bf16 fp8; do
+    for m in bf16 fp8 fp8delayed; do
       [ -f "$P/gpt2-$cfg-$m.tca" ] && run_tc "speed-$cfg-$m" "$P/gpt2-$cfg-$m.tca" --steps 25 \
         --data /tmp/tc-bench-tokens.bin --log-every 0
     done
@@ -107,6 +108,7 @@ print()
 print("== precision speed: tokens/s, median of timed steps (random tokens)")
 for cfg, batch in (("124m", 16), ("1b", 8)):
     bf, f8, tq = tc(f"speed-{cfg}-bf16"), tc(f"speed-{cfg}-fp8"), torch(f"torch-{cfg}")
+    fd = tc(f"speed-{cfg}-fp8delayed")
     tcs = tq["tokens_per_s"] if tq else None
     def fmt(v):
         return f"{v:>10,.0f}" if v else "   missing"
@@ -117,6 +119,8 @@ for cfg, batch in (("124m", 16), ("1b", 8)):
         line += f"  fp8/torch.compile {f8 / tcs:.2f}x"
     if bf and tcs:
         line += f"  bf16/torch.compile {bf / tcs:.2f}x"
+    if fd:
+        line += f"  tc-fp8-delayed {fmt(fd)}" + (f" ({fd / tcs:.2f}x)" if tcs else "")
     if tq:
         line += f"  (torch params {tq['params']:,}, peak {tq['peak_mem_gib']} GiB)"
     print(line)

@@ -98,6 +98,9 @@ void buildGpuPipeline(OpPassManager &pm, const GpuPipelineOptions &o) {
   pm.addNestedPass<func::FuncOp>(createTcHoistParameterCasts());
   if (o.weightShadows)
     pm.addPass(createTcShadowParameterCasts());
+  // Delayed scaling's quantizations, each one call (before tc-fuse would
+  // split their ops over generated kernels).
+  pm.addNestedPass<func::FuncOp>(createTcFuseFp8Delayed());
   TcFuseOptions fuse;
   fuse.geluAux = o.geluAux;
   fuse.geluErf = o.geluErf;

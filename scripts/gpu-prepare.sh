@@ -301,6 +301,8 @@ if [ "${TC_BENCH_PRECISION:-0}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/
       --input labels=8x1024 "${ADAMW[@]}" --"$m" --report memory -o "$PB/gpt2-1b-$m.tca" \
       >"$PB/gpt2-1b-$m.memory.txt"
   done
+  "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-1b.onnx" --input input_ids=8x1024 \
+    --input labels=8x1024 "${ADAMW[@]}" --fp8 --fp8-scaling delayed -o "$PB/gpt2-1b-fp8delayed.tca"
   echo "prepared bench/precision ($(ls "$PB"/*.tca | wc -l) artifacts)"
 fi
 du -sh "$OUT"

@@ -968,6 +968,42 @@ def TcFuseFp8Amax : Pass<"tc-fuse-fp8-amax", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tc::TCDialect"];
 }
 
+def TcFuseFp8Delayed : Pass<"tc-fuse-fp8-delayed", "mlir::func::FuncOp"> {
+  let summary = "Make each delayed-scaling FP8 quantization one tc.quantize_delayed";
+  let description = [{
+    GPU pipeline, before tc-fuse. The ops tc-quantize-fp8 writes for a
+    delayed-scaled product operand x [rows, cols] (f32 or bf16, through its
+    f32 cast): amax = reduce_max(|f32(x)|) over both axes, q = the
+    saturating FP8 cast of f32(x) * s (s a tensor<f32>), the saturation
+    count reduce_sum(cast(|f32(x) * s| > fmax)) over both axes, and the
+    [1, 0] transposes of q, become one tc.quantize_delayed (result, amax,
+    saturated, and result_t where q was transposed), which tc-lower-to-tcx
+    makes the runtime's one-pass "quantize_fp8_delayed" call. Its results
+    carry the reference values of the ops they replace (tc-run --check).
+    Chains of another form stay as they are.
+
+    Before:
+    ```mlir
+    %xf = tc.cast %x : tensor<64x32xbf16> to tensor<64x32xf32>
+    %a = tc.abs %xf : tensor<64x32xf32>
+    %m = tc.reduce_max %a {axes = array<i64: 0, 1>} : tensor<64x32xf32> -> tensor<f32>
+    %p = tc.mul %xf, %s : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
+    %q = tc.cast %p : tensor<64x32xf32> to tensor<64x32xf8E4M3FN>
+    %t = tc.transpose %q {permutation = array<i64: 1, 0>} : ...
+    %ap = tc.abs %p : tensor<64x32xf32>
+    %o = tc.gt %ap, %fmax : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xi1>
+    %of = tc.cast %o : tensor<64x32xi1> to tensor<64x32xf32>
+    %n = tc.reduce_sum %of {axes = array<i64: 0, 1>} : tensor<64x32xf32> -> tensor<f32>
+    ```
+    After:
+    ```mlir
+    %q, %m, %n, %t = tc.quantize_delayed %x, %s : tensor<64x32xbf16>, tensor<f32>
+        -> (tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32x64xf8E4M3FN>)
+    ```
+  }];
+  let dependentDialects = ["::tc::TCDialect"];
+}
+
 def TcHoistParameterCasts : Pass<"tc-hoist-parameter-casts", "mlir::func::FuncOp"> {
   let summary = "Move each cast of a parameter right after the parameter";
   let description = [{

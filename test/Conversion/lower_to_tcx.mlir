@@ -993,3 +993,22 @@ func.func @attention_head_col_sums(%qkv: tensor<2x16x4x24xbf16>, %c: tensor<2x16
   %bias = tc.reduce_sum %g {axes = array<i64: 0, 1>, keepdims = true, tc.col_sum = 0 : i64} : tensor<2x16x96xbf16> -> tensor<1x1x96xbf16>
   return %o, %g, %bias : tensor<2x4x16x8xbf16>, tensor<2x16x96xbf16>, tensor<1x1x96xbf16>
 }
+
+// -----
+
+// Tests that tc.quantize_delayed (tc-fuse-fp8-delayed) becomes one
+// "quantize_fp8_delayed" call reading x and the scale and writing q, the
+// amax, the saturation count and the transposed copy, each carrying the
+// reference value of the op it replaced (the list form of the tag: -1
+// first, then one id per result).
+// CHECK-LABEL: func.func @quantize_delayed
+// CHECK-DAG: %[[Q:.+]] = tcx.alloc {{{.*}}ref = 13 : i64} : <64x32xf8E4M3FN>
+// CHECK-DAG: %[[M:.+]] = tcx.alloc {{{.*}}ref = 5 : i64} : <f32>
+// CHECK-DAG: %[[N:.+]] = tcx.alloc {{{.*}}ref = 19 : i64} : <f32>
+// CHECK-DAG: %[[T:.+]] = tcx.alloc {{{.*}}ref = 14 : i64} : <32x64xf8E4M3FN>
+// CHECK: tcx.library "quantize_fp8_delayed" ins(%{{.+}}, %{{.+}} : !tcx.buffer<64x32xbf16>, !tcx.buffer<f32>) outs(%[[Q]], %[[M]], %[[N]], %[[T]] : {{.+}}) {cols = 32 : i64, has_transpose = true, rows = 64 : i64}
+func.func @quantize_delayed(%x: tensor<64x32xbf16>, %s: tensor<f32>)
+    -> (tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32x64xf8E4M3FN>) {
+  %q, %m, %n, %t = tc.quantize_delayed %x, %s {tc.ref = array<i64: -1, 13, 5, 19, 14>} : tensor<64x32xbf16>, tensor<f32> -> (tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32x64xf8E4M3FN>)
+  return %q, %m, %n, %t : tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32x64xf8E4M3FN>
+}

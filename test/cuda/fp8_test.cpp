@@ -163,6 +163,109 @@ TEST_F(CudaFp8, QuantizeMatchesReferenceBitForBit) {
       }
 }
 
+/// Delayed scaling's quantization as the reference program computes it
+/// (tc-quantize-fp8's quantizedDelayed, op by op on the CPU): q =
+/// cast(x * scale) saturating, scale_inv = 1 / scale, amax =
+/// reduce_max(|x|), saturated = reduce_sum(cast(|x * scale| > fmax)).
+void delayedReference(const HostTensor &x, double scale, DType qt, std::vector<HostTensor> *out) {
+  const int64_t rows = x.type.shape[0], cols = x.type.shape[1];
+  const TensorType full = ty(DType::F32, {rows, cols}), scalar = ty(DType::F32, {});
+  auto one = [&](const std::string &op, std::vector<HostTensor> ins, TensorType t,
+                 Attrs attrs = {}) {
+    std::vector<HostTensor> r;
+    EXPECT_OK(reference(op, ins, {t}, std::move(attrs), &r));
+    return r.empty() ? HostTensor() : r[0];
+  };
+  HostTensor xf = x.type.dtype == DType::F32 ? x : one("tc.cast", {x}, full);
+  HostTensor s = makeHostTensor(scalar, {scale});
+  HostTensor fmax = makeHostTensor(scalar, {qt == DType::F8E5M2 ? 57344.0 : 448.0});
+  HostTensor scaled = one("tc.mul", {xf, s}, full);
+  out->clear();
+  out->push_back(one("tc.cast", {scaled}, ty(qt, {rows, cols}), {{"saturate", aInt(1)}}));
+  out->push_back(one("tc.div", {makeHostTensor(scalar, {1.0}), s}, scalar));
+  out->push_back(
+      one("tc.reduce_max", {one("tc.abs", {xf}, full)}, scalar, {{"axes", aInts({0, 1})}}));
+  HostTensor over =
+      one("tc.gt", {one("tc.abs", {scaled}, full), fmax}, ty(DType::I1, {rows, cols}));
+  out->push_back(
+      one("tc.reduce_sum", {one("tc.cast", {over}, full)}, scalar, {{"axes", aInts({0, 1})}}));
+}
+
+// quantizeFp8Delayed against delayedReference, bit for bit: q, its
+// transposed copy, scale_inv, amax (NaN where x has one) and the saturation
+// count; the vector path (cols % 8 == 0, 16-byte rows) and the 32x32 tiles,
+// f32 and bf16, both formats, scales that saturate many elements, none, and
+// an infinite one. Then the time of a 1B step's [8192, 8192] (x read once,
+// q and qT written) beside current scaling's amax + quantize.
+TEST_F(CudaFp8, DelayedQuantizeMatchesReference) {
+  const char *kinds[] = {"random", "special", "zeros", "nan"};
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {37, 50}, {64, 128}, {200, 264}, {130, 136}, {1, 8}};
+  const double scales[] = {1.0, 200.0, 0.01, 1e30};
+  int64_t bad = 0;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (DType qt : {DType::F8E4M3FN, DType::F8E5M2})
+      for (auto [rows, cols] : shapes)
+        for (const char *kind : kinds)
+          for (double scale : scales) {
+            std::string what = std::string(dtypeName(dt)) + "->" + dtypeName(qt) + " " + kind +
+                               " " + shapeStr({rows, cols}) + " scale " + std::to_string(scale);
+            HostTensor x = fp8Input(dt, rows, cols, kind, rng);
+            std::vector<HostTensor> ref;
+            delayedReference(x, scale, qt, &ref);
+            ASSERT_EQ(ref.size(), 4u);
+            DevBuf dx, ds, dq, dqT, dinv, damax, dsat;
+            ASSERT_OK(upload(x, &dx, stream()));
+            ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {}), {scale}), &ds, stream()));
+            ASSERT_OK(devZeros(rows * cols, &dq, stream()));
+            ASSERT_OK(devZeros(rows * cols, &dqT, stream()));
+            ASSERT_OK(devZeros(4, &dinv, stream()));
+            ASSERT_OK(devZeros(4, &damax, stream()));
+            ASSERT_OK(devZeros(4, &dsat, stream()));
+            ASSERT_OK(quantizeFp8Delayed(dt, dx.p, ds.as<float>(), qt, dq.p, dqT.p,
+                                         dinv.as<float>(), damax.as<float>(), dsat.as<float>(),
+                                         rows, cols, stream()));
+            HostTensor q, qT, inv, amax, sat;
+            ASSERT_OK(download(dq.p, ty(qt, {rows, cols}), &q, stream()));
+            ASSERT_OK(download(dqT.p, ty(qt, {cols, rows}), &qT, stream()));
+            ASSERT_OK(download(dinv.p, ty(DType::F32, {}), &inv, stream()));
+            ASSERT_OK(download(damax.p, ty(DType::F32, {}), &amax, stream()));
+            ASSERT_OK(download(dsat.p, ty(DType::F32, {}), &sat, stream()));
+            bad += mismatches(q, ref[0], what + " q");
+            bad += mismatches(qT, transposed(ref[0]), what + " q_t");
+            bad += mismatches(inv, ref[1], what + " scale_inv");
+            bad += mismatches(amax, ref[2], what + " amax");
+            bad += mismatches(sat, ref[3], what + " saturated");
+          }
+  EXPECT_EQ(bad, 0);
+  for (DType dt : {DType::BF16}) {
+    const int64_t rows = 8192, cols = 8192;
+    DevBuf dx, ds, dq, dqT, dinv, dstat, amax;
+    ASSERT_OK(devZeros(rows * cols * dtypeStorageBytes(dt), &dx, stream()));
+    ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {}), {1.0}), &ds, stream()));
+    ASSERT_OK(devZeros(rows * cols, &dq, stream()));
+    ASSERT_OK(devZeros(rows * cols, &dqT, stream()));
+    ASSERT_OK(devZeros(16, &dinv, stream()));
+    ASSERT_OK(devZeros(16, &dstat, stream()));
+    ASSERT_OK(devZeros(fp8QuantizeScratchBytes(1), &amax, stream()));
+    double us = timeUs(stream(), 20, [&]() -> Status {
+      return quantizeFp8Delayed(dt, dx.p, ds.as<float>(), DType::F8E5M2, dq.p, dqT.p,
+                                dinv.as<float>(), dstat.as<float>(), dstat.as<float>() + 1, rows,
+                                cols, stream());
+    });
+    report("quantize_fp8_delayed E5M2 tensor+T", dt, static_cast<double>(bad), 0, us,
+           shapeStr({rows, cols}));
+    double cur = timeUs(stream(), 20, [&]() -> Status {
+      TC_RETURN_IF_ERROR(
+          amaxFp8(dt, dx.p, amax.as<float>(), rows, cols, Fp8Scaling::Tensor, stream()));
+      return quantizeFp8(dt, dx.p, amax.as<float>(), DType::F8E5M2, dq.p, dqT.p, dinv.as<float>(),
+                         rows, cols, Fp8Scaling::Tensor, stream());
+    });
+    report("quantize_fp8 E5M2 tensor+T (amax pass + quantize)", dt, 0, 0, cur,
+           shapeStr({rows, cols}));
+  }
+}
+
 TEST_F(CudaFp8, QuantizeWritesColumnSums) {
   // A bias gradient from the quantize pass (tc-fuse-bias-grad): colSum is
   // tc.reduce_sum over the rows within one rounding (f32 sums of each

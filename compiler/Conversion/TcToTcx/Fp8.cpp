@@ -15,8 +15,10 @@
 // transposed copy [cols, rows] in the same pass, and that matmul reads the
 // copy. The copy is an alloc of its own, so the memory plan counts it.
 // Delayed scaling's copies are tc ops (a saturating tc.cast and, where a
-// product reads it transposed, a tc.transpose: tc-quantize-fp8), so their
-// kernels are generated and their products are already TN.
+// product reads it transposed, a tc.transpose: tc-quantize-fp8), whose
+// products are already TN; tc-fuse-fp8-delayed makes each chain one
+// tc.quantize_delayed -> the runtime's "quantize_fp8_delayed" call (q, its
+// transposed copy, the amax and the saturation count in one pass).
 // Fast accumulation is on for forward GEMMs only (not in the backward).
 //
 // --fp8-scaling block128 (tc.quantize with pow2_scale): "quantize_fp8_block"
@@ -279,6 +281,31 @@ struct ScaledMatmulLowering : TcxPattern<ScaledMatmulOp> {
   bool fuseEpilogues;
 };
 
+/// tc.quantize_delayed (tc-fuse-fp8-delayed) -> the runtime's
+/// "quantize_fp8_delayed" call: one pass over x writing q, the transposed
+/// copy (result_t), the amax and the saturation count.
+struct QuantizeDelayedLowering : TcxPattern<QuantizeDelayedOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(QuantizeDelayedOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto t = tensorType(op.getInput());
+    SmallVector<Value> ins{buffers.bufferOf(rewriter, op.getInput()),
+                           buffers.bufferOf(rewriter, op.getScale())};
+    SmallVector<Value> outs{buffers.outBuffer(rewriter, op.getResult()),
+                            buffers.outBuffer(rewriter, op.getAmax()),
+                            buffers.outBuffer(rewriter, op.getSaturated())};
+    if (op.getResultT())
+      outs.push_back(buffers.outBuffer(rewriter, op.getResultT()));
+    buffers.library(
+        rewriter, op.getLoc(), "quantize_fp8_delayed", ins, outs,
+        {rewriter.getNamedAttr("rows", rewriter.getI64IntegerAttr(t.getDimSize(0))),
+         rewriter.getNamedAttr("cols", rewriter.getI64IntegerAttr(t.getDimSize(1))),
+         rewriter.getNamedAttr("has_transpose", rewriter.getBoolAttr(op.getResultT() != nullptr))});
+    rewriter.replaceOp(op, outs);
+    return success();
+  }
+};
+
 /// tc.fake_quantize -> the runtime's "fake_quantize" call: the input as
 /// [outer, len, inner] with the blocks along len (the op's axis).
 struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
@@ -349,8 +376,8 @@ LogicalResult checkFp8Op(Operation &op) {
 
 void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers,
                                 bool fuseEpilogues) {
-  patterns.add<QuantizeLowering, FakeQuantizeLowering, PairedColumnSumLowering>(
-      patterns.getContext(), buffers);
+  patterns.add<QuantizeLowering, QuantizeDelayedLowering, FakeQuantizeLowering,
+               PairedColumnSumLowering>(patterns.getContext(), buffers);
   patterns.add<ScaledMatmulLowering>(patterns.getContext(), buffers, fuseEpilogues);
 }
 

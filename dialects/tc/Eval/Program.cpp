@@ -175,9 +175,21 @@ void tagReferenceValues(func::FuncOp fn) {
 
 std::optional<int64_t> referenceValueId(Operation *op, unsigned index) {
   auto tag = op->getAttrOfType<DenseI64ArrayAttr>(kReferenceValueAttr);
+  if (tag && tag.size() >= 1 && tag[0] == -1) { // the list form
+    if (size_t(index) + 1 >= tag.size() || tag[index + 1] < 0)
+      return std::nullopt;
+    return tag[index + 1];
+  }
   if (!tag || tag.size() != 2 || int64_t(index) >= tag[1])
     return std::nullopt;
   return tag[0] + index;
+}
+
+void setReferenceValueIds(Operation *op, ArrayRef<std::optional<int64_t>> ids) {
+  SmallVector<int64_t> list{-1};
+  for (const std::optional<int64_t> &id : ids)
+    list.push_back(id ? *id : -1);
+  op->setAttr(kReferenceValueAttr, Builder(op->getContext()).getDenseI64ArrayAttr(list));
 }
 
 /// Whether the raw bytes of `attr` can be cut into `count` equal blocks of

@@ -44,7 +44,14 @@ void tagReferenceValues(mlir::func::FuncOp fn);
 /// kReferenceValueAttr tag, or nullopt: when `op` has none, or when the
 /// result is not one of the n it had when tagged (a pass added it since, as
 /// tc-fuse-fp8-amax adds an amax: not a value of the reference program).
+/// An op a pass made of several tagged ops carries the list form
+/// setReferenceValueIds writes.
 std::optional<int64_t> referenceValueId(mlir::Operation *op, unsigned index);
+
+/// Tags `op` with one reference value id per result (nullopt: none), the
+/// list form [-1, id0, id1, ...] of kReferenceValueAttr (-1 for none): the
+/// results of an op that replaces several (tc-fuse-fp8-delayed).
+void setReferenceValueIds(mlir::Operation *op, llvm::ArrayRef<std::optional<int64_t>> ids);
 
 /// Whether `attr` is `count` repetitions of its first 1/count, compared as
 /// bytes (a splat is; i1, packed 8 to a byte, only in whole-byte blocks):

@@ -594,6 +594,31 @@ LogicalResult QuantizeOp::verify() {
   return success();
 }
 
+LogicalResult QuantizeDelayedOp::verify() {
+  auto in = tensorType(getInput()), q = tensorType(getResult());
+  if (in.getRank() != 2)
+    return emitOpError() << "input must be a matrix, got " << in;
+  if (!in.getElementType().isF32() && !in.getElementType().isBF16())
+    return emitOpError() << "input must be f32 or bf16, got " << in.getElementType();
+  if (q.getShape() != in.getShape())
+    return emitOpError() << "result shape " << shapeStr(q.getShape()) << " != input shape "
+                         << shapeStr(in.getShape());
+  if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(q.getElementType()))
+    return emitOpError() << "result must be f8E4M3FN or f8E5M2, got " << q.getElementType();
+  for (Value v : {getScale(), getAmax(), getSaturated()}) {
+    auto t = tensorType(v);
+    if (t.getRank() != 0 || !t.getElementType().isF32())
+      return emitOpError() << "scale, amax and saturated must be tensor<f32>, got " << t;
+  }
+  if (Value qt = getResultT()) {
+    auto t = tensorType(qt);
+    if (t.getElementType() != q.getElementType() || t.getRank() != 2 ||
+        t.getDimSize(0) != in.getDimSize(1) || t.getDimSize(1) != in.getDimSize(0))
+      return emitOpError() << "result_t must be the transposed " << q << ", got " << t;
+  }
+  return success();
+}
+
 LogicalResult FakeQuantizeOp::verify() {
   auto in = tensorType(getInput());
   StringRef f = getFormat();

@@ -549,6 +549,35 @@ def TC_QuantizeOp : TC_Op<"quantize", [Pure]> {
   ];
 }
 
+def TC_QuantizeDelayedOp : TC_Op<"quantize_delayed", [Pure]> {
+  let summary = "Delayed scaling's FP8 copy of a matrix with its amax and saturation count";
+  let description = [{
+    GPU pipeline only (tc-fuse-fp8-delayed makes it of the ops tc-quantize-fp8
+    writes for `--fp8-scaling delayed`; the reference program keeps those
+    ops): for `input` x [rows, cols] (f32 or bf16) and `scale` s
+    (tensor<f32>, the scale of earlier steps),
+      result = cast(f32(x) * s) into f8E4M3FN / f8E5M2, the product rounded
+               to f32, saturating at the format's largest finite value;
+      amax = max |f32(x)| (tensor<f32>; NaN when x holds one);
+      saturated = the number of elements with |f32(x) * s| > that value
+               (tensor<f32>);
+      result_t (optional) = the transposed copy [cols, rows] of result.
+    One pass over x on the GPU (the runtime's "quantize_fp8_delayed").
+
+    ```mlir
+    %q, %m, %n, %qt = tc.quantize_delayed %x, %s : tensor<64x32xbf16>, tensor<f32>
+        -> (tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32x64xf8E4M3FN>)
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$input, TC_FloatTensor:$scale);
+  let results = (outs TC_FloatTensor:$result, TC_FloatTensor:$amax, TC_FloatTensor:$saturated,
+                 Optional<TC_FloatTensor>:$result_t);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` type($input) `,` type($scale) `->` "
+                       "`(` type($result) `,` type($amax) `,` type($saturated) "
+                       "(`,` type($result_t)^)? `)`";
+  let hasVerifier = 1;
+}
+
 def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "FP4 quantisation-aware training: quantize to NVFP4 / MXFP4 and back";
   let description = [{

@@ -395,6 +395,28 @@ Status quantizeFp8Call(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// quantize_fp8_delayed: q, q_t, amax and the saturation count in one pass.
+Status quantizeFp8DelayedCall(Call &c, cudaStream_t s, Launch *out) {
+  DType dt = c.inType("x"), qt = c.outType("q");
+  TC_RETURN_IF_ERROR(checkGpuDtype(c.a.where, dt));
+  if (c.inType("scale") != DType::F32 || c.outType("amax") != DType::F32 ||
+      c.outType("saturated") != DType::F32)
+    return invalidArgument(c.a.where + ": \"quantize_fp8_delayed\" reads an f32 scale and "
+                                       "writes f32 amax and saturated");
+  if (c.has(true, "q_t") && c.outType("q_t") != qt)
+    return invalidArgument(c.a.where + ": \"quantize_fp8_delayed\" writes q_t in the type of q");
+  int64_t rows = c.integer("rows"), cols = c.integer("cols");
+  const void *x = c.in("x");
+  const float *scale = static_cast<const float *>(c.in("scale"));
+  void *q = c.out("q"), *qT = c.out("q_t");
+  float *amax = static_cast<float *>(c.out("amax"));
+  float *saturated = static_cast<float *>(c.out("saturated"));
+  *out = [=]() {
+    return quantizeFp8Delayed(dt, x, scale, qt, q, qT, nullptr, amax, saturated, rows, cols, s);
+  };
+  return Status::ok();
+}
+
 /// The types of a block quantize call (quantize_fp8_block, quantize_mx): x
 /// of the GPU's float types, scale_inv and scale_gemm of `scale`, q_t (when
 /// given) of q's type.
@@ -553,6 +575,7 @@ const std::map<std::string, Thunk> kThunks = {
     {"embedding_fwd", embeddingFwd},
     {"embedding_bwd", embeddingBwd},
     {"quantize_fp8", quantizeFp8Call},
+    {"quantize_fp8_delayed", quantizeFp8DelayedCall},
     {"quantize_fp8_block", quantizeFp8BlockCall},
     {"quantize_mx", quantizeMxCall},
     {"fake_quantize", fakeQuantizeCall},

@@ -362,6 +362,15 @@ const std::vector<LibraryCallee> &libraryCallees() {
         kHasColSum,
         kHasAmax},
        fp8QuantizeScratch},
+      // --fp8-scaling delayed (tc-fuse-fp8-delayed): x [rows, cols]
+      // (f32/bf16) quantized by the given scale (f32 [1], the training
+      // state) in one pass: q, amax (f32 [1], max |x|, NaN kept), saturated
+      // (f32 [1], the count of |x scale| past the format's largest finite
+      // value), q_t [cols, rows] the transposed copy (has_transpose).
+      {"quantize_fp8_delayed",
+       {{"x"}, {"scale"}},
+       {{"q"}, {"amax"}, {"saturated"}, {"q_t", "has_transpose"}},
+       {kRows, kCols, {"has_transpose", K::Bool, false}}},
       // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
       // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv
       // (tc's grid), q_t [cols, rows] (has_transpose), the scales in the

@@ -238,6 +238,22 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
                    float *scaleInv, int64_t rows, int64_t cols, Fp8Scaling scaling,
                    cudaStream_t stream, void *colSum = nullptr, float *partial = nullptr);
 
+/// `--fp8-scaling delayed` (Transformer Engine's DelayedScaling) in one pass
+/// over x[rows, cols] (dt F32 or BF16), bit for bit the reference's ops
+/// (tc-quantize-fp8's quantizedDelayed): q (qt F8E4M3FN or F8E5M2) =
+/// satfinite(x * scale[0]) with the product rounded to f32, qT[cols, rows]
+/// (may be null) its transposed copy, scaleInv[1] (may be null: the step
+/// computes it beside) = 1 / scale[0]; amax[1] =
+/// max |x| (NaN when x holds one, as tc.reduce_max) and saturated[1] = the
+/// number of elements whose |x * scale| exceeds the format's largest finite
+/// value, in f32, both zeroed by the call and combined across blocks by
+/// atomics: the max on the f32 bits is exact; the count's f32 additions of
+/// whole block counts are exact, so independent of order, while it stays
+/// below 2^24 (the reference's sum of ones stops growing there).
+Status quantizeFp8Delayed(DType dt, const void *x, const float *scale, DType qt, void *q, void *qT,
+                          float *scaleInv, float *amax, float *saturated, int64_t rows,
+                          int64_t cols, cudaStream_t stream);
+
 /// The blocks of quantizeFp8Blocks over x[rows, cols]: 1x128 along the
 /// columns (an activation or gradient read with K = cols), 128x1 along the
 /// rows (the same read transposed, K = rows: its own quantization, as

@@ -123,15 +123,50 @@ __device__ __forceinline__ float currentScale(float amax, float fmax) {
   return s;
 }
 
+/// Delayed scaling's statistics of one block (quantizeFp8Delayed): the max
+/// of the raw bits of |x| (a NaN's exceed every number's, so the max is NaN
+/// when x has one, as tc.reduce_max's) and the count of saturated elements,
+/// combined into the call's amax (its f32 bits, zeroed first) and count
+/// (a whole number in f32, zeroed first) by one atomic each. `tid` is the
+/// thread's index in the block, `threads` the block's size (a multiple of
+/// 32, at most 1024).
+__device__ __forceinline__ void delayedStats(unsigned bits, int count, int tid, int threads,
+                                             float *amax, float *saturated) {
+  __shared__ unsigned wm[32];
+  __shared__ int wc[32];
+  bits = __reduce_max_sync(kFullMask, bits);
+  count = __reduce_add_sync(kFullMask, count);
+  if (tid % 32 == 0)
+    wm[tid / 32] = bits, wc[tid / 32] = count;
+  __syncthreads();
+  if (tid == 0) {
+    for (int w = 1; w < threads / 32; ++w)
+      bits = max(bits, wm[w]), count += wc[w];
+    if (bits != 0)
+      atomicMax(reinterpret_cast<unsigned *>(amax), bits);
+    if (count != 0)
+      atomicAdd(saturated, static_cast<float>(count));
+  }
+}
+
 /// One 32x32 tile of x[rows, cols] per block (blockIdx.x: row tile,
 /// blockIdx.y: column tile). q[rows, cols] and, with Transpose,
 /// qT[cols, rows]; scaleInv[1] (Tensor), [rows] (Row) or [cols] (Column).
-template <class T, bool E5M2, Fp8Scaling S, bool Transpose, bool ColSum>
+///
+/// With Delayed (quantizeFp8Delayed; Tensor scaling, no column sums) `amax`
+/// is the scale itself and the block adds its statistics to amaxOut and
+/// satOut (delayedStats).
+template <class T, bool E5M2, Fp8Scaling S, bool Transpose, bool ColSum, bool Delayed = false>
 __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
     quantizeKernel(const T *x, const float *amax, uint8_t *q, uint8_t *qT, float *scaleInv,
-                   int64_t rows, int64_t cols, float *partial) {
+                   int64_t rows, int64_t cols, float *partial, float *amaxOut,
+                   float *satOut) {
   constexpr bool RowScaling = S == Fp8Scaling::Row;
   static_assert(!ColSum || S == Fp8Scaling::Tensor, "column sums ride on per-tensor scaling");
+  static_assert(!Delayed || (S == Fp8Scaling::Tensor && !ColSum),
+                "delayed scaling: one scale for the tensor, no column sums");
+  unsigned bits = 0;
+  int count = 0;
   __shared__ uint8_t tile[kTile][kTile + 1];
   __shared__ float sums[ColSum ? kTileRowsPerPass : 1][kTile];
   float acc = 0.f;
@@ -141,8 +176,8 @@ __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
   const int tx = threadIdx.x, ty = threadIdx.y;
   float s = RowScaling ? 0.f : 1.f;
   if (S == Fp8Scaling::Tensor) {
-    s = currentScale(amax[0], fmax);
-    if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0)
+    s = Delayed ? amax[0] : currentScale(amax[0], fmax);
+    if (scaleInv && blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0)
       scaleInv[0] = __frcp_rn(s);
   } else if (S == Fp8Scaling::Column && col0 + tx < cols) {
     s = currentScale(amax[col0 + tx], fmax);
@@ -161,7 +196,12 @@ __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
     }
     if (col < cols) {
       float xv = toF(x[row * cols + col]);
-      uint8_t v = toFp8<E5M2>(__fmul_rn(xv, s));
+      const float p = __fmul_rn(xv, s);
+      uint8_t v = toFp8<E5M2>(p);
+      if constexpr (Delayed) {
+        bits = max(bits, __float_as_uint(xv) & 0x7fffffffu);
+        count += fabsf(p) > fmax;
+      }
       q[row * cols + col] = v;
       if (Transpose)
         tile[r][tx] = v;
@@ -181,6 +221,8 @@ __global__ void __launch_bounds__(kTile *kTileRowsPerPass)
       partial[blockIdx.x * cols + col0 + tx] = t;
     }
   }
+  if constexpr (Delayed)
+    delayedStats(bits, count, ty * kTile + tx, kTile * kTileRowsPerPass, amaxOut, satOut);
   if (!Transpose)
     return;
   __syncthreads();
@@ -202,17 +244,24 @@ constexpr int kVecRowsPerPass = kVecThreads / kVecThreadsPerRow;
 /// (blockIdx.x: row tile, blockIdx.y: column tile); cols % 8 == 0, x 16-
 /// and q 8-byte aligned. With Transpose, qT[cols, rows] too; `wordsT`: rows
 /// % 4 == 0 and qT 4-byte aligned, so qT takes 32-bit stores.
-template <class T, bool E5M2, bool Transpose, bool ColSum>
+/// With Delayed (no column sums) `amax` is the scale itself and the block
+/// adds its statistics to amaxOut and satOut (delayedStats).
+template <class T, bool E5M2, bool Transpose, bool ColSum, bool Delayed = false>
 __global__ void __launch_bounds__(kVecThreads)
     quantizeVecKernel(const T *x, const float *amax, uint8_t *q, uint8_t *qT, float *scaleInv,
-                      int64_t rows, int64_t cols, bool wordsT, float *partial) {
+                      int64_t rows, int64_t cols, bool wordsT, float *partial,
+                      float *amaxOut, float *satOut) {
+  static_assert(!(Delayed && ColSum), "delayed scaling: no column sums");
+  constexpr float kFmax = E5M2 ? 57344.f : 448.f;
+  unsigned bits = 0;
+  int count = 0;
   // An odd row stride (129 bytes) puts the four bytes of a qT word, which
   // come from four rows of one column, in four different banks.
   __shared__ uint8_t tile[kVecRows][kVecCols + 1];
   __shared__ float sums[ColSum ? kVecRowsPerPass : 1][kVecCols];
   float acc[kVec] = {};
-  const float s = currentScale(amax[0], E5M2 ? 57344.f : 448.f);
-  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+  const float s = Delayed ? amax[0] : currentScale(amax[0], kFmax);
+  if (scaleInv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
     scaleInv[0] = __frcp_rn(s);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kVecRows;
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kVecCols;
@@ -227,8 +276,14 @@ __global__ void __launch_bounds__(kVecThreads)
     load8(x + row * cols + col, v);
     uint8_t b[kVec];
 #pragma unroll
-    for (int j = 0; j < kVec; ++j)
-      b[j] = toFp8<E5M2>(__fmul_rn(v[j], s));
+    for (int j = 0; j < kVec; ++j) {
+      const float p = __fmul_rn(v[j], s);
+      b[j] = toFp8<E5M2>(p);
+      if constexpr (Delayed) {
+        bits = max(bits, __float_as_uint(v[j]) & 0x7fffffffu);
+        count += fabsf(p) > kFmax;
+      }
+    }
     uint2 packed;
     memcpy(&packed, b, sizeof packed);
     *reinterpret_cast<uint2 *>(q + row * cols + col) = packed;
@@ -257,6 +312,8 @@ __global__ void __launch_bounds__(kVecThreads)
       partial[blockIdx.x * cols + col0 + threadIdx.x] = t;
     }
   }
+  if constexpr (Delayed)
+    delayedStats(bits, count, threadIdx.x, kVecThreads, amaxOut, satOut);
   if (!Transpose)
     return;
   __syncthreads();
@@ -545,11 +602,12 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
                        static_cast<unsigned>(ceilDiv(cols, kVecCols)));
             bool wordsT = rows % 4 == 0 && aligned(qT, 4);
             quantizeVecKernel<T, E5, Tr, Cs><<<vgrid, kVecThreads, 0, stream>>>(
-                xs, amax, qs, qts, scaleInv, rows, cols, wordsT, partial);
+                xs, amax, qs, qts, scaleInv, rows, cols, wordsT, partial, nullptr, nullptr);
             return checkLaunch("quantize_fp8");
           }
           auto launch = [&](auto kernel) {
-            kernel<<<grid, block, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols, partial);
+            kernel<<<grid, block, 0, stream>>>(xs, amax, qs, qts, scaleInv, rows, cols, partial,
+                                               nullptr, nullptr);
             return checkLaunch("quantize_fp8");
           };
           constexpr auto Row = Fp8Scaling::Row, Col = Fp8Scaling::Column, Ten = Fp8Scaling::Tensor;
@@ -569,6 +627,54 @@ Status quantizeFp8(DType dt, const void *x, const float *amax, DType qt, void *q
       return st;
     int64_t parts = vec ? ceilDiv(rows, kVecRows) : ceilDiv(rows, kTile);
     return sumColumnPartials(dt, partial, parts, cols, colSum, stream);
+  });
+}
+
+Status quantizeFp8Delayed(DType dt, const void *x, const float *scale, DType qt, void *q,
+                          void *qT, float *scaleInv, float *amax, float *saturated, int64_t rows,
+                          int64_t cols, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(checkEntry("quantizeFp8Delayed", rows, cols));
+  if (!isFp8(qt))
+    return invalidArgument(
+        std::string("quantizeFp8Delayed: the result must be f8E4M3FN or f8E5M2, got ") +
+        dtypeName(qt));
+  if (!x || !scale || !q || !amax || !saturated)
+    return invalidArgument("quantizeFp8Delayed: null pointer");
+  TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  TC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(saturated, 0, sizeof(float), stream));
+  if (rows == 0 || cols == 0) // the compiler takes this call for non-empty tensors only
+    return invalidArgument("quantizeFp8Delayed: an empty tensor");
+  if (ceilDiv(rows, kTile) > INT32_MAX || ceilDiv(cols, kTile) > 65535)
+    return invalidArgument("quantizeFp8Delayed: more than 2^21 columns or 2^36 rows");
+  const bool e5m2 = qt == DType::F8E5M2;
+  auto *qs = static_cast<uint8_t *>(q);
+  auto *qts = static_cast<uint8_t *>(qT);
+  const bool vec = cols % kVec == 0 && aligned(x, 16) && aligned(q, 8);
+  return dispatchFloat(dt, "quantizeFp8Delayed", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    auto *xs = static_cast<const T *>(x);
+    auto pick = [](bool flag, auto f) {
+      return flag ? f(std::true_type()) : f(std::false_type());
+    };
+    return pick(e5m2, [&](auto e5) {
+      return pick(qT != nullptr, [&](auto tr) -> Status {
+        constexpr bool E5 = decltype(e5)::value, Tr = decltype(tr)::value;
+        if (vec) {
+          dim3 vgrid(static_cast<unsigned>(ceilDiv(rows, kVecRows)),
+                     static_cast<unsigned>(ceilDiv(cols, kVecCols)));
+          const bool wordsT = rows % 4 == 0 && aligned(qT, 4);
+          quantizeVecKernel<T, E5, Tr, false, true><<<vgrid, kVecThreads, 0, stream>>>(
+              xs, scale, qs, qts, scaleInv, rows, cols, wordsT, nullptr, amax, saturated);
+        } else {
+          dim3 grid(static_cast<unsigned>(ceilDiv(rows, kTile)),
+                    static_cast<unsigned>(ceilDiv(cols, kTile)));
+          quantizeKernel<T, E5, Fp8Scaling::Tensor, Tr, false, true>
+              <<<grid, dim3(kTile, kTileRowsPerPass), 0, stream>>>(
+                  xs, scale, qs, qts, scaleInv, rows, cols, nullptr, amax, saturated);
+        }
+        return checkLaunch("quantize_fp8_delayed");
+      });
+    });
   });
 }
 
