@@ -154,6 +154,11 @@ struct TcFuseFp8Delayed : tc::impl::TcFuseFp8DelayedBase<TcFuseFp8Delayed> {
     for (Operation *op : ops)
       if (op->isBeforeInBlock(first))
         first = op;
+    // x and s must be defined before it (tc-quantize-fp8 puts them there).
+    for (Value v : {ch.x, ch.scale})
+      if (Operation *def = v.getDefiningOp();
+          def && def->getBlock() == first->getBlock() && !def->isBeforeInBlock(first))
+        return;
     OpBuilder b(first);
     auto qt = tensorTypeOf(ch.q.getResult());
     Type f32 = RankedTensorType::get({}, b.getF32Type());
