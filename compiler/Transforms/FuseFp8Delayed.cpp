@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Conversion/TcToTcx/LibraryForms.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/tc/Eval/Program.h"
 
@@ -47,13 +48,6 @@ template <class Reduce> bool reducesAll(Operation *op) {
     return false;
   ArrayRef<int64_t> axes = r.getAxes();
   return axes.size() == 2 && axes[0] == 0 && axes[1] == 1;
-}
-
-/// The sole user of `v` of type Op, or null.
-template <class Op> Op soleUser(Value v) {
-  if (!v.hasOneUse())
-    return nullptr;
-  return llvm::dyn_cast<Op>(*v.getUsers().begin());
 }
 
 /// One delayed quantization's ops (the file comment's chain).
