@@ -15,6 +15,14 @@
 // tc-run --check compares each. GPU pipeline, before tc-fuse; the
 // reference program keeps the plain ops.
 //
+// The step's bookkeeping of each such tensor (its amax in front of the
+// stored history, the next history a slice of that window, the window's
+// max, the next scale's select chain, and 1 / scale for the products) is
+// five more kernels and a copy a tensor, ~5 ms of the ~1B delayed step's 83
+// on an H100 (bench/RESULTS.md stop 54); it becomes one tc.fp8_scale_update
+// (the runtime's one-block "fp8_scale_update"), again with the reference
+// values of what it replaces.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Conversion/TcToTcx/LibraryForms.h"
@@ -23,6 +31,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <cfloat>
 
 namespace tc {
 #define GEN_PASS_DEF_TCFUSEFP8DELAYED
@@ -125,6 +136,131 @@ std::optional<Chain> matchChain(CastOp c) {
   return ch;
 }
 
+/// Whether `v` is a constant splat equal to `value` (f32 scalar).
+bool isScalarConstant(Value v, double value) {
+  DenseFPElementsAttr c;
+  return isF32Scalar(v) && matchPattern(v, m_Constant(&c)) &&
+         c.getSplatValue<APFloat>().convertToDouble() == value;
+}
+
+/// The value of an f32 scalar constant, or nullopt.
+std::optional<double> scalarConstant(Value v) {
+  DenseFPElementsAttr c;
+  if (!isF32Scalar(v) || !matchPattern(v, m_Constant(&c)))
+    return std::nullopt;
+  return c.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// One delayed-scaled tensor's bookkeeping (tc-quantize-fp8's
+/// quantizedDelayed after the quantization): the ops it is made of, in an
+/// order where each one's users come before it (the order to erase them).
+struct Bookkeeping {
+  Value history;       // the stored amaxes (f32 [N - 1]), or null
+  DivOp inv;           // 1 / scale
+  SliceOp nextHistory; // window[0 : N - 1], with a history
+  SelectOp next;       // the next scale
+  double fmax = 0;
+  bool mostRecent = false;
+  SmallVector<Operation *> ops; // every op replaced, users first
+};
+
+/// The bookkeeping of the quantization whose amax is `amax` and scale
+/// `scale`, or nullopt when its ops differ from tc-quantize-fp8's form.
+std::optional<Bookkeeping> matchBookkeeping(Value amax, Value scale) {
+  Bookkeeping k;
+  // 1 / scale and the last select (select(usable, capped, scale)): the
+  // scale's users besides the quantization.
+  for (Operation *u : scale.getUsers()) {
+    if (auto d = llvm::dyn_cast<DivOp>(u);
+        d && d.getRhs() == scale && isScalarConstant(d.getLhs(), 1.0))
+      k.inv = d;
+    if (auto sel = llvm::dyn_cast<SelectOp>(u); sel && sel.getOnFalse() == scale &&
+                                                sel.getOnTrue() != scale &&
+                                                isF32Scalar(sel.getResult()))
+      k.next = sel;
+  }
+  if (!k.inv || !k.next)
+    return std::nullopt;
+  // capped = select(isinf(fmax / used), FLT_MAX, fmax / used).
+  auto capped = k.next.getOnTrue().getDefiningOp<SelectOp>();
+  auto quotient = capped ? capped.getOnFalse().getDefiningOp<DivOp>() : DivOp();
+  auto overflow = capped ? capped.getCond().getDefiningOp<IsInfOp>() : IsInfOp();
+  if (!capped || !quotient || !overflow || overflow.getInput() != quotient.getResult() ||
+      !isScalarConstant(capped.getOnTrue(), static_cast<double>(FLT_MAX)))
+    return std::nullopt;
+  std::optional<double> fmax = scalarConstant(quotient.getLhs());
+  if (!fmax || (*fmax != 448.0 && *fmax != 57344.0))
+    return std::nullopt;
+  k.fmax = *fmax;
+  Value used = quotient.getRhs();
+  // usable = (used > 0) and not isinf(used).
+  auto usable = k.next.getCond().getDefiningOp<AndOp>();
+  auto positive = usable ? usable.getLhs().getDefiningOp<GtOp>() : GtOp();
+  auto finite = usable ? usable.getRhs().getDefiningOp<NotOp>() : NotOp();
+  auto infinite = finite ? finite.getInput().getDefiningOp<IsInfOp>() : IsInfOp();
+  if (!positive || !infinite || positive.getLhs() != used ||
+      !isScalarConstant(positive.getRhs(), 0.0) || infinite.getInput() != used)
+    return std::nullopt;
+  // used: amax (most_recent), else the max of the window [amax] ++ history.
+  SmallVector<Operation *> windowOps; // users first
+  if (used == amax) {
+    k.mostRecent = true;
+  } else {
+    auto m = used.getDefiningOp<ReduceMaxOp>();
+    if (!m || m.getKeepdims() || m.getAxes().size() != 1 || m.getAxes()[0] != 0)
+      return std::nullopt;
+    windowOps.push_back(m);
+  }
+  // The window: reshape(amax) to [1], concatenated with the history.
+  ReshapeOp front;
+  for (Operation *u : amax.getUsers())
+    if (auto r = llvm::dyn_cast<ReshapeOp>(u);
+        r && tensorTypeOf(r.getResult()).getShape() == ArrayRef<int64_t>{1})
+      front = r;
+  Value window = front ? front.getResult() : Value();
+  ConcatOp cat;
+  if (front)
+    for (Operation *u : front->getUsers())
+      if (auto c = llvm::dyn_cast<ConcatOp>(u); c && c.getAxis() == 0 && c->getNumOperands() == 2 &&
+                                                c->getOperand(0) == front.getResult())
+        cat = c;
+  if (cat) {
+    window = cat.getResult();
+    k.history = cat->getOperand(1);
+    auto ht = tensorTypeOf(k.history);
+    if (ht.getRank() != 1 || !ht.getElementType().isF32())
+      return std::nullopt;
+    for (Operation *u : cat->getUsers())
+      if (auto sl = llvm::dyn_cast<SliceOp>(u))
+        k.nextHistory = sl;
+    if (!k.nextHistory || tensorTypeOf(k.nextHistory.getResult()) != ht ||
+        k.nextHistory.getStarts() != ArrayRef<int64_t>{0} ||
+        llvm::any_of(k.nextHistory.getStrides(), [](int64_t s) { return s != 1; }))
+      return std::nullopt;
+  }
+  if (!k.mostRecent && (!window || windowOps.front()->getOperand(0) != window))
+    return std::nullopt;
+  // Every op's result is used only inside the bookkeeping (the returned
+  // next history and next scale, and scale_inv's reshape, aside).
+  k.ops = {k.next, usable, finite, infinite, positive, capped, overflow, quotient};
+  llvm::append_range(k.ops, windowOps);
+  if (cat)
+    k.ops.push_back(cat); // after its users: the slice is replaced, the max is above
+  if (front)
+    k.ops.push_back(front);
+  llvm::SmallPtrSet<Operation *, 16> inside(k.ops.begin(), k.ops.end());
+  if (k.nextHistory)
+    inside.insert(k.nextHistory);
+  for (Operation *op : k.ops) {
+    if (op == k.next.getOperation())
+      continue;
+    for (Operation *u : op->getUsers())
+      if (!inside.contains(u))
+        return std::nullopt;
+  }
+  return k;
+}
+
 struct TcFuseFp8Delayed : tc::impl::TcFuseFp8DelayedBase<TcFuseFp8Delayed> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
@@ -135,10 +271,60 @@ struct TcFuseFp8Delayed : tc::impl::TcFuseFp8DelayedBase<TcFuseFp8Delayed> {
           chains.push_back(std::move(*ch));
     });
     for (Chain &ch : chains)
-      rewrite(ch);
+      if (QuantizeDelayedOp q = rewrite(ch))
+        fuseBookkeeping(q, ch.scale);
   }
 
-  void rewrite(Chain &ch) {
+  /// The bookkeeping of `q`'s tensor as one tc.fp8_scale_update right after
+  /// `q` (its amax is the first thing it needs; the scale and the history
+  /// are state read earlier).
+  void fuseBookkeeping(QuantizeDelayedOp q, Value scale) {
+    std::optional<Bookkeeping> k = matchBookkeeping(q.getAmax(), scale);
+    if (!k)
+      return;
+    if (Operation *def = k->history ? k->history.getDefiningOp() : nullptr;
+        def && (def->getBlock() != q->getBlock() || !def->isBeforeInBlock(q)))
+      return;
+    OpBuilder b(q->getContext());
+    b.setInsertionPointAfter(q);
+    Type f32 = RankedTensorType::get({}, b.getF32Type());
+    SmallVector<Type> types{f32, f32};
+    SmallVector<Value> operands{q.getAmax(), scale};
+    if (k->history) {
+      types.push_back(k->history.getType());
+      operands.push_back(k->history);
+    }
+    auto update = Fp8ScaleUpdateOp::create(b, k->next.getLoc(), types, operands[0], operands[1],
+                                           k->history, b.getF64FloatAttr(k->fmax),
+                                           k->mostRecent ? b.getUnitAttr() : UnitAttr());
+    if (Attribute a = k->inv->getAttr("tc.precision"))
+      update->setAttr("tc.precision", a);
+    SmallVector<std::optional<int64_t>> ids{referenceValueId(k->next, 0),
+                                            referenceValueId(k->inv, 0)};
+    if (k->nextHistory)
+      ids.push_back(referenceValueId(k->nextHistory, 0));
+    if (llvm::any_of(ids, [](const std::optional<int64_t> &id) { return id.has_value(); }))
+      setReferenceValueIds(update, ids);
+    k->next.getResult().replaceAllUsesWith(update.getNextScale());
+    k->inv.getResult().replaceAllUsesWith(update.getScaleInv());
+    if (k->nextHistory) {
+      k->nextHistory.getResult().replaceAllUsesWith(update.getNextHistory());
+      k->nextHistory->erase();
+    }
+    k->ops.push_back(k->inv);
+    llvm::SetVector<Value> constants;
+    for (Operation *op : k->ops) {
+      for (Value v : op->getOperands())
+        if (v.getDefiningOp<ConstantOp>())
+          constants.insert(v);
+      op->erase();
+    }
+    for (Value c : constants)
+      if (c.use_empty())
+        c.getDefiningOp()->erase();
+  }
+
+  QuantizeDelayedOp rewrite(Chain &ch) {
     // Where the chain's first op was: x and s are defined before it.
     SmallVector<Operation *> ops{ch.absX,      ch.amax, ch.scaled, ch.q,
                                  ch.absScaled, ch.over, ch.overF,  ch.count};
@@ -152,7 +338,7 @@ struct TcFuseFp8Delayed : tc::impl::TcFuseFp8DelayedBase<TcFuseFp8Delayed> {
     for (Value v : {ch.x, ch.scale})
       if (Operation *def = v.getDefiningOp();
           def && def->getBlock() == first->getBlock() && !def->isBeforeInBlock(first))
-        return;
+        return {};
     OpBuilder b(first);
     auto qt = tensorTypeOf(ch.q.getResult());
     Type f32 = RankedTensorType::get({}, b.getF32Type());
@@ -185,6 +371,7 @@ struct TcFuseFp8Delayed : tc::impl::TcFuseFp8DelayedBase<TcFuseFp8Delayed> {
       ch.xf.getDefiningOp()->erase();
     if (limit.use_empty())
       limit.getDefiningOp()->erase();
+    return fused;
   }
 };
 

@@ -980,6 +980,11 @@ def TcFuseFp8Delayed : Pass<"tc-fuse-fp8-delayed", "mlir::func::FuncOp"> {
     saturated, and result_t where q was transposed), which tc-lower-to-tcx
     makes the runtime's one-pass "quantize_fp8_delayed" call. Its results
     carry the reference values of the ops they replace (tc-run --check).
+    Then each such tensor's bookkeeping (its amax in front of the stored
+    history, the next history a slice of that window, the window's max, the
+    next scale's select chain, 1 / s) becomes one tc.fp8_scale_update right
+    after the quantization (the runtime's one-block "fp8_scale_update",
+    which writes the next scale and history over the stored ones).
     Chains of another form stay as they are.
 
     Before:

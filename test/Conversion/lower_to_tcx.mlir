@@ -524,6 +524,28 @@ func.func @shadow(%x: tensor<4x8xbf16>, %g: tensor<8x8xf32>)
 
 // -----
 
+// Tests that tc.fp8_scale_update (tc-fuse-fp8-delayed) becomes one
+// "fp8_scale_update" call that writes the next scale and history over the
+// training state it reads (in place: no copy at the end), with scale_inv
+// in an alloc of its own and each result's reference value.
+// CHECK-LABEL: func.func @scale_update
+// CHECK-DAG: %[[S:.+]] = tcx.param "fp8_scale:x" {kind = "optimizer_state"} : <f32>
+// CHECK-DAG: %[[H:.+]] = tcx.param "fp8_amax_history:x" {kind = "optimizer_state"} : <1023xf32>
+// CHECK-DAG: %[[INV:.+]] = tcx.alloc {{{.*}}ref = 30 : i64} : <f32>
+// CHECK: tcx.library "fp8_scale_update" ins(%arg0, %[[S]], %[[H]] : !tcx.buffer<f32>, !tcx.buffer<f32>, !tcx.buffer<1023xf32>) outs(%[[S]], %[[INV]], %[[H]] : !tcx.buffer<f32>, !tcx.buffer<f32>, !tcx.buffer<1023xf32>) {fmax = 4.480000e+02 : f64, has_history = true, most_recent = false}
+// CHECK-NOT: tcx.copy
+// CHECK: return %[[INV]], %[[S]], %[[H]]
+func.func @scale_update(%amax: tensor<f32>)
+    -> (tensor<f32> {tc.name = "inv"}, tensor<f32> {tc.name = "update:fp8_scale:x"},
+        tensor<1023xf32> {tc.name = "update:fp8_amax_history:x"}) {
+  %s = tc.parameter "fp8_scale:x" {tc.optimizer_state} : tensor<f32>
+  %h = tc.parameter "fp8_amax_history:x" {tc.optimizer_state} : tensor<1023xf32>
+  %ns, %inv, %nh = tc.fp8_scale_update %amax, %s, %h {fmax = 448.0 : f64, tc.ref = array<i64: -1, 40, 30, 33>} : tensor<f32>, tensor<f32>, tensor<1023xf32> -> (tensor<f32>, tensor<f32>, tensor<1023xf32>)
+  return %inv, %ns, %nh : tensor<f32>, tensor<f32>, tensor<1023xf32>
+}
+
+// -----
+
 // Tests that a tc.fusion becomes one kernel with the fusion's body.
 // CHECK-LABEL: tcx.kernel @fused_fusion_0 kind("fusion")
 // CHECK: tc.tanh

@@ -81,3 +81,119 @@ func.func @not_saturating(%x: tensor<16x8xf32>, %s: tensor<f32>)
   %n = tc.reduce_sum %of {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
   return %q, %m, %n : tensor<16x8xf8E4M3FN>, tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// The tensor's bookkeeping (tc-quantize-fp8's window of this amax and the
+// stored ones, the next history a slice of it, the next scale's select
+// chain, 1 / scale for the product) becomes one tc.fp8_scale_update right
+// after the quantization, with the reference values of what it replaces.
+// CHECK-LABEL: func.func @bookkeeping
+// CHECK-SAME: (%[[X:.+]]: tensor<16x8xf32>, %[[S:.+]]: tensor<f32>, %[[H:.+]]: tensor<3xf32>)
+// CHECK-NEXT: %[[Q:.+]], %[[M:.+]], %[[N:.+]] = tc.quantize_delayed %[[X]], %[[S]]
+// CHECK-NEXT: %[[NS:.+]], %[[INV:.+]], %[[NH:.+]] = tc.fp8_scale_update %[[M]], %[[S]], %[[H]] {fmax = 4.480000e+02 : f64, tc.ref = array<i64: -1, 40, 30, 33>} : tensor<f32>, tensor<f32>, tensor<3xf32> -> (tensor<f32>, tensor<f32>, tensor<3xf32>)
+// CHECK-NEXT: %[[R:.+]] = tc.reshape %[[INV]] : tensor<f32> to tensor<1x1xf32>
+// CHECK-NEXT: return %[[Q]], %[[R]], %[[NH]], %[[NS]], %[[N]]
+func.func @bookkeeping(%x: tensor<16x8xf32>, %s: tensor<f32>, %h: tensor<3xf32>)
+    -> (tensor<16x8xf8E4M3FN>, tensor<1x1xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) {
+  %zero = tc.constant dense<0.000000e+00> : tensor<f32>
+  %fmax = tc.constant dense<4.480000e+02> : tensor<f32>
+  %one = tc.constant dense<1.000000e+00> : tensor<f32>
+  %big = tc.constant dense<3.40282347E+38> : tensor<f32>
+  %a = tc.abs %x : tensor<16x8xf32>
+  %m = tc.reduce_max %a {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
+  %p = tc.mul %x, %s : tensor<16x8xf32>, tensor<f32> -> tensor<16x8xf32>
+  %q = tc.cast %p : tensor<16x8xf32> to tensor<16x8xf8E4M3FN>
+  %inv = tc.div %one, %s {tc.ref = array<i64: 30, 1>} : tensor<f32>, tensor<f32> -> tensor<f32>
+  %inv2 = tc.reshape %inv : tensor<f32> to tensor<1x1xf32>
+  %ap = tc.abs %p : tensor<16x8xf32>
+  %o = tc.gt %ap, %fmax : tensor<16x8xf32>, tensor<f32> -> tensor<16x8xi1>
+  %of = tc.cast %o : tensor<16x8xi1> to tensor<16x8xf32>
+  %n = tc.reduce_sum %of {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
+  %front = tc.reshape %m : tensor<f32> to tensor<1xf32>
+  %w = tc.concat %front, %h {axis = 0 : i64} : tensor<1xf32>, tensor<3xf32> -> tensor<4xf32>
+  %nh = tc.slice %w {starts = array<i64: 0>, strides = array<i64: 1>, tc.ref = array<i64: 33, 1>} : tensor<4xf32> to tensor<3xf32>
+  %used = tc.reduce_max %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+  %pos = tc.gt %used, %zero : tensor<f32>, tensor<f32> -> tensor<i1>
+  %inf = tc.isinf %used : tensor<f32> -> tensor<i1>
+  %fin = tc.not %inf : tensor<i1>
+  %ok = tc.and %pos, %fin : tensor<i1>, tensor<i1> -> tensor<i1>
+  %quo = tc.div %fmax, %used : tensor<f32>, tensor<f32> -> tensor<f32>
+  %ovf = tc.isinf %quo : tensor<f32> -> tensor<i1>
+  %cap = tc.select %ovf, %big, %quo : tensor<i1>, tensor<f32>, tensor<f32> -> tensor<f32>
+  %ns = tc.select %ok, %cap, %s {tc.ref = array<i64: 40, 1>} : tensor<i1>, tensor<f32>, tensor<f32> -> tensor<f32>
+  return %q, %inv2, %nh, %ns, %n : tensor<16x8xf8E4M3FN>, tensor<1x1xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// most_recent without a history (--fp8-amax-history 1): the scale from this
+// step's amax alone, E5M2's largest finite value.
+// CHECK-LABEL: func.func @most_recent
+// CHECK: %[[Q:.+]], %[[M:.+]], %[[N:.+]] = tc.quantize_delayed
+// CHECK-NEXT: %[[NS:.+]], %[[INV:.+]] = tc.fp8_scale_update %[[M]], %{{.+}} {fmax = 5.734400e+04 : f64, most_recent} : tensor<f32>, tensor<f32> -> (tensor<f32>, tensor<f32>)
+// CHECK-NOT: tc.select
+// CHECK: return %[[Q]], %[[INV]], %[[NS]], %[[N]]
+func.func @most_recent(%x: tensor<16x8xf32>, %s: tensor<f32>)
+    -> (tensor<16x8xf8E5M2>, tensor<f32>, tensor<f32>, tensor<f32>) {
+  %zero = tc.constant dense<0.000000e+00> : tensor<f32>
+  %fmax = tc.constant dense<5.734400e+04> : tensor<f32>
+  %one = tc.constant dense<1.000000e+00> : tensor<f32>
+  %big = tc.constant dense<3.40282347E+38> : tensor<f32>
+  %a = tc.abs %x : tensor<16x8xf32>
+  %m = tc.reduce_max %a {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
+  %p = tc.mul %x, %s : tensor<16x8xf32>, tensor<f32> -> tensor<16x8xf32>
+  %q = tc.cast %p : tensor<16x8xf32> to tensor<16x8xf8E5M2>
+  %inv = tc.div %one, %s : tensor<f32>, tensor<f32> -> tensor<f32>
+  %ap = tc.abs %p : tensor<16x8xf32>
+  %o = tc.gt %ap, %fmax : tensor<16x8xf32>, tensor<f32> -> tensor<16x8xi1>
+  %of = tc.cast %o : tensor<16x8xi1> to tensor<16x8xf32>
+  %n = tc.reduce_sum %of {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
+  %pos = tc.gt %m, %zero : tensor<f32>, tensor<f32> -> tensor<i1>
+  %inf = tc.isinf %m : tensor<f32> -> tensor<i1>
+  %fin = tc.not %inf : tensor<i1>
+  %ok = tc.and %pos, %fin : tensor<i1>, tensor<i1> -> tensor<i1>
+  %quo = tc.div %fmax, %m : tensor<f32>, tensor<f32> -> tensor<f32>
+  %ovf = tc.isinf %quo : tensor<f32> -> tensor<i1>
+  %cap = tc.select %ovf, %big, %quo : tensor<i1>, tensor<f32>, tensor<f32> -> tensor<f32>
+  %ns = tc.select %ok, %cap, %s : tensor<i1>, tensor<f32>, tensor<f32> -> tensor<f32>
+  return %q, %inv, %ns, %n : tensor<16x8xf8E5M2>, tensor<f32>, tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// A window max read elsewhere too: the bookkeeping stays as it is (the
+// quantization is still fused).
+// CHECK-LABEL: func.func @window_max_used
+// CHECK: tc.quantize_delayed
+// CHECK-NOT: tc.fp8_scale_update
+// CHECK: tc.concat
+func.func @window_max_used(%x: tensor<16x8xf32>, %s: tensor<f32>, %h: tensor<3xf32>)
+    -> (tensor<16x8xf8E4M3FN>, tensor<f32>, tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<f32>) {
+  %zero = tc.constant dense<0.000000e+00> : tensor<f32>
+  %fmax = tc.constant dense<4.480000e+02> : tensor<f32>
+  %one = tc.constant dense<1.000000e+00> : tensor<f32>
+  %big = tc.constant dense<3.40282347E+38> : tensor<f32>
+  %a = tc.abs %x : tensor<16x8xf32>
+  %m = tc.reduce_max %a {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
+  %p = tc.mul %x, %s : tensor<16x8xf32>, tensor<f32> -> tensor<16x8xf32>
+  %q = tc.cast %p : tensor<16x8xf32> to tensor<16x8xf8E4M3FN>
+  %inv = tc.div %one, %s : tensor<f32>, tensor<f32> -> tensor<f32>
+  %ap = tc.abs %p : tensor<16x8xf32>
+  %o = tc.gt %ap, %fmax : tensor<16x8xf32>, tensor<f32> -> tensor<16x8xi1>
+  %of = tc.cast %o : tensor<16x8xi1> to tensor<16x8xf32>
+  %n = tc.reduce_sum %of {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
+  %front = tc.reshape %m : tensor<f32> to tensor<1xf32>
+  %w = tc.concat %front, %h {axis = 0 : i64} : tensor<1xf32>, tensor<3xf32> -> tensor<4xf32>
+  %nh = tc.slice %w {starts = array<i64: 0>, strides = array<i64: 1>} : tensor<4xf32> to tensor<3xf32>
+  %used = tc.reduce_max %w {axes = array<i64: 0>} : tensor<4xf32> -> tensor<f32>
+  %pos = tc.gt %used, %zero : tensor<f32>, tensor<f32> -> tensor<i1>
+  %inf = tc.isinf %used : tensor<f32> -> tensor<i1>
+  %fin = tc.not %inf : tensor<i1>
+  %ok = tc.and %pos, %fin : tensor<i1>, tensor<i1> -> tensor<i1>
+  %quo = tc.div %fmax, %used : tensor<f32>, tensor<f32> -> tensor<f32>
+  %ovf = tc.isinf %quo : tensor<f32> -> tensor<i1>
+  %cap = tc.select %ovf, %big, %quo : tensor<i1>, tensor<f32>, tensor<f32> -> tensor<f32>
+  %ns = tc.select %ok, %cap, %s : tensor<i1>, tensor<f32>, tensor<f32> -> tensor<f32>
+  return %q, %inv, %nh, %ns, %n, %used : tensor<16x8xf8E4M3FN>, tensor<f32>, tensor<3xf32>, tensor<f32>, tensor<f32>, tensor<f32>
+}

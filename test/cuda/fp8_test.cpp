@@ -266,6 +266,113 @@ TEST_F(CudaFp8, DelayedQuantizeMatchesReference) {
   }
 }
 
+/// Delayed scaling's bookkeeping as the reference program computes it
+/// (tc-quantize-fp8's quantizedDelayed, op by op on the CPU): {next scale,
+/// 1 / scale, next history (when `history` has elements)}.
+std::vector<HostTensor> scaleUpdateReference(double amax, double scale,
+                                             const std::vector<double> &history, double fmax,
+                                             bool mostRecent) {
+  const TensorType scalar = ty(DType::F32, {}), flag = ty(DType::I1, {});
+  auto one = [&](const std::string &op, std::vector<HostTensor> ins, TensorType t,
+                 Attrs attrs = {}) {
+    std::vector<HostTensor> r;
+    EXPECT_OK(reference(op, ins, {t}, std::move(attrs), &r));
+    return r.empty() ? HostTensor() : r[0];
+  };
+  const int64_t len = static_cast<int64_t>(history.size());
+  HostTensor a = makeHostTensor(scalar, {amax}), s = makeHostTensor(scalar, {scale});
+  HostTensor front = one("tc.reshape", {a}, ty(DType::F32, {1}));
+  HostTensor window = front, next;
+  if (len > 0) {
+    window = one("tc.concat", {front, makeHostTensor(ty(DType::F32, {len}), history)},
+                 ty(DType::F32, {len + 1}), {{"axis", aInt(0)}});
+    next = one("tc.slice", {window}, ty(DType::F32, {len}),
+               {{"starts", aInts({0})}, {"strides", aInts({1})}});
+  }
+  HostTensor used = mostRecent ? a : one("tc.reduce_max", {window}, scalar, {{"axes", aInts({0})}});
+  HostTensor fm = makeHostTensor(scalar, {fmax});
+  HostTensor usable = one("tc.and",
+                          {one("tc.gt", {used, makeHostTensor(scalar, {0.0})}, flag),
+                           one("tc.not", {one("tc.isinf", {used}, flag)}, flag)},
+                          flag);
+  HostTensor quotient = one("tc.div", {fm, used}, scalar);
+  HostTensor capped = one("tc.select",
+                          {one("tc.isinf", {quotient}, flag),
+                           makeHostTensor(scalar, {static_cast<double>(FLT_MAX)}), quotient},
+                          scalar);
+  std::vector<HostTensor> out{one("tc.select", {usable, capped, s}, scalar),
+                              one("tc.div", {makeHostTensor(scalar, {1.0}), s}, scalar)};
+  if (len > 0)
+    out.push_back(next);
+  return out;
+}
+
+// fp8ScaleUpdate against scaleUpdateReference, bit for bit: histories of 0,
+// 1, 5, 255-257 (the block's chunks), 1023 and 5000 amaxes; a NaN or an
+// inf in the history or as this step's amax, all zeros (the scale kept),
+// a subnormal window max (the quotient overflows: the largest f32), negative
+// stored values (a hand-edited checkpoint), most_recent, both formats'
+// fmax, and every case again in place (next scale and history written over
+// scale and history, as the step's memory plan does).
+TEST_F(CudaFp8, ScaleUpdateMatchesReference) {
+  std::uniform_real_distribution<double> u(0.0, 100.0);
+  const int64_t lens[] = {0, 1, 5, 255, 256, 257, 1023, 5000};
+  const char *kinds[] = {"random", "nan-history", "nan-amax", "inf", "zeros", "tiny", "negative"};
+  int64_t bad = 0, cases = 0;
+  for (int64_t len : lens)
+    for (const char *kind : kinds)
+      for (bool mostRecent : {false, true})
+        for (double fmax : {448.0, 57344.0})
+          for (bool inPlace : {false, true}) {
+            const std::string k = kind;
+            std::vector<double> h(static_cast<size_t>(len));
+            for (double &v : h)
+              v = k == "zeros" ? 0.0 : k == "tiny" ? 1e-41 : u(rng);
+            double amax = k == "zeros" ? 0.0 : k == "tiny" ? 2e-42 : u(rng);
+            if (k == "nan-amax")
+              amax = std::nan("");
+            if (len > 0 && k == "nan-history")
+              h[static_cast<size_t>(len / 2)] = std::nan("");
+            if (len > 0 && k == "inf")
+              h[static_cast<size_t>(len - 1)] = INFINITY;
+            if (len > 0 && k == "negative")
+              for (size_t i = 0; i < h.size(); i += 2)
+                h[i] = -h[i] - 1000.0;
+            const double scale = k == "tiny" ? 3e38 : 0.75;
+            std::string what = k + " len " + std::to_string(len) +
+                               (mostRecent ? " most_recent" : "") + " fmax " +
+                               std::to_string(fmax) + (inPlace ? " in place" : "");
+            std::vector<HostTensor> ref = scaleUpdateReference(amax, scale, h, fmax, mostRecent);
+            const TensorType scalar = ty(DType::F32, {});
+            DevBuf da, ds, dh, dns, dinv, dnh;
+            ASSERT_OK(upload(makeHostTensor(scalar, {amax}), &da, stream()));
+            ASSERT_OK(upload(makeHostTensor(scalar, {scale}), &ds, stream()));
+            if (len > 0)
+              ASSERT_OK(upload(makeHostTensor(ty(DType::F32, {len}), h), &dh, stream()));
+            ASSERT_OK(devZeros(4, &dns, stream()));
+            ASSERT_OK(devZeros(4, &dinv, stream()));
+            ASSERT_OK(devZeros(4 * std::max<int64_t>(len, 1), &dnh, stream()));
+            float *nextScale = inPlace ? ds.as<float>() : dns.as<float>();
+            float *nextHistory = len == 0 ? nullptr : inPlace ? dh.as<float>() : dnh.as<float>();
+            ASSERT_OK(fp8ScaleUpdate(da.as<float>(), ds.as<float>(), len ? dh.as<float>() : nullptr,
+                                     len, static_cast<float>(fmax), mostRecent, nextScale,
+                                     dinv.as<float>(), nextHistory, stream()));
+            HostTensor ns, inv, nh;
+            ASSERT_OK(download(nextScale, scalar, &ns, stream()));
+            ASSERT_OK(download(dinv.p, scalar, &inv, stream()));
+            bad += mismatches(ns, ref[0], what + " next scale");
+            bad += mismatches(inv, ref[1], what + " scale_inv");
+            if (len > 0) {
+              ASSERT_OK(download(nextHistory, ty(DType::F32, {len}), &nh, stream()));
+              bad += mismatches(nh, ref[2], what + " next history");
+            }
+            ++cases;
+          }
+  EXPECT_EQ(bad, 0);
+  report("fp8_scale_update (" + std::to_string(cases) + " cases)", DType::F32,
+         static_cast<double>(bad), 0, 0, "history 0..5000");
+}
+
 TEST_F(CudaFp8, QuantizeWritesColumnSums) {
   // A bias gradient from the quantize pass (tc-fuse-bias-grad): colSum is
   // tc.reduce_sum over the rows within one rounding (f32 sums of each

@@ -117,14 +117,19 @@ void BufferAssignment::plan(OpBuilder &b, Operation *entry) {
       safe = false; // may become views
     if (safe && update) {
       // Every read of the old value must come before `def`, or be `def`
-      // itself reading it elementwise (same shape as the output).
+      // itself reading it elementwise (same shape as the output), or be a
+      // tc.fp8_scale_update, whose kernel reads its scale and history
+      // before it writes over them.
       bool elementwise = isElementwise(def) || llvm::isa<FusionOp>(def);
+      bool readsFirst = llvm::isa<Fp8ScaleUpdateOp>(def);
       for (Value old : reads.lookup(n))
         for (OpOperand &use : old.getUses()) {
           Operation *u = use.getOwner();
           if (isa<ReshapeOp, SliceOp, SplitOp>(u))
             continue; // covered by the alias values
           if (u == def && elementwise && tensorType(old) == tensorType(written))
+            continue;
+          if (u == def && readsFirst)
             continue;
           if (u->getBlock() != &body || index[u] >= index[def])
             safe = false;

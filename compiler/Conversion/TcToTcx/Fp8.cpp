@@ -18,7 +18,9 @@
 // product reads it transposed, a tc.transpose: tc-quantize-fp8), whose
 // products are already TN; tc-fuse-fp8-delayed makes each chain one
 // tc.quantize_delayed -> the runtime's "quantize_fp8_delayed" call (q, its
-// transposed copy, the amax and the saturation count in one pass).
+// transposed copy, the amax and the saturation count in one pass), and each
+// delayed tensor's bookkeeping one tc.fp8_scale_update -> "fp8_scale_update"
+// (the next scale, 1 / scale, the next amax history: one block).
 // Fast accumulation is on for forward GEMMs only (not in the backward).
 //
 // --fp8-scaling block128 (tc.quantize with pow2_scale): "quantize_fp8_block"
@@ -306,6 +308,31 @@ struct QuantizeDelayedLowering : TcxPattern<QuantizeDelayedOp> {
   }
 };
 
+/// tc.fp8_scale_update (tc-fuse-fp8-delayed) -> the runtime's
+/// "fp8_scale_update" call: one block computing the next scale, 1 / scale
+/// and the next amax history.
+struct Fp8ScaleUpdateLowering : TcxPattern<Fp8ScaleUpdateOp> {
+  using TcxPattern::TcxPattern;
+  LogicalResult matchAndRewrite(Fp8ScaleUpdateOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    SmallVector<Value> ins{buffers.bufferOf(rewriter, op.getAmax()),
+                           buffers.bufferOf(rewriter, op.getScale())};
+    SmallVector<Value> outs{buffers.outBuffer(rewriter, op.getNextScale()),
+                            buffers.outBuffer(rewriter, op.getScaleInv())};
+    if (op.getHistory()) {
+      ins.push_back(buffers.bufferOf(rewriter, op.getHistory()));
+      outs.push_back(buffers.outBuffer(rewriter, op.getNextHistory()));
+    }
+    buffers.library(
+        rewriter, op.getLoc(), "fp8_scale_update", ins, outs,
+        {rewriter.getNamedAttr("fmax", rewriter.getF64FloatAttr(op.getFmax().convertToDouble())),
+         rewriter.getNamedAttr("most_recent", rewriter.getBoolAttr(op.getMostRecent())),
+         rewriter.getNamedAttr("has_history", rewriter.getBoolAttr(op.getHistory() != nullptr))});
+    rewriter.replaceOp(op, outs);
+    return success();
+  }
+};
+
 /// tc.fake_quantize -> the runtime's "fake_quantize" call: the input as
 /// [outer, len, inner] with the blocks along len (the op's axis).
 struct FakeQuantizeLowering : TcxPattern<FakeQuantizeOp> {
@@ -376,8 +403,8 @@ LogicalResult checkFp8Op(Operation &op) {
 
 void populateTcToTcxFp8Patterns(RewritePatternSet &patterns, BufferAssignment &buffers,
                                 bool fuseEpilogues) {
-  patterns.add<QuantizeLowering, QuantizeDelayedLowering, FakeQuantizeLowering,
-               PairedColumnSumLowering>(patterns.getContext(), buffers);
+  patterns.add<QuantizeLowering, QuantizeDelayedLowering, Fp8ScaleUpdateLowering,
+               FakeQuantizeLowering, PairedColumnSumLowering>(patterns.getContext(), buffers);
   patterns.add<ScaledMatmulLowering>(patterns.getContext(), buffers, fuseEpilogues);
 }
 

@@ -619,6 +619,29 @@ LogicalResult QuantizeDelayedOp::verify() {
   return success();
 }
 
+LogicalResult Fp8ScaleUpdateOp::verify() {
+  for (Value v : {getAmax(), getScale(), getNextScale(), getScaleInv()}) {
+    auto t = tensorType(v);
+    if (t.getRank() != 0 || !t.getElementType().isF32())
+      return emitOpError() << "amax, scale, next_scale and scale_inv must be tensor<f32>, got "
+                           << t;
+  }
+  double fmax = getFmax().convertToDouble();
+  if (!(fmax > 0) || std::isinf(fmax))
+    return emitOpError() << "fmax must be a positive finite number, got " << fmax;
+  if (static_cast<bool>(getHistory()) != static_cast<bool>(getNextHistory()))
+    return emitOpError() << "next_history is present exactly when history is";
+  if (Value h = getHistory()) {
+    auto t = tensorType(h);
+    if (t.getRank() != 1 || !t.getElementType().isF32() || t.getDimSize(0) < 1)
+      return emitOpError() << "history must be a non-empty f32 vector, got " << t;
+    if (tensorType(getNextHistory()) != t)
+      return emitOpError() << "next_history must be of history's type " << t << ", got "
+                           << tensorType(getNextHistory());
+  }
+  return success();
+}
+
 LogicalResult FakeQuantizeOp::verify() {
   auto in = tensorType(getInput());
   StringRef f = getFormat();

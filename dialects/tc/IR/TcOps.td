@@ -578,6 +578,37 @@ def TC_QuantizeDelayedOp : TC_Op<"quantize_delayed", [Pure]> {
   let hasVerifier = 1;
 }
 
+def TC_Fp8ScaleUpdateOp : TC_Op<"fp8_scale_update", [Pure]> {
+  let summary = "Delayed scaling's bookkeeping of one FP8 tensor: its next scale and amax history";
+  let description = [{
+    GPU pipeline only (tc-fuse-fp8-delayed makes it of the ops tc-quantize-fp8
+    writes after each delayed-scaled quantization; the reference program keeps
+    those ops): for this step's `amax` (tensor<f32>), the `scale` the step
+    quantized by (tensor<f32>) and the amaxes of earlier steps `history`
+    (optional, f32 [N - 1], newest first), with the window w = [amax] ++ history,
+      used = amax (most_recent) or max(w) (NaN when w holds one);
+      next_scale = fmax / used (f32, the largest f32 when it overflows) when
+                   used is positive and finite, else `scale`;
+      scale_inv = 1 / scale (f32: what the step's products read);
+      next_history = w[0 : N - 1] (present exactly when history is).
+    One small kernel on the GPU (the runtime's "fp8_scale_update"), which may
+    write next_scale and next_history over scale and history in place.
+
+    ```mlir
+    %s2, %inv, %h2 = tc.fp8_scale_update %amax, %s, %h {fmax = 448.0 : f64}
+        : tensor<f32>, tensor<f32>, tensor<1023xf32> -> (tensor<f32>, tensor<f32>, tensor<1023xf32>)
+    ```
+  }];
+  let arguments = (ins TC_FloatTensor:$amax, TC_FloatTensor:$scale,
+                   Optional<TC_FloatTensor>:$history, F64Attr:$fmax, UnitAttr:$most_recent);
+  let results = (outs TC_FloatTensor:$next_scale, TC_FloatTensor:$scale_inv,
+                 Optional<TC_FloatTensor>:$next_history);
+  let assemblyFormat = "$amax `,` $scale (`,` $history^)? attr-dict `:` type($amax) `,` "
+                       "type($scale) (`,` type($history)^)? `->` `(` type($next_scale) `,` "
+                       "type($scale_inv) (`,` type($next_history)^)? `)`";
+  let hasVerifier = 1;
+}
+
 def TC_FakeQuantizeOp : TC_Op<"fake_quantize", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "FP4 quantisation-aware training: quantize to NVFP4 / MXFP4 and back";
   let description = [{

@@ -417,6 +417,41 @@ Status quantizeFp8DelayedCall(Call &c, cudaStream_t s, Launch *out) {
   return Status::ok();
 }
 
+/// fp8_scale_update: delayed scaling's next scale, 1 / scale and next
+/// amax history of one tensor.
+Status fp8ScaleUpdateCall(Call &c, cudaStream_t s, Launch *out) {
+  const bool hist = c.has(false, "history");
+  if (hist != c.has(true, "next_history"))
+    return invalidArgument(c.a.where + ": \"fp8_scale_update\" reads history exactly when it "
+                                       "writes next_history");
+  for (const char *n : {"amax", "scale", "history"})
+    if (c.has(false, n) && c.inType(n) != DType::F32)
+      return invalidArgument(c.a.where + ": \"fp8_scale_update\" reads f32 " + n);
+  for (const char *n : {"next_scale", "scale_inv", "next_history"})
+    if (c.has(true, n) && c.outType(n) != DType::F32)
+      return invalidArgument(c.a.where + ": \"fp8_scale_update\" writes f32 " + n);
+  int64_t len = 0;
+  if (hist) {
+    len = c.args.inTypes[c.inPos("history")].numElements();
+    if (c.args.outTypes[c.outPos("next_history")].numElements() != len)
+      return invalidArgument(c.a.where +
+                             ": \"fp8_scale_update\" writes next_history of history's size");
+  }
+  const double fmax = c.a.realOr("fmax", 0.0);
+  const bool mostRecent = c.flag("most_recent");
+  const float *amax = static_cast<const float *>(c.in("amax"));
+  const float *scale = static_cast<const float *>(c.in("scale"));
+  const float *history = static_cast<const float *>(c.in("history"));
+  float *nextScale = static_cast<float *>(c.out("next_scale"));
+  float *scaleInv = static_cast<float *>(c.out("scale_inv"));
+  float *nextHistory = static_cast<float *>(c.out("next_history"));
+  *out = [=]() {
+    return fp8ScaleUpdate(amax, scale, history, len, static_cast<float>(fmax), mostRecent,
+                          nextScale, scaleInv, nextHistory, s);
+  };
+  return Status::ok();
+}
+
 /// The types of a block quantize call (quantize_fp8_block, quantize_mx): x
 /// of the GPU's float types, scale_inv and scale_gemm of `scale`, q_t (when
 /// given) of q's type.
@@ -576,6 +611,7 @@ const std::map<std::string, Thunk> kThunks = {
     {"embedding_bwd", embeddingBwd},
     {"quantize_fp8", quantizeFp8Call},
     {"quantize_fp8_delayed", quantizeFp8DelayedCall},
+    {"fp8_scale_update", fp8ScaleUpdateCall},
     {"quantize_fp8_block", quantizeFp8BlockCall},
     {"quantize_mx", quantizeMxCall},
     {"fake_quantize", fakeQuantizeCall},

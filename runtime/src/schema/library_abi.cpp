@@ -371,6 +371,19 @@ const std::vector<LibraryCallee> &libraryCallees() {
        {{"x"}, {"scale"}},
        {{"q"}, {"amax"}, {"saturated"}, {"q_t", "has_transpose"}},
        {kRows, kCols, {"has_transpose", K::Bool, false}}},
+      // --fp8-scaling delayed's bookkeeping of one tensor
+      // (tc-fuse-fp8-delayed): amax, scale (f32 [1]) and the stored amaxes
+      // (history, f32 [N - 1], has_history) -> next_scale (fmax / the max of
+      // [amax] ++ history, or of amax alone with most_recent; scale kept
+      // when that is 0, inf or NaN; the largest f32 on overflow), scale_inv
+      // (1 / scale) and next_history ([amax] ++ history[0 : N - 2]); may
+      // write next_scale / next_history over scale / history in place.
+      {"fp8_scale_update",
+       {{"amax"}, {"scale"}, {"history", "has_history"}},
+       {{"next_scale"}, {"scale_inv"}, {"next_history", "has_history"}},
+       {{"fmax", K::Float, true},
+        {"most_recent", K::Bool, false},
+        {"has_history", K::Bool, false}}},
       // --fp8-scaling block128: x [rows, cols] in blocks (blocks 0: 1x128
       // along the columns, 1: 128x1 along the rows, 2: 128x128), q, scale_inv
       // (tc's grid), q_t [cols, rows] (has_transpose), the scales in the

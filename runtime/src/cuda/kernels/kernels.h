@@ -254,6 +254,18 @@ Status quantizeFp8Delayed(DType dt, const void *x, const float *scale, DType qt,
                           float *scaleInv, float *amax, float *saturated, int64_t rows,
                           int64_t cols, cudaStream_t stream);
 
+/// Delayed scaling's bookkeeping of one tensor (the "fp8_scale_update"
+/// call; what tc-quantize-fp8's ops compute, bit for bit): with the window
+/// w = [amax] ++ history[0 : len] (len 0: no history), used = amax
+/// (mostRecent) or max(w) (NaN when w holds one); nextScale = fmax / used
+/// (__fdiv_rn; FLT_MAX when it overflows) when used is positive and finite,
+/// else *scale; scaleInv = 1 / *scale; nextHistory[0 : len] = w[0 : len].
+/// One block; nextScale and nextHistory may be scale and history (every
+/// element is read before it is written).
+Status fp8ScaleUpdate(const float *amax, const float *scale, const float *history, int64_t len,
+                      float fmax, bool mostRecent, float *nextScale, float *scaleInv,
+                      float *nextHistory, cudaStream_t stream);
+
 /// The blocks of quantizeFp8Blocks over x[rows, cols]: 1x128 along the
 /// columns (an activation or gradient read with K = cols), 128x1 along the
 /// rows (the same read transposed, K = rows: its own quantization, as

@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <cfloat>
+#include <cmath>
 #include <type_traits>
 
 #include "runtime/src/cuda/kernels/common.cuh"
@@ -676,6 +677,73 @@ Status quantizeFp8Delayed(DType dt, const void *x, const float *scale, DType qt,
       });
     });
   });
+}
+
+namespace {
+
+constexpr int kScaleUpdateThreads = 256;
+
+/// A float's bits mapped so that unsigned order is float order (NaNs
+/// aside: the caller tests them apart).
+__device__ __forceinline__ unsigned orderedBits(float v) {
+  unsigned b = __float_as_uint(v);
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+__device__ __forceinline__ float fromOrderedBits(unsigned k) {
+  return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
+
+/// fp8ScaleUpdate's one block (kernels.h has the contract).
+__global__ void __launch_bounds__(kScaleUpdateThreads)
+    scaleUpdateKernel(const float *amax, const float *scale, const float *history, int64_t len,
+                      float fmax, bool mostRecent, float *nextScale, float *scaleInv,
+                      float *nextHistory) {
+  const float a = amax[0], s = scale[0];
+  bool nan = false;
+  unsigned key = 0;
+  if (!mostRecent)
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+      const float v = history[i];
+      nan |= isnan(v);
+      key = max(key, orderedBits(v));
+    }
+  nan = __syncthreads_or(nan);
+  key = blockMaxU32(key); // ends with every thread past its history reads
+  // The shift, from the end in chunks of the block: a chunk reads
+  // history[lo - 1 .. hi - 1], which no chunk has written yet (they wrote
+  // above hi), then writes [lo .. hi]: right in place too.
+  for (int64_t hi = len - 1; hi >= 0; hi -= blockDim.x) {
+    const int64_t i = hi - threadIdx.x;
+    const float v = i > 0 ? history[i - 1] : a;
+    __syncthreads();
+    if (i >= 0)
+      nextHistory[i] = v;
+  }
+  if (threadIdx.x != 0)
+    return;
+  float used = a;
+  if (!mostRecent && (nan || isnan(a)))
+    used = __uint_as_float(0x7fc00000u);
+  else if (!mostRecent && len > 0)
+    used = fmaxf(a, fromOrderedBits(key));
+  const float q = __fdiv_rn(fmax, used);
+  scaleInv[0] = __fdiv_rn(1.f, s);
+  nextScale[0] = used > 0.f && !isinf(used) ? (isinf(q) ? FLT_MAX : q) : s;
+}
+
+} // namespace
+
+Status fp8ScaleUpdate(const float *amax, const float *scale, const float *history, int64_t len,
+                      float fmax, bool mostRecent, float *nextScale, float *scaleInv,
+                      float *nextHistory, cudaStream_t stream) {
+  if (!amax || !scale || !nextScale || !scaleInv || (len > 0 && (!history || !nextHistory)))
+    return invalidArgument("fp8ScaleUpdate: null pointer");
+  if (len < 0 || !(fmax > 0.f) || std::isinf(fmax))
+    return invalidArgument("fp8ScaleUpdate: a negative history length or a bad fmax");
+  scaleUpdateKernel<<<1, kScaleUpdateThreads, 0, stream>>>(amax, scale, history, len, fmax,
+                                                           mostRecent, nextScale, scaleInv,
+                                                           nextHistory);
+  return checkLaunch("fp8_scale_update");
 }
 
 } // namespace tc::rt::cuda
