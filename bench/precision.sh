@@ -23,7 +23,7 @@
 #     eighth run's is bench/precision-loss.png).
 #   bench/precision.sh BUILD_DIR speed
 #     tokens/s (median of timed steps) of tc-bf16 and tc-fp8 (and, at ~1B,
-#     tc-fp8 with --fp8-scaling delayed) beside
+#     tc-fp8 with --fp8-scaling delayed, and with --fp8-lm-head) beside
 #     torch.compile bf16 (bench/gpt2_torch.py), at GPT-2 124M (batch 16) and a
 #     ~1B configuration (18 layers, d 2048, 16 heads, vocab 50304: 1.01B
 #     parameters, batch 8), random tokens.
@@ -78,7 +78,7 @@ speed)
   echo "== precision speed (logs: $OUT)"
   python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 50257, size=16*1025*64).astype(np.uint16).tofile('/tmp/tc-bench-tokens.bin')"
   for cfg in 124m 1b; do
-    for m in bf16 fp8 fp8delayed; do
+    for m in bf16 fp8 fp8delayed fp8lmhead; do
       [ -f "$P/gpt2-$cfg-$m.tca" ] && run_tc "speed-$cfg-$m" "$P/gpt2-$cfg-$m.tca" --steps 25 \
         --data /tmp/tc-bench-tokens.bin --log-every 0
     done
@@ -121,6 +121,9 @@ for cfg, batch in (("124m", 16), ("1b", 8)):
         line += f"  bf16/torch.compile {bf / tcs:.2f}x"
     if fd:
         line += f"  tc-fp8-delayed {fmt(fd)}" + (f" ({fd / tcs:.2f}x)" if tcs else "")
+    fl = tc(f"speed-{cfg}-fp8lmhead")
+    if fl:
+        line += f"  tc-fp8 --fp8-lm-head {fmt(fl)}" + (f" ({fl / tcs:.2f}x)" if tcs else "")
     if tq:
         line += f"  (torch params {tq['params']:,}, peak {tq['peak_mem_gib']} GiB)"
     print(line)

@@ -35,7 +35,8 @@
 #   OUT/bench/precision/     when TC_BENCH_PRECISION=1 (default 0): bench/precision.sh's
 #                            artifacts (byte-level GPT-2 124M in bf16/fp8/fp16 and bf16 with
 #                            NVFP4 QAT of weights and activations, GPT-2 124M
-#                            and ~1B in bf16/fp8, all --no-weights) and its text corpus
+#                            and ~1B in bf16/fp8 (~1B also fp8 delayed, fp8 --fp8-lm-head),
+#                            all --no-weights) and its text corpus
 #                            (scripts/make_text_data.py; the ONNX exports are reused from
 #                            build/bench while newer than the model's code)
 #   OUT.tgz                  all of OUT, gzipped (about a third of its size): what
@@ -303,6 +304,9 @@ if [ "${TC_BENCH_PRECISION:-0}" = 1 ] && python3 -c 'import torch, onnx' 2>/dev/
   done
   "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-1b.onnx" --input input_ids=8x1024 \
     --input labels=8x1024 "${ADAMW[@]}" --fp8 --fp8-scaling delayed -o "$PB/gpt2-1b-fp8delayed.tca"
+  # The classifier in FP8 too (--fp8-lm-head), tensor scaling.
+  "$CB/bin/tc-compile" "$ROOT/build/bench/gpt2-1b.onnx" --input input_ids=8x1024 \
+    --input labels=8x1024 "${ADAMW[@]}" --fp8 --fp8-lm-head -o "$PB/gpt2-1b-fp8lmhead.tca"
   echo "prepared bench/precision ($(ls "$PB"/*.tca | wc -l) artifacts)"
 fi
 du -sh "$OUT"

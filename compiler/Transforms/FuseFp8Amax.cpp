@@ -60,6 +60,12 @@ bool fusionCanTakeAmax(Value v, Block &block) {
   auto fusion = v.getDefiningOp<FusionOp>();
   if (!fusion || fusion->getBlock() != &block)
     return false;
+  // The bf16 narrowing of a fused classifier's gradient is no kernel: the
+  // cross_entropy_fwd_bwd call writes it (tc-fuse-cross-entropy), and would
+  // leave the amax result without a writer (--fp8-lm-head crashed there).
+  for (Value in : fusion->getOperands())
+    if (auto g = in.getDefiningOp<CrossEntropyGradOp>(); g && g->hasAttr(kFusedGradAttr))
+      return false;
   for (Operation &op : fusion.getBody().front().without_terminator())
     if (isTrailingReduction(&op) || isLastAxisSoftmax(&op) || isLeadingColumnSum(&op))
       return false;

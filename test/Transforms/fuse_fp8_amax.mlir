@@ -189,3 +189,26 @@ func.func @attention_grad_value(%q: tensor<2x4x16x16xbf16>, %o: tensor<2x4x16x16
   return %e#0, %q0, %s0, %q1, %s1
       : tensor<2x4x16x16xbf16>, tensor<128x16xf8E5M2>, tensor<1x1xf32>, tensor<128x16xf8E5M2>, tensor<1x1xf32>
 }
+
+// -----
+
+// Tests that the bf16 narrowing of a fused classifier's gradient takes no
+// amax: cross_entropy_fwd_bwd writes that gradient itself (its fusion is no
+// kernel), so the quantize keeps its own amax pass (--fp8-lm-head).
+// CHECK-LABEL: func.func @classifier_gradient
+// CHECK: %[[F:.+]] = tc.fusion(%{{.+}}) : (tensor<16x32xf32>) -> tensor<16x32xbf16>
+// CHECK-NOT: tc.reduce_max
+// CHECK: tc.quantize %[[F]] {block
+func.func @classifier_gradient(%x: tensor<16x32xf32>, %y: tensor<16xi64>)
+    -> (tensor<f32>, tensor<16x32xf8E5M2>, tensor<1x1xf32>) {
+  %l = tc.cross_entropy %x, %y {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>) -> tensor<f32>
+  %one = tc.constant dense<1.0> : tensor<f32>
+  %d = tc.cross_entropy_grad %x, %y, grad %one {tc.fused_grad} : (tensor<16x32xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x32xf32>
+  %n = tc.fusion (%d) : (tensor<16x32xf32>) -> tensor<16x32xbf16> {
+  ^bb0(%a: tensor<16x32xf32>):
+    %c = tc.cast %a : tensor<16x32xf32> to tensor<16x32xbf16>
+    tc.yield %c : tensor<16x32xbf16>
+  }
+  %q, %s = tc.quantize %n {block = array<i64: 16, 32>} : tensor<16x32xbf16> -> (tensor<16x32xf8E5M2>, tensor<1x1xf32>)
+  return %l, %q, %s : tensor<f32>, tensor<16x32xf8E5M2>, tensor<1x1xf32>
+}

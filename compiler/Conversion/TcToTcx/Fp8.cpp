@@ -185,6 +185,13 @@ struct QuantizeLowering : TcxPattern<QuantizeOp> {
       ins.push_back(buffers.bufferOf(rewriter, op.getAmax()));
       attrs.push_back(rewriter.getNamedAttr("has_amax", rewriter.getBoolAttr(true)));
     }
+    for (auto [i, v] : llvm::enumerate(ins))
+      if (!v)
+        return op.emitOpError() << (i ? "its amax" : "its input")
+                                << " has no buffer (internal error)";
+    for (Value v : outs)
+      if (!v)
+        return op.emitOpError() << "a result has no buffer (internal error)";
     buffers.library(rewriter, op.getLoc(), "quantize_fp8", ins, outs, attrs);
     rewriter.replaceOp(op, {q, s});
     return success();
