@@ -52,6 +52,14 @@ bool isF32Scalar(Value v) {
   return t.getRank() == 0 && t.getElementType().isF32();
 }
 
+/// The value of an f32 scalar constant (tc's splatFloatValue), or nullopt.
+std::optional<double> scalarConstant(Value v) {
+  return isF32Scalar(v) ? splatFloatValue(v) : std::nullopt;
+}
+
+/// Whether `v` is an f32 scalar constant equal to `value`.
+bool isScalarConstant(Value v, double value) { return scalarConstant(v) == value; }
+
 /// Whether `op` reduces every axis of its rank-2 operand to a tensor<f32>.
 template <class Reduce> bool reducesAll(Operation *op) {
   auto r = llvm::dyn_cast_or_null<Reduce>(op);
@@ -114,9 +122,7 @@ std::optional<Chain> matchChain(CastOp c) {
     auto g = a ? soleUser<GtOp>(a.getResult()) : GtOp();
     if (!g || g.getLhs() != a.getResult())
       return std::nullopt;
-    DenseFPElementsAttr limit;
-    if (!isF32Scalar(g.getRhs()) || !matchPattern(g.getRhs(), m_Constant(&limit)) ||
-        limit.getSplatValue<APFloat>().convertToDouble() != fmax)
+    if (!isScalarConstant(g.getRhs(), fmax))
       return std::nullopt;
     auto f = soleUser<CastOp>(g.getResult());
     auto s = f ? soleUser<ReduceSumOp>(f.getResult()) : ReduceSumOp();
@@ -134,21 +140,6 @@ std::optional<Chain> matchChain(CastOp c) {
         ch.transposes.push_back(t);
     }
   return ch;
-}
-
-/// Whether `v` is a constant splat equal to `value` (f32 scalar).
-bool isScalarConstant(Value v, double value) {
-  DenseFPElementsAttr c;
-  return isF32Scalar(v) && matchPattern(v, m_Constant(&c)) &&
-         c.getSplatValue<APFloat>().convertToDouble() == value;
-}
-
-/// The value of an f32 scalar constant, or nullopt.
-std::optional<double> scalarConstant(Value v) {
-  DenseFPElementsAttr c;
-  if (!isF32Scalar(v) || !matchPattern(v, m_Constant(&c)))
-    return std::nullopt;
-  return c.getSplatValue<APFloat>().convertToDouble();
 }
 
 /// One delayed-scaled tensor's bookkeeping (tc-quantize-fp8's
@@ -189,7 +180,7 @@ std::optional<Bookkeeping> matchBookkeeping(Value amax, Value scale) {
       !isScalarConstant(capped.getOnTrue(), static_cast<double>(FLT_MAX)))
     return std::nullopt;
   std::optional<double> fmax = scalarConstant(quotient.getLhs());
-  if (!fmax || (*fmax != 448.0 && *fmax != 57344.0))
+  if (!fmax)
     return std::nullopt;
   k.fmax = *fmax;
   Value used = quotient.getRhs();
@@ -280,7 +271,8 @@ struct TcFuseFp8Delayed : tc::impl::TcFuseFp8DelayedBase<TcFuseFp8Delayed> {
   /// are state read earlier).
   void fuseBookkeeping(QuantizeDelayedOp q, Value scale) {
     std::optional<Bookkeeping> k = matchBookkeeping(q.getAmax(), scale);
-    if (!k)
+    Type qe = tensorTypeOf(q.getResult()).getElementType();
+    if (!k || k->fmax != (llvm::isa<Float8E5M2Type>(qe) ? 57344.0 : 448.0))
       return;
     if (Operation *def = k->history ? k->history.getDefiningOp() : nullptr;
         def && (def->getBlock() != q->getBlock() || !def->isBeforeInBlock(q)))
